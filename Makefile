@@ -1,0 +1,31 @@
+# The README's two commands: `make demo` and `make test`. Each builds .venv on its own.
+PYTHON ?= python3.11
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Error: $(PYTHON) not found; install Python 3.11 or run make PYTHON=python3" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev,demo]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python demo/run.py
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check dsreg tests benchmarks demo
+	$(BIN)/ruff format --check dsreg tests benchmarks demo
+	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) build dist demo/out

@@ -1,0 +1,50 @@
+"""The ``dsreg`` command: typer app; thin (parse, one library call, render).
+
+``DsregError`` is caught here, once: ``Error: …`` on stderr, exit status 1.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import typer
+
+from dsreg.cli import core, overlays
+from dsreg.cli._common import CONTEXT
+from dsreg.errors import DsregError
+
+app = typer.Typer(
+    name="dsreg",
+    help="A versioned registry for ML evaluation sets.",
+    context_settings=CONTEXT,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+core.register(app)
+overlays.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``dsreg`` script."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except DsregError as e:
+        sys.stderr.write(f"Error: {e}\n")
+        sys.exit(1)
+    except click.exceptions.Abort:
+        sys.stderr.write("Aborted.\n")
+        sys.exit(130)
+    except click.exceptions.Exit as e:
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        # Usage errors are bad input too: the same exit status 1, a message that names the value.
+        e.show()
+        sys.exit(1)
+    except BrokenPipeError:
+        sys.exit(0)
+
+
+__all__ = ["app", "main"]

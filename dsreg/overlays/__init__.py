@@ -1,0 +1,1 @@
+"""Overlays: corrections manifests, the confident-learning detector, vote import, the view rule."""

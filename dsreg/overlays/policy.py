@@ -1,0 +1,85 @@
+"""The view rule (DESIGN.md, "revision"): overlays applied in order, then filtered and relabelled.
+
+- ``original``: every row, given labels.
+- ``cleaned``: rows whose verdict is an error (anything but ``non_error``) removed; labels as given.
+- ``corrected``: ``correctable`` and ``suspected`` rows take the suggested label; other error rows
+  are removed.
+- ``honeypot``: only the ``correctable`` rows, with the corrected label.
+
+This is the reference implementation; the DuckDB views implement the same rule in SQL and a test
+holds the two equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from dsreg.registry.manifests import View
+
+__all__ = ["ERRORS", "VERDICTS", "ViewRows", "apply_view", "merge_overlays"]
+
+VERDICTS = ("suspected", "non_error", "correctable", "multi_label", "neither", "non_agreement")
+ERRORS = frozenset(v for v in VERDICTS if v != "non_error")
+_CODE = {v: i + 1 for i, v in enumerate(VERDICTS)}  # 0: no overlay names the row
+_SUSPECTED, _NON_ERROR, _CORRECTABLE = _CODE["suspected"], _CODE["non_error"], _CODE["correctable"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Merged:
+    """Per snapshot row: the verdict code and suggested label of the last overlay naming it."""
+
+    verdict: np.ndarray  # uint8, n; 0 where no overlay names the row
+    suggested: np.ndarray  # int32, n; -1 where none
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ViewRows:
+    """The rows a view serves, in snapshot order."""
+
+    rows: np.ndarray  # int64 positions in the snapshot
+    label: np.ndarray  # int32, the label the view serves
+    given_label: np.ndarray  # int32, the snapshot's label
+    verdict: pa.Array  # string, null where no overlay names the row
+
+
+def merge_overlays(n: int, corrections: Sequence[pa.Table]) -> Merged:
+    """Fold corrections tables in order; for a row named by several, the later one wins."""
+    verdict = np.zeros(n, dtype=np.uint8)
+    suggested = np.full(n, -1, dtype=np.int32)
+    for table in corrections:
+        rows = table.column("row").to_numpy()
+        codes = np.asarray([_CODE[v] for v in table.column("verdict").to_pylist()], dtype=np.uint8)
+        sug = table.column("suggested_label").fill_null(-1).to_numpy().astype(np.int32)
+        verdict[rows] = codes
+        suggested[rows] = sug
+    return Merged(verdict=verdict, suggested=suggested)
+
+
+def apply_view(view: View, labels: np.ndarray, merged: Merged) -> ViewRows:
+    """The rows and labels of ``view`` over a snapshot's ``labels`` and its merged overlays."""
+    v = merged.verdict
+    is_error = (v != 0) & (v != _NON_ERROR)
+    relabel = ((v == _CORRECTABLE) | (v == _SUSPECTED)) & (merged.suggested >= 0)
+    if view == "original":
+        keep = np.ones(len(labels), dtype=bool)
+    elif view == "cleaned":
+        keep = ~is_error
+    elif view == "corrected":
+        keep = ~is_error | relabel
+    elif view == "honeypot":
+        keep = (v == _CORRECTABLE) & (merged.suggested >= 0)
+    else:  # pragma: no cover - View is a closed Literal, checked by the schema
+        raise ValueError(view)
+    rows = np.flatnonzero(keep).astype(np.int64)
+    given = labels[rows].astype(np.int32)
+    label = given.copy()
+    if view in ("corrected", "honeypot"):
+        r = relabel[rows]
+        label[r] = merged.suggested[rows][r]
+    names = np.asarray((None, *VERDICTS), dtype=object)
+    verdict = pa.array(names[v[rows]], type=pa.string())
+    return ViewRows(rows=rows, label=label, given_label=given, verdict=verdict)

@@ -1,0 +1,1 @@
+"""The registry: content-addressed store, manifests, refs, names, checkout, verify and gc."""

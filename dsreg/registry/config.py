@@ -1,0 +1,50 @@
+"""``config.toml``: remotes and settings, in DVC's spirit (URL and options here; secrets in the
+environment or the cloud SDK's own configuration, never in this file)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from dsreg.errors import ConfigError, ManifestError
+from dsreg.registry.schemas import validate
+
+__all__ = ["read_config", "write_config"]
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ConfigError(f"cannot read {path}: {e}; fix or remove the file") from e
+    try:
+        validate(data, "config", what=str(path))
+    except ManifestError as e:
+        raise ConfigError(f"{e}; fix the file") from None
+    return data
+
+
+def write_config(path: Path, data: dict[str, Any]) -> None:
+    try:
+        validate(data, "config", what="the new configuration")
+    except ManifestError as e:
+        raise ConfigError(str(e)) from None
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            tomli_w.dump(data, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        raise ConfigError(f"cannot write {path}: {e.strerror}") from e
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

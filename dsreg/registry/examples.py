@@ -1,0 +1,106 @@
+"""The examples table: Parquet, one row per example, row i is position i.
+
+Columns: ``example_id`` (string, unique), ``label`` (int32 index into the snapshot's classes),
+``blob`` (payload digest, null for label-only sets), ``size`` (payload bytes, null likewise), then
+the source's metadata columns. The bytes are written with fixed settings so that the same table
+gives the same digest; ``tests/golden`` pins them.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dsreg.errors import DatasetFormatError, ManifestError
+from dsreg.registry.digest import short
+
+__all__ = [
+    "BASE_COLUMNS",
+    "RESERVED",
+    "base_schema",
+    "parquet_bytes",
+    "read_parquet_bytes",
+]
+
+BASE_COLUMNS = ("example_id", "label", "blob", "size")
+# Names the views add; a metadata column may not take one of them.
+RESERVED = frozenset(
+    (*BASE_COLUMNS, "row", "label_name", "given_label", "suggested_label", "verdict", "score")
+)
+# Row groups of 256 Ki rows: DuckDB scans them in parallel and a chunked reader stays bounded.
+ROW_GROUP = 1 << 18
+
+
+def base_schema() -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("example_id", pa.string(), nullable=False),
+            pa.field("label", pa.int32(), nullable=False),
+            pa.field("blob", pa.string()),
+            pa.field("size", pa.int64()),
+        ]
+    )
+
+
+def parquet_bytes(table: pa.Table) -> bytes:
+    """The canonical Parquet bytes of a table (fixed writer settings, no pandas/arrow metadata)."""
+    table = table.replace_schema_metadata(None)
+    buf = io.BytesIO()
+    pq.write_table(
+        table,
+        buf,
+        row_group_size=ROW_GROUP,
+        compression="zstd",
+        compression_level=3,
+        use_dictionary=True,
+        write_statistics=True,
+        store_schema=False,
+        version="2.6",
+        data_page_version="1.0",
+    )
+    return buf.getvalue()
+
+
+def read_parquet_bytes(
+    data: bytes, *, digest: str, columns: Sequence[str] | None = None
+) -> pa.Table:
+    """Parse Parquet bytes already verified against ``digest``."""
+    try:
+        return pq.read_table(pa.BufferReader(data), columns=list(columns) if columns else None)
+    except (pa.ArrowException, OSError) as e:
+        raise ManifestError(f"table {short(digest)} is not readable Parquet: {e}") from e
+
+
+def check_examples(table: pa.Table, *, classes: Sequence[str]) -> None:
+    """Refuse an examples table that breaks the data model (before anything is written)."""
+    names = table.column_names
+    if tuple(names[:4]) != BASE_COLUMNS:
+        raise DatasetFormatError(f"examples table must start with {BASE_COLUMNS}, got {names[:4]}")
+    ids = table.column("example_id")
+    if ids.null_count:
+        raise DatasetFormatError(f"{ids.null_count} example ids are empty; every example needs one")
+    counts = pc.value_counts(ids)
+    dup = counts.filter(pc.greater(counts.field("counts"), 1))
+    if len(dup):
+        first = [v.as_py() for v in dup.field("values")[:5]]
+        raise DatasetFormatError(
+            f"{len(dup)} example ids occur more than once, first {first}; example ids must be unique"
+        )
+    labels = table.column("label")
+    if labels.null_count:
+        raise DatasetFormatError(f"{labels.null_count} examples have no label")
+    if len(table):
+        lo, hi = pc.min_max(labels).values()
+        if lo.as_py() < 0 or hi.as_py() >= len(classes):
+            bad = pc.or_(pc.less(labels, 0), pc.greater_equal(labels, len(classes)))
+            vals = labels.filter(bad)
+            rows = pc.indices_nonzero(bad)
+            where = f" at rows {rows[:5].to_pylist()}"
+            raise DatasetFormatError(
+                f"{len(vals)} labels are out of range [0, {len(classes)}), first "
+                f"{vals[:5].to_pylist()}{where}; give a --classes file naming every class"
+            )

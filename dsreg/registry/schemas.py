@@ -1,0 +1,43 @@
+"""JSON Schemas (draft 2020-12) of every manifest and file format, shipped in the wheel."""
+
+from __future__ import annotations
+
+import functools
+import json
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from dsreg.errors import ManifestError
+
+__all__ = ["SCHEMA_NAMES", "schema_dir", "validate"]
+
+SCHEMA_NAMES = ("snapshot", "overlay", "revision", "pin", "config")
+
+
+def schema_dir() -> Path:
+    """The folder holding ``<name>.schema.json``: inside the wheel, else the source tree's."""
+    packaged = resources.files("dsreg").joinpath("schemas")
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parents[2] / "schemas"
+
+
+@functools.cache
+def _validator(name: str) -> jsonschema.Draft202012Validator:
+    path = schema_dir() / f"{name}.schema.json"
+    schema = json.loads(path.read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def validate(obj: Any, name: str, *, what: str) -> None:
+    """Check ``obj`` against schema ``name``; raise ``ManifestError`` naming ``what`` and the fault."""
+    errors = sorted(_validator(name).iter_errors(obj), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ManifestError(f"{what} breaks schema {name!r} at {where}: {e.message}{more}")
