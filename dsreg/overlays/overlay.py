@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dsreg.errors import InvalidInputError, ManifestError
+from dsreg.overlays.corrections import CORRECTIONS_SCHEMA, VOTES_TYPE, corrections_table
 from dsreg.overlays.policy import VERDICTS
 from dsreg.registry.digest import short
 from dsreg.registry.examples import parquet_bytes, read_parquet_bytes
@@ -33,23 +34,6 @@ __all__ = [
     "write_overlay",
 ]
 
-VOTES_TYPE = pa.struct(
-    [
-        pa.field(name, pa.int32())
-        for name in ("given", "guessed", "both", "neither", "neutral", "off_topic")
-    ]
-)
-CORRECTIONS_SCHEMA = pa.schema(
-    [
-        pa.field("row", pa.int64(), nullable=False),
-        pa.field("example_id", pa.string(), nullable=False),
-        pa.field("given_label", pa.int32(), nullable=False),
-        pa.field("suggested_label", pa.int32()),
-        pa.field("verdict", pa.string(), nullable=False),
-        pa.field("score", pa.float64()),
-        pa.field("votes", VOTES_TYPE),
-    ]
-)
 _ALLOWED: dict[str, frozenset[str]] = {
     "detected": frozenset({"suspected"}),
     "validated": frozenset(VERDICTS) - {"suspected"},
@@ -63,38 +47,6 @@ class OverlayRecord:
 
     digest: str
     overlay: Overlay
-
-
-def corrections_table(
-    *,
-    rows: np.ndarray,
-    example_ids: pa.Array | list[str],
-    given_label: np.ndarray,
-    suggested_label: np.ndarray | None,
-    verdict: list[str] | pa.Array,
-    score: np.ndarray | None = None,
-    votes: pa.Array | None = None,
-) -> pa.Table:
-    """Assemble a corrections table in the fixed schema, sorted by row."""
-    n = len(rows)
-    sug = (
-        pa.nulls(n, pa.int32())
-        if suggested_label is None
-        else pa.array(suggested_label, pa.int32(), mask=np.asarray(suggested_label) < 0)
-    )
-    table = pa.Table.from_arrays(
-        [
-            pa.array(rows, pa.int64()),
-            pa.array(example_ids, pa.string()),
-            pa.array(given_label, pa.int32()),
-            sug,
-            pa.array(verdict, pa.string()),
-            pa.nulls(n, pa.float64()) if score is None else pa.array(score, pa.float64()),
-            pa.nulls(n, VOTES_TYPE) if votes is None else votes.cast(VOTES_TYPE),
-        ],
-        schema=CORRECTIONS_SCHEMA,
-    )
-    return table.sort_by("row")
 
 
 def _check(

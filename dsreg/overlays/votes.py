@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dsreg.errors import InputPathError, VotesError
+from dsreg.overlays.corrections import CORRECTIONS_SCHEMA, COUNT_FIELDS, VOTES_TYPE
 
 __all__ = [
     "CORRECTIONS_SCHEMA",
@@ -46,24 +47,6 @@ Verdict: TypeAlias = Literal["non_error", "correctable", "multi_label", "neither
 VoteFormat: TypeAlias = Literal["label-errors", "csv"]
 
 VERDICTS: Final[tuple[Verdict, ...]] = get_args(Verdict)
-COUNT_FIELDS: Final = ("given", "guessed", "both", "neither", "neutral", "off_topic")
-
-# One struct type for every source, so overlays from MNIST, CIFAR and IMDB votes have the same
-# Parquet schema; a count the source does not collect is null, never 0.
-VOTES_TYPE: Final = pa.struct([pa.field(name, pa.int32()) for name in COUNT_FIELDS])
-
-CORRECTIONS_SCHEMA: Final = pa.schema(
-    [
-        pa.field("row", pa.int64()),
-        pa.field("example_id", pa.string()),
-        pa.field("given_label", pa.int32()),
-        pa.field("suggested_label", pa.int32()),
-        pa.field("verdict", pa.string()),
-        pa.field("score", pa.float64()),
-        pa.field("votes", VOTES_TYPE),
-    ]
-)
-
 _SHOWN: Final = 5
 _INT32_MAX: Final = 2**31 - 1
 _CSV_HEADER: Final = "example_id,given_label,suggested_label,given,guessed,both,neither"

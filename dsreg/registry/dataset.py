@@ -114,6 +114,10 @@ class Dataset:
         labels = self._examples.column("label").to_numpy()
         return apply_view(self.view, labels, merged)
 
+    def view_rows(self) -> ViewRows:
+        """The view's rows (snapshot positions), labels, given labels and verdicts, as arrays."""
+        return self._view
+
     def labels(self) -> pa.Table:
         """The view as a table: row, example_id, label, label_name, given_label, verdict, blob,
         size, then the snapshot's metadata columns."""

@@ -1,0 +1,159 @@
+"""Make overlays of a revision: from human validation votes, or from the detector."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from dsreg._version import __version__
+from dsreg.errors import InputPathError
+from dsreg.overlays.corrections import corrections_table
+from dsreg.overlays.overlay import write_overlay
+from dsreg.registry.dataset import Dataset, read_examples
+from dsreg.registry.digest import hash_file
+from dsreg.registry.registry import Registry
+
+__all__ = ["CreatedOverlay", "detect_overlay", "votes_overlay"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatedOverlay:
+    """An overlay just stored, with what its producer reported."""
+
+    digest: str
+    dataset: str
+    base: str
+    revision: str
+    kind: str
+    summary: dict[str, Any]
+    details: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "overlay": self.digest,
+            "dataset": self.dataset,
+            "base": self.base,
+            "revision": self.revision,
+            "kind": self.kind,
+            "summary": self.summary,
+        }
+
+
+def votes_overlay(
+    reg: Registry,
+    spec: str,
+    path: Path,
+    *,
+    format: str,
+    threshold: int,
+    command: str = "",
+) -> CreatedOverlay:
+    """A ``validated`` overlay of ``spec``'s snapshot from a votes file."""
+    from dsreg.overlays.votes import import_votes
+
+    ds = Dataset(reg, reg.resolve(spec))
+    examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
+    result = import_votes(
+        path,
+        format=format,  # type: ignore[arg-type]
+        threshold=threshold,
+        dataset=ds.name,
+        example_ids=examples.column("example_id"),
+        labels=examples.column("label").to_numpy(),
+        classes=ds.classes,
+    )
+    producer = {
+        "name": "dsreg.import-votes",
+        "version": __version__,
+        "params": dict(result.params),
+        "inputs": {"votes": hash_file(path)},
+    }
+    digest = write_overlay(
+        reg,
+        base=ds.snapshot_digest,
+        kind="validated",
+        table=result.table,
+        producer=producer,
+        summary=dict(result.summary),
+        command=command,
+    )
+    return CreatedOverlay(
+        digest=digest,
+        dataset=ds.name,
+        base=ds.snapshot_digest,
+        revision=ds.digest,
+        kind="validated",
+        summary={"rows": result.table.num_rows, **result.summary},
+    )
+
+
+def detect_overlay(
+    reg: Registry,
+    spec: str,
+    probs: Path | np.ndarray,
+    *,
+    options: Mapping[str, Any] | None = None,
+    command: str = "",
+) -> CreatedOverlay:
+    """A ``detected`` overlay of ``spec``: confident learning on out-of-sample probabilities
+    aligned with the revision's rows (its view's rows, in order)."""
+    from dsreg.overlays.detector import detect
+    from dsreg.overlays.probs import open_probs
+
+    ds = Dataset(reg, reg.resolve(spec))
+    view = ds.view_rows()
+    if isinstance(probs, Path) and not probs.exists():
+        raise InputPathError(f"probabilities file {str(probs)!r} does not exist; check the path")
+    source = open_probs(probs)
+    det = detect(view.label, source, **dict(options or {}))
+    snap_rows = view.rows[det.rows]
+    examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
+    ids = examples.column("example_id").take(pa.array(snap_rows))
+    given = examples.column("label").to_numpy()[snap_rows]
+    table = corrections_table(
+        rows=snap_rows,
+        example_ids=ids,
+        given_label=given,
+        suggested_label=np.asarray(det.suggested_labels),
+        verdict=["suspected"] * len(snap_rows),
+        score=np.asarray(det.scores, dtype=np.float64),
+    )
+    inputs = {"labels": ds.digest}
+    if source.digest is not None:
+        inputs["pred_probs"] = source.digest
+    producer = {
+        "name": "dsreg.detect",
+        "version": __version__,
+        "params": dict(det.params),
+        "inputs": inputs,
+    }
+    per_class = {ds.classes[i]: int(c) for i, c in enumerate(det.issues_per_class) if c}
+    summary = {
+        "noise_rate": float(det.noise_rate),
+        "num_label_issues_estimate": int(det.num_issues_estimate),
+        "issues_per_class": per_class,
+        "renormalized_rows": int(det.renormalized_rows),
+    }
+    digest = write_overlay(
+        reg,
+        base=ds.snapshot_digest,
+        kind="detected",
+        table=table,
+        producer=producer,
+        summary=summary,
+        command=command,
+    )
+    return CreatedOverlay(
+        digest=digest,
+        dataset=ds.name,
+        base=ds.snapshot_digest,
+        revision=ds.digest,
+        kind="detected",
+        summary={"rows": len(snap_rows), **summary},
+        details=det,
+    )
