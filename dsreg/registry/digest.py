@@ -49,7 +49,8 @@ def hash_file(path: str | os.PathLike[str]) -> str:
 
 def is_digest(text: str) -> bool:
     """Whether ``text`` is a full digest, ``blake3:`` + 64 lowercase hex."""
-    return bool(_FULL.match(text))
+    # fullmatch, not match: "$" also matches before a trailing newline.
+    return bool(_FULL.fullmatch(text))
 
 
 def format_digest(text: str) -> str:

@@ -1,4 +1,7 @@
-"""Dataset and tag names, and revision specs: ``dataset@tag``, ``dataset@<prefix>``, ``blake3:<hex>``."""
+"""Dataset and tag names, and revision specs.
+
+A spec is ``dataset@tag``, ``dataset@<prefix>`` or ``blake3:<hex>``.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +19,8 @@ _HEX = re.compile(r"^[0-9a-f]+$")
 
 def check_name(name: str, *, what: str = "name") -> str:
     """Return ``name`` if it is a valid dataset or tag name, else raise ``InvalidNameError``."""
-    if not _NAME.match(name) or name in (".", ".."):
+    # fullmatch, not match: "$" also matches before a trailing newline.
+    if not _NAME.fullmatch(name):
         raise InvalidNameError(
             f"invalid {what} {name!r}: use 1 to 64 characters from a-z, 0-9, '.', '_', '-', "
             "starting with a letter or digit"
@@ -41,11 +45,11 @@ class Spec:
     @property
     def could_be_prefix(self) -> bool:
         r = (self.ref or "").removeprefix(PREFIX)
-        return len(r) >= MIN_PREFIX and bool(_HEX.match(r))
+        return len(r) >= MIN_PREFIX and bool(_HEX.fullmatch(r))
 
 
 def parse_spec(text: str) -> Spec:
-    """Parse ``dataset@tag``, ``dataset@<hex prefix>``, ``dataset@blake3:<hex>`` or ``blake3:<hex>``."""
+    """Parse ``dataset@tag``, ``dataset@<hex prefix>``, ``dataset@blake3:<hex>``, ``blake3:…``."""
     text = text.strip()
     if text.startswith(PREFIX):
         if is_digest(text):

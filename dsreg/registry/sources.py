@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -63,8 +64,8 @@ def check_example_id(example_id: str, *, what: str = "example id") -> str:
         or example_id.startswith("/")
         or "\\" in example_id
         or "\0" in example_id
-        or any(part in ("..", ".") for part in example_id.split("/"))
-        or example_id.endswith("/")
+        # An empty part ("a//b", "a/") would name the same file as another id in a checkout.
+        or any(part in ("", "..", ".") for part in example_id.split("/"))
         or p.is_absolute()
     ):
         raise InputPathError(
@@ -128,6 +129,7 @@ def scan_imagefolder(root: Path) -> Source:
     labels: list[int] = []
     payloads: list[Payload | None] = []
     for ci, cls in enumerate(classes):
+        _check_dir_inside(root / cls, real_root, cls)
         found = 0
         for dirpath, dirnames, filenames in os.walk(root / cls):
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
@@ -156,6 +158,16 @@ def scan_imagefolder(root: Path) -> Source:
         metadata=None,
         provenance={"kind": "imagefolder"},
     )
+
+
+def _check_dir_inside(d: Path, real_root: Path, rel: str) -> None:
+    """Refuse a folder that is (or sits below) a symbolic link leading out of the tree."""
+    target = d.resolve()
+    if not target.is_relative_to(real_root):
+        raise InputPathError(
+            f"folder {rel!r} is a symbolic link to {str(target)!r}, outside the tree; "
+            "copy its files into the tree or remove the link"
+        )
 
 
 def _stat_inside(p: Path, real_root: Path, rel: str) -> os.stat_result | None:
@@ -287,8 +299,15 @@ def scan_table(
     if ids_col.null_count:
         raise DatasetFormatError(f"{what}: {ids_col.null_count} rows have no {id_column!r}")
     ids = [str(v) for v in pc.cast(ids_col, pa.string()).to_pylist()]
-    for i in ids:
-        check_example_id(i)
+    for eid in ids:
+        check_example_id(eid)
+    if len(set(ids)) != len(ids):
+        # Checked here, before add hashes or stores any payload: a refused add writes nothing.
+        dup = sorted(k for k, c in Counter(ids).items() if c > 1)
+        raise DatasetFormatError(
+            f"{what}: {len(dup)} example ids occur more than once, first {dup[:5]}; "
+            f"the {id_column!r} column must be unique"
+        )
     labels, names = _labels_to_index(table.column(label_column), classes, what=what)
     meta = table.drop_columns([id_column, label_column])
     clash = sorted(set(meta.column_names) & RESERVED)
@@ -301,8 +320,14 @@ def scan_table(
         _exists(files, "--files folder")
         real = files.resolve()
         missing = []
+        parents_ok: set[str] = set()
         for i, eid in enumerate(ids):
             p = files / eid
+            parent = eid.rpartition("/")[0]
+            if parent and parent not in parents_ok:
+                # A folder on the way may be a link out of --files; once per folder.
+                _check_dir_inside(files / parent, real, parent)
+                parents_ok.add(parent)
             try:
                 st = _stat_inside(p, real, eid)
             except FileNotFoundError:
