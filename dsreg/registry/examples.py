@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from dsreg.errors import DatasetFormatError, ManifestError
 from dsreg.registry.digest import short
+from dsreg.registry.parquet_footer import strip_created_by
 
 __all__ = [
     "BASE_COLUMNS",
@@ -62,7 +63,9 @@ def parquet_bytes(table: pa.Table) -> bytes:
         version="2.6",
         data_page_version="1.0",
     )
-    return buf.getvalue()
+    # The footer's created_by names the pyarrow release: without it, the same table gets the
+    # same digest whichever pyarrow wrote it (as long as the encoding itself is unchanged).
+    return strip_created_by(buf.getvalue())
 
 
 def read_parquet_bytes(
@@ -88,7 +91,8 @@ def check_examples(table: pa.Table, *, classes: Sequence[str]) -> None:
     if len(dup):
         first = [v.as_py() for v in dup.field("values")[:5]]
         raise DatasetFormatError(
-            f"{len(dup)} example ids occur more than once, first {first}; example ids must be unique"
+            f"{len(dup)} example ids occur more than once, first {first}; "
+            "example ids must be unique"
         )
     labels = table.column("label")
     if labels.null_count:
