@@ -11,7 +11,8 @@ they are called, once, so callers catch ``DsregError`` and nothing else::
     │   ├── DatasetFormatError     a source table or tree that cannot become a snapshot
     │   ├── ProbabilitiesError     predicted probabilities of the wrong shape or values
     │   ├── VotesError             validation votes that cannot become an overlay
-    │   └── PredictionsError       model predictions that do not fit a revision
+    │   ├── PredictionsError       model predictions that do not fit a revision
+    │   └── QueryError             a SQL query that DuckDB refused (its message included)
     ├── NotFoundError
     │   ├── RegistryNotFoundError  no registry at or above the working directory
     │   ├── RevisionNotFoundError  no such dataset, tag or digest
@@ -44,6 +45,7 @@ __all__ = [
     "ObjectNotFoundError",
     "PredictionsError",
     "ProbabilitiesError",
+    "QueryError",
     "RegistryNotFoundError",
     "RemoteError",
     "RevisionNotFoundError",
@@ -87,6 +89,10 @@ class VotesError(InvalidInputError):
 
 class PredictionsError(InvalidInputError):
     """Model predictions that do not fit the revision they are scored against."""
+
+
+class QueryError(InvalidInputError):
+    """A SQL query that DuckDB refused (syntax, unknown table or column, …); DuckDB's message."""
 
 
 class NotFoundError(DsregError):
