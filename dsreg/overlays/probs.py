@@ -1,0 +1,706 @@
+"""Predicted-probability sources: in memory, memory-mapped ``.npy``, or Parquet read in chunks.
+
+Every source has the same interface: ``n`` rows, ``k`` classes, a floating ``dtype``, a BLAKE3
+digest for provenance, and :meth:`ProbabilitySource.chunks`, which yields ``(start, chunk)``
+pairs of at most ``chunk_rows`` rows, validated and (where needed) renormalised. The detector
+only ever touches probabilities through :meth:`~ProbabilitySource.chunks`, so an ``n x k``
+matrix is never held in memory unless the caller already holds it.
+
+Validation rules (each failure raises :class:`~dsreg.errors.ProbabilitiesError`):
+
+- the array is two-dimensional with ``k >= 2`` columns and ``n >= 1`` rows, of dtype float16,
+  float32 or float64;
+- no value is NaN, infinite or negative;
+- every row sums to 1 within ``1e-3``. A row further than :func:`sum_tolerance` from 1 (float
+  rounding of a float32 softmax stays well inside it) but within ``1e-3`` is divided by its
+  sum (in float64, then cast back) and counted in
+  :attr:`ProbabilitySource.renormalized_rows`; nothing is printed or warned. Values slightly
+  above 1 from float rounding are therefore accepted.
+"""
+
+from __future__ import annotations
+
+import io
+import mmap
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import numpy.typing as npt
+
+from dsreg.errors import InputPathError, ProbabilitiesError, StorageError
+
+__all__ = [
+    "ArraySource",
+    "NpySource",
+    "ParquetSource",
+    "ProbabilitySource",
+    "check_labels",
+    "default_chunk_rows",
+    "open_probabilities",
+    "sum_tolerance",
+]
+
+FloatArray = npt.NDArray[np.floating[Any]]
+IntArray = npt.NDArray[np.intp]
+
+#: Rows whose sum is further than this from 1 are refused.
+MAX_SUM_DEVIATION = 1e-3
+#: Float rounding of a stored softmax never moves a row sum this far; see :func:`sum_tolerance`.
+_ROUNDING_FLOOR = 1e-5
+#: Default chunk size in matrix elements: large enough that numpy's per-call overhead vanishes,
+#: small enough that the detector's per-chunk temporaries stay in tens of megabytes.
+CHUNK_ELEMENTS = 1 << 21
+_SUPPORTED = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+_DIGEST_BLOCK = 1 << 23
+
+
+def sum_tolerance(dtype: npt.DTypeLike, k: int) -> float:
+    """Largest ``|row sum - 1|`` accepted as float rounding, without renormalising.
+
+    ``max(1e-5, k * eps(dtype))``, capped at ``1e-3``: a float16 row of ``k`` rounded
+    probabilities can be ``k * eps / 2`` away from 1 and is never rewritten.
+
+    Parameters
+    ----------
+    dtype : dtype
+        Floating dtype of the probabilities.
+    k : int
+        Number of classes (columns).
+
+    Returns
+    -------
+    float
+    """
+    eps = float(np.finfo(np.dtype(dtype)).eps)
+    return min(MAX_SUM_DEVIATION, max(_ROUNDING_FLOOR, k * eps))
+
+
+def default_chunk_rows(k: int) -> int:
+    """Rows per chunk so that a chunk holds about two million values.
+
+    Parameters
+    ----------
+    k : int
+        Number of classes.
+
+    Returns
+    -------
+    int
+    """
+    return max(1, CHUNK_ELEMENTS // max(k, 1))
+
+
+def _check_dtype(dtype: np.dtype[Any], what: str) -> None:
+    if dtype not in _SUPPORTED:
+        raise ProbabilitiesError(
+            f"{what} has dtype {dtype}; predicted probabilities must be float16, float32 or "
+            "float64: convert them, e.g. with .astype(numpy.float32)"
+        )
+
+
+def _check_shape(shape: tuple[int, ...], what: str) -> tuple[int, int]:
+    if len(shape) != 2:
+        raise ProbabilitiesError(
+            f"{what} has shape {shape}; predicted probabilities must be a 2-D array of shape "
+            "(n examples, k classes)"
+        )
+    n, k = int(shape[0]), int(shape[1])
+    if n < 1 or k < 2:
+        raise ProbabilitiesError(
+            f"{what} has shape {shape}; need at least 1 row and 2 class columns"
+        )
+    return n, k
+
+
+def _first(values: npt.NDArray[Any], limit: int = 5) -> str:
+    shown = ", ".join(str(v) for v in values[:limit].tolist())
+    return shown + (f", … ({len(values)} in all)" if len(values) > limit else "")
+
+
+def _renormalise(chunk: FloatArray, local: IntArray) -> FloatArray:
+    """Copy of ``chunk`` with rows ``local`` divided by their sum in float64."""
+    out = np.array(chunk, copy=True, order="C")
+    rows = out[local].astype(np.float64)
+    rows /= rows.sum(axis=1, keepdims=True)
+    out[local] = rows.astype(out.dtype)
+    return out
+
+
+def _validate_chunk(start: int, chunk: FloatArray, tolerance: float) -> IntArray:
+    """Raise on invalid values; return the local rows that need renormalising."""
+    if not bool((chunk >= 0).all()):
+        # ``x >= 0`` is False for NaN and negatives alike; find which, and where.
+        bad = np.isnan(chunk)
+        kind = "NaN"
+        if not bad.any():
+            bad = chunk < 0
+            kind = "negative"
+        r, c = np.argwhere(bad)[0]
+        raise ProbabilitiesError(
+            f"predicted probabilities contain {kind} values: row {start + int(r)}, column "
+            f"{int(c)} is {chunk[r, c]!r} ({int(bad.sum())} such values in rows "
+            f"{start}..{start + len(chunk) - 1}); probabilities must be finite and >= 0: "
+            "export softmax outputs, not logits"
+        )
+    sums = chunk.sum(axis=1, dtype=np.float64)
+    deviation = np.abs(sums - 1.0)
+    far = np.flatnonzero(~(deviation <= MAX_SUM_DEVIATION))
+    if far.size:
+        if not np.isfinite(sums[far]).all():
+            r = int(far[~np.isfinite(sums[far])][0])
+            raise ProbabilitiesError(
+                f"predicted probabilities contain infinite values (row {start + r}); "
+                "probabilities must be finite: export softmax outputs, not logits"
+            )
+        raise ProbabilitiesError(
+            f"rows of predicted probabilities must sum to 1 (within {MAX_SUM_DEVIATION:g}); "
+            f"rows {_first(far + start)} sum to {_first(np.round(sums[far], 6))}: "
+            "apply a softmax to logits, or divide each row by its sum"
+        )
+    return np.flatnonzero(deviation > tolerance)
+
+
+class ProbabilitySource(ABC):
+    """Predicted probabilities of shape ``(n, k)``, read in row chunks.
+
+    Attributes
+    ----------
+    n : int
+        Number of rows (examples).
+    k : int
+        Number of columns (classes).
+    dtype : numpy.dtype
+        float16, float32 or float64; chunks have this dtype.
+    path : pathlib.Path or None
+        The file read, or None for an in-memory array.
+    """
+
+    n: int
+    k: int
+    dtype: np.dtype[Any]
+    path: Path | None
+
+    def __init__(self, n: int, k: int, dtype: np.dtype[Any], path: Path | None) -> None:
+        self.n, self.k, self.dtype, self.path = n, k, dtype, path
+        self._renorm: IntArray | None = None
+        self._digest: str | None = None
+
+    def __repr__(self) -> str:
+        where = f", path={str(self.path)!r}" if self.path is not None else ""
+        return f"{type(self).__name__}(n={self.n}, k={self.k}, dtype={self.dtype.name}{where})"
+
+    def __enter__(self) -> ProbabilitySource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:  # noqa: B027 - optional hook; in-memory sources hold nothing
+        """Release file handles and mappings."""
+
+    @abstractmethod
+    def _raw_chunks(self, chunk_rows: int) -> Iterator[tuple[int, FloatArray]]:
+        """Yield ``(start, chunk)`` in row order; chunks are C-contiguous and read-only."""
+
+    @abstractmethod
+    def _hash_bytes(self) -> str:
+        """BLAKE3 hex digest of the bytes this source stands for."""
+
+    def chunks(self, chunk_rows: int | None = None) -> Iterator[tuple[int, FloatArray]]:
+        """Yield validated ``(start, chunk)`` pairs covering all rows in order.
+
+        The first complete pass validates every value and records the rows that need
+        renormalising; later passes renormalise the same rows without re-checking.
+
+        Parameters
+        ----------
+        chunk_rows : int, optional
+            Maximum rows per chunk; default :func:`default_chunk_rows`.
+
+        Yields
+        ------
+        start : int
+            Position of the chunk's first row.
+        chunk : numpy.ndarray, shape (rows, k)
+            C-contiguous; treat as read-only.
+
+        Raises
+        ------
+        ProbabilitiesError
+            On the first chunk holding NaN, infinite or negative values, or a row whose sum
+            is more than ``1e-3`` from 1.
+        """
+        size = default_chunk_rows(self.k) if chunk_rows is None else int(chunk_rows)
+        if size < 1:
+            raise ProbabilitiesError(f"chunk_rows must be at least 1, got {chunk_rows!r}")
+        known = self._renorm
+        if known is not None:
+            for start, chunk in self._raw_chunks(size):
+                lo, hi = np.searchsorted(known, [start, start + len(chunk)])
+                if hi > lo:
+                    chunk = _renormalise(chunk, known[lo:hi] - start)
+                yield start, chunk
+            return
+        tolerance = sum_tolerance(self.dtype, self.k)
+        found: list[IntArray] = []
+        seen = 0
+        for start, chunk in self._raw_chunks(size):
+            local = _validate_chunk(start, chunk, tolerance)
+            seen += len(chunk)
+            if local.size:
+                found.append(local + start)
+                chunk = _renormalise(chunk, local)
+            yield start, chunk
+        if seen != self.n:
+            raise ProbabilitiesError(
+                f"{self!r} yielded {seen} rows but declares {self.n}; the file changed or is "
+                "truncated: write it again"
+            )
+        self._renorm = np.concatenate(found) if found else np.zeros(0, dtype=np.intp)
+
+    def validate(self, chunk_rows: int | None = None) -> int:
+        """Check every value (one pass, unless already done) and return the renormalised count.
+
+        Parameters
+        ----------
+        chunk_rows : int, optional
+            Rows per chunk for the pass.
+
+        Returns
+        -------
+        int
+            Number of rows that were renormalised.
+        """
+        if self._renorm is None:
+            for _ in self.chunks(chunk_rows):
+                pass
+        assert self._renorm is not None
+        return int(self._renorm.size)
+
+    @property
+    def renormalized_rows(self) -> int:
+        """Rows whose sum was off by more than float rounding and that were divided by it."""
+        return self.validate()
+
+    def to_array(self) -> FloatArray:
+        """Return the validated, renormalised probabilities as one ``(n, k)`` array.
+
+        Holds the whole matrix: meant for small data and tests, not for the detector.
+        """
+        out = np.empty((self.n, self.k), dtype=self.dtype)
+        for start, chunk in self.chunks():
+            out[start : start + len(chunk)] = chunk
+        return out
+
+    def digest(self) -> str:
+        """BLAKE3 of the source's bytes: ``"blake3:"`` + 64 lowercase hex characters.
+
+        For a file, the file's exact bytes. For an in-memory array, the bytes that
+        ``numpy.save`` writes for its C-ordered copy, so saving the array to ``.npy`` and
+        opening the file gives the same digest.
+        """
+        if self._digest is None:
+            self._digest = "blake3:" + self._hash_bytes()
+        return self._digest
+
+
+def _hasher() -> Any:
+    import blake3  # imported here: only provenance needs it
+
+    return blake3.blake3(max_threads=blake3.blake3.AUTO)
+
+
+def _hash_file(path: Path) -> str:
+    hasher = _hasher()
+    try:
+        with path.open("rb") as handle:
+            buffer = bytearray(_DIGEST_BLOCK)
+            view = memoryview(buffer)
+            while True:
+                size = handle.readinto(buffer)
+                if not size:
+                    break
+                hasher.update(view[:size])
+    except OSError as exc:
+        raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    return cast(str, hasher.hexdigest())
+
+
+class ArraySource(ProbabilitySource):
+    """Probabilities already in memory (any layout; chunks are C-contiguous).
+
+    Parameters
+    ----------
+    array : array_like, shape (n, k)
+        float16, float32 or float64 probabilities. Never modified.
+    """
+
+    def __init__(self, array: npt.ArrayLike) -> None:
+        data = np.asarray(array)
+        _check_dtype(data.dtype, "pred_probs")
+        n, k = _check_shape(data.shape, "pred_probs")
+        super().__init__(n, k, data.dtype, None)
+        self.array = data
+
+    def _raw_chunks(self, chunk_rows: int) -> Iterator[tuple[int, FloatArray]]:
+        for start in range(0, self.n, chunk_rows):
+            chunk = np.ascontiguousarray(self.array[start : start + chunk_rows])
+            yield start, chunk
+
+    def _hash_bytes(self) -> str:
+        header = io.BytesIO()
+        fields = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False}
+        fields["shape"] = (self.n, self.k)  # type: ignore[assignment]
+        try:
+            np.lib.format.write_array_header_1_0(header, fields)
+        except ValueError:  # header too large for format 1.0; numpy.save switches to 2.0
+            header = io.BytesIO()
+            np.lib.format.write_array_header_2_0(header, fields)
+        hasher = _hasher()
+        hasher.update(header.getvalue())
+        for _, chunk in self._raw_chunks(default_chunk_rows(self.k)):
+            hasher.update(memoryview(chunk).cast("B"))
+        return cast(str, hasher.hexdigest())
+
+
+class NpySource(ProbabilitySource):
+    """A ``.npy`` file opened memory-mapped; chunks are views into the mapping.
+
+    Pages of a chunk are released (``MADV_DONTNEED``, where the OS offers it) once the next
+    chunk is requested, so resident memory stays at about one chunk however large the file.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.npy`` file.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        file = Path(path)
+        try:
+            data = np.load(file, mmap_mode="r", allow_pickle=False)
+        except FileNotFoundError as exc:
+            raise InputPathError(f"no such probabilities file: {file}") from exc
+        except (IsADirectoryError, PermissionError) as exc:
+            raise InputPathError(f"cannot open probabilities file {file}: {exc.strerror}") from exc
+        except OSError as exc:
+            raise StorageError(f"cannot read {file}: {exc.strerror or exc}") from exc
+        except ValueError as exc:
+            raise ProbabilitiesError(
+                f"{file} is not a readable .npy array ({exc}); save it with numpy.save"
+            ) from exc
+        _check_dtype(data.dtype, str(file))
+        n, k = _check_shape(data.shape, str(file))
+        super().__init__(n, k, data.dtype, file)
+        self.array = data
+
+    def _release(self, begin: int, end: int) -> int:
+        """Drop mapped pages in bytes ``[begin, end)`` of the mapping; return the new boundary."""
+        mm = getattr(self.array, "_mmap", None)
+        advice = getattr(mmap, "MADV_DONTNEED", None)
+        end -= end % mmap.PAGESIZE
+        if mm is None or advice is None or end <= begin:
+            return begin
+        try:
+            mm.madvise(advice, begin, end - begin)
+        except (OSError, ValueError):
+            return begin
+        return end
+
+    def _raw_chunks(self, chunk_rows: int) -> Iterator[tuple[int, FloatArray]]:
+        data = self.array
+        offset = int(getattr(data, "offset", 0)) % mmap.ALLOCATIONGRANULARITY
+        row_bytes = self.k * self.dtype.itemsize
+        c_order = bool(data.flags.c_contiguous)
+        released = 0
+        for start in range(0, self.n, chunk_rows):
+            chunk = np.ascontiguousarray(data[start : start + chunk_rows])
+            yield start, chunk
+            if c_order:
+                # Mapped pages count as resident memory: give them back as the pass moves on.
+                end = offset + (start + len(chunk)) * row_bytes
+                released = self._release(released, end)
+
+    def _hash_bytes(self) -> str:
+        assert self.path is not None
+        return _hash_file(self.path)
+
+    def close(self) -> None:
+        mm = getattr(self.array, "_mmap", None)
+        if mm is not None:
+            del self.array
+            try:
+                mm.close()
+            except BufferError:  # a caller still holds a chunk view; the GC will unmap it
+                pass
+
+
+def _float_dtype(arrow_type: Any) -> np.dtype[Any] | None:
+    import pyarrow as pa
+
+    if pa.types.is_floating(arrow_type):
+        return np.dtype(arrow_type.to_pandas_dtype())
+    return None
+
+
+class ParquetSource(ProbabilitySource):
+    """A Parquet file read in record batches with pyarrow.
+
+    Two layouts: one list (or fixed-size list) column holding ``k`` floats per row, or ``k``
+    float columns, one per class in class order.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The Parquet file.
+    column : str, optional
+        Name of the list column. Default: the only list column, if there is exactly one.
+    columns : sequence of str, optional
+        Names of the per-class columns in class order. Default: every floating-point column,
+        in schema order, when the file has no list column.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        column: str | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        file = Path(path)
+        try:
+            self._file = pq.ParquetFile(file)
+        except FileNotFoundError as exc:
+            raise InputPathError(f"no such probabilities file: {file}") from exc
+        except (IsADirectoryError, PermissionError) as exc:
+            raise InputPathError(f"cannot open probabilities file {file}: {exc.strerror}") from exc
+        except (pa.ArrowException, OSError) as exc:
+            raise ProbabilitiesError(f"{file} is not a readable Parquet file: {exc}") from exc
+        schema = self._file.schema_arrow
+        lists = [f.name for f in schema if pa.types.is_list(f.type) or _is_list_like(f.type)]
+        if column is not None and columns is not None:
+            raise ProbabilitiesError("pass either column= (a list column) or columns=, not both")
+        if column is None and columns is None:
+            if len(lists) == 1:
+                column = lists[0]
+            elif lists:
+                raise ProbabilitiesError(
+                    f"{file} has several list columns ({', '.join(lists)}); name the one "
+                    "holding the probabilities with column="
+                )
+            else:
+                columns = [f.name for f in schema if pa.types.is_floating(f.type)]
+        if column is not None:
+            if column not in schema.names:
+                raise ProbabilitiesError(f"{file} has no column {column!r}; it has {schema.names}")
+            kind = schema.field(column).type
+            value_dtype = _float_dtype(kind.value_type) if _is_list_like(kind) else None
+            if value_dtype is None:
+                raise ProbabilitiesError(
+                    f"column {column!r} of {file} has type {kind}; expected a list of floats"
+                )
+            self._names = [column]
+            self._list = True
+            k = kind.list_size if pa.types.is_fixed_size_list(kind) else self._first_length()
+        else:
+            assert columns is not None
+            names = list(columns)
+            missing = [c for c in names if c not in schema.names]
+            if missing:
+                raise ProbabilitiesError(
+                    f"{file} has no column(s) {missing}; it has {schema.names}"
+                )
+            dtypes = [_float_dtype(schema.field(c).type) for c in names]
+            bad = [c for c, d in zip(names, dtypes, strict=True) if d is None]
+            if bad:
+                raise ProbabilitiesError(
+                    f"column(s) {bad} of {file} are not floating point; pass the class "
+                    "probability columns with columns="
+                )
+            value_dtype = np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
+            self._names = names
+            self._list = False
+            k = len(names)
+        assert value_dtype is not None
+        _check_dtype(value_dtype, str(file))
+        n, k = _check_shape((self._file.metadata.num_rows, k), str(file))
+        super().__init__(n, k, value_dtype, file)
+
+    def _first_length(self) -> int:
+        for batch in self._file.iter_batches(batch_size=1, columns=self._names):
+            if batch.num_rows:
+                value = batch.column(0)[0].as_py()
+                return 0 if value is None else len(value)
+        return 0
+
+    def _raw_chunks(self, chunk_rows: int) -> Iterator[tuple[int, FloatArray]]:
+        import pyarrow as pa
+
+        start = 0
+        try:
+            batches = self._file.iter_batches(batch_size=chunk_rows, columns=self._names)
+            for batch in batches:
+                rows = batch.num_rows
+                if rows == 0:
+                    continue
+                chunk = self._decode(batch, start)
+                chunk.flags.writeable = False
+                yield start, chunk
+                start += rows
+        except pa.ArrowException as exc:
+            raise ProbabilitiesError(f"cannot read {self.path}: {exc}") from exc
+
+    def _decode(self, batch: Any, start: int) -> FloatArray:
+        rows = batch.num_rows
+        if self._list:
+            lists = batch.column(0)
+            lengths = np.diff(np.asarray(lists.offsets)) if not _fixed(lists.type) else None
+            if lists.null_count or (lengths is not None and (lengths != self.k).any()):
+                bad = np.flatnonzero(lengths != self.k) if lengths is not None else np.zeros(0)
+                where = f"row {start + int(bad[0])}" if bad.size else "a null row"
+                raise ProbabilitiesError(
+                    f"every row of {self._names[0]!r} in {self.path} must hold {self.k} "
+                    f"probabilities; {where} does not"
+                )
+            values = lists.flatten()
+            if values.null_count:
+                raise ProbabilitiesError(f"{self.path} has null probabilities near row {start}")
+            flat = values.to_numpy(zero_copy_only=False).astype(self.dtype, copy=False)
+            return np.ascontiguousarray(flat.reshape(rows, self.k))
+        out = np.empty((rows, self.k), dtype=self.dtype)
+        for j in range(self.k):
+            col = batch.column(j)
+            if col.null_count:
+                raise ProbabilitiesError(
+                    f"column {self._names[j]!r} of {self.path} has nulls near row {start}"
+                )
+            out[:, j] = col.to_numpy(zero_copy_only=False)
+        return out
+
+    def _hash_bytes(self) -> str:
+        assert self.path is not None
+        return _hash_file(self.path)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _is_list_like(arrow_type: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(
+        pa.types.is_list(arrow_type)
+        or pa.types.is_large_list(arrow_type)
+        or pa.types.is_fixed_size_list(arrow_type)
+    )
+
+
+def _fixed(arrow_type: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_fixed_size_list(arrow_type))
+
+
+def open_probabilities(
+    probs: npt.ArrayLike | str | os.PathLike[str] | ProbabilitySource,
+    *,
+    column: str | None = None,
+    columns: Sequence[str] | None = None,
+) -> ProbabilitySource:
+    """Open predicted probabilities from an array, a ``.npy`` file or a Parquet file.
+
+    Parameters
+    ----------
+    probs : array_like, str, os.PathLike or ProbabilitySource
+        An ``(n, k)`` array, or the path of a ``.npy`` or Parquet file (recognised by its
+        first bytes), or an already opened source (returned unchanged).
+    column, columns : optional
+        Parquet layout; see :class:`ParquetSource`.
+
+    Returns
+    -------
+    ProbabilitySource
+
+    Raises
+    ------
+    InputPathError
+        The path does not exist.
+    ProbabilitiesError
+        The content is not a readable float matrix of shape ``(n, k >= 2)``.
+    """
+    if isinstance(probs, ProbabilitySource):
+        return probs
+    if isinstance(probs, (str, os.PathLike)):
+        path = Path(probs)
+        try:
+            with path.open("rb") as handle:
+                magic = handle.read(6)
+        except FileNotFoundError as exc:
+            raise InputPathError(f"no such probabilities file: {path}") from exc
+        except OSError as exc:
+            raise InputPathError(f"cannot open probabilities file {path}: {exc.strerror}") from exc
+        if magic == b"\x93NUMPY":
+            return NpySource(path)
+        if magic[:4] == b"PAR1":
+            return ParquetSource(path, column=column, columns=columns)
+        raise ProbabilitiesError(
+            f"{path} is neither a .npy file nor a Parquet file; save probabilities with "
+            "numpy.save or pyarrow.parquet.write_table"
+        )
+    return ArraySource(probs)
+
+
+def check_labels(labels: npt.ArrayLike, *, n: int, k: int) -> IntArray:
+    """Validate given labels against ``n`` rows and ``k`` classes.
+
+    Parameters
+    ----------
+    labels : array_like, shape (n,)
+        Integer class indices in ``[0, k)``.
+    n : int
+        Number of rows of the probabilities.
+    k : int
+        Number of classes.
+
+    Returns
+    -------
+    numpy.ndarray of intp, shape (n,)
+
+    Raises
+    ------
+    ProbabilitiesError
+        Labels that are not 1-D integers, whose length is not ``n``, or outside ``[0, k)``.
+    """
+    array = np.asarray(labels)
+    if array.ndim != 1:
+        raise ProbabilitiesError(
+            f"labels must be a 1-D array of class indices, got shape {array.shape}"
+        )
+    if array.dtype.kind not in "iu":
+        if array.size == 0 or array.dtype.kind not in "f" or not np.all(np.mod(array, 1) == 0):
+            raise ProbabilitiesError(
+                f"labels must be integer class indices, got dtype {array.dtype}: convert "
+                "class names to indices into the class list first"
+            )
+    if len(array) != n:
+        raise ProbabilitiesError(
+            f"there are {len(array)} labels but {n} rows of predicted probabilities; "
+            "both must describe the same examples in the same order"
+        )
+    outside = (array < 0) | (array >= k)
+    if outside.any():
+        rows = np.flatnonzero(outside)
+        values = np.unique(array[rows])
+        raise ProbabilitiesError(
+            f"labels {_first(values)} are outside [0, {k}) (first at row {int(rows[0])}); the "
+            f"probabilities have {k} columns, one per class: check that both use the same "
+            "class list"
+        )
+    return array.astype(np.intp, copy=False)
