@@ -1,0 +1,117 @@
+"""Fixtures of the registry tests: registry snapshots, deterministic trees, dsreg subprocesses."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import dsreg
+from dsreg.registry.ingest import AddResult, add_source
+from dsreg.registry.registry import Registry
+from dsreg.registry.sources import scan_imagefolder
+
+REPO = Path(dsreg.__file__).resolve().parents[1]
+# ``python -c`` with this runs the dsreg command line in a fresh process (as a user's shell would).
+DSREG_MAIN = "import sys; from dsreg.cli import main; main(sys.argv[1:])"
+
+
+def _registry_state(root: Path) -> dict[str, tuple[str, int, str]]:
+    """Every path under ``root`` with its kind, mode and content hash: equal before and after
+    means nothing was written, removed or changed."""
+    out: dict[str, tuple[str, int, str]] = {}
+    for dirpath, dirs, files in os.walk(root):
+        for d in dirs:
+            p = Path(dirpath, d)
+            out[p.relative_to(root).as_posix()] = ("dir", p.stat().st_mode, "")
+        for f in files:
+            p = Path(dirpath, f)
+            st = p.lstat()
+            out[p.relative_to(root).as_posix()] = (
+                "file",
+                st.st_mode,
+                hashlib.sha256(p.read_bytes()).hexdigest(),
+            )
+    return out
+
+
+def golden_bytes(key: str, n: int) -> bytes:
+    """``n`` bytes fixed forever by ``key`` (SHA-256 in counter mode), the same on every machine
+    and every version: golden trees never depend on a random generator."""
+    out = b""
+    i = 0
+    while len(out) < n:
+        out += hashlib.sha256(f"{key}#{i}".encode()).digest()
+        i += 1
+    return out[:n]
+
+
+GOLDEN_TREE = {
+    "cat/0.bin": 37,
+    "cat/1.bin": 300,
+    "dog/a.jpg": 1,
+    "dog/b.jpg": 64,
+    "dog/nested/c.jpg": 129,
+    "zebra/ünïcödé €.bin": 1000,
+}
+
+
+def _write_golden_tree(root: Path) -> Path:
+    """A tiny ImageFolder tree whose bytes are fixed forever (see ``golden_bytes``)."""
+    for rel, size in GOLDEN_TREE.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(golden_bytes(rel, size))
+    return root
+
+
+@pytest.fixture
+def add_tree() -> Callable[..., AddResult]:
+    """``add_tree(reg, "ds", tree, tag="original")`` -> the library's add of an ImageFolder tree."""
+
+    def add(reg: Registry, dataset: str, tree: Path, *, tag: str | None = "original") -> AddResult:
+        return add_source(reg, dataset, scan_imagefolder(tree), tag=tag)
+
+    return add
+
+
+def dsreg_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSREG_")}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+def _run_dsreg(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``dsreg ARGS`` in a fresh Python process."""
+    return subprocess.run(
+        [sys.executable, "-c", DSREG_MAIN, *args],
+        cwd=cwd,
+        env=dsreg_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def registry_state() -> Callable[[Path], dict[str, tuple[str, int, str]]]:
+    """``registry_state(root)``: every path under root with kind, mode, content hash."""
+    return _registry_state
+
+
+@pytest.fixture
+def golden_tree() -> Callable[[Path], Path]:
+    """``golden_tree(root)``: write the fixed tiny ImageFolder tree at root."""
+    return _write_golden_tree
+
+
+@pytest.fixture
+def run_dsreg() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``run_dsreg(*args, cwd=...)``: ``dsreg ARGS`` in a fresh Python process."""
+    return _run_dsreg
