@@ -129,8 +129,8 @@ def main() -> None:
         np.save(preds_dir / f"{name}.npy", p.astype(np.float64))
         acc = float((p.argmax(1) == y[order]).mean())
         print(f"{name:<12} cross-validated accuracy {acc:.4f}")
-    ensemble = np.mean(list(probs.values()), axis=0)
-    np.save(OUT / "pyx.npy", ensemble)
+    # The detector takes one model's out-of-sample probabilities, as in the label-errors study.
+    np.save(OUT / "pyx.npy", probs["logreg"])
 
     print("\n== 6. Confident learning finds likely label errors: a 'detected' overlay")
     run("detect", "digits@original", "--pred-probs", "pyx.npy", "--tag", "cleaned-v1", "--view", "cleaned")

@@ -103,13 +103,13 @@ def detect_overlay(
     """A ``detected`` overlay of ``spec``: confident learning on out-of-sample probabilities
     aligned with the revision's rows (its view's rows, in order)."""
     from dsreg.overlays.detector import detect
-    from dsreg.overlays.probs import open_probs
+    from dsreg.overlays.probs import open_probabilities
 
     ds = Dataset(reg, reg.resolve(spec))
     view = ds.view_rows()
     if isinstance(probs, Path) and not probs.exists():
         raise InputPathError(f"probabilities file {str(probs)!r} does not exist; check the path")
-    source = open_probs(probs)
+    source = open_probabilities(probs)
     det = detect(view.label, source, **dict(options or {}))
     snap_rows = view.rows[det.rows]
     examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
@@ -123,9 +123,7 @@ def detect_overlay(
         verdict=["suspected"] * len(snap_rows),
         score=np.asarray(det.scores, dtype=np.float64),
     )
-    inputs = {"labels": ds.digest}
-    if source.digest is not None:
-        inputs["pred_probs"] = source.digest
+    inputs = {"labels": ds.digest, "pred_probs": source.digest()}
     producer = {
         "name": "dsreg.detect",
         "version": __version__,
