@@ -1,0 +1,178 @@
+"""Tags: named revisions, immutable unless forced, logged; one winner when two race."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dsreg.errors import InvalidInputError, InvalidNameError, TagExistsError
+from dsreg.overlays.overlay import corrections_table, write_overlay
+from dsreg.registry.digest import short
+from dsreg.registry.ingest import AddResult
+from dsreg.registry.registry import Registry
+from dsreg.registry.tags import make_tag
+
+WORKER = Path(__file__).with_name("tag_race_worker.py")
+State = Callable[[Path], dict[str, tuple[str, int, str]]]
+
+
+@pytest.fixture
+def reg(
+    make_registry: Callable[..., Registry],
+    make_imagefolder: Callable[..., Path],
+    add_tree: Callable[..., AddResult],
+) -> Registry:
+    r = make_registry()
+    add_tree(r, "ds", make_imagefolder(classes=2, per_class=3))
+    return r
+
+
+def test_tag_names_a_revision_new_name_first(reg: Registry) -> None:
+    original = reg.refs.get("ds", "original")
+    assert original is not None
+    res = make_tag(reg, "ds@paper-2026", "ds@original")
+    assert (res.revision, res.previous) == (original, None)
+    assert reg.refs.get("ds", "paper-2026") == original
+    # By digest prefix too, and with another view: a new revision, stored.
+    cleaned = make_tag(reg, "ds@cleaned", f"ds@{short(original)}", view="cleaned")
+    assert cleaned.revision != original and reg.store.has(cleaned.revision)
+    assert reg.resolve("ds@cleaned").revision.view == "cleaned"
+
+
+def test_tagging_the_same_revision_again_is_a_no_op(reg: Registry) -> None:
+    make_tag(reg, "ds@v1", "ds@original")
+    n = len(reg.refs.log("ds"))
+    make_tag(reg, "ds@v1", "ds@original")
+    assert len(reg.refs.log("ds")) == n
+
+
+def test_a_tag_is_never_moved_without_force_and_the_log_keeps_the_old_value(
+    reg: Registry, registry_state: State
+) -> None:
+    original = reg.refs.get("ds", "original")
+    assert original is not None
+    before = registry_state(reg.root)
+    with pytest.raises(TagExistsError, match=f"ds@original exists at {short(original)}"):
+        make_tag(reg, "ds@original", "ds@original", view="cleaned")
+    # Not even the new revision manifest was stored.
+    assert registry_state(reg.root) == before
+
+    moved = make_tag(reg, "ds@original", "ds@original", view="cleaned", force=True)
+    assert moved.previous == original
+    assert reg.refs.get("ds", "original") == moved.revision
+    last = reg.refs.log("ds")[-1]
+    assert (last.tag, last.old, last.new) == ("original", original, moved.revision)
+
+
+@pytest.mark.parametrize(
+    ("new", "source", "error", "named"),
+    [
+        ("Ds@x", "ds@original", InvalidNameError, "'Ds'"),
+        ("ds@X", "ds@original", InvalidNameError, "'X'"),
+        ("ds@a/b", "ds@original", InvalidNameError, "'a/b'"),
+        ("ds", "ds@original", InvalidInputError, "'ds'"),
+        ("other@x", "ds@original", InvalidInputError, "'ds'"),
+    ],
+)
+def test_bad_tags_are_refused_and_write_nothing(
+    reg: Registry,
+    registry_state: State,
+    new: str,
+    source: str,
+    error: type[Exception],
+    named: str,
+) -> None:
+    before = registry_state(reg.root)
+    with pytest.raises(error) as e:
+        make_tag(reg, new, source, view="cleaned")
+    assert named in str(e.value)
+    assert registry_state(reg.root) == before
+
+
+def test_an_overlay_of_another_snapshot_is_refused(
+    reg: Registry,
+    make_imagefolder: Callable[..., Path],
+    add_tree: Callable[..., AddResult],
+    registry_state: State,
+) -> None:
+    other = add_tree(reg, "other", make_imagefolder("o", seed=9, classes=2, per_class=2))
+    table = corrections_table(
+        rows=np.array([0]),
+        example_ids=["class0/img000.bin"],
+        given_label=np.array([0]),
+        suggested_label=np.array([1]),
+        verdict=["suspected"],
+    )
+    producer = {"name": "t", "version": "1", "params": {}, "inputs": {}}
+    ov = write_overlay(reg, base=other.snapshot, kind="detected", table=table, producer=producer)
+    before = registry_state(reg.root)
+    with pytest.raises(InvalidInputError, match=f"overlay {short(ov)} corrects snapshot"):
+        make_tag(reg, "ds@corrected", "ds@original", overlays=[ov], view="corrected")
+    assert registry_state(reg.root) == before
+
+
+def _race(reg: Registry, tmp_path: Path, views: tuple[str, str], rounds: int) -> list[list[dict]]:
+    sync = tmp_path / "sync"
+    sync.mkdir()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), str(reg.root), str(sync), str(w), str(rounds), view],
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**_env()},
+        )
+        for w, view in enumerate(views)
+    ]
+    try:
+        for r in range(rounds):
+            deadline = time.monotonic() + 60
+            while not all((sync / f"ready-{r}-{w}").exists() for w in range(len(views))):
+                assert time.monotonic() < deadline, "workers did not get ready"
+                time.sleep(0.001)
+            (sync / f"go-{r}").touch()
+        outs = [p.communicate(timeout=60)[0] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert all(p.returncode == 0 for p in procs)
+    per_worker = [[json.loads(line) for line in out.splitlines()] for out in outs]
+    return [[w[r] for w in per_worker] for r in range(rounds)]
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    import dsreg
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSREG_")}
+    env["PYTHONPATH"] = str(Path(dsreg.__file__).resolve().parents[1])
+    return env
+
+
+def test_two_processes_creating_one_tag_at_once_exactly_one_wins(
+    reg: Registry, tmp_path: Path
+) -> None:
+    rounds = _race(reg, tmp_path, ("original", "cleaned"), rounds=12)
+    for r, results in enumerate(rounds):
+        winners = [x for x in results if x["ok"]]
+        assert len(winners) == 1, results
+        assert reg.refs.get("ds", f"race-{r}") == winners[0]["revision"]
+        logged = [e for e in reg.refs.log("ds") if e.tag == f"race-{r}"]
+        assert [(e.old, e.new) for e in logged] == [(None, winners[0]["revision"])]
+
+
+def test_two_processes_creating_one_tag_at_the_same_revision_log_it_once(
+    reg: Registry, tmp_path: Path
+) -> None:
+    rounds = _race(reg, tmp_path, ("cleaned", "cleaned"), rounds=6)
+    for r, results in enumerate(rounds):
+        # Naming the revision the tag already holds is not a move: both succeed, one log line.
+        assert all(x["ok"] for x in results)
+        assert len([e for e in reg.refs.log("ds") if e.tag == f"race-{r}"]) == 1
