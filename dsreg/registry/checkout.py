@@ -17,6 +17,7 @@ import io
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -93,13 +94,22 @@ def file_map(ds: Dataset) -> dict[str, str]:
         return dict(zip(ids, blobs, strict=True))
     names = t.column("label_name").to_pylist()
     out: dict[str, str] = {}
+    moved: list[tuple[str, str, str, str]] = []
     for eid, blob, name in zip(ids, blobs, names, strict=True):
         first, _, rest = eid.partition("/")
+        if first == name:
+            out[eid] = blob
+        else:
+            moved.append((first, rest, name, blob))
+    # Relabelled files go last, so a file that keeps its class always keeps its path (and a
+    # switch leaves it alone); one whose name its new class already holds is told apart by the
+    # class it came from.
+    for first, rest, name, blob in moved:
         path = f"{name}/{rest}"
-        if path in out:
-            # A relabelled file whose name its new class already holds: keep both, told apart by
-            # the class it came from.
-            path = f"{name}/{first}__{rest.replace('/', '__')}"
+        k = 0
+        while path in out:
+            k += 1
+            path = f"{name}/{first}__{rest.replace('/', '__')}" + (f"~{k}" if k > 1 else "")
         out[path] = blob
     return out
 
@@ -185,7 +195,7 @@ def _switch(
                 + "; it was not checked out: run 'dsreg verify', then 'dsreg pull' or re-add"
             )
         dst = target / rel
-        if dst.exists() and not dst.is_symlink() and _same(dst, src, link, blob):
+        if os.path.lexists(dst) and _same(dst, src, link, blob):
             return
         dst.parent.mkdir(parents=True, exist_ok=True)
         _place(put, src, dst)
@@ -234,10 +244,15 @@ def _hash_or_missing(path: Path) -> str | None:
 
 
 def _same(dst: Path, src: Path, link: LinkType, blob: str) -> bool:
+    a, b = dst.lstat(), src.stat()
+    same_inode = (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)
     if link == "hardlink":
-        a, b = dst.stat(), src.stat()
-        return (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)
-    return hash_file(dst) == blob
+        return same_inode
+    if link == "symlink":
+        return stat.S_ISLNK(a.st_mode) and os.readlink(dst) == str(src)
+    # A copy must be the user's own file: a hard link left from an earlier checkout would let
+    # an edit of the "copy" corrupt the store.
+    return not same_inode and stat.S_ISREG(a.st_mode) and hash_file(dst) == blob
 
 
 def _linker(link: LinkType) -> Callable[[Path, Path], None]:
