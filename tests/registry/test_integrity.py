@@ -1,0 +1,221 @@
+"""Corrupt objects are named by verify and never served; gc removes only what no ref reaches."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dsreg
+from dsreg.errors import CorruptObjectError, IntegrityError, ObjectNotFoundError
+from dsreg.overlays.overlay import corrections_table, write_overlay
+from dsreg.registry.checkout import PIN, checkout
+from dsreg.registry.digest import short
+from dsreg.registry.ingest import AddResult
+from dsreg.registry.maintenance import collect_garbage, reachable, roots, verify
+from dsreg.registry.registry import Registry
+from dsreg.registry.tags import make_revision, make_tag
+
+
+def flip_byte(reg: Registry, digest: str, at: int | None = None) -> None:
+    """Flip one bit of a stored object, as a failing disk would (objects are read-only)."""
+    p = reg.store.path(digest)
+    os.chmod(p, 0o644)
+    data = bytearray(p.read_bytes())
+    i = len(data) // 2 if at is None else at
+    data[i] ^= 0x01
+    p.write_bytes(bytes(data))
+    os.chmod(p, 0o444)
+
+
+@pytest.fixture
+def pets(
+    make_registry: Callable[..., Registry],
+    make_imagefolder: Callable[..., Path],
+    add_tree: Callable[..., AddResult],
+) -> tuple[Registry, Path, AddResult]:
+    reg = make_registry()
+    tree = make_imagefolder(classes=["cat", "dog"], per_class=3)
+    return reg, tree, add_tree(reg, "pets", tree)
+
+
+def test_a_clean_registry_verifies(pets: tuple[Registry, Path, AddResult]) -> None:
+    reg, _, _ = pets
+    res = verify(reg)
+    assert res.ok and res.checked == 6 + 3  # payloads, examples table, snapshot, revision
+    assert verify(reg, specs=["pets@original"]).ok
+
+
+def test_a_flipped_payload_is_named_and_never_served(
+    pets: tuple[Registry, Path, AddResult], tmp_path: Path
+) -> None:
+    reg, tree, _ = pets
+    ds = dsreg.open("pets@original", registry=reg)
+    bad = ds[4]
+    assert bad.blob is not None
+    flip_byte(reg, bad.blob)
+
+    for res in (verify(reg), verify(reg, specs=["pets@original"])):
+        assert not res.ok
+        assert [p.digest for p in res.problems] == [bad.blob]
+        assert "corrupt" in res.problems[0].problem
+
+    ds = dsreg.open("pets@original", registry=reg)  # manifests and table are intact
+    with pytest.raises(CorruptObjectError, match=short(bad.blob)):
+        ds[4].read_bytes()
+    with pytest.raises(CorruptObjectError, match=short(bad.blob)):
+        _ = ds[4].path
+    assert ds[3].read_bytes() == (tree / ds[3].example_id).read_bytes()
+
+    for link in ("hardlink", "copy"):
+        out = tmp_path / f"out-{link}"
+        with pytest.raises(CorruptObjectError, match=short(bad.blob)):
+            checkout(reg, reg.resolve("pets@original"), out, link=link)  # type: ignore[arg-type]
+        # Whatever was written is right; the corrupt file is not there, and no pin claims it is.
+        for p in out.rglob("*.bin"):
+            assert p.read_bytes() == (tree / p.relative_to(out)).read_bytes()
+        assert not (out / bad.example_id).exists()
+        assert not (out / PIN).exists()
+
+
+def test_a_flipped_examples_table_is_never_parsed(pets: tuple[Registry, Path, AddResult]) -> None:
+    reg, _, res = pets
+    flip_byte(reg, res.examples)
+    ds = dsreg.open("pets@original", registry=reg)
+    with pytest.raises(CorruptObjectError, match=short(res.examples)):
+        ds.labels()
+    with pytest.raises(CorruptObjectError):
+        len(ds)
+    problems = verify(reg).problems
+    assert res.examples in {p.digest for p in problems}
+
+
+@pytest.mark.parametrize("which", ["snapshot", "revision"])
+def test_a_flipped_manifest_is_refused_on_open(
+    pets: tuple[Registry, Path, AddResult], which: str
+) -> None:
+    reg, _, res = pets
+    digest = getattr(res, which)
+    flip_byte(reg, digest, at=20)
+    with pytest.raises(CorruptObjectError, match=short(digest)):
+        dsreg.open("pets@original", registry=reg)
+    assert digest in {p.digest for p in verify(reg).problems}
+
+
+def test_a_flipped_overlay_table_is_refused(pets: tuple[Registry, Path, AddResult]) -> None:
+    reg, _, res = pets
+    table = corrections_table(
+        rows=np.array([0]),
+        example_ids=["cat/img000.bin"],
+        given_label=np.array([0]),
+        suggested_label=np.array([1]),
+        verdict=["suspected"],
+    )
+    producer = {"name": "t", "version": "1", "params": {}, "inputs": {}}
+    ov = write_overlay(reg, base=res.snapshot, kind="detected", table=table, producer=producer)
+    make_tag(reg, "pets@corrected", "pets@original", overlays=[ov], view="corrected")
+    corrections = reg.overlay(ov).corrections
+    flip_byte(reg, corrections)
+    with pytest.raises(CorruptObjectError, match=short(corrections)):
+        dsreg.open("pets@corrected", registry=reg).labels()
+    assert corrections in {p.digest for p in verify(reg, specs=["pets@corrected"]).problems}
+
+
+def test_a_missing_object_is_reported(pets: tuple[Registry, Path, AddResult]) -> None:
+    reg, _, _ = pets
+    ds = dsreg.open("pets@original", registry=reg)
+    blob = ds[0].blob
+    assert blob is not None
+    os.unlink(reg.store.path(blob))
+    res = verify(reg, specs=["pets@original"])
+    assert [(p.digest, p.problem) for p in res.problems] == [(blob, "missing")]
+    with pytest.raises(ObjectNotFoundError, match=short(blob)):
+        ds[0].read_bytes()
+
+
+# -- gc ----------------------------------------------------------------------------------------
+
+
+def test_gc_removes_only_what_no_ref_reaches(
+    pets: tuple[Registry, Path, AddResult],
+    make_imagefolder: Callable[..., Path],
+    add_tree: Callable[..., AddResult],
+) -> None:
+    reg, tree, _ = pets
+    kept = set(reg.store)
+    # An untagged add sharing one payload with pets, plus one file of its own.
+    loose = make_imagefolder("loose", classes=["cat"], per_class=0)
+    (loose / "cat" / "shared.bin").write_bytes((tree / "cat" / "img000.bin").read_bytes())
+    (loose / "cat" / "own.bin").write_bytes(b"only here")
+    untagged = add_tree(reg, "loose", loose, tag=None)
+    _, rev = make_revision(reg, "pets@original", view="cleaned")  # stored, never tagged
+    garbage = set(reg.store) - kept
+    assert len(garbage) == 5  # own.bin, examples table, snapshot, revision; cleaned revision
+    assert {untagged.revision, rev.digest} <= garbage
+
+    dry = collect_garbage(reg, dry_run=True)
+    assert set(dry.removed) == garbage and dry.dry_run
+    assert set(reg.store) == kept | garbage  # a dry run removes nothing
+
+    done = collect_garbage(reg)
+    assert set(done.removed) == garbage
+    assert set(reg.store) == kept
+    assert verify(reg).ok
+    ds = dsreg.open("pets@original", registry=reg)
+    assert [e.read_bytes() for e in ds] == [(tree / e.example_id).read_bytes() for e in ds]
+    assert collect_garbage(reg).removed == ()
+
+
+def test_gc_keeps_what_a_moved_tag_still_reaches_and_logged_overlays(
+    pets: tuple[Registry, Path, AddResult],
+) -> None:
+    reg, _, res = pets
+    table = corrections_table(
+        rows=np.array([2]),
+        example_ids=["cat/img002.bin"],
+        given_label=np.array([0]),
+        suggested_label=np.array([1]),
+        verdict=["suspected"],
+    )
+    producer = {"name": "t", "version": "1", "params": {}, "inputs": {}}
+    ov = write_overlay(reg, base=res.snapshot, kind="detected", table=table, producer=producer)
+    cleaned = make_tag(reg, "pets@cleaned", "pets@original", overlays=[ov], view="cleaned")
+    # Move 'original' to the cleaned revision: the old original revision manifest is garbage,
+    # but the snapshot and every payload are still reached through the cleaned revision.
+    make_tag(reg, "pets@original", "pets@cleaned", force=True)
+    removed = collect_garbage(reg).removed
+    assert removed == (res.revision,)
+    keep, problems = reachable(reg, roots(reg))
+    assert not problems and {ov, reg.overlay(ov).corrections, cleaned.revision} <= keep
+    assert verify(reg).ok
+
+
+def test_gc_removes_nothing_when_reachable_content_is_unreadable(
+    pets: tuple[Registry, Path, AddResult],
+    make_imagefolder: Callable[..., Path],
+    add_tree: Callable[..., AddResult],
+) -> None:
+    reg, _, res = pets
+    add_tree(reg, "loose", make_imagefolder("loose", seed=3), tag=None)
+    flip_byte(reg, res.examples)
+    before = set(reg.store)
+    with pytest.raises(IntegrityError, match="gc removed nothing"):
+        collect_garbage(reg)
+    assert set(reg.store) == before
+
+
+def test_gc_clears_stale_staging_files_only(pets: tuple[Registry, Path, AddResult]) -> None:
+    reg, _, _ = pets
+    old, fresh = reg.root / "tmp" / "obj-old", reg.root / "tmp" / "obj-fresh"
+    old.write_bytes(b"left by a killed add")
+    fresh.write_bytes(b"being written now")
+    hours_ago = time.time() - 2 * 3600
+    os.utime(old, (hours_ago, hours_ago))
+    collect_garbage(reg, dry_run=True)
+    assert old.exists()
+    collect_garbage(reg)
+    assert not old.exists() and fresh.exists()
