@@ -80,7 +80,7 @@ def add_tree() -> Callable[..., AddResult]:
     return add
 
 
-def dsreg_env(**extra: str) -> dict[str, str]:
+def _dsreg_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DSREG_")}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env.update(extra)
@@ -92,7 +92,7 @@ def _run_dsreg(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", DSREG_MAIN, *args],
         cwd=cwd,
-        env=dsreg_env(),
+        env=_dsreg_env(),
         capture_output=True,
         text=True,
         timeout=120,
@@ -115,3 +115,9 @@ def golden_tree() -> Callable[[Path], Path]:
 def run_dsreg() -> Callable[..., subprocess.CompletedProcess[str]]:
     """``run_dsreg(*args, cwd=...)``: ``dsreg ARGS`` in a fresh Python process."""
     return _run_dsreg
+
+
+@pytest.fixture(name="dsreg_env")
+def dsreg_env_fixture() -> Callable[..., dict[str, str]]:
+    """``dsreg_env()``: the environment of a dsreg subprocess (this dsreg, no DSREG_* vars)."""
+    return _dsreg_env

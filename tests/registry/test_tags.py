@@ -118,7 +118,9 @@ def test_an_overlay_of_another_snapshot_is_refused(
     assert registry_state(reg.root) == before
 
 
-def _race(reg: Registry, tmp_path: Path, views: tuple[str, str], rounds: int) -> list[list[dict]]:
+def _race(
+    reg: Registry, tmp_path: Path, env: dict[str, str], views: tuple[str, str], rounds: int
+) -> list[list[dict]]:
     sync = tmp_path / "sync"
     sync.mkdir()
     procs = [
@@ -126,7 +128,7 @@ def _race(reg: Registry, tmp_path: Path, views: tuple[str, str], rounds: int) ->
             [sys.executable, str(WORKER), str(reg.root), str(sync), str(w), str(rounds), view],
             stdout=subprocess.PIPE,
             text=True,
-            env={**_env()},
+            env=env,
         )
         for w, view in enumerate(views)
     ]
@@ -146,20 +148,10 @@ def _race(reg: Registry, tmp_path: Path, views: tuple[str, str], rounds: int) ->
     return [[w[r] for w in per_worker] for r in range(rounds)]
 
 
-def _env() -> dict[str, str]:
-    import os
-
-    import dsreg
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DSREG_")}
-    env["PYTHONPATH"] = str(Path(dsreg.__file__).resolve().parents[1])
-    return env
-
-
 def test_two_processes_creating_one_tag_at_once_exactly_one_wins(
-    reg: Registry, tmp_path: Path
+    reg: Registry, tmp_path: Path, dsreg_env: Callable[[], dict[str, str]]
 ) -> None:
-    rounds = _race(reg, tmp_path, ("original", "cleaned"), rounds=12)
+    rounds = _race(reg, tmp_path, dsreg_env(), ("original", "cleaned"), rounds=12)
     for r, results in enumerate(rounds):
         winners = [x for x in results if x["ok"]]
         assert len(winners) == 1, results
@@ -169,9 +161,9 @@ def test_two_processes_creating_one_tag_at_once_exactly_one_wins(
 
 
 def test_two_processes_creating_one_tag_at_the_same_revision_log_it_once(
-    reg: Registry, tmp_path: Path
+    reg: Registry, tmp_path: Path, dsreg_env: Callable[[], dict[str, str]]
 ) -> None:
-    rounds = _race(reg, tmp_path, ("cleaned", "cleaned"), rounds=6)
+    rounds = _race(reg, tmp_path, dsreg_env(), ("cleaned", "cleaned"), rounds=6)
     for r, results in enumerate(rounds):
         # Naming the revision the tag already holds is not a move: both succeed, one log line.
         assert all(x["ok"] for x in results)
