@@ -30,7 +30,7 @@ overlays.register(app)
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``dsreg`` script."""
     try:
-        app(args=argv, standalone_mode=False)
+        code = app(args=argv, standalone_mode=False)
     except DsregError as e:
         sys.stderr.write(f"Error: {e}\n")
         sys.exit(1)
@@ -45,6 +45,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except BrokenPipeError:
         sys.exit(0)
+    # Without standalone mode, click returns a command's typer.Exit(code) instead of exiting.
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 __all__ = ["app", "main"]
