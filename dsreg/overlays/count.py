@@ -14,19 +14,25 @@ quantities confident learning needs in a few passes and keeps only ``n``-length 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from dsreg.errors import InvalidInputError, ProbabilitiesError
-from dsreg.overlays.probs import FloatArray, IntArray, ProbabilitySource, open_probabilities
-from dsreg.overlays.probs import check_labels as _check_labels
+from dsreg.overlays.probs import (
+    FloatArray,
+    IntArray,
+    ProbabilitySource,
+    first_values,
+    open_probabilities,
+)
 
 __all__ = [
     "ESTIMATION_METHODS",
     "Scan",
     "calibrate_confident_joint",
+    "check_labels",
     "compute_confident_joint",
     "estimate_joint",
     "estimate_noise_rate",
@@ -73,6 +79,58 @@ def ceil_to_dtype(values: npt.NDArray[Any], dtype: np.dtype[Any]) -> FloatArray:
     return narrow
 
 
+def check_labels(labels: npt.ArrayLike, *, n: int, k: int) -> IntArray:
+    """Validate given labels against ``n`` rows and ``k`` classes.
+
+    Parameters
+    ----------
+    labels : array_like, shape (n,)
+        Integer class indices in ``[0, k)``.
+    n : int
+        Number of rows of the probabilities.
+    k : int
+        Number of classes.
+
+    Returns
+    -------
+    numpy.ndarray of intp, shape (n,)
+
+    Raises
+    ------
+    ProbabilitiesError
+        Labels that are not 1-D integers, whose length is not ``n``, or outside ``[0, k)``.
+    """
+    array = np.asarray(labels)
+    if array.ndim != 1:
+        raise ProbabilitiesError(
+            f"labels must be a 1-D array of class indices, got shape {array.shape}"
+        )
+    integral = False
+    if array.dtype.kind == "f" and array.size:
+        with np.errstate(invalid="ignore"):  # inf labels: mod is NaN, so not integral
+            integral = bool(np.all(np.mod(array, 1) == 0))
+    if array.dtype.kind not in "iu" and not integral:
+        raise ProbabilitiesError(
+            f"labels must be integer class indices, got dtype {array.dtype}: convert "
+            "class names to indices into the class list first"
+        )
+    if len(array) != n:
+        raise ProbabilitiesError(
+            f"there are {len(array)} labels but {n} rows of predicted probabilities; "
+            "both must describe the same examples in the same order"
+        )
+    outside = (array < 0) | (array >= k)
+    if outside.any():
+        rows = np.flatnonzero(outside)
+        values = np.unique(array[rows])
+        raise ProbabilitiesError(
+            f"labels {first_values(values)} are outside [0, {k}) (first at row {int(rows[0])}); "
+            f"the probabilities have {k} columns, one per class: check that both use the same "
+            "class list"
+        )
+    return array.astype(np.intp, copy=False)
+
+
 class Scan:
     """Per-row quantities of one labelled probability matrix, computed in passes and cached.
 
@@ -106,7 +164,7 @@ class Scan:
         self.source = open_probabilities(pred_probs)
         self.n, self.k = self.source.n, self.source.k
         self.dtype = self.source.dtype
-        self.labels = _check_labels(labels, n=self.n, k=self.k)
+        self.labels = check_labels(labels, n=self.n, k=self.k)
         self.chunk_rows = chunk_rows
         self.counts: Int64Array = np.bincount(self.labels, minlength=self.k).astype(np.int64)
         self.need_max_other = need_max_other
@@ -192,15 +250,19 @@ class Scan:
             # cleanlab: np.mean(pred_probs[:, k][labels == k]); the same elements in the same
             # order and dtype, so the same pairwise sum. Absent classes get 2 (never reached).
             values = [
-                np.mean(sc[self.class_rows(c)]) if self.counts[c] > 0 else 2
-                for c in range(self.k)
+                np.mean(sc[self.class_rows(c)]) if self.counts[c] > 0 else 2 for c in range(self.k)
             ]
-            self._thresholds = np.clip(values, a_min=CONFIDENT_THRESHOLDS_LOWER_BOUND, a_max=None)
+            # The list itself (not an array of it) so numpy promotes exactly as for cleanlab.
+            self._thresholds = np.clip(
+                cast(Any, values), a_min=CONFIDENT_THRESHOLDS_LOWER_BOUND, a_max=None
+            )
         return self._thresholds
 
     # -- pass 2 -------------------------------------------------------------------------------
 
-    def confident_pass(self, thresholds: npt.ArrayLike | None = None) -> tuple[IntArray, Int64Array]:
+    def confident_pass(
+        self, thresholds: npt.ArrayLike | None = None
+    ) -> tuple[IntArray, Int64Array]:
         """Each row's confident class (-1 for none) and the raw ``(k, k)`` confident counts.
 
         Parameters
@@ -251,7 +313,7 @@ class Scan:
     def off_diagonal(self) -> BoolArray:
         """Rows counted off the diagonal of the confident joint (cleanlab's indices)."""
         guess, _ = self.confident_pass()
-        return (guess >= 0) & (guess != self.labels)
+        return np.asarray((guess >= 0) & (guess != self.labels))
 
     def confident_joint(self, *, calibrate: bool = True) -> Int64Array:
         """The ``(k, k)`` confident joint, as ``compute_confident_joint``."""
@@ -348,9 +410,7 @@ def calibrate_confident_joint(
     cj = _check_joint(confident_joint)
     label_counts = _label_counts(labels, len(cj))
     # Same expression, operand order and layouts as cleanlab, for identical rounding.
-    calibrated_cj = (
-        cj.T / np.clip(cj.sum(axis=1), a_min=TINY_VALUE, a_max=None) * label_counts
-    ).T
+    calibrated_cj = (cj.T / np.clip(cj.sum(axis=1), a_min=TINY_VALUE, a_max=None) * label_counts).T
     calibrated_cj = (
         calibrated_cj
         / np.clip(np.sum(calibrated_cj), a_min=TINY_VALUE, a_max=None)

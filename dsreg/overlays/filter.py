@@ -139,11 +139,14 @@ def _prune_count_matrix(
     )
     if num_to_remove_per_class is not None:
         remove = np.asarray(num_to_remove_per_class)
-        psy = pcm / np.sum(pcm, axis=1)
-        noise_per_s = psy.sum(axis=1) - psy.diagonal()
-        tmp = (psy.T * remove / noise_per_s).T
-        np.fill_diagonal(tmp, scan.counts - remove)
-        pcm = round_preserving_row_totals(tmp)
+        # cleanlab's arithmetic verbatim (it divides columns by row sums); a class without
+        # estimated noise divides by zero there too, silently, and then prunes nothing.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            psy = pcm / np.sum(pcm, axis=1)
+            noise_per_s = psy.sum(axis=1) - psy.diagonal()
+            tmp = (psy.T * remove / noise_per_s).T
+            np.fill_diagonal(tmp, scan.counts - remove)
+            pcm = round_preserving_row_totals(tmp)
     return pcm
 
 
@@ -265,12 +268,12 @@ def _prune_by_noise_rate(
     dtype = scan.dtype
     work = np.dtype(np.float32) if dtype == np.float16 else dtype
     top = _TopMargins(take, dtype)
-    active = take.any(axis=1)
+    active: BoolArray = np.asarray(take.any(axis=1))
     sc = scan.self_confidence
     for start, chunk in scan.chunks():
         stop = start + len(chunk)
         lab = scan.labels[start:stop]
-        live = active[lab]
+        live = np.asarray(active[lab])
         if live.all():
             positions = np.arange(start, stop, dtype=np.int64)
             part, part_lab, part_sc = chunk, lab, sc[start:stop]
@@ -448,5 +451,7 @@ def find_label_issues(
     )
     if return_indices_ranked_by is None:
         return mask
-    rows, _ = rank_issues(scan, mask, rank_by=return_indices_ranked_by, rank_by_kwargs=rank_by_kwargs)
+    rows, _ = rank_issues(
+        scan, mask, rank_by=return_indices_ranked_by, rank_by_kwargs=rank_by_kwargs
+    )
     return rows

@@ -20,6 +20,7 @@ Validation rules (each failure raises :class:`~dsreg.errors.ProbabilitiesError`)
 
 from __future__ import annotations
 
+import contextlib
 import io
 import mmap
 import os
@@ -31,14 +32,13 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from dsreg.errors import InputPathError, ProbabilitiesError, StorageError
+from dsreg.errors import InputPathError, InvalidInputError, ProbabilitiesError, StorageError
 
 __all__ = [
     "ArraySource",
     "NpySource",
     "ParquetSource",
     "ProbabilitySource",
-    "check_labels",
     "default_chunk_rows",
     "open_probabilities",
     "sum_tolerance",
@@ -59,38 +59,17 @@ _DIGEST_BLOCK = 1 << 23
 
 
 def sum_tolerance(dtype: npt.DTypeLike, k: int) -> float:
-    """Largest ``|row sum - 1|`` accepted as float rounding, without renormalising.
+    """Largest ``|row sum - 1|`` taken as float rounding: ``max(1e-5, k * eps(dtype))``, <= 1e-3.
 
-    ``max(1e-5, k * eps(dtype))``, capped at ``1e-3``: a float16 row of ``k`` rounded
-    probabilities can be ``k * eps / 2`` away from 1 and is never rewritten.
-
-    Parameters
-    ----------
-    dtype : dtype
-        Floating dtype of the probabilities.
-    k : int
-        Number of classes (columns).
-
-    Returns
-    -------
-    float
+    A float16 row of ``k`` rounded probabilities can be ``k * eps / 2`` off; it is never
+    rewritten. Rows off by more than this (but at most 1e-3) are renormalised.
     """
     eps = float(np.finfo(np.dtype(dtype)).eps)
     return min(MAX_SUM_DEVIATION, max(_ROUNDING_FLOOR, k * eps))
 
 
 def default_chunk_rows(k: int) -> int:
-    """Rows per chunk so that a chunk holds about two million values.
-
-    Parameters
-    ----------
-    k : int
-        Number of classes.
-
-    Returns
-    -------
-    int
-    """
+    """Rows per chunk so that a chunk of ``k`` columns holds about two million values."""
     return max(1, CHUNK_ELEMENTS // max(k, 1))
 
 
@@ -116,7 +95,7 @@ def _check_shape(shape: tuple[int, ...], what: str) -> tuple[int, int]:
     return n, k
 
 
-def _first(values: npt.NDArray[Any], limit: int = 5) -> str:
+def first_values(values: npt.NDArray[Any], limit: int = 5) -> str:
     shown = ", ".join(str(v) for v in values[:limit].tolist())
     return shown + (f", … ({len(values)} in all)" if len(values) > limit else "")
 
@@ -140,25 +119,28 @@ def _validate_chunk(start: int, chunk: FloatArray, tolerance: float) -> IntArray
             bad = chunk < 0
             kind = "negative"
         r, c = np.argwhere(bad)[0]
+        count = int(bad.sum())
         raise ProbabilitiesError(
             f"predicted probabilities contain {kind} values: row {start + int(r)}, column "
-            f"{int(c)} is {chunk[r, c]!r} ({int(bad.sum())} such values in rows "
+            f"{int(c)} is {float(chunk[r, c])} ({count} such value{'s' * (count != 1)} in rows "
             f"{start}..{start + len(chunk) - 1}); probabilities must be finite and >= 0: "
             "export softmax outputs, not logits"
         )
-    sums = chunk.sum(axis=1, dtype=np.float64)
-    deviation = np.abs(sums - 1.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        sums = chunk.sum(axis=1, dtype=np.float64)
+        deviation = np.abs(sums - 1.0)
     far = np.flatnonzero(~(deviation <= MAX_SUM_DEVIATION))
     if far.size:
-        if not np.isfinite(sums[far]).all():
-            r = int(far[~np.isfinite(sums[far])][0])
+        infinite = np.flatnonzero(np.isinf(chunk[far]).any(axis=1))
+        if infinite.size:
+            row = start + int(far[infinite[0]])
             raise ProbabilitiesError(
-                f"predicted probabilities contain infinite values (row {start + r}); "
-                "probabilities must be finite: export softmax outputs, not logits"
+                f"predicted probabilities contain infinite values (row {row}); probabilities "
+                "must be finite: export softmax outputs, not logits"
             )
         raise ProbabilitiesError(
             f"rows of predicted probabilities must sum to 1 (within {MAX_SUM_DEVIATION:g}); "
-            f"rows {_first(far + start)} sum to {_first(np.round(sums[far], 6))}: "
+            f"rows {first_values(far + start)} sum to {first_values(np.round(sums[far], 6))}: "
             "apply a softmax to logits, or divide each row by its sum"
         )
     return np.flatnonzero(deviation > tolerance)
@@ -236,7 +218,7 @@ class ProbabilitySource(ABC):
         """
         size = default_chunk_rows(self.k) if chunk_rows is None else int(chunk_rows)
         if size < 1:
-            raise ProbabilitiesError(f"chunk_rows must be at least 1, got {chunk_rows!r}")
+            raise InvalidInputError(f"chunk_rows must be at least 1, got {chunk_rows!r}")
         known = self._renorm
         if known is not None:
             for start, chunk in self._raw_chunks(size):
@@ -263,18 +245,7 @@ class ProbabilitySource(ABC):
         self._renorm = np.concatenate(found) if found else np.zeros(0, dtype=np.intp)
 
     def validate(self, chunk_rows: int | None = None) -> int:
-        """Check every value (one pass, unless already done) and return the renormalised count.
-
-        Parameters
-        ----------
-        chunk_rows : int, optional
-            Rows per chunk for the pass.
-
-        Returns
-        -------
-        int
-            Number of rows that were renormalised.
-        """
+        """Check every value (one pass, unless done) and return how many rows were renormalised."""
         if self._renorm is None:
             for _ in self.chunks(chunk_rows):
                 pass
@@ -306,6 +277,14 @@ class ProbabilitySource(ABC):
         if self._digest is None:
             self._digest = "blake3:" + self._hash_bytes()
         return self._digest
+
+
+def _path_error(exc: OSError, file: Path) -> Exception:
+    if isinstance(exc, FileNotFoundError):
+        return InputPathError(f"no such probabilities file: {file}")
+    if isinstance(exc, (IsADirectoryError, PermissionError)):
+        return InputPathError(f"cannot open probabilities file {file}: {exc.strerror}")
+    return StorageError(f"cannot read {file}: {exc.strerror or exc}")
 
 
 def _hasher() -> Any:
@@ -363,7 +342,7 @@ class ArraySource(ProbabilitySource):
         hasher = _hasher()
         hasher.update(header.getvalue())
         for _, chunk in self._raw_chunks(default_chunk_rows(self.k)):
-            hasher.update(memoryview(chunk).cast("B"))
+            hasher.update(chunk.data.cast("B"))
         return cast(str, hasher.hexdigest())
 
 
@@ -383,12 +362,8 @@ class NpySource(ProbabilitySource):
         file = Path(path)
         try:
             data = np.load(file, mmap_mode="r", allow_pickle=False)
-        except FileNotFoundError as exc:
-            raise InputPathError(f"no such probabilities file: {file}") from exc
-        except (IsADirectoryError, PermissionError) as exc:
-            raise InputPathError(f"cannot open probabilities file {file}: {exc.strerror}") from exc
         except OSError as exc:
-            raise StorageError(f"cannot read {file}: {exc.strerror or exc}") from exc
+            raise _path_error(exc, file) from exc
         except ValueError as exc:
             raise ProbabilitiesError(
                 f"{file} is not a readable .npy array ({exc}); save it with numpy.save"
@@ -433,17 +408,25 @@ class NpySource(ProbabilitySource):
         mm = getattr(self.array, "_mmap", None)
         if mm is not None:
             del self.array
-            try:
+            # BufferError: a caller still holds a chunk view; the GC unmaps it later.
+            with contextlib.suppress(BufferError):
                 mm.close()
-            except BufferError:  # a caller still holds a chunk view; the GC will unmap it
-                pass
 
 
 def _float_dtype(arrow_type: Any) -> np.dtype[Any] | None:
     import pyarrow as pa
 
     if pa.types.is_floating(arrow_type):
-        return np.dtype(arrow_type.to_pandas_dtype())
+        return cast(np.dtype[Any], np.dtype(arrow_type.to_pandas_dtype()))
+    return None
+
+
+def _list_value_dtype(arrow_type: Any) -> np.dtype[Any] | None:
+    import pyarrow as pa
+
+    is_list = pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type)
+    if is_list or pa.types.is_fixed_size_list(arrow_type):
+        return _float_dtype(arrow_type.value_type) or np.dtype(object)
     return None
 
 
@@ -477,67 +460,53 @@ class ParquetSource(ProbabilitySource):
         file = Path(path)
         try:
             self._file = pq.ParquetFile(file)
-        except FileNotFoundError as exc:
-            raise InputPathError(f"no such probabilities file: {file}") from exc
-        except (IsADirectoryError, PermissionError) as exc:
-            raise InputPathError(f"cannot open probabilities file {file}: {exc.strerror}") from exc
+        except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+            raise _path_error(exc, file) from exc
         except (pa.ArrowException, OSError) as exc:
             raise ProbabilitiesError(f"{file} is not a readable Parquet file: {exc}") from exc
         schema = self._file.schema_arrow
-        lists = [f.name for f in schema if pa.types.is_list(f.type) or _is_list_like(f.type)]
         if column is not None and columns is not None:
             raise ProbabilitiesError("pass either column= (a list column) or columns=, not both")
+        lists = [f.name for f in schema if _list_value_dtype(f.type) is not None]
         if column is None and columns is None:
-            if len(lists) == 1:
-                column = lists[0]
-            elif lists:
+            if len(lists) > 1:
                 raise ProbabilitiesError(
                     f"{file} has several list columns ({', '.join(lists)}); name the one "
                     "holding the probabilities with column="
                 )
-            else:
-                columns = [f.name for f in schema if pa.types.is_floating(f.type)]
+            column = lists[0] if lists else None
+            columns = [f.name for f in schema if pa.types.is_floating(f.type)]
+        names = [column] if column is not None else list(columns or ())
+        missing = [c for c in names if c not in schema.names]
+        if missing:
+            raise ProbabilitiesError(f"{file} has no column(s) {missing}; it has {schema.names}")
+        self._names, self._list = names, column is not None
         if column is not None:
-            if column not in schema.names:
-                raise ProbabilitiesError(f"{file} has no column {column!r}; it has {schema.names}")
             kind = schema.field(column).type
-            value_dtype = _float_dtype(kind.value_type) if _is_list_like(kind) else None
-            if value_dtype is None:
+            value_dtype = _list_value_dtype(kind)
+            if value_dtype is None or value_dtype.kind == "O":
                 raise ProbabilitiesError(
                     f"column {column!r} of {file} has type {kind}; expected a list of floats"
                 )
-            self._names = [column]
-            self._list = True
             k = kind.list_size if pa.types.is_fixed_size_list(kind) else self._first_length()
         else:
-            assert columns is not None
-            names = list(columns)
-            missing = [c for c in names if c not in schema.names]
-            if missing:
-                raise ProbabilitiesError(
-                    f"{file} has no column(s) {missing}; it has {schema.names}"
-                )
             dtypes = [_float_dtype(schema.field(c).type) for c in names]
-            bad = [c for c, d in zip(names, dtypes, strict=True) if d is None]
-            if bad:
+            if any(d is None for d in dtypes):  # not `None in`: dtype(None) is float64
+                bad = [c for c, d in zip(names, dtypes, strict=True) if d is None]
                 raise ProbabilitiesError(
                     f"column(s) {bad} of {file} are not floating point; pass the class "
                     "probability columns with columns="
                 )
             value_dtype = np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
-            self._names = names
-            self._list = False
             k = len(names)
-        assert value_dtype is not None
         _check_dtype(value_dtype, str(file))
         n, k = _check_shape((self._file.metadata.num_rows, k), str(file))
         super().__init__(n, k, value_dtype, file)
 
     def _first_length(self) -> int:
         for batch in self._file.iter_batches(batch_size=1, columns=self._names):
-            if batch.num_rows:
-                value = batch.column(0)[0].as_py()
-                return 0 if value is None else len(value)
+            value = batch.column(0)[0].as_py() if batch.num_rows else None
+            return 0 if value is None else len(value)
         return 0
 
     def _raw_chunks(self, chunk_rows: int) -> Iterator[tuple[int, FloatArray]]:
@@ -545,25 +514,26 @@ class ParquetSource(ProbabilitySource):
 
         start = 0
         try:
-            batches = self._file.iter_batches(batch_size=chunk_rows, columns=self._names)
-            for batch in batches:
-                rows = batch.num_rows
-                if rows == 0:
-                    continue
-                chunk = self._decode(batch, start)
-                chunk.flags.writeable = False
-                yield start, chunk
-                start += rows
+            for batch in self._file.iter_batches(batch_size=chunk_rows, columns=self._names):
+                if batch.num_rows:
+                    chunk = self._decode(batch, start)
+                    chunk.flags.writeable = False
+                    yield start, chunk
+                    start += batch.num_rows
         except pa.ArrowException as exc:
             raise ProbabilitiesError(f"cannot read {self.path}: {exc}") from exc
 
     def _decode(self, batch: Any, start: int) -> FloatArray:
+        import pyarrow as pa
+
         rows = batch.num_rows
         if self._list:
             lists = batch.column(0)
-            lengths = np.diff(np.asarray(lists.offsets)) if not _fixed(lists.type) else None
-            if lists.null_count or (lengths is not None and (lengths != self.k).any()):
-                bad = np.flatnonzero(lengths != self.k) if lengths is not None else np.zeros(0)
+            if not pa.types.is_fixed_size_list(lists.type):
+                bad = np.flatnonzero(np.diff(np.asarray(lists.offsets)) != self.k)
+            else:
+                bad = np.zeros(0, dtype=np.intp)
+            if lists.null_count or bad.size:
                 where = f"row {start + int(bad[0])}" if bad.size else "a null row"
                 raise ProbabilitiesError(
                     f"every row of {self._names[0]!r} in {self.path} must hold {self.k} "
@@ -590,22 +560,6 @@ class ParquetSource(ProbabilitySource):
 
     def close(self) -> None:
         self._file.close()
-
-
-def _is_list_like(arrow_type: Any) -> bool:
-    import pyarrow as pa
-
-    return bool(
-        pa.types.is_list(arrow_type)
-        or pa.types.is_large_list(arrow_type)
-        or pa.types.is_fixed_size_list(arrow_type)
-    )
-
-
-def _fixed(arrow_type: Any) -> bool:
-    import pyarrow as pa
-
-    return bool(pa.types.is_fixed_size_list(arrow_type))
 
 
 def open_probabilities(
@@ -642,10 +596,8 @@ def open_probabilities(
         try:
             with path.open("rb") as handle:
                 magic = handle.read(6)
-        except FileNotFoundError as exc:
-            raise InputPathError(f"no such probabilities file: {path}") from exc
         except OSError as exc:
-            raise InputPathError(f"cannot open probabilities file {path}: {exc.strerror}") from exc
+            raise _path_error(exc, path) from exc
         if magic == b"\x93NUMPY":
             return NpySource(path)
         if magic[:4] == b"PAR1":
@@ -655,52 +607,3 @@ def open_probabilities(
             "numpy.save or pyarrow.parquet.write_table"
         )
     return ArraySource(probs)
-
-
-def check_labels(labels: npt.ArrayLike, *, n: int, k: int) -> IntArray:
-    """Validate given labels against ``n`` rows and ``k`` classes.
-
-    Parameters
-    ----------
-    labels : array_like, shape (n,)
-        Integer class indices in ``[0, k)``.
-    n : int
-        Number of rows of the probabilities.
-    k : int
-        Number of classes.
-
-    Returns
-    -------
-    numpy.ndarray of intp, shape (n,)
-
-    Raises
-    ------
-    ProbabilitiesError
-        Labels that are not 1-D integers, whose length is not ``n``, or outside ``[0, k)``.
-    """
-    array = np.asarray(labels)
-    if array.ndim != 1:
-        raise ProbabilitiesError(
-            f"labels must be a 1-D array of class indices, got shape {array.shape}"
-        )
-    if array.dtype.kind not in "iu":
-        if array.size == 0 or array.dtype.kind not in "f" or not np.all(np.mod(array, 1) == 0):
-            raise ProbabilitiesError(
-                f"labels must be integer class indices, got dtype {array.dtype}: convert "
-                "class names to indices into the class list first"
-            )
-    if len(array) != n:
-        raise ProbabilitiesError(
-            f"there are {len(array)} labels but {n} rows of predicted probabilities; "
-            "both must describe the same examples in the same order"
-        )
-    outside = (array < 0) | (array >= k)
-    if outside.any():
-        rows = np.flatnonzero(outside)
-        values = np.unique(array[rows])
-        raise ProbabilitiesError(
-            f"labels {_first(values)} are outside [0, {k}) (first at row {int(rows[0])}); the "
-            f"probabilities have {k} columns, one per class: check that both use the same "
-            "class list"
-        )
-    return array.astype(np.intp, copy=False)

@@ -76,7 +76,7 @@ def get_self_confidence_for_each_label(labels: IntArray, pred_probs: FloatArray)
 def _max_other(labels: IntArray, pred_probs: FloatArray) -> FloatArray:
     others = np.array(pred_probs, copy=True)
     others[np.arange(labels.shape[0]), labels] = -np.inf
-    return others.max(axis=1)
+    return np.asarray(others.max(axis=1))
 
 
 def get_normalized_margin_for_each_label(labels: IntArray, pred_probs: FloatArray) -> FloatArray:
@@ -107,7 +107,7 @@ def _logf() -> Callable[[float], float]:
             continue
         function.restype = ctypes.c_float
         function.argtypes = [ctypes.c_float]
-        return function  # type: ignore[no-any-return]
+        return function
     # No C library found: round the double-precision log instead (may differ in the last bit).
     return lambda x: float(np.float32(math.log(x)))
 

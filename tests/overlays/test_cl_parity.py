@@ -142,9 +142,7 @@ def test_mask_matches_stable_cleanlab(dataset: Any, filter_by: str) -> None:
 @pytest.mark.parametrize("filter_by", ["prune_by_noise_rate", "both", "low_normalized_margin"])
 def test_ranked_indices_match_stable_cleanlab(dataset: Any, filter_by: str, rank_by: str) -> None:
     labels, probs = dataset
-    expected = cleanlab_find(
-        labels, probs, filter_by=filter_by, return_indices_ranked_by=rank_by
-    )
+    expected = cleanlab_find(labels, probs, filter_by=filter_by, return_indices_ranked_by=rank_by)
     got = filter.find_label_issues(
         labels, probs, filter_by=filter_by, return_indices_ranked_by=rank_by, chunk_rows=211
     )
@@ -231,7 +229,9 @@ def test_order_label_issues_matches(dataset: Any) -> None:
     for rank_by in RANK_BY:
         with stable_sorts():
             expected = cl_rank.order_label_issues(mask, labels, probs, rank_by=rank_by)
-        assert np.array_equal(rank.order_label_issues(mask, labels, probs, rank_by=rank_by), expected)
+        assert np.array_equal(
+            rank.order_label_issues(mask, labels, probs, rank_by=rank_by), expected
+        )
 
 
 @pytest.mark.parametrize("estimation_method", ["off_diagonal", "off_diagonal_calibrated"])
@@ -285,7 +285,9 @@ def test_explicit_thresholds_match(dataset: Any) -> None:
     thresholds = np.linspace(0.2, 0.6, probs.shape[1])
     with stable_sorts():
         expected = cl_count.compute_confident_joint(labels, probs, thresholds=thresholds)
-    assert np.array_equal(count.compute_confident_joint(labels, probs, thresholds=thresholds), expected)
+    assert np.array_equal(
+        count.compute_confident_joint(labels, probs, thresholds=thresholds), expected
+    )
 
 
 def test_detect_equals_cleanlab_pieces(dataset: Any) -> None:
