@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dsreg.errors import (
     DsregError,
@@ -38,6 +38,11 @@ __all__ = ["DIRNAME", "Registry", "Resolved"]
 
 DIRNAME = ".dsreg"
 _MARKER = "config.toml"
+# The first key of each manifest kind in canonical (RFC 8785, sorted-key) form: snapshot,
+# overlay, revision.
+_MANIFEST_HEADS = (b'{"classes":[', b'{"base":"blake3:', b'{"overlays":[')
+_HEAD_LEN = max(len(h) for h in _MANIFEST_HEADS)
+_M = TypeVar("_M", Snapshot, Overlay, Revision)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,7 +91,7 @@ class Registry:
 
     @classmethod
     def find(cls, path: str | os.PathLike[str] | None = None) -> Registry:
-        """``path`` if given; else ``.dsreg`` in the working directory or above; else ``$DSREG_HOME``."""
+        """``path`` if given; else ``.dsreg`` here or in a parent folder; else ``$DSREG_HOME``."""
         if path is not None:
             root = Path(path).absolute()
             if not (root / _MARKER).is_file():
@@ -149,13 +154,17 @@ class Registry:
         return _expect(m, Revision, digest)
 
     def is_manifest(self, digest: str) -> bool:
-        """Whether a stored object looks like a manifest (read the first bytes only)."""
+        """Whether a stored object is a manifest (read the first bytes only).
+
+        Manifests are stored canonical, keys sorted, so each kind has a fixed first key; a
+        payload that merely is JSON (a dataset of ``.json`` documents) is not taken for one.
+        """
         try:
             with open(self.store.path(digest), "rb") as f:
-                head = f.read(2)
+                head = f.read(_HEAD_LEN)
         except OSError:
             return False
-        return head == b'{"'
+        return head.startswith(_MANIFEST_HEADS)
 
     def resolve_object(self, text: str) -> str:
         """A full digest from a full digest or an unambiguous prefix (>= 6 hex) of any object."""
@@ -210,6 +219,11 @@ class Registry:
         )
 
     def _revision_and_dataset(self, digest: str) -> tuple[Revision, str]:
+        if self.store.has(digest) and not self.is_manifest(digest):
+            raise InvalidInputError(
+                f"{short(digest)} is a payload or table, not a revision; give a revision, "
+                "a snapshot or dataset@tag (see 'dsreg ls')"
+            )
         m = self.manifest(digest)
         if isinstance(m, Overlay):
             raise InvalidInputError(
@@ -253,7 +267,7 @@ class Registry:
         return hash_bytes(encode_manifest(m))
 
 
-def _expect(m: Manifest, cls: type[Any], digest: str) -> Any:
+def _expect(m: Manifest, cls: type[_M], digest: str) -> _M:
     if not isinstance(m, cls):
         kind = type(m).__name__.lower()
         raise ManifestError(

@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 import dsreg
-from dsreg.errors import CorruptObjectError, IntegrityError, ObjectNotFoundError
+from dsreg.errors import (
+    CorruptObjectError,
+    IntegrityError,
+    InvalidInputError,
+    ManifestError,
+    ObjectNotFoundError,
+)
 from dsreg.overlays.overlay import corrections_table, write_overlay
 from dsreg.registry.checkout import PIN, checkout
 from dsreg.registry.digest import short
@@ -219,3 +225,43 @@ def test_gc_clears_stale_staging_files_only(pets: tuple[Registry, Path, AddResul
     assert old.exists()
     collect_garbage(reg)
     assert not old.exists() and fresh.exists()
+
+
+def test_json_payloads_are_payloads_not_manifests(
+    make_registry: Callable[..., Registry], tmp_path: Path, add_tree: Callable[..., AddResult]
+) -> None:
+    """A dataset of JSON documents: verify must not mistake them for broken manifests."""
+    reg = make_registry()
+    tree = tmp_path / "docs"
+    (tree / "pos").mkdir(parents=True)
+    (tree / "neg").mkdir()
+    (tree / "pos" / "a.json").write_text('{"text": "great film"}')
+    (tree / "neg" / "b.json").write_text('{"schema": "mine/1", "text": "dull"}')
+    res = add_tree(reg, "docs", tree)
+    assert verify(reg).ok
+    assert verify(reg, specs=["docs@original"]).ok
+    ds = dsreg.open("docs@original", registry=reg)
+    blob = ds[0].blob
+    assert blob is not None and not reg.is_manifest(blob)
+    assert all(reg.is_manifest(d) for d in (res.snapshot, res.revision))
+    with pytest.raises(InvalidInputError, match="not a revision"):
+        dsreg.open(blob, registry=reg)
+
+
+def test_a_stored_manifest_that_breaks_its_schema_is_reported(
+    pets: tuple[Registry, Path, AddResult],
+) -> None:
+    """Bytes that hash right but are not a valid manifest (written by another program)."""
+    from dsreg.registry.canonical import canonical_bytes
+
+    reg, _, res = pets
+    bad = reg.store.put_bytes(
+        canonical_bytes(
+            {"overlays": [], "schema": "dsreg/revision/1", "snapshot": res.snapshot, "view": "x"}
+        )
+    )
+    reg.refs.set("pets", "odd", bad)
+    problems = {p.digest: p.problem for p in verify(reg).problems}
+    assert list(problems) == [bad] and "breaks schema 'revision' at view" in problems[bad]
+    with pytest.raises(ManifestError, match="breaks schema"):
+        dsreg.open("pets@odd", registry=reg)
