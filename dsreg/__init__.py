@@ -23,6 +23,7 @@ from dsreg.errors import (
     ObjectNotFoundError,
     PredictionsError,
     ProbabilitiesError,
+    QueryError,
     RegistryNotFoundError,
     RemoteError,
     RevisionNotFoundError,
@@ -33,6 +34,8 @@ from dsreg.errors import (
 from dsreg.registry.dataset import Dataset, Example
 from dsreg.registry.manifests import Overlay, Revision, Snapshot
 from dsreg.registry.registry import Registry
+from dsreg.registry.views import connect
+from dsreg.report.evaluate import evaluate
 
 __all__ = [
     "AmbiguousDigestError",
@@ -53,8 +56,9 @@ __all__ = [
     "Overlay",
     "PredictionsError",
     "ProbabilitiesError",
-    "RegistryNotFoundError",
+    "QueryError",
     "Registry",
+    "RegistryNotFoundError",
     "RemoteError",
     "Revision",
     "RevisionNotFoundError",
@@ -63,5 +67,7 @@ __all__ = [
     "TagExistsError",
     "VotesError",
     "__version__",
+    "connect",
+    "evaluate",
     "open",
 ]

@@ -10,7 +10,7 @@ import sys
 import click
 import typer
 
-from dsreg.cli import core, overlays
+from dsreg.cli import core, overlays, query
 from dsreg.cli._common import CONTEXT
 from dsreg.errors import DsregError
 
@@ -25,6 +25,7 @@ app = typer.Typer(
 )
 core.register(app)
 overlays.register(app)
+query.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -118,6 +118,14 @@ class Dataset:
         """The view's rows (snapshot positions), labels, given labels and verdicts, as arrays."""
         return self._view
 
+    def sql(self, query: str) -> pa.Table:
+        """Run DuckDB SQL in which ``this`` names this revision's view (its pinned digest, not
+        the tag): ``ds.sql("SELECT label_name, count(*) FROM this GROUP BY ALL")``. Other
+        revisions may be named as ``"dataset@tag"`` in the same query."""
+        from dsreg.registry.views import query_dataset
+
+        return query_dataset(self, query)
+
     def labels(self) -> pa.Table:
         """The view as a table: row, example_id, label, label_name, given_label, verdict, blob,
         size, then the snapshot's metadata columns."""

@@ -1,0 +1,292 @@
+"""``dsreg eval`` against a plain DuckDB hash join on ``example_id``, over the same Parquet files.
+
+    python benchmarks/bench_eval.py                        # 50,000,000 rows, 345 classes
+    python benchmarks/bench_eval.py --rows 1000000 --reps 2
+
+The set: a label-only snapshot of ``--rows`` examples over ``--classes`` classes (ids "0"…"n-1",
+stored as the canonical examples Parquet through the library), a validated overlay of
+``--corrections`` rows (a third ``non_error``, a third ``correctable`` with a suggested label, a
+third removed: ``multi_label``, ``neither``, ``non_agreement``), and one model's predictions of
+every row (80 % right on the given label; on correctable rows, 70 % predict the suggested label).
+
+Measured, each in a fresh subprocess (wall clock, peak RSS):
+
+- ``dsreg eval ds@corrected-v1 preds.npy --views original,cleaned,corrected --json`` (the
+  predictions row-aligned, as ``.npy``); and the same with a Parquet of ``row, pred``;
+- the baseline: DuckDB computing the same three accuracies in one query, joining the examples,
+  the predictions (``example_id, pred`` Parquet) and the corrections on ``example_id``.
+
+Target (docs/benchmarks.md): dsreg >= 5x faster than the baseline, with no more peak memory.
+Both must agree on every count. Exit status 0 only if the targets pass. The generated set is kept
+in ``--workdir`` and reused by later runs with the same parameters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (
+    DSREG,
+    PYTHON,
+    REPO,
+    Measurement,
+    Series,
+    check,
+    machine,
+    ratio_line,
+)
+
+sys.path.insert(0, str(REPO))
+
+VIEWS = ("original", "cleaned", "corrected")
+BASELINE = r"""
+import json, sys, duckdb
+examples, corrections, preds = sys.argv[1:4]
+con = duckdb.connect()
+con.execute('SET enable_progress_bar = false')
+row = con.execute(f'''
+WITH j AS (
+  SELECT e.label AS given, c.verdict AS v, c.suggested_label AS s, p.pred
+  FROM read_parquet('{examples}') AS e
+  JOIN read_parquet('{preds}') AS p ON p.example_id = e.example_id
+  LEFT JOIN read_parquet('{corrections}') AS c ON c.example_id = e.example_id
+)
+SELECT
+  count(*),
+  count(*) FILTER (WHERE pred = given),
+  count(*) FILTER (WHERE v IS NULL OR v = 'non_error'),
+  count(*) FILTER (WHERE (v IS NULL OR v = 'non_error') AND pred = given),
+  count(*) FILTER (WHERE v IS NULL OR v = 'non_error'
+                   OR (v IN ('correctable', 'suspected') AND s IS NOT NULL)),
+  count(*) FILTER (WHERE ((v IS NULL OR v = 'non_error') AND pred = given)
+                   OR (v IN ('correctable', 'suspected') AND s IS NOT NULL AND pred = s))
+FROM j
+''').fetchone()
+names = ("original", "cleaned", "corrected")
+print(json.dumps({n: {"rows": row[2 * i], "correct": row[2 * i + 1]} for i, n in enumerate(names)}))
+"""
+
+
+def generate(work: Path, *, rows: int, classes: int, corrections: int, seed: int) -> dict[str, Any]:
+    """The registry, the overlay and the predictions files; reused if the parameters match."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from dsreg.overlays.corrections import corrections_table
+    from dsreg.overlays.overlay import write_overlay
+    from dsreg.registry.examples import base_schema, parquet_bytes
+    from dsreg.registry.manifests import Revision, Snapshot
+    from dsreg.registry.registry import Registry
+    from dsreg.registry.tags import make_tag
+
+    params = {"rows": rows, "classes": classes, "corrections": corrections, "seed": seed}
+    marker = work / "params.json"
+    if marker.is_file() and json.loads(marker.read_text()) == params:
+        return json.loads((work / "set.json").read_text())  # type: ignore[no-any-return]
+    import shutil
+
+    if work.exists():
+        for p in work.rglob("*"):
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    rng = np.random.default_rng(seed)
+    say(f"generating {rows:,} examples, {classes} classes, {corrections:,} corrections …")
+    reg = Registry.init(work / "reg")
+    labels = rng.integers(0, classes, rows, dtype=np.int32)
+    ids = pc.cast(pa.array(np.arange(rows, dtype=np.int64)), pa.string())
+    table = pa.Table.from_arrays(
+        [ids, pa.array(labels), pa.nulls(rows, pa.string()), pa.nulls(rows, pa.int64())],
+        schema=base_schema(),
+    )
+    # The canonical examples bytes, exactly as 'dsreg add --labels' writes them (one table).
+    data = parquet_bytes(table)
+    del table
+    examples = reg.store.put_bytes(data)
+    del data
+    names = tuple(f"class{i:03d}" for i in range(classes))
+    snap = Snapshot(
+        dataset="bench", examples=examples, rows=rows, classes=names, source={"kind": "labels"}
+    )
+    snap_digest = reg.put_manifest(snap)
+    rev = reg.put_manifest(Revision(snapshot=snap_digest))
+    reg.refs.set("bench", "original", rev, command="bench_eval.py")
+
+    crow = np.sort(rng.choice(rows, corrections, replace=False))
+    kind = rng.integers(0, 3, corrections)  # 0 non_error, 1 correctable, 2 removed
+    removed = np.asarray(["multi_label", "neither", "non_agreement"])[
+        rng.integers(0, 3, corrections)
+    ]
+    verdict = np.where(kind == 0, "non_error", np.where(kind == 1, "correctable", removed))
+    given = labels[crow]
+    sug = np.where(kind == 1, (given + rng.integers(1, classes, corrections)) % classes, -1).astype(
+        np.int64
+    )
+    ct = corrections_table(
+        rows=crow,
+        example_ids=pc.cast(pa.array(crow), pa.string()),
+        given_label=given,
+        suggested_label=sug,
+        verdict=pa.array(verdict.astype(object), pa.string()),
+    )
+    ov = write_overlay(
+        reg,
+        base=snap_digest,
+        kind="validated",
+        table=ct,
+        producer={"name": "bench_eval", "version": "1", "params": {"seed": seed}, "inputs": {}},
+    )
+    make_tag(reg, "bench@corrected-v1", "bench@original", overlays=[ov], view="corrected")
+
+    pred = labels.copy()
+    wrong = rng.random(rows) < 0.2
+    pred[wrong] = rng.integers(0, classes, int(wrong.sum()), dtype=np.int32)
+    fix = (kind == 1) & (rng.random(corrections) < 0.7)
+    pred[crow[fix]] = sug[fix]
+    np.save(work / "preds.npy", pred)
+    pq.write_table(
+        pa.table({"row": pa.array(np.arange(rows, dtype=np.int64)), "pred": pa.array(pred)}),
+        work / "preds.parquet",
+    )
+    pq.write_table(
+        pa.table({"example_id": ids, "pred": pa.array(pred)}), work / "preds-ids.parquet"
+    )
+    info = {
+        "registry": str(reg.root),
+        "examples": str(reg.store.path(examples)),
+        "corrections": str(reg.store.path(reg.overlay(ov).corrections)),
+    }
+    (work / "set.json").write_text(json.dumps(info))
+    marker.write_text(json.dumps(params))
+    return info
+
+
+def _measure(cmd: list[str]) -> tuple[Measurement, str]:
+    """As ``_common.measure`` (wall clock, peak RSS by /usr/bin/time), keeping stdout: the
+    counts each tool computed, to check that they agree."""
+    import os
+    import subprocess
+    import time
+
+    os.sync()
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            ["/usr/bin/time", "-f", "%M", "-o", rss.name, *cmd], capture_output=True, text=True
+        )
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(f"{cmd[:4]} exited {proc.returncode}:\n{proc.stderr}")
+        kib = int(rss.read().strip().splitlines()[-1])
+    return Measurement(seconds=seconds, peak_rss_mib=kib / 1024), proc.stdout
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--rows", type=int, default=50_000_000, help="examples (50,000,000)")
+    ap.add_argument("--classes", type=int, default=345, help="classes (345)")
+    ap.add_argument("--corrections", type=int, help="overlay rows (default: a tenth of --rows)")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions of each measurement (3)")
+    ap.add_argument("--workdir", type=Path, help="where the set is generated (kept, reused)")
+    ap.add_argument("--json", type=Path, help="also write the results here as JSON")
+    args = ap.parse_args(argv)
+    corrections = args.corrections if args.corrections is not None else args.rows // 10
+    work = args.workdir or Path(tempfile.gettempdir()) / f"dsreg-bench-eval-{args.rows}"
+    info = generate(work, rows=args.rows, classes=args.classes, corrections=corrections, seed=0)
+    reg = info["registry"]
+    views = ",".join(VIEWS)
+    runs: dict[str, list[str]] = {
+        "dsreg eval (.npy)": [
+            *DSREG, "eval", "bench@corrected-v1", str(work / "preds.npy"),
+            "--views", views, "--json", "--registry", reg,
+        ],
+        "dsreg eval (Parquet row, pred)": [
+            *DSREG, "eval", "bench@corrected-v1", str(work / "preds.parquet"),
+            "--views", views, "--json", "--registry", reg,
+        ],
+        "duckdb hash join on example_id": [
+            PYTHON, "-c", BASELINE, info["examples"], info["corrections"],
+            str(work / "preds-ids.parquet"),
+        ],
+    }  # fmt: skip
+    series = {name: Series(name=name) for name in runs}
+    answers: dict[str, dict[str, Any]] = {}
+    order = list(runs)
+    for rep in range(args.reps):
+        for name in order if rep % 2 == 0 else order[::-1]:
+            say(f"rep {rep + 1}/{args.reps}: {name}")
+            m, out = _measure(runs[name])
+            series[name].runs.append(m)
+            answers[name] = _counts(json.loads(out))
+    base = answers["duckdb hash join on example_id"]
+    agree = all(a == base for a in answers.values())
+    return _report(series, answers, agree, args, corrections)
+
+
+def _counts(doc: dict[str, Any]) -> dict[str, Any]:
+    """{view: (rows, correct)} from dsreg's report or the baseline's output."""
+    if "models" in doc:
+        s = doc["models"][0]["scores"]
+        return {v: (s[v]["rows"], s[v]["correct"]["top1"]) for v in VIEWS}
+    return {v: (doc[v]["rows"], doc[v]["correct"]) for v in VIEWS}
+
+
+def _report(
+    series: dict[str, Series],
+    answers: dict[str, dict[str, Any]],
+    agree: bool,
+    args: argparse.Namespace,
+    corrections: int,
+) -> int:
+    base = series["duckdb hash join on example_id"]
+    print(
+        f"dsreg eval vs DuckDB hash join: {args.rows:,} rows, {args.classes} classes, "
+        f"{corrections:,} corrections, median of {args.reps}"
+    )
+    print(f"machine: {machine()}")
+    for s in series.values():
+        print(f"  {s.name:<34} {s.seconds:8.2f} s   peak RSS {s.peak_rss_mib:8.1f} MiB")
+    for v in VIEWS:
+        rows, correct = answers["dsreg eval (.npy)"][v]
+        print(f"  {v:<10} {correct:,} / {rows:,} = {correct / rows:.6f}")
+    print(f"  every tool gives the same counts: {agree}")
+    ok = agree
+    result: dict[str, Any] = {
+        "rows": args.rows,
+        "classes": args.classes,
+        "corrections": corrections,
+        "machine": machine(),
+        "series": [s.to_dict() for s in series.values()],
+        "agree": agree,
+    }
+    for name in ("dsreg eval (.npy)", "dsreg eval (Parquet row, pred)"):
+        s = series[name]
+        ratio = base.seconds / s.seconds
+        mem_ok = s.peak_rss_mib <= base.peak_rss_mib
+        print(ratio_line(f"{name} vs hash join", ratio, 5, f"{s.seconds:.2f} s"))
+        print(
+            f"  {'peak RSS: ' + name + ' <= hash join':<44} {s.peak_rss_mib:.0f} vs "
+            f"{base.peak_rss_mib:.0f} MiB  {'PASS' if mem_ok else 'FAIL'}"
+        )
+        ok = ok and check(ratio, 5) == "PASS" and mem_ok
+        result[name] = {"ratio": round(ratio, 2), "memory_ok": mem_ok}
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

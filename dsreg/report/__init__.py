@@ -1,0 +1,1 @@
+"""Reports on revisions: accuracy of model predictions per view, diffs, citations, rank plots."""

@@ -1,0 +1,554 @@
+"""Accuracy of model predictions on a revision's original, cleaned, corrected and honeypot labels,
+and how the ranking of the models changes between them (Northcutt et al., NeurIPS 2021, Table 3).
+
+The revision's snapshot and overlays are read once; the view rule of ``dsreg.overlays.policy`` is
+applied to the rows overlays name only (a view is "every row except these" or "only these"), so
+scoring 50 million rows costs one pass over the labels and one over each model's predictions.
+A test holds these views equal to ``policy.apply_view``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dsreg._version import __version__
+from dsreg.errors import InvalidInputError, ManifestError, PredictionsError
+from dsreg.overlays.policy import VERDICTS
+from dsreg.registry.digest import short
+from dsreg.registry.manifests import VIEWS, View
+from dsreg.registry.registry import Registry, Resolved
+from dsreg.registry.views import verified_object
+from dsreg.report._json import stable_json
+from dsreg.report.predictions import (
+    Predictions,
+    PredictionsSource,
+    Ranks,
+    Target,
+    as_numpy,
+    read_predictions,
+)
+
+__all__ = [
+    "EvalReport",
+    "ModelResult",
+    "ViewScore",
+    "evaluate",
+    "evaluate_revision",
+    "view_rows",
+]
+
+SCHEMA = "dsreg/eval/1"
+_NON_ERROR = VERDICTS.index("non_error") + 1
+_CORRECTABLE = VERDICTS.index("correctable") + 1
+_SUSPECTED = VERDICTS.index("suspected") + 1
+
+
+# -- the view rule over sparse rows ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _View:
+    """A view as few rows: every snapshot row except ``rows`` (``complement``) or only ``rows``;
+    ``relabel`` (sorted, served rows) take the suggested label, at ``relabel_cand`` of the
+    target's candidate rows."""
+
+    name: View
+    complement: bool
+    rows: np.ndarray
+    relabel: np.ndarray
+    relabel_cand: np.ndarray
+    size: int
+
+    def served(self, n: int) -> np.ndarray:
+        """The served rows, in snapshot order (materialised: for tests and error messages)."""
+        if not self.complement:
+            return self.rows
+        keep = np.ones(n, dtype=bool)
+        keep[self.rows] = False
+        return np.flatnonzero(keep)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Overlays:
+    named: np.ndarray  # int64, sorted: every row an overlay names
+    verdict: np.ndarray  # uint8 code (1 + index in VERDICTS) of the last overlay naming it
+    suggested: np.ndarray  # int32, -1 where that overlay suggests none
+
+
+def _merge(tables: Sequence[pa.Table]) -> _Overlays:
+    """Fold corrections in order, the later overlay winning: ``policy.merge_overlays``, kept
+    sparse (no array of the snapshot's size) and vectorised (one verdict lookup per table)."""
+    rows, codes, sugg = [], [], []
+    for t in tables:
+        rows.append(as_numpy(t.column("row")).astype(np.int64, copy=False))
+        enc = t.column("verdict").combine_chunks().dictionary_encode()
+        names = enc.dictionary.to_pylist()
+        unknown = sorted(set(names) - set(VERDICTS))
+        if unknown or enc.indices.null_count:
+            raise ManifestError(
+                f"a corrections table holds verdicts {unknown or [None]} outside "
+                f"{list(VERDICTS)}; run 'dsreg verify'"
+            )
+        lut = np.asarray([VERDICTS.index(v) + 1 for v in names], dtype=np.uint8)
+        codes.append(lut[as_numpy(enc.indices)])
+        sugg.append(as_numpy(t.column("suggested_label"), fill=-1).astype(np.int32))
+    if not tables:
+        return _Overlays(
+            named=np.empty(0, np.int64),
+            verdict=np.empty(0, np.uint8),
+            suggested=np.empty(0, np.int32),
+        )
+    r, c, s = np.concatenate(rows), np.concatenate(codes), np.concatenate(sugg)
+    if len(r) > 1 and not (r[1:] > r[:-1]).all():
+        # A stable sort keeps overlay order among equal rows: the last of each run wins.
+        order = np.argsort(r, kind="stable")
+        r, c, s = r[order], c[order], s[order]
+        last = np.ones(len(r), dtype=bool)
+        last[:-1] = r[1:] != r[:-1]
+        r, c, s = r[last], c[last], s[last]
+    return _Overlays(named=r, verdict=c, suggested=s)
+
+
+def _views(n: int, ov: _Overlays, names: Iterable[View]) -> dict[View, _View]:
+    v, s, rows = ov.verdict, ov.suggested, ov.named
+    err = v != _NON_ERROR
+    relabel = ((v == _CORRECTABLE) | (v == _SUSPECTED)) & (s >= 0)
+    cand = np.flatnonzero(s >= 0)  # positions in `named` of the target's candidate rows
+    cand_index = np.full(len(rows), -1, dtype=np.int64)
+    cand_index[cand] = np.arange(len(cand))
+    none = np.empty(0, dtype=np.int64)
+    out: dict[View, _View] = {}
+    for name in names:
+        if name == "original":
+            out[name] = _View(
+                name=name, complement=True, rows=none, relabel=none, relabel_cand=none, size=n
+            )
+        elif name == "cleaned":
+            drop = rows[err]
+            out[name] = _View(
+                name=name,
+                complement=True,
+                rows=drop,
+                relabel=none,
+                relabel_cand=none,
+                size=n - len(drop),
+            )
+        elif name == "corrected":
+            drop = rows[err & ~relabel]
+            out[name] = _View(
+                name=name,
+                complement=True,
+                rows=drop,
+                relabel=rows[relabel],
+                relabel_cand=cand_index[relabel],
+                size=n - len(drop),
+            )
+        elif name == "honeypot":
+            take = (v == _CORRECTABLE) & (s >= 0)
+            out[name] = _View(
+                name=name,
+                complement=False,
+                rows=rows[take],
+                relabel=rows[take],
+                relabel_cand=cand_index[take],
+                size=int(take.sum()),
+            )
+        else:
+            raise InvalidInputError(f"unknown view {name!r}; choose from {', '.join(VIEWS)}")
+    return out
+
+
+def view_rows(n: int, corrections: Sequence[pa.Table], view: View) -> tuple[np.ndarray, np.ndarray]:
+    """(served rows, rows served the suggested label) of ``view``: what ``evaluate`` scores."""
+    vw = _views(n, _merge(corrections), [view])[view]
+    return vw.served(n), vw.relabel
+
+
+# -- results --------------------------------------------------------------------------------------
+
+
+def _acc(correct: int | None, rows: int) -> float | None:
+    return None if correct is None or rows == 0 else correct / rows
+
+
+def _topk(counts: Mapping[int, int | None], rows: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    c = {f"top{k}": v for k, v in counts.items()}
+    a = {f"top{k}": _acc(v, rows) for k, v in counts.items()}
+    return c, a
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ViewScore:
+    """One model on one view: rows scored, top-k correct counts, rank among the models (by
+    top-1; ties share a rank). On the honeypot, ``given_*`` score the same rows on the given
+    labels."""
+
+    view: View
+    rows: int
+    correct: dict[int, int | None]
+    rank: int | None = None
+    given_correct: dict[int, int | None] | None = None
+    given_rank: int | None = None
+
+    def accuracy(self, k: int = 1) -> float | None:
+        return _acc(self.correct.get(k), self.rows)
+
+    def given_accuracy(self, k: int = 1) -> float | None:
+        return None if self.given_correct is None else _acc(self.given_correct.get(k), self.rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        c, a = _topk(self.correct, self.rows)
+        d: dict[str, Any] = {"rows": self.rows, "correct": c, "accuracy": a, "rank": self.rank}
+        if self.given_correct is not None:
+            gc, ga = _topk(self.given_correct, self.rows)
+            d["given"] = {"correct": gc, "accuracy": ga, "rank": self.given_rank}
+        return d
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelResult:
+    """One model: where its predictions came from, its score per view, its rank changes
+    (positive: the model climbs that many places)."""
+
+    model: str
+    predictions: PredictionsSource
+    scores: dict[View, ViewScore]
+    rank_change: dict[str, int | None] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "predictions": self.predictions.to_dict(),
+            "scores": {v: s.to_dict() for v, s in self.scores.items()},
+            "rank_change": dict(self.rank_change),
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EvalReport:
+    """The accuracy report: which revision, which predictions, each model's scores per view."""
+
+    dataset: str
+    spec: str
+    tag: str | None
+    revision: str
+    snapshot: str
+    overlays: tuple[tuple[str, str], ...]  # (digest, kind)
+    views: dict[View, int]  # rows served per view
+    top_k: tuple[int, ...]
+    models: tuple[ModelResult, ...]
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA,
+            "dsreg_version": __version__,
+            "dataset": self.dataset,
+            "spec": self.spec,
+            "tag": self.tag,
+            "revision": self.revision,
+            "snapshot": self.snapshot,
+            "overlays": [{"digest": d, "kind": k} for d, k in self.overlays],
+            "views": {v: {"rows": r} for v, r in self.views.items()},
+            "top_k": list(self.top_k),
+            "models": [m.to_dict() for m in self.models],
+            "notes": list(self.notes),
+        }
+
+    def to_json(self) -> str:
+        """Stable JSON: sorted keys, six-decimal floats; the same result gives the same bytes."""
+        return stable_json(self.to_dict())
+
+    def to_arrow(self) -> pa.Table:
+        """One row per (model, view): model, view, rows, rank, top<k> accuracy columns, and on
+        the honeypot the given-label accuracy and rank."""
+        rows: list[dict[str, Any]] = []
+        for m in self.models:
+            for v, s in m.scores.items():
+                r: dict[str, Any] = {"model": m.model, "view": v, "rows": s.rows, "rank": s.rank}
+                for k in self.top_k:
+                    r[f"top{k}"] = s.accuracy(k)
+                r["given_top1"] = s.given_accuracy(1)
+                r["given_rank"] = s.given_rank
+                rows.append(r)
+        return pa.Table.from_pylist(rows)
+
+    def to_pandas(self) -> Any:
+        """``to_arrow()`` as a pandas DataFrame (needs pandas)."""
+        return self.to_arrow().to_pandas()
+
+
+# -- scoring --------------------------------------------------------------------------------------
+
+
+def _missing(unpredicted: np.ndarray, ranks: Ranks, vw: _View) -> np.ndarray:
+    """Served rows of ``vw`` the model did not predict (``unpredicted``: every such row)."""
+    if vw.complement:
+        if not len(unpredicted):
+            return unpredicted
+        return unpredicted[~np.isin(unpredicted, vw.rows)]
+    return np.asarray(vw.rows[ranks.given[vw.rows] < 0])
+
+
+def _hits(ranks: np.ndarray, k: int) -> int:
+    """How many predicted rows (rank >= 0) have their label in the top ``k``."""
+    # Seen as unsigned, "not predicted" (-1) is the largest value: one comparison, not two.
+    return int(np.count_nonzero(ranks.view(ranks.dtype.str.replace("i", "u")) < k))
+
+
+def _score(
+    ranks: Ranks, vw: _View, top_k: Sequence[int], full: Mapping[int, int], *, probs: bool
+) -> ViewScore:
+    """Counts over the few rows a view adds, drops or relabels; ``full[k]`` is the top-k count
+    over every snapshot row, computed once per model."""
+    correct: dict[int, int | None] = {}
+    given_correct: dict[int, int | None] | None = {} if vw.name == "honeypot" else None
+    g, s = ranks.given, ranks.suggested
+    for k in top_k:
+        if k > 1 and not probs:
+            correct[k] = None
+            if given_correct is not None:
+                given_correct[k] = None
+            continue
+        c = _hits(g[vw.rows], k)
+        if vw.complement:
+            c = full[k] - c
+        if given_correct is not None:
+            given_correct[k] = c
+        if len(vw.relabel):
+            c += _hits(s[vw.relabel_cand], k) - _hits(g[vw.relabel], k)
+        correct[k] = c
+    return ViewScore(view=vw.name, rows=vw.size, correct=correct, given_correct=given_correct)
+
+
+def _ranks_of(values: Sequence[int | None]) -> list[int | None]:
+    """Competition ranking (1, 2, 2, 4): 1 + how many score strictly more; None stays None."""
+    have = [v for v in values if v is not None]
+    return [None if v is None else 1 + sum(1 for w in have if w > v) for v in values]
+
+
+def _rank(results: list[ModelResult], names: Sequence[View]) -> list[ModelResult]:
+    for v in names:
+        scores = [m.scores[v] for m in results]
+        ranks = _ranks_of([s.correct[1] if s.rows else None for s in scores])
+        given = _ranks_of(
+            [s.given_correct[1] if s.given_correct is not None and s.rows else None for s in scores]
+        )
+        for m, s, r, gr in zip(results, scores, ranks, given, strict=True):
+            m.scores[v] = ViewScore(
+                view=s.view,
+                rows=s.rows,
+                correct=s.correct,
+                rank=r,
+                given_correct=s.given_correct,
+                given_rank=gr if s.given_correct is not None else None,
+            )
+    out = []
+    for m in results:
+        change: dict[str, int | None] = {}
+        o, c, h = (m.scores.get(v) for v in ("original", "corrected", "honeypot"))
+        if o is not None and c is not None:
+            change["original_to_corrected"] = (
+                o.rank - c.rank if o.rank is not None and c.rank is not None else None
+            )
+        if h is not None:
+            change["honeypot_given_to_corrected"] = (
+                h.given_rank - h.rank if h.rank is not None and h.given_rank is not None else None
+            )
+        out.append(
+            ModelResult(
+                model=m.model, predictions=m.predictions, scores=m.scores, rank_change=change
+            )
+        )
+    return out
+
+
+def _read(path: Path, columns: list[str]) -> pa.Table:
+    """Columns of a verified Parquet object (``ParquetFile``: no pyarrow.dataset, no pandas)."""
+    try:
+        return pq.ParquetFile(path).read(columns=columns)
+    except (pa.ArrowException, OSError) as e:
+        raise ManifestError(f"cannot read {columns} from {path}: {e}; run 'dsreg verify'") from e
+
+
+def _read_column(path: Path, column: str) -> pa.ChunkedArray:
+    return _read(path, [column]).column(column)
+
+
+def _target(reg: Registry, resolved: Resolved) -> tuple[Target, _Overlays, list[tuple[str, str]]]:
+    snap = reg.snapshot(resolved.revision.snapshot)
+    path = verified_object(reg, snap.examples)
+    labels = as_numpy(_read_column(path, "label")).astype(np.int32, copy=False)
+    if len(labels) != snap.rows:
+        raise ManifestError(
+            f"examples table {short(snap.examples)} has {len(labels)} rows, its snapshot says "
+            f"{snap.rows}; run 'dsreg verify'"
+        )
+    tables: list[pa.Table] = []
+    kinds: list[tuple[str, str]] = []
+    for d in resolved.revision.overlays:
+        ov = reg.overlay(d)
+        cpath = verified_object(reg, ov.corrections)
+        tables.append(_read(cpath, ["row", "verdict", "suggested_label"]))
+        kinds.append((d, ov.kind))
+    merged = _merge(tables)
+    cand = merged.suggested >= 0
+
+    def example_ids() -> pa.Array:
+        return _read_column(path, "example_id").combine_chunks()
+
+    target = Target(
+        labels=labels,
+        classes=snap.classes,
+        cand_rows=merged.named[cand],
+        cand_suggested=merged.suggested[cand],
+        example_ids=_cache(example_ids),
+    )
+    return target, merged, kinds
+
+
+def _cache(fn: Any) -> Any:
+    box: list[pa.Array] = []
+
+    def get() -> pa.Array:
+        if not box:
+            box.append(fn())
+        return box[0]
+
+    return get
+
+
+def _check_names(inputs: Sequence[tuple[str, Predictions]]) -> None:
+    seen: set[str] = set()
+    for name, _ in inputs:
+        if not name:
+            raise PredictionsError("a model needs a name (a file stem or a mapping key)")
+        if name in seen:
+            raise PredictionsError(
+                f"two predictions are named {name!r}; model names (file stems) must differ"
+            )
+        seen.add(name)
+
+
+def evaluate_revision(
+    reg: Registry,
+    resolved: Resolved,
+    inputs: Sequence[tuple[str, Predictions]],
+    *,
+    views: Sequence[View] = VIEWS,
+    top_k: Sequence[int] = (1,),
+) -> EvalReport:
+    """Score each named predictions against the views of ``resolved``'s snapshot + overlays."""
+    names = tuple(dict.fromkeys(views))
+    for v in names:
+        if v not in VIEWS:
+            raise InvalidInputError(f"unknown view {v!r}; choose from {', '.join(VIEWS)}")
+    if not names:
+        raise InvalidInputError(f"give at least one view of {', '.join(VIEWS)}")
+    ks = tuple(sorted({1, *(int(k) for k in top_k)}))
+    if ks[0] < 1:
+        raise InvalidInputError(f"top-k values must be at least 1, got {list(top_k)}")
+    if not inputs:
+        raise PredictionsError("give at least one predictions file or array")
+    _check_names(inputs)
+    target, merged, kinds = _target(reg, resolved)
+    vws = _views(target.n, merged, names)
+    results: list[ModelResult] = []
+    seen: set[str] = set()
+    for ranks in read_predictions(target, inputs):
+        model = ranks.source.model
+        if model in seen:
+            raise PredictionsError(f"model {model!r} is given twice; model names must differ")
+        seen.add(model)
+        unpredicted = np.flatnonzero(ranks.given < 0)
+        for vw in vws.values():
+            miss = _missing(unpredicted, ranks, vw)
+            if len(miss):
+                ids = target.example_ids().take(pa.array(miss[:5])).to_pylist()
+                raise PredictionsError(
+                    f"predictions of model {model!r} miss {len(miss)} of the {vw.size} rows of the "
+                    f"{vw.name} view, first rows {miss[:5].tolist()} (example ids {ids}); predict "
+                    "every row, or score fewer views with --views"
+                )
+        probs = ranks.source.kind == "probabilities"
+        full = {k: _hits(ranks.given, k) for k in ks}
+        scores = {v: _score(ranks, vws[v], ks, full, probs=probs) for v in names}
+        results.append(ModelResult(model=model, predictions=ranks.source, scores=scores))
+    notes = []
+    if not resolved.revision.overlays:
+        notes.append(
+            "this revision has no overlays: cleaned and corrected are the original labels, and "
+            "the honeypot is empty"
+        )
+    if any(k == "detected" for _, k in kinds):
+        notes.append(
+            "a detected overlay is unvalidated: its suspected rows are removed (cleaned) or "
+            "relabelled by the detector (corrected)"
+        )
+    return EvalReport(
+        dataset=resolved.dataset,
+        spec=resolved.spec,
+        tag=resolved.tag,
+        revision=resolved.digest,
+        snapshot=resolved.revision.snapshot,
+        overlays=tuple(kinds),
+        views={v: vws[v].size for v in names},
+        top_k=ks,
+        models=tuple(_rank(results, names)),
+        notes=tuple(notes),
+    )
+
+
+def _named_inputs(predictions: Any) -> list[tuple[str, Predictions]]:
+    if isinstance(predictions, Mapping):
+        return [(str(k), v) for k, v in predictions.items()]
+    if isinstance(predictions, str | os.PathLike):
+        return [(Path(predictions).stem, predictions)]
+    if isinstance(predictions, Sequence):
+        out = []
+        for p in predictions:
+            if not isinstance(p, str | os.PathLike):
+                raise PredictionsError(
+                    "a list of predictions must hold file paths (the model name is the file "
+                    "stem); name in-memory predictions with a dict {model: array}"
+                )
+            out.append((Path(p).stem, p))
+        return out
+    return [("model", predictions)]
+
+
+def evaluate(
+    spec: str,
+    predictions: Mapping[str, Predictions] | Sequence[str | os.PathLike[str]] | Predictions,
+    *,
+    views: Sequence[View] = VIEWS,
+    top_k: Sequence[int] = (1,),
+    registry: Registry | str | os.PathLike[str] | None = None,
+) -> EvalReport:
+    """Score model predictions on the original, cleaned, corrected and honeypot labels of
+    ``spec``'s snapshot and overlays; rank the models on each view.
+
+    ``predictions``: ``{model: predictions}`` (a path, a numpy array, an Arrow table or a pandas
+    DataFrame), or a list of paths (the model is the file stem). Raises ``PredictionsError``
+    when predictions miss rows of a view, name unknown example ids or classes, or have the wrong
+    shape.
+
+    >>> report = dsreg.evaluate("cifar10-test@corrected-v1", {"resnet": probs})  # doctest: +SKIP
+    >>> report.to_arrow()                     # one row per (model, view)
+    """
+    reg = (
+        registry
+        if isinstance(registry, Registry)
+        else Registry.find(Path(registry) if registry is not None else None)
+    )
+    return evaluate_revision(
+        reg, reg.resolve(spec), _named_inputs(predictions), views=views, top_k=top_k
+    )

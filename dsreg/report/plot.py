@@ -1,0 +1,135 @@
+"""The rank slope chart of ``dsreg eval --plot``: each model a line from its rank on the original
+labels to its rank on the cleaned and corrected labels, and on the honeypot from the given to the
+corrected labels (Northcutt et al., NeurIPS 2021, Figure 2). Rank 1 is at the top; a line that
+climbs is green, one that falls is red, one that stays is grey.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from dsreg.errors import InvalidInputError, StorageError
+from dsreg.report.evaluate import EvalReport
+
+__all__ = ["plot_ranks"]
+
+_UP, _DOWN, _SAME = "#1a9850", "#d73027", "#7f7f7f"
+
+
+def _columns(report: EvalReport) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Panels, each a list of (column title, key) with key ``view`` or ``honeypot:given``."""
+    main: list[tuple[str, str]] = [
+        (v, v) for v in ("original", "cleaned", "corrected") if v in report.views
+    ]
+    panels: list[tuple[str, list[tuple[str, str]]]] = []
+    if len(main) >= 1:
+        panels.append(("all rows", main))
+    if report.views.get("honeypot"):
+        panels.append(
+            (
+                f"honeypot ({report.views['honeypot']} corrected rows)",
+                [("given", "honeypot:given"), ("corrected", "honeypot")],
+            )
+        )
+    return panels
+
+
+def _value(report: EvalReport, model: int, key: str) -> tuple[int | None, float | None]:
+    m = report.models[model]
+    if key == "honeypot:given":
+        s = m.scores["honeypot"]
+        return s.given_rank, s.given_accuracy(1)
+    s = m.scores[key]  # type: ignore[index]  # a view name, from _columns
+    return s.rank, s.accuracy(1)
+
+
+def plot_ranks(report: EvalReport, path: str | os.PathLike[str]) -> Path:
+    """Write the slope chart of ``report``'s ranks to ``path`` (``.png`` or ``.svg``)."""
+    out = Path(path)
+    fmt = out.suffix.lower().lstrip(".")
+    if fmt not in ("png", "svg"):
+        raise InvalidInputError(f"--plot {str(out)!r}: give a file ending in .png or .svg")
+    panels = _columns(report)
+    if not panels or not report.models:
+        raise InvalidInputError("nothing to plot: score at least one model on at least one view")
+
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    # Fixed metadata and hash salt: the same report gives the same SVG bytes.
+    plt.rcParams["svg.hashsalt"] = "dsreg"
+    n = len(report.models)
+    widths = [max(1, len(cols) - 1) + 1.2 for _, cols in panels]
+    fig, axes = plt.subplots(
+        1,
+        len(panels),
+        figsize=(sum(widths) * 2.0 + 1.5, 1.6 + 0.42 * max(n, 3)),
+        gridspec_kw={"width_ratios": widths},
+        squeeze=False,
+    )
+    for ax, (title, cols) in zip(axes[0], panels, strict=True):
+        _panel(ax, report, title, cols)
+    at = report.tag or report.revision[7:19]
+    fig.suptitle(
+        f"{report.dataset}@{at}: model rank by top-1 accuracy (1 = best)\n"
+        f"revision {report.revision}",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        meta: dict[str, Any] = (
+            {"Date": None, "Creator": "dsreg"} if fmt == "svg" else {"Software": "dsreg"}
+        )
+        fig.savefig(out, format=fmt, dpi=150, metadata=meta)
+    except OSError as e:
+        raise StorageError(f"cannot write {out}: {e.strerror}") from e
+    finally:
+        plt.close(fig)
+    return out
+
+
+def _panel(ax: Any, report: EvalReport, title: str, cols: list[tuple[str, str]]) -> None:
+    n = len(report.models)
+    xs = list(range(len(cols)))
+    for i, m in enumerate(report.models):
+        pts = [(x, *_value(report, i, key)) for x, (_, key) in zip(xs, cols, strict=True)]
+        have = [(x, r, a) for x, r, a in pts if r is not None]
+        if not have:
+            continue
+        first, last = have[0][1], have[-1][1]
+        color = _SAME if first == last else (_UP if last < first else _DOWN)
+        ax.plot([p[0] for p in have], [p[1] for p in have], "-o", color=color, lw=2, ms=6)
+        for x, r, a in have:
+            if a is not None:
+                ax.annotate(
+                    f"{100 * a:.1f}%",
+                    (x, r),
+                    textcoords="offset points",
+                    xytext=(0, 7),
+                    ha="center",
+                    fontsize=7,
+                    color="#404040",
+                )
+        ax.annotate(
+            m.model, (have[0][0], first), textcoords="offset points", xytext=(-10, -3),
+            ha="right", fontsize=8,
+        )  # fmt: skip
+        if len(have) > 1:
+            ax.annotate(
+                m.model, (have[-1][0], last), textcoords="offset points", xytext=(10, -3),
+                ha="left", fontsize=8,
+            )  # fmt: skip
+    ax.set_xticks(xs, [c for c, _ in cols])
+    ax.set_xlim(-0.9, len(cols) - 0.1)
+    ax.set_ylim(n + 0.6, 0.4)
+    ax.set_yticks(range(1, n + 1))
+    ax.set_ylabel("rank")
+    ax.set_title(title, fontsize=9)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.grid(axis="y", color="#e0e0e0", lw=0.6)

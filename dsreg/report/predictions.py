@@ -1,0 +1,533 @@
+"""Model predictions, read and lined up with a snapshot's rows (docs/queries.md, "eval").
+
+Accepted: a ``.npy`` array aligned with the snapshot's rows (``n`` class indices, or ``n x k``
+probabilities); a Parquet or CSV table (or an Arrow table / pandas DataFrame) with ``row`` or
+``example_id`` and either ``pred`` (class index or class name) or one probability column per
+class, named by the class name; a ``model`` column splits one table into several models.
+
+What comes out, per model, is where each row's label ranks among the model's classes (0: the
+model's top-1): for the snapshot's label at every row, and for the suggested label at every row an
+overlay names. Any view's top-k accuracy is then a count over those ranks, so the predictions are
+read once, streaming, whatever the number of views.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeAlias
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from dsreg.errors import InputPathError, PredictionsError
+from dsreg.registry.digest import hash_bytes, hash_file
+
+__all__ = ["Predictions", "PredictionsSource", "Ranks", "Target", "as_numpy", "read_predictions"]
+
+# One chunk of probabilities holds about this many values (8 Mi float64 = 64 MiB).
+_CHUNK_VALUES = 1 << 23
+_CHUNK_ROWS = 1 << 22
+_MODEL = "model"
+
+Predictions: TypeAlias = Any  # a path, a numpy array, an Arrow table or a pandas DataFrame
+Batch: TypeAlias = pa.Table | pa.RecordBatch
+
+
+def as_numpy(col: pa.Array | pa.ChunkedArray, *, fill: int | None = None) -> np.ndarray:
+    """A numeric or boolean column as numpy; nulls become ``fill`` (given for nullable columns).
+
+    pyarrow's own ``to_numpy``, ``pa.array`` and ``pa.scalar`` import pandas (a third of a second
+    at start-up, for a command that takes two), so null-free numeric buffers are viewed
+    directly and nulls are filled in numpy."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    t = col.type
+    if pa.types.is_boolean(t):
+        return as_numpy(pc.cast(col, pa.int8()), fill=fill).astype(bool)
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t)) or (col.null_count and fill is None):
+        return np.asarray(col.to_numpy(zero_copy_only=False))
+    kind = "f" if pa.types.is_floating(t) else "i" if pa.types.is_signed_integer(t) else "u"
+    dtype = np.dtype(f"{kind}{t.bit_width // 8}")
+    values = np.frombuffer(
+        col.buffers()[1], dtype=dtype, count=len(col), offset=col.offset * dtype.itemsize
+    )
+    if not col.null_count:
+        return values
+    valid = np.unpackbits(np.frombuffer(col.buffers()[0], dtype=np.uint8), bitorder="little")[
+        col.offset : col.offset + len(col)
+    ].astype(bool)
+    return np.where(valid, values, fill if fill is not None else 0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PredictionsSource:
+    """Where one model's predictions came from: the file as given and its BLAKE3 digest."""
+
+    model: str
+    file: str | None
+    digest: str | None
+    format: str
+    kind: str  # "labels" or "probabilities"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "digest": self.digest,
+            "format": self.format,
+            "kind": self.kind,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Target:
+    """What predictions are lined up with: a snapshot's labels and the rows overlays name."""
+
+    labels: np.ndarray  # int32 (n,)
+    classes: tuple[str, ...]
+    cand_rows: np.ndarray  # int64, sorted: rows some overlay names with a suggested label
+    cand_suggested: np.ndarray  # int32, the suggested label at cand_rows
+    example_ids: Callable[[], pa.Array]  # the snapshot's ids, read only when needed
+
+    @property
+    def n(self) -> int:
+        return len(self.labels)
+
+    @property
+    def k(self) -> int:
+        return len(self.classes)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ranks:
+    """One model's ranks: ``given[i]`` of the snapshot's label at row i, ``suggested[j]`` of the
+    suggested label at ``Target.cand_rows[j]``; -1 where the model predicted nothing. From
+    predicted labels (not probabilities) a rank is 0 (right) or 1 (not first): top-1 only."""
+
+    source: PredictionsSource
+    given: np.ndarray
+    suggested: np.ndarray
+
+
+class _Acc:
+    """Ranks of one model, filled chunk by chunk."""
+
+    def __init__(self, target: Target, source: PredictionsSource) -> None:
+        self.t = target
+        self.source = source
+        dtype = np.int16 if target.k < np.iinfo(np.int16).max else np.int32
+        self.given = np.full(target.n, -1, dtype=dtype)
+        self.suggested = np.full(len(target.cand_rows), -1, dtype=dtype)
+
+    def ranks(self) -> Ranks:
+        return Ranks(source=self.source, given=self.given, suggested=self.suggested)
+
+    def _candidates(self, pos: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(indices into cand_rows, offsets in the chunk) of the chunk's candidate rows."""
+        cand = self.t.cand_rows
+        if isinstance(pos, slice):
+            lo, hi = np.searchsorted(cand, [pos.start, pos.stop])
+            return np.arange(lo, hi), cand[lo:hi] - pos.start
+        if not len(cand):
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        ci = np.searchsorted(cand, pos)
+        ok = ci < len(cand)
+        ok[ok] = cand[ci[ok]] == pos[ok]
+        return ci[ok], np.flatnonzero(ok)
+
+    def _fresh(self, pos: slice | np.ndarray) -> None:
+        seen = np.asarray(self.given[pos]) >= 0
+        dup = isinstance(pos, np.ndarray) and len(np.unique(pos)) < len(pos)
+        if seen.any() or dup:
+            rows = np.arange(pos.start, pos.stop) if isinstance(pos, slice) else pos
+            first = rows[seen] if seen.any() else _dups(rows)
+            raise PredictionsError(
+                f"{_name(self.source)} predicts some rows more than once, first rows "
+                f"{first[:5].tolist()}; give one prediction per row"
+            )
+
+    def add_labels(self, pred: np.ndarray, pos: slice | np.ndarray) -> None:
+        # A predicted label ranks the true one 0 (right) or "not first" (1): top-1 only.
+        self._fresh(pos)
+        self.given[pos] = pred != self.t.labels[pos]
+        ci, off = self._candidates(pos)
+        if len(ci):
+            sug = self.t.cand_suggested[ci]
+            self.suggested[ci] = np.where(sug < 0, -1, pred[off] != sug)
+
+    def add_probs(self, probs: np.ndarray, pos: slice | np.ndarray) -> None:
+        self._fresh(pos)
+        if not np.isfinite(probs).all():
+            bad = np.flatnonzero(~np.isfinite(probs).all(axis=1))
+            rows = np.arange(pos.start, pos.stop)[bad] if isinstance(pos, slice) else pos[bad]
+            raise PredictionsError(
+                f"{_name(self.source)} has {len(bad)} rows with NaN or infinite probabilities, "
+                f"first rows {rows[:5].tolist()}"
+            )
+        self.given[pos] = _rank_of(probs, self.t.labels[pos])
+        ci, off = self._candidates(pos)
+        if len(ci):
+            sug = self.t.cand_suggested[ci]
+            has = sug >= 0
+            r = np.full(len(ci), -1, dtype=self.suggested.dtype)
+            r[has] = _rank_of(probs[off[has]], sug[has])
+            self.suggested[ci] = r
+
+
+def _rank_of(probs: np.ndarray, label: np.ndarray) -> np.ndarray:
+    """Where ``label`` ranks in each row of ``probs`` when classes are sorted by descending
+    probability, ties broken by class index (as ``argmax`` does): 0 is the top-1."""
+    m, k = probs.shape
+    mine = probs[np.arange(m), label][:, None]
+    higher = np.count_nonzero(probs > mine, axis=1)
+    ties_before = np.count_nonzero((probs == mine) & (np.arange(k) < label[:, None]), axis=1)
+    return np.asarray(higher + ties_before)
+
+
+def _dups(rows: np.ndarray) -> np.ndarray:
+    s = np.sort(rows)
+    return np.unique(s[1:][s[1:] == s[:-1]])
+
+
+def _name(source: PredictionsSource) -> str:
+    where = f" ({source.file})" if source.file else ""
+    return f"predictions of model {source.model!r}{where}"
+
+
+# -- arrays ---------------------------------------------------------------------------------------
+
+
+def _from_array(arr: np.ndarray, target: Target, source: PredictionsSource) -> Ranks:
+    n, k = target.n, target.k
+    what = _name(source)
+    if arr.ndim == 1 and arr.dtype.kind in "iuUSO":
+        if len(arr) != n:
+            raise PredictionsError(
+                f"{what} hold {len(arr)} labels, but the snapshot has {n} rows: an array must "
+                "be aligned with the snapshot's rows (row i predicts row i); for a subset, use a "
+                "table with a 'row' or 'example_id' column"
+            )
+        acc = _Acc(target, _with_kind(source, "labels"))
+        for start in range(0, n, _CHUNK_ROWS):
+            stop = min(n, start + _CHUNK_ROWS)
+            part = np.asarray(arr[start:stop])
+            pred = _class_indices(
+                part if part.dtype.kind in "iu" else pa.array(part), target, what, start
+            )
+            acc.add_labels(pred, slice(start, stop))
+        return acc.ranks()
+    if arr.ndim == 2 and arr.dtype.kind in "fiu":
+        if arr.shape != (n, k):
+            raise PredictionsError(
+                f"{what} are an array of shape {arr.shape}; probabilities must be "
+                f"(rows, classes) = ({n}, {k}), aligned with the snapshot's rows and with the "
+                "classes in the snapshot's order"
+            )
+        acc = _Acc(target, _with_kind(source, "probabilities"))
+        step = max(1, _CHUNK_VALUES // max(k, 1))
+        for start in range(0, n, step):
+            stop = min(n, start + step)
+            acc.add_probs(np.asarray(arr[start:stop], dtype=np.float64), slice(start, stop))
+        return acc.ranks()
+    raise PredictionsError(
+        f"{what} are a {arr.dtype} array of shape {arr.shape}; expected {n} class indices "
+        f"(1-D integers) or ({n}, {k}) probabilities"
+    )
+
+
+def _class_indices(
+    col: pa.Array | np.ndarray, target: Target, what: str, offset: int
+) -> np.ndarray:
+    """Class indices from integers (checked against k) or class names (looked up)."""
+    k = target.k
+    if isinstance(col, pa.Array) and col.null_count:
+        raise PredictionsError(f"{what}: {col.null_count} predictions are empty")
+    if isinstance(col, np.ndarray) or pa.types.is_integer(col.type):
+        pred = col if isinstance(col, np.ndarray) else as_numpy(col)
+        bad = np.flatnonzero((pred < 0) | (pred >= k))
+        if len(bad):
+            raise PredictionsError(
+                f"{what}: {len(bad)} predicted classes are outside [0, {k}), first "
+                f"{pred[bad[:5]].tolist()} (at rows {(bad[:5] + offset).tolist()}); "
+                "predict a class index or a class name of the snapshot"
+            )
+        return pred
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        idx = pc.index_in(col, value_set=pa.array(target.classes, pa.string()))
+        if idx.null_count:
+            unknown = pc.unique(col.filter(pc.is_null(idx))).to_pylist()
+            raise PredictionsError(
+                f"{what}: {idx.null_count} predictions name a class the snapshot does not have, "
+                f"first {unknown[:5]}; its classes are {list(target.classes[:10])}"
+                + (" …" if k > 10 else "")
+            )
+        return as_numpy(idx)
+    raise PredictionsError(
+        f"{what}: the 'pred' column has type {col.type}; give class indices or class names"
+    )
+
+
+def _with_kind(source: PredictionsSource, kind: str) -> PredictionsSource:
+    return PredictionsSource(
+        model=source.model, file=source.file, digest=source.digest, format=source.format, kind=kind
+    )
+
+
+# -- tables ---------------------------------------------------------------------------------------
+
+
+def _positions(table: Batch, target: Target, what: str) -> np.ndarray:
+    """The snapshot row of each table row, from ``row`` (checked against ``example_id`` when
+    both are given) or from ``example_id``."""
+    n = target.n
+    names = table.column_names
+    if "row" in names:
+        col = table.column("row")
+        if not pa.types.is_integer(col.type) or col.null_count:
+            raise PredictionsError(f"{what}: the 'row' column must hold integers, no empty cells")
+        pos = as_numpy(col).astype(np.int64, copy=False)
+        bad = np.flatnonzero((pos < 0) | (pos >= n))
+        if len(bad):
+            raise PredictionsError(
+                f"{what}: {len(bad)} rows are outside the snapshot's [0, {n}), first "
+                f"{pos[bad[:5]].tolist()}"
+            )
+        if "example_id" in names:
+            want = target.example_ids().take(pa.array(pos))
+            got = pc.cast(table.column("example_id"), pa.string())
+            diff = np.flatnonzero(~as_numpy(pc.fill_null(pc.equal(want, got), False)))
+            if len(diff):
+                first = [(int(pos[i]), got[int(i)].as_py()) for i in diff[:3]]
+                raise PredictionsError(
+                    f"{what}: {len(diff)} rows name an example_id that is not the snapshot's at "
+                    f"that row, first (row, example_id) {first}; the predictions are misaligned"
+                )
+        return pos
+    if "example_id" in names:
+        ids = pc.cast(table.column("example_id"), pa.string())
+        idx = pc.index_in(ids, value_set=target.example_ids())
+        if idx.null_count:
+            unknown = ids.filter(pc.is_null(idx))
+            raise PredictionsError(
+                f"{what}: {idx.null_count} example ids are not in the snapshot, first "
+                f"{unknown[:5].to_pylist()}"
+            )
+        return as_numpy(idx).astype(np.int64, copy=False)
+    raise PredictionsError(
+        f"{what} has columns {names[:10]}: a table needs a 'row' or an 'example_id' column "
+        "(or give a .npy array aligned with the snapshot's rows)"
+    )
+
+
+def _value_columns(names: Sequence[str], target: Target, what: str) -> list[str] | None:
+    """The class-probability columns in class order, or None to use ``pred``."""
+    have = set(names)
+    if all(c in have for c in target.classes):
+        return list(target.classes)
+    if "pred" in have:
+        return None
+    missing = [c for c in target.classes if c not in have]
+    raise PredictionsError(
+        f"{what} has columns {list(names)[:10]}: give a 'pred' column (class index or name), "
+        f"or one probability column per class named by the class; missing classes "
+        f"{missing[:5]}" + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+    )
+
+
+def _step(probs: bool, k: int) -> int:
+    return max(1, _CHUNK_VALUES // max(k, 1)) if probs else _CHUNK_ROWS
+
+
+def _from_batches(
+    batches: Iterable[Batch], names: Sequence[str], target: Target, source: PredictionsSource
+) -> Ranks:
+    """One model's ranks from a table given as batches (a whole table is one batch)."""
+    what = _name(source)
+    probs_cols = _value_columns(names, target, what)
+    kind = "labels" if probs_cols is None else "probabilities"
+    acc = _Acc(target, _with_kind(source, kind))
+    step = _step(probs_cols is not None, target.k)
+    offset = 0
+    for batch in batches:
+        pos_all = _positions(batch, target, what)
+        for start in range(0, batch.num_rows, step):
+            stop = min(batch.num_rows, start + step)
+            pos_arr = pos_all[start:stop]
+            pos: slice | np.ndarray = pos_arr
+            # Row-aligned chunks (the common case) take the slice path: no searches, no copies.
+            # Strictly increasing over a span of exactly len - 1 means contiguous.
+            span = len(pos_arr) and pos_arr[-1] - pos_arr[0] == len(pos_arr) - 1
+            if span and (pos_arr[1:] > pos_arr[:-1]).all():
+                pos = slice(int(pos_arr[0]), int(pos_arr[-1]) + 1)
+            part = batch.slice(start, stop - start)
+            if probs_cols is None:
+                pred = _class_indices(_array(part.column("pred")), target, what, offset + start)
+                acc.add_labels(pred, pos)
+            else:
+                acc.add_probs(_matrix(part, probs_cols, what), pos)
+        offset += batch.num_rows
+    return acc.ranks()
+
+
+def _array(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+
+
+def _matrix(part: Batch, columns: Sequence[str], what: str) -> np.ndarray:
+    mat = np.empty((part.num_rows, len(columns)), dtype=np.float64)
+    for j, c in enumerate(columns):
+        col = part.column(c)
+        if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)):
+            raise PredictionsError(f"{what}: probability column {c!r} has type {col.type}")
+        if col.null_count:
+            raise PredictionsError(f"{what}: probability column {c!r} has empty cells")
+        mat[:, j] = as_numpy(col)
+    return mat
+
+
+def _read_table(path: Path, what: str) -> pa.Table:
+    try:
+        opts = pacsv.ConvertOptions(
+            column_types={"example_id": pa.string(), _MODEL: pa.string(), "pred": pa.string()}
+        )
+        table = pacsv.read_csv(path, convert_options=opts)
+    except (pa.ArrowException, OSError) as e:
+        raise PredictionsError(f"cannot read {what}: {e}") from e
+    # CSV cells are text: a 'pred' of digits is a class index, anything else a class name.
+    if "pred" in table.column_names:
+        col = table.column("pred")
+        as_int = pc.match_substring_regex(col, r"^-?[0-9]+$")
+        if col.null_count == 0 and pc.all(as_int).as_py():
+            i = table.column_names.index("pred")
+            table = table.set_column(i, "pred", pc.cast(col, pa.int64()))
+    return table
+
+
+def _parquet(path: Path, target: Target, what: str) -> tuple[list[str], Iterator[Batch]]:
+    """The columns dsreg reads and the file as batches: streamed when keyed by ``row`` (bounded
+    memory), whole when ids must be looked up or a ``model`` column splits it."""
+    try:
+        pf = pq.ParquetFile(path)
+        names = pf.schema_arrow.names
+    except (pa.ArrowException, OSError) as e:
+        raise PredictionsError(f"cannot read {what}: {e}") from e
+    wanted = {"row", "example_id", "pred", _MODEL, *target.classes}
+    cols = [c for c in names if c in wanted]
+
+    def batches() -> Iterator[Batch]:
+        try:
+            if _MODEL in cols or "row" not in cols:
+                yield pf.read(columns=cols)
+            else:
+                probs = "pred" not in cols
+                yield from pf.iter_batches(batch_size=_step(probs, target.k), columns=cols)
+        except (pa.ArrowException, OSError) as e:
+            raise PredictionsError(f"cannot read {what}: {e}") from e
+
+    return cols, batches()
+
+
+def _split_models(table: pa.Table, what: str) -> list[tuple[str, pa.Table]]:
+    col = table.column(_MODEL)
+    if col.null_count:
+        raise PredictionsError(f"{what}: {col.null_count} rows have an empty 'model'")
+    col = pc.cast(col, pa.string())
+    out = []
+    for name in pc.unique(col).to_pylist():
+        out.append((str(name), table.filter(pc.equal(col, name)).drop_columns([_MODEL])))
+    return out
+
+
+# -- entry ----------------------------------------------------------------------------------------
+
+
+def _array_digest(arr: np.ndarray) -> str:
+    """The digest of the array's ``.npy`` bytes: the same as of the file ``np.save`` writes."""
+    import io
+
+    buf = io.BytesIO()
+    np.save(buf, np.asarray(arr), allow_pickle=False)
+    return hash_bytes(buf.getbuffer())
+
+
+def _as_table(obj: Any) -> pa.Table | None:
+    if isinstance(obj, pa.Table):
+        return obj
+    if type(obj).__name__ == "DataFrame" and hasattr(obj, "columns"):
+        try:
+            return pa.Table.from_pandas(obj, preserve_index=False)
+        except (pa.ArrowException, TypeError, ValueError) as e:
+            raise PredictionsError(f"cannot read a DataFrame of predictions: {e}") from e
+    return None
+
+
+def read_predictions(target: Target, inputs: Sequence[tuple[str, Predictions]]) -> Iterator[Ranks]:
+    """Each model's ranks, one model at a time (so memory holds one model's arrays)."""
+    for model, obj in inputs:
+        table = _as_table(obj)
+        if isinstance(obj, np.ndarray):
+            src = PredictionsSource(
+                model=model, file=None, digest=_array_digest(obj), format="array", kind=""
+            )
+            yield _from_array(obj, target, src)
+            continue
+        if table is not None:
+            src = PredictionsSource(model=model, file=None, digest=None, format="table", kind="")
+            yield from _table_models(table, target, src)
+            continue
+        if not isinstance(obj, str | os.PathLike):
+            raise PredictionsError(
+                f"predictions of model {model!r} are a {type(obj).__name__}; give a path, a numpy "
+                "array, an Arrow table or a pandas DataFrame"
+            )
+        path = Path(obj)
+        if not path.is_file():
+            raise InputPathError(f"predictions file {str(path)!r} does not exist")
+        suffix = path.suffix.lower()
+        if suffix not in (".npy", ".parquet", ".csv"):
+            raise PredictionsError(
+                f"predictions file {str(path)!r} has an unknown type {suffix!r}; "
+                "use .npy, .parquet or .csv"
+            )
+        try:
+            digest = hash_file(path)
+        except OSError as e:
+            raise InputPathError(f"cannot read predictions file {str(path)!r}: {e.strerror}") from e
+        src = PredictionsSource(
+            model=model, file=str(obj), digest=digest, format=suffix[1:], kind=""
+        )
+        what = f"predictions file {str(path)!r}"
+        if suffix == ".npy":
+            try:
+                arr = np.load(path, mmap_mode="r", allow_pickle=False)
+            except (OSError, ValueError) as e:
+                raise PredictionsError(f"cannot read {what}: {e}") from e
+            yield _from_array(arr, target, src)
+        elif suffix == ".parquet":
+            cols, batches = _parquet(path, target, what)
+            if _MODEL in cols:
+                yield from _table_models(next(batches), target, src)
+            else:
+                yield _from_batches(batches, cols, target, src)
+        else:
+            yield from _table_models(_read_table(path, what), target, src)
+
+
+def _table_models(table: pa.Table, target: Target, src: PredictionsSource) -> Iterator[Ranks]:
+    if _MODEL not in table.column_names:
+        yield _from_batches([table], table.column_names, target, src)
+        return
+    for name, part in _split_models(table, _name(src)):
+        yield _from_batches(
+            [part],
+            part.column_names,
+            target,
+            PredictionsSource(
+                model=name, file=src.file, digest=src.digest, format=src.format, kind=""
+            ),
+        )
