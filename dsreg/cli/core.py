@@ -206,6 +206,12 @@ def log(
     reg = registry(registry_path)
     check_name(dataset, what="dataset name")
     entries = reg.refs.log(dataset)
+    if not entries and dataset not in reg.refs.datasets():
+        from dsreg.errors import RevisionNotFoundError
+
+        raise RevisionNotFoundError(
+            f"no dataset {dataset!r} in this registry ({reg.root}); see 'dsreg ls'"
+        )
     if json:
         emit_json([e.to_dict() for e in entries])
         return

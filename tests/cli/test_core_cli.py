@@ -368,6 +368,7 @@ def _bad_inputs(tmp: Path, val: Path) -> dict[str, tuple[list[str], str]]:
         "show unknown": (["show", "ds@nope"], "'nope'"),
         "show bad spec": (["show", "ds@Bad"], "'Bad'"),
         "log bad name": (["log", "Bad"], "'Bad'"),
+        "log unknown dataset": (["log", "nope"], "no dataset 'nope'"),
         "checkout bad link": (["checkout", "ds@original", "out", "--link", "rsync"], "'rsync'"),
         "verify unknown": (["verify", "ds@nope"], "'nope'"),
     }
