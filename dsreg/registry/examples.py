@@ -87,8 +87,10 @@ def check_examples(table: pa.Table, *, classes: Sequence[str]) -> None:
     if ids.null_count:
         raise DatasetFormatError(f"{ids.null_count} example ids are empty; every example needs one")
     counts = pc.value_counts(ids)
-    dup = counts.filter(pc.greater(counts.field("counts"), 1))
-    if len(dup):
+    # Only Arrow-side checks on the common path: a Python scalar in a compute call makes
+    # pyarrow import pandas, which costs an add more time and memory than the checks.
+    if len(counts) != len(ids):
+        dup = counts.filter(pc.greater(counts.field("counts"), 1))
         first = [v.as_py() for v in dup.field("values")[:5]]
         raise DatasetFormatError(
             f"{len(dup)} example ids occur more than once, first {first}; "
@@ -98,8 +100,8 @@ def check_examples(table: pa.Table, *, classes: Sequence[str]) -> None:
     if labels.null_count:
         raise DatasetFormatError(f"{labels.null_count} examples have no label")
     if len(table):
-        lo, hi = pc.min_max(labels).values()
-        if lo.as_py() < 0 or hi.as_py() >= len(classes):
+        lo_hi = pc.min_max(labels).as_py()
+        if lo_hi["min"] < 0 or lo_hi["max"] >= len(classes):
             bad = pc.or_(pc.less(labels, 0), pc.greater_equal(labels, len(classes)))
             vals = labels.filter(bad)
             rows = pc.indices_nonzero(bad)

@@ -6,25 +6,30 @@ sees the ref sees everything it reaches. Checks that can refuse the input run be
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 
 from dsreg.errors import StorageError, TagExistsError
-from dsreg.registry.digest import hash_bytes, hash_file, short
+from dsreg.registry.digest import hash_bytes, short
 from dsreg.registry.examples import base_schema, check_examples, parquet_bytes
 from dsreg.registry.manifests import Revision, Snapshot
 from dsreg.registry.names import check_name
 from dsreg.registry.progress import ProgressHook, no_progress
 from dsreg.registry.registry import Registry
 from dsreg.registry.sources import Payload, Source
+from dsreg.registry.store import hash_path
 
 __all__ = ["AddResult", "add_source"]
 
 _JOBS = max(4, min(32, (os.cpu_count() or 1) * 4))
+# Files per task handed to a worker thread: one future per file costs more than small files do.
+_CHUNK = 128
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,7 +106,11 @@ def add_source(
                 "with --force (the log keeps the old value)"
             )
         if dry:
-            digests, new = _store_payloads(reg, source.payloads, write=True, progress=no_progress)
+            stored, new = _store_payloads(reg, source.payloads, write=True, progress=no_progress)
+            if stored != digests:
+                raise StorageError(
+                    "files changed while they were being added; nothing was tagged: add again"
+                )
         reg.store.put_bytes(data)
         reg.put_manifest(snap)
         rev_digest = reg.put_manifest(rev)
@@ -127,16 +136,56 @@ def add_source(
 def _examples_table(source: Source, digests: Sequence[str | None]) -> pa.Table:
     sizes = [p.size if p is not None else None for p in source.payloads]
     cols = [
-        pa.array(source.ids, pa.string()),
-        pa.array(source.labels, pa.int32()),
-        pa.array(digests, pa.string()),
-        pa.array(sizes, pa.int64()),
+        _string_array(source.ids),
+        pa.Array.from_buffers(
+            pa.int32(), len(source.labels), [None, pa.py_buffer(_int32(source.labels))]
+        ),
+        _string_array(digests),
+        _int64_array(sizes),
     ]
     table = pa.Table.from_arrays(cols, schema=base_schema())
     if source.metadata is not None:
         for name, col in zip(source.metadata.column_names, source.metadata.columns, strict=True):
             table = table.append_column(name, col)
     return table
+
+
+# Arrow arrays straight from buffers: ``pa.array`` on a Python list imports pandas (when it is
+# installed) to ask whether the list is a pandas object, which costs more than the whole table.
+def _validity(values: Sequence[object]) -> pa.Buffer | None:
+    if all(v is not None for v in values):
+        return None
+    mask = np.fromiter((v is not None for v in values), dtype=np.bool_, count=len(values))
+    return pa.py_buffer(np.packbits(mask, bitorder="little"))
+
+
+def _string_array(values: Sequence[str | None]) -> pa.Array:
+    encoded = [b"" if v is None else v.encode() for v in values]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)), out=offsets[1:])
+    buffers = [_validity(values), pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))]
+    # Built as large_string (64-bit offsets, any size), stored as the schema's string.
+    return pa.Array.from_buffers(pa.large_string(), len(encoded), buffers).cast(pa.string())
+
+
+def _int32(values: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(values, dtype=np.int32)
+
+
+def _int64_array(values: Sequence[int | None]) -> pa.Array:
+    data = np.fromiter((0 if v is None else v for v in values), dtype=np.int64, count=len(values))
+    return pa.Array.from_buffers(pa.int64(), len(values), [_validity(values), pa.py_buffer(data)])
+
+
+def _common_prefix(keys: list[str]) -> str:
+    # The common prefix of a set of strings is that of its least and greatest members.
+    lo, hi = min(keys), max(keys)
+    n = 0
+    for a, b in zip(lo, hi, strict=False):
+        if a != b:
+            break
+        n += 1
+    return lo[:n]
 
 
 def _store_payloads(
@@ -146,49 +195,70 @@ def _store_payloads(
     write: bool,
     progress: ProgressHook,
 ) -> tuple[list[str | None], int]:
-    """Hash (and with ``write``, store) every payload, in parallel, one thread per file."""
-    todo = [(i, p) for i, p in enumerate(payloads) if p is not None]
+    """Hash (and with ``write``, store) every payload; return the digests and how many objects
+    were new. Unchanged files (same path, inode, size, mtime as in the stat cache) are not read;
+    the rest are read once each, in parallel across files, one thread per file."""
     out: list[str | None] = [None] * len(payloads)
-    if not todo:
+    rows = [i for i, p in enumerate(payloads) if p is not None]
+    if not rows:
         return out, 0
-    keys = {i: str(p.path.absolute()) for i, p in todo}
-    common = os.path.commonpath(list(keys.values()))
-    cache = reg.state.lookup(common)
+    cwd = os.getcwd()
+    # Absolute paths as strings: the stat cache's keys, and cheaper to open than Path objects.
+    keys = [os.path.join(cwd, os.fspath(payloads[i].path)) for i in rows]  # type: ignore[union-attr]
+    cache = reg.state.lookup(_common_prefix(keys))
+    todo: list[int] = []
+    for j, i in enumerate(rows):
+        p = payloads[i]
+        assert p is not None
+        hit = cache.get(keys[j])
+        if hit is not None and hit[0] == p.inode and hit[1] == p.size and hit[2] == p.mtime_ns:
+            out[i] = hit[3]
+        else:
+            todo.append(j)
+    del cache
+    if write:
+        # A cached digest says what the file holds, not that the store still has it (gc, or a
+        # damaged registry being repaired by adding again): those files are read and stored.
+        gone = reg.store.missing({d for d in out if d is not None})
+        if gone:
+            todo = sorted({*todo, *(j for j, i in enumerate(rows) if out[i] in gone)})
     fresh: list[tuple[str, int, int, int, str]] = []
     new = 0
-    store = reg.store
+    if todo:
+        with contextlib.ExitStack() as stack:
+            batch = stack.enter_context(reg.store.batch()) if write else None
 
-    def one(item: tuple[int, Payload]) -> tuple[int, str, bool]:
-        i, p = item
-        hit = cache.get(keys[i])
-        known = hit[3] if hit and hit[:3] == (p.inode, p.size, p.mtime_ns) else None
-        if not write:
-            return i, known or _hash(p), known is None
-        had = known is not None and store.has(known)
-        digest = store.put_file(p.path, known=known)
-        return i, digest, not had
+            def work(chunk: list[int]) -> list[tuple[int, str]]:
+                got = []
+                for j in chunk:
+                    size = payloads[rows[j]].size  # type: ignore[union-attr]
+                    if batch is not None:
+                        got.append((j, batch.put_file(keys[j], size_hint=size)))
+                    else:
+                        got.append((j, _hash(keys[j], size)))
+                return got
 
-    hook: Callable[[int], None] = lambda done: progress(  # noqa: E731
-        "hashing" if not write else "adding", done, len(todo)
-    )
-    done = 0
-    try:
-        with ThreadPoolExecutor(max_workers=_JOBS) as pool:
-            for i, digest, was_new in pool.map(one, todo, chunksize=64):
-                out[i] = digest
-                p = payloads[i]
-                assert p is not None
-                if was_new:
-                    fresh.append((keys[i], p.inode, p.size, p.mtime_ns, digest))
-                    new += write
-                done += 1
-                if done % 256 == 0 or done == len(todo):
-                    hook(done)
-    except OSError as e:
-        raise StorageError(f"cannot read {getattr(e, 'filename', '')}: {e.strerror}") from e
+            chunks = [todo[k : k + _CHUNK] for k in range(0, len(todo), _CHUNK)]
+            task = "adding" if write else "hashing"
+            done = 0
+            pool = stack.enter_context(ThreadPoolExecutor(max_workers=_JOBS))
+            for got in pool.map(work, chunks):
+                for j, digest in got:
+                    i = rows[j]
+                    out[i] = digest
+                    p = payloads[i]
+                    assert p is not None
+                    fresh.append((keys[j], p.inode, p.size, p.mtime_ns, digest))
+                done += len(got)
+                progress(task, done, len(todo))
+            if batch is not None:
+                new = batch.commit(map_=pool.map)
     reg.state.store(fresh)
     return out, new
 
 
-def _hash(p: Payload) -> str:
-    return hash_file(p.path)
+def _hash(path: str, size: int) -> str:
+    try:
+        return hash_path(path, size_hint=size)
+    except OSError as e:
+        raise StorageError(f"cannot read {path}: {e.strerror}") from e

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +15,7 @@ from dsreg.registry.digest import short
 from dsreg.registry.manifests import Overlay, Revision, Snapshot
 from dsreg.registry.progress import ProgressHook, no_progress
 from dsreg.registry.registry import Registry
+from dsreg.registry.store import STAGE_PREFIX
 
 __all__ = ["GcResult", "Problem", "VerifyResult", "collect_garbage", "reachable", "verify"]
 
@@ -220,5 +222,8 @@ def _clean_tmp(reg: Registry) -> None:
         try:
             if e.is_file() and e.stat().st_mtime < cutoff:
                 os.unlink(e.path)
+            elif e.name.startswith(STAGE_PREFIX) and e.is_dir() and e.stat().st_mtime < cutoff:
+                # An add's staging folder that a crash left behind (no add runs under gc's lock).
+                shutil.rmtree(e.path, ignore_errors=True)
         except OSError:
             continue

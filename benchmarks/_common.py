@@ -1,0 +1,224 @@
+"""Helpers every benchmark shares: test trees, timed subprocess runs with peak memory, reports.
+
+Each measurement runs the tool as its real command line in a fresh subprocess, timed by wall
+clock; peak memory is the child's maximum resident set size as the kernel accounts it (from
+``/usr/bin/time -v`` when present, else ``getrusage(RUSAGE_CHILDREN)`` in a fresh wrapper
+process, so no earlier child's peak leaks into the figure).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "DSREG",
+    "DVC",
+    "PYTHON",
+    "REPO",
+    "Measurement",
+    "Series",
+    "check",
+    "fresh_dir",
+    "machine",
+    "make_imagefolder",
+    "measure",
+    "ratio_line",
+    "tree_bytes",
+    "warm",
+]
+
+REPO = Path(__file__).resolve().parents[1]
+PYTHON = os.environ.get("DSREG_BENCH_PYTHON", sys.executable)
+DSREG = [PYTHON, "-m", "dsreg"]
+DVC = [os.environ.get("DSREG_BENCH_DVC", str(Path(PYTHON).with_name("dvc")))]
+_TIME = "/usr/bin/time"
+
+# Runs a command and reports its peak RSS when /usr/bin/time is missing: a fresh interpreter
+# has no other children, so RUSAGE_CHILDREN is this one command's (and its descendants') peak.
+_WRAPPER = (
+    "import resource, subprocess, sys\n"
+    "rc = subprocess.call(sys.argv[2:])\n"
+    "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "open(sys.argv[1], 'w').write(f'{u.ru_maxrss} {u.ru_utime + u.ru_stime}')\n"
+    "sys.exit(rc)\n"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Measurement:
+    seconds: float
+    peak_rss_mib: float
+    # User + system CPU seconds: steadier than wall time on a machine others are using.
+    cpu_seconds: float | None = None
+
+    def to_dict(self) -> dict[str, float | None]:
+        return {
+            "seconds": round(self.seconds, 3),
+            "cpu_seconds": None if self.cpu_seconds is None else round(self.cpu_seconds, 3),
+            "peak_rss_mib": round(self.peak_rss_mib, 1),
+        }
+
+
+@dataclass(slots=True, kw_only=True)
+class Series:
+    """Repeated measurements of one command; the report uses medians."""
+
+    name: str
+    runs: list[Measurement] = field(default_factory=list)
+
+    @property
+    def seconds(self) -> float:
+        return statistics.median(m.seconds for m in self.runs)
+
+    @property
+    def peak_rss_mib(self) -> float:
+        return statistics.median(m.peak_rss_mib for m in self.runs)
+
+    @property
+    def cpu_seconds(self) -> float | None:
+        cpu = [m.cpu_seconds for m in self.runs if m.cpu_seconds is not None]
+        return statistics.median(cpu) if cpu else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "median_seconds": round(self.seconds, 3),
+            "median_peak_rss_mib": round(self.peak_rss_mib, 1),
+            "median_cpu_seconds": None if self.cpu_seconds is None else round(self.cpu_seconds, 3),
+            "runs": [m.to_dict() for m in self.runs],
+        }
+
+
+def machine() -> dict[str, Any]:
+    mem = None
+    try:
+        with open("/proc/meminfo") as f:
+            mem = int(f.readline().split()[1]) // (1024 * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    return {
+        "cpus": os.cpu_count(),
+        "memory_gib": mem,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def fresh_dir(path: Path) -> Path:
+    """``path`` emptied (read-only files included: store objects and hard links are 0444)."""
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+def make_imagefolder(
+    root: Path,
+    *,
+    files: int,
+    classes: int,
+    min_bytes: int = 8 * 1024,
+    max_bytes: int = 24 * 1024,
+    seed: int = 0,
+) -> Path:
+    """An ImageFolder tree of ``files`` random-byte files over ``classes`` folders.
+
+    Reused when a marker beside it records the same parameters (the marker lives outside the
+    tree, so no tool sees it as data).
+    """
+    params = {"files": files, "classes": classes, "min": min_bytes, "max": max_bytes, "seed": seed}
+    marker = root.with_name(root.name + ".params.json")
+    if root.is_dir() and marker.is_file() and json.loads(marker.read_text()) == params:
+        return root
+    if root.exists():
+        shutil.rmtree(root)
+    marker.unlink(missing_ok=True)
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(min_bytes, max_bytes + 1, size=files)
+    for c in range(classes):
+        (root / f"n{c:08d}").mkdir(parents=True)
+    for i, size in enumerate(sizes):
+        c = i % classes
+        (root / f"n{c:08d}" / f"img_{i:08d}.bin").write_bytes(rng.bytes(int(size)))
+    marker.write_text(json.dumps(params))
+    return root
+
+
+def warm(*roots: Path) -> None:
+    """Read every file under ``roots`` so they sit in the page cache.
+
+    Some kernels reclaim cold page cache proactively (DAMON on this benchmark's VM), so a tree
+    written minutes ago may be back on disk: every measurement starts from the same warm state.
+    """
+    for root in roots:
+        for d, _dirs, names in os.walk(root):
+            for f in names:
+                with open(os.path.join(d, f), "rb", buffering=0) as fh:
+                    while fh.read(1 << 20):
+                        pass
+
+
+def tree_bytes(root: Path) -> int:
+    return sum(
+        os.stat(os.path.join(d, f)).st_size for d, _dirs, names in os.walk(root) for f in names
+    )
+
+
+def measure(
+    cmd: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    quiet: bool = True,
+) -> Measurement:
+    """Run ``cmd`` once: wall-clock seconds and peak RSS. Raises if the command fails.
+
+    Dirty pages from earlier steps are flushed first (``sync``), so one tool's write-back is
+    never billed to the next one.
+    """
+    os.sync()
+    full_env = {**os.environ, **(env or {})}
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss:
+        if os.access(_TIME, os.X_OK):
+            wrapped = [_TIME, "-f", "%M %U %S", "-o", rss.name, *cmd]
+        else:
+            wrapped = [sys.executable, "-c", _WRAPPER, rss.name, *cmd]
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            wrapped,
+            cwd=cwd,
+            env=full_env,
+            stdout=subprocess.PIPE if quiet else None,
+            stderr=subprocess.PIPE if quiet else None,
+            text=True,
+        )
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
+            )
+        fields = rss.read().strip().splitlines()[-1].split()
+    kib, cpu = int(fields[0]), sum(float(f) for f in fields[1:])
+    return Measurement(seconds=seconds, peak_rss_mib=kib / 1024, cpu_seconds=cpu)
+
+
+def check(ratio: float, target: float) -> str:
+    return "PASS" if ratio >= target else "FAIL"
+
+
+def ratio_line(label: str, ratio: float, target: float, detail: str) -> str:
+    return f"  {label:<44} {ratio:6.1f}x  (target >= {target:g}x)  {check(ratio, target)}  {detail}"

@@ -1,0 +1,254 @@
+"""The registry core against DVC 3.x on one ImageFolder tree: add, hard-link checkout, re-add.
+
+    python benchmarks/bench_core.py                    # 50,000 files, 1,000 classes, 3 reps
+    python benchmarks/bench_core.py --files 5000 --reps 2
+
+Targets (docs/benchmarks.md): ``dsreg add`` >= 5x faster than ``dvc add`` (both copying into
+their caches) with no more peak memory; ``dsreg checkout --link hardlink`` >= 3x faster than
+``dvc checkout`` with ``cache.type hardlink``; re-adding the unchanged tree >= 10x faster than
+the first add. Exit status 0 only if every target passes.
+
+Both tools read the same tree, in the page cache (it was just written, the machine has room):
+the order of the tools alternates from one repetition to the next, and ``sync`` runs before
+every measurement so neither pays for the other's write-back. DVC's state database lives in a
+per-repetition ``core.site_cache_dir``, so no repetition reuses an earlier one's hashes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from _common import (
+    DSREG,
+    DVC,
+    REPO,
+    Measurement,
+    Series,
+    check,
+    fresh_dir,
+    machine,
+    make_imagefolder,
+    measure,
+    ratio_line,
+    tree_bytes,
+    warm,
+)
+
+ADD_TARGET = 5.0
+CHECKOUT_TARGET = 3.0
+READD_TARGET = 10.0
+_ENV = {"PYTHONPATH": str(REPO), "DVC_NO_ANALYTICS": "1", "GIT_TERMINAL_PROMPT": "0"}
+
+
+def _run(cmd: list[str], cwd: Path) -> None:
+    subprocess.run(cmd, cwd=cwd, check=True, capture_output=True, env={**os.environ, **_ENV})
+
+
+def _dvc_project(proj: Path, site: Path, cache_type: str) -> None:
+    fresh_dir(proj)
+    fresh_dir(site)
+    _run(["git", "init", "-q"], proj)
+    _run([*DVC, "init", "-q"], proj)
+    for key, value in (
+        ("core.analytics", "false"),
+        ("core.check_update", "false"),
+        ("core.site_cache_dir", str(site)),
+        ("cache.type", cache_type),
+    ):
+        _run([*DVC, "config", key, value], proj)
+
+
+class _Borrowed:
+    """Move the tree into a DVC project as ``data`` and back: a rename keeps inodes and the
+    page cache, so both tools read the very same files."""
+
+    def __init__(self, tree: Path, proj: Path) -> None:
+        self.tree, self.at = tree, proj / "data"
+
+    def __enter__(self) -> Path:
+        os.rename(self.tree, self.at)
+        return self.at
+
+    def __exit__(self, *exc: object) -> None:
+        os.rename(self.at, self.tree)
+
+
+def _inodes(root: Path) -> dict[str, int]:
+    return {
+        os.path.join(d, f): os.stat(os.path.join(d, f)).st_ino
+        for d, _dirs, names in os.walk(root)
+        for f in names
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--files", type=int, default=50_000, help="files in the tree (50000)")
+    ap.add_argument("--classes", type=int, default=1_000, help="class folders (1000)")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions of each measurement (3)")
+    ap.add_argument("--workdir", type=Path, help="where trees, caches and projects go (a temp dir)")
+    ap.add_argument("--json", type=Path, help="also write the results here as JSON")
+    ap.add_argument("--only", choices=("dsreg", "dvc"), help="run one tool only (no ratios)")
+    args = ap.parse_args(argv)
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="dsreg-bench-core-"))
+    work = work.absolute()
+    work.mkdir(parents=True, exist_ok=True)
+    tools = ("dsreg", "dvc") if args.only is None else (args.only,)
+
+    say = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    say(f"tree: {args.files} files in {args.classes} classes under {work}")
+    tree = make_imagefolder(work / "tree", files=args.files, classes=args.classes)
+    size = tree_bytes(tree)
+    before = _inodes(tree)
+
+    s = {
+        k: Series(name=k)
+        for k in ("dsreg_add", "dsreg_readd", "dvc_add", "dsreg_checkout", "dvc_checkout")
+    }
+    reg = work / "dsreg-reg"
+
+    def dsreg_add() -> None:
+        fresh_dir(reg)
+        _run([*DSREG, "init", "--registry", str(reg)], work)
+        cmd = [*DSREG, "add", "bench", str(tree), "--tag", "v1", "--registry", str(reg)]
+        warm(tree)
+        s["dsreg_add"].runs.append(_m(cmd, work))
+        # The same command again: the stat cache answers, no file is read.
+        warm(tree)
+        s["dsreg_readd"].runs.append(_m(cmd, work))
+
+    def dvc_add(rep: int) -> None:
+        proj, site = work / "dvc-add", work / "dvc-add-site"
+        _dvc_project(proj, site, "copy")
+        with _Borrowed(tree, proj):
+            warm(proj / "data")
+            s["dvc_add"].runs.append(_m([*DVC, "add", "-q", "data"], proj))
+
+    steps: dict[str, Callable[[int], None]] = {
+        "dsreg": lambda rep: dsreg_add(),
+        "dvc": dvc_add,
+    }
+    for rep in range(args.reps):
+        order = tools if rep % 2 == 0 else tools[::-1]
+        for tool in order:
+            say(f"add, repetition {rep + 1}/{args.reps}: {tool}")
+            steps[tool](rep)
+    if _inodes(tree) != before:
+        raise SystemExit("the tree changed under the benchmark (inodes differ); results void")
+
+    # Checkout: both caches filled once (untimed), then a fresh folder each repetition.
+    co_proj, co_site = work / "dvc-co", work / "dvc-co-site"
+    if "dvc" in tools:
+        _dvc_project(co_proj, co_site, "copy")
+        with _Borrowed(tree, co_proj):
+            _run([*DVC, "add", "-q", "data"], co_proj)
+        _run([*DVC, "config", "cache.type", "hardlink"], co_proj)
+    if "dsreg" in tools and not reg.exists():
+        dsreg_add()
+    target = work / "dsreg-checkout"
+
+    def dsreg_checkout() -> None:
+        if target.exists():
+            fresh_dir(target).rmdir()
+        cmd = [*DSREG, "checkout", "bench@v1", str(target), "--link", "hardlink"]
+        warm(reg / "files")
+        s["dsreg_checkout"].runs.append(_m([*cmd, "--registry", str(reg)], work))
+
+    def dvc_checkout() -> None:
+        data = co_proj / "data"
+        if data.exists():
+            fresh_dir(data).rmdir()
+        warm(co_proj / ".dvc" / "cache")
+        s["dvc_checkout"].runs.append(_m([*DVC, "checkout", "-q"], co_proj))
+
+    co_steps = {"dsreg": dsreg_checkout, "dvc": dvc_checkout}
+    for rep in range(args.reps):
+        order = tools if rep % 2 == 0 else tools[::-1]
+        for tool in order:
+            say(f"checkout, repetition {rep + 1}/{args.reps}: {tool}")
+            co_steps[tool]()
+    if "dsreg" in tools:
+        n = sum(len(f) for _d, _s, f in os.walk(target)) - 1  # minus the pin file
+        if n != args.files:
+            raise SystemExit(f"dsreg checked out {n} files, expected {args.files}")
+
+    result = {
+        "benchmark": "core",
+        "files": args.files,
+        "classes": args.classes,
+        "bytes": size,
+        "reps": args.reps,
+        "machine": machine(),
+        "series": {k: v.to_dict() for k, v in s.items() if v.runs},
+    }
+    ok = _report(s, args, size, result)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0 if ok else 1
+
+
+def _m(cmd: list[str], cwd: Path) -> Measurement:
+    return measure(cmd, cwd=cwd, env=_ENV)
+
+
+def _report(s: dict[str, Series], args: argparse.Namespace, size: int, result: dict) -> bool:
+    print(
+        f"core benchmark: {args.files} files, {args.classes} classes, {size / 2**20:.0f} MiB, "
+        f"{args.reps} reps, {os.cpu_count()} cpus (medians)"
+    )
+    for k, v in s.items():
+        if v.runs:
+            cpu = f"{v.cpu_seconds:7.2f}" if v.cpu_seconds is not None else "      ?"
+            rss = v.peak_rss_mib
+            print(f"  {k:<16} {v.seconds:8.2f} s wall {cpu} s cpu   peak RSS {rss:7.1f} MiB")
+    checks: list[tuple[str, float, float, str]] = []
+    if s["dvc_add"].runs and s["dsreg_add"].runs:
+        checks.append(
+            ("add: dvc / dsreg", s["dvc_add"].seconds / s["dsreg_add"].seconds, ADD_TARGET, "")
+        )
+    if s["dvc_checkout"].runs and s["dsreg_checkout"].runs:
+        checks.append(
+            (
+                "checkout --link hardlink: dvc / dsreg",
+                s["dvc_checkout"].seconds / s["dsreg_checkout"].seconds,
+                CHECKOUT_TARGET,
+                "",
+            )
+        )
+    if s["dsreg_readd"].runs:
+        checks.append(
+            (
+                "re-add unchanged: first add / re-add",
+                s["dsreg_add"].seconds / s["dsreg_readd"].seconds,
+                READD_TARGET,
+                "",
+            )
+        )
+    ok = True
+    for label, ratio, target, detail in checks:
+        print(ratio_line(label, ratio, target, detail))
+        ok &= check(ratio, target) == "PASS"
+    result["checks"] = [
+        {"check": label, "ratio": round(r, 2), "target": t, "verdict": check(r, t)}
+        for label, r, t, _ in checks
+    ]
+    if s["dvc_add"].runs and s["dsreg_add"].runs:
+        mine, theirs = s["dsreg_add"].peak_rss_mib, s["dvc_add"].peak_rss_mib
+        verdict = "PASS" if mine <= theirs else "FAIL"
+        print(f"  {'add peak RSS: dsreg <= dvc':<44} {mine:.0f} vs {theirs:.0f} MiB  {verdict}")
+        result["checks"].append(
+            {"check": "add peak RSS dsreg <= dvc", "dsreg": mine, "dvc": theirs, "verdict": verdict}
+        )
+        ok &= verdict == "PASS"
+    return ok
+
+
+if __name__ == "__main__":
+    sys.exit(main())
