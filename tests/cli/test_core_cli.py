@@ -371,6 +371,7 @@ def _bad_inputs(tmp: Path, val: Path) -> dict[str, tuple[list[str], str]]:
         "log unknown dataset": (["log", "nope"], "no dataset 'nope'"),
         "checkout bad link": (["checkout", "ds@original", "out", "--link", "rsync"], "'rsync'"),
         "verify unknown": (["verify", "ds@nope"], "'nope'"),
+        "verify spec and --all": (["verify", "ds@original", "--all"], "not both"),
     }
 
 

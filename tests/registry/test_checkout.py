@@ -98,6 +98,18 @@ def test_checking_out_again_touches_nothing(
     assert inodes(out) == before
 
 
+def test_checking_out_again_restores_a_deleted_file(
+    pets: tuple[Registry, Path, AddResult], tmp_path: Path
+) -> None:
+    reg, tree, _ = pets
+    out = tmp_path / "out"
+    checkout(reg, reg.resolve("pets@original"), out)
+    (out / "fox" / "img003.bin").unlink()
+    res = checkout(reg, reg.resolve("pets@original"), out)
+    assert (res.added, res.unchanged) == (1, 11)
+    assert files_of(out) == files_of(tree)
+
+
 def test_switching_link_type_replaces_store_links_with_copies(
     pets: tuple[Registry, Path, AddResult], tmp_path: Path
 ) -> None:
