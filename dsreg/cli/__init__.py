@@ -10,7 +10,7 @@ import sys
 import click
 import typer
 
-from dsreg.cli import core, overlays, query
+from dsreg.cli import core, overlays, query, remotes
 from dsreg.cli._common import CONTEXT
 from dsreg.errors import DsregError
 
@@ -26,6 +26,7 @@ app = typer.Typer(
 core.register(app)
 overlays.register(app)
 query.register(app)
+remotes.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

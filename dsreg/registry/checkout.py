@@ -77,7 +77,8 @@ def read_pin(target: Path) -> dict[str, Any] | None:
 
 def _layout(ds: Dataset) -> str:
     kind = ds.snapshot.source.get("kind")
-    if kind == "imagefolder":
+    # A tree imported from elsewhere (kind "dvc") records the layout it was scanned as.
+    if kind == "imagefolder" or ds.snapshot.source.get("layout") == "imagefolder":
         return "imagefolder"
     return "files" if ds.snapshot.source.get("files") else "labels"
 
@@ -161,6 +162,11 @@ def _switch(
     progress: ProgressHook,
 ) -> CheckoutResult:
     new = file_map(ds)
+    # A lazily cloned registry lacks payloads: fetch them (verified) from the default remote,
+    # or fail with a clear error, before the folder is touched.
+    from dsreg.registry.remotes import fetch_missing
+
+    fetch_missing(reg, new.values(), progress=progress)
     old: dict[str, str] = {}
     if old_pin is not None:
         try:

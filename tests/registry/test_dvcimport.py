@@ -1,0 +1,207 @@
+"""``import-dvc``: a DVC project made by the test (git init, dvc init, dvc add, two commits),
+imported at both revisions through DVC itself: provenance recorded, digests differ only where
+the data did, re-imports are the same snapshot, checkout lays the tree out by class."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from dsreg.errors import InputPathError, RemoteError, TagExistsError
+from dsreg.registry.checkout import PIN, checkout
+from dsreg.registry.dataset import read_examples
+from dsreg.registry.dvcimport import import_dvc
+from dsreg.registry.registry import Registry
+
+V1 = {
+    "cat/a.bin": b"cat a " * 40,
+    "cat/b.bin": b"cat b " * 50,
+    "dog/a.bin": b"dog a " * 60,
+    "dog/b.bin": b"dog b " * 70,
+}
+V2_CHANGES = {"dog/b.bin": b"dog b, re-shot " * 30, "cat/c.bin": b"a new cat " * 20}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _dvc_isolated(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """DVC's site cache and config folders inside the test's temporary folder, not the user's."""
+    mp = pytest.MonkeyPatch()
+    for var in ("DVC_SITE_CACHE_DIR", "DVC_GLOBAL_CONFIG_DIR", "DVC_SYSTEM_CONFIG_DIR"):
+        mp.setenv(var, str(tmp_path_factory.mktemp(var.lower())))
+    yield
+    mp.undo()
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(
+        DVC_NO_ANALYTICS="1",
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_TERMINAL_PROMPT="0",
+    )
+    return env
+
+
+def _run(cwd: Path, *args: str) -> str:
+    cmd = [sys.executable, "-m", "dvc", *args[1:]] if args[0] == "dvc" else list(args)
+    proc = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, f"{' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout.strip()
+
+
+def _write(root: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+
+
+@pytest.fixture(scope="module")
+def dvc_project(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str | Path]:
+    """A git + DVC project: data/val (ImageFolder) and labels.csv tracked by DVC, README by git;
+    tag v1, then a commit that changes one file and adds another (tag v2)."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed: the DVC import tests build a git repository")
+    repo = tmp_path_factory.mktemp("dvc-project")
+    _run(repo, "git", "init", "-q")
+    _run(repo, "git", "config", "user.name", "dsreg tests")
+    _run(repo, "git", "config", "user.email", "tests@dsreg.invalid")
+    _run(repo, "git", "config", "commit.gpgsign", "false")
+    _run(repo, "dvc", "init", "-q")
+    _run(repo, "dvc", "config", "core.analytics", "false")
+    _write(repo / "data" / "val", V1)
+    (repo / "labels.csv").write_text("label\ncat\ndog\ncat\n")
+    (repo / "README.md").write_text("a data registry\n")
+    _run(repo, "dvc", "add", "-q", "data/val", "labels.csv")
+    _run(repo, "git", "add", "-A")
+    _run(repo, "git", "commit", "-q", "-m", "v1")
+    _run(repo, "git", "tag", "v1")
+    v1 = _run(repo, "git", "rev-parse", "HEAD")
+    md5_v1 = _dir_md5(repo)
+    _write(repo / "data" / "val", V2_CHANGES)
+    _run(repo, "dvc", "add", "-q", "data/val")
+    _run(repo, "git", "add", "-A")
+    _run(repo, "git", "commit", "-q", "-m", "v2: re-shot dog b, a new cat")
+    _run(repo, "git", "tag", "v2")
+    v2 = _run(repo, "git", "rev-parse", "HEAD")
+    return {"repo": repo, "v1": v1, "v2": v2, "md5_v1": md5_v1, "md5_v2": _dir_md5(repo)}
+
+
+def _dir_md5(repo: Path) -> str:
+    for line in (repo / "data" / "val.dvc").read_text().splitlines():
+        if line.strip().startswith("- md5:"):
+            return line.split(":", 1)[1].strip()
+    raise AssertionError("no md5 in data/val.dvc")
+
+
+def _blobs(reg: Registry, snapshot: str) -> dict[str, str]:
+    t = read_examples(reg, reg.snapshot(snapshot), columns=["example_id", "blob"])
+    return dict(zip(t.column("example_id").to_pylist(), t.column("blob").to_pylist(), strict=True))
+
+
+def test_import_at_two_revisions_records_provenance_and_differs_only_where_data_did(
+    dvc_project: dict[str, str | Path], make_registry: Callable[..., Registry]
+) -> None:
+    reg = make_registry()
+    repo = dvc_project["repo"]
+    one = import_dvc(reg, str(repo), "data/val", dataset="pets", rev="v1", tag="v1")
+    two = import_dvc(reg, str(repo), "data/val", dataset="pets", rev="v2", tag="v2")
+
+    for res, rev in ((one, "v1"), (two, "v2")):
+        source = reg.snapshot(res.add.snapshot).source
+        assert source == {
+            "kind": "dvc",
+            "layout": "imagefolder",
+            "repo": str(Path(repo).resolve()),
+            "rev": rev,
+            "commit": dvc_project[rev],
+            "path": "data/val",
+            "md5": dvc_project[f"md5_{rev}"],
+        }
+    assert reg.snapshot(one.add.snapshot).classes == ("cat", "dog")
+    first, second = _blobs(reg, one.add.snapshot), _blobs(reg, two.add.snapshot)
+    assert sorted(first) == sorted(V1)
+    assert sorted(second) == sorted({**V1, **V2_CHANGES})
+    same = {k for k in first if first[k] == second.get(k)}
+    assert same == set(V1) - set(V2_CHANGES)  # only the re-shot file's digest moved
+    assert one.add.snapshot != two.add.snapshot
+
+
+def test_reimporting_the_same_revision_is_the_same_snapshot(
+    dvc_project: dict[str, str | Path], make_registry: Callable[..., Registry]
+) -> None:
+    repo = str(dvc_project["repo"])
+    a = import_dvc(make_registry("a"), repo, "data/val", dataset="pets", rev="v1")
+    reg = make_registry("b")
+    b = import_dvc(reg, repo, "./data/val/", dataset="pets", rev="v1", tag="original")
+    again = import_dvc(reg, repo, "data/val", dataset="pets", rev="v1", tag="original")
+    assert a.add.snapshot == b.add.snapshot == again.add.snapshot
+    assert a.add.revision == again.add.revision
+    with pytest.raises(TagExistsError):
+        import_dvc(reg, repo, "data/val", dataset="pets", rev="v2", tag="original")
+
+
+def test_an_imported_tree_checks_out_by_class_byte_identical(
+    dvc_project: dict[str, str | Path], make_registry: Callable[..., Registry], tmp_path: Path
+) -> None:
+    reg = make_registry()
+    import_dvc(reg, str(dvc_project["repo"]), "data/val", dataset="pets", rev="v2", tag="v2")
+    res = checkout(reg, reg.resolve("pets@v2"), tmp_path / "out", link="copy")
+    got = {
+        p.relative_to(tmp_path / "out").as_posix(): p.read_bytes()
+        for p in (tmp_path / "out").rglob("*")
+        if p.is_file() and p.name != PIN
+    }
+    assert got == {**V1, **V2_CHANGES}
+    assert res.files == len(got)
+
+
+def test_a_dvc_tracked_label_file_imports_as_a_label_only_set(
+    dvc_project: dict[str, str | Path], make_registry: Callable[..., Registry]
+) -> None:
+    reg = make_registry()
+    res = import_dvc(reg, str(dvc_project["repo"]), "labels.csv", dataset="votes", rev="v1")
+    snap = reg.snapshot(res.add.snapshot)
+    assert snap.rows == 3 and snap.classes == ("cat", "dog")
+    assert snap.source["kind"] == "dvc" and snap.source["layout"] == "labels"
+    assert snap.source["commit"] == dvc_project["v1"]
+
+
+@pytest.mark.parametrize(
+    ("path", "rev", "error", "match"),
+    [
+        ("README.md", "v1", InputPathError, "not tracked by DVC"),
+        ("data/nope", "v1", InputPathError, "does not exist"),
+        ("../outside", "v1", InputPathError, "not a path inside"),
+        ("data/val", "no-such-rev", RemoteError, "no-such-rev"),
+    ],
+)
+def test_bad_imports_are_clear_errors_and_write_nothing(
+    dvc_project: dict[str, str | Path],
+    make_registry: Callable[..., Registry],
+    path: str,
+    rev: str,
+    error: type[Exception],
+    match: str,
+) -> None:
+    reg = make_registry()
+    with pytest.raises(error, match=match):
+        import_dvc(reg, str(dvc_project["repo"]), path, dataset="pets", rev=rev, tag="v1")
+    assert reg.refs.all() is not None and list(reg.refs.all()) == []
+    assert not any((reg.root / "tmp").iterdir())
+
+
+def test_a_folder_that_is_no_repository_is_a_clear_error(
+    make_registry: Callable[..., Registry], tmp_path: Path
+) -> None:
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(RemoteError, match="cannot open DVC repository"):
+        import_dvc(make_registry(), str(tmp_path / "plain"), "data", dataset="pets")
+    with pytest.raises(InputPathError, match="does not exist"):
+        import_dvc(make_registry("b"), str(tmp_path / "absent"), "data", dataset="pets")

@@ -1,0 +1,483 @@
+"""Remotes: push, pull, clone and open(remote=) against a local folder and an S3 server (moto on
+loopback, through dvc-s3); faults: a killed push resumed, corrupt and missing remote objects,
+remotes that refuse writes, wrong URLs."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+import dsreg
+from dsreg.errors import (
+    ConfigError,
+    CorruptObjectError,
+    InvalidInputError,
+    ObjectNotFoundError,
+    RemoteError,
+    RevisionNotFoundError,
+    TagExistsError,
+)
+from dsreg.registry.checkout import PIN, checkout
+from dsreg.registry.digest import short
+from dsreg.registry.ingest import AddResult
+from dsreg.registry.maintenance import reachable, verify
+from dsreg.registry.registry import Registry
+from dsreg.registry.remotes import (
+    add_remote,
+    clone,
+    list_remotes,
+    pull,
+    push,
+    remove_remote,
+)
+
+# ``python -c`` with this runs the dsreg command line in a fresh process.
+DSREG_MAIN = "import sys; from dsreg.cli import main; main(sys.argv[1:])"
+
+
+def files_of(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and p.name != PIN
+    }
+
+
+def remote_objects(root: Path) -> set[str]:
+    """Digests of the complete objects in a local-directory remote (staging names left out)."""
+    base = root / "files" / "blake3"
+    if not base.is_dir():
+        return set()
+    return {
+        "blake3:" + shard.name + p.name
+        for shard in base.iterdir()
+        for p in shard.iterdir()
+        if len(p.name) == 62
+    }
+
+
+def blobs_of(reg: Registry, spec: str) -> set[str]:
+    everything, problems = reachable(reg, [reg.resolve(spec).digest])
+    assert not problems
+    return everything
+
+
+@pytest.fixture
+def origin(
+    make_registry: Callable[..., Registry],
+    make_imagefolder: Callable[..., Path],
+    add_tree: Callable[..., AddResult],
+    tmp_path: Path,
+) -> tuple[Registry, Path, Path, AddResult]:
+    """A registry holding pets@v1, with a local-directory remote 'origin' (default)."""
+    reg = make_registry("a")
+    tree = make_imagefolder("pets", classes=["cat", "dog", "fox"], per_class=5)
+    res = add_tree(reg, "pets", tree, tag="v1")
+    remote = tmp_path / "remote"
+    add_remote(reg, "origin", str(remote), default=True)
+    return reg, tree, remote, res
+
+
+# -- configuration ---------------------------------------------------------------------------
+def test_remote_config_round_trip(make_registry: Callable[..., Registry], tmp_path: Path) -> None:
+    reg = make_registry()
+    add_remote(reg, "nas", str(tmp_path / "nas"))
+    add_remote(reg, "lab", "s3://lab-bucket/dsreg", options={"region": "eu-west-1"}, default=True)
+    got = {r.name: r for r in list_remotes(reg)}
+    assert got["nas"].url == str(tmp_path / "nas") and not got["nas"].default
+    assert got["lab"].options == {"region": "eu-west-1"} and got["lab"].default
+    text = (reg.root / "config.toml").read_text()
+    assert "[remote.lab]" in text and 'remote = "lab"' in text
+    with pytest.raises(ConfigError, match="exists"):
+        add_remote(reg, "nas", "/elsewhere")
+    removed = remove_remote(reg, "lab")
+    assert removed.default
+    assert [r.name for r in list_remotes(reg)] == ["nas"]
+    assert "remote =" not in (reg.root / "config.toml").read_text()
+    with pytest.raises(ConfigError, match="no remote 'lab'"):
+        remove_remote(reg, "lab")
+
+
+def test_relative_remote_path_is_stored_absolute(
+    make_registry: Callable[..., Registry], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reg = make_registry()
+    monkeypatch.chdir(tmp_path)
+    assert add_remote(reg, "nas", "./store").url == str(tmp_path / "store")
+
+
+def test_credentials_are_never_stored(make_registry: Callable[..., Registry]) -> None:
+    reg = make_registry()
+    before = (reg.root / "config.toml").read_text()
+    with pytest.raises(InvalidInputError, match=r"secret_access_key.*environment"):
+        add_remote(reg, "s3", "s3://b/p", options={"secret_access_key": "hunter2"})
+    with pytest.raises(InvalidInputError, match="password"):
+        add_remote(reg, "web", "https://alice:hunter2@example.org/dsreg")
+    after = (reg.root / "config.toml").read_text()
+    assert after == before and "hunter2" not in after
+
+
+@pytest.mark.parametrize(
+    ("url", "options", "match"),
+    [
+        ("foo://bucket/x", {}, "foo://"),
+        ("s3://bucket/x", {"no_such_option": "1"}, "no_such_option"),
+    ],
+)
+def test_wrong_url_or_option_is_a_clear_error(
+    make_registry: Callable[..., Registry], url: str, options: dict[str, str], match: str
+) -> None:
+    reg = make_registry()
+    with pytest.raises(RemoteError, match=match):
+        add_remote(reg, "bad", url, options=options)
+    assert list_remotes(reg) == []
+
+
+# -- local-directory remote ------------------------------------------------------------------
+def test_push_then_pull_into_a_fresh_registry_is_byte_identical(
+    origin: tuple[Registry, Path, Path, AddResult],
+    make_registry: Callable[..., Registry],
+    tmp_path: Path,
+) -> None:
+    reg, tree, remote, res = origin
+    pushed = push(reg)
+    assert pushed.sent == len(blobs_of(reg, "pets@v1")) and pushed.already == 0
+    assert [(r.dataset, r.tag, r.status) for r in pushed.refs] == [("pets", "v1", "created")]
+    assert (remote / "refs" / "pets" / "v1").read_text().strip() == res.revision
+    assert sorted(p.name for p in remote.iterdir()) == ["files", "logs", "refs"]
+
+    fresh = make_registry("b")
+    pulled = pull(fresh, ["pets@v1"], remote=str(remote))
+    assert pulled.revisions == (res.revision,)
+    assert fresh.refs.get("pets", "v1") == res.revision
+    assert blobs_of(fresh, "pets@v1") == blobs_of(reg, "pets@v1")
+    checkout(fresh, fresh.resolve("pets@v1"), tmp_path / "out", link="copy")
+    assert files_of(tmp_path / "out") == files_of(tree)
+    assert verify(fresh).ok
+
+
+def test_a_second_push_sends_nothing_and_a_changed_tree_sends_only_the_change(
+    origin: tuple[Registry, Path, Path, AddResult],
+    add_tree: Callable[..., AddResult],
+) -> None:
+    reg, tree, remote, _res = origin
+    first = push(reg)
+    again = push(reg)
+    assert again.sent == 0 and again.bytes == 0
+    assert [r.status for r in again.refs] == ["unchanged"]
+    (tree / "dog" / "img000.bin").write_bytes(b"a new photo of a dog")
+    add_tree(reg, "pets", tree, tag="v2")
+    before = remote_objects(remote)
+    third = push(reg, ["pets@v2"])
+    # the changed blob, its examples table, snapshot and revision: nothing else
+    assert third.sent == 4
+    assert len(remote_objects(remote) - before) == 4
+    assert first.sent + 4 == len(remote_objects(remote))
+
+
+def test_pull_fetches_only_what_is_missing(
+    origin: tuple[Registry, Path, Path, AddResult], make_registry: Callable[..., Registry]
+) -> None:
+    reg, _tree, remote, _res = origin
+    push(reg)
+    fresh = make_registry("b")
+    add_remote(fresh, "origin", str(remote), default=True)
+    first = pull(fresh)
+    second = pull(fresh)
+    assert first.fetched == len(remote_objects(remote))
+    assert second.fetched == 0 and [r.status for r in second.refs] == ["unchanged"]
+
+
+def test_a_tag_the_remote_holds_elsewhere_is_refused_unless_forced(
+    origin: tuple[Registry, Path, Path, AddResult],
+    make_registry: Callable[..., Registry],
+    make_imagefolder: Callable[..., Path],
+    add_tree: Callable[..., AddResult],
+) -> None:
+    reg, _tree, remote, res = origin
+    push(reg)
+    other = make_registry("other")
+    add_remote(other, "origin", str(remote), default=True)
+    theirs = add_tree(other, "pets", make_imagefolder("other-pets", seed=7), tag="v1")
+    before = remote_objects(remote)
+    with pytest.raises(TagExistsError, match=r"pets@v1.*--force"):
+        push(other)
+    assert remote_objects(remote) == before  # refused before anything was sent
+    assert (remote / "refs" / "pets" / "v1").read_text().strip() == res.revision
+
+    moved = push(other, force=True)
+    assert [(r.status, r.previous) for r in moved.refs] == [("moved", res.revision)]
+    assert (remote / "refs" / "pets" / "v1").read_text().strip() == theirs.revision
+    log = (remote / "logs" / "pets.jsonl").read_text().splitlines()
+    assert len(log) == 2 and res.revision in log[1] and theirs.revision in log[1]
+
+    # and the first registry's pull is refused in turn, unless forced
+    with pytest.raises(TagExistsError, match="pets@v1"):
+        pull(reg)
+    assert reg.refs.get("pets", "v1") == res.revision
+    pull(reg, force=True)
+    assert reg.refs.get("pets", "v1") == theirs.revision
+    assert [e.old for e in reg.refs.log("pets")][-1] == res.revision
+
+
+def test_clone_holds_tags_and_manifests_and_fetches_payloads_on_demand(
+    origin: tuple[Registry, Path, Path, AddResult], tmp_path: Path
+) -> None:
+    reg, tree, remote, res = origin
+    push(reg)
+    cloned = clone(str(remote), tmp_path / "lab")
+    lab = Registry.find(tmp_path / "lab")
+    assert [(r.dataset, r.tag, r.revision) for r in cloned.refs] == [("pets", "v1", res.revision)]
+    assert lab.resolve("pets@v1").digest == res.revision
+    snap = lab.snapshot(res.snapshot)
+    assert lab.store.has(snap.examples)
+    payloads = blobs_of(reg, "pets@v1") - {res.revision, res.snapshot, snap.examples}
+    assert lab.store.missing(payloads) == payloads  # lazily: no payload yet
+    assert [e.event for e in lab.refs.log("pets")] == ["push", "tag"]
+
+    ds = dsreg.open("pets@v1", registry=lab, remote="origin")
+    assert ds.digest == res.revision
+    ex = next(iter(ds))
+    assert ex.read_bytes() == (tree / ex.example_id).read_bytes()
+    assert not lab.store.missing(payloads)
+
+
+def test_checkout_fetches_missing_payloads_from_the_default_remote(
+    origin: tuple[Registry, Path, Path, AddResult], tmp_path: Path
+) -> None:
+    reg, tree, remote, _res = origin
+    push(reg)
+    clone(str(remote), tmp_path / "lab")
+    lab = Registry.find(tmp_path / "lab")
+    checkout(lab, lab.resolve("pets@v1"), tmp_path / "out")
+    assert files_of(tmp_path / "out") == files_of(tree)
+
+
+def test_checkout_without_payloads_or_remote_is_a_clear_error(
+    origin: tuple[Registry, Path, Path, AddResult], tmp_path: Path
+) -> None:
+    reg, _tree, remote, _res = origin
+    push(reg)
+    clone(str(remote), tmp_path / "lab")
+    lab = Registry.find(tmp_path / "lab")
+    remove_remote(lab, "origin")
+    with pytest.raises(ObjectNotFoundError, match=r"no default remote.*dsreg pull"):
+        checkout(lab, lab.resolve("pets@v1"), tmp_path / "out")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_open_with_a_remote_fetches_a_revision_this_registry_never_saw(
+    origin: tuple[Registry, Path, Path, AddResult],
+    make_registry: Callable[..., Registry],
+) -> None:
+    reg, tree, remote, res = origin
+    push(reg)
+    fresh = make_registry("b")
+    add_remote(fresh, "origin", str(remote))
+    ds = dsreg.open("pets@v1", registry=fresh, remote="origin")
+    assert ds.digest == res.revision
+    assert {e.example_id: e.read_bytes() for e in ds} == files_of(tree)
+    assert fresh.refs.get("pets", "v1") == res.revision
+
+
+# -- faults ----------------------------------------------------------------------------------
+def _damage(path: Path, data: bytes) -> None:
+    os.chmod(path, 0o644)
+    path.write_bytes(data)
+
+
+@pytest.mark.parametrize("damage", ["corrupt", "truncated"])
+def test_a_damaged_remote_object_is_caught_by_digest_and_never_served(
+    origin: tuple[Registry, Path, Path, AddResult],
+    make_registry: Callable[..., Registry],
+    damage: str,
+) -> None:
+    reg, _tree, remote, res = origin
+    push(reg)
+    victim = reg.resolve("pets@v1")
+    blob = sorted(blobs_of(reg, "pets@v1") - {victim.digest, res.snapshot, res.examples})[0]
+    path = remote / "files" / "blake3" / blob[7:9] / blob[9:]
+    original = path.read_bytes()
+    _damage(path, original[:-1] if damage == "truncated" else b"X" + original[1:])
+
+    fresh = make_registry("b")
+    with pytest.raises(CorruptObjectError, match=blob):
+        pull(fresh, ["pets@v1"], remote=str(remote))
+    assert not fresh.store.has(blob)
+    assert fresh.refs.get("pets", "v1") is None  # no tag names a revision it cannot serve
+    assert verify(fresh).ok  # what did arrive is intact
+
+    _damage(path, original)  # repaired on the remote: the pull completes
+    pull(fresh, ["pets@v1"], remote=str(remote))
+    assert fresh.store.has(blob) and verify(fresh).ok
+
+
+def test_a_missing_remote_object_is_reported_by_digest(
+    origin: tuple[Registry, Path, Path, AddResult], make_registry: Callable[..., Registry]
+) -> None:
+    reg, _tree, remote, res = origin
+    push(reg)
+    blob = sorted(blobs_of(reg, "pets@v1") - {res.revision, res.snapshot, res.examples})[0]
+    (remote / "files" / "blake3" / blob[7:9] / blob[9:]).unlink()
+    with pytest.raises(ObjectNotFoundError, match=short(blob)):
+        pull(make_registry("b"), ["pets@v1"], remote=str(remote))
+
+
+def test_a_remote_that_refuses_writes_is_a_clear_error(
+    origin: tuple[Registry, Path, Path, AddResult], tmp_path: Path
+) -> None:
+    reg, _tree, _remote, _res = origin
+    # A path below a regular file cannot be written by anyone (root included).
+    (tmp_path / "a-file").write_text("not a folder")
+    bad = tmp_path / "a-file" / "remote"
+    with pytest.raises(RemoteError, match=r"cannot write.*a-file/remote.*Not a directory"):
+        push(reg, remote=str(bad))
+    assert reg.refs.get("pets", "v1") is not None
+
+
+def test_a_url_holding_no_registry_is_a_clear_error(
+    make_registry: Callable[..., Registry], tmp_path: Path
+) -> None:
+    nowhere = tmp_path / "no-such-remote"
+    with pytest.raises(RevisionNotFoundError, match="holds no tags"):
+        clone(str(nowhere), tmp_path / "lab")
+    assert not (tmp_path / "lab").exists()
+    with pytest.raises(RevisionNotFoundError, match="holds no tags"):
+        pull(make_registry("b"), remote=str(nowhere))
+
+
+def test_a_killed_push_resumes_without_resending(
+    make_registry: Callable[..., Registry],
+    make_imagefolder: Callable[..., Path],
+    add_tree: Callable[..., AddResult],
+    dsreg_env: Callable[..., dict[str, str]],
+    tmp_path: Path,
+) -> None:
+    reg = make_registry("a")
+    tree = make_imagefolder("big", classes=20, per_class=200)
+    res = add_tree(reg, "big", tree, tag="v1")
+    remote = tmp_path / "remote"
+    total = len(blobs_of(reg, "big@v1"))
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            DSREG_MAIN,
+            "push",
+            "-r",
+            str(remote),
+            "--jobs",
+            "1",
+            "--registry",
+            str(reg.root),
+        ],
+        env=dsreg_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not remote_objects(remote) and time.monotonic() < deadline:
+            assert proc.poll() is None, "the push ended before it was interrupted"
+            time.sleep(0.005)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    arrived = remote_objects(remote)
+    assert 0 < len(arrived) < total
+    assert not (remote / "refs").exists()  # objects go first: no tag names a partial revision
+
+    resumed = push(reg, remote=str(remote))
+    assert resumed.sent == total - len(arrived) and resumed.already == len(arrived)
+    assert remote_objects(remote) == blobs_of(reg, "big@v1")
+
+    fresh = make_registry("b")
+    pull(fresh, ["big@v1"], remote=str(remote))
+    assert fresh.refs.get("big", "v1") == res.revision
+    assert verify(fresh).ok
+
+
+# -- S3 (moto server on loopback, dvc-s3) -----------------------------------------------------
+@pytest.fixture(scope="module")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    try:
+        import boto3
+        from moto.server import ThreadedMotoServer
+    except ImportError as e:
+        pytest.skip(f"moto[server] or boto3 is not installed ({e}): S3 tests need them")
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    mp = pytest.MonkeyPatch()
+    for key in (
+        "AWS_PROFILE",
+        "AWS_SESSION_TOKEN",
+        "AWS_CONFIG_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+    ):
+        mp.delenv(key, raising=False)
+    mp.setenv("AWS_ACCESS_KEY_ID", "testing")
+    mp.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    mp.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    empty = tmp_path_factory.mktemp("aws") / "config"
+    empty.write_text("")
+    mp.setenv("AWS_CONFIG_FILE", str(empty))
+    mp.setenv("AWS_SHARED_CREDENTIALS_FILE", str(empty))
+    try:
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+    except Exception as e:
+        mp.undo()
+        pytest.skip(f"moto's S3 server could not start on loopback: {e}")
+    endpoint = f"http://{host}:{port}"
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="lab")
+    try:
+        yield endpoint
+    finally:
+        server.stop()
+        mp.undo()
+
+
+def test_s3_push_then_pull_into_a_fresh_registry(
+    origin: tuple[Registry, Path, Path, AddResult],
+    make_registry: Callable[..., Registry],
+    s3_endpoint: str,
+    tmp_path: Path,
+) -> None:
+    reg, tree, _remote, res = origin
+    url = f"s3://lab/{tmp_path.name}/dsreg"
+    add_remote(reg, "s3", url, options={"endpointurl": s3_endpoint})
+    pushed = push(reg, remote="s3")
+    assert pushed.sent == len(blobs_of(reg, "pets@v1"))
+    assert push(reg, remote="s3").sent == 0
+
+    fresh = make_registry("b")
+    add_remote(fresh, "s3", url, options={"endpointurl": s3_endpoint}, default=True)
+    pulled = pull(fresh)
+    assert pulled.revisions == (res.revision,)
+    assert blobs_of(fresh, "pets@v1") == blobs_of(reg, "pets@v1")
+    checkout(fresh, fresh.resolve("pets@v1"), tmp_path / "out", link="copy")
+    assert files_of(tmp_path / "out") == files_of(tree)
+    assert verify(fresh).ok
+
+    cloned = clone(url, tmp_path / "lab", name="s3", options={"endpointurl": s3_endpoint})
+    assert [r.revision for r in cloned.refs] == [res.revision]
+    lab = Registry.find(tmp_path / "lab")
+    checkout(lab, lab.resolve("pets@v1"), tmp_path / "lab-out", link="copy")
+    assert files_of(tmp_path / "lab-out") == files_of(tree)
+
+
+def test_s3_bucket_that_does_not_exist_is_a_clear_error(
+    origin: tuple[Registry, Path, Path, AddResult], s3_endpoint: str
+) -> None:
+    reg, _tree, _remote, _res = origin
+    add_remote(reg, "gone", "s3://no-such-bucket/dsreg", options={"endpointurl": s3_endpoint})
+    with pytest.raises(RemoteError, match=r"no-such-bucket.*bucket does not exist"):
+        push(reg, remote="gone")
