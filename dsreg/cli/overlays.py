@@ -298,7 +298,10 @@ def show(
     )
     out(f"summary   {_json.dumps(ov.summary, sort_keys=True)}")
     out("")
-    name = lambda i: "" if i is None else classes[i]  # noqa: E731
+
+    def name(i: int | None) -> str:
+        return "" if i is None else classes[i]
+
     out(
         table(
             [
