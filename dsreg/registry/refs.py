@@ -222,8 +222,12 @@ class RefStore:
         line = json.dumps(entry.to_dict(), sort_keys=True, separators=(",", ":")) + "\n"
         path = self.logs / f"{entry.dataset}.jsonl"
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
+                end = os.lseek(fd, 0, os.SEEK_END)
+                if end and os.pread(fd, 1, end - 1) != b"\n":
+                    # A line torn by a crash: end it, or this entry would be glued to it and lost.
+                    line = "\n" + line
                 os.write(fd, line.encode("utf-8"))
                 os.fsync(fd)
             finally:

@@ -168,3 +168,15 @@ def test_two_processes_creating_one_tag_at_the_same_revision_log_it_once(
         # Naming the revision the tag already holds is not a move: both succeed, one log line.
         assert all(x["ok"] for x in results)
         assert len([e for e in reg.refs.log("ds") if e.tag == f"race-{r}"]) == 1
+
+
+def test_a_log_line_torn_by_a_crash_loses_nothing_after_it(reg: Registry) -> None:
+    path = reg.root / "logs" / "ds.jsonl"
+    with open(path, "a", encoding="utf-8") as f:
+        f.write('{"time": "2026-01-01T00:00:00Z", "user": "x", "dat')  # killed mid-append
+    res = make_tag(reg, "ds@after-crash", "ds@original")
+    log = reg.refs.log("ds")
+    assert [(e.tag, e.new) for e in log] == [
+        ("original", res.revision),
+        ("after-crash", res.revision),
+    ]
