@@ -142,3 +142,37 @@ def test_an_add_killed_half_way_leaves_no_partial_object_or_ref(
     ds = dsreg.open("big@original", registry=reg_root)
     for i in range(0, 2100, 97):
         assert ds[i].read_bytes() == (tree / ds[i].example_id).read_bytes()
+
+
+def test_gc_during_an_add_never_removes_what_the_add_is_about_to_tag(
+    tmp_path: Path, run_dsreg: Run, dsreg_env: Env
+) -> None:
+    from dsreg.registry.maintenance import collect_garbage
+
+    assert run_dsreg("init", cwd=tmp_path).returncode == 0
+    tree = _tree(tmp_path / "tree", list(range(1200)))
+    reg = Registry(tmp_path / ".dsreg")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WAIT_THEN_RUN, str(tmp_path / "go"), str(tmp_path / "ready"),
+         "add", "ds", str(tree), "--tag", "original"],
+        cwd=tmp_path, env=dsreg_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "ready").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    (tmp_path / "go").touch()
+    while _count_files(reg.root / "files") < 50:
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.001)
+    # Objects are in the store, no ref reaches them yet: gc must wait for the add, not take them.
+    while proc.poll() is None:
+        collect_garbage(reg)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    collect_garbage(reg)
+    ds = dsreg.open("ds@original", registry=reg)
+    assert {e.example_id: e.read_bytes() for e in ds} == {
+        p.relative_to(tree).as_posix(): p.read_bytes() for p in tree.rglob("*.bin")
+    }
