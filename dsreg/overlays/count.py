@@ -173,6 +173,7 @@ class Scan:
         self._thresholds: FloatArray | None = None
         self._guess: IntArray | None = None
         self._cj_counts: Int64Array | None = None
+        self._calibrated: Int64Array | None = None
 
     def chunks(self) -> Any:
         """Validated ``(start, chunk)`` pairs; see :meth:`ProbabilitySource.chunks`."""
@@ -320,7 +321,11 @@ class Scan:
         _, counts = self.confident_pass()
         cj = counts.copy()
         np.fill_diagonal(cj, cj.diagonal().clip(min=1))
-        return calibrate_confident_joint(cj, self.labels) if calibrate else cj
+        if not calibrate:
+            return cj
+        if self._calibrated is None:
+            self._calibrated = calibrate_confident_joint(cj, self.labels)
+        return self._calibrated.copy()
 
 
 def round_preserving_sum(iterable: npt.ArrayLike) -> npt.NDArray[np.int_]:
@@ -361,8 +366,33 @@ def round_preserving_row_totals(confident_joint: npt.ArrayLike) -> npt.NDArray[n
     -------
     numpy.ndarray of int, shape (k, k)
     """
-    rounded = np.apply_along_axis(func1d=round_preserving_sum, axis=1, arr=confident_joint)
-    return rounded.astype(int)
+    # round_preserving_sum applied to every row at once (cleanlab loops in Python). The same
+    # floats: each row's total is numpy's pairwise sum of that row, which a C-ordered
+    # row-wise reduction reproduces; integer-valued totals are exact in any order. Only the
+    # *set* of entries adjusted matters, and a stable argsort per row picks the same set.
+    floats = np.array(confident_joint, dtype=float, order="C", ndmin=2)
+    ints = floats.round()
+    orig_sum = floats.sum(axis=1).round()
+    int_sum = ints.sum(axis=1).round()
+    width = floats.shape[1]
+    todo = np.flatnonzero(np.abs(int_sum - orig_sum) > FLOATING_POINT_COMPARISON)
+    while todo.size:
+        diff = np.round(orig_sum[todo] - int_sum[todo])
+        increment = np.where(diff < 0.0, -1.0, 1.0)
+        changes = np.minimum(np.abs(diff).astype(np.int64), width)
+        order = np.argsort(floats[todo] - ints[todo], axis=1, kind="stable")
+        position = np.empty_like(order)
+        np.put_along_axis(position, order, np.arange(width)[None, :], axis=1)
+        # +1 goes to the last ``changes`` of the ascending order, -1 to the first ones.
+        chosen = np.where(
+            increment[:, None] > 0,
+            position >= (width - changes)[:, None],
+            position < changes[:, None],
+        )
+        ints[todo] += chosen * increment[:, None]
+        int_sum[todo] = ints[todo].sum(axis=1).round()
+        todo = todo[np.abs(int_sum[todo] - orig_sum[todo]) > FLOATING_POINT_COMPARISON]
+    return ints.astype(int)
 
 
 def _label_counts(labels: npt.ArrayLike, k: int) -> Int64Array:

@@ -1,0 +1,268 @@
+"""dsreg's detector against cleanlab, side by side (run on demand, not in the test suite).
+
+Two modes:
+
+``compare`` (default)
+    The same seeded float32 probabilities, at 1,000,000 x 345 and at 50,000 x 1,000. Each
+    measurement runs in a fresh subprocess that loads the input fully into memory, then times
+    one call: ``cleanlab.filter.find_label_issues(labels, pred_probs)`` with its defaults
+    (``n_jobs`` = physical cores) against ``dsreg.overlays.detector.detect(labels, pred_probs)``
+    (which also ranks the rows and estimates the joint and the noise rate). Memory is the peak
+    above the resident size right after loading the input: the worker's own high-water mark
+    (``VmHWM``, exact) and the sampled proportional set size (PSS) of its whole process
+    tree, which counts cleanlab's pool workers fairly. Medians of ``--repeat`` runs.
+
+``ooc``
+    A 10,000,000 x 345 float16 ``.npy`` (6.9 GB) written in chunks to ``--dir``, then
+    ``detect(labels, path)`` reading it memory-mapped; reports time and peak resident memory,
+    then deletes the file (unless ``--keep``).
+
+Usage::
+
+    python benchmarks/bench_detector.py compare --repeat 3
+    python benchmarks/bench_detector.py ooc --dir /tmp
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve()
+REPO = HERE.parents[1]
+
+
+def generate(n: int, k: int, *, seed: int, dtype: Any, probs_out: Any) -> np.ndarray:
+    """Fill ``probs_out`` (n x k) with a seeded classifier's softmax; return noisy labels.
+
+    A classifier that is right about 90% of the time; 10% of the given labels are then
+    replaced by a uniformly drawn class. Written in row blocks so any size fits in memory.
+    """
+    rng = np.random.default_rng(seed)
+    truth = rng.integers(0, k, n)
+    block = max(1, (1 << 22) // k)
+    for start in range(0, n, block):
+        stop = min(n, start + block)
+        z = rng.standard_normal((stop - start, k), dtype=np.float32)
+        z[np.arange(stop - start), truth[start:stop]] += 4.5
+        z -= z.max(axis=1, keepdims=True)
+        np.exp(z, out=z)
+        z /= z.sum(axis=1, keepdims=True)
+        probs_out[start:stop] = z
+    labels = truth.copy()
+    flip = rng.random(n) < 0.10
+    labels[flip] = rng.integers(0, k, int(flip.sum()))
+    return labels
+
+
+def write_inputs(folder: Path, n: int, k: int, dtype: Any, seed: int = 0) -> tuple[Path, Path]:
+    probs_path = folder / f"probs_{n}x{k}_{np.dtype(dtype).name}.npy"
+    labels_path = folder / f"labels_{n}x{k}.npy"
+    out = np.lib.format.open_memmap(probs_path, mode="w+", dtype=dtype, shape=(n, k))
+    labels = generate(n, k, seed=seed, dtype=dtype, probs_out=out)
+    out.flush()
+    del out
+    np.save(labels_path, labels)
+    return probs_path, labels_path
+
+
+def status_bytes(field: str) -> int:
+    """``VmRSS`` or ``VmHWM`` (peak resident) of this process, from /proc/self/status."""
+    with open("/proc/self/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def reset_peak() -> None:
+    # ru_maxrss survives fork+exec on Linux (it would report the parent's size); VmHWM is per
+    # address space, and writing 5 to clear_refs resets it to the current resident size.
+    with open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")
+
+
+def tree_pss(pid: int) -> int:
+    """Proportional set size of a process and all its descendants, in bytes."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return 0
+    total = 0
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):  # a pool worker may exit between the calls
+            total += proc.memory_full_info().pss
+    return total
+
+
+# -- worker (one measurement per process) ----------------------------------------------------
+
+
+def worker(args: argparse.Namespace) -> None:
+    import warnings
+
+    labels = np.load(args.labels)
+    if args.tool == "dsreg-ooc":
+        probs: Any = args.probs  # a path: memory-mapped, read in chunks
+    else:
+        probs = np.load(args.probs)  # fully in memory
+    sys.path.insert(0, str(REPO))
+    if args.tool == "cleanlab":
+        warnings.simplefilter("ignore")
+        os.environ["TQDM_DISABLE"] = "1"  # cleanlab shows progress bars on large inputs
+        from cleanlab.filter import find_label_issues
+
+        def run() -> int:
+            return int(find_label_issues(labels, probs).sum())
+    else:
+        from dsreg.overlays.detector import detect
+
+        def run() -> int:
+            return len(detect(labels, probs))
+
+    reset_peak()
+    baseline = status_bytes("VmRSS")
+    print(json.dumps({"ready": True, "baseline": baseline}), flush=True)
+    sys.stdin.readline()  # the parent's sampler is running
+    start = time.perf_counter()
+    flagged = run()
+    seconds = time.perf_counter() - start
+    peak = status_bytes("VmHWM")
+    print(json.dumps({"seconds": seconds, "flagged": flagged, "peak_rss": peak}), flush=True)
+
+
+def measure(tool: str, probs: Path, labels: Path) -> dict[str, Any]:
+    command = [sys.executable, str(HERE), "_worker", "--tool", tool]
+    command += ["--probs", str(probs), "--labels", str(labels)]
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    ready = json.loads(proc.stdout.readline())
+    baseline_pss = tree_pss(proc.pid)
+    peak = [baseline_pss]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], tree_pss(proc.pid))
+            done.wait(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    result = json.loads(proc.stdout.readline())
+    done.set()
+    sampler.join()
+    proc.wait()
+    return {
+        "seconds": result["seconds"],
+        "flagged": result["flagged"],
+        "rss_above_input": result["peak_rss"] - ready["baseline"],
+        "tree_pss_above_input": peak[0] - baseline_pss,
+    }
+
+
+def mib(value: float) -> str:
+    return f"{value / 2**20:,.0f} MiB"
+
+
+def compare(args: argparse.Namespace) -> None:
+    sizes = [(1_000_000, 345), (50_000, 1_000)]
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        for n, k in sizes:
+            probs, labels = write_inputs(Path(tmp), n, k, np.float32)
+            runs: dict[str, list[dict[str, Any]]] = {"cleanlab": [], "dsreg": []}
+            for _ in range(args.repeat):
+                for tool in runs:  # alternate, so drift affects both alike
+                    runs[tool].append(measure(tool, probs, labels))
+            med = {
+                tool: {key: statistics.median(r[key] for r in rs) for key in rs[0]}
+                for tool, rs in runs.items()
+            }
+            c, d = med["cleanlab"], med["dsreg"]
+            size = n * k * 4
+            print(f"\n{n:,} x {k:,} float32 ({mib(size)} input), median of {args.repeat}:")
+            for tool, m in med.items():
+                print(
+                    f"  {tool:9s} {m['seconds']:7.2f} s   peak RSS above input "
+                    f"{mib(m['rss_above_input']):>10s}   tree PSS above input "
+                    f"{mib(m['tree_pss_above_input']):>10s}   flagged {int(m['flagged']):,}"
+                )
+            print(
+                f"  dsreg is {c['seconds'] / d['seconds']:.1f}x faster; uses "
+                f"{d['rss_above_input'] / c['rss_above_input']:.2f}x the RSS and "
+                f"{d['tree_pss_above_input'] / c['tree_pss_above_input']:.2f}x the tree PSS "
+                "above the input"
+            )
+            print("  raw:", json.dumps(runs))
+            probs.unlink()
+
+
+def out_of_core(args: argparse.Namespace) -> None:
+    n, k = args.rows, 345
+    folder = Path(args.dir)
+    start = time.perf_counter()
+    probs, labels = write_inputs(folder, n, k, np.float16)
+    size = probs.stat().st_size
+    print(f"wrote {probs} ({size / 1e9:.1f} GB) in {time.perf_counter() - start:.0f} s")
+    try:
+        for _ in range(args.repeat):
+            command = [sys.executable, str(HERE), "_worker", "--tool", "dsreg-ooc"]
+            command += ["--probs", str(probs), "--labels", str(labels)]
+            proc = subprocess.run(command, input="go\n", capture_output=True, text=True, check=True)
+            lines = [json.loads(line) for line in proc.stdout.splitlines()]
+            result = lines[-1]
+            print(
+                f"detect({n:,} x {k} float16 .npy): {result['seconds']:.1f} s, peak RSS "
+                f"{mib(result['peak_rss'])} (baseline after loading labels "
+                f"{mib(lines[0]['baseline'])}), flagged {result['flagged']:,}"
+            )
+    finally:
+        if not args.keep:
+            probs.unlink()
+            labels.unlink()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="mode")
+    c = sub.add_parser("compare", help="dsreg vs cleanlab, in memory")
+    c.add_argument("--repeat", type=int, default=3)
+    c.add_argument("--dir", default=None, help="where to write the inputs (default: temp)")
+    o = sub.add_parser("ooc", help="10M x 345 float16 .npy, memory-mapped")
+    o.add_argument("--dir", default=tempfile.gettempdir())
+    o.add_argument("--rows", type=int, default=10_000_000)
+    o.add_argument("--repeat", type=int, default=1)
+    o.add_argument("--keep", action="store_true", help="keep the generated file")
+    w = sub.add_parser("_worker")
+    w.add_argument("--tool", choices=["cleanlab", "dsreg", "dsreg-ooc"], required=True)
+    w.add_argument("--probs", required=True)
+    w.add_argument("--labels", required=True)
+    args = parser.parse_args()
+    if args.mode == "_worker":
+        worker(args)
+    elif args.mode == "ooc":
+        out_of_core(args)
+    else:
+        if args.mode is None:
+            args = parser.parse_args(["compare", *sys.argv[1:]])
+        compare(args)
+
+
+if __name__ == "__main__":
+    main()
