@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from dsreg.errors import (
     DsregError,
     InvalidInputError,
+    InvalidNameError,
     InvalidSpecError,
     QueryError,
     StorageError,
@@ -244,6 +245,7 @@ class Connection:
 
     def __init__(self, registry: Registry, con: duckdb.DuckDBPyConnection | None = None) -> None:
         self.registry = registry
+        self._unparsed: dict[str, DsregError] = {}
         self.duckdb: duckdb.DuckDBPyConnection = con if con is not None else duckdb.connect()
         # The library never prints: no progress bar on long queries.
         self.duckdb.execute("SET enable_progress_bar = false")
@@ -282,17 +284,27 @@ class Connection:
     def resolve_names(self, query: str) -> dict[str, str]:
         """Create a view for every revision ``query`` names; return ``{name: revision digest}``.
 
-        A name that is not a spec at all (a column called ``"a@b"``) is left to DuckDB; a spec
-        that resolves to nothing raises, since that is what the query meant.
+        A name that is not a spec at all (a column alias ``"a@B"``) is left to DuckDB; if DuckDB
+        then finds no such table, the spec's own error is raised. A spec that resolves to
+        nothing raises at once, since that is what the query meant.
         """
         out: dict[str, str] = {}
+        self._unparsed = {}
         for name in quoted_names(query):
             try:
                 resolved = self.registry.resolve(name)
-            except InvalidSpecError:
+            except (InvalidSpecError, InvalidNameError) as e:
+                self._unparsed[name] = e
                 continue
             out[name] = self.create_view(name, resolved.revision)
         return out
+
+    def _error(self, e: duckdb.Error, query: str) -> DsregError:
+        if isinstance(e, duckdb.CatalogException):
+            for name, err in self._unparsed.items():
+                if name in str(e):
+                    return err
+        return _translate(e, query)
 
     # -- queries --------------------------------------------------------------------------------
     def execute(self, query: str, parameters: Sequence[Any] | None = None) -> Connection:
@@ -304,7 +316,7 @@ class Connection:
             else:
                 self.duckdb.execute(query, parameters)
         except duckdb.Error as e:
-            raise _translate(e, query) from e
+            raise self._error(e, query) from e
         return self
 
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:
@@ -313,7 +325,7 @@ class Connection:
         try:
             return self.duckdb.sql(query)
         except duckdb.Error as e:
-            raise _translate(e, query) from e
+            raise self._error(e, query) from e
 
     query = sql
 
@@ -335,7 +347,10 @@ class Connection:
         if rel is None:
             return pa.table({})
         try:
-            return rel.fetch_arrow_table()
+            # DuckDB 1.4 renamed fetch_arrow_table to to_arrow_table (2.0 warns on the old name).
+            fetch = getattr(rel, "to_arrow_table", None) or rel.fetch_arrow_table
+            table: pa.Table = fetch()
+            return table
         except duckdb.Error as e:
             raise _translate(e, query) from e
 
@@ -347,7 +362,8 @@ class Connection:
         if rel is None:
             return pa.schema([]), iter(())
         try:
-            reader = rel.fetch_arrow_reader(rows)
+            fetch = getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader
+            reader: pa.RecordBatchReader = fetch(rows)
         except duckdb.Error as e:
             raise _translate(e, query) from e
 
