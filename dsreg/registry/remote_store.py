@@ -34,7 +34,7 @@ from dsreg.registry.digest import ALGORITHM, PREFIX, format_digest, short
 from dsreg.registry.names import check_name
 from dsreg.registry.progress import ProgressHook, no_progress
 from dsreg.registry.refs import LogEntry
-from dsreg.registry.store import ObjectBatch, hash_path, sync_filesystem
+from dsreg.registry.store import hash_path, sync_filesystem
 
 __all__ = ["FetchReport", "RemoteStore", "open_filesystem"]
 
@@ -283,14 +283,15 @@ class RemoteStore:
     def fetch(
         self,
         digests: Sequence[str],
-        batch: ObjectBatch,
+        stage: Callable[[str, int], str],
         scratch: Path,
         *,
         jobs: int,
         progress: ProgressHook = no_progress,
     ) -> FetchReport:
-        """Download objects, hash each, and stage the intact ones in ``batch`` (the caller
-        commits it). Missing and corrupt objects are reported, never staged."""
+        """Download objects, hash each, and hand the intact ones to ``stage(path, size)`` (an
+        ``ObjectBatch.put_file`` or the store's ``put_file``), which returns the digest of what it
+        stored. Missing and corrupt objects are reported, never staged."""
         if not digests:
             return FetchReport()
 
@@ -311,7 +312,7 @@ class RemoteStore:
                     # Staging re-reads the bytes it stores and returns their digest: compared
                     # again, so bytes that changed between the two reads are never staged under
                     # the digest asked for.
-                    if batch.put_file(src, size_hint=size) != digest:
+                    if stage(src, size) != digest:
                         return digest, "changed while read", 0
                     return digest, None, size
                 finally:

@@ -84,8 +84,10 @@ _SECRETS = frozenset(
         "oss_key_secret",
     }
 )
-# Objects fetched are committed to the store in waves, so an interrupted pull keeps what came.
-_WAVE = 4096
+# Objects fetched are committed to the store in waves, so an interrupted pull keeps what came;
+# up to _FEW objects (manifests, tables) are stored one by one, without a staging batch.
+_WAVE = 8192
+_FEW = 32
 
 
 # -- configuration ---------------------------------------------------------------------------
@@ -445,26 +447,36 @@ def push(
 def _fetch(
     reg: Registry, rs: RemoteStore, digests: Iterable[str], *, jobs: int, progress: ProgressHook
 ) -> FetchReport:
-    """Fetch the objects this registry lacks, verified; committed in waves; raise on any
-    missing or corrupt one (after keeping the intact ones)."""
+    """Fetch the objects this registry lacks, verified; raise on any missing or corrupt one
+    (after keeping the intact ones). Many objects go through one staging batch committed in
+    waves, so an interrupted pull keeps what arrived; a few are stored one by one."""
     need = sorted(reg.store.missing(digests))
-    fetched = nbytes = 0
-    missing: list[str] = []
-    corrupt: list[tuple[str, str]] = []
-    with reg.lock(), ThreadPoolExecutor(max_workers=max(1, min(jobs, 16))) as pool:
-        for i in range(0, len(need), _WAVE):
-            wave = need[i : i + _WAVE]
+    if not need:
+        return FetchReport()
+    reports: list[FetchReport] = []
+    with reg.lock():
+        if len(need) <= _FEW:
 
-            def hook(task: str, done: int, total: int, _i: int = i) -> None:
-                progress(task, _i + done, len(need))
+            def put(path: str, size: int) -> str:
+                return reg.store.put_file(Path(path))
 
-            with reg.store.batch() as batch:
-                rep = rs.fetch(wave, batch, reg.store.tmp, jobs=jobs, progress=hook)
-                batch.commit(map_=pool.map)
-            fetched += rep.fetched
-            nbytes += rep.bytes
-            missing += rep.missing
-            corrupt += rep.corrupt
+            reports.append(rs.fetch(need, put, reg.store.tmp, jobs=jobs, progress=progress))
+        else:
+            with reg.store.batch() as batch, ThreadPoolExecutor(max(1, min(jobs, 16))) as pool:
+
+                def stage(path: str, size: int) -> str:
+                    return batch.put_file(path, size_hint=size)
+
+                for i in range(0, len(need), _WAVE):
+
+                    def hook(task: str, done: int, total: int, _i: int = i) -> None:
+                        progress(task, _i + done, len(need))
+
+                    wave = need[i : i + _WAVE]
+                    reports.append(rs.fetch(wave, stage, reg.store.tmp, jobs=jobs, progress=hook))
+                    batch.commit(map_=pool.map)
+    corrupt = [c for r in reports for c in r.corrupt]
+    missing = [m for r in reports for m in r.missing]
     if corrupt:
         listed = ", ".join(
             f"{d} (its bytes hash to {short(g)})" if is_digest(g) else f"{d} ({g})"
@@ -480,7 +492,7 @@ def _fetch(
             f"({', '.join(short(d) for d in missing[:5])}); push them from a registry that "
             "holds them"
         )
-    return FetchReport(fetched=fetched, bytes=nbytes)
+    return FetchReport(fetched=sum(r.fetched for r in reports), bytes=sum(r.bytes for r in reports))
 
 
 def _children(reg: Registry, digest: str) -> list[tuple[str, bool]]:

@@ -1,0 +1,280 @@
+"""Remotes against DVC 3.x: push and pull of one ImageFolder tree through a local-directory remote.
+
+    python benchmarks/bench_remotes.py                   # 50,000 files, 1,000 classes, 3 reps
+    python benchmarks/bench_remotes.py --files 5000 --reps 2
+
+Targets (docs/benchmarks.md):
+- ``dsreg push`` >= 2x faster than ``dvc push`` of the same tree to an empty remote;
+- ``dsreg pull`` >= 2x faster than ``dvc fetch`` (objects into the store / cache, from an empty
+  one), and ``dsreg pull`` + ``dsreg checkout`` >= 2x faster than ``dvc pull`` (fetch and
+  workspace; both link by hard link);
+- a second push with nothing new >= 20x faster than the first (the push itself, timed inside
+  one process; the command line's figures, which add the interpreter's start-up, are shown too).
+
+Both tools push from a warm store/cache (every file read once before the measurement) and pull
+from a warm remote; ``sync`` runs before every measurement, and the order of the tools alternates
+between repetitions. dsreg's push ends with a ``syncfs`` barrier on the remote (objects durable
+before the tag that names them); DVC's push ends with its writes still in the page cache, so the
+comparison bills dsreg for a durability DVC does not give. DVC's state lives in a fresh
+``core.site_cache_dir`` per repetition. Exit status 0 only if every target passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import (
+    DSREG,
+    DVC,
+    REPO,
+    Measurement,
+    Series,
+    check,
+    fresh_dir,
+    machine,
+    make_imagefolder,
+    measure,
+    ratio_line,
+    tree_bytes,
+    warm,
+)
+
+PUSH_TARGET = 2.0
+PULL_TARGET = 2.0
+NOOP_TARGET = 20.0
+_ENV = {"PYTHONPATH": str(REPO), "DVC_NO_ANALYTICS": "1", "GIT_TERMINAL_PROMPT": "0"}
+
+# Times the library's push twice in one process: the first to an empty remote, then again.
+_INPROC = """
+import json, sys, time
+from dsreg.registry.registry import Registry
+from dsreg.registry.remotes import push
+reg = Registry.find(sys.argv[1])
+t0 = time.perf_counter(); first = push(reg, remote=sys.argv[2]); t1 = time.perf_counter()
+again = push(reg, remote=sys.argv[2]); t2 = time.perf_counter()
+assert first.sent > 0 and again.sent == 0, (first.sent, again.sent)
+print(json.dumps({"first": t1 - t0, "again": t2 - t1}))
+"""
+
+
+def _run(cmd: list[str], cwd: Path) -> str:
+    proc = subprocess.run(
+        cmd, cwd=cwd, check=True, capture_output=True, text=True, env={**os.environ, **_ENV}
+    )
+    return proc.stdout
+
+
+def _m(cmd: list[str], cwd: Path) -> Measurement:
+    return measure(cmd, cwd=cwd, env=_ENV)
+
+
+def _rm(path: Path) -> None:
+    if path.exists():
+        shutil.rmtree(path)
+
+
+def _dvc_project(proj: Path, tree: Path, remote: Path, site: Path) -> None:
+    """A DVC project whose cache holds the tree. The tree is moved in for ``dvc add`` (with
+    copies, so its files stay its own) and back out, so both tools read the very same files;
+    pulls then check out by hard link, as dsreg's do."""
+    fresh_dir(proj)
+    fresh_dir(site)
+    _run(["git", "init", "-q"], proj)
+    _run([*DVC, "init", "-q"], proj)
+    for key, value in (
+        ("core.analytics", "false"),
+        ("core.check_update", "false"),
+        ("core.site_cache_dir", str(site)),
+        ("cache.type", "copy"),
+    ):
+        _run([*DVC, "config", key, value], proj)
+    _run([*DVC, "remote", "add", "-d", "bench", str(remote)], proj)
+    os.rename(tree, proj / "data")
+    try:
+        _run([*DVC, "add", "-q", "data"], proj)
+    finally:
+        os.rename(proj / "data", tree)
+    _run([*DVC, "config", "cache.type", "hardlink"], proj)
+
+
+def _objects(remote: Path) -> int:
+    return sum(len(f) for _d, _s, f in os.walk(remote / "files"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--files", type=int, default=50_000, help="files in the tree (50000)")
+    ap.add_argument("--classes", type=int, default=1_000, help="class folders (1000)")
+    ap.add_argument("--reps", type=int, default=3, help="repetitions of each measurement (3)")
+    ap.add_argument("--workdir", type=Path, help="where trees, stores and remotes go (a temp dir)")
+    ap.add_argument("--json", type=Path, help="also write the results here as JSON")
+    args = ap.parse_args(argv)
+    work = (args.workdir or Path(tempfile.mkdtemp(prefix="dsreg-bench-remotes-"))).absolute()
+    work.mkdir(parents=True, exist_ok=True)
+    say = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+
+    say(f"tree: {args.files} files in {args.classes} classes under {work}")
+    tree = make_imagefolder(work / "tree", files=args.files, classes=args.classes)
+    size = tree_bytes(tree)
+    reg = work / "dsreg-reg"
+    if not (reg / "refs" / "bench" / "v1").is_file():
+        fresh_dir(reg)
+        _run([*DSREG, "init", "--registry", str(reg)], work)
+        _run([*DSREG, "add", "bench", str(tree), "--tag", "v1", "--registry", str(reg)], work)
+    proj, site = work / "dvc-proj", work / "dvc-site"
+    dvc_remote = work / "dvc-remote"
+    _dvc_project(proj, tree, dvc_remote, site)
+
+    names = (
+        "dsreg_push",
+        "dsreg_push_again",
+        "dsreg_push_lib",
+        "dsreg_push_again_lib",
+        "dsreg_pull",
+        "dsreg_checkout",
+        "dvc_push",
+        "dvc_push_again",
+        "dvc_fetch",
+        "dvc_pull",
+    )
+    s = {k: Series(name=k) for k in names}
+    remote, clone, out = work / "dsreg-remote", work / "dsreg-pulled", work / "dsreg-out"
+
+    def dsreg_rep() -> None:
+        _rm(remote)
+        warm(reg / "files")
+        s["dsreg_push"].runs.append(
+            _m([*DSREG, "push", "-r", str(remote), "--registry", str(reg)], work)
+        )
+        if _objects(remote) != args.files + 3:
+            raise SystemExit(f"dsreg pushed {_objects(remote)} objects, expected {args.files + 3}")
+        s["dsreg_push_again"].runs.append(
+            _m([*DSREG, "push", "-r", str(remote), "--registry", str(reg)], work)
+        )
+        fresh_dir(clone).rmdir()
+        _run([*DSREG, "init", "--registry", str(clone)], work)
+        warm(remote)
+        s["dsreg_pull"].runs.append(
+            _m([*DSREG, "pull", "-r", str(remote), "--registry", str(clone)], work)
+        )
+        _rm(out)
+        s["dsreg_checkout"].runs.append(
+            _m(
+                [
+                    *DSREG,
+                    "checkout",
+                    "bench@v1",
+                    str(out),
+                    "--link",
+                    "hardlink",
+                    "--registry",
+                    str(clone),
+                ],
+                work,
+            )
+        )
+        n = sum(len(f) for _d, _s, f in os.walk(out)) - 1
+        if n != args.files:
+            raise SystemExit(f"dsreg checked out {n} files, expected {args.files}")
+        # The push itself, without the interpreter's start-up: one process, two pushes.
+        _rm(remote)
+        warm(reg / "files")
+        os.sync()
+        t = json.loads(_run([sys.executable, "-c", _INPROC, str(reg), str(remote)], work))
+        s["dsreg_push_lib"].runs.append(Measurement(seconds=t["first"], peak_rss_mib=0.0))
+        s["dsreg_push_again_lib"].runs.append(Measurement(seconds=t["again"], peak_rss_mib=0.0))
+
+    def dvc_rep() -> None:
+        _rm(dvc_remote)
+        fresh_dir(site)
+        warm(proj / ".dvc" / "cache")
+        s["dvc_push"].runs.append(_m([*DVC, "push", "-q"], proj))
+        s["dvc_push_again"].runs.append(_m([*DVC, "push", "-q"], proj))
+        cache = proj / ".dvc" / "cache"
+        keep = work / "dvc-cache-kept"
+        _rm(keep)
+        os.rename(cache, keep)  # the filled cache, kept for the next repetition's push
+        fresh_dir(site)
+        warm(dvc_remote)
+        s["dvc_fetch"].runs.append(_m([*DVC, "fetch", "-q"], proj))
+        _rm(cache)
+        _rm(proj / "data")
+        fresh_dir(site)
+        warm(dvc_remote)
+        s["dvc_pull"].runs.append(_m([*DVC, "pull", "-q"], proj))
+        n = sum(len(f) for _d, _s, f in os.walk(proj / "data"))
+        if n != args.files:
+            raise SystemExit(f"dvc pulled {n} files, expected {args.files}")
+        _rm(proj / "data")
+        _rm(cache)
+        os.rename(keep, cache)
+
+    steps = {"dsreg": dsreg_rep, "dvc": dvc_rep}
+    for rep in range(args.reps):
+        order = ("dsreg", "dvc") if rep % 2 == 0 else ("dvc", "dsreg")
+        for tool in order:
+            say(f"repetition {rep + 1}/{args.reps}: {tool}")
+            t0 = time.perf_counter()
+            steps[tool]()
+            say(f"  {time.perf_counter() - t0:.0f} s")
+
+    result = {
+        "benchmark": "remotes",
+        "files": args.files,
+        "classes": args.classes,
+        "bytes": size,
+        "reps": args.reps,
+        "machine": machine(),
+        "series": {k: v.to_dict() for k, v in s.items() if v.runs},
+    }
+    ok = _report(s, args, size, result)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0 if ok else 1
+
+
+def _report(s: dict[str, Series], args: argparse.Namespace, size: int, result: dict) -> bool:
+    print(
+        f"remotes benchmark: {args.files} files, {args.classes} classes, {size / 2**20:.0f} MiB, "
+        f"local-directory remotes, {args.reps} reps, {os.cpu_count()} cpus (medians)"
+    )
+    for k, v in s.items():
+        rss = f"peak RSS {v.peak_rss_mib:7.1f} MiB" if v.peak_rss_mib else "(in-process)"
+        print(f"  {k:<22} {v.seconds:8.2f} s   {rss}")
+    sec = {k: v.seconds for k, v in s.items()}
+    pulled = sec["dsreg_pull"] + sec["dsreg_checkout"]
+    checks = [
+        ("push: dvc push / dsreg push", sec["dvc_push"] / sec["dsreg_push"], PUSH_TARGET),
+        ("pull: dvc fetch / dsreg pull", sec["dvc_fetch"] / sec["dsreg_pull"], PULL_TARGET),
+        ("pull+workspace: dvc pull / dsreg pull+checkout", sec["dvc_pull"] / pulled, PULL_TARGET),
+        (
+            "push again, nothing new: first / again (library)",
+            sec["dsreg_push_lib"] / sec["dsreg_push_again_lib"],
+            NOOP_TARGET,
+        ),
+    ]
+    ok = True
+    for label, ratio, target in checks:
+        print(ratio_line(label, ratio, target, ""))
+        ok &= check(ratio, target) == "PASS"
+    cli = sec["dsreg_push"] / sec["dsreg_push_again"]
+    print(f"  {'push again (command line, incl. start-up)':<44} {cli:6.1f}x  (shown, no target)")
+    dvc_again = sec["dvc_push"] / sec["dvc_push_again"]
+    print(f"  {'dvc push again (command line)':<44} {dvc_again:6.1f}x  (shown, no target)")
+    result["checks"] = [
+        {"check": label, "ratio": round(r, 2), "target": t, "verdict": check(r, t)}
+        for label, r, t in checks
+    ]
+    return ok
+
+
+if __name__ == "__main__":
+    sys.exit(main())
