@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -75,8 +74,6 @@ def test_checkout_is_byte_identical_to_the_source_tree(
         "files": 12,
     }
     some = out / "dog" / "img001.bin"
-    store_ino = reg.store.path(res.revision).stat().st_ino  # any object: only to compare kinds
-    assert store_ino
     if link == "symlink":
         assert some.is_symlink()
     elif link == "hardlink":
@@ -239,4 +236,3 @@ def test_table_with_files_checks_out_at_the_example_ids(
     checkout(reg, reg.resolve("audio@original"), out, link="copy")
     assert files_of(out) == {"a/b/x.wav": b"wave", "y.wav": b"why"}
     assert json.loads((out / PIN).read_text())["layout"] == "files"
-    os.chmod(out / "y.wav", 0o644)
