@@ -62,6 +62,7 @@ def plot_ranks(report: EvalReport, path: str | os.PathLike[str]) -> Path:
 
     # Fixed metadata and hash salt: the same report gives the same SVG bytes.
     plt.rcParams["svg.hashsalt"] = "dsreg"
+    plt.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, selectable
     n = len(report.models)
     widths = [max(1, len(cols) - 1) + 1.2 for _, cols in panels]
     fig, axes = plt.subplots(
