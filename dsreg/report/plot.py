@@ -16,6 +16,7 @@ from dsreg.report.evaluate import EvalReport
 __all__ = ["plot_ranks"]
 
 _UP, _DOWN, _SAME = "#1a9850", "#d73027", "#7f7f7f"
+_GAP_IN = 1.6  # inches between two columns of a panel
 
 
 def _columns(report: EvalReport) -> list[tuple[str, list[tuple[str, str]]]]:
@@ -64,16 +65,21 @@ def plot_ranks(report: EvalReport, path: str | os.PathLike[str]) -> Path:
     plt.rcParams["svg.hashsalt"] = "dsreg"
     plt.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, selectable
     n = len(report.models)
-    widths = [max(1, len(cols) - 1) + 1.2 for _, cols in panels]
+    # Sized to the content: a fixed gap between columns, room for the longest name label on
+    # either side, so labels never run into the axis or the next panel.
+    groups = [_groups(report, cols) for _, cols in panels]
+    longest = max(len(" = ".join(names)) for g in groups for names, _ in g.values())
+    label_in = 0.3 + 0.075 * longest
+    widths = [(len(cols) - 1) * _GAP_IN + 2 * label_in for _, cols in panels]
     fig, axes = plt.subplots(
         1,
         len(panels),
-        figsize=(sum(widths) * 2.0 + 1.5, 1.6 + 0.42 * max(n, 3)),
+        figsize=(sum(widths) + 0.9 * len(panels), 1.6 + 0.42 * max(n, 3)),
         gridspec_kw={"width_ratios": widths},
         squeeze=False,
     )
-    for ax, (title, cols) in zip(axes[0], panels, strict=True):
-        _panel(ax, report, title, cols)
+    for ax, (title, cols), g in zip(axes[0], panels, groups, strict=True):
+        _panel(ax, report, title, cols, g, pad=label_in / _GAP_IN)
     at = report.tag or report.revision[7:19]
     fig.suptitle(
         f"{report.dataset}@{at}: model rank by top-1 accuracy (1 = best)\n"
@@ -94,39 +100,58 @@ def plot_ranks(report: EvalReport, path: str | os.PathLike[str]) -> Path:
     return out
 
 
-def _panel(ax: Any, report: EvalReport, title: str, cols: list[tuple[str, str]]) -> None:
+def _groups(
+    report: EvalReport, cols: list[tuple[str, str]]
+) -> dict[tuple[int, int], tuple[list[str], float | None]]:
+    """(column, rank) -> the models there and their accuracy (tied ranks are tied accuracies)."""
+    out: dict[tuple[int, int], tuple[list[str], float | None]] = {}
+    for i, m in enumerate(report.models):
+        for x, (_, key) in enumerate(cols):
+            r, a = _value(report, i, key)
+            if r is not None:
+                out.setdefault((x, r), ([], a))[0].append(m.model)
+    return out
+
+
+def _panel(
+    ax: Any,
+    report: EvalReport,
+    title: str,
+    cols: list[tuple[str, str]],
+    groups: dict[tuple[int, int], tuple[list[str], float | None]],
+    *,
+    pad: float,
+) -> None:
     n = len(report.models)
     xs = list(range(len(cols)))
-    for i, m in enumerate(report.models):
-        pts = [(x, *_value(report, i, key)) for x, (_, key) in zip(xs, cols, strict=True)]
-        have = [(x, r, a) for x, r, a in pts if r is not None]
+    for i in range(n):
+        pts = [(x, _value(report, i, key)[0]) for x, (_, key) in zip(xs, cols, strict=True)]
+        have = [(x, r) for x, r in pts if r is not None]
         if not have:
             continue
         first, last = have[0][1], have[-1][1]
         color = _SAME if first == last else (_UP if last < first else _DOWN)
         ax.plot([p[0] for p in have], [p[1] for p in have], "-o", color=color, lw=2, ms=6)
-        for x, r, a in have:
-            if a is not None:
-                ax.annotate(
-                    f"{100 * a:.1f}%",
-                    (x, r),
-                    textcoords="offset points",
-                    xytext=(0, 7),
-                    ha="center",
-                    fontsize=7,
-                    color="#404040",
-                )
-        ax.annotate(
-            m.model, (have[0][0], first), textcoords="offset points", xytext=(-10, -3),
-            ha="right", fontsize=8,
-        )  # fmt: skip
-        if len(have) > 1:
+    for (x, r), (names, a) in groups.items():
+        if a is not None:
             ax.annotate(
-                m.model, (have[-1][0], last), textcoords="offset points", xytext=(10, -3),
-                ha="left", fontsize=8,
+                f"{100 * a:.1f}%", (x, r), textcoords="offset points", xytext=(0, 7),
+                ha="center", fontsize=7, color="#404040",
+            )  # fmt: skip
+        # Names beside the first and last columns; tied models share one label.
+        label = " = ".join(names)
+        if x == xs[0]:
+            ax.annotate(
+                label, (x, r), textcoords="offset points", xytext=(-10, -3), ha="right",
+                fontsize=8,
+            )  # fmt: skip
+        if x == xs[-1] and len(xs) > 1:
+            ax.annotate(
+                label, (x, r), textcoords="offset points", xytext=(10, -3), ha="left",
+                fontsize=8,
             )  # fmt: skip
     ax.set_xticks(xs, [c for c, _ in cols])
-    ax.set_xlim(-0.9, len(cols) - 0.1)
+    ax.set_xlim(-pad, len(cols) - 1 + pad)
     ax.set_ylim(n + 0.6, 0.4)
     ax.set_yticks(range(1, n + 1))
     ax.set_ylabel("rank")

@@ -1,0 +1,138 @@
+"""``dsreg diff`` (one snapshot or two), citations that carry every digest, the rank chart."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dsreg
+from dsreg.errors import InvalidInputError
+from dsreg.report.cite import FORMATS, cite
+from dsreg.report.diff import diff
+from dsreg.report.evaluate import evaluate
+from dsreg.report.plot import plot_ranks
+
+
+def test_diff_of_two_views_of_one_snapshot_matches_rows(make_labelset: Any) -> None:
+    ls = make_labelset(n=60, seed=7)
+    a, b = ls.view("original"), ls.view("corrected")
+    res = diff(ls.reg, "toy@original", "toy@corrected")
+    assert res.match == "row"
+    assert (res.rows_a, res.rows_b) == (60, len(b))
+    kept = set(b.column("row").to_pylist())
+    assert res.only_a == 60 - len(kept) and res.only_b == 0
+    changed = b.filter(np.asarray(b["label"]) != np.asarray(b["given_label"]))
+    assert res.relabelled == len(changed) > 0
+    names = ls.classes
+    want = Counter(
+        (names[g], names[lab])
+        for g, lab in zip(
+            changed["given_label"].to_pylist(), changed["label"].to_pylist(), strict=True
+        )
+    )
+    assert {(t.source, t.target): t.count for t in res.transitions} == dict(want)
+    counts = [t.count for t in res.transitions]
+    assert counts == sorted(counts, reverse=True)
+    assert res.unchanged == len(b) - len(changed)
+    removed = [ls.ids[r] for r in range(60) if r not in kept]
+    assert res.samples["only_a"] == removed[:10]
+    assert res.samples["relabelled"] == changed["example_id"].to_pylist()[:10]
+    assert a.num_rows == res.rows_a
+    back = diff(ls.reg, "toy@corrected", "toy@original")
+    assert (back.only_a, back.only_b, back.relabelled) == (0, res.only_a, res.relabelled)
+    same = diff(ls.reg, "toy@cleaned", "toy@cleaned")
+    assert (same.only_a, same.only_b, same.relabelled, same.transitions) == (0, 0, 0, ())
+
+
+def test_diff_of_two_snapshots_matches_example_ids(make_labelset: Any) -> None:
+    ls = make_labelset(n=20, overlays=0)
+    # A second snapshot of the set: ids 0-4 dropped, 3 new ones, rows 5-6 relabelled, reordered.
+    ids = [f"img{i:04d}" for i in range(19, 4, -1)] + ["new1", "new2", "new3"]
+    labels = np.asarray([ls.labels[int(i[3:])] if i.startswith("img") else 0 for i in ids])
+    labels[ids.index("img0005")] = (ls.labels[5] + 1) % 4
+    labels[ids.index("img0006")] = (ls.labels[6] + 2) % 4
+    make_labelset(reg=ls.reg, ids=ids, labels=labels.astype(np.int32), overlays=0, tag="v2")
+    res = diff(ls.reg, "toy@original", "toy@v2")
+    assert res.match == "example_id"
+    assert (res.only_a, res.only_b, res.relabelled, res.unchanged) == (5, 3, 2, 13)
+    assert res.samples["only_a"] == [f"img{i:04d}" for i in range(5)]
+    assert res.samples["only_b"] == ["new1", "new2", "new3"]
+    assert sorted(res.samples["relabelled"]) == ["img0005", "img0006"]
+    doc = res.to_dict()
+    assert doc["a"]["revision"] == ls.reg.resolve("toy@original").digest
+    assert json.loads(json.dumps(doc)) == doc
+
+
+def test_a_citation_carries_every_digest_and_the_version(make_labelset: Any) -> None:
+    ls = make_labelset(n=30, seed=1)
+    c = cite(ls.reg, "toy@corrected", authors=["Ada Lovelace", "ACME_Labs & co"])
+    rev = ls.reg.resolve("toy@corrected").digest
+    assert c.digests() == [rev, ls.snapshot, *ls.overlays]
+    assert c.rows == len(ls.view("corrected"))
+    for fmt in FORMATS:
+        text = c.render(fmt)
+        for d in c.digests():
+            assert d in text, (fmt, d)
+        assert "toy@corrected" in text and dsreg.__version__ in text
+        assert text == cite(ls.reg, "toy@corrected", authors=c.authors).render(fmt)  # stable
+    bib = c.bibtex()
+    assert bib.startswith("@misc{toy-corrected-") and bib.count("{") == bib.count("}")
+    assert r"ACME\_Labs \& co" in bib
+    with pytest.raises(InvalidInputError, match="unknown citation format"):
+        c.render("ris")
+
+
+def test_citation_cff_is_valid_yaml_with_the_required_keys(make_labelset: Any) -> None:
+    yaml = pytest.importorskip("yaml")
+    ls = make_labelset(n=30, seed=1)
+    doc = yaml.safe_load(cite(ls.reg, "toy@honeypot").cff())
+    assert doc["cff-version"] == "1.2.0" and doc["type"] == "dataset"
+    assert {"message", "title", "authors", "version", "identifiers"} <= set(doc)
+    assert doc["version"] == ls.reg.resolve("toy@honeypot").digest
+    assert doc["authors"] == [{"name": "toy maintainers"}]
+    assert [i["value"] for i in doc["identifiers"]] == [
+        doc["version"],
+        ls.snapshot,
+        *ls.overlays,
+    ]
+
+
+def _report(ls: Any) -> Any:
+    rng = np.random.default_rng(0)
+    preds = {f"model-{i}": rng.random((ls.n, len(ls.classes))) for i in range(3)}
+    return evaluate("toy@corrected", preds, registry=ls.reg)
+
+
+def test_the_rank_chart_is_written_as_png(make_labelset: Any, tmp_path: Path) -> None:
+    from PIL import Image
+
+    ls = make_labelset(n=60, seed=2)
+    out = plot_ranks(_report(ls), tmp_path / "charts" / "ranks.png")
+    with Image.open(out) as img:
+        assert img.format == "PNG" and img.width > 600 and img.height > 300
+        # Not a blank canvas: coloured lines and text.
+        colours = np.asarray(img.convert("RGB")).reshape(-1, 3)
+        assert len(np.unique(colours, axis=0)) > 20
+
+
+def test_the_svg_chart_is_stable_and_names_the_models(make_labelset: Any, tmp_path: Path) -> None:
+    ls = make_labelset(n=60, seed=2)
+    report = _report(ls)
+    one = plot_ranks(report, tmp_path / "a.svg").read_bytes()
+    two = plot_ranks(report, tmp_path / "b.svg").read_bytes()
+    assert one == two
+    text = one.decode()
+    for m in ("model-0", "model-1", "model-2", "honeypot", "original", "corrected"):
+        assert m in text
+    assert report.revision in text
+
+
+def test_the_chart_needs_png_or_svg(make_labelset: Any, tmp_path: Path) -> None:
+    ls = make_labelset(n=20)
+    with pytest.raises(InvalidInputError, match=r"\.png or \.svg"):
+        plot_ranks(_report(ls), tmp_path / "ranks.jpg")
