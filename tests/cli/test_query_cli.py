@@ -1,0 +1,220 @@
+"""``dsreg sql``, ``eval``, ``diff`` and ``cite`` as a user runs them: data on stdout, messages on
+stderr, ``--json`` for machines, errors exit 1 with ``Error: …``."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from dsreg.overlays.corrections import corrections_table
+from dsreg.overlays.overlay import write_overlay
+from dsreg.registry.digest import hash_file
+from dsreg.registry.ingest import add_source
+from dsreg.registry.registry import Registry
+from dsreg.registry.sources import Source
+from dsreg.registry.tags import make_tag
+
+N = 30
+LABELS = np.asarray([i % 3 for i in range(N)], dtype=np.int32)
+CLASSES = ("ant", "bee", "cat")
+
+
+@pytest.fixture
+def reg(make_registry: Callable[..., Registry]) -> Registry:
+    """``toy``: 30 rows over 3 classes; one overlay (rows 0-2 correctable to the next class,
+    rows 3-4 neither, row 5 non_error) under tags original, cleaned-v1, corrected-v1."""
+    r = make_registry()
+    src = Source(
+        ids=[f"e{i:02d}" for i in range(N)],
+        labels=LABELS,
+        classes=CLASSES,
+        payloads=[None] * N,
+        metadata=None,
+        provenance={"kind": "labels"},
+    )
+    snap = add_source(r, "toy", src, tag="original").snapshot
+    rows = np.arange(6)
+    table = corrections_table(
+        rows=rows,
+        example_ids=[f"e{i:02d}" for i in rows],
+        given_label=LABELS[rows],
+        suggested_label=np.asarray([1, 2, 0, -1, -1, -1]),
+        verdict=["correctable"] * 3 + ["neither"] * 2 + ["non_error"],
+    )
+    ov = write_overlay(
+        r,
+        base=snap,
+        kind="validated",
+        table=table,
+        producer={"name": "test", "version": "1", "params": {}, "inputs": {}},
+    )
+    make_tag(r, "toy@cleaned-v1", "toy@original", overlays=[ov], view="cleaned")
+    make_tag(r, "toy@corrected-v1", "toy@original", overlays=[ov], view="corrected")
+    return r
+
+
+def run(cli: Any, reg: Registry, *args: str) -> Any:
+    return cli(*args, "--registry", str(reg.root))
+
+
+def test_every_command_has_help(cli: Any) -> None:
+    for cmd in ("sql", "eval", "diff", "cite"):
+        res = cli(cmd, "-h")
+        assert res.exit_code == 0 and "--json" in res.stdout, cmd
+
+
+def test_sql_table_csv_json_and_parquet(cli: Any, reg: Registry, tmp_path: Path) -> None:
+    q = 'SELECT label_name, count(*) AS n FROM "toy@cleaned-v1" GROUP BY ALL ORDER BY 1'
+    res = run(cli, reg, "sql", q)
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].split() == ["label_name", "n"]
+    assert [ln.split() for ln in lines[1:]] == [["ant", "8"], ["bee", "8"], ["cat", "9"]]
+    assert "(3 rows)" in res.stderr
+    res = run(cli, reg, "sql", q, "--format", "csv")
+    assert list(csv.reader(io.StringIO(res.stdout))) == [
+        ["label_name", "n"],
+        ["ant", "8"],
+        ["bee", "8"],
+        ["cat", "9"],
+    ]
+    res = run(cli, reg, "sql", q, "--json")
+    assert json.loads(res.stdout) == [
+        {"label_name": "ant", "n": 8},
+        {"label_name": "bee", "n": 8},
+        {"label_name": "cat", "n": 9},
+    ]
+    out = tmp_path / "rows.parquet"
+    res = run(cli, reg, "sql", 'SELECT * FROM "toy@corrected-v1"', "-f", "parquet", "-o", str(out))
+    assert res.exit_code == 0 and res.stdout == ""
+    t = pq.read_table(out)
+    assert t.num_rows == N - 2
+    assert t.column_names[:6] == [
+        "row",
+        "example_id",
+        "label",
+        "label_name",
+        "given_label",
+        "verdict",
+    ]
+
+
+def test_sql_joins_two_revisions(cli: Any, reg: Registry) -> None:
+    res = run(
+        cli,
+        reg,
+        "sql",
+        'SELECT o.example_id, o.label_name, c.label_name FROM "toy@original" o '
+        'JOIN "toy@corrected-v1" c USING ("row") WHERE o.label <> c.label ORDER BY 1',
+        "--format",
+        "csv",
+    )
+    assert list(csv.reader(io.StringIO(res.stdout)))[1:] == [
+        ["e00", "ant", "bee"],
+        ["e01", "bee", "cat"],
+        ["e02", "cat", "ant"],
+    ]
+
+
+def test_sql_errors_exit_1_with_a_message(cli: Any, reg: Registry) -> None:
+    res = run(cli, reg, "sql", 'SELECT nope FROM "toy@original"')
+    assert res.exit_code == 1 and res.stderr.startswith("Error: ") and "nope" in res.stderr
+    res = run(cli, reg, "sql", 'SELECT * FROM "toy@v9"')
+    assert res.exit_code == 1 and "no tag or revision 'v9'" in res.stderr
+    res = run(cli, reg, "sql", "SELECT 1", "--format", "xml")
+    assert res.exit_code == 1 and "unknown --format 'xml'" in res.stderr
+
+
+def _preds(tmp_path: Path) -> list[str]:
+    right = LABELS.copy()
+    fixer = LABELS.copy()
+    fixer[:3] = [1, 2, 0]  # the corrected labels of the correctable rows
+    np.save(tmp_path / "given.npy", right)
+    np.save(tmp_path / "fixer.npy", fixer)
+    return [str(tmp_path / "given.npy"), str(tmp_path / "fixer.npy")]
+
+
+def test_eval_table_json_and_plot(cli: Any, reg: Registry, tmp_path: Path) -> None:
+    files = _preds(tmp_path)
+    res = run(cli, reg, "eval", "toy@corrected-v1", *files, "--plot", str(tmp_path / "r.svg"))
+    assert res.exit_code == 0, res.stderr
+    digest = reg.resolve("toy@corrected-v1").digest
+    assert digest in res.stdout and hash_file(files[0]) in res.stdout
+    header, given, fixer = res.stdout.splitlines()[3:6]
+    assert header.split()[:4] == ["MODEL", "ORIGINAL", "CLEANED", "CORRECTED"]
+    assert given.split()[:2] == ["given", "100.00%"] and "1 -> 2 (-1)" in given
+    assert fixer.split()[:2] == ["fixer", "90.00%"] and "2 -> 1 (+1)" in fixer
+    assert "Wrote the rank chart" in res.stderr and (tmp_path / "r.svg").stat().st_size > 0
+    res = run(
+        cli, reg, "eval", "toy@corrected-v1", *files, "--json", "--views", "original,honeypot"
+    )
+    doc = json.loads(res.stdout)
+    assert doc["revision"] == digest and doc["views"] == {
+        "original": {"rows": 30},
+        "honeypot": {"rows": 3},
+    }
+    again = run(
+        cli, reg, "eval", "toy@corrected-v1", *files, "--json", "--views", "original,honeypot"
+    )
+    assert again.stdout == res.stdout
+    hp = {m["model"]: m["scores"]["honeypot"] for m in doc["models"]}
+    assert (
+        hp["fixer"]["accuracy"]["top1"] == 1.0 and hp["fixer"]["given"]["accuracy"]["top1"] == 0.0
+    )
+
+
+def test_eval_errors_exit_1(cli: Any, reg: Registry, tmp_path: Path) -> None:
+    np.save(tmp_path / "short.npy", LABELS[:-1])
+    res = run(cli, reg, "eval", "toy@corrected-v1", str(tmp_path / "short.npy"))
+    assert res.exit_code == 1 and "29 labels, but the snapshot has 30" in res.stderr
+    res = run(cli, reg, "eval", "toy@corrected-v1", str(tmp_path / "none.npy"))
+    assert res.exit_code == 1 and "does not exist" in res.stderr
+    np.save(tmp_path / "ok.npy", LABELS)
+    res = run(cli, reg, "eval", "toy@corrected-v1", str(tmp_path / "ok.npy"), "--top-k", "x")
+    assert res.exit_code == 1 and "--top-k" in res.stderr
+    res = run(cli, reg, "eval", "toy@corrected-v1", str(tmp_path / "ok.npy"), "--plot", "r.gif")
+    assert res.exit_code == 1 and ".png or .svg" in res.stderr
+
+
+def test_diff_prints_counts_and_transitions(cli: Any, reg: Registry) -> None:
+    res = run(cli, reg, "diff", "toy@original", "toy@corrected-v1")
+    assert res.exit_code == 0, res.stderr
+    out = res.stdout
+    assert "only in a   2" in out and "only in b   0" in out and "relabelled  3" in out
+    assert [ln.split() for ln in out.splitlines() if ln.startswith(("ant", "bee", "cat"))] == [
+        ["ant", "bee", "1"],
+        ["bee", "cat", "1"],
+        ["cat", "ant", "1"],
+    ]
+    doc = json.loads(run(cli, reg, "diff", "toy@original", "toy@corrected-v1", "--json").stdout)
+    assert doc["samples"]["only_a"] == ["e03", "e04"] and doc["match"] == "row"
+
+
+@pytest.mark.parametrize("fmt", ["bibtex", "cff", "text"])
+def test_cite_and_every_digest_it_carries_resolves_with_show(
+    cli: Any, reg: Registry, fmt: str
+) -> None:
+    res = run(cli, reg, "cite", "toy@cleaned-v1", "--format", fmt)
+    assert res.exit_code == 0, res.stderr
+    doc = json.loads(run(cli, reg, "cite", "toy@cleaned-v1", "--format", fmt, "--json").stdout)
+    assert doc["citation"] == res.stdout
+    digests = [doc["revision"], doc["snapshot"], *(o["digest"] for o in doc["overlays"])]
+    assert len(digests) == 3
+    for d in digests:
+        assert d in res.stdout
+        shown = run(cli, reg, "show", d)
+        assert shown.exit_code == 0 and d in shown.stdout, shown.stderr
+    assert "toy@cleaned-v1" in res.stdout and doc["dsreg_version"] in res.stdout
+
+
+def test_cite_refuses_an_unknown_format(cli: Any, reg: Registry) -> None:
+    res = run(cli, reg, "cite", "toy@original", "--format", "ris")
+    assert res.exit_code == 1 and "unknown --format 'ris'" in res.stderr
