@@ -168,25 +168,28 @@ def _switch(
 
     fetch_missing(reg, new.values(), progress=progress)
     old: dict[str, str] = {}
+    relink = False
     if old_pin is not None:
         try:
             old = file_map(Dataset(reg, reg.resolve(old_pin["revision"])))
-        except DsregError:
-            # The old revision is gone from this registry: treat every file as unknown, so each
-            # is checked against what the new revision wants.
-            old = {}
-        if old_pin.get("link") != link:
-            old = {}
+        except DsregError as e:
+            # Without the old revision dsreg cannot tell its files from the user's own: refuse
+            # rather than delete anything it did not put there.
+            raise InputPathError(
+                f"{target} holds revision {short(old_pin['revision'])}, which this registry "
+                f"cannot read ({e}); pull that revision first, or check out into a new folder"
+            ) from e
+        # Another link type: every file is placed again (a copy must not stay a store link).
+        relink = old_pin.get("link") != link
     stale = [p for p, b in old.items() if new.get(p) != b]
     for rel in stale:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(target / rel)
-    if old_pin is not None and not old:
-        # Unknown previous content: remove files the new revision does not hold.
-        for f in _files_under(target):
-            if f not in new and f != PIN:
-                os.unlink(target / f)
-    todo = [(p, b) for p, b in new.items() if old.get(p) != b or not (target / p).exists()]
+    todo = [
+        (p, b)
+        for p, b in new.items()
+        if relink or old.get(p) != b or not os.path.lexists(target / p)
+    ]
     put = _linker(link)
     done = 0
 
@@ -306,14 +309,6 @@ def _place(put: Callable[[Path, Path], None], src: Path, dst: Path) -> None:
                 "use --link copy, symlink or reflink"
             ) from e
         raise
-
-
-def _files_under(root: Path) -> list[str]:
-    out = []
-    for dirpath, _dirs, files in os.walk(root):
-        for f in files:
-            out.append((Path(dirpath) / f).relative_to(root).as_posix())
-    return out
 
 
 def _prune_empty_dirs(root: Path) -> None:

@@ -120,6 +120,35 @@ def test_switching_link_type_replaces_store_links_with_copies(
     assert files_of(out) == files_of(tree)
 
 
+def test_a_users_own_files_survive_switches_and_link_changes(
+    pets: tuple[Registry, Path, AddResult], tmp_path: Path
+) -> None:
+    reg, _, _ = pets
+    out = tmp_path / "out"
+    checkout(reg, reg.resolve("pets@original"), out, link="hardlink")
+    (out / "notes.txt").write_text("mine")
+    (out / "cat" / "extra.bin").write_bytes(b"mine too")
+    checkout(reg, reg.resolve("pets@original"), out, link="copy")
+    assert (out / "notes.txt").read_text() == "mine"
+    assert (out / "cat" / "extra.bin").read_bytes() == b"mine too"
+
+
+def test_a_folder_pinned_to_a_revision_the_registry_lacks_is_left_alone(
+    pets: tuple[Registry, Path, AddResult], tmp_path: Path, make_registry: Callable[..., Registry]
+) -> None:
+    reg, _, _ = pets
+    out = tmp_path / "out"
+    checkout(reg, reg.resolve("pets@original"), out)
+    (out / "notes.txt").write_text("mine")
+    other = make_registry("other")
+    np.save(tmp_path / "labels.npy", np.array([0, 1]))
+    add_source(other, "nums", scan_labels(tmp_path / "labels.npy", classes=None), tag="v1")
+    before = files_of(out)
+    with pytest.raises(InputPathError, match="cannot read"):
+        checkout(other, other.resolve("nums@v1"), out)
+    assert files_of(out) == before
+
+
 def _detected(reg: Registry, res: AddResult) -> str:
     """A detected overlay: cat/img001.bin -> fox, dog/img002.bin -> cat."""
     table = corrections_table(
