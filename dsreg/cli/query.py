@@ -173,29 +173,31 @@ def _render_eval(report: Any) -> None:
     at = f"{report.dataset}@{report.tag}" if report.tag else report.spec
     out(f"revision  {report.revision}  ({at})")
     out("rows      " + ", ".join(f"{v} {n}" for v, n in report.views.items()))
+    # An empty view (a honeypot without correctable rows) gets no columns, only its row count.
+    shown = [v for v, n in report.views.items() if n]
     headers = ["MODEL"]
-    for v in report.views:
+    for v in shown:
         if v == "honeypot":
             headers += ["HONEYPOT given", "HONEYPOT corrected"]
         else:
             headers.append(v.upper())
         headers += [f"{v.upper()} top-{k}" for k in report.top_k if k > 1]
-    if "original" in report.views and "corrected" in report.views:
+    if "original" in shown and "corrected" in shown:
         headers.append("RANK original -> corrected")
-    if "honeypot" in report.views:
+    if "honeypot" in shown:
         headers.append("RANK honeypot given -> corrected")
     rows = []
     for m in report.models:
         r = [m.model]
-        for v in report.views:
+        for v in shown:
             s = m.scores[v]
             if v == "honeypot":
                 r.append(_pct(s.given_accuracy(1)) + _rk(s.given_rank))
             r.append(_pct(s.accuracy(1)) + _rk(s.rank))
             r += [_pct(s.accuracy(k)) for k in report.top_k if k > 1]
-        if "original" in report.views and "corrected" in report.views:
+        if "original" in shown and "corrected" in shown:
             r.append(_move(m.scores["original"].rank, m.scores["corrected"].rank))
-        if "honeypot" in report.views:
+        if "honeypot" in shown:
             h = m.scores["honeypot"]
             r.append(_move(h.given_rank, h.rank))
         rows.append(r)
@@ -206,6 +208,8 @@ def _render_eval(report: Any) -> None:
         p = m.predictions
         where = p.file if p.file else f"({p.format})"
         out(f"predictions  {m.model}: {p.digest or '-'}  {where}  [{p.kind}]")
+    if report.views.get("honeypot") == 0 and report.overlays:
+        say("Note: the honeypot is empty: no overlay of this revision has correctable rows")
     for note in report.notes:
         say(f"Note: {note}")
 
