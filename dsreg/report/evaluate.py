@@ -83,13 +83,12 @@ class _Overlays:
     suggested: np.ndarray  # int32, -1 where that overlay suggests none
 
 
-def _merge(tables: Sequence[pa.Table]) -> _Overlays:
-    """Fold corrections in order, the later overlay winning: ``policy.merge_overlays``, kept
-    sparse (no array of the snapshot's size) and vectorised (one verdict lookup per table)."""
-    rows, codes, sugg = [], [], []
-    for t in tables:
-        rows.append(as_numpy(t.column("row")).astype(np.int64, copy=False))
-        enc = t.column("verdict").combine_chunks().dictionary_encode()
+def _verdict_codes(col: pa.ChunkedArray) -> np.ndarray:
+    """Verdict strings as codes (1 + index in VERDICTS), one lookup per distinct verdict; the
+    column may be read dictionary-encoded (as Parquet stores it) or as plain strings."""
+    out = []
+    for chunk in col.chunks:
+        enc = chunk if pa.types.is_dictionary(chunk.type) else chunk.dictionary_encode()
         names = enc.dictionary.to_pylist()
         unknown = sorted(set(names) - set(VERDICTS))
         if unknown or enc.indices.null_count:
@@ -98,7 +97,17 @@ def _merge(tables: Sequence[pa.Table]) -> _Overlays:
                 f"{list(VERDICTS)}; run 'dsreg verify'"
             )
         lut = np.asarray([VERDICTS.index(v) + 1 for v in names], dtype=np.uint8)
-        codes.append(lut[as_numpy(enc.indices)])
+        out.append(lut[as_numpy(enc.indices)])
+    return np.concatenate(out) if out else np.empty(0, np.uint8)
+
+
+def _merge(tables: Sequence[pa.Table]) -> _Overlays:
+    """Fold corrections in order, the later overlay winning: ``policy.merge_overlays``, kept
+    sparse (no array of the snapshot's size) and vectorised (one verdict lookup per table)."""
+    rows, codes, sugg = [], [], []
+    for t in tables:
+        rows.append(as_numpy(t.column("row")).astype(np.int64, copy=False))
+        codes.append(_verdict_codes(t.column("verdict")))
         sugg.append(as_numpy(t.column("suggested_label"), fill=-1).astype(np.int32))
     if not tables:
         return _Overlays(
@@ -371,10 +380,10 @@ def _rank(results: list[ModelResult], names: Sequence[View]) -> list[ModelResult
     return out
 
 
-def _read(path: Path, columns: list[str]) -> pa.Table:
+def _read(path: Path, columns: list[str], *, dictionary: Sequence[str] = ()) -> pa.Table:
     """Columns of a verified Parquet object (``ParquetFile``: no pyarrow.dataset, no pandas)."""
     try:
-        return pq.ParquetFile(path).read(columns=columns)
+        return pq.ParquetFile(path, read_dictionary=list(dictionary)).read(columns=columns)
     except (pa.ArrowException, OSError) as e:
         raise ManifestError(f"cannot read {columns} from {path}: {e}; run 'dsreg verify'") from e
 
@@ -397,7 +406,9 @@ def _target(reg: Registry, resolved: Resolved) -> tuple[Target, _Overlays, list[
     for d in resolved.revision.overlays:
         ov = reg.overlay(d)
         cpath = verified_object(reg, ov.corrections)
-        tables.append(_read(cpath, ["row", "verdict", "suggested_label"]))
+        # Verdicts stay dictionary-encoded, as stored: six strings, not millions.
+        cols = ["row", "verdict", "suggested_label"]
+        tables.append(_read(cpath, cols, dictionary=["verdict"]))
         kinds.append((d, ov.kind))
     merged = _merge(tables)
     cand = merged.suggested >= 0
