@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ import pyarrow.parquet as pq
 from dsreg._version import __version__
 from dsreg.errors import InvalidInputError, ManifestError, PredictionsError
 from dsreg.overlays.policy import VERDICTS
-from dsreg.registry.digest import short
+from dsreg.registry.digest import hash_file, short
 from dsreg.registry.manifests import VIEWS, View
 from dsreg.registry.registry import Registry, Resolved
 from dsreg.registry.views import verified_object
@@ -395,21 +396,20 @@ def _read_column(path: Path, column: str) -> pa.ChunkedArray:
 def _target(reg: Registry, resolved: Resolved) -> tuple[Target, _Overlays, list[tuple[str, str]]]:
     snap = reg.snapshot(resolved.revision.snapshot)
     path = verified_object(reg, snap.examples)
-    labels = as_numpy(_read_column(path, "label")).astype(np.int32, copy=False)
+    overlays = [(d, reg.overlay(d)) for d in resolved.revision.overlays]
+    cpaths = [verified_object(reg, ov.corrections) for _, ov in overlays]
+    # The labels and the corrections are read side by side (pyarrow decodes without the GIL).
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        labels_f = pool.submit(_read_column, path, "label")
+        # Verdicts stay dictionary-encoded, as stored: six strings, not millions.
+        cols = ["row", "verdict", "suggested_label"]
+        tables = list(pool.map(lambda c: _read(c, cols, dictionary=["verdict"]), cpaths))
+        labels = as_numpy(labels_f.result()).astype(np.int32, copy=False)
     if len(labels) != snap.rows:
         raise ManifestError(
             f"examples table {short(snap.examples)} has {len(labels)} rows, its snapshot says "
             f"{snap.rows}; run 'dsreg verify'"
         )
-    tables: list[pa.Table] = []
-    kinds: list[tuple[str, str]] = []
-    for d in resolved.revision.overlays:
-        ov = reg.overlay(d)
-        cpath = verified_object(reg, ov.corrections)
-        # Verdicts stay dictionary-encoded, as stored: six strings, not millions.
-        cols = ["row", "verdict", "suggested_label"]
-        tables.append(_read(cpath, cols, dictionary=["verdict"]))
-        kinds.append((d, ov.kind))
     merged = _merge(tables)
     cand = merged.suggested >= 0
 
@@ -423,7 +423,7 @@ def _target(reg: Registry, resolved: Resolved) -> tuple[Target, _Overlays, list[
         cand_suggested=merged.suggested[cand],
         example_ids=_cache(example_ids),
     )
-    return target, merged, kinds
+    return target, merged, [(d, ov.kind) for d, ov in overlays]
 
 
 def _cache(fn: Any) -> Any:
@@ -470,11 +470,36 @@ def evaluate_revision(
     if not inputs:
         raise PredictionsError("give at least one predictions file or array")
     _check_names(inputs)
-    target, merged, kinds = _target(reg, resolved)
+    with ThreadPoolExecutor(max_workers=1) as hasher:
+        # Predictions files are hashed (for the report) while the revision is read.
+        digests = {
+            str(p): hasher.submit(hash_file, p)
+            for _, p in inputs
+            if isinstance(p, str | os.PathLike) and Path(p).is_file()
+        }
+        target, merged, kinds = _target(reg, resolved)
+        return _score_all(resolved, target, merged, kinds, inputs, names, ks, digests)
+
+
+def _score_all(
+    resolved: Resolved,
+    target: Target,
+    merged: _Overlays,
+    kinds: list[tuple[str, str]],
+    inputs: Sequence[tuple[str, Predictions]],
+    names: tuple[View, ...],
+    ks: tuple[int, ...],
+    digests: Mapping[str, Future[str]],
+) -> EvalReport:
     vws = _views(target.n, merged, names)
     results: list[ModelResult] = []
     seen: set[str] = set()
-    for ranks in read_predictions(target, inputs):
+
+    def digest_of(path: Path) -> str:
+        f = digests.get(str(path))
+        return f.result() if f is not None else hash_file(path)
+
+    for ranks in read_predictions(target, inputs, digest_of=digest_of):
         model = ranks.source.model
         if model in seen:
             raise PredictionsError(f"model {model!r} is given twice; model names must differ")

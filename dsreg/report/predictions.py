@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
@@ -33,6 +34,7 @@ __all__ = ["Predictions", "PredictionsSource", "Ranks", "Target", "as_numpy", "r
 # One chunk of probabilities holds about this many values (8 Mi float64 = 64 MiB).
 _CHUNK_VALUES = 1 << 23
 _CHUNK_ROWS = 1 << 22
+_THREADS = min(4, os.cpu_count() or 1)
 _MODEL = "model"
 
 Predictions: TypeAlias = Any  # a path, a numpy array, an Arrow table or a pandas DataFrame
@@ -202,6 +204,19 @@ def _name(source: PredictionsSource) -> str:
 # -- arrays ---------------------------------------------------------------------------------------
 
 
+def _each(fn: Callable[[slice], None], n: int, step: int) -> None:
+    """``fn`` over the row-aligned chunks of ``range(n)``, on every core: the chunks are disjoint
+    slices and numpy works on them without the GIL. The first chunk's error is the one raised."""
+    chunks = [slice(a, min(n, a + step)) for a in range(0, n, step)]
+    if len(chunks) <= 1 or _THREADS == 1:
+        for c in chunks:
+            fn(c)
+        return
+    with ThreadPoolExecutor(max_workers=_THREADS) as pool:
+        for _ in pool.map(fn, chunks):
+            pass
+
+
 def _from_array(arr: np.ndarray, target: Target, source: PredictionsSource) -> Ranks:
     n, k = target.n, target.k
     what = _name(source)
@@ -213,13 +228,15 @@ def _from_array(arr: np.ndarray, target: Target, source: PredictionsSource) -> R
                 "table with a 'row' or 'example_id' column"
             )
         acc = _Acc(target, _with_kind(source, "labels"))
-        for start in range(0, n, _CHUNK_ROWS):
-            stop = min(n, start + _CHUNK_ROWS)
-            part = np.asarray(arr[start:stop])
+
+        def labels(rows: slice) -> None:
+            part = np.asarray(arr[rows])
             pred = _class_indices(
-                part if part.dtype.kind in "iu" else pa.array(part), target, what, start
+                part if part.dtype.kind in "iu" else pa.array(part), target, what, rows.start
             )
-            acc.add_labels(pred, slice(start, stop))
+            acc.add_labels(pred, rows)
+
+        _each(labels, n, _CHUNK_ROWS)
         return acc.ranks()
     if arr.ndim == 2 and arr.dtype.kind in "fiu":
         if arr.shape != (n, k):
@@ -228,12 +245,13 @@ def _from_array(arr: np.ndarray, target: Target, source: PredictionsSource) -> R
                 f"(rows, classes) = ({n}, {k}), aligned with the snapshot's rows and with the "
                 "classes in the snapshot's order"
             )
-        acc = _Acc(target, _with_kind(source, "probabilities"))
-        step = max(1, _CHUNK_VALUES // max(k, 1))
-        for start in range(0, n, step):
-            stop = min(n, start + step)
-            acc.add_probs(np.asarray(arr[start:stop], dtype=np.float64), slice(start, stop))
-        return acc.ranks()
+        probs = _Acc(target, _with_kind(source, "probabilities"))
+        _each(
+            lambda rows: probs.add_probs(np.asarray(arr[rows], dtype=np.float64), rows),
+            n,
+            _step(True, k),
+        )
+        return probs.ranks()
     raise PredictionsError(
         f"{what} are a {arr.dtype} array of shape {arr.shape}; expected {n} class indices "
         f"(1-D integers) or ({n}, {k}) probabilities"
@@ -466,8 +484,14 @@ def _as_table(obj: Any) -> pa.Table | None:
     return None
 
 
-def read_predictions(target: Target, inputs: Sequence[tuple[str, Predictions]]) -> Iterator[Ranks]:
-    """Each model's ranks, one model at a time (so memory holds one model's arrays)."""
+def read_predictions(
+    target: Target,
+    inputs: Sequence[tuple[str, Predictions]],
+    *,
+    digest_of: Callable[[Path], str] = hash_file,
+) -> Iterator[Ranks]:
+    """Each model's ranks, one model at a time (so memory holds one model's arrays).
+    ``digest_of`` gives a predictions file's digest (a caller may have hashed it already)."""
     for model, obj in inputs:
         table = _as_table(obj)
         if isinstance(obj, np.ndarray):
@@ -495,7 +519,7 @@ def read_predictions(target: Target, inputs: Sequence[tuple[str, Predictions]]) 
                 "use .npy, .parquet or .csv"
             )
         try:
-            digest = hash_file(path)
+            digest = digest_of(path)
         except OSError as e:
             raise InputPathError(f"cannot read predictions file {str(path)!r}: {e.strerror}") from e
         src = PredictionsSource(
