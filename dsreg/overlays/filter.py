@@ -36,6 +36,9 @@ FILTER_BY = (
     "low_self_confidence",
 )
 _PRUNING = ("prune_by_noise_rate", "prune_by_class", "both")
+#: prune_by_noise_rate gathers single margins when fewer than this fraction of all (row, class)
+#: entries belong to a pruned pair, and computes whole rows otherwise. Never changes a result.
+SPARSE_PAIRS_BELOW = 0.25
 _LOW_SCORE = ("low_normalized_margin", "low_self_confidence")
 
 
@@ -193,14 +196,25 @@ class _TopMargins:
         self.limit = 1 << 20
 
     def add(self, positions: IntArray, margin: FloatArray, lab: IntArray) -> None:
-        """Offer rows at ``positions`` (ascending, after all earlier ones) with their margins."""
+        """Offer whole rows: ``margin[i, j]`` for the row at ``positions[i]``, labelled ``lab[i]``.
+
+        Rows must come after every row offered before (ties go to the lower row).
+        """
         # Flat indices: numpy's 2-D nonzero is several times slower than the 1-D one.
         flat = np.flatnonzero(margin > self.cutoff[lab])
-        if flat.size == 0:
-            return
-        r, j = np.divmod(flat, self.k)
-        self.pending.append((lab[r] * self.k + j, -margin.reshape(-1)[flat], positions[r]))
-        self.pending_size += flat.size
+        if flat.size:
+            r, j = np.divmod(flat, self.k)
+            self._keep(lab[r] * self.k + j, margin.reshape(-1)[flat], positions[r])
+
+    def add_pairs(self, pair: IntArray, margin: FloatArray, positions: IntArray) -> None:
+        """Offer single entries: the margin of the row at ``positions`` towards ``pair``."""
+        hit = np.flatnonzero(margin > self.cutoff.reshape(-1)[pair])
+        if hit.size:
+            self._keep(pair[hit], margin[hit], positions[hit])
+
+    def _keep(self, pair: IntArray, margin: FloatArray, positions: IntArray) -> None:
+        self.pending.append((pair.astype(np.int64, copy=False), -margin, positions))
+        self.pending_size += pair.size
         if self.pending_size > self.limit:
             self.compact()
 
@@ -265,10 +279,54 @@ def _prune_by_noise_rate(
     mask = np.zeros(scan.n, dtype=bool)
     if not take.any():
         return mask
+    top = _TopMargins(take, scan.dtype)
+    pruned = take > 0
+    per_class = np.count_nonzero(pruned, axis=1)
+    # Usually few (given, other) pairs are pruned at all; then gathering just their margins
+    # beats computing all n x k of them.
+    if np.dot(scan.counts, per_class) < SPARSE_PAIRS_BELOW * scan.n * scan.k:
+        _offer_pairs(scan, top, pruned, per_class)
+    else:
+        _offer_rows(scan, top, np.asarray(per_class > 0))
+    mask[top.rows()] = True
+    return mask
+
+
+def _rounded_margin(values: FloatArray, self_conf: FloatArray) -> FloatArray:
+    """``values - self_conf`` as cleanlab computes it, in the input dtype.
+
+    float16 differences of values in [0, 1] are exact in float32, so rounding that once is
+    float16's result, and numpy's float32 loops are much faster than its float16 ones.
+    """
+    dtype = values.dtype
+    if dtype != np.float16:
+        return np.asarray(values - self_conf)
+    wide = values.astype(np.float32) - self_conf.astype(np.float32)
+    return wide.astype(dtype)
+
+
+def _offer_pairs(scan: Scan, top: _TopMargins, pruned: BoolArray, per_class: IntArray) -> None:
+    k = scan.k
+    indptr = np.concatenate(([0], np.cumsum(per_class)))
+    columns = np.nonzero(pruned)[1]  # row-major: each class's pruned columns, ascending
+    sc = scan.self_confidence
+    for start, chunk in scan.chunks():
+        lab = scan.labels[start : start + len(chunk)]
+        per_row = per_class[lab]
+        total = int(per_row.sum())
+        if total == 0:
+            continue
+        row = np.repeat(np.arange(len(lab)), per_row)
+        offset = np.arange(total) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+        given = lab[row]
+        other = columns[indptr[given] + offset]
+        margin = _rounded_margin(chunk[row, other], sc[start + row])
+        top.add_pairs(given * k + other, margin, row.astype(np.int64) + start)
+
+
+def _offer_rows(scan: Scan, top: _TopMargins, active: BoolArray) -> None:
     dtype = scan.dtype
     work = np.dtype(np.float32) if dtype == np.float16 else dtype
-    top = _TopMargins(take, dtype)
-    active: BoolArray = np.asarray(take.any(axis=1))
     sc = scan.self_confidence
     for start, chunk in scan.chunks():
         stop = start + len(chunk)
@@ -283,14 +341,12 @@ def _prune_by_noise_rate(
                 continue
             positions = local.astype(np.int64) + start
             part, part_lab, part_sc = chunk[local], lab[local], sc[start:stop][local]
-        # cleanlab: pred_probs[:, j] - pred_probs[:, c] in the input dtype. float16 differences
-        # of values in [0, 1] are exact in float32, so rounding that once is float16's result.
+        # cleanlab: pred_probs[:, j] - pred_probs[:, c] in the input dtype (see
+        # _rounded_margin; inlined here to widen the chunk once).
         margin = part.astype(work, copy=False) - part_sc.astype(work, copy=False)[:, None]
         if margin.dtype != dtype:
             margin = margin.astype(dtype)
         top.add(positions, margin, part_lab)
-    mask[top.rows()] = True
-    return mask
 
 
 def find_predicted_neq_given(labels: npt.ArrayLike, pred_probs: ProbsLike) -> BoolArray:

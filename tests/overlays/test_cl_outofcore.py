@@ -14,6 +14,7 @@ import pytest
 
 from dsreg.overlays import filter, rank
 from dsreg.overlays.detector import Detection, detect
+from dsreg.overlays.probs import open_probabilities
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -121,3 +122,42 @@ def test_renormalised_rows_are_used_the_same_way_out_of_core(tmp_path: Path) -> 
     same(from_file, detect(labels, fixed), skip=("renormalized_rows",))
     ranked = cleanlab_stable(labels, fixed, return_indices_ranked_by="self_confidence")
     assert np.array_equal(from_file.rows, ranked)
+
+
+@pytest.mark.parametrize(
+    ("filter_by", "rank_by", "passes"),
+    [
+        ("prune_by_noise_rate", "self_confidence", 3),
+        ("prune_by_noise_rate", "confidence_weighted_entropy", 4),
+        ("prune_by_class", "normalized_margin", 2),
+        ("low_self_confidence", "self_confidence", 2),
+    ],
+)
+def test_the_file_is_read_a_bounded_number_of_times(
+    files: Any, filter_by: str, rank_by: str, passes: int
+) -> None:
+    labels, _, folder = files
+    source = open_probabilities(folder / "p.npy")
+    reads = []
+    raw = source._raw_chunks
+
+    def counted(chunk_rows: int) -> Any:
+        reads.append(chunk_rows)
+        return raw(chunk_rows)
+
+    source._raw_chunks = counted  # type: ignore[method-assign]
+    detect(labels, source, filter_by=filter_by, rank_by=rank_by, chunk_rows=500)
+    assert len(reads) == passes
+
+
+@pytest.mark.parametrize("sparse_below", [0.0, 2.0], ids=["whole-rows", "pruned-pairs-only"])
+def test_both_pruning_paths_out_of_core(
+    files: Any, sparse_below: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(filter, "SPARSE_PAIRS_BELOW", sparse_below)
+    labels, probs, folder = files
+    expected = cleanlab_stable(labels, probs, filter_by="both", frac_noise=0.6)
+    got = filter.find_label_issues(
+        labels, folder / "p.parquet", filter_by="both", frac_noise=0.6, chunk_rows=97
+    )
+    assert np.array_equal(got, expected)

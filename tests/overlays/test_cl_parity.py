@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dsreg.overlays import count, filter, rank
 from dsreg.overlays.detector import detect
@@ -28,6 +30,7 @@ with warnings.catch_warnings():
     cl_filter = pytest.importorskip("cleanlab.filter", reason="cleanlab is the parity oracle")
     import cleanlab.count as cl_count
     import cleanlab.rank as cl_rank
+    from cleanlab.internal.util import round_preserving_row_totals as cl_round_rows
 
 FILTER_BY = filter.FILTER_BY
 RANK_BY = rank.RANK_BY
@@ -138,6 +141,20 @@ def test_mask_matches_stable_cleanlab(dataset: Any, filter_by: str) -> None:
     assert np.array_equal(chunked, expected)
 
 
+@pytest.mark.parametrize("path", ["margins-of-pruned-pairs", "whole-rows"])
+@pytest.mark.parametrize("frac_noise", [1.0, 0.3])
+def test_noise_rate_pruning_paths_match(
+    dataset: Any, path: str, frac_noise: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # prune_by_noise_rate reads either just the margins of pruned pairs or whole rows,
+    # depending on how many pairs are pruned; force each on every dataset.
+    monkeypatch.setattr(filter, "SPARSE_PAIRS_BELOW", 2.0 if path.startswith("margins") else 0.0)
+    labels, probs = dataset
+    expected = cleanlab_find(labels, probs, frac_noise=frac_noise)
+    got = filter.find_label_issues(labels, probs, frac_noise=frac_noise, chunk_rows=89)
+    assert np.array_equal(got, expected)
+
+
 @pytest.mark.parametrize("rank_by", RANK_BY)
 @pytest.mark.parametrize("filter_by", ["prune_by_noise_rate", "both", "low_normalized_margin"])
 def test_ranked_indices_match_stable_cleanlab(dataset: Any, filter_by: str, rank_by: str) -> None:
@@ -199,6 +216,30 @@ def test_supplied_confident_joint_is_used_as_cleanlab_does(dataset: Any) -> None
 
 
 # -- scores, counts, joints ---------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    k=st.integers(1, 60),
+    seed=st.integers(0, 2**32 - 1),
+    scale=st.sampled_from([1.0, 10.0, 1000.0]),
+    quarters=st.booleans(),
+    transposed=st.booleans(),
+)
+def test_vectorised_rounding_matches_cleanlabs_row_loop(
+    k: int, seed: int, scale: float, quarters: bool, transposed: bool
+) -> None:
+    # dsreg rounds all rows at once; cleanlab loops over rows in Python. Equal remainders
+    # (quarters) exercise the tie rule; transposed inputs are what calibration passes.
+    rng = np.random.default_rng(seed)
+    matrix = rng.random((k, k)) * scale
+    if quarters:
+        matrix = np.round(matrix * 4) / 4
+    if transposed:
+        matrix = matrix.T
+    with stable_sorts():
+        expected = cl_round_rows(matrix)
+    assert np.array_equal(count.round_preserving_row_totals(matrix), expected)
 
 
 @pytest.mark.parametrize(
