@@ -297,7 +297,12 @@ class Scan:
         for start, chunk in self.chunks():
             stop = start + len(chunk)
             confident = chunk.astype(limit.dtype, copy=False) >= limit
-            how_many = np.count_nonzero(confident, axis=1)
+            # Summing the bytes is several times faster than count_nonzero along an axis.
+            how_many = (
+                confident.view(np.uint8).sum(axis=1, dtype=np.uint16)
+                if k < 2**16
+                else np.count_nonzero(confident, axis=1)
+            )
             first = confident.argmax(axis=1)
             g = np.where(how_many > 1, argmax[start:stop], first)
             g[how_many == 0] = -1

@@ -111,8 +111,8 @@ def _renormalise(chunk: FloatArray, local: IntArray) -> FloatArray:
 
 def _validate_chunk(start: int, chunk: FloatArray, tolerance: float) -> IntArray:
     """Raise on invalid values; return the local rows that need renormalising."""
-    if not bool((chunk >= 0).all()):
-        # ``x >= 0`` is False for NaN and negatives alike; find which, and where.
+    if not chunk.min() >= 0:
+        # The minimum is NaN if any value is, so this catches NaN and negatives; find where.
         bad = np.isnan(chunk)
         kind = "NaN"
         if not bad.any():
@@ -127,8 +127,9 @@ def _validate_chunk(start: int, chunk: FloatArray, tolerance: float) -> IntArray
             "export softmax outputs, not logits"
         )
     with np.errstate(over="ignore", invalid="ignore"):
-        sums = chunk.sum(axis=1, dtype=np.float64)
-        deviation = np.abs(sums - 1.0)
+        # Summed in the input precision (float32 for float16): far finer than the tolerances.
+        sums = chunk.sum(axis=1, dtype=np.float32 if chunk.dtype == np.float16 else None)
+        deviation = np.abs(sums.astype(np.float64) - 1.0)
     far = np.flatnonzero(~(deviation <= MAX_SUM_DEVIATION))
     if far.size:
         infinite = np.flatnonzero(np.isinf(chunk[far]).any(axis=1))
