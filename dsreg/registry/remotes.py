@@ -37,7 +37,7 @@ from dsreg.errors import (
     StorageError,
     TagExistsError,
 )
-from dsreg.registry.digest import PREFIX, is_digest, short
+from dsreg.registry.digest import PREFIX, hash_bytes, is_digest, short
 from dsreg.registry.manifests import Overlay, Revision, Snapshot
 from dsreg.registry.names import check_name, parse_spec
 from dsreg.registry.progress import ProgressHook, no_progress
@@ -444,6 +444,22 @@ def push(
 
 
 # -- fetching --------------------------------------------------------------------------------
+class _StoreSink:
+    """A few verified downloads, stored one by one (each fsynced) without a staging batch."""
+
+    def __init__(self, reg: Registry) -> None:
+        self._store = reg.store
+
+    def put_bytes(self, data: bytes, *, expect: str | None = None) -> str:
+        got = hash_bytes(data)
+        if expect is not None and got != expect:
+            return got
+        return self._store.put_bytes(data)
+
+    def put_file(self, path: str, *, size_hint: int = 0) -> str:
+        return self._store.put_file(Path(path))
+
+
 def _fetch(
     reg: Registry, rs: RemoteStore, digests: Iterable[str], *, jobs: int, progress: ProgressHook
 ) -> FetchReport:
@@ -456,24 +472,17 @@ def _fetch(
     reports: list[FetchReport] = []
     with reg.lock():
         if len(need) <= _FEW:
-
-            def put(path: str, size: int) -> str:
-                return reg.store.put_file(Path(path))
-
-            reports.append(rs.fetch(need, put, reg.store.tmp, jobs=jobs, progress=progress))
+            sink = _StoreSink(reg)
+            reports.append(rs.fetch(need, sink, reg.store.tmp, jobs=jobs, progress=progress))
         else:
             with reg.store.batch() as batch, ThreadPoolExecutor(max(1, min(jobs, 16))) as pool:
-
-                def stage(path: str, size: int) -> str:
-                    return batch.put_file(path, size_hint=size)
-
                 for i in range(0, len(need), _WAVE):
 
                     def hook(task: str, done: int, total: int, _i: int = i) -> None:
                         progress(task, _i + done, len(need))
 
                     wave = need[i : i + _WAVE]
-                    reports.append(rs.fetch(wave, stage, reg.store.tmp, jobs=jobs, progress=hook))
+                    reports.append(rs.fetch(wave, batch, reg.store.tmp, jobs=jobs, progress=hook))
                     batch.commit(map_=pool.map)
     corrupt = [c for r in reports for c in r.corrupt]
     missing = [m for r in reports for m in r.missing]

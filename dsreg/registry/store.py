@@ -334,6 +334,17 @@ class ObjectBatch:
             self._stage(hexd, data)
         return PREFIX + hexd
 
+    def put_bytes(self, data: bytes, *, expect: str | None = None) -> str:
+        """Stage ``data`` unless the store holds it; return its digest. With ``expect`` (a
+        verified download), bytes hashing to anything else are not staged: the caller sees the
+        digest they do hash to."""
+        hexd = blake3.blake3(data, max_threads=1).hexdigest()
+        if expect is not None and PREFIX + hexd != expect:
+            return PREFIX + hexd
+        if not self._has(hexd):
+            self._stage(hexd, data)
+        return PREFIX + hexd
+
     def _has(self, hexd: str) -> bool:
         try:
             os.stat(f"{self._files}/{hexd[:2]}/{hexd[2:]}")
