@@ -5,8 +5,10 @@
 >>> ds.digest                                     # the full revision digest: pin and cite it
 """
 
-from dsreg._version import __version__
-from dsreg.api import open
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from dsreg.errors import (
     AmbiguousDigestError,
     ConfigError,
@@ -31,11 +33,47 @@ from dsreg.errors import (
     TagExistsError,
     VotesError,
 )
-from dsreg.registry.dataset import Dataset, Example
-from dsreg.registry.manifests import Overlay, Revision, Snapshot
-from dsreg.registry.registry import Registry
-from dsreg.registry.views import connect
-from dsreg.report.evaluate import evaluate
+
+if TYPE_CHECKING:
+    from dsreg._version import __version__
+    from dsreg.api import open
+    from dsreg.registry.dataset import Dataset, Example
+    from dsreg.registry.manifests import Overlay, Revision, Snapshot
+    from dsreg.registry.registry import Registry
+    from dsreg.registry.views import connect
+    from dsreg.report.evaluate import evaluate
+
+# Imported on first use (PEP 562): every ``dsreg`` command imports this package first, and
+# pyarrow, DuckDB and the metadata lookup behind __version__ would otherwise cost each command
+# a large part of a second before it does anything.
+_LAZY = {
+    "__version__": "dsreg._version",
+    "open": "dsreg.api",
+    "Dataset": "dsreg.registry.dataset",
+    "Example": "dsreg.registry.dataset",
+    "Overlay": "dsreg.registry.manifests",
+    "Revision": "dsreg.registry.manifests",
+    "Snapshot": "dsreg.registry.manifests",
+    "Registry": "dsreg.registry.registry",
+    "connect": "dsreg.registry.views",
+    "evaluate": "dsreg.report.evaluate",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dsreg' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "AmbiguousDigestError",

@@ -145,12 +145,15 @@ def scan_imagefolder(root: Path) -> Source:
                     continue
                 full = f"{dirpath}/{name}"
                 rel = f"{rel_dir}/{name}"
-                st = os.lstat(full)
-                if stat.S_ISLNK(st.st_mode):
-                    st = _stat_inside(base / name, real_root, rel)
-                    if st is None:
+                lst = os.lstat(full)
+                if stat.S_ISREG(lst.st_mode):
+                    st = lst
+                elif stat.S_ISLNK(lst.st_mode):
+                    followed = _stat_inside(base / name, real_root, rel)
+                    if followed is None:
                         continue
-                elif not stat.S_ISREG(st.st_mode):
+                    st = followed
+                else:
                     continue
                 ids.append(check_example_id(rel, what="file name"))
                 labels.append(ci)
