@@ -140,7 +140,7 @@ class RemoteStore:
 
     # -- refs and logs ----------------------------------------------------------------------
     def refs(self) -> dict[tuple[str, str], str]:
-        """Every ``(dataset, tag) -> digest`` on the remote (one listing)."""
+        """Every ``(dataset, tag) -> digest`` on the remote: one listing, one batched read."""
         base = self._path("refs")
         try:
             paths = list(self.fs.find(base))
@@ -148,28 +148,29 @@ class RemoteStore:
             return {}
         except Exception as e:
             raise self.error("list the tags of", e) from None
-        out: dict[tuple[str, str], str] = {}
-        for p in sorted(paths):
+        named: dict[str, tuple[str, str]] = {}
+        for p in paths:
             try:
                 parts = self.fs.relparts(p, base)
+                if len(parts) == 2 and not any(x.startswith(".") for x in parts):
+                    named[p] = (check_name(parts[0]), check_name(parts[1]))
             except Exception:
-                continue
-            if len(parts) != 2 or any(x.startswith(".") for x in parts):
-                continue
-            try:
-                ds = check_name(parts[0])
-                tag = check_name(parts[1])
-            except DsregError:
-                continue
-            digest = self.get_ref(ds, tag)
-            if digest is not None:
-                out[ds, tag] = digest
+                continue  # not a tag: a staging name, a stray file
+        if not named:
+            return {}
+        try:
+            # A list of paths: the file system reads them concurrently (one request each).
+            contents = self.fs.cat(sorted(named), on_error="omit")
+        except Exception as e:
+            raise self.error("read the tags of", e) from None
+        out: dict[tuple[str, str], str] = {}
+        for p, data in sorted(contents.items()):
+            key = named.get(p) or named.get(self.fs.join(*self.fs.parts(p)))
+            if key is not None:
+                out[key] = self._digest(bytes(data), *key)
         return out
 
-    def get_ref(self, dataset: str, tag: str) -> str | None:
-        data = self._read(self._path("refs", dataset, tag), f"read tag {dataset}@{tag} from")
-        if data is None:
-            return None
+    def _digest(self, data: bytes, dataset: str, tag: str) -> str:
         text = data.decode("ascii", "replace").strip()
         try:
             return format_digest(text)
@@ -178,6 +179,10 @@ class RemoteStore:
                 f"tag {dataset}@{tag} on remote {self.label} is damaged (holds {text[:80]!r}); "
                 "push it again with --force from a registry that holds it"
             ) from None
+
+    def get_ref(self, dataset: str, tag: str) -> str | None:
+        data = self._read(self._path("refs", dataset, tag), f"read tag {dataset}@{tag} from")
+        return None if data is None else self._digest(data, dataset, tag)
 
     def set_ref(
         self, dataset: str, tag: str, digest: str, *, old: str | None, entry: LogEntry
