@@ -359,13 +359,7 @@ def _read_whole(path: str, limit: int) -> bytes | None:
     """A file's bytes if it holds at most ``limit`` (else None, and nothing read)."""
     fd = os.open(path, _RD)
     try:
-        size = os.fstat(fd).st_size
-        if size > limit:
-            return None
-        parts = []
-        while chunk := os.read(fd, max(size + 1, 1 << 16)):
-            parts.append(chunk)
-        return b"".join(parts) if len(parts) != 1 else parts[0]
+        return _read_fd(fd, limit)
     finally:
         os.close(fd)
 
@@ -415,27 +409,33 @@ def _present_local(objects: str, wanted: list[str]) -> set[str]:
 
 
 def _send_local(digest: str, src: str, objects: str) -> int:
-    """Copy one object to a local-directory remote: hashed while written, renamed into place
-    (the same bytes under the same name, so a concurrent writer's rename is harmless)."""
+    """Copy one object to a local-directory remote: hashed before it is written, written under
+    a temporary name, renamed into place (the same bytes under the same name, so a concurrent
+    writer's rename is harmless)."""
     h = digest[_HEX:]
     folder = f"{objects}/{h[:2]}"
     tmp = f"{folder}/.{h[2:14]}.{secrets.token_hex(6)}.tmp"
     fi = os.open(src, _RD)
     try:
+        data = _read_fd(fi, _WHOLE)
+        hasher = blake3.blake3(data if data is not None else b"", max_threads=1)
+        if data is not None and PREFIX + hasher.hexdigest() != digest:
+            raise _local_corrupt(digest, PREFIX + hasher.hexdigest())
         try:
             fo = os.open(tmp, _WR_NEW, 0o444)
         except FileNotFoundError:
             os.makedirs(folder, exist_ok=True)
             fo = os.open(tmp, _WR_NEW, 0o444)
-        hasher = blake3.blake3(max_threads=1)
         size = 0
         try:
-            while chunk := os.read(fi, _CHUNK):
-                hasher.update(chunk)
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(fo, view) :]
-                size += len(chunk)
+            if data is not None:
+                _write_all(fo, data)
+                size = len(data)
+            else:  # a large object: streamed, hashed on the way
+                while chunk := os.read(fi, _CHUNK):
+                    hasher.update(chunk)
+                    _write_all(fo, chunk)
+                    size += len(chunk)
         finally:
             os.close(fo)
     finally:
@@ -446,6 +446,27 @@ def _send_local(digest: str, src: str, objects: str) -> int:
         raise _local_corrupt(digest, got)
     os.rename(tmp, f"{folder}/{h[2:]}")
     return size
+
+
+def _read_fd(fd: int, limit: int) -> bytes | None:
+    """All of an open file's bytes if it holds at most ``limit`` (else None, nothing read). One
+    read sized from fstat: no over-sized buffer per call."""
+    size = os.fstat(fd).st_size
+    if size > limit:
+        return None
+    data = os.read(fd, size + 1)
+    if len(data) <= size:
+        return data  # a regular file read short of size + 1 is at its end
+    parts = [data]
+    while chunk := os.read(fd, _CHUNK):
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _local_corrupt(digest: str, got: str) -> CorruptObjectError:
