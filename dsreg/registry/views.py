@@ -23,7 +23,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -41,6 +40,8 @@ from dsreg.registry.manifests import VIEWS, Revision, View
 from dsreg.registry.registry import Registry
 
 if TYPE_CHECKING:
+    import duckdb
+
     from dsreg.registry.dataset import Dataset
 
 __all__ = [
@@ -229,6 +230,8 @@ def quoted_names(query: str) -> list[str]:
 
 
 def _translate(e: duckdb.Error, query: str) -> DsregError:
+    import duckdb
+
     msg = str(e).strip()
     if isinstance(e, duckdb.IOException):
         return StorageError(f"DuckDB could not read or write a file: {msg}")
@@ -244,6 +247,9 @@ class Connection:
     """
 
     def __init__(self, registry: Registry, con: duckdb.DuckDBPyConnection | None = None) -> None:
+        # DuckDB is imported by the first connection, not by ``import dsreg``.
+        import duckdb
+
         self.registry = registry
         self._unparsed: dict[str, DsregError] = {}
         self.duckdb: duckdb.DuckDBPyConnection = con if con is not None else duckdb.connect()
@@ -274,6 +280,8 @@ class Connection:
             rev = spec_or_revision
         else:
             rev = self.registry.resolve(spec_or_revision).revision
+        import duckdb
+
         sql = view_sql(self.registry, rev, view=view)
         try:
             self.duckdb.execute(f"CREATE OR REPLACE TEMP VIEW {_ident(name)} AS {sql}")
@@ -300,6 +308,8 @@ class Connection:
         return out
 
     def _error(self, e: duckdb.Error, query: str) -> DsregError:
+        import duckdb
+
         if isinstance(e, duckdb.CatalogException):
             for name, err in self._unparsed.items():
                 if name in str(e):
@@ -309,6 +319,8 @@ class Connection:
     # -- queries --------------------------------------------------------------------------------
     def execute(self, query: str, parameters: Sequence[Any] | None = None) -> Connection:
         """Resolve the revisions ``query`` names and run it; fetch with ``fetchall`` etc."""
+        import duckdb
+
         self.resolve_names(query)
         try:
             if parameters is None:
@@ -321,6 +333,8 @@ class Connection:
 
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:
         """Resolve the revisions ``query`` names; return DuckDB's (lazy) relation for it."""
+        import duckdb
+
         self.resolve_names(query)
         try:
             return self.duckdb.sql(query)
@@ -330,12 +344,16 @@ class Connection:
     query = sql
 
     def fetchall(self) -> list[tuple[Any, ...]]:
+        import duckdb
+
         try:
             return self.duckdb.fetchall()
         except duckdb.Error as e:
             raise _translate(e, "") from e
 
     def fetchone(self) -> tuple[Any, ...] | None:
+        import duckdb
+
         try:
             return self.duckdb.fetchone()
         except duckdb.Error as e:
@@ -343,6 +361,8 @@ class Connection:
 
     def table(self, query: str) -> pa.Table:
         """Run ``query``; the whole result as an Arrow table."""
+        import duckdb
+
         rel = self.sql(query)
         if rel is None:
             return pa.table({})
@@ -358,6 +378,8 @@ class Connection:
         self, query: str, *, rows: int = 1 << 16
     ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         """Run ``query``; its schema and its rows as a stream of record batches (bounded memory)."""
+        import duckdb
+
         rel = self.sql(query)
         if rel is None:
             return pa.schema([]), iter(())
