@@ -32,7 +32,7 @@ remotes.register(app)
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``dsreg`` script."""
     try:
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=argv, prog_name="dsreg", standalone_mode=False)
     except DsregError as e:
         sys.stderr.write(f"Error: {e}\n")
         sys.exit(1)
