@@ -146,30 +146,32 @@ def view_sql(reg: Registry, revision: Revision, *, view: View | None = None) -> 
     else:
         verdict, suggested = "NULL::VARCHAR", "NULL::INTEGER"
 
-    is_error = "(v IS NOT NULL AND v <> 'non_error')"
-    relabel = "(v IN ('correctable', 'suspected') AND s IS NOT NULL)"
+    # Internal names no metadata column is likely to take: a column "given" stays its own.
+    is_error = "(__dsreg_v IS NOT NULL AND __dsreg_v <> 'non_error')"
+    relabel = "(__dsreg_v IN ('correctable', 'suspected') AND __dsreg_s IS NOT NULL)"
     keep = {
         "original": "TRUE",
         "cleaned": f"NOT {is_error}",
         "corrected": f"(NOT {is_error} OR {relabel})",
-        "honeypot": "(v = 'correctable' AND s IS NOT NULL)",
+        "honeypot": "(__dsreg_v = 'correctable' AND __dsreg_s IS NOT NULL)",
     }[chosen]
     label = (
-        f"CASE WHEN {relabel} THEN s ELSE given END"
+        f"CASE WHEN {relabel} THEN __dsreg_s ELSE __dsreg_given END"
         if chosen in ("corrected", "honeypot")
-        else "given"
+        else "__dsreg_given"
     )
     meta_cols = "".join(f", {_ident(m)}" for m in meta)
     inner = (
-        'SELECT e.file_row_number AS "row", e.example_id, e.label AS given, e.blob, e.size'
+        'SELECT e.file_row_number AS "row", e.example_id, e.label AS __dsreg_given, e.blob, e.size'
         + "".join(f", e.{_ident(m)}" for m in meta)
-        + f", {verdict} AS v, {suggested} AS s "
+        + f", {verdict} AS __dsreg_v, {suggested} AS __dsreg_s "
         f"FROM read_parquet({_lit(str(examples))}, file_row_number = true) AS e " + " ".join(joins)
     )
     return (
         f'SELECT "row", example_id, CAST({label} AS INTEGER) AS label, '
         f"{classes}[CAST({label} AS INTEGER) + 1] AS label_name, "
-        f"CAST(given AS INTEGER) AS given_label, v AS verdict, blob, size{meta_cols} "
+        "CAST(__dsreg_given AS INTEGER) AS given_label, __dsreg_v AS verdict, blob, size"
+        f"{meta_cols} "
         f"FROM ({inner}) WHERE {keep}"
     )
 

@@ -294,3 +294,25 @@ def test_a_view_sql_can_be_read_by_plain_duckdb(toy: tuple) -> None:
     sql = views.view_sql(reg, reg.resolve("toy@honeypot").revision)
     got = duckdb.sql(f"SELECT example_id, given_label, label FROM ({sql})").fetchall()
     assert got == [("x1", 1, 2)]
+
+
+def test_metadata_columns_named_like_internal_ones_stay_columns(
+    make_registry: Callable[..., Registry],
+) -> None:
+    reg = make_registry()
+    labels = np.asarray([0, 1, 0, 1])
+    src = Source(
+        ids=[f"x{i}" for i in range(4)],
+        labels=labels.astype(np.int32),
+        classes=("a", "b"),
+        payloads=[None] * 4,
+        metadata=pa.table({"given": ["g0", "g1", "g2", "g3"], "e": [1, 2, 3, 4]}),
+        provenance={"kind": "table"},
+    )
+    snap = add_source(reg, "toy", src, tag="original").snapshot
+    ov = add_overlay(reg, snap, labels, [1, 2], ["correctable", "neither"], [0, -1])
+    make_tag(reg, "toy@corrected", "toy@original", overlays=[ov], view="corrected")
+    got = sql_view(reg, "toy@corrected")
+    assert got.equals(Dataset(reg, reg.resolve("toy@corrected")).labels())
+    assert got.column("given").to_pylist() == ["g0", "g1", "g3"]
+    assert got.column("label").to_pylist() == [0, 0, 1]
