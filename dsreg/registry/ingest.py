@@ -23,11 +23,11 @@ from dsreg.registry.names import check_name
 from dsreg.registry.progress import ProgressHook, no_progress
 from dsreg.registry.registry import Registry
 from dsreg.registry.sources import Payload, Source
-from dsreg.registry.store import hash_path
+from dsreg.registry.store import ObjectBatch, hash_path
 
 __all__ = ["AddResult", "add_source"]
 
-_JOBS = max(4, min(32, (os.cpu_count() or 1) * 4))
+_JOBS = int(os.environ.get("DSREG_JOBS") or max(4, min(32, (os.cpu_count() or 1) * 4)))
 # Files per task handed to a worker thread: one future per file costs more than small files do.
 _CHUNK = 128
 
@@ -106,11 +106,7 @@ def add_source(
                 "with --force (the log keeps the old value)"
             )
         if dry:
-            stored, new = _store_payloads(reg, source.payloads, write=True, progress=no_progress)
-            if stored != digests:
-                raise StorageError(
-                    "files changed while they were being added; nothing was tagged: add again"
-                )
+            new = _store_missing(reg, source.payloads, digests)
         reg.store.put_bytes(data)
         reg.put_manifest(snap)
         rev_digest = reg.put_manifest(rev)
@@ -188,6 +184,14 @@ def _common_prefix(keys: list[str]) -> str:
     return lo[:n]
 
 
+def _paths(payloads: Sequence[Payload | None]) -> tuple[list[int], list[str]]:
+    """The rows that have a payload, and their absolute paths as strings (the stat cache's keys,
+    and cheaper to open than ``Path`` objects)."""
+    rows = [i for i, p in enumerate(payloads) if p is not None]
+    cwd = os.getcwd()
+    return rows, [os.path.join(cwd, os.fspath(payloads[i].path)) for i in rows]  # type: ignore[union-attr]
+
+
 def _store_payloads(
     reg: Registry,
     payloads: Sequence[Payload | None],
@@ -199,12 +203,9 @@ def _store_payloads(
     were new. Unchanged files (same path, inode, size, mtime as in the stat cache) are not read;
     the rest are read once each, in parallel across files, one thread per file."""
     out: list[str | None] = [None] * len(payloads)
-    rows = [i for i, p in enumerate(payloads) if p is not None]
+    rows, keys = _paths(payloads)
     if not rows:
         return out, 0
-    cwd = os.getcwd()
-    # Absolute paths as strings: the stat cache's keys, and cheaper to open than Path objects.
-    keys = [os.path.join(cwd, os.fspath(payloads[i].path)) for i in rows]  # type: ignore[union-attr]
     cache = reg.state.lookup(_common_prefix(keys))
     todo: list[int] = []
     for j, i in enumerate(rows):
@@ -222,38 +223,75 @@ def _store_payloads(
         gone = reg.store.missing({d for d in out if d is not None})
         if gone:
             todo = sorted({*todo, *(j for j, i in enumerate(rows) if out[i] in gone)})
-    fresh: list[tuple[str, int, int, int, str]] = []
     new = 0
+    fresh: list[tuple[str, int, int, int, str]] = []
     if todo:
-        with contextlib.ExitStack() as stack:
-            batch = stack.enter_context(reg.store.batch()) if write else None
-
-            def work(chunk: list[int]) -> list[tuple[int, str]]:
-                got = []
-                for j in chunk:
-                    size = payloads[rows[j]].size  # type: ignore[union-attr]
-                    if batch is not None:
-                        got.append((j, batch.put_file(keys[j], size_hint=size)))
-                    else:
-                        got.append((j, _hash(keys[j], size)))
-                return got
-
-            chunks = [todo[k : k + _CHUNK] for k in range(0, len(todo), _CHUNK)]
-            task = "adding" if write else "hashing"
-            done = 0
-            pool = stack.enter_context(ThreadPoolExecutor(max_workers=_JOBS))
-            for got in pool.map(work, chunks):
-                for j, digest in got:
-                    i = rows[j]
-                    out[i] = digest
-                    p = payloads[i]
-                    assert p is not None
-                    fresh.append((keys[j], p.inode, p.size, p.mtime_ns, digest))
-                done += len(got)
-                progress(task, done, len(todo))
-            if batch is not None:
-                new = batch.commit(map_=pool.map)
+        sizes = [payloads[rows[j]].size for j in todo]  # type: ignore[union-attr]
+        with reg.store.batch() if write else contextlib.nullcontext() as batch:
+            got, new = _read_files(
+                [keys[j] for j in todo], sizes, batch, progress, "adding" if write else "hashing"
+            )
+        for j, digest in zip(todo, got, strict=True):
+            i = rows[j]
+            out[i] = digest
+            p = payloads[i]
+            assert p is not None
+            fresh.append((keys[j], p.inode, p.size, p.mtime_ns, digest))
     reg.state.store(fresh)
+    return out, new
+
+
+def _store_missing(
+    reg: Registry, payloads: Sequence[Payload | None], digests: Sequence[str | None]
+) -> int:
+    """Store the payloads whose objects are absent, after a pass that only hashed them; refuse
+    if a file no longer holds the bytes that were hashed."""
+    gone = reg.store.missing({d for d in digests if d is not None})
+    if not gone:
+        return 0
+    rows, keys = _paths(payloads)
+    todo = [j for j, i in enumerate(rows) if digests[i] in gone]
+    sizes = [payloads[rows[j]].size for j in todo]  # type: ignore[union-attr]
+    with reg.store.batch() as batch:
+        got, new = _read_files([keys[j] for j in todo], sizes, batch, no_progress, "adding")
+        for j, digest in zip(todo, got, strict=True):
+            if digest != digests[rows[j]]:
+                raise StorageError(
+                    f"{keys[j]} changed while it was being added; nothing was tagged: add again"
+                )
+    return new
+
+
+def _read_files(
+    paths: list[str],
+    sizes: list[int],
+    batch: ObjectBatch | None,
+    progress: ProgressHook,
+    task: str,
+) -> tuple[list[str], int]:
+    """Each file's digest (read in parallel, in chunks per thread); with ``batch``, its bytes are
+    staged and installed too. Returns the digests and how many objects were new."""
+    out: list[str] = [""] * len(paths)
+
+    def work(start: int) -> int:
+        for k in range(start, min(start + _CHUNK, len(paths))):
+            if batch is not None:
+                out[k] = batch.put_file(paths[k], size_hint=sizes[k])
+            else:
+                out[k] = _hash(paths[k], sizes[k])
+        return min(_CHUNK, len(paths) - start)
+
+    done = 0
+    with ThreadPoolExecutor(max_workers=_JOBS) as pool:
+        try:
+            for n in pool.map(work, range(0, len(paths), _CHUNK)):
+                done += n
+                progress(task, done, len(paths))
+            new = batch.commit(map_=pool.map) if batch is not None else 0
+        except BaseException:
+            # One file failed (or Ctrl-C): do not read the thousands still queued.
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     return out, new
 
 
