@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -87,6 +88,15 @@ def status_bytes(field: str) -> int:
     raise RuntimeError(f"no {field} in /proc/self/status")
 
 
+def cpu_seconds() -> float:
+    """User + system time of this process and its reaped children (cleanlab's pool)."""
+    total = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        usage = resource.getrusage(who)
+        total += usage.ru_utime + usage.ru_stime
+    return total
+
+
 def reset_peak() -> None:
     # ru_maxrss survives fork+exec on Linux (it would report the parent's size); VmHWM is per
     # address space, and writing 5 to clear_refs resets it to the current resident size.
@@ -139,11 +149,14 @@ def worker(args: argparse.Namespace) -> None:
     baseline = status_bytes("VmRSS")
     print(json.dumps({"ready": True, "baseline": baseline}), flush=True)
     sys.stdin.readline()  # the parent's sampler is running
+    cpu_before = cpu_seconds()
     start = time.perf_counter()
     flagged = run()
     seconds = time.perf_counter() - start
+    cpu = cpu_seconds() - cpu_before
     peak = status_bytes("VmHWM")
-    print(json.dumps({"seconds": seconds, "flagged": flagged, "peak_rss": peak}), flush=True)
+    result = {"seconds": seconds, "cpu_seconds": cpu, "flagged": flagged, "peak_rss": peak}
+    print(json.dumps(result), flush=True)
 
 
 def measure(tool: str, probs: Path, labels: Path) -> dict[str, Any]:
@@ -171,6 +184,7 @@ def measure(tool: str, probs: Path, labels: Path) -> dict[str, Any]:
     proc.wait()
     return {
         "seconds": result["seconds"],
+        "cpu_seconds": result["cpu_seconds"],
         "flagged": result["flagged"],
         "rss_above_input": result["peak_rss"] - ready["baseline"],
         "tree_pss_above_input": peak[0] - baseline_pss,
@@ -182,7 +196,7 @@ def mib(value: float) -> str:
 
 
 def compare(args: argparse.Namespace) -> None:
-    sizes = [(1_000_000, 345), (50_000, 1_000)]
+    sizes = [tuple(int(v) for v in size.split("x")) for size in args.size]
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         for n, k in sizes:
             probs, labels = write_inputs(Path(tmp), n, k, np.float32)
@@ -199,12 +213,14 @@ def compare(args: argparse.Namespace) -> None:
             print(f"\n{n:,} x {k:,} float32 ({mib(size)} input), median of {args.repeat}:")
             for tool, m in med.items():
                 print(
-                    f"  {tool:9s} {m['seconds']:7.2f} s   peak RSS above input "
+                    f"  {tool:9s} {m['seconds']:7.2f} s wall {m['cpu_seconds']:7.2f} s CPU   "
+                    "peak RSS above input "
                     f"{mib(m['rss_above_input']):>10s}   tree PSS above input "
                     f"{mib(m['tree_pss_above_input']):>10s}   flagged {int(m['flagged']):,}"
                 )
             print(
-                f"  dsreg is {c['seconds'] / d['seconds']:.1f}x faster; uses "
+                f"  dsreg is {c['seconds'] / d['seconds']:.1f}x faster (wall), "
+                f"{c['cpu_seconds'] / d['cpu_seconds']:.1f}x less CPU time; uses "
                 f"{d['rss_above_input'] / c['rss_above_input']:.2f}x the RSS and "
                 f"{d['tree_pss_above_input'] / c['tree_pss_above_input']:.2f}x the tree PSS "
                 "above the input"
@@ -228,7 +244,8 @@ def out_of_core(args: argparse.Namespace) -> None:
             lines = [json.loads(line) for line in proc.stdout.splitlines()]
             result = lines[-1]
             print(
-                f"detect({n:,} x {k} float16 .npy): {result['seconds']:.1f} s, peak RSS "
+                f"detect({n:,} x {k} float16 .npy): {result['seconds']:.1f} s wall, "
+                f"{result['cpu_seconds']:.1f} s CPU, peak RSS "
                 f"{mib(result['peak_rss'])} (baseline after loading labels "
                 f"{mib(lines[0]['baseline'])}), flagged {result['flagged']:,}"
             )
@@ -242,7 +259,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="mode")
     c = sub.add_parser("compare", help="dsreg vs cleanlab, in memory")
-    c.add_argument("--repeat", type=int, default=3)
+    c.add_argument("--repeat", type=int, default=5)
+    c.add_argument(
+        "--size",
+        action="append",
+        help="NxK, repeatable (default: 1000000x345 and 50000x1000)",
+    )
     c.add_argument("--dir", default=None, help="where to write the inputs (default: temp)")
     o = sub.add_parser("ooc", help="10M x 345 float16 .npy, memory-mapped")
     o.add_argument("--dir", default=tempfile.gettempdir())
@@ -261,6 +283,7 @@ def main() -> None:
     else:
         if args.mode is None:
             args = parser.parse_args(["compare", *sys.argv[1:]])
+        args.size = args.size or ["1000000x345", "50000x1000"]
         compare(args)
 
 

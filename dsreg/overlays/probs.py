@@ -460,7 +460,8 @@ class ParquetSource(ProbabilitySource):
 
         file = Path(path)
         try:
-            self._file = pq.ParquetFile(file)
+            # pre_buffer would read ahead every row group: memory as large as the file.
+            self._file = pq.ParquetFile(file, pre_buffer=False)
         except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
             raise _path_error(exc, file) from exc
         except (pa.ArrowException, OSError) as exc:
@@ -515,7 +516,15 @@ class ParquetSource(ProbabilitySource):
 
         start = 0
         try:
-            for batch in self._file.iter_batches(batch_size=chunk_rows, columns=self._names):
+            # One row group at a time, so decoded data never outgrows a row group.
+            batches = (
+                batch
+                for group in range(self._file.num_row_groups)
+                for batch in self._file.iter_batches(
+                    batch_size=chunk_rows, row_groups=[group], columns=self._names
+                )
+            )
+            for batch in batches:
                 if batch.num_rows:
                     chunk = self._decode(batch, start)
                     chunk.flags.writeable = False

@@ -303,3 +303,30 @@ def test_truncated_rows_in_a_parquet_file_are_validated(tmp_path: Path) -> None:
     path = write_parquet(tmp_path / "p.parquet", pa.table({f"c{j}": probs[:, j] for j in range(4)}))
     with pytest.raises(ProbabilitiesError, match=r"rows 250 sum to 0.4"):
         open_probabilities(path).validate(chunk_rows=64)
+
+
+def test_parquet_is_read_a_row_group_at_a_time(tmp_path: Path) -> None:
+    status = Path("/proc/self/status")
+    clear = Path("/proc/self/clear_refs")
+    if not status.exists() or not clear.exists():
+        pytest.skip("peak resident memory is read from /proc (Linux)")
+
+    def field(name: str) -> int:
+        line = next(x for x in status.read_text().splitlines() if x.startswith(name + ":"))
+        return int(line.split()[1]) * 1024
+
+    rows, k = 250_000, 64  # 64 MB of float32 in 10 row groups; random, so it won't compress
+    probs = softmax(rows, k, seed=4)
+    path = tmp_path / "p.parquet"
+    flat = pa.array(probs.reshape(-1))
+    write_parquet(
+        path, pa.table({"p": pa.FixedSizeListArray.from_arrays(flat, k)}), row_group_size=25_000
+    )
+    del probs, flat
+    source = open_probabilities(path)
+    clear.write_text("5")  # reset the peak to the current resident size
+    before = field("VmRSS")
+    for _ in source.chunks(4096):
+        pass
+    grown = field("VmHWM") - before
+    assert grown < 32 * 2**20, f"peak resident memory grew by {grown >> 20} MiB for a 64 MB file"
