@@ -1,17 +1,23 @@
 """``dsreg diff A B``: rows only in A, only in B, and relabelled, with a from -> to count table.
 
-Two revisions of one snapshot are matched by ``row`` (the snapshot position); revisions of
-different snapshots by ``example_id``. Labels are compared by class name, so snapshots whose class
-lists differ still diff sensibly.
+Two revisions of one snapshot are matched by ``row`` (the snapshot position) and compared at the
+rows their overlays name only (the rest cannot differ): work in the size of the corrections.
+Revisions of different snapshots are matched by ``example_id`` through their DuckDB views, and
+labels are compared by class name, so snapshots whose class lists differ still diff sensibly.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from dsreg.registry.registry import Registry
+import numpy as np
+
+from dsreg.registry.registry import Registry, Resolved
 from dsreg.registry.views import Connection
+from dsreg.report.sparse import LoadedRevision, SparseView, load_revision, sparse_views
 
 __all__ = ["DiffResult", "Transition", "diff"]
 
@@ -69,7 +75,96 @@ class DiffResult:
 def diff(reg: Registry, a: str, b: str) -> DiffResult:
     """Compare the views of revisions ``a`` and ``b`` (specs)."""
     ra, rb = reg.resolve(a), reg.resolve(b)
-    match = "row" if ra.revision.snapshot == rb.revision.snapshot else "example_id"
+    if ra.revision.snapshot == rb.revision.snapshot:
+        return _diff_rows(reg, ra, rb)
+    return _diff_sql(reg, ra, rb, match="example_id")
+
+
+def _diff_rows(reg: Registry, ra: Resolved, rb: Resolved) -> DiffResult:
+    """One snapshot: two views can differ only at rows some overlay names, so only those rows
+    (and the count of the rest) are compared; the snapshot's ids are read for the samples only."""
+    la, lb = load_revision(reg, ra.revision), load_revision(reg, rb.revision)
+    n = len(la.labels)
+    va = sparse_views(n, la.merged, [ra.revision.view])[ra.revision.view]
+    vb = sparse_views(n, lb.merged, [rb.revision.view])[rb.revision.view]
+    named = np.union1d(la.merged.named, lb.merged.named)
+    served_a, label_a = _side(named, va, la)
+    served_b, label_b = _side(named, vb, lb)
+    # Rows no overlay names: served by a view that keeps "every row except", with given labels.
+    rest = n - len(named)
+    only_a = served_a & ~served_b
+    only_b = served_b & ~served_a
+    changed = served_a & served_b & (label_a != label_b)
+    pairs = Counter(zip(label_a[changed].tolist(), label_b[changed].tolist(), strict=True))
+    names = la.classes
+    trans = sorted(
+        ((names[f], names[t], c) for (f, t), c in pairs.items()), key=lambda x: (-x[2], x[0], x[1])
+    )
+    rest_a = rest if va.complement and not vb.complement else 0
+    rest_b = rest if vb.complement and not va.complement else 0
+    first = {
+        "only_a": _first(named[only_a], named if rest_a else None, n),
+        "only_b": _first(named[only_b], named if rest_b else None, n),
+        "relabelled": named[changed][:_SAMPLES],
+    }
+    return DiffResult(
+        a=ra.spec,
+        b=rb.spec,
+        a_revision=ra.digest,
+        b_revision=rb.digest,
+        match="row",
+        rows_a=va.size,
+        rows_b=vb.size,
+        only_a=int(only_a.sum()) + rest_a,
+        only_b=int(only_b.sum()) + rest_b,
+        relabelled=int(changed.sum()),
+        transitions=tuple(Transition(source=f, target=t, count=c) for f, t, c in trans),
+        samples=_ids_at(la.examples, first),
+    )
+
+
+def _side(named: np.ndarray, vw: SparseView, rev: LoadedRevision) -> tuple[np.ndarray, np.ndarray]:
+    """At the ``named`` rows: whether ``vw`` serves each, and the label it serves."""
+    listed = np.isin(named, vw.rows, assume_unique=True)
+    served = ~listed if vw.complement else listed
+    label = rev.labels[named].copy()
+    rel = np.isin(named, vw.relabel, assume_unique=True)
+    at = np.searchsorted(rev.merged.named, named[rel])
+    label[rel] = rev.merged.suggested[at]
+    return served, label
+
+
+def _first(rows: np.ndarray, excluded: np.ndarray | None, n: int) -> np.ndarray:
+    """The first sample rows: ``rows``, plus (when ``excluded`` is given) the rows outside it."""
+    if excluded is None:
+        return rows[:_SAMPLES]
+    # The first _SAMPLES rows outside `excluded` lie below len(excluded) + _SAMPLES.
+    upto = np.arange(min(n, len(excluded) + _SAMPLES))
+    outside = upto[~np.isin(upto, excluded, assume_unique=True)][:_SAMPLES]
+    return np.union1d(rows[:_SAMPLES], outside)[:_SAMPLES]
+
+
+def _ids_at(path: Path, rows: dict[str, np.ndarray]) -> dict[str, list[str]]:
+    """The example ids at a few rows, reading only the row groups that hold them."""
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(path)
+    starts = np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)])
+    cache: dict[int, list[str]] = {}
+    out: dict[str, list[str]] = {}
+    for kind, rs in rows.items():
+        ids = []
+        for r in rs.tolist():
+            g = int(np.searchsorted(starts, r, side="right")) - 1
+            if g not in cache:
+                cache[g] = pf.read_row_group(g, columns=["example_id"]).column(0).to_pylist()
+            ids.append(cache[g][r - int(starts[g])])
+        out[kind] = ids
+    return out
+
+
+def _diff_sql(reg: Registry, ra: Resolved, rb: Resolved, *, match: str) -> DiffResult:
+    """Any two revisions, through their DuckDB views, matched on ``match`` (a full outer join)."""
     with Connection(reg) as con:
         con.create_view("__dsreg_a", ra.revision)
         con.create_view("__dsreg_b", rb.revision)
@@ -105,8 +200,8 @@ def diff(reg: Registry, a: str, b: str) -> DiffResult:
             ).fetchall()
             samples[kind] = [r[0] for r in got]
     return DiffResult(
-        a=a,
-        b=b,
+        a=ra.spec,
+        b=rb.spec,
         a_revision=ra.digest,
         b_revision=rb.digest,
         match=match,

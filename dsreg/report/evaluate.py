@@ -10,7 +10,7 @@ A test holds these views equal to ``policy.apply_view``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,23 +18,27 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from dsreg._version import __version__
-from dsreg.errors import InvalidInputError, ManifestError, PredictionsError
-from dsreg.overlays.policy import VERDICTS
-from dsreg.registry.digest import hash_file, short
+from dsreg.errors import InvalidInputError, PredictionsError
+from dsreg.registry.digest import hash_file
 from dsreg.registry.manifests import VIEWS, View
 from dsreg.registry.registry import Registry, Resolved
-from dsreg.registry.views import verified_object
 from dsreg.report._json import stable_json
 from dsreg.report.predictions import (
     Predictions,
     PredictionsSource,
     Ranks,
     Target,
-    as_numpy,
     read_predictions,
+)
+from dsreg.report.sparse import (
+    Named,
+    SparseView,
+    load_revision,
+    read_column,
+    sparse_views,
+    view_rows,
 )
 
 __all__ = [
@@ -43,143 +47,10 @@ __all__ = [
     "ViewScore",
     "evaluate",
     "evaluate_revision",
-    "view_rows",
+    "view_rows",  # re-exported: what evaluate scores, for tests against policy.apply_view
 ]
 
 SCHEMA = "dsreg/eval/1"
-_NON_ERROR = VERDICTS.index("non_error") + 1
-_CORRECTABLE = VERDICTS.index("correctable") + 1
-_SUSPECTED = VERDICTS.index("suspected") + 1
-
-
-# -- the view rule over sparse rows ---------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _View:
-    """A view as few rows: every snapshot row except ``rows`` (``complement``) or only ``rows``;
-    ``relabel`` (sorted, served rows) take the suggested label, at ``relabel_cand`` of the
-    target's candidate rows."""
-
-    name: View
-    complement: bool
-    rows: np.ndarray
-    relabel: np.ndarray
-    relabel_cand: np.ndarray
-    size: int
-
-    def served(self, n: int) -> np.ndarray:
-        """The served rows, in snapshot order (materialised: for tests and error messages)."""
-        if not self.complement:
-            return self.rows
-        keep = np.ones(n, dtype=bool)
-        keep[self.rows] = False
-        return np.flatnonzero(keep)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Overlays:
-    named: np.ndarray  # int64, sorted: every row an overlay names
-    verdict: np.ndarray  # uint8 code (1 + index in VERDICTS) of the last overlay naming it
-    suggested: np.ndarray  # int32, -1 where that overlay suggests none
-
-
-def _verdict_codes(col: pa.ChunkedArray) -> np.ndarray:
-    """Verdict strings as codes (1 + index in VERDICTS), one lookup per distinct verdict; the
-    column may be read dictionary-encoded (as Parquet stores it) or as plain strings."""
-    out = []
-    for chunk in col.chunks:
-        enc = chunk if pa.types.is_dictionary(chunk.type) else chunk.dictionary_encode()
-        names = enc.dictionary.to_pylist()
-        unknown = sorted(set(names) - set(VERDICTS))
-        if unknown or enc.indices.null_count:
-            raise ManifestError(
-                f"a corrections table holds verdicts {unknown or [None]} outside "
-                f"{list(VERDICTS)}; run 'dsreg verify'"
-            )
-        lut = np.asarray([VERDICTS.index(v) + 1 for v in names], dtype=np.uint8)
-        out.append(lut[as_numpy(enc.indices)])
-    return np.concatenate(out) if out else np.empty(0, np.uint8)
-
-
-def _merge(tables: Sequence[pa.Table]) -> _Overlays:
-    """Fold corrections in order, the later overlay winning: ``policy.merge_overlays``, kept
-    sparse (no array of the snapshot's size) and vectorised (one verdict lookup per table)."""
-    rows, codes, sugg = [], [], []
-    for t in tables:
-        rows.append(as_numpy(t.column("row")).astype(np.int64, copy=False))
-        codes.append(_verdict_codes(t.column("verdict")))
-        sugg.append(as_numpy(t.column("suggested_label"), fill=-1).astype(np.int32))
-    if not tables:
-        return _Overlays(
-            named=np.empty(0, np.int64),
-            verdict=np.empty(0, np.uint8),
-            suggested=np.empty(0, np.int32),
-        )
-    r, c, s = np.concatenate(rows), np.concatenate(codes), np.concatenate(sugg)
-    if len(r) > 1 and not (r[1:] > r[:-1]).all():
-        # A stable sort keeps overlay order among equal rows: the last of each run wins.
-        order = np.argsort(r, kind="stable")
-        r, c, s = r[order], c[order], s[order]
-        last = np.ones(len(r), dtype=bool)
-        last[:-1] = r[1:] != r[:-1]
-        r, c, s = r[last], c[last], s[last]
-    return _Overlays(named=r, verdict=c, suggested=s)
-
-
-def _views(n: int, ov: _Overlays, names: Iterable[View]) -> dict[View, _View]:
-    v, s, rows = ov.verdict, ov.suggested, ov.named
-    err = v != _NON_ERROR
-    relabel = ((v == _CORRECTABLE) | (v == _SUSPECTED)) & (s >= 0)
-    cand = np.flatnonzero(s >= 0)  # positions in `named` of the target's candidate rows
-    cand_index = np.full(len(rows), -1, dtype=np.int64)
-    cand_index[cand] = np.arange(len(cand))
-    none = np.empty(0, dtype=np.int64)
-    out: dict[View, _View] = {}
-    for name in names:
-        if name == "original":
-            out[name] = _View(
-                name=name, complement=True, rows=none, relabel=none, relabel_cand=none, size=n
-            )
-        elif name == "cleaned":
-            drop = rows[err]
-            out[name] = _View(
-                name=name,
-                complement=True,
-                rows=drop,
-                relabel=none,
-                relabel_cand=none,
-                size=n - len(drop),
-            )
-        elif name == "corrected":
-            drop = rows[err & ~relabel]
-            out[name] = _View(
-                name=name,
-                complement=True,
-                rows=drop,
-                relabel=rows[relabel],
-                relabel_cand=cand_index[relabel],
-                size=n - len(drop),
-            )
-        elif name == "honeypot":
-            take = (v == _CORRECTABLE) & (s >= 0)
-            out[name] = _View(
-                name=name,
-                complement=False,
-                rows=rows[take],
-                relabel=rows[take],
-                relabel_cand=cand_index[take],
-                size=int(take.sum()),
-            )
-        else:
-            raise InvalidInputError(f"unknown view {name!r}; choose from {', '.join(VIEWS)}")
-    return out
-
-
-def view_rows(n: int, corrections: Sequence[pa.Table], view: View) -> tuple[np.ndarray, np.ndarray]:
-    """(served rows, rows served the suggested label) of ``view``: what ``evaluate`` scores."""
-    vw = _views(n, _merge(corrections), [view])[view]
-    return vw.served(n), vw.relabel
 
 
 # -- results --------------------------------------------------------------------------------------
@@ -299,7 +170,7 @@ class EvalReport:
 # -- scoring --------------------------------------------------------------------------------------
 
 
-def _missing(unpredicted: np.ndarray, ranks: Ranks, vw: _View) -> np.ndarray:
+def _missing(unpredicted: np.ndarray, ranks: Ranks, vw: SparseView) -> np.ndarray:
     """Served rows of ``vw`` the model did not predict (``unpredicted``: every such row)."""
     if vw.complement:
         if not len(unpredicted):
@@ -315,7 +186,7 @@ def _hits(ranks: np.ndarray, k: int) -> int:
 
 
 def _score(
-    ranks: Ranks, vw: _View, top_k: Sequence[int], full: Mapping[int, int], *, probs: bool
+    ranks: Ranks, vw: SparseView, top_k: Sequence[int], full: Mapping[int, int], *, probs: bool
 ) -> ViewScore:
     """Counts over the few rows a view adds, drops or relabels; ``full[k]`` is the top-k count
     over every snapshot row, computed once per model."""
@@ -381,49 +252,22 @@ def _rank(results: list[ModelResult], names: Sequence[View]) -> list[ModelResult
     return out
 
 
-def _read(path: Path, columns: list[str], *, dictionary: Sequence[str] = ()) -> pa.Table:
-    """Columns of a verified Parquet object (``ParquetFile``: no pyarrow.dataset, no pandas)."""
-    try:
-        return pq.ParquetFile(path, read_dictionary=list(dictionary)).read(columns=columns)
-    except (pa.ArrowException, OSError) as e:
-        raise ManifestError(f"cannot read {columns} from {path}: {e}; run 'dsreg verify'") from e
-
-
-def _read_column(path: Path, column: str) -> pa.ChunkedArray:
-    return _read(path, [column]).column(column)
-
-
-def _target(reg: Registry, resolved: Resolved) -> tuple[Target, _Overlays, list[tuple[str, str]]]:
-    snap = reg.snapshot(resolved.revision.snapshot)
-    path = verified_object(reg, snap.examples)
-    overlays = [(d, reg.overlay(d)) for d in resolved.revision.overlays]
-    cpaths = [verified_object(reg, ov.corrections) for _, ov in overlays]
-    # The labels and the corrections are read side by side (pyarrow decodes without the GIL).
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        labels_f = pool.submit(_read_column, path, "label")
-        # Verdicts stay dictionary-encoded, as stored: six strings, not millions.
-        cols = ["row", "verdict", "suggested_label"]
-        tables = list(pool.map(lambda c: _read(c, cols, dictionary=["verdict"]), cpaths))
-        labels = as_numpy(labels_f.result()).astype(np.int32, copy=False)
-    if len(labels) != snap.rows:
-        raise ManifestError(
-            f"examples table {short(snap.examples)} has {len(labels)} rows, its snapshot says "
-            f"{snap.rows}; run 'dsreg verify'"
-        )
-    merged = _merge(tables)
+def _target(reg: Registry, resolved: Resolved) -> tuple[Target, Named, list[tuple[str, str]]]:
+    rev = load_revision(reg, resolved.revision)
+    merged = rev.merged
     cand = merged.suggested >= 0
 
     def example_ids() -> pa.Array:
-        return _read_column(path, "example_id").combine_chunks()
+        return read_column(rev.examples, "example_id").combine_chunks()
 
     target = Target(
-        labels=labels,
-        classes=snap.classes,
+        labels=rev.labels,
+        classes=rev.classes,
         cand_rows=merged.named[cand],
         cand_suggested=merged.suggested[cand],
         example_ids=_cache(example_ids),
     )
-    return target, merged, [(d, ov.kind) for d, ov in overlays]
+    return target, merged, list(rev.overlays)
 
 
 def _cache(fn: Any) -> Any:
@@ -484,14 +328,14 @@ def evaluate_revision(
 def _score_all(
     resolved: Resolved,
     target: Target,
-    merged: _Overlays,
+    merged: Named,
     kinds: list[tuple[str, str]],
     inputs: Sequence[tuple[str, Predictions]],
     names: tuple[View, ...],
     ks: tuple[int, ...],
     digests: Mapping[str, Future[str]],
 ) -> EvalReport:
-    vws = _views(target.n, merged, names)
+    vws = sparse_views(target.n, merged, names)
     results: list[ModelResult] = []
     seen: set[str] = set()
 

@@ -49,6 +49,24 @@ def test_diff_of_two_views_of_one_snapshot_matches_rows(make_labelset: Any) -> N
     assert (same.only_a, same.only_b, same.relabelled, same.transitions) == (0, 0, 0, ())
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_diff_by_rows_equals_a_full_outer_join_of_the_views(make_labelset: Any, seed: int) -> None:
+    from dsreg.registry.tags import make_tag
+    from dsreg.report.diff import _diff_rows, _diff_sql
+
+    ls = make_labelset(n=70, seed=seed, overlays=2)
+    # Revisions over different overlay lists too: the first overlay only, in every view.
+    for view in ("original", "cleaned", "corrected", "honeypot"):
+        make_tag(ls.reg, f"toy@first-{view}", "toy@original", overlays=ls.overlays[:1], view=view)
+    specs = ["toy@original", "toy@cleaned", "toy@corrected", "toy@honeypot", "toy@first-cleaned",
+             "toy@first-corrected", "toy@first-honeypot"]  # fmt: skip
+    for a in specs:
+        for b in specs:
+            ra, rb = ls.reg.resolve(a), ls.reg.resolve(b)
+            fast = _diff_rows(ls.reg, ra, rb).to_dict()
+            assert fast == _diff_sql(ls.reg, ra, rb, match="row").to_dict(), (a, b)
+
+
 def test_diff_of_two_snapshots_matches_example_ids(make_labelset: Any) -> None:
     ls = make_labelset(n=20, overlays=0)
     # A second snapshot of the set: ids 0-4 dropped, 3 new ones, rows 5-6 relabelled, reordered.
