@@ -15,12 +15,19 @@ Two modes:
 ``ooc``
     A 10,000,000 x 345 float16 ``.npy`` (6.9 GB) written in chunks to ``--dir``, then
     ``detect(labels, path)`` reading it memory-mapped; reports time and peak resident memory,
-    then deletes the file (unless ``--keep``).
+    then deletes the file (unless ``--keep``). ``--format parquet`` writes a Parquet file
+    (one fixed-size-list column, 65,536-row row groups) instead.
+
+``parity``
+    dsreg against cleanlab run with stable sorts (dsreg's definition) and with numpy's
+    default sort, on the same generated inputs.
 
 Usage::
 
-    python benchmarks/bench_detector.py compare --repeat 3
+    python benchmarks/bench_detector.py compare --repeat 7
     python benchmarks/bench_detector.py ooc --dir /tmp
+    python benchmarks/bench_detector.py ooc --rows 1000000 --dtype float32 --format parquet
+    python benchmarks/bench_detector.py parity
 """
 
 from __future__ import annotations
@@ -68,7 +75,9 @@ def generate(n: int, k: int, *, seed: int, dtype: Any, probs_out: Any) -> np.nda
     return labels
 
 
-def write_inputs(folder: Path, n: int, k: int, dtype: Any, seed: int = 0) -> tuple[Path, Path]:
+def write_inputs(
+    folder: Path, n: int, k: int, dtype: Any, seed: int = 0, *, parquet: bool = False
+) -> tuple[Path, Path]:
     probs_path = folder / f"probs_{n}x{k}_{np.dtype(dtype).name}.npy"
     labels_path = folder / f"labels_{n}x{k}.npy"
     out = np.lib.format.open_memmap(probs_path, mode="w+", dtype=dtype, shape=(n, k))
@@ -76,7 +85,29 @@ def write_inputs(folder: Path, n: int, k: int, dtype: Any, seed: int = 0) -> tup
     out.flush()
     del out
     np.save(labels_path, labels)
+    if parquet:
+        probs_path = npy_to_parquet(probs_path)
     return probs_path, labels_path
+
+
+def npy_to_parquet(path: Path, row_group_rows: int = 65_536) -> Path:
+    """One fixed-size-list column, row groups of ``row_group_rows``; removes the .npy."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    target = path.with_suffix(".parquet")
+    data = np.load(path, mmap_mode="r")
+    k = data.shape[1]
+    with pq.ParquetWriter(
+        target, pa.schema([("pred_probs", pa.list_(pa.from_numpy_dtype(data.dtype), k))])
+    ) as writer:
+        for start in range(0, len(data), row_group_rows):
+            block = np.ascontiguousarray(data[start : start + row_group_rows])
+            column = pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), k)
+            writer.write_table(pa.table({"pred_probs": column}))
+    del data
+    path.unlink()
+    return target
 
 
 def status_bytes(field: str) -> int:
@@ -128,7 +159,7 @@ def worker(args: argparse.Namespace) -> None:
 
     labels = np.load(args.labels)
     if args.tool == "dsreg-ooc":
-        probs: Any = args.probs  # a path: memory-mapped, read in chunks
+        probs: Any = args.probs  # a path: memory-mapped or Parquet, read in chunks
     else:
         probs = np.load(args.probs)  # fully in memory
     sys.path.insert(0, str(REPO))
@@ -229,13 +260,53 @@ def compare(args: argparse.Namespace) -> None:
             probs.unlink()
 
 
+def parity(args: argparse.Namespace) -> None:
+    """dsreg against cleanlab with stable sorts (the definition) on the benchmark inputs."""
+    import warnings
+
+    import cleanlab.filter as cl_filter
+
+    sys.path.insert(0, str(REPO))
+    from dsreg.overlays.detector import detect
+
+    original = np.argsort
+
+    def stable_argsort(a: Any, axis: int = -1, kind: Any = None, order: Any = None) -> Any:
+        return original(a, axis=axis, kind="stable", order=order)
+
+    for size in args.size:
+        n, k = (int(v) for v in size.split("x"))
+        probs = np.empty((n, k), dtype=np.float32)
+        labels = generate(n, k, seed=0, dtype=np.float32, probs_out=probs)
+        found = detect(labels, probs)
+        np.argsort = stable_argsort  # type: ignore[assignment]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ranked = cl_filter.find_label_issues(
+                    labels, probs, n_jobs=1, return_indices_ranked_by="self_confidence"
+                )
+        finally:
+            np.argsort = original  # type: ignore[assignment]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            default = cl_filter.find_label_issues(labels, probs, n_jobs=1)
+        same = np.array_equal(found.rows, ranked)
+        print(
+            f"{n:,} x {k:,}: dsreg flags {len(found):,}; cleanlab with stable sorts "
+            f"{len(ranked):,} (identical ranked rows: {same}); cleanlab with numpy's default "
+            f"sort {int(default.sum()):,}"
+        )
+
+
 def out_of_core(args: argparse.Namespace) -> None:
     n, k = args.rows, 345
     folder = Path(args.dir)
     start = time.perf_counter()
-    probs, labels = write_inputs(folder, n, k, np.float16)
+    dtype = np.dtype(args.dtype)
+    probs, labels = write_inputs(folder, n, k, dtype, parquet=args.format == "parquet")
     size = probs.stat().st_size
-    print(f"wrote {probs} ({size / 1e9:.1f} GB) in {time.perf_counter() - start:.0f} s")
+    print(f"wrote {probs} ({size / 1e9:.2f} GB) in {time.perf_counter() - start:.0f} s")
     try:
         for _ in range(args.repeat):
             command = [sys.executable, str(HERE), "_worker", "--tool", "dsreg-ooc"]
@@ -244,7 +315,7 @@ def out_of_core(args: argparse.Namespace) -> None:
             lines = [json.loads(line) for line in proc.stdout.splitlines()]
             result = lines[-1]
             print(
-                f"detect({n:,} x {k} float16 .npy): {result['seconds']:.1f} s wall, "
+                f"detect({n:,} x {k} {dtype.name} {probs.suffix}): {result['seconds']:.1f} s wall, "
                 f"{result['cpu_seconds']:.1f} s CPU, peak RSS "
                 f"{mib(result['peak_rss'])} (baseline after loading labels "
                 f"{mib(lines[0]['baseline'])}), flagged {result['flagged']:,}"
@@ -269,8 +340,12 @@ def main() -> None:
     o = sub.add_parser("ooc", help="10M x 345 float16 .npy, memory-mapped")
     o.add_argument("--dir", default=tempfile.gettempdir())
     o.add_argument("--rows", type=int, default=10_000_000)
+    o.add_argument("--dtype", default="float16", choices=["float16", "float32", "float64"])
+    o.add_argument("--format", default="npy", choices=["npy", "parquet"])
     o.add_argument("--repeat", type=int, default=1)
     o.add_argument("--keep", action="store_true", help="keep the generated file")
+    q = sub.add_parser("parity", help="dsreg vs stable-sorted cleanlab on the benchmark inputs")
+    q.add_argument("--size", action="append", help="NxK, repeatable")
     w = sub.add_parser("_worker")
     w.add_argument("--tool", choices=["cleanlab", "dsreg", "dsreg-ooc"], required=True)
     w.add_argument("--probs", required=True)
@@ -280,6 +355,9 @@ def main() -> None:
         worker(args)
     elif args.mode == "ooc":
         out_of_core(args)
+    elif args.mode == "parity":
+        args.size = args.size or ["1000000x345", "50000x1000"]
+        parity(args)
     else:
         if args.mode is None:
             args = parser.parse_args(["compare", *sys.argv[1:]])
