@@ -8,7 +8,6 @@ labels are compared by class name, so snapshots whose class lists differ still d
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,7 +86,7 @@ def _diff_rows(reg: Registry, ra: Resolved, rb: Resolved) -> DiffResult:
     n = len(la.labels)
     va = sparse_views(n, la.merged, [ra.revision.view])[ra.revision.view]
     vb = sparse_views(n, lb.merged, [rb.revision.view])[rb.revision.view]
-    named = np.union1d(la.merged.named, lb.merged.named)
+    named = _union(la.merged.named, lb.merged.named)
     served_a, label_a = _side(named, va, la)
     served_b, label_b = _side(named, vb, lb)
     # Rows no overlay names: served by a view that keeps "every row except", with given labels.
@@ -95,10 +94,12 @@ def _diff_rows(reg: Registry, ra: Resolved, rb: Resolved) -> DiffResult:
     only_a = served_a & ~served_b
     only_b = served_b & ~served_a
     changed = served_a & served_b & (label_a != label_b)
-    pairs = Counter(zip(label_a[changed].tolist(), label_b[changed].tolist(), strict=True))
     names = la.classes
+    k = len(names)
+    pairs = np.bincount(label_a[changed].astype(np.int64) * k + label_b[changed], minlength=k * k)
     trans = sorted(
-        ((names[f], names[t], c) for (f, t), c in pairs.items()), key=lambda x: (-x[2], x[0], x[1])
+        ((names[int(c) // k], names[int(c) % k], int(pairs[c])) for c in np.flatnonzero(pairs)),
+        key=lambda x: (-x[2], x[0], x[1]),
     )
     rest_a = rest if va.complement and not vb.complement else 0
     rest_b = rest if vb.complement and not va.complement else 0
@@ -123,12 +124,31 @@ def _diff_rows(reg: Registry, ra: Resolved, rb: Resolved) -> DiffResult:
     )
 
 
+def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The sorted union of two sorted arrays of distinct rows (a merge, not a hash)."""
+    if np.array_equal(a, b):
+        return a
+    c = np.concatenate([a, b])
+    c.sort(kind="stable")  # two sorted runs: timsort merges them in linear time
+    keep = np.ones(len(c), dtype=bool)
+    keep[1:] = c[1:] != c[:-1]
+    return c[keep]
+
+
+def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """For each of ``a``, whether it is in ``b`` (``b`` sorted)."""
+    if not len(b):
+        return np.zeros(len(a), dtype=bool)
+    at = np.minimum(np.searchsorted(b, a), len(b) - 1)
+    return np.asarray(b[at] == a)
+
+
 def _side(named: np.ndarray, vw: SparseView, rev: LoadedRevision) -> tuple[np.ndarray, np.ndarray]:
     """At the ``named`` rows: whether ``vw`` serves each, and the label it serves."""
-    listed = np.isin(named, vw.rows, assume_unique=True)
+    listed = _member(named, vw.rows)
     served = ~listed if vw.complement else listed
     label = rev.labels[named].copy()
-    rel = np.isin(named, vw.relabel, assume_unique=True)
+    rel = _member(named, vw.relabel)
     at = np.searchsorted(rev.merged.named, named[rel])
     label[rel] = rev.merged.suggested[at]
     return served, label
@@ -140,7 +160,7 @@ def _first(rows: np.ndarray, excluded: np.ndarray | None, n: int) -> np.ndarray:
         return rows[:_SAMPLES]
     # The first _SAMPLES rows outside `excluded` lie below len(excluded) + _SAMPLES.
     upto = np.arange(min(n, len(excluded) + _SAMPLES))
-    outside = upto[~np.isin(upto, excluded, assume_unique=True)][:_SAMPLES]
+    outside = upto[~_member(upto, excluded)][:_SAMPLES]
     return np.union1d(rows[:_SAMPLES], outside)[:_SAMPLES]
 
 
