@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from dsreg.errors import StorageError, TagExistsError
+from dsreg.registry.batch import ObjectBatch, hash_path
 from dsreg.registry.digest import hash_bytes, short
 from dsreg.registry.examples import base_schema, check_examples, parquet_bytes
 from dsreg.registry.manifests import Revision, Snapshot
@@ -23,7 +24,6 @@ from dsreg.registry.names import check_name
 from dsreg.registry.progress import ProgressHook, no_progress
 from dsreg.registry.registry import Registry
 from dsreg.registry.sources import Payload, Source
-from dsreg.registry.store import ObjectBatch, hash_path
 
 __all__ = ["AddResult", "add_source"]
 
