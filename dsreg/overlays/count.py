@@ -134,12 +134,9 @@ def check_labels(labels: npt.ArrayLike, *, n: int, k: int) -> IntArray:
 class Scan:
     """Per-row quantities of one labelled probability matrix, computed in passes and cached.
 
-    Pass 1 (on first use) reads every chunk once and keeps, per row: the self-confidence
-    ``p[i, labels[i]]``, ``argmax(p[i])``, whether cleanlab's ``_reduce_issues`` would clear
-    the row, and (when asked for) ``max_{j != labels[i]} p[i, j]``. The per-class confident
-    thresholds then come from the self-confidences alone. Pass 2 (on first use) compares every
-    row with the thresholds and keeps each row's confident class. Everything later works on
-    these vectors, or on a further pass.
+    Pass 1 keeps each row's self-confidence, argmax, ``_reduce_issues`` flag and (if asked)
+    largest other probability; the thresholds follow from the self-confidences. Pass 2 keeps
+    each row's confident class. Both run on first use; later steps work on these vectors.
 
     Parameters
     ----------

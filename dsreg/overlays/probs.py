@@ -6,16 +6,11 @@ pairs of at most ``chunk_rows`` rows, validated and (where needed) renormalised.
 only ever touches probabilities through :meth:`~ProbabilitySource.chunks`, so an ``n x k``
 matrix is never held in memory unless the caller already holds it.
 
-Validation rules (each failure raises :class:`~dsreg.errors.ProbabilitiesError`):
-
-- the array is two-dimensional with ``k >= 2`` columns and ``n >= 1`` rows, of dtype float16,
-  float32 or float64;
-- no value is NaN, infinite or negative;
-- every row sums to 1 within ``1e-3``. A row further than :func:`sum_tolerance` from 1 (float
-  rounding of a float32 softmax stays well inside it) but within ``1e-3`` is divided by its
-  sum (in float64, then cast back) and counted in
-  :attr:`ProbabilitySource.renormalized_rows`; nothing is printed or warned. Values slightly
-  above 1 from float rounding are therefore accepted.
+Validation (:class:`~dsreg.errors.ProbabilitiesError`): a 2-D float16/32/64 array, ``n >= 1``,
+``k >= 2``; no NaN, infinite or negative value; rows summing to 1 within ``1e-3``. Rows off by
+more than :func:`sum_tolerance` (float rounding) but within ``1e-3`` are divided by their sum
+and counted in :attr:`ProbabilitySource.renormalized_rows`, never printed or warned. See
+``docs/detector.md``.
 """
 
 from __future__ import annotations
