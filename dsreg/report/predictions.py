@@ -144,10 +144,10 @@ class _Acc:
 
     def _fresh(self, pos: slice | np.ndarray) -> None:
         seen = np.asarray(self.given[pos]) >= 0
-        dup = isinstance(pos, np.ndarray) and len(np.unique(pos)) < len(pos)
-        if seen.any() or dup:
+        dups = _dups(pos) if isinstance(pos, np.ndarray) else np.empty(0, np.int64)
+        if seen.any() or len(dups):
             rows = np.arange(pos.start, pos.stop) if isinstance(pos, slice) else pos
-            first = rows[seen] if seen.any() else _dups(rows)
+            first = rows[seen] if seen.any() else dups
             raise PredictionsError(
                 f"{_name(self.source)} predicts some rows more than once, first rows "
                 f"{first[:5].tolist()}; give one prediction per row"
@@ -192,8 +192,10 @@ def _rank_of(probs: np.ndarray, label: np.ndarray) -> np.ndarray:
 
 
 def _dups(rows: np.ndarray) -> np.ndarray:
+    """The rows that occur more than once, sorted (a sort, not a hash: fast on millions)."""
     s = np.sort(rows)
-    return np.unique(s[1:][s[1:] == s[:-1]])
+    d = s[1:][s[1:] == s[:-1]]
+    return d[np.r_[True, d[1:] != d[:-1]]] if len(d) else d
 
 
 def _name(source: PredictionsSource) -> str:
