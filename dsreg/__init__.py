@@ -36,7 +36,7 @@ from dsreg.errors import (
 
 if TYPE_CHECKING:
     from dsreg._version import __version__
-    from dsreg.api import open
+    from dsreg.api import detect, import_votes, open
     from dsreg.registry.dataset import Dataset, Example
     from dsreg.registry.manifests import Overlay, Revision, Snapshot
     from dsreg.registry.registry import Registry
@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 _LAZY = {
     "__version__": "dsreg._version",
     "open": "dsreg.api",
+    "detect": "dsreg.api",
+    "import_votes": "dsreg.api",
     "Dataset": "dsreg.registry.dataset",
     "Example": "dsreg.registry.dataset",
     "Overlay": "dsreg.registry.manifests",
@@ -106,6 +108,8 @@ __all__ = [
     "VotesError",
     "__version__",
     "connect",
+    "detect",
     "evaluate",
+    "import_votes",
     "open",
 ]

@@ -207,3 +207,26 @@ def test_a_corrupted_overlay_is_never_served(
     path.write_bytes(bytes(data))
     with pytest.raises(CorruptObjectError):
         dsreg.open("toy@cleaned", registry=reg).labels()
+
+
+def test_python_api_detects_from_an_in_memory_array_and_imports_votes(
+    make_registry: Callable[..., Registry], tmp_path: Path, shared_data: Path
+) -> None:
+    reg = make_registry()
+    labels = np.load(shared_data / "cifar10_test_set_original_labels.npy")
+    add_labels(reg, tmp_path, "cifar10-test", labels, CIFAR)
+    pyx = np.load(shared_data / "cifar10_test_set_pyx.npy")
+    made = dsreg.detect("cifar10-test@original", pyx, registry=reg, filter_by="both")
+    from_file = dsreg.detect(
+        "cifar10-test@original",
+        shared_data / "cifar10_test_set_pyx.npy",
+        registry=reg,
+        filter_by="both",
+    )
+    # The same probabilities in memory or on disk: the same overlay, digest included.
+    assert made.digest == from_file.digest
+    assert made.details.params["filter_by"] == "both"
+    votes = dsreg.import_votes(
+        "cifar10-test@original", shared_data / "cifar10_mturk.json", registry=reg
+    )
+    assert votes.summary["correctable"] == 18
