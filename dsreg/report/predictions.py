@@ -195,7 +195,7 @@ def _dups(rows: np.ndarray) -> np.ndarray:
     """The rows that occur more than once, sorted (a sort, not a hash: fast on millions)."""
     s = np.sort(rows)
     d = s[1:][s[1:] == s[:-1]]
-    return d[np.r_[True, d[1:] != d[:-1]]] if len(d) else d
+    return np.asarray(d[np.r_[True, d[1:] != d[:-1]]]) if len(d) else d
 
 
 def _name(source: PredictionsSource) -> str:
@@ -330,7 +330,12 @@ def _positions(table: Batch, target: Target, what: str) -> np.ndarray:
         return pos
     if "example_id" in names:
         ids = pc.cast(table.column("example_id"), pa.string())
-        idx = pc.index_in(ids, value_set=target.example_ids())
+        known = target.example_ids()
+        if len(ids) == len(known) and _as_chunked(ids).equals(pa.chunked_array([known])):
+            # Ids in the snapshot's own order (predictions written in dataset order): no
+            # lookup of millions of strings is needed.
+            return np.arange(len(known), dtype=np.int64)
+        idx = pc.index_in(ids, value_set=known)
         if idx.null_count:
             unknown = ids.filter(pc.is_null(idx))
             raise PredictionsError(
@@ -342,6 +347,10 @@ def _positions(table: Batch, target: Target, what: str) -> np.ndarray:
         f"{what} has columns {names[:10]}: a table needs a 'row' or an 'example_id' column "
         "(or give a .npy array aligned with the snapshot's rows)"
     )
+
+
+def _as_chunked(col: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
+    return col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
 
 
 def _value_columns(names: Sequence[str], target: Target, what: str) -> list[str] | None:
