@@ -268,6 +268,8 @@ class Connection:
         self.close()
 
     def __getattr__(self, name: str) -> Any:
+        if name in ("duckdb", "registry", "_unparsed"):  # not yet set: no recursion
+            raise AttributeError(name)
         return getattr(self.duckdb, name)
 
     def close(self) -> None:
