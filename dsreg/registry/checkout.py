@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 from dsreg.errors import CorruptObjectError, DsregError, InputPathError, StorageError
+from dsreg.registry.batch import hash_path
 from dsreg.registry.canonical import parse_json
-from dsreg.registry.dataset import Dataset
-from dsreg.registry.digest import hash_file, short
+from dsreg.registry.dataset import Dataset, read_examples
+from dsreg.registry.digest import ALGORITHM, PREFIX, hash_file, is_digest, short
 from dsreg.registry.progress import ProgressHook, no_progress
 from dsreg.registry.registry import Registry, Resolved
 from dsreg.registry.schemas import validate
@@ -40,6 +41,9 @@ LABELS_CSV = "labels.csv"
 LinkType: TypeAlias = Literal["hardlink", "symlink", "copy", "reflink"]
 _FICLONE = 0x40049409
 _JOBS = max(4, min(32, (os.cpu_count() or 1) * 4))
+# Files per task handed to a worker thread (one future per small file costs more than it does).
+_CHUNK = 256
+_HEX = len(PREFIX)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,12 +92,19 @@ def file_map(ds: Dataset) -> dict[str, str]:
     layout = _layout(ds)
     if layout == "labels":
         return {}
-    t = ds.labels()
-    ids = t.column("example_id").to_pylist()
-    blobs = t.column("blob").to_pylist()
+    # The view's rows and labels, and two columns of the examples table: building the full
+    # labels() table costs more than the checkout of a small set.
+    v = ds.view_rows()
+    ex = read_examples(ds.registry, ds.snapshot, columns=["example_id", "blob"])
+    all_ids = ex.column("example_id").to_pylist()
+    all_blobs = ex.column("blob").to_pylist()
+    rows = v.rows.tolist()
+    ids = [all_ids[r] for r in rows]
+    blobs = [all_blobs[r] for r in rows]
     if layout == "files":
         return dict(zip(ids, blobs, strict=True))
-    names = t.column("label_name").to_pylist()
+    classes = ds.classes
+    names = [classes[k] for k in v.label.tolist()]
     out: dict[str, str] = {}
     moved: list[tuple[str, str, str, str]] = []
     for eid, blob, name in zip(ids, blobs, names, strict=True):
@@ -185,39 +196,76 @@ def _switch(
     for rel in stale:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(target / rel)
-    todo = [
-        (p, b)
-        for p, b in new.items()
-        if relink or old.get(p) != b or not os.path.lexists(target / p)
-    ]
+    # An empty folder (no pin) holds nothing to compare or replace: each file is linked
+    # straight to its name (a link appears whole), skipping the checks a switch needs.
+    fresh = old_pin is None
+    todo = (
+        list(new.items())
+        if fresh
+        else [
+            (p, b)
+            for p, b in new.items()
+            if relink or old.get(p) != b or not os.path.lexists(target / p)
+        ]
+    )
+    for d in sorted({rel.rpartition("/")[0] for rel, _b in todo} - {""}):
+        try:
+            os.makedirs(target / d, exist_ok=True)
+        except OSError as e:
+            raise StorageError(f"cannot create {target / d}: {e.strerror}") from e
     put = _linker(link)
-    done = 0
+    direct = fresh and link in ("hardlink", "symlink")
+    files = os.fspath(reg.store.files / ALGORITHM)
+    root = os.fspath(target)
 
-    def one(item: tuple[str, str]) -> None:
-        rel, blob = item
-        src = reg.store.path(blob)
-        got = _hash_or_missing(src)
+    def one(rel: str, blob: str) -> None:
+        if not is_digest(blob):
+            raise CorruptObjectError(f"the examples table names {blob!r} for {rel}: not a digest")
+        src = f"{files}/{blob[_HEX : _HEX + 2]}/{blob[_HEX + 2 :]}"
+        # Verified (re-hashed) before it is linked: corrupt bytes are never served.
+        try:
+            got: str | None = hash_path(src)
+        except FileNotFoundError:
+            got = None
         if got != blob:
             raise CorruptObjectError(
                 f"object {short(blob)} for {rel} is "
                 + ("missing" if got is None else "corrupt")
                 + "; it was not checked out: run 'dsreg verify', then 'dsreg pull' or re-add"
             )
-        dst = target / rel
-        if os.path.lexists(dst) and _same(dst, src, link, blob):
+        dst = f"{root}/{rel}"
+        if direct:
+            try:
+                if link == "hardlink":
+                    os.link(src, dst)
+                else:
+                    os.symlink(src, dst)
+                return
+            except FileExistsError:
+                pass  # appeared meanwhile: replaced below, as in a switch
+        elif os.path.lexists(dst) and _same(Path(dst), Path(src), link, blob):
             return
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        _place(put, src, dst)
+        _place(put, Path(src), Path(dst))
 
+    def work(start: int) -> int:
+        for rel, blob in todo[start : start + _CHUNK]:
+            one(rel, blob)
+        return min(_CHUNK, len(todo) - start)
+
+    done = 0
     try:
         with ThreadPoolExecutor(max_workers=_JOBS) as pool:
-            for _ in pool.map(one, todo, chunksize=32):
-                done += 1
-                if done % 256 == 0 or done == len(todo):
+            try:
+                for n in pool.map(work, range(0, len(todo), _CHUNK)):
+                    done += n
                     progress("checking out", done, len(todo))
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
     except OSError as e:
         raise StorageError(f"checkout into {target} failed: {e}") from e
-    _prune_empty_dirs(target)
+    if not fresh:
+        _prune_empty_dirs(target)
     layout = _layout(ds)
     if layout == "labels":
         _write_atomic(target / LABELS_CSV, _labels_csv(ds))
@@ -243,13 +291,6 @@ def _switch(
         unchanged=len(new) - len(todo),
         link=link,
     )
-
-
-def _hash_or_missing(path: Path) -> str | None:
-    try:
-        return hash_file(path)
-    except FileNotFoundError:
-        return None
 
 
 def _same(dst: Path, src: Path, link: LinkType, blob: str) -> bool:
