@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dsreg.registry.manifests import View
 
@@ -24,7 +25,8 @@ __all__ = ["ERRORS", "VERDICTS", "ViewRows", "apply_view", "merge_overlays"]
 
 VERDICTS = ("suspected", "non_error", "correctable", "multi_label", "neither", "non_agreement")
 ERRORS = frozenset(v for v in VERDICTS if v != "non_error")
-_CODE = {v: i + 1 for i, v in enumerate(VERDICTS)}  # 0: no overlay names the row
+_CODE = {v: i + 1 for i, v in enumerate(VERDICTS)}
+_VERDICT_ARRAY = pa.array(VERDICTS, pa.string())  # 0: no overlay names the row
 _SUSPECTED, _NON_ERROR, _CORRECTABLE = _CODE["suspected"], _CODE["non_error"], _CODE["correctable"]
 
 
@@ -43,7 +45,7 @@ class ViewRows:
     rows: np.ndarray  # int64 positions in the snapshot
     label: np.ndarray  # int32, the label the view serves
     given_label: np.ndarray  # int32, the snapshot's label
-    verdict: pa.Array  # string, null where no overlay names the row
+    verdict: pa.Array  # dictionary<int8, string>, null where no overlay names the row
 
 
 def merge_overlays(n: int, corrections: Sequence[pa.Table]) -> Merged:
@@ -52,7 +54,12 @@ def merge_overlays(n: int, corrections: Sequence[pa.Table]) -> Merged:
     suggested = np.full(n, -1, dtype=np.int32)
     for table in corrections:
         rows = table.column("row").to_numpy()
-        codes = np.asarray([_CODE[v] for v in table.column("verdict").to_pylist()], dtype=np.uint8)
+        # index_in maps verdict strings to codes in C; a name outside VERDICTS comes back null.
+        idx = pc.index_in(table.column("verdict"), value_set=_VERDICT_ARRAY)
+        if idx.null_count:
+            bad = table.column("verdict").filter(pc.is_null(idx))[0].as_py()
+            raise ValueError(f"unknown verdict {bad!r}")
+        codes = idx.to_numpy().astype(np.uint8) + 1
         sug = table.column("suggested_label").fill_null(-1).to_numpy().astype(np.int32)
         verdict[rows] = codes
         suggested[rows] = sug
@@ -80,6 +87,7 @@ def apply_view(view: View, labels: np.ndarray, merged: Merged) -> ViewRows:
     if view in ("corrected", "honeypot"):
         r = relabel[rows]
         label[r] = merged.suggested[rows][r]
-    names = np.asarray((None, *VERDICTS), dtype=object)
-    verdict = pa.array(names[v[rows]], type=pa.string())
+    codes = v[rows].astype(np.int8) - 1
+    # Dictionary-encoded (as stored): no per-row Python strings, a byte per row.
+    verdict = pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), _VERDICT_ARRAY)
     return ViewRows(rows=rows, label=label, given_label=given, verdict=verdict)

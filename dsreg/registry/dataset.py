@@ -138,7 +138,7 @@ class Dataset:
             "label": pa.array(v.label, pa.int32()),
             "label_name": pa.array(names[v.label], pa.string()),
             "given_label": pa.array(v.given_label, pa.int32()),
-            "verdict": v.verdict,
+            "verdict": v.verdict.cast(pa.string()),
             "blob": ex.column("blob"),
             "size": ex.column("size"),
         }
