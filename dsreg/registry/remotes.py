@@ -314,8 +314,8 @@ def _fetch(
     reg: Registry, rs: RemoteStore, digests: Iterable[str], *, jobs: int, progress: ProgressHook
 ) -> FetchReport:
     """Fetch the objects this registry lacks, verified; raise on any missing or corrupt one
-    (after keeping the intact ones). Many objects go through one staging batch committed in
-    waves, so an interrupted pull keeps what arrived; a few are stored one by one."""
+    (after keeping the intact ones). Many objects are staged and committed in waves, so an
+    interrupted pull keeps what arrived; a few are stored one by one."""
     need = sorted(reg.store.missing(digests))
     if not need:
         return FetchReport()
@@ -325,15 +325,18 @@ def _fetch(
             sink = _StoreSink(reg)
             reports.append(rs.fetch(need, sink, reg.store.tmp, jobs=jobs, progress=progress))
         else:
-            with reg.store.batch() as batch, ThreadPoolExecutor(max(1, min(jobs, 16))) as pool:
+            with ThreadPoolExecutor(max(1, min(jobs, 16))) as pool:
                 for i in range(0, len(need), _WAVE):
 
                     def hook(task: str, done: int, total: int, _i: int = i) -> None:
                         progress(task, _i + done, len(need))
 
-                    wave = need[i : i + _WAVE]
-                    reports.append(rs.fetch(wave, batch, reg.store.tmp, jobs=jobs, progress=hook))
-                    batch.commit(map_=pool.map)
+                    # One staging batch per wave: a commit moves the batch's folders into place.
+                    with reg.store.batch() as batch:
+                        wave = need[i : i + _WAVE]
+                        rep = rs.fetch(wave, batch, reg.store.tmp, jobs=jobs, progress=hook)
+                        batch.commit(map_=pool.map)
+                    reports.append(rep)
     corrupt = [c for r in reports for c in r.corrupt]
     missing = [m for r in reports for m in r.missing]
     if corrupt:

@@ -288,6 +288,28 @@ def test_open_with_a_remote_fetches_a_revision_this_registry_never_saw(
     assert fresh.refs.get("pets", "v1") == res.revision
 
 
+def test_a_pull_in_several_staging_waves_lands_every_object(
+    make_registry: Callable[..., Registry],
+    make_imagefolder: Callable[..., Path],
+    add_tree: Callable[..., AddResult],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    import dsreg.registry.remotes as remotes
+
+    reg = make_registry("a")
+    tree = make_imagefolder("many", classes=4, per_class=150)
+    add_tree(reg, "many", tree, tag="v1")
+    push(reg, remote=str(tmp_path / "remote"))
+    # Waves of 64 objects over 256 shards: later waves land in shards earlier ones created.
+    monkeypatch.setattr(remotes, "_WAVE", 64)
+    fresh = make_registry("b")
+    assert pull(fresh, remote=str(tmp_path / "remote")).fetched == 603
+    checkout(fresh, fresh.resolve("many@v1"), tmp_path / "out", link="copy")
+    assert files_of(tmp_path / "out") == files_of(tree)
+    assert verify(fresh).ok
+
+
 # -- faults ----------------------------------------------------------------------------------
 def _damage(path: Path, data: bytes) -> None:
     os.chmod(path, 0o644)
