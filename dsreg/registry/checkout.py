@@ -92,19 +92,25 @@ def file_map(ds: Dataset) -> dict[str, str]:
     layout = _layout(ds)
     if layout == "labels":
         return {}
-    # The view's rows and labels, and two columns of the examples table: building the full
+    # The view's rows and labels, and three columns of the examples table: building the full
     # labels() table costs more than the checkout of a small set.
-    v = ds.view_rows()
-    ex = read_examples(ds.registry, ds.snapshot, columns=["example_id", "blob"])
-    all_ids = ex.column("example_id").to_pylist()
-    all_blobs = ex.column("blob").to_pylist()
-    rows = v.rows.tolist()
-    ids = [all_ids[r] for r in rows]
-    blobs = [all_blobs[r] for r in rows]
+    ex = read_examples(ds.registry, ds.snapshot, columns=["example_id", "label", "blob"])
+    ids = ex.column("example_id").to_pylist()
+    blobs = ex.column("blob").to_pylist()
+    if ds.view == "original":
+        # Every row with its given label, whatever the overlays say (DESIGN.md, "Views"): no
+        # need to merge them.
+        labels = ex.column("label").to_pylist()
+    else:
+        v = ds.view_rows()
+        rows = v.rows.tolist()
+        ids = [ids[r] for r in rows]
+        blobs = [blobs[r] for r in rows]
+        labels = v.label.tolist()
     if layout == "files":
         return dict(zip(ids, blobs, strict=True))
     classes = ds.classes
-    names = [classes[k] for k in v.label.tolist()]
+    names = [classes[k] for k in labels]
     out: dict[str, str] = {}
     moved: list[tuple[str, str, str, str]] = []
     for eid, blob, name in zip(ids, blobs, names, strict=True):

@@ -72,10 +72,18 @@ def read_parquet_bytes(
     data: bytes, *, digest: str, columns: Sequence[str] | None = None
 ) -> pa.Table:
     """Parse Parquet bytes already verified against ``digest``."""
+    # ParquetFile, not read_table: the dataset machinery behind read_table imports pandas,
+    # which costs a checkout more than reading the table does.
     try:
-        return pq.read_table(pa.BufferReader(data), columns=list(columns) if columns else None)
+        table = pq.ParquetFile(pa.BufferReader(data)).read(
+            columns=list(columns) if columns else None, use_pandas_metadata=False
+        )
     except (pa.ArrowException, OSError) as e:
         raise ManifestError(f"table {short(digest)} is not readable Parquet: {e}") from e
+    absent = [c for c in columns or () if c not in table.column_names]
+    if absent:
+        raise ManifestError(f"table {short(digest)} has no column {absent[0]!r}")
+    return table
 
 
 def check_examples(table: pa.Table, *, classes: Sequence[str]) -> None:
