@@ -211,8 +211,11 @@ class ObjectBatch:
 
 def _read_small(fd: int, size_hint: int) -> bytes | None:
     """All of a file's bytes if it holds at most ``_SMALL`` (else None). The first read asks for
-    one byte more than the size seen when scanning, so the usual cost is two reads."""
-    first = min(max(size_hint, 0), _SMALL) + 1
+    one byte more than the size seen when scanning (or, without one, than ``fstat`` says), so
+    the usual cost is two reads."""
+    if size_hint <= 0:
+        size_hint = os.fstat(fd).st_size
+    first = min(size_hint, _SMALL) + 1
     data = os.read(fd, first)
     if not data:
         return data
