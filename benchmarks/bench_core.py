@@ -19,9 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,6 +46,7 @@ from _common import (
 ADD_TARGET = 5.0
 CHECKOUT_TARGET = 3.0
 READD_TARGET = 10.0
+_SETTLE = 65.0
 _ENV = {"PYTHONPATH": str(REPO), "DVC_NO_ANALYTICS": "1", "GIT_TERMINAL_PROMPT": "0"}
 
 
@@ -80,6 +83,20 @@ class _Borrowed:
         os.rename(self.at, self.tree)
 
 
+def _clear(path: Path, say: Callable[[str], None], *, settle: bool = True) -> None:
+    """Remove an earlier run's folders, then wait: ext4 without a journal (this benchmark's VM)
+    will not reuse an inode freed in the last minute, and pays for every one it steps over
+    when it allocates, so creating files right after a mass deletion is several times slower
+    for whichever tool comes next."""
+    if not path.exists():
+        return
+    say(f"removing {path}")
+    shutil.rmtree(path)
+    os.sync()
+    if settle:
+        time.sleep(_SETTLE)
+
+
 def _inodes(root: Path) -> dict[str, int]:
     return {
         os.path.join(d, f): os.stat(os.path.join(d, f)).st_ino
@@ -96,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workdir", type=Path, help="where trees, caches and projects go (a temp dir)")
     ap.add_argument("--json", type=Path, help="also write the results here as JSON")
     ap.add_argument("--only", choices=("dsreg", "dvc"), help="run one tool only (no ratios)")
+    ap.add_argument("--keep", action="store_true", help="keep the caches and checkouts")
     args = ap.parse_args(argv)
     work = args.workdir or Path(tempfile.mkdtemp(prefix="dsreg-bench-core-"))
     work = work.absolute()
@@ -107,15 +125,20 @@ def main(argv: list[str] | None = None) -> int:
     tree = make_imagefolder(work / "tree", files=args.files, classes=args.classes)
     size = tree_bytes(tree)
     before = _inodes(tree)
+    # Every repetition writes into folders of its own, removed only at the end (see _clear).
+    runs = work / "runs"
+    _clear(runs, say)
+    runs.mkdir()
 
     s = {
         k: Series(name=k)
         for k in ("dsreg_add", "dsreg_readd", "dvc_add", "dsreg_checkout", "dvc_checkout")
     }
-    reg = work / "dsreg-reg"
+    regs: list[Path] = []
 
-    def dsreg_add() -> None:
-        fresh_dir(reg)
+    def dsreg_add(rep: int) -> None:
+        reg = runs / f"dsreg-reg-{rep}"
+        regs.append(reg)
         _run([*DSREG, "init", "--registry", str(reg)], work)
         cmd = [*DSREG, "add", "bench", str(tree), "--tag", "v1", "--registry", str(reg)]
         warm(tree)
@@ -125,16 +148,13 @@ def main(argv: list[str] | None = None) -> int:
         s["dsreg_readd"].runs.append(_m(cmd, work))
 
     def dvc_add(rep: int) -> None:
-        proj, site = work / "dvc-add", work / "dvc-add-site"
-        _dvc_project(proj, site, "copy")
+        proj = runs / f"dvc-add-{rep}"
+        _dvc_project(proj, runs / f"dvc-add-site-{rep}", "copy")
         with _Borrowed(tree, proj):
             warm(proj / "data")
             s["dvc_add"].runs.append(_m([*DVC, "add", "-q", "data"], proj))
 
-    steps: dict[str, Callable[[int], None]] = {
-        "dsreg": lambda rep: dsreg_add(),
-        "dvc": dvc_add,
-    }
+    steps: dict[str, Callable[[int], None]] = {"dsreg": dsreg_add, "dvc": dvc_add}
     for rep in range(args.reps):
         order = tools if rep % 2 == 0 else tools[::-1]
         for tool in order:
@@ -143,18 +163,20 @@ def main(argv: list[str] | None = None) -> int:
     if _inodes(tree) != before:
         raise SystemExit("the tree changed under the benchmark (inodes differ); results void")
 
-    # Checkout: both caches filled once (untimed), then a fresh folder each repetition.
-    co_proj, co_site = work / "dvc-co", work / "dvc-co-site"
+    # Checkout: both caches filled once (untimed), then a fresh folder each repetition (its
+    # files are links: removing them frees no inode).
+    co_proj = runs / "dvc-co"
     if "dvc" in tools:
-        _dvc_project(co_proj, co_site, "copy")
+        _dvc_project(co_proj, runs / "dvc-co-site", "copy")
         with _Borrowed(tree, co_proj):
             _run([*DVC, "add", "-q", "data"], co_proj)
         _run([*DVC, "config", "cache.type", "hardlink"], co_proj)
-    if "dsreg" in tools and not reg.exists():
-        dsreg_add()
-    target = work / "dsreg-checkout"
+    if "dsreg" in tools and not regs:
+        dsreg_add(0)
+    target = runs / "dsreg-checkout"
 
     def dsreg_checkout() -> None:
+        reg = regs[-1]
         if target.exists():
             fresh_dir(target).rmdir()
         cmd = [*DSREG, "checkout", "bench@v1", str(target), "--link", "hardlink"]
@@ -178,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         n = sum(len(f) for _d, _s, f in os.walk(target)) - 1  # minus the pin file
         if n != args.files:
             raise SystemExit(f"dsreg checked out {n} files, expected {args.files}")
+    if not args.keep:
+        _clear(runs, say, settle=False)
 
     result = {
         "benchmark": "core",

@@ -24,6 +24,7 @@ import secrets
 import shutil
 import stat
 import sys
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,6 +49,11 @@ _READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _RD = os.O_RDONLY | _CLOEXEC
 _WR_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC
+# Background flushes (see ObjectBatch._written): at most every quarter second, once this many
+# bytes wait.
+_FLUSH_BYTES = 32 << 20
+_FLUSH_EVERY = 0.25
+_FLUSHER_LOCK = threading.Lock()
 _AT_FDCWD = -100
 _RENAME_NOREPLACE = 1
 
@@ -56,7 +62,7 @@ class ObjectBatch:
     """Stage objects (``put_file``, from any number of threads), then ``commit``. Leaving the
     ``with`` block removes the staging folder and anything still in it."""
 
-    __slots__ = ("_dir", "_files", "_staged", "_store")
+    __slots__ = ("_dir", "_files", "_flusher", "_staged", "_stop", "_store", "_unflushed")
 
     def __init__(self, store: ObjectStore) -> None:
         self._store = store
@@ -73,6 +79,10 @@ class ObjectBatch:
             raise StorageError(f"cannot write to {store.tmp}: {e.strerror}") from e
         # (staging path, hex digest); list.append is atomic, so worker threads share it.
         self._staged: list[tuple[str, str]] = []
+        # Bytes staged since the last background flush (approximate: threads add unlocked).
+        self._unflushed = 0
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
 
     def __enter__(self) -> ObjectBatch:
         return self
@@ -138,6 +148,7 @@ class ObjectBatch:
             raise StorageError(f"cannot stage object {hexd[:12]}: {e.strerror}") from e
         os.close(fd)
         self._staged.append((path, hexd))
+        self._written(len(data))
 
     def _stage_stream(self, fd: int, src: str) -> str:
         os.lseek(fd, 0, os.SEEK_SET)
@@ -159,13 +170,43 @@ class ObjectBatch:
             os.unlink(path)
         else:
             self._staged.append((path, hexd))
+            self._written(os.stat(path).st_size)
         return PREFIX + hexd
+
+    def _written(self, n: int) -> None:
+        # Staged bytes go to disk in the background while files are still being read, so the
+        # barrier in commit() finds little left to write. Only durability moves earlier.
+        self._unflushed += n
+        if self._flusher is None and self._unflushed >= _FLUSH_BYTES:
+            with _FLUSHER_LOCK:
+                if self._flusher is None:
+                    self._flusher = threading.Thread(
+                        target=self._flush_loop, name="dsreg-flush", daemon=True
+                    )
+                    self._flusher.start()
+
+    def _flush_loop(self) -> None:
+        while not self._stop.wait(_FLUSH_EVERY):
+            if self._unflushed >= _FLUSH_BYTES:
+                self._unflushed = 0
+                with contextlib.suppress(OSError):
+                    sync_filesystem(self._store.tmp)
+
+    def _stop_flusher(self) -> None:
+        self._stop.set()
+        if self._flusher is not None:
+            self._flusher.join()
+        # Ready for more: a batch may be committed in waves.
+        self._flusher = None
+        self._stop = threading.Event()
+        self._unflushed = 0
 
     def commit(self, *, map_: Callable[..., Iterable[int]] = map) -> int:
         """Make the staged objects durable and install them; return how many were new.
 
         ``map_`` may be an executor's ``map``, to install objects in parallel.
         """
+        self._stop_flusher()
         staged, self._staged = self._staged, []
         if not staged:
             return 0
@@ -205,6 +246,7 @@ class ObjectBatch:
 
     def discard(self) -> None:
         """Remove the staging folder and whatever is still staged in it."""
+        self._stop_flusher()
         self._staged = []
         shutil.rmtree(self._dir, ignore_errors=True)
 
