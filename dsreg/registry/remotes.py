@@ -20,7 +20,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -325,18 +325,7 @@ def _fetch(
             sink = _StoreSink(reg)
             reports.append(rs.fetch(need, sink, reg.store.tmp, jobs=jobs, progress=progress))
         else:
-            with ThreadPoolExecutor(max(1, min(jobs, 16))) as pool:
-                for i in range(0, len(need), _WAVE):
-
-                    def hook(task: str, done: int, total: int, _i: int = i) -> None:
-                        progress(task, _i + done, len(need))
-
-                    # One staging batch per wave: a commit moves the batch's folders into place.
-                    with reg.store.batch() as batch:
-                        wave = need[i : i + _WAVE]
-                        rep = rs.fetch(wave, batch, reg.store.tmp, jobs=jobs, progress=hook)
-                        batch.commit(map_=pool.map)
-                    reports.append(rep)
+            _fetch_waves(reg, rs, need, reports, jobs=jobs, progress=progress)
     corrupt = [c for r in reports for c in r.corrupt]
     missing = [m for r in reports for m in r.missing]
     if corrupt:
@@ -355,6 +344,38 @@ def _fetch(
             "holds them"
         )
     return FetchReport(fetched=sum(r.fetched for r in reports), bytes=sum(r.bytes for r in reports))
+
+
+def _fetch_waves(
+    reg: Registry,
+    rs: RemoteStore,
+    need: list[str],
+    reports: list[FetchReport],
+    *,
+    jobs: int,
+    progress: ProgressHook,
+) -> None:
+    """Fetch in waves, each staged in its own batch; a wave's commit (two ``syncfs`` barriers
+    and the renames into ``files/``) runs while the next wave downloads."""
+    with ThreadPoolExecutor(1) as committer, contextlib.ExitStack() as batches:
+        pending: Future[int] | None = None
+        try:
+            for i in range(0, len(need), _WAVE):
+
+                def hook(task: str, done: int, total: int, _i: int = i) -> None:
+                    progress(task, _i + done, len(need))
+
+                batch = batches.enter_context(reg.store.batch())
+                wave = need[i : i + _WAVE]
+                reports.append(rs.fetch(wave, batch, reg.store.tmp, jobs=jobs, progress=hook))
+                if pending is not None:
+                    pending.result()
+                pending = committer.submit(batch.commit)
+            if pending is not None:
+                pending.result()
+        finally:
+            if pending is not None:
+                wait([pending])  # a batch is never discarded while it commits
 
 
 def _children(reg: Registry, digest: str) -> list[tuple[str, bool]]:
