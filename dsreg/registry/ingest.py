@@ -27,7 +27,9 @@ from dsreg.registry.sources import Payload, Source
 
 __all__ = ["AddResult", "add_source"]
 
-_JOBS = int(os.environ.get("DSREG_JOBS") or max(4, min(32, (os.cpu_count() or 1) * 4)))
+# Threads reading, hashing and staging files: one per CPU. Staging small files is bound by the
+# kernel's file creation, which more threads only contend for (docs/benchmarks.md).
+_JOBS = max(2, min(32, os.cpu_count() or 1))
 # Files per task handed to a worker thread: one future per file costs more than small files do.
 _CHUNK = 128
 
@@ -189,7 +191,10 @@ def _paths(payloads: Sequence[Payload | None]) -> tuple[list[int], list[str]]:
     and cheaper to open than ``Path`` objects)."""
     rows = [i for i, p in enumerate(payloads) if p is not None]
     cwd = os.getcwd()
-    return rows, [os.path.join(cwd, os.fspath(payloads[i].path)) for i in rows]  # type: ignore[union-attr]
+    base = cwd if cwd.endswith("/") else cwd + "/"
+    paths = [os.fspath(payloads[i].path) for i in rows]  # type: ignore[union-attr]
+    # What os.path.join(cwd, p) gives, without its cost per file.
+    return rows, [p if p.startswith("/") else base + p for p in paths]
 
 
 def _store_payloads(
