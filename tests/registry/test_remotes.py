@@ -183,6 +183,44 @@ def test_a_second_push_sends_nothing_and_a_changed_tree_sends_only_the_change(
     assert first.sent + 4 == len(remote_objects(remote))
 
 
+def test_a_corrected_revision_pushes_only_its_overlay_and_pulls_to_the_same_view(
+    origin: tuple[Registry, Path, Path, AddResult],
+    make_registry: Callable[..., Registry],
+    tmp_path: Path,
+) -> None:
+    import numpy as np
+
+    from dsreg.overlays.overlay import corrections_table, write_overlay
+    from dsreg.registry.tags import make_tag
+
+    reg, tree, remote, res = origin
+    push(reg)
+    table = corrections_table(
+        rows=np.array([1, 6]),
+        example_ids=["cat/img001.bin", "dog/img001.bin"],
+        given_label=np.array([0, 1]),
+        suggested_label=np.array([2, 0]),
+        verdict=["suspected", "suspected"],
+        score=np.array([0.01, 0.02]),
+    )
+    producer = {"name": "test", "version": "1", "params": {}, "inputs": {}}
+    ov = write_overlay(reg, base=res.snapshot, kind="detected", table=table, producer=producer)
+    tagged = make_tag(reg, "pets@corrected", "pets@v1", overlays=[ov], view="corrected")
+    pushed = push(reg, ["pets@corrected"])
+    assert pushed.sent == 3  # the overlay manifest, its corrections table, the revision
+
+    fresh = make_registry("b")
+    pull(fresh, ["pets@corrected"], remote=str(remote))
+    assert fresh.refs.get("pets", "corrected") == tagged.revision
+    mine = dsreg.open("pets@corrected", registry=reg).labels()
+    theirs = dsreg.open("pets@corrected", registry=fresh).labels()
+    assert theirs.equals(mine)
+    checkout(fresh, fresh.resolve("pets@corrected"), tmp_path / "out", link="copy")
+    # the relabelled cat photo sits in its new class's folder (named apart from fox's own)
+    moved = tmp_path / "out" / "fox" / "cat__img001.bin"
+    assert moved.read_bytes() == (tree / "cat" / "img001.bin").read_bytes()
+
+
 def test_pull_fetches_only_what_is_missing(
     origin: tuple[Registry, Path, Path, AddResult], make_registry: Callable[..., Registry]
 ) -> None:
