@@ -27,9 +27,7 @@ DSREG = str(Path(sys.executable).with_name("dsreg"))
 def run(*args: str) -> str:
     """Run a dsreg command in the demo folder, echoing it; stop the demo if it fails."""
     print(f"\n$ dsreg {shlex.join(args)}", flush=True)
-    proc = subprocess.run(
-        [DSREG, *args], cwd=OUT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
+    proc = subprocess.run([DSREG, *args], cwd=OUT, text=True, capture_output=True)
     sys.stdout.write(proc.stdout)
     sys.stdout.write(proc.stderr)
     sys.stdout.flush()
@@ -133,9 +131,15 @@ def main() -> None:
     np.save(OUT / "pyx.npy", probs["logreg"])
 
     print("\n== 6. Confident learning finds likely label errors: a 'detected' overlay")
-    run("detect", "digits@original", "--pred-probs", "pyx.npy", "--tag", "cleaned-v1", "--view", "cleaned")
+    run(
+        "detect", "digits@original", "--pred-probs", "pyx.npy",
+        "--tag", "cleaned-v1", "--view", "cleaned",
+    )  # fmt: skip
     overlay = dsreg.open("digits@cleaned-v1").revision.overlays[0]
-    run("tag", "digits@corrected-v1", "digits@original", "--overlay", overlay[7:19], "--view", "corrected")
+    run(
+        "tag", "digits@corrected-v1", "digits@original",
+        "--overlay", overlay[7:19], "--view", "corrected",
+    )  # fmt: skip
     run("overlay", "ls", "digits")
     run("show", "digits@corrected-v1")
 

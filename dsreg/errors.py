@@ -7,7 +7,7 @@ they are called, once, so callers catch ``DsregError`` and nothing else::
     ├── InvalidInputError          bad input from the user; nothing was written
     │   ├── InvalidNameError       a dataset or tag name outside [a-z0-9][a-z0-9._-]{0,63}
     │   ├── InvalidSpecError       a ``dataset@revision`` spec that does not parse
-    │   ├── InputPathError         a path that is missing, unsafe (``..``, absolute) or escapes its tree
+    │   ├── InputPathError         a path that is missing, or unsafe (``..``, absolute, escaping)
     │   ├── DatasetFormatError     a source table or tree that cannot become a snapshot
     │   ├── ProbabilitiesError     predicted probabilities of the wrong shape or values
     │   ├── VotesError             validation votes that cannot become an overlay
@@ -68,11 +68,11 @@ class InvalidNameError(InvalidInputError):
 
 
 class InvalidSpecError(InvalidInputError):
-    """A revision spec that is neither ``dataset@tag``, ``dataset@<prefix>`` nor ``blake3:<hex>``."""
+    """A revision spec other than ``dataset@tag``, ``dataset@<prefix>`` or ``blake3:<hex>``."""
 
 
 class InputPathError(InvalidInputError):
-    """A path that does not exist, or that is unsafe: ``..``, absolute, or a link out of its tree."""
+    """A path that does not exist, or is unsafe: ``..``, absolute, or a link out of its tree."""
 
 
 class DatasetFormatError(InvalidInputError):

@@ -144,7 +144,8 @@ def detect(
     s = created.summary
     if s.get("renormalized_rows"):
         say(
-            f"Note: {s['renormalized_rows']} rows of probabilities did not sum to 1 (within 1e-3) and were renormalised."
+            f"Note: {s['renormalized_rows']} rows of probabilities did not sum to 1 "
+            "(within 1e-3) and were renormalised."
         )
     out(f"overlay        {created.digest}")
     out(f"flagged        {s['rows']} of {det.n} rows ({filter_by}, ranked by {rank_by})")
@@ -249,7 +250,8 @@ def ls(
         return
     if not records:
         say(
-            f"No overlays for {dataset!r} yet: make one with 'dsreg detect' or 'dsreg overlay import-votes'."
+            f"No overlays for {dataset!r} yet: make one with 'dsreg detect' "
+            "or 'dsreg overlay import-votes'."
         )
         return
     out(
@@ -294,7 +296,8 @@ def show(
     out(f"kind      {ov.kind}" + (" (unvalidated)" if ov.kind == "detected" else ""))
     out(f"base      {ov.base} ({reg.snapshot(ov.base).dataset})")
     out(
-        f"producer  {ov.producer['name']} {ov.producer['version']} {_json.dumps(ov.producer['params'], sort_keys=True)}"
+        f"producer  {ov.producer['name']} {ov.producer['version']} "
+        + _json.dumps(ov.producer["params"], sort_keys=True)
     )
     out(f"summary   {_json.dumps(ov.summary, sort_keys=True)}")
     out("")

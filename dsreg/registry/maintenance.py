@@ -1,4 +1,4 @@
-"""``dsreg verify`` and ``dsreg gc``: what a registry holds, checked; what no ref reaches, removed."""
+"""``dsreg verify``: objects checked; ``dsreg gc``: unreachable objects removed."""
 
 from __future__ import annotations
 

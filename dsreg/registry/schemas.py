@@ -34,7 +34,7 @@ def _validator(name: str) -> jsonschema.Draft202012Validator:
 
 
 def validate(obj: Any, name: str, *, what: str) -> None:
-    """Check ``obj`` against schema ``name``; raise ``ManifestError`` naming ``what`` and the fault."""
+    """Check ``obj`` against schema ``name``; raise ``ManifestError`` naming ``what``, the fault."""
     errors = sorted(_validator(name).iter_errors(obj), key=lambda e: list(e.absolute_path))
     if errors:
         e = errors[0]

@@ -35,7 +35,7 @@ class StatCache:
             con.close()
 
     def lookup(self, prefix: str) -> dict[str, tuple[int, int, int, str]]:
-        """Every cached entry whose path starts with ``prefix``: ``{path: (inode, size, mtime, digest)}``."""
+        """Cached entries under ``prefix``: ``{path: (inode, size, mtime, digest)}``."""
         try:
             with self._connect() as con:
                 rows = con.execute(

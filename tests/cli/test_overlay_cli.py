@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-CIFAR = "airplane automobile bird cat deer dog frog horse ship truck".split()
+CIFAR = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
 
 def setup_cifar(cli: Callable[..., object], tmp_path: Path, shared_data: Path) -> None:

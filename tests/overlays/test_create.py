@@ -80,7 +80,7 @@ def test_votes_for_mismatched_labels_never_become_an_overlay(
     labels = np.load(shared_data / "cifar10_test_set_original_labels.npy")
     add_labels(reg, tmp_path, "cifar10-test", (labels + 1) % 10, CIFAR)
     before = sorted(p for p in reg.root.rglob("*") if p.is_file())
-    with pytest.raises(VotesError, match="mismatch|snapshot says"):
+    with pytest.raises(VotesError, match=r"mismatch|snapshot says"):
         votes_overlay(
             reg,
             "cifar10-test@original",
