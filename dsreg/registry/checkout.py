@@ -179,11 +179,6 @@ def _switch(
     progress: ProgressHook,
 ) -> CheckoutResult:
     new = file_map(ds)
-    # A lazily cloned registry lacks payloads: fetch them (verified) from the default remote,
-    # or fail with a clear error, before the folder is touched.
-    from dsreg.registry.remotes import fetch_missing
-
-    fetch_missing(reg, new.values(), progress=progress)
     old: dict[str, str] = {}
     relink = False
     if old_pin is not None:
@@ -198,10 +193,6 @@ def _switch(
             ) from e
         # Another link type: every file is placed again (a copy must not stay a store link).
         relink = old_pin.get("link") != link
-    stale = [p for p, b in old.items() if new.get(p) != b]
-    for rel in stale:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(target / rel)
     # An empty folder (no pin) holds nothing to compare or replace: each file is linked
     # straight to its name (a link appears whole), skipping the checks a switch needs.
     fresh = old_pin is None
@@ -214,6 +205,14 @@ def _switch(
             if relink or old.get(p) != b or not os.path.lexists(target / p)
         ]
     )
+    # Every object to be placed is re-hashed before the folder is touched: corrupt bytes are
+    # never served, and a refused checkout leaves the folder as it was. A lazily cloned
+    # registry fetches (verified) what it lacks from the default remote, or fails clearly.
+    _verify_objects(reg, todo, progress)
+    stale = [p for p, b in old.items() if new.get(p) != b]
+    for rel in stale:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(target / rel)
     for d in sorted({rel.rpartition("/")[0] for rel, _b in todo} - {""}):
         try:
             os.makedirs(target / d, exist_ok=True)
@@ -225,20 +224,7 @@ def _switch(
     root = os.fspath(target)
 
     def one(rel: str, blob: str) -> None:
-        if not is_digest(blob):
-            raise CorruptObjectError(f"the examples table names {blob!r} for {rel}: not a digest")
         src = f"{files}/{blob[_HEX : _HEX + 2]}/{blob[_HEX + 2 :]}"
-        # Verified (re-hashed) before it is linked: corrupt bytes are never served.
-        try:
-            got: str | None = hash_path(src)
-        except FileNotFoundError:
-            got = None
-        if got != blob:
-            raise CorruptObjectError(
-                f"object {short(blob)} for {rel} is "
-                + ("missing" if got is None else "corrupt")
-                + "; it was not checked out: run 'dsreg verify', then 'dsreg pull' or re-add"
-            )
         dst = f"{root}/{rel}"
         if direct:
             try:
@@ -258,16 +244,8 @@ def _switch(
             one(rel, blob)
         return min(_CHUNK, len(todo) - start)
 
-    done = 0
     try:
-        with ThreadPoolExecutor(max_workers=_JOBS) as pool:
-            try:
-                for n in pool.map(work, range(0, len(todo), _CHUNK)):
-                    done += n
-                    progress("checking out", done, len(todo))
-            except BaseException:
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
+        _in_pool(work, len(todo), lambda done: progress("checking out", done, len(todo)))
     except OSError as e:
         raise StorageError(f"checkout into {target} failed: {e}") from e
     if not fresh:
@@ -297,6 +275,74 @@ def _switch(
         unchanged=len(new) - len(todo),
         link=link,
     )
+
+
+def _in_pool(work: Callable[[int], int], n: int, report: Callable[[int], None]) -> None:
+    """``work(start)`` for each chunk of ``n`` items, in threads; stop queued chunks on failure."""
+    done = 0
+    with ThreadPoolExecutor(max_workers=_JOBS) as pool:
+        try:
+            for k in pool.map(work, range(0, n, _CHUNK)):
+                done += k
+                report(done)
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+
+def _verify_objects(reg: Registry, todo: list[tuple[str, str]], progress: ProgressHook) -> None:
+    """Re-hash each distinct object ``todo`` needs; fetch absent ones from the default remote
+    (verified) or fail clearly; refuse a corrupt one, naming a file that would have held it."""
+    first: dict[str, str] = {}
+    for rel, blob in todo:
+        if blob not in first:
+            if not is_digest(blob):
+                raise CorruptObjectError(
+                    f"the examples table names {blob!r} for {rel}: not a digest"
+                )
+            first[blob] = rel
+    files = os.fspath(reg.store.files / ALGORITHM)
+    absent = _hash_objects(files, list(first), first, progress)
+    if absent:
+        from dsreg.registry.remotes import fetch_missing
+
+        fetch_missing(reg, absent, progress=progress)
+        # Fetched objects were verified on arrival; a second look costs little and keeps the
+        # rule simple: nothing is linked that was not hashed here.
+        still = _hash_objects(files, absent, first, no_progress)
+        if still:
+            raise CorruptObjectError(
+                f"object {short(still[0])} for {first[still[0]]} is missing; it was not "
+                "checked out: run 'dsreg verify', then 'dsreg pull' or re-add"
+            )
+
+
+def _hash_objects(
+    files: str, blobs: list[str], first: dict[str, str], progress: ProgressHook
+) -> list[str]:
+    """Re-hash objects (in threads); return the absent ones, raise on a corrupt one."""
+    absent: list[str] = []
+
+    def work(start: int) -> int:
+        chunk = blobs[start : start + _CHUNK]
+        for blob in chunk:
+            try:
+                got = hash_path(f"{files}/{blob[_HEX : _HEX + 2]}/{blob[_HEX + 2 :]}")
+            except FileNotFoundError:
+                absent.append(blob)
+                continue
+            if got != blob:
+                raise CorruptObjectError(
+                    f"object {short(blob)} for {first[blob]} is corrupt; it was not checked "
+                    "out: run 'dsreg verify', then 'dsreg pull' or re-add"
+                )
+        return len(chunk)
+
+    try:
+        _in_pool(work, len(blobs), lambda done: progress("verifying", done, len(blobs)))
+    except OSError as e:
+        raise StorageError(f"cannot read objects in {files}: {e}") from e
+    return absent
 
 
 def _same(dst: Path, src: Path, link: LinkType, blob: str) -> bool:
