@@ -20,30 +20,46 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
-
-import blake3
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from dsreg.errors import CorruptObjectError, DsregError, RemoteError
-from dsreg.registry.digest import ALGORITHM, PREFIX, format_digest, short
+from dsreg.registry.digest import ALGORITHM, PREFIX, format_digest, hash_bytes, short
 from dsreg.registry.names import check_name
 from dsreg.registry.progress import ProgressHook, no_progress
 from dsreg.registry.refs import LogEntry
-from dsreg.registry.store import hash_path, sync_filesystem
+from dsreg.registry.store import STAGE_PREFIX, ObjectBatch, hash_path, sync_filesystem
 
-__all__ = ["FetchReport", "RemoteStore", "Sink", "open_filesystem", "parallel"]
+if TYPE_CHECKING:
+    from dsreg.registry.store import ObjectStore
+
+__all__ = [
+    "WAVE",
+    "FetchReport",
+    "RemoteStore",
+    "Sink",
+    "open_filesystem",
+    "parallel",
+    "staged_waves",
+]
 
 _HEX = len(PREFIX)
-_CHUNK = 1 << 20
 # Work is handed to the pool in chunks: one future per object costs more than a small copy.
 _PER_TASK = 64
 # Objects up to this size are read whole, hashed once and staged from memory.
 _WHOLE = 16 << 20
+# Objects are staged and committed in waves of this many: an interrupted transfer keeps what
+# its committed waves moved, and a wave's commit overlaps the next wave's transfers.
+WAVE = 8192
+_FIRST_WAVE = 1024
+# Up to this many objects are written one by one (each fsynced), without a staging batch.
+_FEW = 32
 # A folder remote is bound by the local kernel's file creation, which more threads than about
 # two per CPU only contend for (measured on 2 CPUs: 2-4 threads beat 8 and 16).
 _LOCAL_JOBS = max(2, min(16, (os.cpu_count() or 1) * 2))
@@ -259,13 +275,12 @@ class RemoteStore:
         failure (after the transfers in flight) and raises it."""
         if not items:
             return 0
-        objects = self._objects()
+        if self.local:
+            return self._send_to_folder(items, jobs=jobs, progress=progress)
 
         def one(item: tuple[str, Path]) -> int:
             digest, src = item
             try:
-                if self.local:
-                    return _send_local(digest, os.fspath(src), objects)
                 got = hash_path(os.fspath(src))
                 if got != digest:
                     raise _local_corrupt(digest, got)
@@ -282,12 +297,59 @@ class RemoteStore:
             except Exception as e:
                 raise self.error(f"write object {short(digest)} to", e) from None
 
-        sizes = parallel(one, items, jobs=jobs, task="pushing", progress=progress)
-        if self.local:
-            # One barrier before any ref can name what was just written.
+        return sum(parallel(one, items, jobs=jobs, task="pushing", progress=progress))
+
+    def _send_to_folder(
+        self, items: Sequence[tuple[str, Path]], *, jobs: int, progress: ProgressHook
+    ) -> int:
+        """A folder remote is laid out as a registry is, so it takes objects the way a registry
+        does: staged in its ``tmp/`` (hashed on the way: a damaged local object is never
+        published), made durable with one ``syncfs`` per wave, then moved into ``files/`` (a
+        whole shard folder where the remote has none yet) without replacing any object."""
+        from dsreg.registry.store import ObjectStore
+
+        target = ObjectStore(Path(self.root))
+        _drop_stale_staging(target.tmp)
+
+        def stage(batch: ObjectBatch, wave: Sequence[tuple[str, Path]], done: int) -> int:
+            def one(item: tuple[str, Path]) -> int:
+                digest, src = item
+                data = _read_whole(os.fspath(src), _WHOLE)
+                if data is None:  # a large object: hashed, then streamed into staging
+                    got = hash_path(os.fspath(src))
+                    if got == digest:
+                        got = batch.put_file(os.fspath(src))
+                    size = os.stat(src).st_size
+                else:
+                    got = batch.put_bytes(data, expect=digest)
+                    size = len(data)
+                if got != digest:
+                    raise _local_corrupt(digest, got)
+                return size
+
+            def hook(task: str, n: int, total: int) -> None:
+                progress(task, done + n, len(items))
+
+            return sum(parallel(one, wave, jobs=jobs, task="pushing", progress=hook))
+
+        try:
+            if len(items) <= _FEW:
+                sent = sum(_put_verified(target, digest, src) for digest, src in items)
+                progress("pushing", len(items), len(items))
+                return sent
+            sent = sum(staged_waves(target, items, stage))
+            # The names are durable before any ref can name them.
+            sync_filesystem(target.files)
+        except DsregError as e:
+            if isinstance(e, CorruptObjectError):
+                raise
+            raise RemoteError(f"cannot write to remote {self.label}: {e}") from None
+        except OSError as e:
+            raise self.error("write to", e) from None
+        finally:
             with contextlib.suppress(OSError):
-                sync_filesystem(Path(objects))
-        return sum(sizes)
+                target.tmp.rmdir()  # only if no other push is staging there
+        return sent
 
     def fetch(
         self,
@@ -364,6 +426,52 @@ def _read_whole(path: str, limit: int) -> bytes | None:
         os.close(fd)
 
 
+def _read_fd(fd: int, limit: int) -> bytes | None:
+    """All of an open file's bytes if it holds at most ``limit`` (else None, nothing read). One
+    read sized from fstat: no over-sized buffer per call."""
+    size = os.fstat(fd).st_size
+    if size > limit:
+        return None
+    data = os.read(fd, size + 1)
+    if len(data) <= size:
+        return data  # a regular file read short of size + 1 is at its end
+    parts = [data]
+    while chunk := os.read(fd, 1 << 20):
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def staged_waves(
+    store: ObjectStore,
+    items: Sequence[T],
+    stage: Callable[[ObjectBatch, Sequence[T], int], R],
+    *,
+    wave: int = WAVE,
+) -> list[R]:
+    """``stage(batch, items[i:j], i)`` for each wave, each into its own staging batch of
+    ``store``; a wave's commit (two ``syncfs`` barriers and the moves into ``files/``) runs while
+    the next wave stages. Waves double from ``_FIRST_WAVE`` up to ``wave`` objects, so the first
+    objects land early. What was committed stays if a later wave fails or the process dies."""
+    out: list[R] = []
+    with ThreadPoolExecutor(1) as committer, contextlib.ExitStack() as batches:
+        pending: Future[int] | None = None
+        try:
+            i, size = 0, min(_FIRST_WAVE, wave)
+            while i < len(items):
+                batch = batches.enter_context(store.batch())
+                out.append(stage(batch, items[i : i + size], i))
+                if pending is not None:
+                    pending.result()
+                pending = committer.submit(batch.commit)
+                i, size = i + size, min(size * 2, wave)
+            if pending is not None:
+                pending.result()
+        finally:
+            if pending is not None:
+                wait([pending])  # a batch is never discarded while it commits
+    return out
+
+
 def parallel(
     fn: Callable[[T], R],
     items: Sequence[T],
@@ -408,65 +516,32 @@ def _present_local(objects: str, wanted: list[str]) -> set[str]:
     return out
 
 
-def _send_local(digest: str, src: str, objects: str) -> int:
-    """Copy one object to a local-directory remote: hashed before it is written, written under
-    a temporary name, renamed into place (the same bytes under the same name, so a concurrent
-    writer's rename is harmless)."""
-    h = digest[_HEX:]
-    folder = f"{objects}/{h[:2]}"
-    tmp = f"{folder}/.{h[2:14]}.{secrets.token_hex(6)}.tmp"
-    fi = os.open(src, _RD)
+def _drop_stale_staging(tmp: Path) -> None:
+    """Remove what killed pushes left in a folder remote's ``tmp/`` more than a day ago (a push
+    still running touches its staging folder far more often)."""
+    cutoff = time.time() - 86400
     try:
-        data = _read_fd(fi, _WHOLE)
-        hasher = blake3.blake3(data if data is not None else b"", max_threads=1)
-        if data is not None and PREFIX + hasher.hexdigest() != digest:
-            raise _local_corrupt(digest, PREFIX + hasher.hexdigest())
-        try:
-            fo = os.open(tmp, _WR_NEW, 0o444)
-        except FileNotFoundError:
-            os.makedirs(folder, exist_ok=True)
-            fo = os.open(tmp, _WR_NEW, 0o444)
-        size = 0
-        try:
-            if data is not None:
-                _write_all(fo, data)
-                size = len(data)
-            else:  # a large object: streamed, hashed on the way
-                while chunk := os.read(fi, _CHUNK):
-                    hasher.update(chunk)
-                    _write_all(fo, chunk)
-                    size += len(chunk)
-        finally:
-            os.close(fo)
-    finally:
-        os.close(fi)
-    got = PREFIX + hasher.hexdigest()
+        entries = list(os.scandir(tmp))
+    except OSError:
+        return
+    for e in entries:
+        with contextlib.suppress(OSError):
+            if e.name.startswith(STAGE_PREFIX) and e.stat().st_mtime < cutoff:
+                shutil.rmtree(e.path, ignore_errors=True)
+
+
+def _put_verified(store: ObjectStore, digest: str, src: Path) -> int:
+    """One object into a registry-shaped folder, fsynced on its own (a few objects do not pay
+    for a staging batch); its bytes are checked against ``digest`` first."""
+    data = _read_whole(os.fspath(src), _WHOLE)
+    got = hash_path(os.fspath(src)) if data is None else hash_bytes(data)
     if got != digest:
-        os.unlink(tmp)
         raise _local_corrupt(digest, got)
-    os.rename(tmp, f"{folder}/{h[2:]}")
-    return size
-
-
-def _read_fd(fd: int, limit: int) -> bytes | None:
-    """All of an open file's bytes if it holds at most ``limit`` (else None, nothing read). One
-    read sized from fstat: no over-sized buffer per call."""
-    size = os.fstat(fd).st_size
-    if size > limit:
-        return None
-    data = os.read(fd, size + 1)
-    if len(data) <= size:
-        return data  # a regular file read short of size + 1 is at its end
-    parts = [data]
-    while chunk := os.read(fd, _CHUNK):
-        parts.append(chunk)
-    return b"".join(parts)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+    if data is None:
+        store.put_file(src, known=None)
+        return os.stat(src).st_size
+    store.put_bytes(data)
+    return len(data)
 
 
 def _local_corrupt(digest: str, got: str) -> CorruptObjectError:

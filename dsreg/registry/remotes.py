@@ -20,7 +20,6 @@ import os
 import shutil
 import time
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,7 +51,8 @@ from dsreg.registry.remote_config import (
     open_remote,
     remove_remote,
 )
-from dsreg.registry.remote_store import FetchReport, RemoteStore
+from dsreg.registry.remote_store import WAVE, FetchReport, RemoteStore, staged_waves
+from dsreg.registry.store import ObjectBatch
 
 if TYPE_CHECKING:
     from dsreg.registry.dataset import Dataset
@@ -77,7 +77,7 @@ __all__ = [
 
 # Objects fetched are committed to the store in waves, so an interrupted pull keeps what came;
 # up to _FEW objects (manifests, tables) are stored one by one, without a staging batch.
-_WAVE = 8192
+_WAVE = WAVE
 _FEW = 32
 
 
@@ -355,27 +355,13 @@ def _fetch_waves(
     jobs: int,
     progress: ProgressHook,
 ) -> None:
-    """Fetch in waves, each staged in its own batch; a wave's commit (two ``syncfs`` barriers
-    and the renames into ``files/``) runs while the next wave downloads."""
-    with ThreadPoolExecutor(1) as committer, contextlib.ExitStack() as batches:
-        pending: Future[int] | None = None
-        try:
-            for i in range(0, len(need), _WAVE):
+    def stage(batch: ObjectBatch, wave: Sequence[str], done: int) -> FetchReport:
+        def hook(task: str, n: int, total: int) -> None:
+            progress(task, done + n, len(need))
 
-                def hook(task: str, done: int, total: int, _i: int = i) -> None:
-                    progress(task, _i + done, len(need))
+        return rs.fetch(wave, batch, reg.store.tmp, jobs=jobs, progress=hook)
 
-                batch = batches.enter_context(reg.store.batch())
-                wave = need[i : i + _WAVE]
-                reports.append(rs.fetch(wave, batch, reg.store.tmp, jobs=jobs, progress=hook))
-                if pending is not None:
-                    pending.result()
-                pending = committer.submit(batch.commit)
-            if pending is not None:
-                pending.result()
-        finally:
-            if pending is not None:
-                wait([pending])  # a batch is never discarded while it commits
+    reports.extend(staged_waves(reg.store, need, stage, wave=_WAVE))
 
 
 def _children(reg: Registry, digest: str) -> list[tuple[str, bool]]:
