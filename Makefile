@@ -20,12 +20,16 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check dsreg tests benchmarks demo
-	$(BIN)/ruff format --check dsreg tests benchmarks demo
+	$(BIN)/ruff check dsreg tests benchmarks demo docs/gen_cli.py
+	$(BIN)/ruff format --check dsreg tests benchmarks demo docs/gen_cli.py
 	$(BIN)/mypy
 
+# The side-by-side benchmarks (long; run on demand, never in CI). Figures: docs/benchmarks.md.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/run_all.py
+	$(BIN)/python benchmarks/bench_core.py
+	$(BIN)/python benchmarks/bench_detector.py compare
+	$(BIN)/python benchmarks/bench_eval.py
+	$(BIN)/python benchmarks/bench_remotes.py
 
 clean:
 	rm -rf $(VENV) build dist demo/out
