@@ -62,11 +62,26 @@ class ObjectBatch:
     """Stage objects (``put_file``, from any number of threads), then ``commit``. Leaving the
     ``with`` block removes the staging folder and anything still in it."""
 
-    __slots__ = ("_dir", "_files", "_flusher", "_staged", "_stop", "_store", "_unflushed")
+    __slots__ = (
+        "_dir",
+        "_files",
+        "_flusher",
+        "_shards",
+        "_staged",
+        "_stop",
+        "_store",
+        "_unflushed",
+    )
 
     def __init__(self, store: ObjectStore) -> None:
         self._store = store
         self._files = os.fspath(store.files / ALGORITHM)
+        # Shards that exist now: an object in any other can only come from a concurrent add,
+        # and install() tolerates that, so no stat is spent on it (a new registry has none).
+        try:
+            self._shards = frozenset(os.listdir(self._files))
+        except FileNotFoundError:
+            self._shards = frozenset()
         # Sharded like files/: creating files in one folder of tens of thousands of entries is
         # several times slower than in 256 small ones.
         self._dir = f"{os.fspath(store.tmp)}/{STAGE_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
@@ -125,6 +140,8 @@ class ObjectBatch:
         return PREFIX + hexd
 
     def _has(self, hexd: str) -> bool:
+        if hexd[:2] not in self._shards:
+            return False
         try:
             os.stat(f"{self._files}/{hexd[:2]}/{hexd[2:]}")
         except OSError:
@@ -233,6 +250,7 @@ class ObjectBatch:
                 chunks = [loose[i : i + step] for i in range(0, len(loose), step)]
                 installed += sum(map_(self._install, chunks))
             sync_filesystem(self._store.files)
+            self._shards = frozenset(os.listdir(self._files))
         except OSError as e:
             self._staged = staged
             raise StorageError(f"cannot install objects into {self._files}: {e.strerror}") from e
