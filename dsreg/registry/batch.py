@@ -241,6 +241,8 @@ class ObjectBatch:
             for shard, items in by_shard.items():
                 if _rename_dir_if_absent(f"{self._dir}/{shard}", f"{self._files}/{shard}"):
                     installed += len(items)
+                    # An empty one in its place: a batch may stage and commit again.
+                    os.mkdir(f"{self._dir}/{shard}")
                 else:
                     loose.extend(items)
             if loose:
