@@ -69,10 +69,6 @@ class Snapshot:
             source=d["source"],
         )
 
-    @property
-    def has_payloads(self) -> bool:
-        return self.source.get("kind") == "imagefolder" or bool(self.source.get("files"))
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Overlay:
