@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import stat
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 from dsreg.errors import CorruptObjectError, DsregError, InputPathError, StorageError
+from dsreg.registry.atomic import write_atomic
 from dsreg.registry.batch import hash_path
 from dsreg.registry.canonical import parse_json
 from dsreg.registry.dataset import Dataset, read_examples
@@ -427,16 +427,7 @@ def _labels_csv(ds: Dataset) -> bytes:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        write_atomic(path, data)
     except OSError as e:
         raise StorageError(f"cannot write {path}: {e.strerror}") from e
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)

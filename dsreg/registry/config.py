@@ -3,8 +3,6 @@ environment or the cloud SDK's own configuration, never in this file)."""
 
 from __future__ import annotations
 
-import os
-import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -12,6 +10,7 @@ from typing import Any
 import tomli_w
 
 from dsreg.errors import ConfigError, ManifestError
+from dsreg.registry.atomic import write_atomic
 from dsreg.registry.schemas import validate
 
 __all__ = ["read_config", "write_config"]
@@ -36,15 +35,7 @@ def write_config(path: Path, data: dict[str, Any]) -> None:
         validate(data, "config", what="the new configuration")
     except ManifestError as e:
         raise ConfigError(str(e)) from None
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config-")
     try:
-        with os.fdopen(fd, "wb") as f:
-            tomli_w.dump(data, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomic(path, tomli_w.dumps(data).encode("utf-8"))
     except OSError as e:
         raise ConfigError(f"cannot write {path}: {e.strerror}") from e
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

@@ -23,7 +23,6 @@ import json
 import os
 import secrets
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from dsreg.errors import CorruptObjectError, DsregError, RemoteError
+from dsreg.registry.atomic import write_atomic
 from dsreg.registry.digest import ALGORITHM, PREFIX, format_digest, hash_bytes, short
 from dsreg.registry.names import check_name
 from dsreg.registry.progress import ProgressHook, no_progress
@@ -233,7 +233,7 @@ class RemoteStore:
     def _write(self, path: str, data: bytes) -> None:
         try:
             if self.local:
-                _write_local_atomic(path, data)
+                write_atomic(path, data)
             else:
                 # One PUT: an object store never shows a partial object.
                 self.fs.pipe_file(path, data)
@@ -551,19 +551,3 @@ def _local_corrupt(digest: str, got: str) -> CorruptObjectError:
         f"local object {short(digest)} is corrupt (its bytes hash to {short(got)}); it was not "
         "pushed: run 'dsreg verify', then pull it from another remote or add the data again"
     )
-
-
-def _write_local_atomic(path: str, data: bytes) -> None:
-    folder = os.path.dirname(path)
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
