@@ -28,6 +28,11 @@ overlay_app = typer.Typer(
     no_args_is_help=True,
 )
 
+# Both overlay producers can tag a revision with the overlay they make.
+TagOpt = Annotated[str | None, typer.Option(help="Also tag a revision with the new overlay.")]
+ViewOpt = Annotated[str | None, typer.Option(help="With --tag: its view (default cleaned).")]
+ForceOpt = Annotated[bool, typer.Option(help="With --tag: move it if it exists.")]
+
 FILTERS = (
     "prune_by_noise_rate",
     "prune_by_class",
@@ -96,13 +101,9 @@ def detect(
     min_examples_per_class: Annotated[
         int, typer.Option(help="Never flag a class below this many remaining examples.")
     ] = 1,
-    tag: Annotated[
-        str | None, typer.Option(help="Also tag a revision with the new overlay.")
-    ] = None,
-    view: Annotated[
-        str | None, typer.Option(help="With --tag: its view (default cleaned).")
-    ] = None,
-    force: Annotated[bool, typer.Option(help="With --tag: move it if it exists.")] = False,
+    tag: TagOpt = None,
+    view: ViewOpt = None,
+    force: ForceOpt = False,
     top: Annotated[int, typer.Option(help="How many of the ranked issues to print.")] = 10,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
@@ -201,13 +202,9 @@ def import_votes(
         str, typer.Option("--format", help="label-errors (the release's JSON) or csv.")
     ] = "label-errors",
     threshold: Annotated[int, typer.Option(help="Agreement threshold t (of n raters).")] = 3,
-    tag: Annotated[
-        str | None, typer.Option(help="Also tag a revision with the new overlay.")
-    ] = None,
-    view: Annotated[
-        str | None, typer.Option(help="With --tag: its view (default cleaned).")
-    ] = None,
-    force: Annotated[bool, typer.Option(help="With --tag: move it if it exists.")] = False,
+    tag: TagOpt = None,
+    view: ViewOpt = None,
+    force: ForceOpt = False,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
