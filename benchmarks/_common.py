@@ -45,6 +45,8 @@ REPO = Path(__file__).resolve().parents[1]
 PYTHON = os.environ.get("DSREG_BENCH_PYTHON", sys.executable)
 DSREG = [PYTHON, "-m", "dsreg"]
 DVC = [os.environ.get("DSREG_BENCH_DVC", str(Path(PYTHON).with_name("dvc")))]
+# What both tools run with: dsreg from this checkout, DVC without analytics or prompts.
+TOOL_ENV = {"PYTHONPATH": str(REPO), "DVC_NO_ANALYTICS": "1", "GIT_TERMINAL_PROMPT": "0"}
 _TIME = "/usr/bin/time"
 
 # Runs a command and reports its peak RSS when /usr/bin/time is missing: a fresh interpreter
@@ -222,3 +224,16 @@ def check(ratio: float, target: float) -> str:
 
 def ratio_line(label: str, ratio: float, target: float, detail: str) -> str:
     return f"  {label:<44} {ratio:6.1f}x  (target >= {target:g}x)  {check(ratio, target)}  {detail}"
+
+
+def run_tool(cmd: list[str], cwd: Path) -> str:
+    """Run a set-up step (not measured) in ``TOOL_ENV``; its stdout. Raises if it fails."""
+    proc = subprocess.run(
+        cmd, cwd=cwd, check=True, capture_output=True, text=True, env={**os.environ, **TOOL_ENV}
+    )
+    return proc.stdout
+
+
+def measure_tool(cmd: list[str], cwd: Path) -> Measurement:
+    """``measure`` in ``TOOL_ENV``."""
+    return measure(cmd, cwd=cwd, env=TOOL_ENV)

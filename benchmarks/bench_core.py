@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,28 +29,26 @@ from pathlib import Path
 from _common import (
     DSREG,
     DVC,
-    REPO,
-    Measurement,
     Series,
     check,
     fresh_dir,
     machine,
     make_imagefolder,
-    measure,
     ratio_line,
     tree_bytes,
     warm,
+)
+from _common import (
+    measure_tool as _m,
+)
+from _common import (
+    run_tool as _run,
 )
 
 ADD_TARGET = 5.0
 CHECKOUT_TARGET = 3.0
 READD_TARGET = 10.0
 _SETTLE = 65.0
-_ENV = {"PYTHONPATH": str(REPO), "DVC_NO_ANALYTICS": "1", "GIT_TERMINAL_PROMPT": "0"}
-
-
-def _run(cmd: list[str], cwd: Path) -> None:
-    subprocess.run(cmd, cwd=cwd, check=True, capture_output=True, env={**os.environ, **_ENV})
 
 
 def _dvc_project(proj: Path, site: Path, cache_type: str) -> None:
@@ -234,10 +231,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0 if ok else 1
-
-
-def _m(cmd: list[str], cwd: Path) -> Measurement:
-    return measure(cmd, cwd=cwd, env=_ENV)
 
 
 def _report(s: dict[str, Series], args: argparse.Namespace, size: int, result: dict) -> bool:

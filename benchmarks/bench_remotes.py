@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,23 +33,26 @@ from pathlib import Path
 from _common import (
     DSREG,
     DVC,
-    REPO,
     Measurement,
     Series,
     check,
     fresh_dir,
     machine,
     make_imagefolder,
-    measure,
     ratio_line,
     tree_bytes,
     warm,
+)
+from _common import (
+    measure_tool as _m,
+)
+from _common import (
+    run_tool as _run,
 )
 
 PUSH_TARGET = 2.0
 PULL_TARGET = 2.0
 NOOP_TARGET = 20.0
-_ENV = {"PYTHONPATH": str(REPO), "DVC_NO_ANALYTICS": "1", "GIT_TERMINAL_PROMPT": "0"}
 
 # Times the library's push twice in one process: the first to an empty remote, then again.
 _INPROC = """
@@ -63,17 +65,6 @@ again = push(reg, remote=sys.argv[2]); t2 = time.perf_counter()
 assert first.sent > 0 and again.sent == 0, (first.sent, again.sent)
 print(json.dumps({"first": t1 - t0, "again": t2 - t1}))
 """
-
-
-def _run(cmd: list[str], cwd: Path) -> str:
-    proc = subprocess.run(
-        cmd, cwd=cwd, check=True, capture_output=True, text=True, env={**os.environ, **_ENV}
-    )
-    return proc.stdout
-
-
-def _m(cmd: list[str], cwd: Path) -> Measurement:
-    return measure(cmd, cwd=cwd, env=_ENV)
 
 
 def _rm(path: Path) -> None:
