@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +24,7 @@ from dsreg.cli._common import (
 )
 from dsreg.errors import InvalidInputError
 from dsreg.registry.digest import short
+from dsreg.registry.progress import ProgressHook
 
 remote_app = typer.Typer(
     name="remote",
@@ -82,6 +86,23 @@ def _size(n: int) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000  # type: ignore[assignment]
     return f"{n} B"
+
+
+@contextmanager
+def _progress() -> Iterator[ProgressHook]:
+    """``progress_bar()``, opened at the first report: a push or pull with nothing to transfer
+    reports nothing, and so never loads the progress bar's library (rich) on a terminal."""
+    lock = threading.Lock()
+    with ExitStack() as stack:
+        bar: list[ProgressHook] = []
+
+        def hook(task: str, done: int, total: int) -> None:
+            with lock:
+                if not bar:
+                    bar.append(stack.enter_context(progress_bar()))
+                bar[0](task, done, total)
+
+        yield hook
 
 
 @remote_app.command("add", context_settings=CONTEXT)
@@ -169,7 +190,7 @@ def push(
     from dsreg.registry.remotes import push as do_push
 
     reg = registry(registry_path)
-    with progress_bar() as hook:
+    with _progress() as hook:
         res = do_push(
             reg,
             specs or (),
@@ -210,7 +231,7 @@ def pull(
     from dsreg.registry.remotes import pull as do_pull
 
     reg = registry(registry_path)
-    with progress_bar() as hook:
+    with _progress() as hook:
         res = do_pull(
             reg,
             specs or (),
@@ -245,7 +266,7 @@ def clone(
     (pull, checkout or dsreg.open(..., remote=))."""
     from dsreg.registry.remotes import clone as do_clone
 
-    with progress_bar() as hook:
+    with _progress() as hook:
         res = do_clone(
             url,
             path,

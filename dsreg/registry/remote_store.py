@@ -24,7 +24,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,8 +72,18 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+def is_plain_folder(url: str, options: dict[str, Any]) -> bool:
+    """A folder path with no DVC options: dvc-objects would give a ``LocalFileSystem`` rooted
+    at ``url`` as it is, and dsreg reaches such a remote through the ``os`` module alone."""
+    return not options and bool(url) and "://" not in url
+
+
 def open_filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
-    """The dvc-objects filesystem and root path of ``url``; nothing is contacted yet."""
+    """The filesystem and root path of ``url``; nothing is contacted yet. A plain folder needs
+    neither DVC nor fsspec (importing them costs a command about a tenth of a second); any other
+    URL, or a folder with DVC options, is checked and opened by ``dvc.fs.get_cloud_fs``."""
+    if is_plain_folder(url, options):
+        return _FolderFS(), url
     from dvc.fs import get_cloud_fs
 
     try:
@@ -90,6 +100,62 @@ def open_filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
             "give a folder path or a URL DVC accepts (s3://, gs://, azure://, ssh://, "
             "https://, webdav://, hdfs://) and options DVC knows for it"
         ) from None
+
+
+class _FolderFS:
+    """What ``RemoteStore`` asks of a folder's file system, with the ``os`` module: the same
+    answers as dvc-objects' ``LocalFileSystem`` (``find`` walks as it does, ``cat`` omits what
+    it cannot read), without importing DVC. Objects never go through it: a folder remote takes
+    them as a registry does (``RemoteStore._send_to_folder``), and fetches read them in place."""
+
+    protocol = "local"
+    sep = os.sep
+
+    @staticmethod
+    def join(*parts: str) -> str:
+        return os.path.join(*parts)
+
+    @staticmethod
+    def parts(path: str) -> tuple[str, ...]:
+        drive, rest = os.path.splitdrive(path.rstrip(os.sep))
+        out: list[str] = []
+        while True:
+            rest, part = os.path.split(rest)
+            if part:
+                out.append(part)
+                continue
+            if rest:
+                out.append(rest)
+            break
+        out.reverse()
+        return (drive, *out) if drive else tuple(out)
+
+    def relparts(self, path: str, start: str) -> tuple[str, ...]:
+        return self.parts(os.path.relpath(os.path.abspath(path), os.path.abspath(start)))
+
+    @staticmethod
+    def find(path: str) -> Iterator[str]:
+        """Every file below ``path`` (nothing if it is missing or not a folder), as ``os.walk``
+        finds them."""
+        for root, _dirs, files in os.walk(path):
+            root = os.path.normpath(root)
+            for name in files:
+                yield f"{root}{os.sep}{name}"
+
+    @staticmethod
+    def cat_file(path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def cat(self, paths: list[str], *, on_error: str = "raise") -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for p in paths:
+            try:
+                out[p] = self.cat_file(p)
+            except Exception:
+                if on_error != "omit":
+                    raise
+        return out
 
 
 def _describe(e: BaseException) -> str:
