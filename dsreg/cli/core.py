@@ -69,9 +69,6 @@ def add(
     json: JsonOpt = False,
 ) -> None:
     """Add a test set as an immutable snapshot (content-addressed, deduplicated)."""
-    from dsreg.registry import sources
-    from dsreg.registry.ingest import add_source
-
     given = [x for x in (path, labels, table_) if x is not None]
     if len(given) != 1:
         raise InvalidInputError(
@@ -79,23 +76,36 @@ def add(
         )
     if files is not None and table_ is None:
         raise InvalidInputError("--files goes with --table; an ImageFolder tree holds its files")
+    if path is not None and classes is not None:
+        raise InvalidInputError("--classes goes with --labels or --table; folders name classes")
     reg = registry(registry_path)
-    names = sources.read_classes(classes) if classes is not None else None
     if path is not None:
-        if classes is not None:
-            raise InvalidInputError("--classes goes with --labels or --table; folders name classes")
-        src = sources.scan_imagefolder(path)
-    elif labels is not None:
-        src = sources.scan_labels(labels, classes=names)
+        # The folder's path stays light (no numpy, pyarrow or schema validator) until it must
+        # store something: re-adding an unchanged tree is answered from the scan.
+        from dsreg.registry.addtree import add_tree
+        from dsreg.registry.treescan import scan_tree
+
+        scan = scan_tree(path)
+        with progress_bar() as hook:
+            res = add_tree(
+                reg, dataset, scan, tag=tag, force=force, progress=hook, command=command_line()
+            )
     else:
-        assert table_ is not None
-        src = sources.scan_table(
-            table_, id_column=id_column, label_column=label_column, classes=names, files=files
-        )
-    with progress_bar() as hook:
-        res = add_source(
-            reg, dataset, src, tag=tag, force=force, progress=hook, command=command_line()
-        )
+        from dsreg.registry import sources
+        from dsreg.registry.ingest import add_source
+
+        names = sources.read_classes(classes) if classes is not None else None
+        if labels is not None:
+            src = sources.scan_labels(labels, classes=names)
+        else:
+            assert table_ is not None
+            src = sources.scan_table(
+                table_, id_column=id_column, label_column=label_column, classes=names, files=files
+            )
+        with progress_bar() as hook:
+            res = add_source(
+                reg, dataset, src, tag=tag, force=force, progress=hook, command=command_line()
+            )
     if json:
         emit_json(res.to_dict())
         return

@@ -25,7 +25,7 @@ import shutil
 import stat
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,15 +33,18 @@ import blake3
 
 from dsreg.errors import StorageError
 from dsreg.registry.digest import ALGORITHM, PREFIX
+from dsreg.registry.forkpool import map_chunks
 
 if TYPE_CHECKING:
     from dsreg.registry.store import ObjectStore
 
-__all__ = ["STAGE_PREFIX", "ObjectBatch", "hash_path", "sync_filesystem"]
+__all__ = ["STAGE_PREFIX", "ObjectBatch", "hash_files", "hash_path", "sync_filesystem"]
 
 # Staging folders under tmp/: one per batch; a crash can leave one behind for gc to remove.
 STAGE_PREFIX = "stage-"
 _CHUNK = 1 << 20
+# Files per task handed to a worker: one task per file costs more than small files do.
+_CHUNK_FILES = 128
 # Small files are read whole (one read, hashed, written); larger ones are streamed.
 _SMALL = 16 << 20
 _READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
@@ -113,6 +116,43 @@ class ObjectBatch:
         The bytes staged are the bytes hashed (one read), so a file changing under us can never
         land under another content's digest.
         """
+        digest, staged, n = self._put_file(path, size_hint)
+        if staged is not None:
+            self._adopt([staged], n)
+        return digest
+
+    def put_files(
+        self, paths: Sequence[str], sizes: Sequence[int], report: Callable[[int], None]
+    ) -> list[str]:
+        """``put_file`` for many files at once, in parallel: in forked worker processes when
+        there are enough of them (see ``forkpool``), else in threads. ``report(done)`` after
+        each chunk. Returns the digests in the order of ``paths``."""
+        out: list[str] = [""] * len(paths)
+
+        def work(lo: int, hi: int) -> tuple[list[str], list[tuple[str, str]], int]:
+            digests: list[str] = []
+            staged: list[tuple[str, str]] = []
+            total = 0
+            for k in range(lo, hi):
+                digest, entry, n = self._put_file(paths[k], sizes[k])
+                digests.append(digest)
+                if entry is not None:
+                    staged.append(entry)
+                    total += n
+            return digests, staged, total
+
+        done = 0
+        with contextlib.closing(map_chunks(work, len(paths), chunk=_CHUNK_FILES)) as results:
+            for lo, (digests, staged, total) in results:
+                out[lo : lo + len(digests)] = digests
+                self._adopt(staged, total)
+                done += len(digests)
+                report(done)
+        return out
+
+    def _put_file(self, path: str, size_hint: int) -> tuple[str, tuple[str, str] | None, int]:
+        """The digest, and what was staged (``(path, hex)``, or None) and its size. Touches no
+        shared state: it runs in worker threads and processes alike."""
         try:
             fd = os.open(path, _RD)
         except OSError as e:
@@ -126,9 +166,10 @@ class ObjectBatch:
         finally:
             os.close(fd)
         hexd = blake3.blake3(data, max_threads=1).hexdigest()
-        if not self._has(hexd):
-            self._stage(hexd, data)
-        return PREFIX + hexd
+        if self._has(hexd):
+            return PREFIX + hexd, None, 0
+        staged = self._stage(hexd, data)
+        return PREFIX + hexd, staged, len(data) if staged is not None else 0
 
     def put_bytes(self, data: bytes, *, expect: str | None = None) -> str:
         """Stage ``data`` unless the store holds it; return its digest. With ``expect`` (a
@@ -138,7 +179,9 @@ class ObjectBatch:
         if expect is not None and PREFIX + hexd != expect:
             return PREFIX + hexd
         if not self._has(hexd):
-            self._stage(hexd, data)
+            staged = self._stage(hexd, data)
+            if staged is not None:
+                self._adopt([staged], len(data))
         return PREFIX + hexd
 
     def _has(self, hexd: str) -> bool:
@@ -150,12 +193,12 @@ class ObjectBatch:
             return False
         return True
 
-    def _stage(self, hexd: str, data: bytes) -> None:
+    def _stage(self, hexd: str, data: bytes) -> tuple[str, str] | None:
         path = f"{self._dir}/{hexd[:2]}/{hexd[2:]}"
         try:
             fd = os.open(path, _WR_NEW, _READ_ONLY)
         except FileExistsError:
-            return  # the same bytes, staged by this batch from another file
+            return None  # the same bytes, staged by this batch from another file
         except OSError as e:
             raise StorageError(f"cannot write to {self._store.tmp}: {e.strerror}") from e
         try:
@@ -166,10 +209,9 @@ class ObjectBatch:
                 os.unlink(path)
             raise StorageError(f"cannot stage object {hexd[:12]}: {e.strerror}") from e
         os.close(fd)
-        self._staged.append((path, hexd))
-        self._written(len(data))
+        return path, hexd
 
-    def _stage_stream(self, fd: int, src: str) -> str:
+    def _stage_stream(self, fd: int, src: str) -> tuple[str, tuple[str, str] | None, int]:
         os.lseek(fd, 0, os.SEEK_SET)
         hasher = blake3.blake3(max_threads=1)
         path = f"{self._dir}/stream-{secrets.token_hex(8)}"
@@ -187,10 +229,13 @@ class ObjectBatch:
         hexd = hasher.hexdigest()
         if self._has(hexd):
             os.unlink(path)
-        else:
-            self._staged.append((path, hexd))
-            self._written(os.stat(path).st_size)
-        return PREFIX + hexd
+            return PREFIX + hexd, None, 0
+        return PREFIX + hexd, (path, hexd), os.stat(path).st_size
+
+    def _adopt(self, staged: list[tuple[str, str]], n: int) -> None:
+        # list.extend is atomic: worker threads (remote downloads) share the list.
+        self._staged.extend(staged)
+        self._written(n)
 
     def _written(self, n: int) -> None:
         # Staged bytes go to disk in the background while files are still being read, so the
@@ -220,11 +265,8 @@ class ObjectBatch:
         self._stop = threading.Event()
         self._unflushed = 0
 
-    def commit(self, *, map_: Callable[..., Iterable[int]] = map) -> int:
-        """Make the staged objects durable and install them; return how many were new.
-
-        ``map_`` may be an executor's ``map``, to install objects in parallel.
-        """
+    def commit(self) -> int:
+        """Make the staged objects durable and install them; return how many were new."""
         self._stop_flusher()
         staged, self._staged = self._staged, []
         if not staged:
@@ -250,9 +292,14 @@ class ObjectBatch:
             if loose:
                 for shard in {h[:2] for _p, h in loose}:
                     os.makedirs(f"{self._files}/{shard}", exist_ok=True)
-                step = 512
-                chunks = [loose[i : i + step] for i in range(0, len(loose), step)]
-                installed += sum(map_(self._install, chunks))
+                with contextlib.closing(
+                    map_chunks(
+                        lambda lo, hi: self._install(loose[lo:hi]),
+                        len(loose),
+                        chunk=512,
+                    )
+                ) as results:
+                    installed += sum(n for _lo, n in results)
             sync_filesystem(self._store.files)
             self._shards = frozenset(os.listdir(self._files))
         except OSError as e:
@@ -300,6 +347,31 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def hash_files(
+    paths: Sequence[str], sizes: Sequence[int], report: Callable[[int], None]
+) -> list[str]:
+    """Each file's digest, read in parallel (worker processes when there are many files, as
+    ``ObjectBatch.put_files``); ``report(done)`` after each chunk."""
+    out: list[str] = [""] * len(paths)
+
+    def work(lo: int, hi: int) -> list[str]:
+        got = []
+        for k in range(lo, hi):
+            try:
+                got.append(hash_path(paths[k], size_hint=sizes[k]))
+            except OSError as e:
+                raise StorageError(f"cannot read {paths[k]}: {e.strerror}") from e
+        return got
+
+    done = 0
+    with contextlib.closing(map_chunks(work, len(paths), chunk=_CHUNK_FILES)) as results:
+        for lo, digests in results:
+            out[lo : lo + len(digests)] = digests
+            done += len(digests)
+            report(done)
+    return out
 
 
 def hash_path(path: str, *, size_hint: int = 0) -> str:

@@ -19,7 +19,6 @@ import os
 import shutil
 import stat
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
@@ -30,6 +29,7 @@ from dsreg.registry.batch import hash_path
 from dsreg.registry.canonical import parse_json
 from dsreg.registry.dataset import Dataset, read_examples
 from dsreg.registry.digest import ALGORITHM, PREFIX, hash_file, is_digest, short
+from dsreg.registry.forkpool import map_chunks
 from dsreg.registry.progress import ProgressHook, no_progress
 from dsreg.registry.registry import Registry, Resolved
 from dsreg.registry.schemas import validate
@@ -239,10 +239,10 @@ def _switch(
             return
         _place(put, Path(src), Path(dst))
 
-    def work(start: int) -> int:
-        for rel, blob in todo[start : start + _CHUNK]:
+    def work(lo: int, hi: int) -> int:
+        for rel, blob in todo[lo:hi]:
             one(rel, blob)
-        return min(_CHUNK, len(todo) - start)
+        return hi - lo
 
     try:
         _in_pool(work, len(todo), lambda done: progress("checking out", done, len(todo)))
@@ -277,17 +277,15 @@ def _switch(
     )
 
 
-def _in_pool(work: Callable[[int], int], n: int, report: Callable[[int], None]) -> None:
-    """``work(start)`` for each chunk of ``n`` items, in threads; stop queued chunks on failure."""
+def _in_pool(work: Callable[[int, int], int], n: int, report: Callable[[int], None]) -> None:
+    """``work(lo, hi)`` for each chunk of ``n`` items: in worker processes when there are many
+    (reading and linking small files is kernel work that threads barely overlap), else in
+    threads; queued chunks are dropped on the first failure."""
     done = 0
-    with ThreadPoolExecutor(max_workers=_JOBS) as pool:
-        try:
-            for k in pool.map(work, range(0, n, _CHUNK)):
-                done += k
-                report(done)
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
+    with contextlib.closing(map_chunks(work, n, chunk=_CHUNK, threads=_JOBS)) as results:
+        for _lo, k in results:
+            done += k
+            report(done)
 
 
 def _verify_objects(reg: Registry, todo: list[tuple[str, str]], progress: ProgressHook) -> None:
@@ -321,11 +319,10 @@ def _hash_objects(
     files: str, blobs: list[str], first: dict[str, str], progress: ProgressHook
 ) -> list[str]:
     """Re-hash objects (in threads); return the absent ones, raise on a corrupt one."""
-    absent: list[str] = []
 
-    def work(start: int) -> int:
-        chunk = blobs[start : start + _CHUNK]
-        for blob in chunk:
+    def work(lo: int, hi: int) -> tuple[int, list[str]]:
+        absent = []
+        for blob in blobs[lo:hi]:
             try:
                 got = hash_path(f"{files}/{blob[_HEX : _HEX + 2]}/{blob[_HEX + 2 :]}")
             except FileNotFoundError:
@@ -336,10 +333,18 @@ def _hash_objects(
                     f"object {short(blob)} for {first[blob]} is corrupt; it was not checked "
                     "out: run 'dsreg verify', then 'dsreg pull' or re-add"
                 )
-        return len(chunk)
+        return hi - lo, absent
 
+    absent: list[str] = []
+    done = 0
     try:
-        _in_pool(work, len(blobs), lambda done: progress("verifying", done, len(blobs)))
+        with contextlib.closing(
+            map_chunks(work, len(blobs), chunk=_CHUNK, threads=_JOBS)
+        ) as results:
+            for _lo, (n, missing) in results:
+                absent.extend(missing)
+                done += n
+                progress("verifying", done, len(blobs))
     except OSError as e:
         raise StorageError(f"cannot read objects in {files}: {e}") from e
     return absent

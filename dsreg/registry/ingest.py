@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
-from dsreg.errors import StorageError, TagExistsError
-from dsreg.registry.batch import ObjectBatch, hash_path
-from dsreg.registry.digest import hash_bytes, short
+from dsreg.errors import StorageError
+from dsreg.registry import treescan
+from dsreg.registry.addtree import AddResult, refuse_tag
+from dsreg.registry.batch import ObjectBatch, hash_files
+from dsreg.registry.digest import hash_bytes
 from dsreg.registry.examples import base_schema, check_examples, parquet_bytes
 from dsreg.registry.manifests import Revision, Snapshot
 from dsreg.registry.names import check_name
@@ -26,41 +27,6 @@ from dsreg.registry.registry import Registry
 from dsreg.registry.sources import Payload, Source
 
 __all__ = ["AddResult", "add_source"]
-
-# Threads reading, hashing and staging files: one per CPU. Staging small files is bound by the
-# kernel's file creation, which more threads only contend for (docs/benchmarks.md).
-_JOBS = max(2, min(32, os.cpu_count() or 1))
-# Files per task handed to a worker thread: one future per file costs more than small files do.
-_CHUNK = 128
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AddResult:
-    dataset: str
-    tag: str | None
-    revision: str
-    snapshot: str
-    examples: str
-    rows: int
-    classes: tuple[str, ...]
-    files: int
-    new_objects: int
-    bytes: int
-    previous: str | None
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "dataset": self.dataset,
-            "tag": self.tag,
-            "revision": self.revision,
-            "snapshot": self.snapshot,
-            "examples": self.examples,
-            "rows": self.rows,
-            "classes": list(self.classes),
-            "files": self.files,
-            "new_objects": self.new_objects,
-            "bytes": self.bytes,
-        }
 
 
 def add_source(
@@ -78,57 +44,77 @@ def add_source(
     check_name(dataset, what="dataset name")
     if tag is not None:
         check_name(tag, what="tag name")
-    existing = reg.refs.get(dataset, tag) if tag is not None else None
     with reg.lock():
-        # An existing tag may still be re-added to the same content (a no-op), so hash first and
-        # write nothing until we know the add will be accepted.
-        dry = existing is not None and not force
-        digests, new = _store_payloads(reg, source.payloads, write=not dry, progress=progress)
-        table = _examples_table(source, digests)
-        check_examples(table, classes=source.classes)
-        data = parquet_bytes(table)
-        examples = hash_bytes(data)
-        provenance = dict(source.provenance)
-        if extra_provenance:
-            provenance.update(extra_provenance)
-        snap = Snapshot(
-            dataset=dataset,
-            examples=examples,
-            rows=len(source.ids),
-            classes=source.classes,
-            source=provenance,
-        )
-        snap_digest = reg.digest_of(snap)
-        rev = Revision(snapshot=snap_digest)
-        if dry and existing != rev.digest:
-            assert existing is not None and tag is not None
-            raise TagExistsError(
-                f"tag {dataset}@{tag} exists at {short(existing)}, and this content is "
-                f"{short(rev.digest)}; tags are immutable: choose another --tag, or move it "
-                "with --force (the log keeps the old value)"
-            )
-        if dry:
-            new = _store_missing(reg, source.payloads, digests)
-        reg.store.put_bytes(data)
-        reg.put_manifest(snap)
-        rev_digest = reg.put_manifest(rev)
-        previous = None
-        if tag is not None:
-            previous = reg.refs.set(dataset, tag, rev_digest, force=force, command=command)
-        total = sum(p.size for p in source.payloads if p is not None)
-        return AddResult(
-            dataset=dataset,
+        return add_locked(
+            reg,
+            dataset,
+            source,
             tag=tag,
-            revision=rev_digest,
-            snapshot=snap_digest,
-            examples=examples,
-            rows=len(source.ids),
-            classes=source.classes,
-            files=sum(p is not None for p in source.payloads),
-            new_objects=new,
-            bytes=total,
-            previous=previous,
+            force=force,
+            progress=progress,
+            command=command,
+            extra_provenance=extra_provenance,
         )
+
+
+def add_locked(
+    reg: Registry,
+    dataset: str,
+    source: Source,
+    *,
+    tag: str | None,
+    force: bool = False,
+    progress: ProgressHook = no_progress,
+    command: str = "",
+    extra_provenance: dict[str, object] | None = None,
+) -> AddResult:
+    """``add_source`` for a caller that holds ``reg.lock()`` and has checked the names."""
+    existing = reg.refs.get(dataset, tag) if tag is not None else None
+    # An existing tag may still be re-added to the same content (a no-op), so hash first and
+    # write nothing until we know the add will be accepted.
+    dry = existing is not None and not force
+    digests, new = _store_payloads(reg, source.payloads, write=not dry, progress=progress)
+    table = _examples_table(source, digests)
+    check_examples(table, classes=source.classes)
+    data = parquet_bytes(table)
+    examples = hash_bytes(data)
+    provenance = dict(source.provenance)
+    if extra_provenance:
+        provenance.update(extra_provenance)
+    snap = Snapshot(
+        dataset=dataset,
+        examples=examples,
+        rows=len(source.ids),
+        classes=source.classes,
+        source=provenance,
+    )
+    snap_digest = reg.digest_of(snap)
+    rev = Revision(snapshot=snap_digest)
+    if dry and existing != rev.digest:
+        assert existing is not None and tag is not None
+        refuse_tag(dataset, tag, existing, rev.digest)
+    if dry:
+        new = _store_missing(reg, source.payloads, digests)
+    reg.store.put_bytes(data)
+    reg.put_manifest(snap)
+    rev_digest = reg.put_manifest(rev)
+    previous = None
+    if tag is not None:
+        previous = reg.refs.set(dataset, tag, rev_digest, force=force, command=command)
+    total = sum(p.size for p in source.payloads if p is not None)
+    return AddResult(
+        dataset=dataset,
+        tag=tag,
+        revision=rev_digest,
+        snapshot=snap_digest,
+        examples=examples,
+        rows=len(source.ids),
+        classes=source.classes,
+        files=sum(p is not None for p in source.payloads),
+        new_objects=new,
+        bytes=total,
+        previous=previous,
+    )
 
 
 def _examples_table(source: Source, digests: Sequence[str | None]) -> pa.Table:
@@ -211,14 +197,17 @@ def _store_payloads(
     rows, keys = _paths(payloads)
     if not rows:
         return out, 0
+    # Files changed this close to now may change again without their stat changing: their
+    # digests are used but not remembered (see treescan.RACY_NS).
+    trust_before = time.time_ns() - treescan.RACY_NS
     cache = reg.state.lookup(_common_prefix(keys))
     todo: list[int] = []
     for j, i in enumerate(rows):
         p = payloads[i]
         assert p is not None
         hit = cache.get(keys[j])
-        if hit is not None and hit[0] == p.inode and hit[1] == p.size and hit[2] == p.mtime_ns:
-            out[i] = hit[3]
+        if hit is not None and hit[:4] == (p.inode, p.size, p.mtime_ns, p.ctime_ns):
+            out[i] = hit[4]
         else:
             todo.append(j)
     del cache
@@ -229,7 +218,7 @@ def _store_payloads(
         if gone:
             todo = sorted({*todo, *(j for j, i in enumerate(rows) if out[i] in gone)})
     new = 0
-    fresh: list[tuple[str, int, int, int, str]] = []
+    fresh: list[tuple[str, int, int, int, int, str]] = []
     if todo:
         sizes = [payloads[rows[j]].size for j in todo]  # type: ignore[union-attr]
         with reg.store.batch() if write else contextlib.nullcontext() as batch:
@@ -241,7 +230,8 @@ def _store_payloads(
             out[i] = digest
             p = payloads[i]
             assert p is not None
-            fresh.append((keys[j], p.inode, p.size, p.mtime_ns, digest))
+            if p.mtime_ns < trust_before and p.ctime_ns < trust_before:
+                fresh.append((keys[j], p.inode, p.size, p.mtime_ns, p.ctime_ns, digest))
     reg.state.store(fresh)
     return out, new
 
@@ -274,34 +264,14 @@ def _read_files(
     progress: ProgressHook,
     task: str,
 ) -> tuple[list[str], int]:
-    """Each file's digest (read in parallel, in chunks per thread); with ``batch``, its bytes are
-    staged and installed too. Returns the digests and how many objects were new."""
-    out: list[str] = [""] * len(paths)
+    """Each file's digest (read in parallel: worker processes for many files, else threads);
+    with ``batch``, its bytes are staged and installed too. Returns the digests and how many
+    objects were new."""
 
-    def work(start: int) -> int:
-        for k in range(start, min(start + _CHUNK, len(paths))):
-            if batch is not None:
-                out[k] = batch.put_file(paths[k], size_hint=sizes[k])
-            else:
-                out[k] = _hash(paths[k], sizes[k])
-        return min(_CHUNK, len(paths) - start)
+    def report(done: int) -> None:
+        progress(task, done, len(paths))
 
-    done = 0
-    with ThreadPoolExecutor(max_workers=_JOBS) as pool:
-        try:
-            for n in pool.map(work, range(0, len(paths), _CHUNK)):
-                done += n
-                progress(task, done, len(paths))
-            new = batch.commit(map_=pool.map) if batch is not None else 0
-        except BaseException:
-            # One file failed (or Ctrl-C): do not read the thousands still queued.
-            pool.shutdown(wait=True, cancel_futures=True)
-            raise
-    return out, new
-
-
-def _hash(path: str, size: int) -> str:
-    try:
-        return hash_path(path, size_hint=size)
-    except OSError as e:
-        raise StorageError(f"cannot read {path}: {e.strerror}") from e
+    if batch is None:
+        return hash_files(paths, sizes, report), 0
+    out = batch.put_files(paths, sizes, report)
+    return out, batch.commit()

@@ -136,8 +136,9 @@ def verify(
         starts = [reg.resolve(s).digest for s in specs]
         targets, problems = reachable(reg, starts)
     else:
-        targets = set(reg.store)
-        _, problems = reachable(reg, roots(reg))
+        # Every stored object, and every object a tag reaches (a missing one is a problem).
+        reached, problems = reachable(reg, roots(reg))
+        targets = set(reg.store) | reached
         for ds, tag, d in reg.refs.all():
             if not reg.store.has(d):
                 problems.append(
@@ -163,6 +164,10 @@ def verify(
             if done % 512 == 0 or done == len(ordered):
                 progress("verifying", done, len(ordered))
     unique = {(p.digest, p.problem): p for p in problems}
+    if unique:
+        # A missing or damaged object: no remembered scan may vouch for its revision any
+        # more, so the next add of such a tree stores what it can again.
+        reg.state.forget_scans()
     return VerifyResult(
         checked=len(ordered), problems=tuple(sorted(unique.values(), key=lambda p: p.digest))
     )
@@ -199,6 +204,10 @@ def collect_garbage(reg: Registry, *, dry_run: bool = False) -> GcResult:
                 + "); run 'dsreg verify' and repair first"
             )
         remove = sorted(d for d in reg.store if d not in keep)
+        if remove and not dry_run:
+            # Before anything goes: a remembered scan may name a revision whose objects are
+            # about to be removed (state.py).
+            reg.state.forget_scans()
         size = 0
         for d in remove:
             try:

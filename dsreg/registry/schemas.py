@@ -6,11 +6,12 @@ import functools
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from dsreg.errors import ManifestError
+
+if TYPE_CHECKING:
+    import jsonschema
 
 __all__ = ["SCHEMA_NAMES", "schema_dir", "validate"]
 
@@ -27,6 +28,10 @@ def schema_dir() -> Path:
 
 @functools.cache
 def _validator(name: str) -> jsonschema.Draft202012Validator:
+    # Imported on first use: it costs tens of milliseconds, and most commands validate nothing
+    # or only what the validation cache (``validate_cached``) has not seen.
+    import jsonschema
+
     path = schema_dir() / f"{name}.schema.json"
     schema = json.loads(path.read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator.check_schema(schema)

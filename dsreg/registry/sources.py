@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -22,11 +22,13 @@ import pyarrow.parquet as pq
 
 from dsreg.errors import DatasetFormatError, InputPathError
 from dsreg.registry.examples import RESERVED
+from dsreg.registry.treescan import TreeScan, scan_tree
 
 __all__ = [
     "Payload",
     "Source",
     "check_example_id",
+    "imagefolder_source",
     "read_classes",
     "scan_imagefolder",
     "scan_labels",
@@ -34,17 +36,18 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Payload:
+class Payload(NamedTuple):
     """A file to store: where it is now, and what ``os.stat`` said of it.
 
-    ``path`` may be a plain string: a scan makes one per file, and a ``Path`` costs more.
+    ``path`` may be a plain string: a scan makes one per file, and a ``Path`` costs more (so
+    does a dataclass: this is a tuple).
     """
 
     path: Path | str
     size: int
     inode: int
     mtime_ns: int
+    ctime_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,7 +111,7 @@ def read_classes(path: Path) -> tuple[str, ...]:
 
 
 def _payload(path: Path | str, st: os.stat_result) -> Payload:
-    return Payload(path=path, size=st.st_size, inode=st.st_ino, mtime_ns=st.st_mtime_ns)
+    return Payload(path, st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def scan_imagefolder(root: Path) -> Source:
@@ -117,56 +120,18 @@ def scan_imagefolder(root: Path) -> Source:
     Example ids are paths relative to ``root``. Hidden entries (``.name``) are skipped;
     symbolic links are followed when they stay inside the tree and refused when they leave it.
     """
-    _exists(root, "folder")
-    if not root.is_dir():
-        raise InputPathError(
-            f"{str(root)!r} is not a folder; give an ImageFolder tree, or --labels / --table"
-        )
-    real_root = root.resolve()
-    classes = sorted(e.name for e in os.scandir(root) if not e.name.startswith(".") and e.is_dir())
-    if not classes:
-        raise DatasetFormatError(
-            f"{str(root)!r} has no class folders; an ImageFolder tree has one folder per class"
-        )
-    ids: list[str] = []
-    labels: list[int] = []
-    payloads: list[Payload | None] = []
-    for ci, cls in enumerate(classes):
-        _check_dir_inside(root / cls, real_root, cls)
-        found = 0
-        for dirpath, dirnames, filenames in os.walk(root / cls):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            # Path arithmetic once per folder, string operations per file: a 50,000-file tree
-            # is scanned in a fraction of a second.
-            base = Path(dirpath)
-            rel_dir = base.relative_to(root).as_posix()
-            for name in sorted(filenames):
-                if name.startswith("."):
-                    continue
-                full = f"{dirpath}/{name}"
-                rel = f"{rel_dir}/{name}"
-                lst = os.lstat(full)
-                if stat.S_ISREG(lst.st_mode):
-                    st = lst
-                elif stat.S_ISLNK(lst.st_mode):
-                    followed = _stat_inside(base / name, real_root, rel)
-                    if followed is None:
-                        continue
-                    st = followed
-                else:
-                    continue
-                ids.append(check_example_id(rel, what="file name"))
-                labels.append(ci)
-                payloads.append(_payload(full, st))
-                found += 1
-        if not found:
-            raise DatasetFormatError(
-                f"class folder {str(root / cls)!r} has no files; remove it or add its examples"
-            )
+    return imagefolder_source(scan_tree(root))
+
+
+def imagefolder_source(scan: TreeScan) -> Source:
+    """The source a ``scan_tree`` describes."""
+    payloads: list[Payload | None] = list(
+        map(Payload, scan.paths, scan.sizes, scan.inodes, scan.mtimes, scan.ctimes)
+    )
     return Source(
-        ids=ids,
-        labels=np.asarray(labels, dtype=np.int32),
-        classes=tuple(classes),
+        ids=scan.ids,
+        labels=np.asarray(scan.labels, dtype=np.int32),
+        classes=scan.classes,
         payloads=payloads,
         metadata=None,
         provenance={"kind": "imagefolder"},

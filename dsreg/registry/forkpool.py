@@ -1,0 +1,249 @@
+"""Work on many small files in forked worker processes, one per CPU.
+
+Reading, hashing, creating and linking tens of thousands of small files is bound by the kernel
+and by per-file Python work that holds the GIL: threads in one process barely overlap, while
+processes do (docs/benchmarks.md has the figures). ``fork_map`` runs ``fn(k)`` for each task
+``k`` in ``jobs`` forked children and hands each result back to the parent as it arrives.
+
+The children inherit everything the parent computed (file lists, the staging folder), so only
+task numbers go out (one shared pipe: whichever child is free takes the next task, so a child
+slowed by other load on the machine does not hold the rest back) and pickled results come back
+(a pipe per child). A child runs only ``fn`` and system calls; it never touches the parent's
+locks, threads or open files beyond those, and it dies with the parent (``PR_SET_PDEATHSIG``):
+a ``dsreg add`` killed with SIGKILL leaves no worker writing behind it.
+
+Where ``fork`` is missing or unsafe (not Linux), or the work is small, the tasks run in the
+calling process instead: the same results in the same order of arrival guarantees (none).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import pickle
+import selectors
+import signal
+import struct
+import sys
+from collections.abc import Callable, Generator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from dsreg.errors import DsregError, StorageError
+
+__all__ = ["default_jobs", "fork_map", "forking", "map_chunks"]
+
+R = TypeVar("R")
+
+# Fewer items than this are worked on in threads: forking workers costs a few milliseconds.
+FORK_MIN = 2048
+# Task numbers go out through one pipe, written whole before the children start, so its
+# capacity bounds the number of tasks (callers size their chunks to stay below).
+MAX_TASKS = 8192
+_TASK = struct.Struct("<I")
+_HEAD = struct.Struct("<IQ")  # task number (or _ERROR), payload length
+_ERROR = 0xFFFFFFFF
+_PR_SET_PDEATHSIG = 1
+# Set while a process is a worker: nested fork_map calls run inline there.
+_IN_WORKER = False
+
+
+def default_jobs() -> int:
+    """One worker per CPU this process may run on."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(32, n))
+
+
+def forking(n_items: int, *, threshold: int | None = None, jobs: int | None = None) -> bool:
+    """Whether work on ``n_items`` is worth worker processes here: Linux (fork is safe there for
+    code that only makes system calls), more than one CPU, at least ``threshold`` (default
+    ``FORK_MIN``) items, and not already inside a worker. ``DSREG_JOBS=1`` turns workers off."""
+    if threshold is None:
+        threshold = FORK_MIN
+    if _IN_WORKER or not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return False
+    env = os.environ.get("DSREG_JOBS", "")
+    if env.isdigit() and int(env) <= 1:
+        return False
+    return (jobs if jobs is not None else default_jobs()) > 1 and n_items >= threshold
+
+
+def map_chunks(
+    work: Callable[[int, int], R],
+    n: int,
+    *,
+    chunk: int,
+    threshold: int | None = None,
+    threads: int | None = None,
+) -> Generator[tuple[int, R], None, None]:
+    """``(lo, work(lo, hi))`` for consecutive chunks ``[lo, hi)`` covering ``range(n)``: in
+    forked workers when ``forking(n, threshold=threshold)``, else in a pool of ``threads``
+    threads (one per CPU by default). ``work`` must return everything the caller needs: in a
+    worker, what it changes in memory stays there. Chunks arrive in the order they finish.
+    Close the iterator (``contextlib.closing``) if you may leave it early."""
+    if n <= 0:
+        return
+    if forking(n, threshold=threshold):
+        size = max(chunk, -(-n // MAX_TASKS))
+        starts = range(0, n, size)
+
+        def task(k: int) -> R:
+            return work(starts[k], min(starts[k] + size, n))
+
+        with contextlib.closing(fork_map(task, len(starts))) as results:
+            for k, r in results:
+                yield starts[k], r
+        return
+    starts = range(0, n, chunk)
+    with ThreadPoolExecutor(max_workers=threads or max(2, default_jobs())) as pool:
+        try:
+            futures = pool.map(lambda lo: work(lo, min(lo + chunk, n)), starts)
+            yield from zip(starts, futures, strict=True)
+        except BaseException:
+            # One chunk failed (or the caller left, or Ctrl-C): do not start the queued ones.
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+
+
+def fork_map(
+    fn: Callable[[int], Any], n_tasks: int, *, jobs: int | None = None
+) -> Generator[tuple[int, Any], None, None]:
+    """``(k, fn(k))`` for each task ``k`` in ``range(n_tasks)``, computed in forked workers, in
+    the order they finish. An exception in ``fn`` is raised here (a ``DsregError`` as itself,
+    anything else as a ``StorageError`` naming it), after every worker has been stopped.
+
+    Run it to completion or close it: leaving early (an exception in the caller, Ctrl-C)
+    kills and reaps the workers.
+    """
+    if n_tasks > MAX_TASKS:
+        raise ValueError(f"fork_map takes at most {MAX_TASKS} tasks, got {n_tasks}")
+    if n_tasks == 0:
+        return
+    n_jobs = max(1, min(jobs if jobs is not None else default_jobs(), n_tasks))
+    task_r, task_w = os.pipe()
+    try:
+        os.write(task_w, b"".join(_TASK.pack(k) for k in range(n_tasks)))
+    finally:
+        os.close(task_w)
+    workers: dict[int, int] = {}  # result pipe fd -> pid
+    finished = False
+    try:
+        for _ in range(n_jobs):
+            res_r, res_w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - runs in the child (coverage does not follow it)
+                os.close(res_r)
+                for fd in workers:
+                    os.close(fd)
+                _child(fn, task_r, res_w)
+            os.close(res_w)
+            workers[res_r] = pid
+        os.close(task_r)
+        task_r = -1
+        yield from _collect(workers, n_tasks)
+        finished = True
+    finally:
+        if task_r >= 0:
+            os.close(task_r)
+        _stop(workers, kill=not finished)
+
+
+def _child(fn: Callable[[int], Any], task_r: int, res_w: int) -> None:  # pragma: no cover
+    global _IN_WORKER
+    _IN_WORKER = True
+    status = 0
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        _die_with_parent()
+        while True:
+            raw = os.read(task_r, _TASK.size)
+            if not raw:
+                break
+            (k,) = _TASK.unpack(raw)
+            try:
+                data = pickle.dumps(fn(k), protocol=pickle.HIGHEST_PROTOCOL)
+            except BaseException as e:
+                _send(res_w, _ERROR, pickle.dumps(_portable(e), protocol=pickle.HIGHEST_PROTOCOL))
+                status = 1
+                break
+            _send(res_w, k, data)
+    except BaseException:
+        status = 1
+    finally:
+        # Never return into the parent's code: no atexit handlers, no flushing of buffers
+        # the parent also holds.
+        os._exit(status)
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() == 1:  # the parent died before the line above took effect
+        os._exit(1)
+
+
+def _portable(e: BaseException) -> BaseException:
+    """``e`` if it survives pickling (dsreg's own errors do), else a StorageError naming it."""
+    if isinstance(e, DsregError | OSError):
+        try:
+            pickle.loads(pickle.dumps(e))
+            return e
+        except Exception:  # any failure to round-trip: describe it instead
+            pass
+    return StorageError(f"a worker process failed: {type(e).__name__}: {e}")
+
+
+def _send(fd: int, k: int, data: bytes) -> None:  # pragma: no cover - runs in the child
+    view = memoryview(_HEAD.pack(k, len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _collect(workers: dict[int, int], n_tasks: int) -> Generator[tuple[int, Any], None, None]:
+    bufs = {fd: bytearray() for fd in workers}
+    done = 0
+    with selectors.DefaultSelector() as sel:
+        for fd in workers:
+            sel.register(fd, selectors.EVENT_READ)
+        open_fds = set(workers)
+        while open_fds:
+            for key, _ in sel.select():
+                fd = int(key.fd)
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    sel.unregister(fd)
+                    open_fds.discard(fd)
+                    continue
+                buf = bufs[fd]
+                buf += chunk
+                while len(buf) >= _HEAD.size:
+                    k, n = _HEAD.unpack_from(buf)
+                    if len(buf) < _HEAD.size + n:
+                        break
+                    payload = bytes(buf[_HEAD.size : _HEAD.size + n])
+                    del buf[: _HEAD.size + n]
+                    if k == _ERROR:
+                        raise pickle.loads(payload)
+                    done += 1
+                    yield k, pickle.loads(payload)
+    if done != n_tasks:
+        raise StorageError(
+            f"a worker process ended early ({done} of {n_tasks} tasks done); nothing was "
+            "installed: run the command again"
+        )
+
+
+def _stop(workers: dict[int, int], *, kill: bool) -> None:
+    """Reap every worker, killing them first when the caller left early or failed."""
+    for fd, pid in workers.items():
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        with contextlib.suppress(ProcessLookupError, ChildProcessError):
+            if kill:
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)

@@ -1,0 +1,142 @@
+"""Worker processes for many small files: same results as one process, failures surface whole."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import dsreg
+from dsreg.errors import CorruptObjectError, InputPathError, StorageError
+from dsreg.registry import forkpool
+from dsreg.registry.checkout import checkout
+from dsreg.registry.forkpool import fork_map, map_chunks
+from dsreg.registry.ingest import add_source
+from dsreg.registry.maintenance import verify
+from dsreg.registry.registry import Registry
+from dsreg.registry.sources import scan_imagefolder
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="worker processes are used on Linux only"
+)
+
+
+def _no_children_left() -> bool:
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+def test_every_task_runs_once_in_a_worker_and_comes_back() -> None:
+    parent = os.getpid()
+    got = dict(fork_map(lambda k: (k * k, os.getpid()), 300, jobs=2))
+    assert sorted(got) == list(range(300))
+    assert all(v[0] == k * k for k, v in got.items())
+    pids = {v[1] for v in got.values()}
+    assert parent not in pids and 1 <= len(pids) <= 2
+    assert _no_children_left()
+
+
+def test_chunks_cover_the_range_in_workers_and_in_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    def work(lo: int, hi: int) -> list[int]:
+        return list(range(lo, hi))
+
+    monkeypatch.setattr(forkpool, "FORK_MIN", 1)
+    forked = sorted(x for _lo, part in map_chunks(work, 1000, chunk=7) for x in part)
+    monkeypatch.setenv("DSREG_JOBS", "1")
+    threaded = sorted(x for _lo, part in map_chunks(work, 1000, chunk=7) for x in part)
+    assert forked == threaded == list(range(1000))
+
+
+def test_a_failing_task_raises_its_error_and_stops_every_worker() -> None:
+    def task(k: int) -> int:
+        if k == 57:
+            raise InputPathError("file 57 is unsafe; rename it")
+        return k
+
+    with pytest.raises(InputPathError, match="file 57 is unsafe"):
+        for _ in fork_map(task, 200, jobs=2):
+            pass
+    assert _no_children_left()
+
+
+def test_an_error_that_cannot_travel_is_described() -> None:
+    class Odd(Exception):
+        def __init__(self, a: int, b: int) -> None:  # not picklable from its args
+            super().__init__(f"{a}/{b}")
+
+    def task(k: int) -> int:
+        raise Odd(1, 2)
+
+    with pytest.raises(StorageError, match="a worker process failed: Odd: 1/2"):
+        list(fork_map(task, 4, jobs=2))
+    assert _no_children_left()
+
+
+def test_a_worker_killed_mid_way_is_an_error_not_a_short_answer() -> None:
+    def task(k: int) -> int:
+        if k == 5:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return k
+
+    with pytest.raises(StorageError, match=r"worker process ended early .*run the command again"):
+        list(fork_map(task, 40, jobs=2))
+    assert _no_children_left()
+
+
+@pytest.fixture
+def many(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every file operation of a size worth workers goes to workers, however small the test."""
+    monkeypatch.setattr(forkpool, "FORK_MIN", 1)
+
+
+def test_add_and_checkout_in_workers_match_one_process(
+    many: None,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    make_imagefolder: Callable[..., Path],
+) -> None:
+    tree = make_imagefolder(classes=4, per_class=40)
+    # A duplicate across classes: two workers may stage the same object at once.
+    (tree / "class3" / "dup.bin").write_bytes((tree / "class0" / "img000.bin").read_bytes())
+    forked_reg = Registry.init(tmp_path / "forked")
+    forked = add_source(forked_reg, "ds", scan_imagefolder(tree), tag="v1")
+    monkeypatch.setenv("DSREG_JOBS", "1")
+    single_reg = Registry.init(tmp_path / "single")
+    single = add_source(single_reg, "ds", scan_imagefolder(tree), tag="v1")
+    monkeypatch.delenv("DSREG_JOBS")
+    assert forked.revision == single.revision and forked.new_objects == single.new_objects == 160
+    assert set(forked_reg.store) == set(single_reg.store)
+    assert verify(forked_reg).ok
+
+    out = tmp_path / "out"
+    res = checkout(forked_reg, forked_reg.resolve("ds@v1"), out, link="hardlink")
+    assert res.files == 161
+    for rel in ("class0/img000.bin", "class3/dup.bin", "class2/img039.bin"):
+        assert (out / rel).read_bytes() == (tree / rel).read_bytes()
+
+
+def test_a_corrupt_object_found_by_a_worker_is_refused(
+    many: None, tmp_path: Path, make_imagefolder: Callable[..., Path]
+) -> None:
+    tree = make_imagefolder(classes=2, per_class=30)
+    reg = Registry.init(tmp_path / "reg")
+    add_source(reg, "ds", scan_imagefolder(tree), tag="v1")
+    blob = dsreg.open("ds@v1", registry=reg)[17].blob
+    assert blob is not None
+    p = reg.store.path(blob)
+    os.chmod(p, 0o644)
+    data = bytearray(p.read_bytes())
+    data[0] ^= 1
+    p.write_bytes(bytes(data))
+    out = tmp_path / "out"
+    with pytest.raises(CorruptObjectError, match="is corrupt; it was not checked out"):
+        checkout(reg, reg.resolve("ds@v1"), out, link="hardlink")
+    assert not any(out.rglob("*.bin"))  # refused before the folder was touched
+    assert _no_children_left()
