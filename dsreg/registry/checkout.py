@@ -16,6 +16,7 @@ import fcntl
 import io
 import json
 import os
+import re
 import shutil
 import stat
 from collections.abc import Callable
@@ -44,6 +45,7 @@ _JOBS = max(4, min(32, (os.cpu_count() or 1) * 4))
 # Files per task handed to a worker thread (one future per small file costs more than it does).
 _CHUNK = 256
 _HEX = len(PREFIX)
+_ALL_DIGESTS = re.compile(r"(?:blake3:[0-9a-f]{64}\n)*blake3:[0-9a-f]{64}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -205,49 +207,43 @@ def _switch(
             if relink or old.get(p) != b or not os.path.lexists(target / p)
         ]
     )
-    # Every object to be placed is re-hashed before the folder is touched: corrupt bytes are
-    # never served, and a refused checkout leaves the folder as it was. A lazily cloned
-    # registry fetches (verified) what it lacks from the default remote, or fails clearly.
-    _verify_objects(reg, todo, progress)
-    stale = [p for p, b in old.items() if new.get(p) != b]
-    for rel in stale:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(target / rel)
-    for d in sorted({rel.rpartition("/")[0] for rel, _b in todo} - {""}):
-        try:
-            os.makedirs(target / d, exist_ok=True)
-        except OSError as e:
-            raise StorageError(f"cannot create {target / d}: {e.strerror}") from e
-    put = _linker(link)
-    direct = fresh and link in ("hardlink", "symlink")
     files = os.fspath(reg.store.files / ALGORITHM)
     root = os.fspath(target)
+    _check_digests(todo)
+    if fresh and link in ("hardlink", "symlink"):
+        # An empty folder: each object is re-hashed and linked straight to its name (a link
+        # appears whole) in one pass per file; a refusal empties the folder again.
+        _make_dirs(target, todo)
+        try:
+            _verify_and_link(reg, files, root, todo, link, progress)
+        except BaseException:
+            _empty(target)
+            raise
+        stale: list[str] = []
+    else:
+        # Every object to be placed is re-hashed before the folder is touched: corrupt bytes
+        # are never served, and a refused checkout leaves the folder as it was. A lazily
+        # cloned registry fetches (verified) what it lacks from the default remote.
+        _verify_objects(reg, todo, progress)
+        stale = [p for p, b in old.items() if new.get(p) != b]
+        for rel in stale:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(target / rel)
+        _make_dirs(target, todo)
+        put = _linker(link)
 
-    def one(rel: str, blob: str) -> None:
-        src = f"{files}/{blob[_HEX : _HEX + 2]}/{blob[_HEX + 2 :]}"
-        dst = f"{root}/{rel}"
-        if direct:
-            try:
-                if link == "hardlink":
-                    os.link(src, dst)
-                else:
-                    os.symlink(src, dst)
-                return
-            except FileExistsError:
-                pass  # appeared meanwhile: replaced below, as in a switch
-        elif os.path.lexists(dst) and _same(Path(dst), Path(src), link, blob):
-            return
-        _place(put, Path(src), Path(dst))
+        def work(lo: int, hi: int) -> int:
+            for rel, blob in todo[lo:hi]:
+                src = f"{files}/{blob[_HEX : _HEX + 2]}/{blob[_HEX + 2 :]}"
+                dst = f"{root}/{rel}"
+                if not (os.path.lexists(dst) and _same(Path(dst), Path(src), link, blob)):
+                    _place(put, Path(src), Path(dst))
+            return hi - lo
 
-    def work(lo: int, hi: int) -> int:
-        for rel, blob in todo[lo:hi]:
-            one(rel, blob)
-        return hi - lo
-
-    try:
-        _in_pool(work, len(todo), lambda done: progress("checking out", done, len(todo)))
-    except OSError as e:
-        raise StorageError(f"checkout into {target} failed: {e}") from e
+        try:
+            _in_pool(work, len(todo), lambda done: progress("checking out", done, len(todo)))
+        except OSError as e:
+            raise StorageError(f"checkout into {target} failed: {e}") from e
     if not fresh:
         _prune_empty_dirs(target)
     layout = _layout(ds)
@@ -277,6 +273,87 @@ def _switch(
     )
 
 
+def _check_digests(todo: list[tuple[str, str]]) -> None:
+    """Refuse an examples table naming something other than a digest (one pattern match over
+    all of them; the per-entry check only runs to name the culprit)."""
+    blobs = {b for _r, b in todo}
+    if blobs and _ALL_DIGESTS.fullmatch("\n".join(blobs)):
+        return
+    for rel, blob in todo:
+        if not is_digest(blob):
+            raise CorruptObjectError(f"the examples table names {blob!r} for {rel}: not a digest")
+
+
+def _make_dirs(target: Path, todo: list[tuple[str, str]]) -> None:
+    for d in sorted({rel.rpartition("/")[0] for rel, _b in todo} - {""}):
+        try:
+            os.makedirs(target / d, exist_ok=True)
+        except OSError as e:
+            raise StorageError(f"cannot create {target / d}: {e.strerror}") from e
+
+
+def _empty(target: Path) -> None:
+    """Remove everything a refused checkout put into a folder that was empty before it."""
+    for e in os.scandir(target):
+        if e.is_dir(follow_symlinks=False):
+            shutil.rmtree(e.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(e.path)
+
+
+def _verify_and_link(
+    reg: Registry,
+    files: str,
+    root: str,
+    todo: list[tuple[str, str]],
+    link: LinkType,
+    progress: ProgressHook,
+) -> None:
+    """Re-hash each object and link it to its name, in workers; objects the store lacks are
+    fetched (verified) from the default remote afterwards, re-hashed, and linked."""
+    make = os.link if link == "hardlink" else os.symlink
+
+    def work(lo: int, hi: int) -> tuple[int, list[tuple[str, str]]]:
+        absent = []
+        for rel, blob in todo[lo:hi]:
+            src = f"{files}/{blob[_HEX : _HEX + 2]}/{blob[_HEX + 2 :]}"
+            try:
+                got = hash_path(src)
+            except FileNotFoundError:
+                absent.append((rel, blob))
+                continue
+            if got != blob:
+                raise CorruptObjectError(
+                    f"object {short(blob)} for {rel} is corrupt; it was not checked out: run "
+                    "'dsreg verify', then 'dsreg pull' or re-add"
+                )
+            dst = f"{root}/{rel}"
+            try:
+                make(src, dst)
+            except FileExistsError:  # appeared meanwhile: replaced, as in a switch
+                _place(_linker(link), Path(src), Path(dst))
+        return hi - lo, absent
+
+    deferred: list[tuple[str, str]] = []
+    done = 0
+    try:
+        with contextlib.closing(
+            map_chunks(work, len(todo), chunk=_CHUNK, threads=_JOBS)
+        ) as results:
+            for _lo, (n, absent) in results:
+                deferred.extend(absent)
+                done += n
+                progress("checking out", done, len(todo))
+    except OSError as e:
+        raise StorageError(f"checkout into {root} failed: {e}") from e
+    if deferred:
+        _verify_objects(reg, deferred, progress)
+        for rel, blob in deferred:
+            src = f"{files}/{blob[_HEX : _HEX + 2]}/{blob[_HEX + 2 :]}"
+            _place(_linker(link), Path(src), Path(f"{root}/{rel}"))
+
+
 def _in_pool(work: Callable[[int, int], int], n: int, report: Callable[[int], None]) -> None:
     """``work(lo, hi)`` for each chunk of ``n`` items: in worker processes when there are many
     (reading and linking small files is kernel work that threads barely overlap), else in
@@ -294,10 +371,6 @@ def _verify_objects(reg: Registry, todo: list[tuple[str, str]], progress: Progre
     first: dict[str, str] = {}
     for rel, blob in todo:
         if blob not in first:
-            if not is_digest(blob):
-                raise CorruptObjectError(
-                    f"the examples table names {blob!r} for {rel}: not a digest"
-                )
             first[blob] = rel
     files = os.fspath(reg.store.files / ALGORITHM)
     absent = _hash_objects(files, list(first), first, progress)

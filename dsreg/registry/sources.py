@@ -126,7 +126,7 @@ def scan_imagefolder(root: Path) -> Source:
 def imagefolder_source(scan: TreeScan) -> Source:
     """The source a ``scan_tree`` describes."""
     payloads: list[Payload | None] = list(
-        map(Payload, scan.paths, scan.sizes, scan.inodes, scan.mtimes, scan.ctimes)
+        map(Payload, scan.paths(), scan.sizes, scan.inodes, scan.mtimes, scan.ctimes)
     )
     return Source(
         ids=scan.ids,
