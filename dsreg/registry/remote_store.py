@@ -1,14 +1,16 @@
 """One remote as dvc-objects sees it: a filesystem holding ``files/blake3/ab/cdef…`` (dvc-data's
 object layout with ``hash_name="blake3"``), ``refs/<dataset>/<tag>`` and ``logs/<dataset>.jsonl``.
 
-Any URL a DVC remote accepts works: the filesystem comes from ``dvc.fs.get_cloud_fs`` (local,
-S3 through dvc-s3, GCS, Azure, SSH, HTTP, WebDAV, HDFS), existence queries go through dvc-data's
-``HashFileDB.oids_exist`` (which lists or probes, whichever is cheaper for the remote's size),
-and objects move with the filesystem's ``put_file`` / ``get_file``. A folder remote (a disk or
-NAS mount) is laid out exactly as a registry, so it takes objects the way a registry does:
-staged, made durable with one ``syncfs`` per wave, moved into place without replacing any
-(dvc-objects copies local-to-local one file at a time, which would make the common NAS case the
-slowest).
+Any URL a DVC remote accepts works: the filesystem comes from ``dvc.fs.get_cloud_fs`` (S3
+through dvc-s3, GCS, Azure, SSH, HTTP, WebDAV, HDFS, or a folder with DVC options), existence
+queries go through dvc-data's ``HashFileDB.oids_exist`` (which lists or probes, whichever is
+cheaper for the remote's size), and objects move with the filesystem's ``put_file`` /
+``get_file``. A plain folder path is reached through the ``os`` module alone (``_FolderFS``:
+the answers of DVC's local file system without importing DVC and fsspec, some 60 ms of every
+command's start-up). A folder remote (a disk or NAS mount) is laid out exactly as a registry,
+so it takes objects the way a registry does: staged, made durable with one ``syncfs`` per
+wave, moved into place without replacing any (dvc-objects copies local-to-local one file at a
+time, which would make the common NAS case the slowest).
 
 Every byte sent is hashed on the way out (a damaged local object is never published) and every
 byte fetched is hashed before it is staged into the local store, so a corrupt or truncated
