@@ -116,43 +116,58 @@ class ObjectBatch:
         The bytes staged are the bytes hashed (one read), so a file changing under us can never
         land under another content's digest.
         """
-        digest, staged, n = self._put_file(path, size_hint)
+        digest, staged, n, _size = self._put_file(path, size_hint)
         if staged is not None:
             self._adopt([staged], n)
         return digest
 
     def put_files(
-        self, paths: Sequence[str], sizes: Sequence[int], report: Callable[[int], None]
-    ) -> list[str]:
-        """``put_file`` for many files at once, in parallel: in forked worker processes when
-        there are enough of them (see ``forkpool``), else in threads. ``report(done)`` after
-        each chunk. Returns the digests in the order of ``paths``."""
+        self,
+        paths: Sequence[str],
+        sizes: Sequence[int],
+        report: Callable[[int], None],
+        *,
+        expect: Sequence[str] | None = None,
+        jobs: int | None = None,
+    ) -> tuple[list[str], int]:
+        """``put_file`` for many files at once, in parallel: in ``jobs`` (default: one per CPU)
+        forked worker processes when there are enough files (see ``forkpool``), else in
+        threads. ``report(done)`` after each chunk. With ``expect``, a file is staged only if
+        it hashes to ``expect[i]``. Returns each file's digest, in the order of ``paths``, and
+        the bytes read."""
         out: list[str] = [""] * len(paths)
 
-        def work(lo: int, hi: int) -> tuple[list[str], list[tuple[str, str]], int]:
+        def work(lo: int, hi: int) -> tuple[list[str], list[tuple[str, str]], int, int]:
             digests: list[str] = []
             staged: list[tuple[str, str]] = []
-            total = 0
+            new_bytes = read = 0
             for k in range(lo, hi):
-                digest, entry, n = self._put_file(paths[k], sizes[k])
+                want = None if expect is None else expect[k]
+                digest, entry, n, size = self._put_file(paths[k], sizes[k], want)
                 digests.append(digest)
+                read += size
                 if entry is not None:
                     staged.append(entry)
-                    total += n
-            return digests, staged, total
+                    new_bytes += n
+            return digests, staged, new_bytes, read
 
-        done = 0
-        with contextlib.closing(map_chunks(work, len(paths), chunk=_CHUNK_FILES)) as results:
-            for lo, (digests, staged, total) in results:
+        done = total_read = 0
+        with contextlib.closing(
+            map_chunks(work, len(paths), chunk=_CHUNK_FILES, jobs=jobs)
+        ) as results:
+            for lo, (digests, staged, new_bytes, read) in results:
                 out[lo : lo + len(digests)] = digests
-                self._adopt(staged, total)
+                self._adopt(staged, new_bytes)
+                total_read += read
                 done += len(digests)
                 report(done)
-        return out
+        return out, total_read
 
-    def _put_file(self, path: str, size_hint: int) -> tuple[str, tuple[str, str] | None, int]:
-        """The digest, and what was staged (``(path, hex)``, or None) and its size. Touches no
-        shared state: it runs in worker threads and processes alike."""
+    def _put_file(
+        self, path: str, size_hint: int, expect: str | None = None
+    ) -> tuple[str, tuple[str, str] | None, int, int]:
+        """The digest; what was staged (``(path, hex)``, or None) and its size; the file's
+        size. Touches no shared state: it runs in worker threads and processes alike."""
         try:
             fd = os.open(path, _RD)
         except OSError as e:
@@ -160,16 +175,16 @@ class ObjectBatch:
         try:
             data = _read_small(fd, size_hint)
             if data is None:
-                return self._stage_stream(fd, path)
+                return self._stage_stream(fd, path, expect)
         except OSError as e:
             raise StorageError(f"cannot read {path}: {e.strerror}") from e
         finally:
             os.close(fd)
         hexd = blake3.blake3(data, max_threads=1).hexdigest()
-        if self._has(hexd):
-            return PREFIX + hexd, None, 0
+        if self._has(hexd) or (expect is not None and PREFIX + hexd != expect):
+            return PREFIX + hexd, None, 0, len(data)
         staged = self._stage(hexd, data)
-        return PREFIX + hexd, staged, len(data) if staged is not None else 0
+        return PREFIX + hexd, staged, len(data) if staged is not None else 0, len(data)
 
     def put_bytes(self, data: bytes, *, expect: str | None = None) -> str:
         """Stage ``data`` unless the store holds it; return its digest. With ``expect`` (a
@@ -211,7 +226,9 @@ class ObjectBatch:
         os.close(fd)
         return path, hexd
 
-    def _stage_stream(self, fd: int, src: str) -> tuple[str, tuple[str, str] | None, int]:
+    def _stage_stream(
+        self, fd: int, src: str, expect: str | None = None
+    ) -> tuple[str, tuple[str, str] | None, int, int]:
         os.lseek(fd, 0, os.SEEK_SET)
         hasher = blake3.blake3(max_threads=1)
         path = f"{self._dir}/stream-{secrets.token_hex(8)}"
@@ -227,10 +244,11 @@ class ObjectBatch:
             raise StorageError(f"cannot store {src}: {e.strerror}") from e
         os.close(out)
         hexd = hasher.hexdigest()
-        if self._has(hexd):
+        size = os.stat(path).st_size
+        if self._has(hexd) or (expect is not None and PREFIX + hexd != expect):
             os.unlink(path)
-            return PREFIX + hexd, None, 0
-        return PREFIX + hexd, (path, hexd), os.stat(path).st_size
+            return PREFIX + hexd, None, 0, size
+        return PREFIX + hexd, (path, hexd), size, size
 
     def _adopt(self, staged: list[tuple[str, str]], n: int) -> None:
         # list.extend is atomic: worker threads (remote downloads) share the list.
@@ -323,9 +341,15 @@ class ObjectBatch:
 def _read_small(fd: int, size_hint: int) -> bytes | None:
     """All of a file's bytes if it holds at most ``_SMALL`` (else None). The first read asks for
     one byte more than the size seen when scanning (without one, for 64 KiB: most payloads are
-    smaller, and an ``fstat`` costs as much as a read), so the usual cost is two reads."""
+    smaller, and an ``fstat`` costs as much as a read); getting exactly the scanned size is the
+    end of the file, so the usual cost is one read."""
     first = min(size_hint, _SMALL) + 1 if size_hint > 0 else _GUESS
     data = os.read(fd, first)
+    if len(data) == size_hint < first:
+        # As many bytes as the scan saw, and no more when more were asked for: the end of the
+        # file (a short read means the end, on any local file system; the size agreeing is
+        # the check for those where it might not), so no second read is needed.
+        return data
     if not data:
         return data
     # A small second read: asking for a large one would allocate that much for nothing.

@@ -26,6 +26,7 @@ import selectors
 import signal
 import struct
 import sys
+import threading
 from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -47,6 +48,10 @@ _ERROR = 0xFFFFFFFF
 _PR_SET_PDEATHSIG = 1
 # Set while a process is a worker: nested fork_map calls run inline there.
 _IN_WORKER = False
+# Pipe ends of every fork_map running in this process (two threads may each run one): a worker
+# closes those of the others, so it never holds a pipe another fork_map waits to see closed.
+_PIPES: set[int] = set()
+_PIPES_LOCK = threading.Lock()
 
 
 def default_jobs() -> int:
@@ -79,27 +84,29 @@ def map_chunks(
     chunk: int,
     threshold: int | None = None,
     threads: int | None = None,
+    jobs: int | None = None,
 ) -> Generator[tuple[int, R], None, None]:
     """``(lo, work(lo, hi))`` for consecutive chunks ``[lo, hi)`` covering ``range(n)``: in
-    forked workers when ``forking(n, threshold=threshold)``, else in a pool of ``threads``
-    threads (one per CPU by default). ``work`` must return everything the caller needs: in a
-    worker, what it changes in memory stays there. Chunks arrive in the order they finish.
-    Close the iterator (``contextlib.closing``) if you may leave it early."""
+    ``jobs`` (default: one per CPU) forked workers when ``forking(n, threshold=threshold)``,
+    else in a pool of ``threads`` (default ``jobs``, at least 2) threads. ``work`` must return
+    everything the caller needs: in a worker, what it changes in memory stays there. Chunks
+    arrive in the order they finish. Close the iterator (``contextlib.closing``) if you may
+    leave it early."""
     if n <= 0:
         return
-    if forking(n, threshold=threshold):
+    if forking(n, threshold=threshold, jobs=jobs):
         size = max(chunk, -(-n // MAX_TASKS))
         starts = range(0, n, size)
 
         def task(k: int) -> R:
             return work(starts[k], min(starts[k] + size, n))
 
-        with contextlib.closing(fork_map(task, len(starts))) as results:
+        with contextlib.closing(fork_map(task, len(starts), jobs=jobs)) as results:
             for k, r in results:
                 yield starts[k], r
         return
     starts = range(0, n, chunk)
-    with ThreadPoolExecutor(max_workers=threads or max(2, default_jobs())) as pool:
+    with ThreadPoolExecutor(max_workers=threads or max(2, jobs or default_jobs())) as pool:
         try:
             futures = pool.map(lambda lo: work(lo, min(lo + chunk, n)), starts)
             yield from zip(starts, futures, strict=True)
@@ -133,22 +140,30 @@ def fork_map(
     finished = False
     try:
         for _ in range(n_jobs):
-            res_r, res_w = os.pipe()
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - runs in the child (coverage does not follow it)
-                os.close(res_r)
-                for fd in workers:
-                    os.close(fd)
-                _child(fn, task_r, res_w)
-            os.close(res_w)
+            with _PIPES_LOCK:
+                res_r, res_w = os.pipe()
+                _PIPES.update((res_r, res_w, task_r))
+                pid = os.fork()
+                if pid == 0:  # pragma: no cover - runs in the child (coverage cannot see it)
+                    for fd in _PIPES - {task_r, res_w}:
+                        with contextlib.suppress(OSError):
+                            os.close(fd)
+                    _child(fn, task_r, res_w)
+                os.close(res_w)
+                _PIPES.discard(res_w)
             workers[res_r] = pid
-        os.close(task_r)
+        with _PIPES_LOCK:
+            os.close(task_r)
+            _PIPES.discard(task_r)
         task_r = -1
         yield from _collect(workers, n_tasks)
         finished = True
     finally:
-        if task_r >= 0:
-            os.close(task_r)
+        with _PIPES_LOCK:
+            if task_r >= 0:
+                os.close(task_r)
+                _PIPES.discard(task_r)
+            _PIPES.difference_update(workers)
         _stop(workers, kill=not finished)
 
 

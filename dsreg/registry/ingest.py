@@ -273,5 +273,5 @@ def _read_files(
 
     if batch is None:
         return hash_files(paths, sizes, report), 0
-    out = batch.put_files(paths, sizes, report)
+    out, _read = batch.put_files(paths, sizes, report)
     return out, batch.commit()

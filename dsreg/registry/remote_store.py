@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from dsreg.errors import CorruptObjectError, DsregError, RemoteError
 from dsreg.registry.atomic import write_atomic
 from dsreg.registry.digest import ALGORITHM, PREFIX, format_digest, hash_bytes, short
+from dsreg.registry.forkpool import default_jobs
 from dsreg.registry.names import check_name
 from dsreg.registry.progress import ProgressHook, no_progress
 from dsreg.registry.refs import LogEntry
@@ -382,25 +383,24 @@ class RemoteStore:
         _drop_stale_staging(target.tmp)
 
         def stage(batch: ObjectBatch, wave: Sequence[tuple[str, Path]], done: int) -> int:
-            def one(item: tuple[str, Path]) -> int:
-                digest, src = item
-                data = _read_whole(os.fspath(src), _WHOLE)
-                if data is None:  # a large object: hashed, then streamed into staging
-                    got = hash_path(os.fspath(src))
-                    if got == digest:
-                        got = batch.put_file(os.fspath(src))
-                    size = os.stat(src).st_size
-                else:
-                    got = batch.put_bytes(data, expect=digest)
-                    size = len(data)
-                if got != digest:
-                    raise _local_corrupt(digest, got)
-                return size
+            # Read, hashed and staged in worker processes for a large wave (forkpool), each
+            # object only if it hashes to its name.
+            def hook(n: int) -> None:
+                progress("pushing", done + n, len(items))
 
-            def hook(task: str, n: int, total: int) -> None:
-                progress(task, done + n, len(items))
-
-            return sum(parallel(one, wave, jobs=jobs, task="pushing", progress=hook))
+            expect = [digest for digest, _src in wave]
+            got, size = batch.put_files(
+                [os.fspath(src) for _d, src in wave],
+                [0] * len(wave),
+                hook,
+                expect=expect,
+                # Processes beyond the CPUs only contend for them (threads default to 2/CPU).
+                jobs=min(jobs, default_jobs()),
+            )
+            for digest, g in zip(expect, got, strict=True):
+                if g != digest:
+                    raise _local_corrupt(digest, g)
+            return size
 
         try:
             if len(items) <= _FEW:

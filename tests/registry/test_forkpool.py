@@ -140,3 +140,44 @@ def test_a_corrupt_object_found_by_a_worker_is_refused(
         checkout(reg, reg.resolve("ds@v1"), out, link="hardlink")
     assert not any(out.rglob("*.bin"))  # refused before the folder was touched
     assert _no_children_left()
+
+
+def test_a_push_to_a_folder_in_workers_publishes_every_object_and_no_damaged_one(
+    many: None, tmp_path: Path, make_imagefolder: Callable[..., Path]
+) -> None:
+    from dsreg.registry.remote_config import add_remote
+    from dsreg.registry.remotes import pull, push
+
+    tree = make_imagefolder(classes=3, per_class=40)
+    reg = Registry.init(tmp_path / "reg")
+    add_source(reg, "ds", scan_imagefolder(tree), tag="v1")
+    add_remote(reg, "origin", str(tmp_path / "remote"), default=True)
+    sent = push(reg)
+    assert sent.sent == 120 + 3  # payloads, examples table, snapshot, revision
+    assert (
+        sent.bytes
+        == sum(f.stat().st_size for f in tree.rglob("*.bin"))
+        + sum(reg.store.path(d).stat().st_size for d in reg.store if reg.is_manifest(d))
+        + reg.store.path(dsreg.open("ds@v1", registry=reg).snapshot.examples).stat().st_size
+    )
+
+    lab = Registry.init(tmp_path / "lab")
+    add_remote(lab, "origin", str(tmp_path / "remote"), default=True)
+    pull(lab, ["ds@v1"])
+    ds = dsreg.open("ds@v1", registry=lab)
+    for i in range(0, 120, 7):
+        assert ds[i].read_bytes() == (tree / ds[i].example_id).read_bytes()
+
+    # A damaged local object is refused, never published under its name.
+    tree2 = make_imagefolder("tree2", classes=3, per_class=40, seed=5)
+    add_source(reg, "ds", scan_imagefolder(tree2), tag="v2")
+    blob = dsreg.open("ds@v2", registry=reg)[33].blob
+    assert blob is not None
+    p = reg.store.path(blob)
+    os.chmod(p, 0o644)
+    p.write_bytes(b"not what it was")
+    with pytest.raises(CorruptObjectError, match=blob.removeprefix("blake3:")[:12]):
+        push(reg, ["ds@v2"])
+    remote_obj = tmp_path / "remote" / "files" / "blake3" / blob[7:9] / blob[9:]
+    assert not remote_obj.exists()
+    assert _no_children_left()
