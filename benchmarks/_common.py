@@ -1,13 +1,15 @@
 """Helpers every benchmark shares: test trees, timed subprocess runs with peak memory, reports.
 
 Each measurement runs the tool as its real command line in a fresh subprocess, timed by wall
-clock; peak memory is the child's maximum resident set size as the kernel accounts it (from
-``/usr/bin/time -v`` when present, else ``getrusage(RUSAGE_CHILDREN)`` in a fresh wrapper
-process, so no earlier child's peak leaks into the figure).
+clock. Memory is measured two ways: the largest process's peak resident set size as the kernel
+accounts it (from ``/usr/bin/time`` when present, else ``getrusage(RUSAGE_CHILDREN)`` in a fresh
+wrapper process), and the peak of the summed PSS of the whole process tree, sampled every
+20 ms (what comparisons use: a tool that forks workers must pay for all of them).
 """
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import platform
@@ -16,6 +18,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -47,6 +50,11 @@ DSREG = [PYTHON, "-m", "dsreg"]
 DVC = [os.environ.get("DSREG_BENCH_DVC", str(Path(PYTHON).with_name("dvc")))]
 # What both tools run with: dsreg from this checkout, DVC without analytics or prompts.
 TOOL_ENV = {"PYTHONPATH": str(REPO), "DVC_NO_ANALYTICS": "1", "GIT_TERMINAL_PROMPT": "0"}
+# dsreg runs from this checkout, DVC from site-packages, where pip compiled its bytecode at
+# install time. Compile dsreg's the same way (as installing it would): where
+# PYTHONDONTWRITEBYTECODE is set, every dsreg command would otherwise compile its modules
+# from source again (20 to 50 ms a command), and DVC's never.
+compileall.compile_dir(REPO / "dsreg", quiet=1)
 _TIME = "/usr/bin/time"
 
 # Runs a command and reports its peak RSS when /usr/bin/time is missing: a fresh interpreter
@@ -63,15 +71,31 @@ _WRAPPER = (
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Measurement:
     seconds: float
+    # The largest single process's peak RSS (the kernel's figure, from /usr/bin/time).
     peak_rss_mib: float
     # User + system CPU seconds: steadier than wall time on a machine others are using.
     cpu_seconds: float | None = None
+    # The peak, sampled every 20 ms, of the summed PSS (proportional set size: a page shared
+    # by n processes counts 1/n in each) of the command and every process below it. The fair
+    # figure when a tool forks workers: their RSS would count shared pages twice, and the
+    # kernel's peak RSS above counts only the largest process.
+    peak_tree_pss_mib: float | None = None
+
+    @property
+    def memory_mib(self) -> float:
+        """What memory comparisons use: the process tree's peak PSS where it was sampled."""
+        if self.peak_tree_pss_mib is not None:
+            return max(self.peak_tree_pss_mib, 0.0)
+        return self.peak_rss_mib
 
     def to_dict(self) -> dict[str, float | None]:
         return {
             "seconds": round(self.seconds, 3),
             "cpu_seconds": None if self.cpu_seconds is None else round(self.cpu_seconds, 3),
             "peak_rss_mib": round(self.peak_rss_mib, 1),
+            "peak_tree_pss_mib": (
+                None if self.peak_tree_pss_mib is None else round(self.peak_tree_pss_mib, 1)
+            ),
         }
 
 
@@ -95,11 +119,17 @@ class Series:
         cpu = [m.cpu_seconds for m in self.runs if m.cpu_seconds is not None]
         return statistics.median(cpu) if cpu else None
 
+    @property
+    def memory_mib(self) -> float:
+        """Median of each run's ``Measurement.memory_mib`` (process-tree peak PSS)."""
+        return statistics.median(m.memory_mib for m in self.runs)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "median_seconds": round(self.seconds, 3),
             "median_peak_rss_mib": round(self.peak_rss_mib, 1),
+            "median_peak_tree_pss_mib": round(self.memory_mib, 1),
             "median_cpu_seconds": None if self.cpu_seconds is None else round(self.cpu_seconds, 3),
             "runs": [m.to_dict() for m in self.runs],
         }
@@ -200,7 +230,7 @@ def measure(
         else:
             wrapped = [sys.executable, "-c", _WRAPPER, rss.name, *cmd]
         t0 = time.perf_counter()
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             wrapped,
             cwd=cwd,
             env=full_env,
@@ -208,14 +238,82 @@ def measure(
             stderr=subprocess.PIPE if quiet else None,
             text=True,
         )
+        sampler = _TreeSampler(proc.pid)
+        sampler.start()
+        stdout, stderr = proc.communicate()
         seconds = time.perf_counter() - t0
+        sampler.stop()
         if proc.returncode != 0:
-            raise RuntimeError(
-                f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
-            )
+            raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{stdout}\n{stderr}")
         fields = rss.read().strip().splitlines()[-1].split()
     kib, cpu = int(fields[0]), sum(float(f) for f in fields[1:])
-    return Measurement(seconds=seconds, peak_rss_mib=kib / 1024, cpu_seconds=cpu)
+    return Measurement(
+        seconds=seconds,
+        peak_rss_mib=kib / 1024,
+        cpu_seconds=cpu,
+        peak_tree_pss_mib=sampler.peak_mib,
+    )
+
+
+class _TreeSampler:
+    """Every 20 ms, the summed PSS of a process and all its descendants; keeps the peak. The
+    wrapper processes (``/usr/bin/time``, the Python wrapper) are in the tree too: a few MiB,
+    the same for every tool measured."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak_kib = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._ok = os.path.exists(f"/proc/{pid}/smaps_rollup")
+
+    @property
+    def peak_mib(self) -> float | None:
+        return self.peak_kib / 1024 if self._ok else None
+
+    def start(self) -> None:
+        if self._ok:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._ok:
+            self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            total = sum(_pss_kib(p) for p in _tree(self.pid))
+            self.peak_kib = max(self.peak_kib, total)
+            self._stop.wait(0.02)
+
+
+def _tree(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                with open(f"/proc/{p}/task/{t}/children") as f:
+                    todo.extend(int(c) for c in f.read().split())
+            except OSError:
+                continue
+    return out
+
+
+def _pss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def check(ratio: float, target: float) -> str:

@@ -241,8 +241,11 @@ def _report(s: dict[str, Series], args: argparse.Namespace, size: int, result: d
     for k, v in s.items():
         if v.runs:
             cpu = f"{v.cpu_seconds:7.2f}" if v.cpu_seconds is not None else "      ?"
-            rss = v.peak_rss_mib
-            print(f"  {k:<16} {v.seconds:8.2f} s wall {cpu} s cpu   peak RSS {rss:7.1f} MiB")
+            rss, pss = v.peak_rss_mib, v.memory_mib
+            print(
+                f"  {k:<16} {v.seconds:8.2f} s wall {cpu} s cpu   peak RSS {rss:7.1f} MiB"
+                f"   process tree peak PSS {pss:7.1f} MiB"
+            )
     checks: list[tuple[str, float, float, str]] = []
 
     def versus(label: str, slow: Series, fast: Series, target: float) -> None:
@@ -269,12 +272,12 @@ def _report(s: dict[str, Series], args: argparse.Namespace, size: int, result: d
         for label, r, t, _ in checks
     ]
     if s["dvc_add"].runs and s["dsreg_add"].runs:
-        mine, theirs = s["dsreg_add"].peak_rss_mib, s["dvc_add"].peak_rss_mib
+        # The whole process tree's peak PSS: dsreg's add forks workers, and each must count.
+        mine, theirs = s["dsreg_add"].memory_mib, s["dvc_add"].memory_mib
         verdict = "PASS" if mine <= theirs else "FAIL"
-        print(f"  {'add peak RSS: dsreg <= dvc':<44} {mine:.0f} vs {theirs:.0f} MiB  {verdict}")
-        result["checks"].append(
-            {"check": "add peak RSS dsreg <= dvc", "dsreg": mine, "dvc": theirs, "verdict": verdict}
-        )
+        label = "add peak memory (tree PSS): dsreg <= dvc"
+        print(f"  {label:<44} {mine:.0f} vs {theirs:.0f} MiB  {verdict}")
+        result["checks"].append({"check": label, "dsreg": mine, "dvc": theirs, "verdict": verdict})
         ok &= verdict == "PASS"
     return ok
 
