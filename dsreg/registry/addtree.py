@@ -102,18 +102,37 @@ def add_tree(
                 bytes=scan.bytes,
                 previous=previous,
             )
+        # Payloads first, in worker processes forked before numpy and pyarrow are imported:
+        # the parent imports them while the workers read, hash and stage.
+        from dsreg.registry.payloads import store_payloads, tree_payloads
+
+        existing = reg.refs.get(dataset, tag) if tag is not None else None
+        payloads = tree_payloads(scan)
+        stored = store_payloads(
+            reg,
+            payloads,
+            write=existing is None or force,  # as ingest.is_dry decides
+            progress=progress,
+            meanwhile=_import_ingest,
+        )
         from dsreg.registry.ingest import add_locked
         from dsreg.registry.sources import imagefolder_source
 
         res = add_locked(
             reg,
             dataset,
-            imagefolder_source(scan),
+            imagefolder_source(scan, payloads),
             tag=tag,
             force=force,
             progress=progress,
             command=command,
+            stored=stored,
         )
         if not scan.racy():
             reg.state.remember_scan(fingerprint, res.revision, res.snapshot, res.examples)
         return res
+
+
+def _import_ingest() -> None:
+    import dsreg.registry.ingest
+    import dsreg.registry.sources  # noqa: F401

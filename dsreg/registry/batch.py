@@ -129,12 +129,15 @@ class ObjectBatch:
         *,
         expect: Sequence[str] | None = None,
         jobs: int | None = None,
+        meanwhile: Callable[[], None] | None = None,
+        on_chunk: Callable[[int, list[str]], None] | None = None,
     ) -> tuple[list[str], int]:
         """``put_file`` for many files at once, in parallel: in ``jobs`` (default: one per CPU)
         forked worker processes when there are enough files (see ``forkpool``), else in
         threads. ``report(done)`` after each chunk. With ``expect``, a file is staged only if
         it hashes to ``expect[i]``. Returns each file's digest, in the order of ``paths``, and
-        the bytes read."""
+        the bytes read. ``meanwhile()`` runs in this process while the workers work, and
+        ``on_chunk(lo, digests)`` as each chunk's digests arrive."""
         out: list[str] = [""] * len(paths)
 
         def work(lo: int, hi: int) -> tuple[list[str], list[tuple[str, str]], int, int]:
@@ -153,10 +156,12 @@ class ObjectBatch:
 
         done = total_read = 0
         with contextlib.closing(
-            map_chunks(work, len(paths), chunk=_CHUNK_FILES, jobs=jobs)
+            map_chunks(work, len(paths), chunk=_CHUNK_FILES, jobs=jobs, meanwhile=meanwhile)
         ) as results:
             for lo, (digests, staged, new_bytes, read) in results:
                 out[lo : lo + len(digests)] = digests
+                if on_chunk is not None:
+                    on_chunk(lo, digests)
                 self._adopt(staged, new_bytes)
                 total_read += read
                 done += len(digests)
@@ -374,7 +379,12 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def hash_files(
-    paths: Sequence[str], sizes: Sequence[int], report: Callable[[int], None]
+    paths: Sequence[str],
+    sizes: Sequence[int],
+    report: Callable[[int], None],
+    *,
+    meanwhile: Callable[[], None] | None = None,
+    on_chunk: Callable[[int, list[str]], None] | None = None,
 ) -> list[str]:
     """Each file's digest, read in parallel (worker processes when there are many files, as
     ``ObjectBatch.put_files``); ``report(done)`` after each chunk."""
@@ -393,6 +403,8 @@ def hash_files(
     with contextlib.closing(map_chunks(work, len(paths), chunk=_CHUNK_FILES)) as results:
         for lo, digests in results:
             out[lo : lo + len(digests)] = digests
+            if on_chunk is not None:
+                on_chunk(lo, digests)
             done += len(digests)
             report(done)
     return out

@@ -85,13 +85,15 @@ def map_chunks(
     threshold: int | None = None,
     threads: int | None = None,
     jobs: int | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> Generator[tuple[int, R], None, None]:
     """``(lo, work(lo, hi))`` for consecutive chunks ``[lo, hi)`` covering ``range(n)``: in
     ``jobs`` (default: one per CPU) forked workers when ``forking(n, threshold=threshold)``,
     else in a pool of ``threads`` (default ``jobs``, at least 2) threads. ``work`` must return
     everything the caller needs: in a worker, what it changes in memory stays there. Chunks
     arrive in the order they finish. Close the iterator (``contextlib.closing``) if you may
-    leave it early."""
+    leave it early. ``meanwhile()`` (best effort: its errors are ignored) runs in this process
+    while workers work, in a thread; with no workers, first."""
     if n <= 0:
         return
     if forking(n, threshold=threshold, jobs=jobs):
@@ -101,10 +103,14 @@ def map_chunks(
         def task(k: int) -> R:
             return work(starts[k], min(starts[k] + size, n))
 
-        with contextlib.closing(fork_map(task, len(starts), jobs=jobs)) as results:
+        with contextlib.closing(
+            fork_map(task, len(starts), jobs=jobs, meanwhile=meanwhile)
+        ) as results:
             for k, r in results:
                 yield starts[k], r
         return
+    if meanwhile is not None:
+        _quietly(meanwhile)
     starts = range(0, n, chunk)
     with ThreadPoolExecutor(max_workers=threads or max(2, jobs or default_jobs())) as pool:
         try:
@@ -116,8 +122,17 @@ def map_chunks(
             raise
 
 
+def _quietly(fn: Callable[[], None]) -> None:
+    with contextlib.suppress(Exception):
+        fn()
+
+
 def fork_map(
-    fn: Callable[[int], Any], n_tasks: int, *, jobs: int | None = None
+    fn: Callable[[int], Any],
+    n_tasks: int,
+    *,
+    jobs: int | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> Generator[tuple[int, Any], None, None]:
     """``(k, fn(k))`` for each task ``k`` in ``range(n_tasks)``, computed in forked workers, in
     the order they finish. An exception in ``fn`` is raised here (a ``DsregError`` as itself,
@@ -137,6 +152,7 @@ def fork_map(
     finally:
         os.close(task_w)
     workers: dict[int, int] = {}  # result pipe fd -> pid
+    side: threading.Thread | None = None
     finished = False
     try:
         for _ in range(n_jobs):
@@ -156,7 +172,13 @@ def fork_map(
             os.close(task_r)
             _PIPES.discard(task_r)
         task_r = -1
+        if meanwhile is not None:
+            # Started after the forks: a worker never inherits a half-done import.
+            side = threading.Thread(target=_quietly, args=(meanwhile,), daemon=True)
+            side.start()
         yield from _collect(workers, n_tasks)
+        if side is not None:
+            side.join()
         finished = True
     finally:
         with _PIPES_LOCK:

@@ -6,27 +6,22 @@ sees the ref sees everything it reaches. Checks that can refuse the input run be
 
 from __future__ import annotations
 
-import contextlib
-import os
-import time
 from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from dsreg.errors import StorageError
-from dsreg.registry import treescan
 from dsreg.registry.addtree import AddResult, refuse_tag
-from dsreg.registry.batch import ObjectBatch, hash_files
 from dsreg.registry.digest import hash_bytes
 from dsreg.registry.examples import base_schema, check_examples, parquet_bytes
 from dsreg.registry.manifests import Revision, Snapshot
 from dsreg.registry.names import check_name
+from dsreg.registry.payloads import store_missing, store_payloads
 from dsreg.registry.progress import ProgressHook, no_progress
 from dsreg.registry.registry import Registry
-from dsreg.registry.sources import Payload, Source
+from dsreg.registry.sources import Source
 
-__all__ = ["AddResult", "add_source"]
+__all__ = ["AddResult", "add_locked", "add_source", "is_dry"]
 
 
 def add_source(
@@ -67,13 +62,15 @@ def add_locked(
     progress: ProgressHook = no_progress,
     command: str = "",
     extra_provenance: dict[str, object] | None = None,
+    stored: tuple[list[str | None], int] | None = None,
 ) -> AddResult:
-    """``add_source`` for a caller that holds ``reg.lock()`` and has checked the names."""
+    """``add_source`` for a caller that holds ``reg.lock()`` and has checked the names; with
+    ``stored``, what ``store_payloads(..., write=not is_dry(...))`` returned for its payloads."""
     existing = reg.refs.get(dataset, tag) if tag is not None else None
-    # An existing tag may still be re-added to the same content (a no-op), so hash first and
-    # write nothing until we know the add will be accepted.
-    dry = existing is not None and not force
-    digests, new = _store_payloads(reg, source.payloads, write=not dry, progress=progress)
+    dry = is_dry(existing, force)
+    if stored is None:
+        stored = store_payloads(reg, source.payloads, write=not dry, progress=progress)
+    digests, new = stored
     table = _examples_table(source, digests)
     check_examples(table, classes=source.classes)
     data = parquet_bytes(table)
@@ -94,7 +91,7 @@ def add_locked(
         assert existing is not None and tag is not None
         refuse_tag(dataset, tag, existing, rev.digest)
     if dry:
-        new = _store_missing(reg, source.payloads, digests)
+        new = store_missing(reg, source.payloads, digests)
     reg.store.put_bytes(data)
     reg.put_manifest(snap)
     rev_digest = reg.put_manifest(rev)
@@ -115,6 +112,12 @@ def add_locked(
         bytes=total,
         previous=previous,
     )
+
+
+def is_dry(existing: str | None, force: bool) -> bool:
+    """An existing tag may still be re-added to the same content (a no-op), so payloads are
+    hashed first and nothing is written until the add is known to be accepted."""
+    return existing is not None and not force
 
 
 def _examples_table(source: Source, digests: Sequence[str | None]) -> pa.Table:
@@ -159,119 +162,3 @@ def _int32(values: np.ndarray) -> np.ndarray:
 def _int64_array(values: Sequence[int | None]) -> pa.Array:
     data = np.fromiter((0 if v is None else v for v in values), dtype=np.int64, count=len(values))
     return pa.Array.from_buffers(pa.int64(), len(values), [_validity(values), pa.py_buffer(data)])
-
-
-def _common_prefix(keys: list[str]) -> str:
-    # The common prefix of a set of strings is that of its least and greatest members.
-    lo, hi = min(keys), max(keys)
-    n = 0
-    for a, b in zip(lo, hi, strict=False):
-        if a != b:
-            break
-        n += 1
-    return lo[:n]
-
-
-def _paths(payloads: Sequence[Payload | None]) -> tuple[list[int], list[str]]:
-    """The rows that have a payload, and their absolute paths as strings (the stat cache's keys,
-    and cheaper to open than ``Path`` objects)."""
-    rows = [i for i, p in enumerate(payloads) if p is not None]
-    cwd = os.getcwd()
-    base = cwd if cwd.endswith("/") else cwd + "/"
-    paths = [os.fspath(payloads[i].path) for i in rows]  # type: ignore[union-attr]
-    # What os.path.join(cwd, p) gives, without its cost per file.
-    return rows, [p if p.startswith("/") else base + p for p in paths]
-
-
-def _store_payloads(
-    reg: Registry,
-    payloads: Sequence[Payload | None],
-    *,
-    write: bool,
-    progress: ProgressHook,
-) -> tuple[list[str | None], int]:
-    """Hash (and with ``write``, store) every payload; return the digests and how many objects
-    were new. Unchanged files (same path, inode, size, mtime as in the stat cache) are not read;
-    the rest are read once each, in parallel across files, one thread per file."""
-    out: list[str | None] = [None] * len(payloads)
-    rows, keys = _paths(payloads)
-    if not rows:
-        return out, 0
-    # Files changed this close to now may change again without their stat changing: their
-    # digests are used but not remembered (see treescan.RACY_NS).
-    trust_before = time.time_ns() - treescan.RACY_NS
-    cache = reg.state.lookup(_common_prefix(keys))
-    todo: list[int] = []
-    for j, i in enumerate(rows):
-        p = payloads[i]
-        assert p is not None
-        hit = cache.get(keys[j])
-        if hit is not None and hit[:4] == (p.inode, p.size, p.mtime_ns, p.ctime_ns):
-            out[i] = hit[4]
-        else:
-            todo.append(j)
-    del cache
-    if write:
-        # A cached digest says what the file holds, not that the store still has it (gc, or a
-        # damaged registry being repaired by adding again): those files are read and stored.
-        gone = reg.store.missing({d for d in out if d is not None})
-        if gone:
-            todo = sorted({*todo, *(j for j, i in enumerate(rows) if out[i] in gone)})
-    new = 0
-    fresh: list[tuple[str, int, int, int, int, str]] = []
-    if todo:
-        sizes = [payloads[rows[j]].size for j in todo]  # type: ignore[union-attr]
-        with reg.store.batch() if write else contextlib.nullcontext() as batch:
-            got, new = _read_files(
-                [keys[j] for j in todo], sizes, batch, progress, "adding" if write else "hashing"
-            )
-        for j, digest in zip(todo, got, strict=True):
-            i = rows[j]
-            out[i] = digest
-            p = payloads[i]
-            assert p is not None
-            if p.mtime_ns < trust_before and p.ctime_ns < trust_before:
-                fresh.append((keys[j], p.inode, p.size, p.mtime_ns, p.ctime_ns, digest))
-    reg.state.store(fresh)
-    return out, new
-
-
-def _store_missing(
-    reg: Registry, payloads: Sequence[Payload | None], digests: Sequence[str | None]
-) -> int:
-    """Store the payloads whose objects are absent, after a pass that only hashed them; refuse
-    if a file no longer holds the bytes that were hashed."""
-    gone = reg.store.missing({d for d in digests if d is not None})
-    if not gone:
-        return 0
-    rows, keys = _paths(payloads)
-    todo = [j for j, i in enumerate(rows) if digests[i] in gone]
-    sizes = [payloads[rows[j]].size for j in todo]  # type: ignore[union-attr]
-    with reg.store.batch() as batch:
-        got, new = _read_files([keys[j] for j in todo], sizes, batch, no_progress, "adding")
-        for j, digest in zip(todo, got, strict=True):
-            if digest != digests[rows[j]]:
-                raise StorageError(
-                    f"{keys[j]} changed while it was being added; nothing was tagged: add again"
-                )
-    return new
-
-
-def _read_files(
-    paths: list[str],
-    sizes: list[int],
-    batch: ObjectBatch | None,
-    progress: ProgressHook,
-    task: str,
-) -> tuple[list[str], int]:
-    """Each file's digest (read in parallel: worker processes for many files, else threads);
-    with ``batch``, its bytes are staged and installed too. Returns the digests and how many
-    objects were new."""
-
-    def report(done: int) -> None:
-        progress(task, done, len(paths))
-
-    if batch is None:
-        return hash_files(paths, sizes, report), 0
-    out, _read = batch.put_files(paths, sizes, report)
-    return out, batch.commit()

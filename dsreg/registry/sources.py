@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from dsreg.errors import DatasetFormatError, InputPathError
 from dsreg.registry.examples import RESERVED
+from dsreg.registry.payloads import Payload, tree_payloads
 from dsreg.registry.treescan import TreeScan, scan_tree
 
 __all__ = [
@@ -34,20 +35,6 @@ __all__ = [
     "scan_labels",
     "scan_table",
 ]
-
-
-class Payload(NamedTuple):
-    """A file to store: where it is now, and what ``os.stat`` said of it.
-
-    ``path`` may be a plain string: a scan makes one per file, and a ``Path`` costs more (so
-    does a dataclass: this is a tuple).
-    """
-
-    path: Path | str
-    size: int
-    inode: int
-    mtime_ns: int
-    ctime_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,11 +110,10 @@ def scan_imagefolder(root: Path) -> Source:
     return imagefolder_source(scan_tree(root))
 
 
-def imagefolder_source(scan: TreeScan) -> Source:
-    """The source a ``scan_tree`` describes."""
-    payloads: list[Payload | None] = list(
-        map(Payload, scan.paths(), scan.sizes, scan.inodes, scan.mtimes, scan.ctimes)
-    )
+def imagefolder_source(scan: TreeScan, payloads: list[Payload | None] | None = None) -> Source:
+    """The source a ``scan_tree`` describes (``payloads``: ``tree_payloads(scan)``, if made)."""
+    if payloads is None:
+        payloads = tree_payloads(scan)
     return Source(
         ids=scan.ids,
         labels=np.asarray(scan.labels, dtype=np.int32),

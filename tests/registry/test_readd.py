@@ -36,7 +36,7 @@ def no_reads(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
 
         monkeypatch.setattr(batch.ObjectBatch, "put_files", refuse)
         monkeypatch.setattr(batch, "hash_files", refuse)
-        monkeypatch.setattr("dsreg.registry.ingest.hash_files", refuse)
+        monkeypatch.setattr("dsreg.registry.payloads.hash_files", refuse)
 
     return arm
 
