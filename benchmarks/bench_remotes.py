@@ -8,8 +8,8 @@ Targets (docs/benchmarks.md):
 - ``dsreg pull`` >= 2x faster than ``dvc fetch`` (objects into the store / cache, from an empty
   one), and ``dsreg pull`` + ``dsreg checkout`` >= 2x faster than ``dvc pull`` (fetch and
   workspace; both link by hard link);
-- a second push with nothing new >= 20x faster than the first (the push itself, timed inside
-  one process; the command line's figures, which add the interpreter's start-up, are shown too).
+- a second push with nothing new >= 20x faster than the first, both as the push itself (timed
+  inside one process) and as the command line (with the interpreter's start-up).
 
 Both tools push from a warm store/cache (every file read once before the measurement) and pull
 from a warm remote; ``sync`` runs before every measurement, and the order of the tools alternates
@@ -251,13 +251,16 @@ def _report(s: dict[str, Series], args: argparse.Namespace, size: int, result: d
             sec["dsreg_push_lib"] / sec["dsreg_push_again_lib"],
             NOOP_TARGET,
         ),
+        (
+            "push again, nothing new: first / again (command line, with start-up)",
+            sec["dsreg_push"] / sec["dsreg_push_again"],
+            NOOP_TARGET,
+        ),
     ]
     ok = True
     for label, ratio, target in checks:
         print(ratio_line(label, ratio, target, ""))
         ok &= check(ratio, target) == "PASS"
-    cli = sec["dsreg_push"] / sec["dsreg_push_again"]
-    print(f"  {'push again (command line, incl. start-up)':<44} {cli:6.1f}x  (shown, no target)")
     dvc_again = sec["dvc_push"] / sec["dvc_push_again"]
     print(f"  {'dvc push again (command line)':<44} {dvc_again:6.1f}x  (shown, no target)")
     result["checks"] = [

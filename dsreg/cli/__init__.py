@@ -5,7 +5,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
+
+# Before anything imports numpy: its OpenBLAS would start a thread per CPU that spins while
+# idle, taking CPU from dsreg's own worker processes; no command needs threaded BLAS (the
+# detector and the reports are element-wise and reductions). A user's setting wins.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import click
 import typer

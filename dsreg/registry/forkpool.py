@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import os
 import pickle
 import selectors
@@ -55,7 +56,11 @@ _PIPES_LOCK = threading.Lock()
 
 
 def default_jobs() -> int:
-    """One worker per CPU this process may run on."""
+    """``$DSREG_JOBS`` if set to a whole number, else one worker per CPU this process may run
+    on (at most 32)."""
+    env = os.environ.get("DSREG_JOBS", "")
+    if env.isdigit() and int(env) >= 1:
+        return min(64, int(env))
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -71,8 +76,7 @@ def forking(n_items: int, *, threshold: int | None = None, jobs: int | None = No
         threshold = FORK_MIN
     if _IN_WORKER or not sys.platform.startswith("linux") or not hasattr(os, "fork"):
         return False
-    env = os.environ.get("DSREG_JOBS", "")
-    if env.isdigit() and int(env) <= 1:
+    if os.environ.get("DSREG_JOBS", "") in ("0", "1"):
         return False
     return (jobs if jobs is not None else default_jobs()) > 1 and n_items >= threshold
 
@@ -192,6 +196,9 @@ def fork_map(
 def _child(fn: Callable[[int], Any], task_r: int, res_w: int) -> None:  # pragma: no cover
     global _IN_WORKER
     _IN_WORKER = True
+    # A worker lives for one fork_map and runs only ``fn``: the cyclic collector would walk
+    # (and so copy, page by page) the parent's inherited objects for nothing.
+    gc.disable()
     status = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -102,6 +102,8 @@ def store_payloads(
     # Stat-cache rows are written while the workers still work (the parent waits for them
     # anyway), a few thousand at a time, each batch its own short transaction.
     fresh: list[tuple[str, int, int, int, int, str]] = []
+    writer = contextlib.ExitStack()
+    put = writer.enter_context(reg.state.writer())
 
     def remember(lo: int, digests: list[str]) -> None:
         for t, digest in enumerate(digests):
@@ -111,24 +113,25 @@ def store_payloads(
             if p.mtime_ns < trust_before and p.ctime_ns < trust_before:
                 fresh.append((keys[j], p.inode, p.size, p.mtime_ns, p.ctime_ns, digest))
         if len(fresh) >= 4096:
-            reg.state.store(fresh)
+            put(fresh)
             fresh.clear()
 
-    if todo:
-        sizes = [payloads[rows[j]].size for j in todo]  # type: ignore[union-attr]
-        with reg.store.batch() if write else contextlib.nullcontext() as batch:
-            got, new = _read_files(
-                [keys[j] for j in todo],
-                sizes,
-                batch,
-                progress,
-                "adding" if write else "hashing",
-                meanwhile=meanwhile,
-                on_chunk=remember,
-            )
-        for j, digest in zip(todo, got, strict=True):
-            out[rows[j]] = digest
-    reg.state.store(fresh)
+    with writer:
+        if todo:
+            sizes = [payloads[rows[j]].size for j in todo]  # type: ignore[union-attr]
+            with reg.store.batch() if write else contextlib.nullcontext() as batch:
+                got, new = _read_files(
+                    [keys[j] for j in todo],
+                    sizes,
+                    batch,
+                    progress,
+                    "adding" if write else "hashing",
+                    meanwhile=meanwhile,
+                    on_chunk=remember,
+                )
+            for j, digest in zip(todo, got, strict=True):
+                out[rows[j]] = digest
+        put(fresh)
     return out, new
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from dsreg.errors import StorageError
@@ -39,8 +39,7 @@ class StatCache:
     def __init__(self, root: Path) -> None:
         self.path = root / "state" / "stat.sqlite"
 
-    @contextlib.contextmanager
-    def _connect(self, *, write: bool) -> Iterator[sqlite3.Connection]:
+    def _open(self, *, write: bool) -> sqlite3.Connection:
         if write:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         elif not self.path.exists():
@@ -52,6 +51,15 @@ class StatCache:
                 con.execute("PRAGMA synchronous=NORMAL")
                 for stmt in _SCHEMA:
                     con.execute(stmt)
+        except BaseException:
+            con.close()
+            raise
+        return con
+
+    @contextlib.contextmanager
+    def _connect(self, *, write: bool) -> Iterator[sqlite3.Connection]:
+        con = self._open(write=write)
+        try:
             yield con
         finally:
             con.close()
@@ -73,13 +81,36 @@ class StatCache:
     def store(self, entries: Iterable[tuple[str, int, int, int, int, str]]) -> None:
         """Remember ``(path, inode, size, mtime, ctime, digest)`` entries. Callers leave out
         files changed too recently to trust (``treescan.RACY_NS``)."""
-        rows = list(entries)
-        if not rows:
-            return
-        with contextlib.suppress(sqlite3.Error), self._connect(write=True) as con:
-            con.execute("BEGIN")
-            con.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)", rows)
-            con.execute("COMMIT")
+        with self.writer() as put:
+            put(list(entries))
+
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[Callable[[list[tuple[str, int, int, int, int, str]]], None]]:
+        """``put(rows)`` as often as needed on one connection, each call its own short
+        transaction (so concurrent adds are never held up for long); errors only cost speed."""
+        con: sqlite3.Connection | None = None
+
+        def put(rows: list[tuple[str, int, int, int, int, str]]) -> None:
+            nonlocal con
+            if not rows:
+                return
+            try:
+                if con is None:
+                    con = self._open(write=True)
+                con.execute("BEGIN")
+                con.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)", rows)
+                con.execute("COMMIT")
+            except sqlite3.Error:
+                with contextlib.suppress(sqlite3.Error):
+                    if con is not None:
+                        con.rollback()
+
+        try:
+            yield put
+        finally:
+            if con is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    con.close()
 
     def scan_result(self, fingerprint: str) -> tuple[str, str, str] | None:
         """``(revision, snapshot, examples)`` an add made of a tree with this fingerprint."""
