@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc as _gc
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -85,11 +86,19 @@ def add(
         from dsreg.registry.addtree import add_tree
         from dsreg.registry.treescan import scan_tree
 
-        scan = scan_tree(path)
-        with progress_bar() as hook:
-            res = add_tree(
-                reg, dataset, scan, tag=tag, force=force, progress=hook, command=command_line()
-            )
+        # Tens of thousands of small records and no cycles among them: the cyclic collector
+        # would only walk them, again and again, while they are built.
+        gc_was_on = _gc.isenabled()
+        _gc.disable()
+        try:
+            scan = scan_tree(path)
+            with progress_bar() as hook:
+                res = add_tree(
+                    reg, dataset, scan, tag=tag, force=force, progress=hook, command=command_line()
+                )
+        finally:
+            if gc_was_on:
+                _gc.enable()
     else:
         from dsreg.registry import sources
         from dsreg.registry.ingest import add_source

@@ -181,3 +181,24 @@ def test_a_push_to_a_folder_in_workers_publishes_every_object_and_no_damaged_one
     remote_obj = tmp_path / "remote" / "files" / "blake3" / blob[7:9] / blob[9:]
     assert not remote_obj.exists()
     assert _no_children_left()
+
+
+def test_a_lazy_clone_checks_out_in_workers_fetching_what_it_lacks(
+    many: None, tmp_path: Path, make_imagefolder: Callable[..., Path]
+) -> None:
+    from dsreg.registry.remote_config import add_remote
+    from dsreg.registry.remotes import clone, push
+
+    tree = make_imagefolder(classes=3, per_class=30)
+    reg = Registry.init(tmp_path / "reg")
+    add_source(reg, "ds", scan_imagefolder(tree), tag="v1")
+    add_remote(reg, "origin", str(tmp_path / "remote"), default=True)
+    push(reg)
+    clone(str(tmp_path / "remote"), tmp_path / "lab")
+    lab = Registry.find(tmp_path / "lab")
+    out = tmp_path / "out"
+    res = checkout(lab, lab.resolve("ds@v1"), out, link="hardlink")
+    assert res.files == 90
+    got = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*.bin")}
+    assert got == {p.relative_to(tree).as_posix(): p.read_bytes() for p in tree.rglob("*.bin")}
+    assert _no_children_left()
