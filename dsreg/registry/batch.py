@@ -52,8 +52,6 @@ _READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 _GUESS = 64 << 10
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-# posix_fadvise: Linux and most Unixes; a no-op where missing.
-_FADVISE = getattr(os, "posix_fadvise", None)
 _RD = os.O_RDONLY | _CLOEXEC
 _WR_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC
 # Background flushes (see ObjectBatch._written): at most every quarter second, once this many
@@ -133,18 +131,13 @@ class ObjectBatch:
         jobs: int | None = None,
         meanwhile: Callable[[], None] | None = None,
         on_chunk: Callable[[int, list[str]], None] | None = None,
-        drop_source: bool = False,
     ) -> tuple[list[str], int]:
         """``put_file`` for many files at once, in parallel: in ``jobs`` (default: one per CPU)
         forked worker processes when there are enough files (see ``forkpool``), else in
         threads. ``report(done)`` after each chunk. With ``expect``, a file is staged only if
         it hashes to ``expect[i]``. Returns each file's digest, in the order of ``paths``, and
         the bytes read. ``meanwhile()`` runs in this process while the workers work, and
-        ``on_chunk(lo, digests)`` as each chunk's digests arrive.
-
-        With ``drop_source``, each file's clean pages leave the page cache once it is read
-        (``POSIX_FADV_DONTNEED``): its bytes now live in the staged copy, which stays cached,
-        and the kernel reuses the freed pages for that copy instead of fresh ones."""
+        ``on_chunk(lo, digests)`` as each chunk's digests arrive."""
         out: list[str] = [""] * len(paths)
 
         def work(lo: int, hi: int) -> tuple[list[str], list[tuple[str, str]], int, int]:
@@ -153,7 +146,7 @@ class ObjectBatch:
             new_bytes = read = 0
             for k in range(lo, hi):
                 want = None if expect is None else expect[k]
-                digest, entry, n, size = self._put_file(paths[k], sizes[k], want, drop_source)
+                digest, entry, n, size = self._put_file(paths[k], sizes[k], want)
                 digests.append(digest)
                 read += size
                 if entry is not None:
@@ -176,7 +169,7 @@ class ObjectBatch:
         return out, total_read
 
     def _put_file(
-        self, path: str, size_hint: int, expect: str | None = None, drop: bool = False
+        self, path: str, size_hint: int, expect: str | None = None
     ) -> tuple[str, tuple[str, str] | None, int, int]:
         """The digest; what was staged (``(path, hex)``, or None) and its size; the file's
         size. Touches no shared state: it runs in worker threads and processes alike."""
@@ -186,16 +179,12 @@ class ObjectBatch:
             raise StorageError(f"cannot read {path}: {e.strerror}") from e
         try:
             data = _read_small(fd, size_hint)
-            streamed = self._stage_stream(fd, path, expect) if data is None else None
+            if data is None:
+                return self._stage_stream(fd, path, expect)
         except OSError as e:
             raise StorageError(f"cannot read {path}: {e.strerror}") from e
         finally:
-            if drop:
-                _drop_cached(fd)
             os.close(fd)
-        if streamed is not None:
-            return streamed
-        assert data is not None
         hexd = blake3.blake3(data, max_threads=1).hexdigest()
         if self._has(hexd) or (expect is not None and PREFIX + hexd != expect):
             return PREFIX + hexd, None, 0, len(data)
@@ -381,13 +370,6 @@ def _read_small(fd: int, size_hint: int) -> bytes | None:
         parts.append(more)
         total += len(more)
     return None
-
-
-def _drop_cached(fd: int) -> None:
-    """Let the kernel drop a file's clean cached pages (advice only: errors are ignored)."""
-    if _FADVISE is not None:
-        with contextlib.suppress(OSError):
-            _FADVISE(fd, 0, 0, os.POSIX_FADV_DONTNEED)
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -175,10 +175,5 @@ def _read_files(
 
     if batch is None:
         return hash_files(paths, sizes, report, meanwhile=meanwhile, on_chunk=on_chunk), 0
-    # The source's pages are dropped once copied: the store's copy stays cached, and the kernel
-    # reuses those pages for it (on this benchmark's VM a third of the add's kernel time was
-    # spent on fresh pages; docs/benchmarks.md).
-    out, _read = batch.put_files(
-        paths, sizes, report, meanwhile=meanwhile, on_chunk=on_chunk, drop_source=True
-    )
+    out, _read = batch.put_files(paths, sizes, report, meanwhile=meanwhile, on_chunk=on_chunk)
     return out, batch.commit()

@@ -82,22 +82,3 @@ def test_gc_removes_a_stale_staging_folder_and_spares_a_fresh_one(
     os.utime(stale, (hours_ago, hours_ago))
     collect_garbage(reg)
     assert not stale.exists() and fresh.exists()
-
-
-def test_dropping_a_file_from_the_page_cache_is_advice_that_never_fails(tmp_path: Path) -> None:
-    from dsreg.registry.batch import _drop_cached
-
-    f = tmp_path / "a.bin"
-    f.write_bytes(b"x" * 10_000)
-    fd = os.open(f, os.O_RDONLY)
-    try:
-        _drop_cached(fd)  # a regular file: its clean pages may go
-    finally:
-        os.close(fd)
-    r, w = os.pipe()
-    try:
-        _drop_cached(r)  # a pipe: the kernel refuses the advice (ESPIPE); nothing is raised
-    finally:
-        os.close(r)
-        os.close(w)
-    assert f.read_bytes() == b"x" * 10_000
