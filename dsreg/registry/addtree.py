@@ -18,7 +18,7 @@ from dsreg.registry.progress import ProgressHook, no_progress
 from dsreg.registry.registry import Registry
 from dsreg.registry.treescan import TreeScan
 
-__all__ = ["AddResult", "add_tree", "refuse_tag"]
+__all__ = ["AddResult", "add_tree", "check_names", "is_dry", "refuse_tag"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +50,18 @@ class AddResult:
         }
 
 
+def check_names(dataset: str, tag: str | None) -> None:
+    check_name(dataset, what="dataset name")
+    if tag is not None:
+        check_name(tag, what="tag name")
+
+
+def is_dry(existing: str | None, force: bool) -> bool:
+    """An existing tag may still be re-added to the same content (a no-op), so payloads are
+    hashed first and nothing is written until the add is known to be accepted."""
+    return existing is not None and not force
+
+
 def refuse_tag(dataset: str, tag: str, existing: str, new: str) -> None:
     raise TagExistsError(
         f"tag {dataset}@{tag} exists at {short(existing)}, and this content is "
@@ -71,9 +83,7 @@ def add_tree(
     """Store the tree ``scan`` describes as a snapshot of ``dataset`` (as ``add_source``)."""
     from dsreg._version import __version__
 
-    check_name(dataset, what="dataset name")
-    if tag is not None:
-        check_name(tag, what="tag name")
+    check_names(dataset, tag)
     fingerprint = scan.fingerprint(dataset, __version__)
     # Under the registry's lock: gc (which forgets every fingerprint) cannot run between the
     # lookup and the tag.
@@ -111,7 +121,7 @@ def add_tree(
         stored = store_payloads(
             reg,
             payloads,
-            write=existing is None or force,  # as ingest.is_dry decides
+            write=not is_dry(existing, force),
             progress=progress,
             meanwhile=_import_ingest,
         )

@@ -11,17 +11,16 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-from dsreg.registry.addtree import AddResult, refuse_tag
+from dsreg.registry.addtree import AddResult, check_names, is_dry, refuse_tag
 from dsreg.registry.digest import hash_bytes
 from dsreg.registry.examples import base_schema, check_examples, parquet_bytes
 from dsreg.registry.manifests import Revision, Snapshot
-from dsreg.registry.names import check_name
 from dsreg.registry.payloads import store_missing, store_payloads
 from dsreg.registry.progress import ProgressHook, no_progress
 from dsreg.registry.registry import Registry
 from dsreg.registry.sources import Source
 
-__all__ = ["AddResult", "add_locked", "add_source", "is_dry"]
+__all__ = ["AddResult", "add_locked", "add_source"]
 
 
 def add_source(
@@ -36,9 +35,7 @@ def add_source(
     extra_provenance: dict[str, object] | None = None,
 ) -> AddResult:
     """Store ``source`` as a snapshot of ``dataset``; point ``dataset@tag`` at its original view."""
-    check_name(dataset, what="dataset name")
-    if tag is not None:
-        check_name(tag, what="tag name")
+    check_names(dataset, tag)
     with reg.lock():
         return add_locked(
             reg,
@@ -112,12 +109,6 @@ def add_locked(
         bytes=total,
         previous=previous,
     )
-
-
-def is_dry(existing: str | None, force: bool) -> bool:
-    """An existing tag may still be re-added to the same content (a no-op), so payloads are
-    hashed first and nothing is written until the add is known to be accepted."""
-    return existing is not None and not force
 
 
 def _examples_table(source: Source, digests: Sequence[str | None]) -> pa.Table:
