@@ -22,7 +22,7 @@ import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar
 
 from dsreg.errors import CorruptObjectError, DsregError, InputPathError, StorageError
 from dsreg.registry.atomic import write_atomic
@@ -45,6 +45,7 @@ _JOBS = max(4, min(32, (os.cpu_count() or 1) * 4))
 # Files per task handed to a worker thread (one future per small file costs more than it does).
 _CHUNK = 256
 _HEX = len(PREFIX)
+T = TypeVar("T")
 _ALL_DIGESTS = re.compile(r"(?:blake3:[0-9a-f]{64}\n)*blake3:[0-9a-f]{64}")
 
 
@@ -232,16 +233,16 @@ def _switch(
         _make_dirs(target, todo)
         put = _linker(link)
 
-        def work(lo: int, hi: int) -> int:
+        def work(lo: int, hi: int) -> tuple[int, list[tuple[str, str]]]:
             for rel, blob in todo[lo:hi]:
-                src = f"{files}/{blob[_HEX : _HEX + 2]}/{blob[_HEX + 2 :]}"
+                src = _object_path(files, blob)
                 dst = f"{root}/{rel}"
                 if not (os.path.lexists(dst) and _same(Path(dst), Path(src), link, blob)):
                     _place(put, Path(src), Path(dst))
-            return hi - lo
+            return hi - lo, []
 
         try:
-            _in_pool(work, len(todo), lambda done: progress("checking out", done, len(todo)))
+            _in_pool(work, len(todo), progress, "checking out")
         except OSError as e:
             raise StorageError(f"checkout into {target} failed: {e}") from e
     if not fresh:
@@ -317,17 +318,14 @@ def _verify_and_link(
     def work(lo: int, hi: int) -> tuple[int, list[tuple[str, str]]]:
         absent = []
         for rel, blob in todo[lo:hi]:
-            src = f"{files}/{blob[_HEX : _HEX + 2]}/{blob[_HEX + 2 :]}"
+            src = _object_path(files, blob)
             try:
                 got = hash_path(src)
             except FileNotFoundError:
                 absent.append((rel, blob))
                 continue
             if got != blob:
-                raise CorruptObjectError(
-                    f"object {short(blob)} for {rel} is corrupt; it was not checked out: run "
-                    "'dsreg verify', then 'dsreg pull' or re-add"
-                )
+                raise _corrupt(blob, rel)
             dst = f"{root}/{rel}"
             try:
                 make(src, dst)
@@ -335,34 +333,44 @@ def _verify_and_link(
                 _place(_linker(link), Path(src), Path(dst))
         return hi - lo, absent
 
-    deferred: list[tuple[str, str]] = []
-    done = 0
     try:
-        with contextlib.closing(
-            map_chunks(work, len(todo), chunk=_CHUNK, threads=_JOBS)
-        ) as results:
-            for _lo, (n, absent) in results:
-                deferred.extend(absent)
-                done += n
-                progress("checking out", done, len(todo))
+        deferred = _in_pool(work, len(todo), progress, "checking out")
     except OSError as e:
         raise StorageError(f"checkout into {root} failed: {e}") from e
     if deferred:
         _verify_objects(reg, deferred, progress)
         for rel, blob in deferred:
-            src = f"{files}/{blob[_HEX : _HEX + 2]}/{blob[_HEX + 2 :]}"
+            src = _object_path(files, blob)
             _place(_linker(link), Path(src), Path(f"{root}/{rel}"))
 
 
-def _in_pool(work: Callable[[int, int], int], n: int, report: Callable[[int], None]) -> None:
+def _in_pool(
+    work: Callable[[int, int], tuple[int, list[T]]], n: int, progress: ProgressHook, task: str
+) -> list[T]:
     """``work(lo, hi)`` for each chunk of ``n`` items: in worker processes when there are many
     (reading and linking small files is kernel work that threads barely overlap), else in
-    threads; queued chunks are dropped on the first failure."""
+    threads; queued chunks are dropped on the first failure. Each chunk answers how many items
+    it did and a list of leftovers (objects absent from the store); returns them all."""
+    leftovers: list[T] = []
     done = 0
     with contextlib.closing(map_chunks(work, n, chunk=_CHUNK, threads=_JOBS)) as results:
-        for _lo, k in results:
+        for _lo, (k, rest) in results:
+            leftovers.extend(rest)
             done += k
-            report(done)
+            progress(task, done, n)
+    return leftovers
+
+
+def _object_path(files: str, blob: str) -> str:
+    """Where object ``blob`` lives under ``files/blake3`` (a string: one per file is cheaper)."""
+    return f"{files}/{blob[_HEX : _HEX + 2]}/{blob[_HEX + 2 :]}"
+
+
+def _corrupt(blob: str, rel: str) -> CorruptObjectError:
+    return CorruptObjectError(
+        f"object {short(blob)} for {rel} is corrupt; it was not checked out: run "
+        "'dsreg verify', then 'dsreg pull' or re-add"
+    )
 
 
 def _verify_objects(reg: Registry, todo: list[tuple[str, str]], progress: ProgressHook) -> None:
@@ -391,36 +399,24 @@ def _verify_objects(reg: Registry, todo: list[tuple[str, str]], progress: Progre
 def _hash_objects(
     files: str, blobs: list[str], first: dict[str, str], progress: ProgressHook
 ) -> list[str]:
-    """Re-hash objects (in threads); return the absent ones, raise on a corrupt one."""
+    """Re-hash objects (in workers); return the absent ones, raise on a corrupt one."""
 
     def work(lo: int, hi: int) -> tuple[int, list[str]]:
         absent = []
         for blob in blobs[lo:hi]:
             try:
-                got = hash_path(f"{files}/{blob[_HEX : _HEX + 2]}/{blob[_HEX + 2 :]}")
+                got = hash_path(_object_path(files, blob))
             except FileNotFoundError:
                 absent.append(blob)
                 continue
             if got != blob:
-                raise CorruptObjectError(
-                    f"object {short(blob)} for {first[blob]} is corrupt; it was not checked "
-                    "out: run 'dsreg verify', then 'dsreg pull' or re-add"
-                )
+                raise _corrupt(blob, first[blob])
         return hi - lo, absent
 
-    absent: list[str] = []
-    done = 0
     try:
-        with contextlib.closing(
-            map_chunks(work, len(blobs), chunk=_CHUNK, threads=_JOBS)
-        ) as results:
-            for _lo, (n, missing) in results:
-                absent.extend(missing)
-                done += n
-                progress("verifying", done, len(blobs))
+        return _in_pool(work, len(blobs), progress, "verifying")
     except OSError as e:
         raise StorageError(f"cannot read objects in {files}: {e}") from e
-    return absent
 
 
 def _same(dst: Path, src: Path, link: LinkType, blob: str) -> bool:
