@@ -27,7 +27,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import blake3
 
@@ -37,6 +37,8 @@ from dsreg.registry.forkpool import map_chunks
 
 if TYPE_CHECKING:
     from dsreg.registry.store import ObjectStore
+
+R = TypeVar("R")
 
 __all__ = ["STAGE_PREFIX", "ObjectBatch", "hash_files", "hash_path", "sync_filesystem"]
 
@@ -138,7 +140,6 @@ class ObjectBatch:
         it hashes to ``expect[i]``. Returns each file's digest, in the order of ``paths``, and
         the bytes read. ``meanwhile()`` runs in this process while the workers work, and
         ``on_chunk(lo, digests)`` as each chunk's digests arrive."""
-        out: list[str] = [""] * len(paths)
 
         def work(lo: int, hi: int) -> tuple[list[str], list[tuple[str, str]], int, int]:
             digests: list[str] = []
@@ -154,18 +155,18 @@ class ObjectBatch:
                     new_bytes += n
             return digests, staged, new_bytes, read
 
-        done = total_read = 0
-        with contextlib.closing(
-            map_chunks(work, len(paths), chunk=_CHUNK_FILES, jobs=jobs, meanwhile=meanwhile)
-        ) as results:
-            for lo, (digests, staged, new_bytes, read) in results:
-                out[lo : lo + len(digests)] = digests
-                if on_chunk is not None:
-                    on_chunk(lo, digests)
-                self._adopt(staged, new_bytes)
-                total_read += read
-                done += len(digests)
-                report(done)
+        total_read = 0
+
+        def take(r: tuple[list[str], list[tuple[str, str]], int, int]) -> list[str]:
+            nonlocal total_read
+            digests, staged, new_bytes, read = r
+            self._adopt(staged, new_bytes)
+            total_read += read
+            return digests
+
+        out = _digests_by_chunk(
+            work, len(paths), take, report, jobs=jobs, meanwhile=meanwhile, on_chunk=on_chunk
+        )
         return out, total_read
 
     def _put_file(
@@ -388,7 +389,6 @@ def hash_files(
 ) -> list[str]:
     """Each file's digest, read in parallel (worker processes when there are many files, as
     ``ObjectBatch.put_files``); ``report(done)`` after each chunk."""
-    out: list[str] = [""] * len(paths)
 
     def work(lo: int, hi: int) -> list[str]:
         got = []
@@ -399,9 +399,30 @@ def hash_files(
                 raise StorageError(f"cannot read {paths[k]}: {e.strerror}") from e
         return got
 
+    return _digests_by_chunk(
+        work, len(paths), lambda digests: digests, report, meanwhile=meanwhile, on_chunk=on_chunk
+    )
+
+
+def _digests_by_chunk(
+    work: Callable[[int, int], R],
+    n: int,
+    take: Callable[[R], list[str]],
+    report: Callable[[int], None],
+    *,
+    jobs: int | None = None,
+    meanwhile: Callable[[], None] | None = None,
+    on_chunk: Callable[[int, list[str]], None] | None = None,
+) -> list[str]:
+    """``work`` over chunks of ``n`` files (``map_chunks``); ``take`` turns each chunk's answer
+    into its digests (and keeps what else it carries). The digests, in file order."""
+    out: list[str] = [""] * n
     done = 0
-    with contextlib.closing(map_chunks(work, len(paths), chunk=_CHUNK_FILES)) as results:
-        for lo, digests in results:
+    with contextlib.closing(
+        map_chunks(work, n, chunk=_CHUNK_FILES, jobs=jobs, meanwhile=meanwhile)
+    ) as results:
+        for lo, answer in results:
+            digests = take(answer)
             out[lo : lo + len(digests)] = digests
             if on_chunk is not None:
                 on_chunk(lo, digests)
