@@ -13,8 +13,11 @@ import sys
 # detector and the reports are element-wise and reductions). A user's setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import click
 import typer
+
+# typer 0.28 carries its own copy of click (``typer._click``): its usage errors are not
+# ``click.ClickException``, and typer.Abort and typer.Exit are typer's own classes.
+from typer._click.exceptions import ClickException
 
 from dsreg.cli import core, overlays, query, remotes
 from dsreg.cli._common import CONTEXT
@@ -42,12 +45,12 @@ def main(argv: list[str] | None = None) -> None:
     except DsregError as e:
         sys.stderr.write(f"Error: {e}\n")
         sys.exit(1)
-    except click.exceptions.Abort:
+    except typer.Abort:
         sys.stderr.write("Aborted.\n")
         sys.exit(130)
-    except click.exceptions.Exit as e:
+    except typer.Exit as e:
         sys.exit(e.exit_code)
-    except click.ClickException as e:
+    except ClickException as e:
         # Usage errors are bad input too: the same exit status 1, a message that names the value.
         e.show()
         sys.exit(1)

@@ -391,6 +391,31 @@ def test_bad_input_names_the_value_exits_1_and_writes_nothing(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--bogus"], "No such option: --bogus"),
+        (["init", "--bogus"], "No such option: --bogus"),
+        (["checkout"], "Missing argument 'spec'"),
+        (["add", "ds", "--tag"], "Option '--tag' requires an argument"),
+        (
+            ["detect", "ds@original", "--frac-noise", "lots"],
+            "Invalid value for '--frac-noise': 'lots'",
+        ),
+        (["frobnicate"], "No such command 'frobnicate'"),
+    ],
+)
+def test_usage_errors_are_clear_errors_not_tracebacks(
+    cli: Cli, reg: Registry, args: list[str], named: str
+) -> None:
+    before = state(reg.root)
+    r = cli(*args)
+    assert r.exit_code == 1
+    assert f"Error: {named}" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert state(reg.root) == before
+
+
 def test_checkout_into_a_non_empty_folder_without_pin_is_refused(
     cli: Cli, reg: Registry, val: Path, tmp_path: Path
 ) -> None:
