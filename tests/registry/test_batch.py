@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
+import errno
+import mmap
 import os
 import stat
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -11,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from dsreg.errors import StorageError
+from dsreg.registry import batch as batch_mod
 from dsreg.registry.maintenance import collect_garbage
 from dsreg.registry.registry import Registry
 from dsreg.registry.store import STAGE_PREFIX
@@ -82,3 +87,98 @@ def test_gc_removes_a_stale_staging_folder_and_spares_a_fresh_one(
     os.utime(stale, (hours_ago, hours_ago))
     collect_garbage(reg)
     assert not stale.exists() and fresh.exists()
+
+
+def _resident_pages(path: Path) -> int:
+    """How many of ``path``'s pages are in the page cache (``mincore`` over a mapping of it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
+    libc.mmap.argtypes += [ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size = path.stat().st_size
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    vec = (ctypes.c_ubyte * pages)()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        assert addr not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+        try:
+            assert libc.mincore(addr, size, vec) == 0, ctypes.get_errno()
+        finally:
+            libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+    return sum(v & 1 for v in vec)
+
+
+def _drops_pages(folder: Path) -> bool:
+    """Whether this file system lets written pages go once written back (tmpfs does not)."""
+    probe = folder / "probe"
+    probe.write_bytes(os.urandom(64 << 10))
+    fd = os.open(probe, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    dropped = _resident_pages(probe) == 0
+    probe.unlink()
+    return dropped
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="write-behind is Linux only")
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_an_add_does_not_keep_a_second_copy_of_the_data_in_memory(
+    make_registry: Callable[..., Registry], tmp_path: Path, jobs: int
+) -> None:
+    # Drop-behind: once written back, the store's pages leave the page cache, so adding a
+    # dataset as large as memory does not evict the user's own working set.
+    reg = make_registry()
+    if not _drops_pages(reg.store.tmp):
+        pytest.skip("this file system keeps written pages in memory (tmpfs?)")
+    src = tmp_path / "src"
+    src.mkdir()
+    paths = []
+    for i in range(400):
+        p = src / f"{i}.bin"
+        p.write_bytes(os.urandom(12 << 10))
+        paths.append(str(p))
+    with reg.store.batch() as batch:
+        digests, read = batch.put_files(
+            paths, [12 << 10] * len(paths), lambda done: None, jobs=jobs
+        )
+        assert batch.commit() == 400
+    assert read == 400 * (12 << 10)
+    resident = sum(_resident_pages(reg.store.path(d)) for d in digests)
+    assert resident == 0
+    for d, p in zip(digests, paths, strict=True):
+        assert reg.store.read_bytes(d) == Path(p).read_bytes()
+
+
+def test_a_write_back_error_aborts_the_batch_and_installs_nothing(
+    make_registry: Callable[..., Registry], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What a failing disk reports when the chunk waits for its write-back.
+    def failing(fd: int, offset: int, n: int, flags: int) -> int:
+        if flags == batch_mod._SFR_WAIT_WRITE_WAIT:
+            ctypes.set_errno(errno.EIO)
+            return -1
+        return 0
+
+    monkeypatch.setattr(batch_mod, "_SFR", failing)
+    monkeypatch.setattr(batch_mod, "_SFR_LOADED", True)
+    reg = make_registry()
+    before = set(reg.store)
+    src = tmp_path / "src"
+    src.mkdir()
+    paths = []
+    for i in range(20):
+        (src / f"{i}.bin").write_bytes(os.urandom(100 + i))
+        paths.append(str(src / f"{i}.bin"))
+    with pytest.raises(StorageError, match="Input/output error"), reg.store.batch() as b:
+        b.put_files(paths, [100 + i for i in range(20)], lambda done: None, jobs=1)
+        b.commit()
+    assert set(reg.store) == before
+    assert _stage_dirs(reg) == []
