@@ -216,11 +216,16 @@ def measure(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     quiet: bool = True,
+    sample_memory: bool = True,
 ) -> Measurement:
     """Run ``cmd`` once: wall-clock seconds and peak RSS. Raises if the command fails.
 
     Dirty pages from earlier steps are flushed first (``sync``), so one tool's write-back is
-    never billed to the next one.
+    never billed to the next one. With ``sample_memory``, the process tree's peak PSS too
+    (``_TreeSampler``); that sampling costs CPU (about 0.1 s per second measured, reading
+    ``smaps_rollup``), which a single-threaded tool never notices (it runs on an idle CPU) and a
+    tool that keeps every CPU busy pays in wall time: time comparisons between such tools
+    measure without it, and memory in runs of their own.
     """
     os.sync()
     full_env = {**os.environ, **(env or {})}
@@ -238,7 +243,7 @@ def measure(
             stderr=subprocess.PIPE if quiet else None,
             text=True,
         )
-        sampler = _TreeSampler(proc.pid)
+        sampler = _TreeSampler(proc.pid, enabled=sample_memory)
         sampler.start()
         stdout, stderr = proc.communicate()
         seconds = time.perf_counter() - t0
@@ -260,12 +265,12 @@ class _TreeSampler:
     wrapper processes (``/usr/bin/time``, the Python wrapper) are in the tree too: a few MiB,
     the same for every tool measured."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, *, enabled: bool = True) -> None:
         self.pid = pid
         self.peak_kib = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self._ok = os.path.exists(f"/proc/{pid}/smaps_rollup")
+        self._ok = enabled and os.path.exists(f"/proc/{pid}/smaps_rollup")
 
     @property
     def peak_mib(self) -> float | None:
@@ -332,6 +337,6 @@ def run_tool(cmd: list[str], cwd: Path) -> str:
     return proc.stdout
 
 
-def measure_tool(cmd: list[str], cwd: Path) -> Measurement:
+def measure_tool(cmd: list[str], cwd: Path, *, sample_memory: bool = True) -> Measurement:
     """``measure`` in ``TOOL_ENV``."""
-    return measure(cmd, cwd=cwd, env=TOOL_ENV)
+    return measure(cmd, cwd=cwd, env=TOOL_ENV, sample_memory=sample_memory)
