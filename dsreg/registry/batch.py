@@ -13,20 +13,26 @@ So ``files/`` never holds bytes that a crash could tear, an existing object is n
 and a caller that writes manifests and refs after ``commit`` never points at content a crash
 could lose. docs/benchmarks.md has the argument and the figures.
 
-While staging, bytes go to disk early: ``put_files`` starts each object's write-back as it is
-written and drops its pages once written back (``_Behind``); objects staged one at a time
-(downloads) are flushed by a background thread. Neither replaces the barrier.
+While staging, a background thread flushes what was staged (``syncfs`` every tenth of a second
+while bytes wait), so the barrier finds little left to write; ``put_files`` then drops the
+pages of objects a completed flush has written from the page cache (drop-behind, see
+``ObjectBatch._drop_behind``). Every ``syncfs`` of a batch goes through one descriptor opened
+before its first write, so a write-back error is reported once, to the batch, whichever flush
+meets it, and ``commit`` refuses to install anything after one.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import errno
+import mmap
 import os
 import secrets
 import shutil
 import stat
+import struct
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -60,10 +66,11 @@ _GUESS = 64 << 10
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _RD = os.O_RDONLY | _CLOEXEC
 _WR_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC
-# Background flushes (see ObjectBatch._written): at most every quarter second, once this many
+# Background flushes (see ObjectBatch._written): at most every tenth of a second, once this many
 # bytes wait.
-_FLUSH_BYTES = 32 << 20
-_FLUSH_EVERY = 0.25
+_FLUSH_BYTES = 8 << 20
+_FLUSH_EVERY = 0.1
+_DROP = getattr(os, "POSIX_FADV_DONTNEED", None) if hasattr(os, "posix_fadvise") else None
 _FLUSHER_LOCK = threading.Lock()
 _AT_FDCWD = -100
 _RENAME_NOREPLACE = 1
@@ -74,13 +81,18 @@ class ObjectBatch:
     ``with`` block removes the staging folder and anything still in it."""
 
     __slots__ = (
+        "_behind",
+        "_behind_lock",
         "_dir",
         "_files",
+        "_flush_error",
         "_flusher",
+        "_flushes",
         "_shards",
         "_staged",
         "_stop",
         "_store",
+        "_sync_fd",
         "_unflushed",
     )
 
@@ -100,6 +112,10 @@ class ObjectBatch:
             os.makedirs(self._dir)
             for i in range(256):
                 os.mkdir(f"{self._dir}/{i:02x}")
+            # Every syncfs of this batch goes through this descriptor, opened before anything is
+            # written: syncfs reports a write-back error to each descriptor open when it
+            # happened, once (errseq), so no flush can consume an error the barrier needs.
+            self._sync_fd = os.open(store.tmp, _RD)
         except OSError as e:
             shutil.rmtree(self._dir, ignore_errors=True)
             raise StorageError(f"cannot write to {store.tmp}: {e.strerror}") from e
@@ -109,6 +125,14 @@ class ObjectBatch:
         self._unflushed = 0
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
+        self._flush_error: OSError | None = None
+        # How many background flushes have completed: shared memory, so that forked workers
+        # see it too (MAP_SHARED); only the flusher thread writes it.
+        self._flushes = mmap.mmap(-1, 8)
+        # Chunks staged and not yet dropped from the page cache: (flushes when staged, paths).
+        # Each worker process has its own copy; threads share this one (under the lock).
+        self._behind: collections.deque[tuple[int, list[str]]] = collections.deque()
+        self._behind_lock = threading.Lock()
 
     def __enter__(self) -> ObjectBatch:
         return self
@@ -149,20 +173,16 @@ class ObjectBatch:
             digests: list[str] = []
             staged: list[tuple[str, str]] = []
             new_bytes = read = 0
-            # Objects staged in this chunk whose write-back has started (see _Behind).
-            behind = _Behind()
-            with behind:
-                for k in range(lo, hi):
-                    want = None if expect is None else expect[k]
-                    digest, entry, n, size = self._put_file(paths[k], sizes[k], want, behind)
-                    digests.append(digest)
-                    read += size
-                    if entry is not None:
-                        staged.append(entry)
-                        new_bytes += n
-                behind.finish()
-            # Bytes written back already need no background flush.
-            return digests, staged, new_bytes - behind.bytes, read
+            for k in range(lo, hi):
+                want = None if expect is None else expect[k]
+                digest, entry, n, size = self._put_file(paths[k], sizes[k], want)
+                digests.append(digest)
+                read += size
+                if entry is not None:
+                    staged.append(entry)
+                    new_bytes += n
+            self._drop_behind([path for path, _hexd in staged])
+            return digests, staged, new_bytes, read
 
         total_read = 0
 
@@ -179,7 +199,7 @@ class ObjectBatch:
         return out, total_read
 
     def _put_file(
-        self, path: str, size_hint: int, expect: str | None = None, behind: _Behind | None = None
+        self, path: str, size_hint: int, expect: str | None = None
     ) -> tuple[str, tuple[str, str] | None, int, int]:
         """The digest; what was staged (``(path, hex)``, or None) and its size; the file's
         size. Touches no shared state: it runs in worker threads and processes alike."""
@@ -198,7 +218,7 @@ class ObjectBatch:
         hexd = blake3.blake3(data, max_threads=1).hexdigest()
         if self._has(hexd) or (expect is not None and PREFIX + hexd != expect):
             return PREFIX + hexd, None, 0, len(data)
-        staged = self._stage(hexd, data, behind)
+        staged = self._stage(hexd, data)
         return PREFIX + hexd, staged, len(data) if staged is not None else 0, len(data)
 
     def put_bytes(self, data: bytes, *, expect: str | None = None) -> str:
@@ -223,9 +243,7 @@ class ObjectBatch:
             return False
         return True
 
-    def _stage(
-        self, hexd: str, data: bytes, behind: _Behind | None = None
-    ) -> tuple[str, str] | None:
+    def _stage(self, hexd: str, data: bytes) -> tuple[str, str] | None:
         path = f"{self._dir}/{hexd[:2]}/{hexd[2:]}"
         try:
             fd = os.open(path, _WR_NEW, _READ_ONLY)
@@ -240,8 +258,7 @@ class ObjectBatch:
             with contextlib.suppress(OSError):
                 os.unlink(path)
             raise StorageError(f"cannot stage object {hexd[:12]}: {e.strerror}") from e
-        if behind is None or not behind.keep(fd, len(data)):
-            os.close(fd)
+        os.close(fd)
         return path, hexd
 
     def _stage_stream(
@@ -289,8 +306,45 @@ class ObjectBatch:
         while not self._stop.wait(_FLUSH_EVERY):
             if self._unflushed >= _FLUSH_BYTES:
                 self._unflushed = 0
-                with contextlib.suppress(OSError):
-                    sync_filesystem(self._store.tmp)
+                try:
+                    _syncfs(self._sync_fd)
+                except OSError as e:
+                    # commit() refuses after this; flushing on changes nothing.
+                    self._flush_error = self._flush_error or e
+                    return
+                struct.pack_into("q", self._flushes, 0, self._flushed() + 1)
+
+    def _flushed(self) -> int:
+        return int(struct.unpack_from("q", self._flushes)[0])
+
+    def _drop_behind(self, paths: list[str]) -> None:
+        """Drop-behind: an add writes tens of thousands of objects that nothing reads soon, so
+        once a background flush that began after they were staged has completed (two flushes
+        later: the one running meanwhile may have started before), their pages leave the page
+        cache (``POSIX_FADV_DONTNEED``), as ``dd oflag=nocache`` or a database's bulk-write
+        ring does. An add then holds a few tenths of a second of the store's pages, not a
+        second copy of the dataset beside the user's tree, and writes into the pages it just
+        freed. Only pages change: durability is the barrier's. Where the kernel keeps a page
+        (still dirty, or not dropped at all) nothing is lost but memory."""
+        if _DROP is None:
+            return
+        with self._behind_lock:
+            self._behind.append((self._flushed(), paths))
+            ready: list[str] = []
+            done = self._flushed()
+            while self._behind and self._behind[0][0] + 2 <= done:
+                ready.extend(self._behind.popleft()[1])
+        for path in ready:
+            try:
+                fd = os.open(path, _RD)
+            except OSError:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, 0, _DROP)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
 
     def _stop_flusher(self) -> None:
         self._stop.set()
@@ -300,6 +354,8 @@ class ObjectBatch:
         self._flusher = None
         self._stop = threading.Event()
         self._unflushed = 0
+        with self._behind_lock:
+            self._behind.clear()
 
     def commit(self) -> int:
         """Make the staged objects durable and install them; return how many were new."""
@@ -308,7 +364,9 @@ class ObjectBatch:
         if not staged:
             return 0
         try:
-            sync_filesystem(self._store.tmp)
+            if self._flush_error is not None:
+                raise self._flush_error
+            _syncfs(self._sync_fd)
             os.makedirs(self._files, exist_ok=True)
             installed = 0
             by_shard: dict[str, list[tuple[str, str]]] = {}
@@ -336,7 +394,7 @@ class ObjectBatch:
                     )
                 ) as results:
                     installed += sum(n for _lo, n in results)
-            sync_filesystem(self._store.files)
+            _syncfs(self._sync_fd)  # the same file system: the names are durable
             self._shards = frozenset(os.listdir(self._files))
         except OSError as e:
             self._staged = staged
@@ -354,6 +412,9 @@ class ObjectBatch:
         self._stop_flusher()
         self._staged = []
         shutil.rmtree(self._dir, ignore_errors=True)
+        if self._sync_fd >= 0:
+            os.close(self._sync_fd)
+            self._sync_fd = -1
 
 
 def _read_small(fd: int, size_hint: int) -> bytes | None:
@@ -459,70 +520,9 @@ def hash_path(path: str, *, size_hint: int = 0) -> str:
         os.close(fd)
 
 
-class _Behind:
-    """Write-behind and drop-behind for one chunk of staged objects (Linux).
-
-    An add writes tens of thousands of objects that nothing reads soon after. Each one's
-    write-back starts as soon as it is written (``sync_file_range(WRITE)``); at the end of the
-    chunk (``finish``) the worker waits for the chunk's write-back to complete and drops those
-    pages from the page cache (``POSIX_FADV_DONTNEED``), as ``dd oflag=nocache`` or a
-    database's bulk-write ring does. So the pages the next chunk writes into are the ones just
-    freed: an add of any size holds a few chunks of the store's pages, not a second copy of
-    the whole dataset beside the user's own, and the barrier in ``commit`` finds the bytes
-    already written. Only the page cache and the timing of write-back change: durability is
-    still ``commit``'s ``syncfs`` (a write-back error surfaces here or there)."""
-
-    __slots__ = ("bytes", "fds")
-
-    def __init__(self) -> None:
-        self.fds: list[int] = []
-        self.bytes = 0  # bytes whose write-back this chunk waited for
-
-    def keep(self, fd: int, n: int) -> bool:
-        """Start ``fd``'s write-back and keep it for ``finish``; False where that is not
-        available (the caller closes ``fd``)."""
-        fn = _sync_file_range()
-        if fn is None or fn(fd, 0, 0, _SFR_WRITE) != 0:
-            return False
-        self.fds.append(fd)
-        self.bytes += n
-        return True
-
-    def finish(self) -> None:
-        """Wait for the kept objects' write-back, drop their pages, close them."""
-        fn = _sync_file_range()
-        fds, self.fds = self.fds, []
-        failed = 0
-        try:
-            for fd in fds:
-                if fn(fd, 0, 0, _SFR_WAIT_WRITE_WAIT) != 0:
-                    failed = failed or ctypes.get_errno()
-                else:
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            for fd in fds:
-                os.close(fd)
-        if failed:
-            raise StorageError(f"cannot write staged objects: {os.strerror(failed)}")
-
-    def __enter__(self) -> _Behind:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        # On an error: close what is still open (the staging folder goes with the batch).
-        fds, self.fds = self.fds, []
-        for fd in fds:
-            os.close(fd)
-
-
 # -- Linux system calls Python does not wrap (ctypes; portable fallbacks elsewhere) ----------
 _LIBC: Any = None
 _LIBC_LOADED = False
-_SFR: Any = None
-_SFR_LOADED = False
-# sync_file_range(2) flags: start write-back; wait for it before and after starting it.
-_SFR_WRITE = 2
-_SFR_WAIT_WRITE_WAIT = 1 | 2 | 4
 
 
 def _libc() -> Any:
@@ -535,33 +535,28 @@ def _libc() -> Any:
     return _LIBC
 
 
-def _sync_file_range() -> Any:
-    """``sync_file_range(2)`` (Linux), typed for 64-bit offsets; None elsewhere."""
-    global _SFR, _SFR_LOADED
-    if not _SFR_LOADED:
-        fn = getattr(_libc(), "sync_file_range", None)
-        if fn is not None and hasattr(os, "posix_fadvise"):
-            fn.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-            fn.restype = ctypes.c_int
-            _SFR = fn
-        _SFR_LOADED = True
-    return _SFR
-
-
 def sync_filesystem(path: Path) -> None:
     """Make every completed write on ``path``'s file system durable: ``syncfs(2)`` on Linux (one
-    barrier instead of an fsync per file), ``sync(2)`` elsewhere."""
+    barrier instead of an fsync per file), ``sync(2)`` elsewhere. Reports a write-back error
+    that happened while ``path`` was open here (so: open it before writing, as ``ObjectBatch``
+    does, to hear of every error)."""
+    fd = os.open(path, _RD)
+    try:
+        _syncfs(fd)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, os.fspath(path)) from None
+    finally:
+        os.close(fd)
+
+
+def _syncfs(fd: int) -> None:
     fn = getattr(_libc(), "syncfs", None)
     if fn is None:
         os.sync()
         return
-    fd = os.open(path, _RD)
-    try:
-        if fn(ctypes.c_int(fd)) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, os.strerror(err), os.fspath(path))
-    finally:
-        os.close(fd)
+    if fn(ctypes.c_int(fd)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
 
 
 def _rename_dir_if_absent(src: str, dst: str) -> bool:
