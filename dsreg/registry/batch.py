@@ -29,7 +29,6 @@ import ctypes
 import errno
 import mmap
 import os
-import secrets
 import shutil
 import stat
 import struct
@@ -107,7 +106,7 @@ class ObjectBatch:
             self._shards = frozenset()
         # Sharded like files/: creating files in one folder of tens of thousands of entries is
         # several times slower than in 256 small ones.
-        self._dir = f"{os.fspath(store.tmp)}/{STAGE_PREFIX}{os.getpid()}-{secrets.token_hex(4)}"
+        self._dir = f"{os.fspath(store.tmp)}/{STAGE_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
         try:
             os.makedirs(self._dir)
             for i in range(256):
@@ -266,7 +265,7 @@ class ObjectBatch:
     ) -> tuple[str, tuple[str, str] | None, int, int]:
         os.lseek(fd, 0, os.SEEK_SET)
         hasher = blake3.blake3(max_threads=1)
-        path = f"{self._dir}/stream-{secrets.token_hex(8)}"
+        path = f"{self._dir}/stream-{os.urandom(8).hex()}"
         out = os.open(path, _WR_NEW, _READ_ONLY)
         try:
             while chunk := os.read(fd, _CHUNK):

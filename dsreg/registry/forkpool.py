@@ -29,7 +29,6 @@ import struct
 import sys
 import threading
 from collections.abc import Callable, Generator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from dsreg.errors import DsregError, StorageError
@@ -113,6 +112,10 @@ def map_chunks(
             for k, r in results:
                 yield starts[k], r
         return
+    # Imported here: concurrent.futures brings logging with it, and commands that fork (or map
+    # nothing) need neither.
+    from concurrent.futures import ThreadPoolExecutor
+
     if meanwhile is not None:
         _quietly(meanwhile)
     starts = range(0, n, chunk)
