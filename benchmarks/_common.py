@@ -129,7 +129,11 @@ class Series:
             "name": self.name,
             "median_seconds": round(self.seconds, 3),
             "median_peak_rss_mib": round(self.peak_rss_mib, 1),
-            "median_peak_tree_pss_mib": round(self.memory_mib, 1),
+            "median_peak_tree_pss_mib": (
+                round(self.memory_mib, 1)
+                if all(m.peak_tree_pss_mib is not None for m in self.runs)
+                else None  # not sampled (timed runs): not the RSS it would fall back to
+            ),
             "median_cpu_seconds": None if self.cpu_seconds is None else round(self.cpu_seconds, 3),
             "runs": [m.to_dict() for m in self.runs],
         }
