@@ -162,65 +162,68 @@ def main(argv: list[str] | None = None) -> int:
     }
     regs: list[Path] = []
 
-    def dsreg_add(rep: int) -> None:
-        reg = runs / f"dsreg-reg-{rep}"
-        regs.append(reg)
+    def alternate(
+        what: str,
+        reps: int,
+        steps: dict[str, Callable[[int], None]],
+        after: Callable[[int], None] | None = None,
+    ) -> None:
+        """Each tool's step once per repetition, the order swapped every other repetition;
+        ``after(rep)`` at the end of each."""
+        for rep in range(reps):
+            for tool in tools if rep % 2 == 0 else tools[::-1]:
+                say(f"{what}, repetition {rep + 1}/{reps}: {tool}")
+                steps[tool](rep)
+            if after is not None:
+                after(rep)
+
+    def dsreg_add(rep: int, *, memory: bool = False) -> None:
+        reg = runs / (f"dsreg-mem-{rep}" if memory else f"dsreg-reg-{rep}")
         _run([*DSREG, "init", "--registry", str(reg)], work)
         cmd = [*DSREG, "add", "bench", str(tree), "--tag", "v1", "--registry", str(reg)]
         warm(tree)
+        if memory:
+            s["dsreg_add_memory"].runs.append(_m_memory(cmd, work))
+            return
+        regs.append(reg)
         s["dsreg_add"].runs.append(_m(cmd, work))
         # The same command again: the stat cache answers, no file is read.
         warm(tree)
         s["dsreg_readd"].runs.append(_m(cmd, work))
 
-    def dvc_add(rep: int) -> None:
-        proj = runs / f"dvc-add-{rep}"
-        _dvc_project(proj, runs / f"dvc-add-site-{rep}", "copy")
+    def dvc_add(rep: int, *, memory: bool = False) -> None:
+        name = f"dvc-mem-{rep}" if memory else f"dvc-add-{rep}"
+        proj = runs / name
+        _dvc_project(proj, runs / f"{name}-site", "copy")
+        cmd = [*DVC, "add", "-q", "data"]
         with _Borrowed(tree, proj):
             warm(proj / "data")
-            s["dvc_add"].runs.append(_m([*DVC, "add", "-q", "data"], proj))
+            if memory:
+                s["dvc_add_memory"].runs.append(_m_memory(cmd, proj))
+                return
+            s["dvc_add"].runs.append(_m(cmd, proj))
             # For context (no target): DVC's own re-add, answered by its state database.
             warm(proj / "data")
-            s["dvc_readd"].runs.append(_m([*DVC, "add", "-q", "data"], proj))
+            s["dvc_readd"].runs.append(_m(cmd, proj))
 
     def cp(rep: int) -> None:
         # The floor for any tool that copies the tree: cp -r (no hashing, no durability).
         warm(tree)
         s["cp_r"].runs.append(_m(["cp", "-r", str(tree), str(runs / f"cp-{rep}")], work))
 
-    steps: dict[str, Callable[[int], None]] = {"dsreg": dsreg_add, "dvc": dvc_add}
-    for rep in range(args.reps):
-        order = tools if rep % 2 == 0 else tools[::-1]
-        for tool in order:
-            say(f"add, repetition {rep + 1}/{args.reps}: {tool}")
-            steps[tool](rep)
-        if args.only is None:
-            cp(rep)
-
-    # Memory: adds of their own, with the process tree's PSS sampled every 20 ms.
-    def dsreg_add_memory(rep: int) -> None:
-        reg = runs / f"dsreg-mem-{rep}"
-        _run([*DSREG, "init", "--registry", str(reg)], work)
-        warm(tree)
-        cmd = [*DSREG, "add", "bench", str(tree), "--tag", "v1", "--registry", str(reg)]
-        s["dsreg_add_memory"].runs.append(_m_memory(cmd, work))
-
-    def dvc_add_memory(rep: int) -> None:
-        proj = runs / f"dvc-mem-{rep}"
-        _dvc_project(proj, runs / f"dvc-mem-site-{rep}", "copy")
-        with _Borrowed(tree, proj):
-            warm(proj / "data")
-            s["dvc_add_memory"].runs.append(_m_memory([*DVC, "add", "-q", "data"], proj))
-
-    mem_steps: dict[str, Callable[[int], None]] = {
-        "dsreg": dsreg_add_memory,
-        "dvc": dvc_add_memory,
-    }
-    for rep in range(args.memory_reps):
-        order = tools if rep % 2 == 0 else tools[::-1]
-        for tool in order:
-            say(f"add (memory), repetition {rep + 1}/{args.memory_reps}: {tool}")
-            mem_steps[tool](rep)
+    # Timed adds (and cp -r after each repetition), then adds of their own for memory, with the
+    # process tree's PSS sampled every 20 ms.
+    alternate(
+        "add", args.reps, {"dsreg": dsreg_add, "dvc": dvc_add}, cp if args.only is None else None
+    )
+    alternate(
+        "add (memory)",
+        args.memory_reps,
+        {
+            "dsreg": lambda rep: dsreg_add(rep, memory=True),
+            "dvc": lambda rep: dvc_add(rep, memory=True),
+        },
+    )
     if _inodes(tree) != before:
         raise SystemExit("the tree changed under the benchmark (inodes differ); results void")
 
@@ -251,12 +254,11 @@ def main(argv: list[str] | None = None) -> int:
         warm(co_proj / ".dvc" / "cache")
         s["dvc_checkout"].runs.append(_m([*DVC, "checkout", "-q"], co_proj))
 
-    co_steps = {"dsreg": dsreg_checkout, "dvc": dvc_checkout}
-    for rep in range(args.reps):
-        order = tools if rep % 2 == 0 else tools[::-1]
-        for tool in order:
-            say(f"checkout, repetition {rep + 1}/{args.reps}: {tool}")
-            co_steps[tool]()
+    alternate(
+        "checkout",
+        args.reps,
+        {"dsreg": lambda rep: dsreg_checkout(), "dvc": lambda rep: dvc_checkout()},
+    )
     if "dsreg" in tools:
         n = sum(len(f) for _d, _s, f in os.walk(target)) - 1  # minus the pin file
         if n != args.files:
