@@ -20,7 +20,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,6 +192,24 @@ def make_imagefolder(
         (root / f"n{c:08d}" / f"img_{i:08d}.bin").write_bytes(rng.bytes(int(size)))
     marker.write_text(json.dumps(params))
     return root
+
+
+SETTLE = 65.0
+
+
+def clear_runs(path: Path, say: Callable[[str], None], *, settle: bool = True) -> None:
+    """Remove an earlier run's folders, then wait: ext4 without a journal (this benchmark's VM)
+    will not reuse an inode freed in the last minute, and pays for every one it steps over
+    when it allocates, so creating files right after a mass deletion is several times slower
+    for whichever tool comes next. Every measurement therefore writes into folders of its own,
+    removed only at the end."""
+    if not path.exists():
+        return
+    say(f"removing {path}")
+    shutil.rmtree(path)
+    os.sync()
+    if settle:
+        time.sleep(SETTLE)
 
 
 def warm(*roots: Path) -> None:

@@ -24,10 +24,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -37,6 +35,7 @@ from _common import (
     Measurement,
     Series,
     check,
+    clear_runs,
     fresh_dir,
     machine,
     make_imagefolder,
@@ -64,7 +63,6 @@ def _m_memory(cmd: list[str], cwd: Path) -> Measurement:
 ADD_TARGET = 5.0
 CHECKOUT_TARGET = 3.0
 READD_TARGET = 10.0
-_SETTLE = 65.0
 
 
 def _dvc_project(proj: Path, site: Path, cache_type: str) -> None:
@@ -94,20 +92,6 @@ class _Borrowed:
 
     def __exit__(self, *exc: object) -> None:
         os.rename(self.at, self.tree)
-
-
-def _clear(path: Path, say: Callable[[str], None], *, settle: bool = True) -> None:
-    """Remove an earlier run's folders, then wait: ext4 without a journal (this benchmark's VM)
-    will not reuse an inode freed in the last minute, and pays for every one it steps over
-    when it allocates, so creating files right after a mass deletion is several times slower
-    for whichever tool comes next."""
-    if not path.exists():
-        return
-    say(f"removing {path}")
-    shutil.rmtree(path)
-    os.sync()
-    if settle:
-        time.sleep(_SETTLE)
 
 
 def _inodes(root: Path) -> dict[str, int]:
@@ -141,9 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     tree = make_imagefolder(work / "tree", files=args.files, classes=args.classes)
     size = tree_bytes(tree)
     before = _inodes(tree)
-    # Every repetition writes into folders of its own, removed only at the end (see _clear).
+    # Every repetition writes into folders of its own, removed only at the end (clear_runs).
     runs = work / "runs"
-    _clear(runs, say)
+    clear_runs(runs, say)
     runs.mkdir()
 
     s = {
@@ -264,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         if n != args.files:
             raise SystemExit(f"dsreg checked out {n} files, expected {args.files}")
     if not args.keep:
-        _clear(runs, say, settle=False)
+        clear_runs(runs, say, settle=False)
 
     result = {
         "benchmark": "core",

@@ -36,6 +36,7 @@ from _common import (
     Measurement,
     Series,
     check,
+    clear_runs,
     fresh_dir,
     machine,
     make_imagefolder,
@@ -125,9 +126,13 @@ def main(argv: list[str] | None = None) -> int:
         fresh_dir(reg)
         _run([*DSREG, "init", "--registry", str(reg)], work)
         _run([*DSREG, "add", "bench", str(tree), "--tag", "v1", "--registry", str(reg)], work)
-    proj, site = work / "dvc-proj", work / "dvc-site"
-    dvc_remote = work / "dvc-remote"
-    _dvc_project(proj, tree, dvc_remote, site)
+    # Every measurement writes into folders of its own under runs/, removed only at the end
+    # (clear_runs: this ext4 pays for recently freed inodes); the DVC project lives there too.
+    runs = work / "runs"
+    clear_runs(runs, say)
+    runs.mkdir()
+    proj, site = runs / "dvc-proj", runs / "dvc-site"
+    _dvc_project(proj, tree, runs / "dvc-remote-0", site)
 
     names = (
         "dsreg_push",
@@ -142,76 +147,52 @@ def main(argv: list[str] | None = None) -> int:
         "dvc_pull",
     )
     s = {k: Series(name=k) for k in names}
-    remote, clone, out = work / "dsreg-remote", work / "dsreg-pulled", work / "dsreg-out"
 
-    def dsreg_rep() -> None:
-        _rm(remote)
+    def dsreg_rep(rep: int) -> None:
+        remote, clone, out = (runs / f"dsreg-{what}-{rep}" for what in ("remote", "pulled", "out"))
         warm(reg / "files")
-        s["dsreg_push"].runs.append(
-            _m([*DSREG, "push", "-r", str(remote), "--registry", str(reg)], work)
-        )
+        push = [*DSREG, "push", "-r", str(remote), "--registry", str(reg)]
+        s["dsreg_push"].runs.append(_m(push, work))
         if _objects(remote) != args.files + 3:
             raise SystemExit(f"dsreg pushed {_objects(remote)} objects, expected {args.files + 3}")
-        s["dsreg_push_again"].runs.append(
-            _m([*DSREG, "push", "-r", str(remote), "--registry", str(reg)], work)
-        )
-        fresh_dir(clone).rmdir()
+        s["dsreg_push_again"].runs.append(_m(push, work))
         _run([*DSREG, "init", "--registry", str(clone)], work)
         warm(remote)
         s["dsreg_pull"].runs.append(
             _m([*DSREG, "pull", "-r", str(remote), "--registry", str(clone)], work)
         )
-        _rm(out)
-        s["dsreg_checkout"].runs.append(
-            _m(
-                [
-                    *DSREG,
-                    "checkout",
-                    "bench@v1",
-                    str(out),
-                    "--link",
-                    "hardlink",
-                    "--registry",
-                    str(clone),
-                ],
-                work,
-            )
-        )
+        checkout = [*DSREG, "checkout", "bench@v1", str(out), "--link", "hardlink"]
+        s["dsreg_checkout"].runs.append(_m([*checkout, "--registry", str(clone)], work))
         n = sum(len(f) for _d, _s, f in os.walk(out)) - 1
         if n != args.files:
             raise SystemExit(f"dsreg checked out {n} files, expected {args.files}")
         # The push itself, without the interpreter's start-up: one process, two pushes.
-        _rm(remote)
         warm(reg / "files")
         os.sync()
-        t = json.loads(_run([sys.executable, "-c", _INPROC, str(reg), str(remote)], work))
+        lib_remote = str(runs / f"dsreg-remote-lib-{rep}")
+        t = json.loads(_run([sys.executable, "-c", _INPROC, str(reg), lib_remote], work))
         s["dsreg_push_lib"].runs.append(Measurement(seconds=t["first"], peak_rss_mib=0.0))
         s["dsreg_push_again_lib"].runs.append(Measurement(seconds=t["again"], peak_rss_mib=0.0))
 
-    def dvc_rep() -> None:
-        _rm(dvc_remote)
+    def dvc_rep(rep: int) -> None:
+        # A remote of its own; then, for the fetch and for the pull, an empty cache of its own
+        # (cache.dir), and the filled cache again for the next repetition's push.
+        dvc_remote = runs / f"dvc-remote-{rep}"
+        _run([*DVC, "remote", "modify", "bench", "url", str(dvc_remote)], proj)
         fresh_dir(site)
         warm(proj / ".dvc" / "cache")
         s["dvc_push"].runs.append(_m([*DVC, "push", "-q"], proj))
         s["dvc_push_again"].runs.append(_m([*DVC, "push", "-q"], proj))
-        cache = proj / ".dvc" / "cache"
-        keep = work / "dvc-cache-kept"
-        _rm(keep)
-        os.rename(cache, keep)  # the filled cache, kept for the next repetition's push
-        fresh_dir(site)
-        warm(dvc_remote)
-        s["dvc_fetch"].runs.append(_m([*DVC, "fetch", "-q"], proj))
-        _rm(cache)
-        _rm(proj / "data")
-        fresh_dir(site)
-        warm(dvc_remote)
-        s["dvc_pull"].runs.append(_m([*DVC, "pull", "-q"], proj))
+        for step in ("fetch", "pull"):
+            _run([*DVC, "config", "cache.dir", str(runs / f"dvc-cache-{step}-{rep}")], proj)
+            fresh_dir(site)
+            warm(dvc_remote)
+            s[f"dvc_{step}"].runs.append(_m([*DVC, step, "-q"], proj))
         n = sum(len(f) for _d, _s, f in os.walk(proj / "data"))
         if n != args.files:
             raise SystemExit(f"dvc pulled {n} files, expected {args.files}")
-        _rm(proj / "data")
-        _rm(cache)
-        os.rename(keep, cache)
+        _rm(proj / "data")  # hard links into the pull's cache: no inode is freed
+        _run([*DVC, "config", "--unset", "cache.dir"], proj)
 
     steps = {"dsreg": dsreg_rep, "dvc": dvc_rep}
     for rep in range(args.reps):
@@ -219,8 +200,9 @@ def main(argv: list[str] | None = None) -> int:
         for tool in order:
             say(f"repetition {rep + 1}/{args.reps}: {tool}")
             t0 = time.perf_counter()
-            steps[tool]()
+            steps[tool](rep)
             say(f"  {time.perf_counter() - t0:.0f} s")
+    clear_runs(runs, say, settle=False)
 
     result = {
         "benchmark": "remotes",
