@@ -166,3 +166,25 @@ def test_the_command_line_re_add_reports_the_same_revision(
     two = cli("add", "ds", str(tree), "--tag", "v1", "--json")
     a, b = json.loads(one.stdout), json.loads(two.stdout)
     assert a["revision"] == b["revision"] and b["new_objects"] == 0 and a["new_objects"] == 6
+
+
+def test_the_fingerprint_is_the_same_from_worker_processes_and_from_one(
+    make_imagefolder: Callable[..., Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A tree of enough class folders to be scanned by worker processes, whose packed answers
+    # the fingerprint hashes directly; one process gives lists only. Same tree, same answer,
+    # and any change to a file's stat changes it either way.
+    tree = make_imagefolder("many", classes=70, per_class=3)
+    monkeypatch.setenv("DSREG_JOBS", "2")
+    forked = scan_tree(tree)
+    monkeypatch.setenv("DSREG_JOBS", "1")
+    serial = scan_tree(tree)
+    assert forked.parts and not serial.parts
+    assert forked.ids == serial.ids and forked.inodes == serial.inodes
+    assert forked.fingerprint("ds", __version__) == serial.fingerprint("ds", __version__)
+    target = tree / "class42" / "img001.bin"
+    target.write_bytes(target.read_bytes() + b"!")
+    monkeypatch.setenv("DSREG_JOBS", "2")
+    changed = scan_tree(tree)
+    assert changed.parts
+    assert changed.fingerprint("ds", __version__) != forked.fingerprint("ds", __version__)
