@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from dsreg.errors import CorruptObjectError, DsregError, RemoteError
 from dsreg.registry.atomic import write_atomic
 from dsreg.registry.digest import ALGORITHM, PREFIX, format_digest, hash_bytes, short
-from dsreg.registry.forkpool import default_jobs
+from dsreg.registry.forkpool import default_jobs, map_chunks
 from dsreg.registry.names import check_name
 from dsreg.registry.progress import ProgressHook, no_progress
 from dsreg.registry.refs import LogEntry
@@ -550,24 +550,26 @@ def parallel(
     task: str,
     progress: ProgressHook = no_progress,
 ) -> list[R]:
-    """``[fn(x) for x in items]`` on ``jobs`` threads, in chunks; the first exception stops the
-    chunks not yet started and is raised."""
+    """``[fn(x) for x in items]`` on ``jobs`` threads (transfers wait on the network or the
+    disk, so they stay in threads: ``map_chunks`` never forks for one job), in chunks; the
+    first exception stops the chunks not yet started and is raised."""
     total = len(items)
-    if total == 0:
-        return []
-    chunks = [items[i : i + _PER_TASK] for i in range(0, total, _PER_TASK)]
-    out: list[R] = []
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = [pool.submit(lambda c: [fn(x) for x in c], c) for c in chunks]
-        try:
-            for f in futures:
-                out.extend(f.result())
-                progress(task, len(out), total)
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
-    return out
+    parts: dict[int, list[R]] = {}
+    done = 0
+    with contextlib.closing(
+        map_chunks(
+            lambda lo, hi: [fn(x) for x in items[lo:hi]],
+            total,
+            chunk=_PER_TASK,
+            jobs=1,
+            threads=max(1, jobs),
+        )
+    ) as results:
+        for lo, part in results:
+            parts[lo] = part
+            done += len(part)
+            progress(task, done, total)
+    return [r for lo in sorted(parts) for r in parts[lo]]
 
 
 def _present_local(objects: str, wanted: list[str]) -> set[str]:
