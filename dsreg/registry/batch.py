@@ -214,24 +214,27 @@ class ObjectBatch:
             raise StorageError(f"cannot read {path}: {e.strerror}") from e
         finally:
             os.close(fd)
-        hexd = blake3.blake3(data, max_threads=1).hexdigest()
-        if self._has(hexd) or (expect is not None and PREFIX + hexd != expect):
-            return PREFIX + hexd, None, 0, len(data)
-        staged = self._stage(hexd, data)
-        return PREFIX + hexd, staged, len(data) if staged is not None else 0, len(data)
+        digest, staged = self._hash_and_stage(data, expect)
+        return digest, staged, len(data) if staged is not None else 0, len(data)
 
     def put_bytes(self, data: bytes, *, expect: str | None = None) -> str:
         """Stage ``data`` unless the store holds it; return its digest. With ``expect`` (a
         verified download), bytes hashing to anything else are not staged: the caller sees the
         digest they do hash to."""
+        digest, staged = self._hash_and_stage(data, expect)
+        if staged is not None:
+            self._adopt([staged], len(data))
+        return digest
+
+    def _hash_and_stage(
+        self, data: bytes, expect: str | None
+    ) -> tuple[str, tuple[str, str] | None]:
+        """The digest of ``data``, and what was staged: nothing if it is not ``expect`` (when
+        given) or the store holds it already."""
         hexd = blake3.blake3(data, max_threads=1).hexdigest()
-        if expect is not None and PREFIX + hexd != expect:
-            return PREFIX + hexd
-        if not self._has(hexd):
-            staged = self._stage(hexd, data)
-            if staged is not None:
-                self._adopt([staged], len(data))
-        return PREFIX + hexd
+        if (expect is not None and PREFIX + hexd != expect) or self._has(hexd):
+            return PREFIX + hexd, None
+        return PREFIX + hexd, self._stage(hexd, data)
 
     def _has(self, hexd: str) -> bool:
         if hexd[:2] not in self._shards:
