@@ -121,3 +121,21 @@ def run_dsreg() -> Callable[..., subprocess.CompletedProcess[str]]:
 def dsreg_env_fixture() -> Callable[..., dict[str, str]]:
     """``dsreg_env()``: the environment of a dsreg subprocess (this dsreg, no DSREG_* vars)."""
     return _dsreg_env
+
+
+def _flip_byte(reg: Registry, digest: str, at: int | None = None) -> None:
+    """Flip one bit of a stored object, as a failing disk would (objects are read-only)."""
+    p = reg.store.path(digest)
+    os.chmod(p, 0o644)
+    data = bytearray(p.read_bytes())
+    i = len(data) // 2 if at is None else at
+    data[i] ^= 0x01
+    p.write_bytes(bytes(data))
+    os.chmod(p, 0o444)
+
+
+@pytest.fixture
+def flip_byte() -> Callable[..., None]:
+    """``flip_byte(reg, digest, at=None)``: flip one bit of a stored object (the middle byte's,
+    or byte ``at``'s)."""
+    return _flip_byte

@@ -123,18 +123,17 @@ def test_add_and_checkout_in_workers_match_one_process(
 
 
 def test_a_corrupt_object_found_by_a_worker_is_refused(
-    many: None, tmp_path: Path, make_imagefolder: Callable[..., Path]
+    many: None,
+    tmp_path: Path,
+    make_imagefolder: Callable[..., Path],
+    flip_byte: Callable[..., None],
 ) -> None:
     tree = make_imagefolder(classes=2, per_class=30)
     reg = Registry.init(tmp_path / "reg")
     add_source(reg, "ds", scan_imagefolder(tree), tag="v1")
     blob = dsreg.open("ds@v1", registry=reg)[17].blob
     assert blob is not None
-    p = reg.store.path(blob)
-    os.chmod(p, 0o644)
-    data = bytearray(p.read_bytes())
-    data[0] ^= 1
-    p.write_bytes(bytes(data))
+    flip_byte(reg, blob, at=0)
     out = tmp_path / "out"
     with pytest.raises(CorruptObjectError, match="is corrupt; it was not checked out"):
         checkout(reg, reg.resolve("ds@v1"), out, link="hardlink")

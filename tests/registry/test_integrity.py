@@ -27,17 +27,6 @@ from dsreg.registry.registry import Registry
 from dsreg.registry.tags import make_revision, make_tag
 
 
-def flip_byte(reg: Registry, digest: str, at: int | None = None) -> None:
-    """Flip one bit of a stored object, as a failing disk would (objects are read-only)."""
-    p = reg.store.path(digest)
-    os.chmod(p, 0o644)
-    data = bytearray(p.read_bytes())
-    i = len(data) // 2 if at is None else at
-    data[i] ^= 0x01
-    p.write_bytes(bytes(data))
-    os.chmod(p, 0o444)
-
-
 @pytest.fixture
 def pets(
     make_registry: Callable[..., Registry],
@@ -57,7 +46,7 @@ def test_a_clean_registry_verifies(pets: tuple[Registry, Path, AddResult]) -> No
 
 
 def test_a_flipped_payload_is_named_and_never_served(
-    pets: tuple[Registry, Path, AddResult], tmp_path: Path
+    pets: tuple[Registry, Path, AddResult], tmp_path: Path, flip_byte: Callable[..., None]
 ) -> None:
     reg, tree, _ = pets
     ds = dsreg.open("pets@original", registry=reg)
@@ -88,7 +77,9 @@ def test_a_flipped_payload_is_named_and_never_served(
         assert not (out / PIN).exists()
 
 
-def test_a_flipped_examples_table_is_never_parsed(pets: tuple[Registry, Path, AddResult]) -> None:
+def test_a_flipped_examples_table_is_never_parsed(
+    pets: tuple[Registry, Path, AddResult], flip_byte: Callable[..., None]
+) -> None:
     reg, _, res = pets
     flip_byte(reg, res.examples)
     ds = dsreg.open("pets@original", registry=reg)
@@ -102,7 +93,7 @@ def test_a_flipped_examples_table_is_never_parsed(pets: tuple[Registry, Path, Ad
 
 @pytest.mark.parametrize("which", ["snapshot", "revision"])
 def test_a_flipped_manifest_is_refused_on_open(
-    pets: tuple[Registry, Path, AddResult], which: str
+    pets: tuple[Registry, Path, AddResult], which: str, flip_byte: Callable[..., None]
 ) -> None:
     reg, _, res = pets
     digest = getattr(res, which)
@@ -112,7 +103,9 @@ def test_a_flipped_manifest_is_refused_on_open(
     assert digest in {p.digest for p in verify(reg).problems}
 
 
-def test_a_flipped_overlay_table_is_refused(pets: tuple[Registry, Path, AddResult]) -> None:
+def test_a_flipped_overlay_table_is_refused(
+    pets: tuple[Registry, Path, AddResult], flip_byte: Callable[..., None]
+) -> None:
     reg, _, res = pets
     table = corrections_table(
         rows=np.array([0]),
@@ -204,6 +197,7 @@ def test_gc_removes_nothing_when_reachable_content_is_unreadable(
     pets: tuple[Registry, Path, AddResult],
     make_imagefolder: Callable[..., Path],
     add_tree: Callable[..., AddResult],
+    flip_byte: Callable[..., None],
 ) -> None:
     reg, _, res = pets
     add_tree(reg, "loose", make_imagefolder("loose", seed=3), tag=None)
