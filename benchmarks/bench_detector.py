@@ -6,7 +6,7 @@ Two modes:
     The same seeded float32 probabilities, at 1,000,000 x 345 and at 50,000 x 1,000. Each
     measurement runs in a fresh subprocess that loads the input fully into memory, then times
     one call: ``cleanlab.filter.find_label_issues(labels, pred_probs)`` with its defaults
-    (``n_jobs`` = physical cores) against ``dsreg.overlays.detector.detect(labels, pred_probs)``
+    (``n_jobs`` = physical cores) against ``dsreg.detector.detector.detect(labels, pred_probs)``
     (which also ranks the rows and estimates the joint and the noise rate). Memory is the peak
     above the resident size right after loading the input: the worker's own high-water mark
     (``VmHWM``, exact) and the sampled proportional set size (PSS) of its whole process
@@ -171,7 +171,7 @@ def worker(args: argparse.Namespace) -> None:
         def run() -> int:
             return int(find_label_issues(labels, probs).sum())
     else:
-        from dsreg.overlays.detector import detect
+        from dsreg.detector.detector import detect
 
         def run() -> int:
             return len(detect(labels, probs))
@@ -267,7 +267,7 @@ def parity(args: argparse.Namespace) -> None:
     import cleanlab.filter as cl_filter
 
     sys.path.insert(0, str(REPO))
-    from dsreg.overlays.detector import detect
+    from dsreg.detector.detector import detect
 
     original = np.argsort
 

@@ -82,12 +82,12 @@ def generate(work: Path, *, rows: int, classes: int, corrections: int, seed: int
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from dsreg.overlays.corrections import corrections_table
-    from dsreg.overlays.overlay import write_overlay
-    from dsreg.registry.examples import base_schema, parquet_bytes
-    from dsreg.registry.manifests import Revision, Snapshot
-    from dsreg.registry.registry import Registry
-    from dsreg.registry.tags import make_tag
+    from dsreg.model.corrections import corrections_table
+    from dsreg.model.manifests import Revision, Snapshot
+    from dsreg.model.tables import base_schema, parquet_bytes
+    from dsreg.ops.tag import make_tag
+    from dsreg.overlays.write import write_overlay
+    from dsreg.repo.registry import Registry
 
     params = {"rows": rows, "classes": classes, "corrections": corrections, "seed": seed}
     marker = work / "params.json"

@@ -63,8 +63,8 @@ NOOP_TARGET = 20.0
 # Times the library's push twice in one process: the first to an empty remote, then again.
 _INPROC = """
 import json, sys, time
-from dsreg.registry.registry import Registry
-from dsreg.registry.remotes import push
+from dsreg.repo.registry import Registry
+from dsreg.remote.transfer import push
 reg = Registry.find(sys.argv[1])
 t0 = time.perf_counter(); first = push(reg, remote=sys.argv[2]); t1 = time.perf_counter()
 again = push(reg, remote=sys.argv[2]); t2 = time.perf_counter()

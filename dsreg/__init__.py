@@ -37,11 +37,11 @@ from dsreg.errors import (
 if TYPE_CHECKING:
     from dsreg._version import __version__
     from dsreg.api import detect, import_votes, open
-    from dsreg.registry.dataset import Dataset, Example
-    from dsreg.registry.manifests import Overlay, Revision, Snapshot
-    from dsreg.registry.registry import Registry
-    from dsreg.registry.views import connect
+    from dsreg.model.manifests import Overlay, Revision, Snapshot
+    from dsreg.repo.registry import Registry
     from dsreg.report.evaluate import evaluate
+    from dsreg.views.dataset import Dataset, Example
+    from dsreg.views.sql import connect
 
 # Imported on first use (PEP 562): every ``dsreg`` command imports this package first, and
 # pyarrow, DuckDB and the metadata lookup behind __version__ would otherwise cost each command
@@ -51,13 +51,13 @@ _LAZY = {
     "open": "dsreg.api",
     "detect": "dsreg.api",
     "import_votes": "dsreg.api",
-    "Dataset": "dsreg.registry.dataset",
-    "Example": "dsreg.registry.dataset",
-    "Overlay": "dsreg.registry.manifests",
-    "Revision": "dsreg.registry.manifests",
-    "Snapshot": "dsreg.registry.manifests",
-    "Registry": "dsreg.registry.registry",
-    "connect": "dsreg.registry.views",
+    "Dataset": "dsreg.views.dataset",
+    "Example": "dsreg.views.dataset",
+    "Overlay": "dsreg.model.manifests",
+    "Revision": "dsreg.model.manifests",
+    "Snapshot": "dsreg.model.manifests",
+    "Registry": "dsreg.repo.registry",
+    "connect": "dsreg.views.sql",
     "evaluate": "dsreg.report.evaluate",
 }
 

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dsreg.registry.dataset import Dataset
-from dsreg.registry.registry import Registry
+from dsreg.repo.registry import Registry
+from dsreg.views.dataset import Dataset
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,7 +38,7 @@ def open(
     """
     reg = _registry(registry)
     if remote is not None:
-        from dsreg.registry.remotes import fetch_for_open
+        from dsreg.remote.transfer import fetch_for_open
 
         return fetch_for_open(reg, spec, remote)
     return Dataset(reg, reg.resolve(spec))
@@ -55,9 +55,9 @@ def detect(
 
     ``pred_probs`` are out-of-sample probabilities aligned with the revision's rows: an
     ``(n, k)`` array, or a ``.npy`` (memory-mapped) or Parquet file (read in chunks). Options are
-    those of :func:`dsreg.overlays.detector.detect` (``filter_by``, ``rank_by``, ``frac_noise``,
+    those of :func:`dsreg.detector.detector.detect` (``filter_by``, ``rank_by``, ``frac_noise``,
     ``num_to_remove_per_class``, ``min_examples_per_class``, …). The result's ``digest`` names the
-    overlay; ``details`` is the full :class:`~dsreg.overlays.detector.Detection`.
+    overlay; ``details`` is the full :class:`~dsreg.detector.detector.Detection`.
     """
     from dsreg.overlays.create import detect_overlay
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dsreg.registry.registry import Registry
+from dsreg.repo.registry import Registry
 
 SHARED_DATA = Path(
     os.environ.get(

@@ -12,8 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
-from dsreg.registry.progress import ProgressHook, no_progress
-from dsreg.registry.registry import Registry
+from dsreg._util.progress import ProgressHook, no_progress
+from dsreg.repo.registry import Registry
 
 RegistryOpt = Annotated[
     Path | None,

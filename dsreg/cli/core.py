@@ -21,9 +21,9 @@ from dsreg.cli._common import (
     table,
 )
 from dsreg.errors import InvalidInputError
-from dsreg.registry.digest import PREFIX, short
-from dsreg.registry.manifests import Overlay, Revision, Snapshot
-from dsreg.registry.registry import Registry
+from dsreg.model.manifests import Overlay, Revision, Snapshot
+from dsreg.objects.digest import PREFIX, short
+from dsreg.repo.registry import Registry
 
 
 def register(app: typer.Typer) -> None:
@@ -83,8 +83,8 @@ def add(
     if path is not None:
         # The folder's path stays light (no numpy, pyarrow or schema validator) until it must
         # store something: re-adding an unchanged tree is answered from the scan.
-        from dsreg.registry.addtree import add_tree
-        from dsreg.registry.treescan import scan_tree
+        from dsreg.ingest.tree import add_tree
+        from dsreg.ingest.treescan import scan_tree
 
         # Tens of thousands of small records and no cycles among them: the cyclic collector
         # would only walk them, again and again, while they are built.
@@ -100,8 +100,8 @@ def add(
             if gc_was_on:
                 _gc.enable()
     else:
-        from dsreg.registry import sources
-        from dsreg.registry.ingest import add_source
+        from dsreg.ingest import sources
+        from dsreg.ingest.snapshot import add_source
 
         names = sources.read_classes(classes) if classes is not None else None
         if labels is not None:
@@ -168,7 +168,7 @@ def show(
     json: JsonOpt = False,
 ) -> None:
     """Show a revision (manifest, rows, classes, overlays, full digest), or any stored manifest."""
-    from dsreg.registry.dataset import Dataset
+    from dsreg.views.dataset import Dataset
 
     reg = registry(registry_path)
     if "@" not in spec:
@@ -220,7 +220,7 @@ def log(
     json: JsonOpt = False,
 ) -> None:
     """Who moved which tag when (the append-only ref log), oldest first."""
-    from dsreg.registry.names import check_name
+    from dsreg.model.names import check_name
 
     reg = registry(registry_path)
     check_name(dataset, what="dataset name")
@@ -270,7 +270,7 @@ def tag(
     json: JsonOpt = False,
 ) -> None:
     """Name a revision, as git tag: the new name first."""
-    from dsreg.registry.tags import make_tag
+    from dsreg.ops.tag import make_tag
 
     reg = registry(registry_path)
     res = make_tag(
@@ -302,7 +302,7 @@ def checkout(
 ) -> None:
     """Materialise a revision as files plus a pin file PATH/.dsreg.json; switching a checkout
     touches only the files that differ. Hard-linked files are read-only: they are the store's."""
-    from dsreg.registry.checkout import checkout as do_checkout
+    from dsreg.ops.checkout import checkout as do_checkout
 
     reg = registry(registry_path)
     chosen = link or reg.config.get("core", {}).get("checkout_link", "hardlink")
@@ -330,7 +330,7 @@ def verify(
     json: JsonOpt = False,
 ) -> None:
     """Re-hash objects and check manifests against their schemas; exit 1 on any problem."""
-    from dsreg.registry.maintenance import verify as do_verify
+    from dsreg.ops.maintenance import verify as do_verify
 
     if spec is not None and all_:
         raise InvalidInputError("give a SPEC or --all, not both")
@@ -358,7 +358,7 @@ def gc(
     json: JsonOpt = False,
 ) -> None:
     """Remove objects that no tag (and no recorded overlay) reaches."""
-    from dsreg.registry.maintenance import collect_garbage
+    from dsreg.ops.maintenance import collect_garbage
 
     reg = registry(registry_path)
     res = collect_garbage(reg, dry_run=dry_run)

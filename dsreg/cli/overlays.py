@@ -19,7 +19,7 @@ from dsreg.cli._common import (
     table,
 )
 from dsreg.errors import InvalidInputError
-from dsreg.registry.digest import short
+from dsreg.objects.digest import short
 
 overlay_app = typer.Typer(
     name="overlay",
@@ -57,7 +57,7 @@ def _tag_after(
         if view is not None:
             raise InvalidInputError("--view goes with --tag: it names the view of the new revision")
         return None
-    from dsreg.registry.tags import make_tag
+    from dsreg.ops.tag import make_tag
 
     dataset = reg.resolve(spec).dataset
     res = make_tag(
@@ -174,7 +174,7 @@ def detect(
 
 
 def _ranked_rows(reg: Any, digest: str, top: int) -> list[dict[str, Any]]:
-    from dsreg.overlays.overlay import read_corrections
+    from dsreg.repo.tables import read_corrections
 
     ov = reg.overlay(digest)
     classes = reg.snapshot(ov.base).classes
@@ -236,8 +236,8 @@ def ls(
     json: JsonOpt = False,
 ) -> None:
     """List a dataset's overlays: digest, kind, producer, rows."""
-    from dsreg.overlays.overlay import list_overlays
-    from dsreg.registry.names import check_name
+    from dsreg.model.names import check_name
+    from dsreg.overlays.write import list_overlays
 
     reg = registry(registry_path)
     check_name(dataset, what="dataset name")
@@ -278,7 +278,7 @@ def show(
     """Show an overlay: manifest, summary and its first corrections."""
     import json as _json
 
-    from dsreg.overlays.overlay import read_corrections
+    from dsreg.repo.tables import read_corrections
 
     reg = registry(registry_path)
     d = reg.resolve_object(digest)

@@ -12,7 +12,7 @@ import typer
 
 from dsreg.cli._common import CONTEXT, JsonOpt, RegistryOpt, emit_json, out, registry, say, table
 from dsreg.errors import InvalidInputError, StorageError
-from dsreg.registry.digest import short
+from dsreg.objects.digest import short
 
 
 def register(app: typer.Typer) -> None:
@@ -41,7 +41,7 @@ def sql(
     """Run DuckDB SQL over revisions: SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1"
     GROUP BY ALL. Columns: row, example_id, label, label_name, given_label, verdict, blob, size,
     then the snapshot's metadata columns."""
-    from dsreg.registry.views import Connection
+    from dsreg.views.sql import Connection
 
     fmt = "json" if json else format
     if fmt not in ("table", "csv", "json", "parquet"):

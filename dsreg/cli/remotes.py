@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
+from dsreg._util.progress import ProgressHook
 from dsreg.cli._common import (
     CONTEXT,
     JsonOpt,
@@ -23,8 +24,7 @@ from dsreg.cli._common import (
     table,
 )
 from dsreg.errors import InvalidInputError
-from dsreg.registry.digest import short
-from dsreg.registry.progress import ProgressHook
+from dsreg.objects.digest import short
 
 remote_app = typer.Typer(
     name="remote",
@@ -116,7 +116,7 @@ def remote_add(
     json: JsonOpt = False,
 ) -> None:
     """Add a remote (recorded in config.toml; nothing is contacted)."""
-    from dsreg.registry.remotes import add_remote
+    from dsreg.remote.transfer import add_remote
 
     res = add_remote(
         registry(registry_path), name, url, options=_options(option), default=default, force=force
@@ -130,7 +130,7 @@ def remote_add(
 @remote_app.command("ls", context_settings=CONTEXT)
 def remote_ls(registry_path: RegistryOpt = None, json: JsonOpt = False) -> None:
     """List remotes: name, URL, options; * marks the default."""
-    from dsreg.registry.remotes import list_remotes
+    from dsreg.remote.transfer import list_remotes
 
     rows = list_remotes(registry(registry_path))
     if json:
@@ -161,7 +161,7 @@ def remote_remove(
     json: JsonOpt = False,
 ) -> None:
     """Forget a remote (nothing on the remote is deleted)."""
-    from dsreg.registry.remotes import remove_remote
+    from dsreg.remote.transfer import remove_remote
 
     res = remove_remote(registry(registry_path), name)
     if json:
@@ -187,7 +187,7 @@ def push(
     json: JsonOpt = False,
 ) -> None:
     """Send revisions, everything they reach, then their tags; nothing the remote holds."""
-    from dsreg.registry.remotes import push as do_push
+    from dsreg.remote.transfer import push as do_push
 
     reg = registry(registry_path)
     with _progress() as hook:
@@ -228,7 +228,7 @@ def pull(
     json: JsonOpt = False,
 ) -> None:
     """Fetch revisions and what they reach that is missing here, verified; then set the tags."""
-    from dsreg.registry.remotes import pull as do_pull
+    from dsreg.remote.transfer import pull as do_pull
 
     reg = registry(registry_path)
     with _progress() as hook:
@@ -264,7 +264,7 @@ def clone(
 ) -> None:
     """A new registry with the remote's tags, logs and manifests; payloads come on demand
     (pull, checkout or dsreg.open(..., remote=))."""
-    from dsreg.registry.remotes import clone as do_clone
+    from dsreg.remote.transfer import clone as do_clone
 
     with _progress() as hook:
         res = do_clone(
@@ -301,7 +301,7 @@ def import_dvc(
 ) -> None:
     """Import a DVC-tracked ImageFolder tree (or label file) at a git revision as a snapshot,
     with its provenance: repository, requested rev, commit, path and DVC's md5."""
-    from dsreg.registry.dvcimport import import_dvc as do_import
+    from dsreg.ingest.dvc import import_dvc as do_import
 
     reg = registry(registry_path)
     with progress_bar() as hook:

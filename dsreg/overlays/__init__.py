@@ -1,1 +1,1 @@
-"""Overlays: corrections manifests, the confident-learning detector, vote import, the view rule."""
+"""L5 corrections in: writing overlays, human votes, and the detector composed with the registry."""

@@ -12,11 +12,12 @@ import pyarrow as pa
 
 from dsreg._version import __version__
 from dsreg.errors import InputPathError
-from dsreg.overlays.corrections import corrections_table
-from dsreg.overlays.overlay import write_overlay
-from dsreg.registry.dataset import Dataset, read_examples
-from dsreg.registry.digest import hash_file
-from dsreg.registry.registry import Registry
+from dsreg.model.corrections import corrections_table
+from dsreg.objects.digest import hash_file
+from dsreg.overlays.write import write_overlay
+from dsreg.repo.registry import Registry
+from dsreg.repo.tables import read_examples
+from dsreg.views.dataset import Dataset
 
 __all__ = ["CreatedOverlay", "detect_overlay", "votes_overlay"]
 
@@ -102,8 +103,8 @@ def detect_overlay(
 ) -> CreatedOverlay:
     """A ``detected`` overlay of ``spec``: confident learning on out-of-sample probabilities
     aligned with the revision's rows (its view's rows, in order)."""
-    from dsreg.overlays.detector import detect
-    from dsreg.overlays.probs import open_probabilities
+    from dsreg.detector.detector import detect
+    from dsreg.detector.probs import open_probabilities
 
     ds = Dataset(reg, reg.resolve(spec))
     view = ds.view_rows()

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dsreg.errors import InputPathError, VotesError
-from dsreg.overlays.corrections import CORRECTIONS_SCHEMA, COUNT_FIELDS, VOTES_TYPE
+from dsreg.model.corrections import CORRECTIONS_SCHEMA, COUNT_FIELDS, VOTES_TYPE
 
 __all__ = [
     "CORRECTIONS_SCHEMA",

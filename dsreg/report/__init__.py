@@ -1,1 +1,1 @@
-"""Reports on revisions: accuracy of model predictions per view, diffs, citations, rank plots."""
+"""L6 reports: evaluate, diff, cite, plot."""

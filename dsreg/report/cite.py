@@ -16,9 +16,9 @@ from typing import Any
 
 from dsreg._version import __version__
 from dsreg.errors import InvalidInputError
-from dsreg.registry.digest import short
-from dsreg.registry.registry import Registry
-from dsreg.registry.views import Connection
+from dsreg.objects.digest import short
+from dsreg.repo.registry import Registry
+from dsreg.views.sql import Connection
 
 __all__ = ["FORMATS", "Citation", "cite"]
 

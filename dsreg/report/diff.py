@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from dsreg.registry.registry import Registry, Resolved
-from dsreg.registry.views import Connection
-from dsreg.report.sparse import LoadedRevision, SparseView, load_revision, sparse_views
+from dsreg.repo.registry import Registry, Resolved
+from dsreg.views.sparse import LoadedRevision, SparseView, load_revision, sparse_views
+from dsreg.views.sql import Connection
 
 __all__ = ["DiffResult", "Transition", "diff"]
 

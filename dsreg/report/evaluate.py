@@ -1,7 +1,7 @@
 """Accuracy of model predictions on a revision's original, cleaned, corrected and honeypot labels,
 and how the ranking of the models changes between them (Northcutt et al., NeurIPS 2021, Table 3).
 
-The revision's snapshot and overlays are read once; the view rule of ``dsreg.overlays.policy`` is
+The revision's snapshot and overlays are read once; the view rule of ``dsreg.views.rule`` is
 applied to the rows overlays name only (a view is "every row except these" or "only these"), so
 scoring 50 million rows costs one pass over the labels and one over each model's predictions.
 A test holds these views equal to ``policy.apply_view``.
@@ -21,9 +21,9 @@ import pyarrow as pa
 
 from dsreg._version import __version__
 from dsreg.errors import InvalidInputError, PredictionsError
-from dsreg.registry.digest import hash_file
-from dsreg.registry.manifests import VIEWS, View
-from dsreg.registry.registry import Registry, Resolved
+from dsreg.model.manifests import VIEWS, View
+from dsreg.objects.digest import hash_file
+from dsreg.repo.registry import Registry, Resolved
 from dsreg.report._json import stable_json
 from dsreg.report.predictions import (
     Predictions,
@@ -32,7 +32,7 @@ from dsreg.report.predictions import (
     Target,
     read_predictions,
 )
-from dsreg.report.sparse import (
+from dsreg.views.sparse import (
     Named,
     SparseView,
     load_revision,

@@ -27,9 +27,10 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from dsreg.errors import InputPathError, PredictionsError
-from dsreg.registry.digest import hash_bytes, hash_file
+from dsreg.model.tables import as_numpy
+from dsreg.objects.digest import hash_bytes, hash_file
 
-__all__ = ["Predictions", "PredictionsSource", "Ranks", "Target", "as_numpy", "read_predictions"]
+__all__ = ["Predictions", "PredictionsSource", "Ranks", "Target", "read_predictions"]
 
 # One chunk of probabilities holds about this many values (8 Mi float64 = 64 MiB).
 _CHUNK_VALUES = 1 << 23
@@ -39,32 +40,6 @@ _MODEL = "model"
 
 Predictions: TypeAlias = Any  # a path, a numpy array, an Arrow table or a pandas DataFrame
 Batch: TypeAlias = pa.Table | pa.RecordBatch
-
-
-def as_numpy(col: pa.Array | pa.ChunkedArray, *, fill: int | None = None) -> np.ndarray:
-    """A numeric or boolean column as numpy; nulls become ``fill`` (given for nullable columns).
-
-    pyarrow's own ``to_numpy``, ``pa.array`` and ``pa.scalar`` import pandas (a third of a second
-    at start-up, for a command that takes two), so null-free numeric buffers are viewed
-    directly and nulls are filled in numpy."""
-    if isinstance(col, pa.ChunkedArray):
-        col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
-    t = col.type
-    if pa.types.is_boolean(t):
-        return as_numpy(pc.cast(col, pa.int8()), fill=fill).astype(bool)
-    if not (pa.types.is_integer(t) or pa.types.is_floating(t)) or (col.null_count and fill is None):
-        return np.asarray(col.to_numpy(zero_copy_only=False))
-    kind = "f" if pa.types.is_floating(t) else "i" if pa.types.is_signed_integer(t) else "u"
-    dtype = np.dtype(f"{kind}{t.bit_width // 8}")
-    values = np.frombuffer(
-        col.buffers()[1], dtype=dtype, count=len(col), offset=col.offset * dtype.itemsize
-    )
-    if not col.null_count:
-        return values
-    valid = np.unpackbits(np.frombuffer(col.buffers()[0], dtype=np.uint8), bitorder="little")[
-        col.offset : col.offset + len(col)
-    ].astype(bool)
-    return np.where(valid, values, fill if fill is not None else 0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

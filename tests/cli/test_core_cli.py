@@ -16,11 +16,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dsreg.overlays.overlay import corrections_table, write_overlay
-from dsreg.registry.canonical import canonical_bytes
-from dsreg.registry.digest import hash_bytes, short
-from dsreg.registry.manifests import Revision, Snapshot
-from dsreg.registry.registry import Registry
+from dsreg.model.canonical import canonical_bytes
+from dsreg.model.manifests import Revision, Snapshot
+from dsreg.objects.digest import hash_bytes, short
+from dsreg.overlays.write import corrections_table, write_overlay
+from dsreg.repo.registry import Registry
 
 COMMANDS = ["init", "add", "ls", "show", "log", "tag", "checkout", "verify", "gc"]
 Cli = Callable[..., Any]
@@ -466,7 +466,7 @@ def test_corrupt_objects_fail_verify_and_checkout(
     cli: Cli, reg: Registry, val: Path, tmp_path: Path
 ) -> None:
     res = _added(cli, "ds", str(val), "--tag", "original")
-    from dsreg.registry.dataset import Dataset
+    from dsreg.views.dataset import Dataset
 
     blob = Dataset(reg, reg.resolve("ds@original"))[2].blob
     assert blob is not None

@@ -14,13 +14,13 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from dsreg.overlays.corrections import corrections_table
-from dsreg.overlays.overlay import write_overlay
-from dsreg.registry.digest import hash_file
-from dsreg.registry.ingest import add_source
-from dsreg.registry.registry import Registry
-from dsreg.registry.sources import Source
-from dsreg.registry.tags import make_tag
+from dsreg.ingest.snapshot import add_source
+from dsreg.ingest.sources import Source
+from dsreg.model.corrections import corrections_table
+from dsreg.objects.digest import hash_file
+from dsreg.ops.tag import make_tag
+from dsreg.overlays.write import write_overlay
+from dsreg.repo.registry import Registry
 
 N = 30
 LABELS = np.asarray([i % 3 for i in range(N)], dtype=np.int32)

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dsreg.detector import count
+from dsreg.detector.detector import Detection, detect
 from dsreg.errors import InvalidInputError, ProbabilitiesError
-from dsreg.overlays import count
-from dsreg.overlays.detector import Detection, detect
 
 
 def make(n: int = 4000, k: int = 7, seed: int = 3, decimals: int | None = 2) -> Any:

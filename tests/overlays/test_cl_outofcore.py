@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dsreg.overlays import filter, rank
-from dsreg.overlays.detector import Detection, detect
-from dsreg.overlays.probs import open_probabilities
+from dsreg.detector import filter, rank
+from dsreg.detector.detector import Detection, detect
+from dsreg.detector.probs import open_probabilities
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")

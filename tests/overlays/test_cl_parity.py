@@ -21,8 +21,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsreg.overlays import count, filter, rank
-from dsreg.overlays.detector import detect
+from dsreg.detector import count, filter, rank
+from dsreg.detector.detector import detect
 
 with warnings.catch_warnings():
     # cleanlab's own imports (sklearn, pandas) may warn on newer numpy; not ours to fail on.

@@ -10,13 +10,14 @@ import pytest
 
 import dsreg
 from dsreg.errors import CorruptObjectError, InvalidInputError, VotesError
-from dsreg.overlays.corrections import corrections_table
+from dsreg.ingest.snapshot import add_source
+from dsreg.ingest.sources import read_classes, scan_labels
+from dsreg.model.corrections import corrections_table
+from dsreg.ops.tag import make_tag
 from dsreg.overlays.create import detect_overlay, votes_overlay
-from dsreg.overlays.overlay import list_overlays, read_corrections, write_overlay
-from dsreg.registry.ingest import add_source
-from dsreg.registry.registry import Registry
-from dsreg.registry.sources import read_classes, scan_labels
-from dsreg.registry.tags import make_tag
+from dsreg.overlays.write import list_overlays, write_overlay
+from dsreg.repo.registry import Registry
+from dsreg.repo.tables import read_corrections
 
 CIFAR = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
@@ -94,7 +95,7 @@ def test_votes_for_mismatched_labels_never_become_an_overlay(
 def test_detected_overlay_matches_the_detector_and_is_reproducible(
     make_registry: Callable[..., Registry], tmp_path: Path
 ) -> None:
-    from dsreg.overlays.detector import detect
+    from dsreg.detector.detector import detect
 
     given, probs = noisy(600, 4, seed=1)
     np.save(tmp_path / "pyx.npy", probs)
@@ -110,7 +111,7 @@ def test_detected_overlay_matches_the_detector_and_is_reproducible(
     assert det.rows.size > 0
     ov = reg.overlay(digests[0])
     assert ov.kind == "detected"
-    assert ov.producer["inputs"]["pred_probs"] == dsreg.registry.digest.hash_file(
+    assert ov.producer["inputs"]["pred_probs"] == dsreg.objects.digest.hash_file(
         tmp_path / "pyx.npy"
     )
     corr = read_corrections(reg, ov)

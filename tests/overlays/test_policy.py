@@ -7,8 +7,9 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsreg.overlays.corrections import corrections_table
-from dsreg.overlays.policy import VERDICTS, apply_view, merge_overlays
+from dsreg.model.corrections import corrections_table
+from dsreg.model.manifests import VERDICTS
+from dsreg.views.rule import apply_view, merge_overlays
 
 
 def table(rows: list[int], verdicts: list[str], suggested: list[int]) -> pa.Table:

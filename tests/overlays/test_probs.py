@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsreg.errors import InputPathError, ProbabilitiesError
-from dsreg.overlays.count import check_labels
-from dsreg.overlays.probs import (
+from dsreg.detector.count import check_labels
+from dsreg.detector.probs import (
     ArraySource,
     NpySource,
     ParquetSource,
     open_probabilities,
     sum_tolerance,
 )
+from dsreg.errors import InputPathError, ProbabilitiesError
 
 
 def softmax(n: int, k: int, *, seed: int = 0, dtype: Any = np.float32) -> np.ndarray:

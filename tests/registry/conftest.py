@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 import dsreg
-from dsreg.registry.ingest import AddResult, add_source
-from dsreg.registry.registry import Registry
-from dsreg.registry.sources import scan_imagefolder
+from dsreg.ingest.snapshot import AddResult, add_source
+from dsreg.ingest.sources import scan_imagefolder
+from dsreg.repo.registry import Registry
 
 REPO = Path(dsreg.__file__).resolve().parents[1]
 # ``python -c`` with this runs the dsreg command line in a fresh process (as a user's shell would).

@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from dsreg.errors import TagExistsError
-from dsreg.registry.registry import Registry
-from dsreg.registry.tags import make_tag
+from dsreg.ops.tag import make_tag
+from dsreg.repo.registry import Registry
 
 
 def main() -> None:

@@ -13,9 +13,9 @@ import pytest
 
 import dsreg
 from dsreg.errors import TagExistsError
-from dsreg.registry.ingest import add_source
-from dsreg.registry.registry import Registry
-from dsreg.registry.sources import read_classes, scan_imagefolder, scan_labels, scan_table
+from dsreg.ingest.snapshot import add_source
+from dsreg.ingest.sources import read_classes, scan_imagefolder, scan_labels, scan_table
+from dsreg.repo.registry import Registry
 
 
 def _objects(reg: Registry) -> set[str]:

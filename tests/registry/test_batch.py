@@ -13,12 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from dsreg.objects import batch as batch_mod
 
 from dsreg.errors import StorageError
-from dsreg.registry import batch as batch_mod
-from dsreg.registry.maintenance import collect_garbage
-from dsreg.registry.registry import Registry
-from dsreg.registry.store import STAGE_PREFIX
+from dsreg.objects.store import STAGE_PREFIX
+from dsreg.ops.maintenance import collect_garbage
+from dsreg.repo.registry import Registry
 
 
 def _stage_dirs(reg: Registry) -> list[str]:

@@ -13,12 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from dsreg.errors import InputPathError
-from dsreg.overlays.overlay import corrections_table, write_overlay
-from dsreg.registry.checkout import PIN, checkout
-from dsreg.registry.ingest import AddResult, add_source
-from dsreg.registry.registry import Registry
-from dsreg.registry.sources import scan_labels, scan_table
-from dsreg.registry.tags import make_tag
+from dsreg.ingest.snapshot import AddResult, add_source
+from dsreg.ingest.sources import scan_labels, scan_table
+from dsreg.ops.checkout import PIN, checkout
+from dsreg.ops.tag import make_tag
+from dsreg.overlays.write import corrections_table, write_overlay
+from dsreg.repo.registry import Registry
 
 LINKS = ["hardlink", "symlink", "copy", "reflink"]
 
@@ -228,7 +228,7 @@ def test_label_only_checkout_is_a_labels_csv(
     reg = make_registry()
     np.save(tmp_path / "y.npy", np.array([1, 0, 1]))
     (tmp_path / "c.txt").write_text("neg\npos\n")
-    from dsreg.registry.sources import read_classes
+    from dsreg.ingest.sources import read_classes
 
     add_source(
         reg,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import dsreg
-from dsreg.registry.registry import Registry
+from dsreg.repo.registry import Registry
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 Env = Callable[[], dict[str, str]]
@@ -147,7 +147,7 @@ def test_an_add_killed_half_way_leaves_no_partial_object_or_ref(
 def test_gc_during_an_add_never_removes_what_the_add_is_about_to_tag(
     tmp_path: Path, run_dsreg: Run, dsreg_env: Env
 ) -> None:
-    from dsreg.registry.maintenance import collect_garbage
+    from dsreg.ops.maintenance import collect_garbage
 
     assert run_dsreg("init", cwd=tmp_path).returncode == 0
     tree = _tree(tmp_path / "tree", list(range(1200)))

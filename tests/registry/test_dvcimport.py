@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from dsreg.errors import InputPathError, RemoteError, TagExistsError
-from dsreg.registry.checkout import PIN, checkout
-from dsreg.registry.dataset import read_examples
-from dsreg.registry.dvcimport import import_dvc
-from dsreg.registry.registry import Registry
+from dsreg.ingest.dvc import import_dvc
+from dsreg.ops.checkout import PIN, checkout
+from dsreg.repo.registry import Registry
+from dsreg.repo.tables import read_examples
 
 V1 = {
     "cat/a.bin": b"cat a " * 40,

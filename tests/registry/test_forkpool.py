@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 import dsreg
+from dsreg._util import parallel as forkpool
+from dsreg._util.parallel import fork_map, map_chunks
 from dsreg.errors import CorruptObjectError, InputPathError, StorageError
-from dsreg.registry import forkpool
-from dsreg.registry.checkout import checkout
-from dsreg.registry.forkpool import fork_map, map_chunks
-from dsreg.registry.ingest import add_source
-from dsreg.registry.maintenance import verify
-from dsreg.registry.registry import Registry
-from dsreg.registry.sources import scan_imagefolder
+from dsreg.ingest.snapshot import add_source
+from dsreg.ingest.sources import scan_imagefolder
+from dsreg.ops.checkout import checkout
+from dsreg.ops.maintenance import verify
+from dsreg.repo.registry import Registry
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="worker processes are used on Linux only"
@@ -144,8 +144,8 @@ def test_a_corrupt_object_found_by_a_worker_is_refused(
 def test_a_push_to_a_folder_in_workers_publishes_every_object_and_no_damaged_one(
     many: None, tmp_path: Path, make_imagefolder: Callable[..., Path]
 ) -> None:
-    from dsreg.registry.remote_config import add_remote
-    from dsreg.registry.remotes import pull, push
+    from dsreg.remote.config import add_remote
+    from dsreg.remote.transfer import pull, push
 
     tree = make_imagefolder(classes=3, per_class=40)
     reg = Registry.init(tmp_path / "reg")
@@ -185,8 +185,8 @@ def test_a_push_to_a_folder_in_workers_publishes_every_object_and_no_damaged_one
 def test_a_lazy_clone_checks_out_in_workers_fetching_what_it_lacks(
     many: None, tmp_path: Path, make_imagefolder: Callable[..., Path]
 ) -> None:
-    from dsreg.registry.remote_config import add_remote
-    from dsreg.registry.remotes import clone, push
+    from dsreg.remote.config import add_remote
+    from dsreg.remote.transfer import clone, push
 
     tree = make_imagefolder(classes=3, per_class=30)
     reg = Registry.init(tmp_path / "reg")

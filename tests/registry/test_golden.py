@@ -18,15 +18,15 @@ import pyarrow as pa
 import pytest
 
 from dsreg.errors import ManifestError
-from dsreg.overlays.overlay import corrections_table, write_overlay
-from dsreg.registry.canonical import canonical_bytes, parse_json
-from dsreg.registry.digest import hash_bytes
-from dsreg.registry.examples import parquet_bytes
-from dsreg.registry.ingest import add_source
-from dsreg.registry.manifests import Overlay, Revision, Snapshot, encode_manifest
-from dsreg.registry.registry import Registry
-from dsreg.registry.sources import scan_imagefolder, scan_labels
-from dsreg.registry.tags import make_tag
+from dsreg.ingest.snapshot import add_source
+from dsreg.ingest.sources import scan_imagefolder, scan_labels
+from dsreg.model.canonical import canonical_bytes, parse_json
+from dsreg.model.manifests import Overlay, Revision, Snapshot, encode_manifest
+from dsreg.model.tables import parquet_bytes
+from dsreg.objects.digest import hash_bytes
+from dsreg.ops.tag import make_tag
+from dsreg.overlays.write import corrections_table, write_overlay
+from dsreg.repo.registry import Registry
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "digests.json"
 
@@ -105,7 +105,7 @@ def _content_digests(tmp: Path, golden_tree: Callable[[Path], Path]) -> dict[str
 
 
 def _examples(reg: Registry, snapshot: str) -> pa.Table:
-    from dsreg.registry.dataset import read_examples
+    from dsreg.repo.tables import read_examples
 
     return read_examples(reg, reg.snapshot(snapshot))
 

@@ -18,13 +18,13 @@ from dsreg.errors import (
     ManifestError,
     ObjectNotFoundError,
 )
-from dsreg.overlays.overlay import corrections_table, write_overlay
-from dsreg.registry.checkout import PIN, checkout
-from dsreg.registry.digest import short
-from dsreg.registry.ingest import AddResult
-from dsreg.registry.maintenance import collect_garbage, reachable, roots, verify
-from dsreg.registry.registry import Registry
-from dsreg.registry.tags import make_revision, make_tag
+from dsreg.ingest.snapshot import AddResult
+from dsreg.objects.digest import short
+from dsreg.ops.checkout import PIN, checkout
+from dsreg.ops.maintenance import collect_garbage, reachable, roots, verify
+from dsreg.ops.tag import make_revision, make_tag
+from dsreg.overlays.write import corrections_table, write_overlay
+from dsreg.repo.registry import Registry
 
 
 @pytest.fixture
@@ -246,7 +246,7 @@ def test_a_stored_manifest_that_breaks_its_schema_is_reported(
     pets: tuple[Registry, Path, AddResult],
 ) -> None:
     """Bytes that hash right but are not a valid manifest (written by another program)."""
-    from dsreg.registry.canonical import canonical_bytes
+    from dsreg.model.canonical import canonical_bytes
 
     reg, _, res = pets
     bad = reg.store.put_bytes(

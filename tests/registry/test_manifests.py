@@ -11,9 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsreg.errors import InvalidNameError, InvalidSpecError, ManifestError
-from dsreg.registry.canonical import canonical_bytes
-from dsreg.registry.digest import hash_bytes, short
-from dsreg.registry.manifests import (
+from dsreg.model.canonical import canonical_bytes
+from dsreg.model.manifests import (
     KINDS,
     VIEWS,
     Overlay,
@@ -22,7 +21,8 @@ from dsreg.registry.manifests import (
     decode_manifest,
     encode_manifest,
 )
-from dsreg.registry.names import check_name, parse_spec, parse_tag_target
+from dsreg.model.names import check_name, parse_spec, parse_tag_target
+from dsreg.objects.digest import hash_bytes, short
 
 NAME_CHARS = string.ascii_lowercase + string.digits + "._-"
 names = st.builds(
@@ -197,7 +197,7 @@ def test_surrounding_whitespace_of_a_spec_is_ignored() -> None:
 
 
 def test_digest_with_trailing_newline_is_not_a_digest() -> None:
-    from dsreg.registry.digest import format_digest, is_digest
+    from dsreg.objects.digest import format_digest, is_digest
 
     d = hash_bytes(b"x")
     assert is_digest(d)

@@ -17,11 +17,11 @@ from dsreg.errors import (
     RegistryNotFoundError,
     RevisionNotFoundError,
 )
-from dsreg.registry.canonical import canonical_bytes
-from dsreg.registry.digest import MIN_PREFIX, hash_bytes, short
-from dsreg.registry.ingest import AddResult
-from dsreg.registry.manifests import Revision, Snapshot
-from dsreg.registry.registry import Registry
+from dsreg.ingest.snapshot import AddResult
+from dsreg.model.canonical import canonical_bytes
+from dsreg.model.manifests import Revision, Snapshot
+from dsreg.objects.digest import MIN_PREFIX, hash_bytes, short
+from dsreg.repo.registry import Registry
 
 
 @pytest.fixture
@@ -112,8 +112,8 @@ def test_label_only_examples_have_no_bytes(
 ) -> None:
     import numpy as np
 
-    from dsreg.registry.ingest import add_source
-    from dsreg.registry.sources import scan_labels
+    from dsreg.ingest.snapshot import add_source
+    from dsreg.ingest.sources import scan_labels
 
     reg = make_registry()
     np.save(tmp_path / "y.npy", np.array([1, 0]))

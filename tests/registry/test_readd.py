@@ -13,11 +13,13 @@ import pytest
 import dsreg
 from dsreg._version import __version__
 from dsreg.errors import TagExistsError
-from dsreg.registry import batch, treescan
-from dsreg.registry.addtree import AddResult, add_tree
-from dsreg.registry.maintenance import collect_garbage, verify
-from dsreg.registry.registry import Registry
-from dsreg.registry.treescan import scan_tree
+from dsreg.ingest import treescan
+from dsreg.ingest.result import AddResult
+from dsreg.ingest.tree import add_tree
+from dsreg.ingest.treescan import scan_tree
+from dsreg.objects import batch
+from dsreg.ops.maintenance import collect_garbage, verify
+from dsreg.repo.registry import Registry
 
 
 @pytest.fixture
@@ -36,7 +38,7 @@ def no_reads(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
 
         monkeypatch.setattr(batch.ObjectBatch, "put_files", refuse)
         monkeypatch.setattr(batch, "hash_files", refuse)
-        monkeypatch.setattr("dsreg.registry.payloads.hash_files", refuse)
+        monkeypatch.setattr("dsreg.ingest.payloads.hash_files", refuse)
 
     return arm
 

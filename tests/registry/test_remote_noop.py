@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from dsreg.errors import RemoteError
-from dsreg.registry import maintenance
-from dsreg.registry.ingest import AddResult
-from dsreg.registry.maintenance import reachable
-from dsreg.registry.registry import Registry
-from dsreg.registry.remote_store import RemoteStore, _FolderFS
-from dsreg.registry.remotes import add_remote, push
+from dsreg.ingest.snapshot import AddResult
+from dsreg.ops import maintenance
+from dsreg.ops.maintenance import reachable
+from dsreg.remote.store import RemoteStore, _FolderFS
+from dsreg.remote.transfer import add_remote, push
+from dsreg.repo.registry import Registry
 
 # Modules a no-op push to a plain folder must not load.
 HEAVY = ("dvc", "dvc_objects", "dvc_data", "fsspec", "numpy", "pyarrow", "duckdb", "pandas")

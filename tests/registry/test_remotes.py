@@ -25,12 +25,11 @@ from dsreg.errors import (
     RevisionNotFoundError,
     TagExistsError,
 )
-from dsreg.registry.checkout import PIN, checkout
-from dsreg.registry.digest import short
-from dsreg.registry.ingest import AddResult
-from dsreg.registry.maintenance import reachable, verify
-from dsreg.registry.registry import Registry
-from dsreg.registry.remotes import (
+from dsreg.ingest.snapshot import AddResult
+from dsreg.objects.digest import short
+from dsreg.ops.checkout import PIN, checkout
+from dsreg.ops.maintenance import reachable, verify
+from dsreg.remote.transfer import (
     add_remote,
     clone,
     list_remotes,
@@ -38,6 +37,7 @@ from dsreg.registry.remotes import (
     push,
     remove_remote,
 )
+from dsreg.repo.registry import Registry
 
 # ``python -c`` with this runs the dsreg command line in a fresh process.
 DSREG_MAIN = "import sys; from dsreg.cli import main; main(sys.argv[1:])"
@@ -190,8 +190,8 @@ def test_a_corrected_revision_pushes_only_its_overlay_and_pulls_to_the_same_view
 ) -> None:
     import numpy as np
 
-    from dsreg.overlays.overlay import corrections_table, write_overlay
-    from dsreg.registry.tags import make_tag
+    from dsreg.ops.tag import make_tag
+    from dsreg.overlays.write import corrections_table, write_overlay
 
     reg, tree, remote, res = origin
     push(reg)
@@ -333,7 +333,7 @@ def test_a_pull_in_several_staging_waves_lands_every_object(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    import dsreg.registry.remotes as remotes
+    import dsreg.remote.transfer as remotes
 
     reg = make_registry("a")
     tree = make_imagefolder("many", classes=4, per_class=150)

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from dsreg.errors import InvalidInputError, InvalidNameError, TagExistsError
-from dsreg.overlays.overlay import corrections_table, write_overlay
-from dsreg.registry.digest import short
-from dsreg.registry.ingest import AddResult
-from dsreg.registry.registry import Registry
-from dsreg.registry.tags import make_tag
+from dsreg.ingest.snapshot import AddResult
+from dsreg.objects.digest import short
+from dsreg.ops.tag import make_tag
+from dsreg.overlays.write import corrections_table, write_overlay
+from dsreg.repo.registry import Registry
 
 WORKER = Path(__file__).with_name("tag_race_worker.py")
 State = Callable[[Path], dict[str, tuple[str, int, str]]]

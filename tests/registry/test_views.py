@@ -16,16 +16,15 @@ from hypothesis import strategies as st
 
 import dsreg
 from dsreg.errors import CorruptObjectError, InvalidNameError, QueryError, RevisionNotFoundError
-from dsreg.overlays.corrections import corrections_table
-from dsreg.overlays.overlay import write_overlay
-from dsreg.overlays.policy import VERDICTS
-from dsreg.registry import views
-from dsreg.registry.dataset import Dataset
-from dsreg.registry.ingest import add_source
-from dsreg.registry.manifests import VIEWS
-from dsreg.registry.registry import Registry
-from dsreg.registry.sources import Source
-from dsreg.registry.tags import make_tag
+from dsreg.ingest.snapshot import add_source
+from dsreg.ingest.sources import Source
+from dsreg.model.corrections import corrections_table
+from dsreg.model.manifests import VERDICTS, VIEWS
+from dsreg.ops.tag import make_tag
+from dsreg.overlays.write import write_overlay
+from dsreg.repo.registry import Registry
+from dsreg.views import sql as views
+from dsreg.views.dataset import Dataset
 
 PRODUCER = {"name": "test", "version": "1", "params": {}, "inputs": {}}
 
@@ -270,7 +269,7 @@ def test_a_corrupt_parquet_object_is_never_served(toy: tuple, what: str) -> None
 
 def test_objects_are_hashed_once_per_process(toy: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
     reg, _, _ = toy
-    from dsreg.registry import store
+    from dsreg.objects import store
 
     hashed: list[str] = []
     real = store.hash_file

@@ -1,5 +1,5 @@
 """A label-only dataset with overlapping overlays and a tag per view, and the reference scores
-(from ``Dataset.labels()``, i.e. ``dsreg.overlays.policy``) that reports are checked against."""
+(from ``Dataset.labels()``, i.e. ``dsreg.views.rule``) that reports are checked against."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dsreg.overlays.corrections import corrections_table
-from dsreg.overlays.overlay import write_overlay
-from dsreg.registry.dataset import Dataset
-from dsreg.registry.ingest import add_source
-from dsreg.registry.manifests import VIEWS
-from dsreg.registry.registry import Registry
-from dsreg.registry.sources import Source
-from dsreg.registry.tags import make_tag
+from dsreg.ingest.snapshot import add_source
+from dsreg.ingest.sources import Source
+from dsreg.model.corrections import corrections_table
+from dsreg.model.manifests import VIEWS
+from dsreg.ops.tag import make_tag
+from dsreg.overlays.write import write_overlay
+from dsreg.repo.registry import Registry
+from dsreg.views.dataset import Dataset
 
 PRODUCER = {"name": "test", "version": "1", "params": {}, "inputs": {}}
 NAMES = ("cat", "dog", "fox", "owl", "yak", "emu")

@@ -51,7 +51,7 @@ def test_diff_of_two_views_of_one_snapshot_matches_rows(make_labelset: Any) -> N
 
 @pytest.mark.parametrize("seed", range(3))
 def test_diff_by_rows_equals_a_full_outer_join_of_the_views(make_labelset: Any, seed: int) -> None:
-    from dsreg.registry.tags import make_tag
+    from dsreg.ops.tag import make_tag
     from dsreg.report.diff import _diff_rows, _diff_sql
 
     ls = make_labelset(n=70, seed=seed, overlays=2)

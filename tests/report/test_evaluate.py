@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 
 import dsreg
 from dsreg.errors import CorruptObjectError, InvalidInputError, PredictionsError
-from dsreg.overlays.corrections import corrections_table
-from dsreg.overlays.policy import VERDICTS, apply_view, merge_overlays
-from dsreg.registry.digest import hash_file
-from dsreg.registry.manifests import VIEWS
+from dsreg.model.corrections import corrections_table
+from dsreg.model.manifests import VERDICTS, VIEWS
+from dsreg.objects.digest import hash_file
 from dsreg.report.evaluate import evaluate, view_rows
+from dsreg.views.rule import apply_view, merge_overlays
 
 
 def probs_for(ls: Any, seed: int) -> np.ndarray:

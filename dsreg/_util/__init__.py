@@ -1,0 +1,1 @@
+"""L0 plumbing: atomic files, worker processes, the progress protocol. Imports nothing of dsreg but errors."""

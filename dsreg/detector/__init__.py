@@ -1,0 +1,1 @@
+"""L3 confident learning on arrays (count, filter, rank): numpy in, numpy out; never the registry."""

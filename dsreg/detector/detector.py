@@ -1,0 +1,228 @@
+"""The label-error detector: confident learning from labels and predicted probabilities.
+
+:func:`detect` flags the rows whose given label is likely wrong, ranks them, suggests a label
+for each and estimates how noisy the labels are, in one go over the probabilities (which may be
+a memory-mapped ``.npy`` or a Parquet file far larger than memory). Its results equal
+``cleanlab.filter.find_label_issues`` with every sort stable; see ``docs/detector.md``. The
+rest of dsreg turns a :class:`Detection` into an overlay of ``suspected`` rows.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dsreg.detector.count import ESTIMATION_METHODS, ProbsLike, Scan, count_issues, noise_rate_of
+from dsreg.detector.filter import check_filter_options, issue_mask
+from dsreg.detector.probs import ProbabilitySource, open_probabilities
+from dsreg.detector.rank import check_rank_options, rank_issues
+from dsreg.errors import InvalidInputError
+
+__all__ = ["Detection", "detect"]
+
+METHOD = "confident_learning"
+
+
+def _ints(values: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    return np.asarray(values, dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Detection:
+    """What the detector found, row-aligned and ready to become an overlay.
+
+    Attributes
+    ----------
+    rows : numpy.ndarray of int64, shape (m,)
+        Flagged row positions, lowest label quality first (ties: lower row first).
+    given_labels : numpy.ndarray of int64, shape (m,)
+        The given label of each flagged row.
+    suggested_labels : numpy.ndarray of int64, shape (m,)
+        ``argmax`` of each flagged row's probabilities (first maximum).
+    scores : numpy.ndarray, shape (m,)
+        Label quality of each flagged row under ``params["rank_by"]``; ascending.
+    confident_joint : numpy.ndarray of int64, shape (k, k)
+        Calibrated confident joint, ``[given, true]``; sums to ``n``.
+    num_issues_estimate : int
+        ``num_label_issues`` under ``params["estimation_method"]``.
+    noise_rate : float
+        Estimated fraction of wrong labels: off-diagonal mass of the calibrated joint.
+    issues_per_class : numpy.ndarray of int64, shape (k,)
+        Flagged rows per given label.
+    renormalized_rows : int
+        Rows of probabilities whose sum was off by more than float rounding (at most 1e-3)
+        and that were divided by it before detection.
+    params : dict
+        JSON-able parameters that produced this result (for the overlay's provenance).
+    n, k : int
+        Rows and classes of the input.
+    """
+
+    rows: npt.NDArray[np.int64]
+    given_labels: npt.NDArray[np.int64]
+    suggested_labels: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.floating[Any]]
+    confident_joint: npt.NDArray[np.int64]
+    num_issues_estimate: int
+    noise_rate: float
+    issues_per_class: npt.NDArray[np.int64]
+    renormalized_rows: int
+    params: dict[str, Any] = field(default_factory=dict)
+    n: int
+    k: int
+
+    def __len__(self) -> int:
+        return int(self.rows.size)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able form; floats are exact (Python floats round-trip through JSON)."""
+        return {
+            "rows": self.rows.tolist(),
+            "given_labels": self.given_labels.tolist(),
+            "suggested_labels": self.suggested_labels.tolist(),
+            "scores": self.scores.astype(np.float64).tolist(),
+            "score_dtype": self.scores.dtype.name,
+            "confident_joint": self.confident_joint.tolist(),
+            "num_issues_estimate": self.num_issues_estimate,
+            "noise_rate": self.noise_rate,
+            "issues_per_class": self.issues_per_class.tolist(),
+            "renormalized_rows": self.renormalized_rows,
+            "params": dict(self.params),
+            "n": self.n,
+            "k": self.k,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Detection:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            rows=_ints(data["rows"]),
+            given_labels=_ints(data["given_labels"]),
+            suggested_labels=_ints(data["suggested_labels"]),
+            scores=np.asarray(data["scores"], dtype=data.get("score_dtype", "float64")),
+            confident_joint=_ints(data["confident_joint"]).reshape(data["k"], data["k"]),
+            num_issues_estimate=int(data["num_issues_estimate"]),
+            noise_rate=float(data["noise_rate"]),
+            issues_per_class=_ints(data["issues_per_class"]),
+            renormalized_rows=int(data["renormalized_rows"]),
+            params=dict(data["params"]),
+            n=int(data["n"]),
+            k=int(data["k"]),
+        )
+
+
+def detect(
+    labels: npt.ArrayLike,
+    probs: ProbsLike | str | os.PathLike[str] | ProbabilitySource,
+    *,
+    filter_by: str = "prune_by_noise_rate",
+    rank_by: str = "self_confidence",
+    rank_by_kwargs: dict[str, Any] | None = None,
+    frac_noise: float = 1.0,
+    num_to_remove_per_class: npt.ArrayLike | None = None,
+    min_examples_per_class: int = 1,
+    estimation_method: str = "off_diagonal",
+    chunk_rows: int | None = None,
+) -> Detection:
+    """Find, rank and relabel the likely label errors of a labelled set.
+
+    Parameters
+    ----------
+    labels : array_like of int, shape (n,)
+        Given labels in ``[0, k)``, in the same row order as ``probs``.
+    probs : array_like of shape (n, k), str, os.PathLike or ProbabilitySource
+        Out-of-sample predicted probabilities: an array, or a ``.npy`` file (memory-mapped)
+        or Parquet file (read in chunks); see :func:`~dsreg.detector.probs.open_probabilities`.
+    filter_by : str, default "prune_by_noise_rate"
+        Which rows to flag; any ``filter_by`` of ``cleanlab.filter.find_label_issues``.
+    rank_by : {"self_confidence", "normalized_margin", "confidence_weighted_entropy"}
+        Label-quality score used to order the flagged rows and reported as their score.
+    rank_by_kwargs : dict, optional
+        ``{"adjust_pred_probs": bool}``.
+    frac_noise : float, default 1.0
+        Flag only this fraction of the estimated issues (pruning methods only).
+    num_to_remove_per_class : array_like of int, shape (k,), optional
+        Issues to flag per class (pruning methods only).
+    min_examples_per_class : int, default 1
+        Never flag a class down below this many examples.
+    estimation_method : {"off_diagonal", "off_diagonal_calibrated"}
+        How ``num_issues_estimate`` is counted; see
+        :func:`~dsreg.detector.count.num_label_issues`.
+    chunk_rows : int, optional
+        Rows read per chunk (memory vs. per-call overhead); results do not depend on it.
+
+    Returns
+    -------
+    Detection
+
+    Raises
+    ------
+    ProbabilitiesError
+        Probabilities or labels that are malformed (shape, NaN, negative, rows not summing
+        to 1 within 1e-3, labels out of range).
+    InvalidInputError
+        Options that are unknown or do not apply to ``filter_by``.
+    InputPathError
+        A probabilities path that does not exist.
+    """
+    if estimation_method not in ESTIMATION_METHODS[:2]:
+        raise InvalidInputError(
+            "estimation_method must be 'off_diagonal' or 'off_diagonal_calibrated'; "
+            f"got {estimation_method!r}"
+        )
+    adjust = check_rank_options(rank_by, rank_by_kwargs)
+    source = open_probabilities(probs)
+    need_max_other = filter_by == "low_normalized_margin" or (
+        rank_by == "normalized_margin" and not adjust
+    )
+    scan = Scan(labels, source, chunk_rows=chunk_rows, need_max_other=need_max_other)
+    check_filter_options(
+        scan.k,
+        filter_by=filter_by,
+        frac_noise=frac_noise,
+        num_to_remove_per_class=num_to_remove_per_class,
+        min_examples_per_class=min_examples_per_class,
+        confident_joint=None,
+    )
+    mask = issue_mask(
+        scan,
+        filter_by=filter_by,
+        frac_noise=frac_noise,
+        num_to_remove_per_class=num_to_remove_per_class,
+        min_examples_per_class=min_examples_per_class,
+    )
+    rows, scores = rank_issues(scan, mask, rank_by=rank_by, rank_by_kwargs=rank_by_kwargs)
+    given = scan.labels[rows]
+    params: dict[str, Any] = {
+        "method": METHOD,
+        "filter_by": filter_by,
+        "rank_by": rank_by,
+        "adjust_pred_probs": adjust,
+        "frac_noise": float(frac_noise),
+        "num_to_remove_per_class": (
+            None
+            if num_to_remove_per_class is None
+            else [int(v) for v in np.asarray(num_to_remove_per_class).tolist()]
+        ),
+        "min_examples_per_class": int(min_examples_per_class),
+        "estimation_method": estimation_method,
+        "ties": "stable",
+    }
+    return Detection(
+        rows=_ints(rows),
+        given_labels=_ints(given),
+        suggested_labels=_ints(scan.argmax[rows]),
+        scores=scores,
+        confident_joint=_ints(scan.confident_joint()),
+        num_issues_estimate=count_issues(scan, estimation_method),
+        noise_rate=noise_rate_of(scan),
+        issues_per_class=_ints(np.bincount(given, minlength=scan.k)),
+        renormalized_rows=source.renormalized_rows,
+        params=params,
+        n=scan.n,
+        k=scan.k,
+    )

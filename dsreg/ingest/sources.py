@@ -1,0 +1,320 @@
+"""Read a source (an ImageFolder tree, a label file, a table) into an examples table.
+
+Nothing here writes to a registry: every check that can refuse the input runs first, so a
+refused add leaves the registry as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from dsreg.errors import DatasetFormatError, InputPathError
+from dsreg.ingest.payloads import Payload, tree_payloads
+from dsreg.ingest.treescan import TreeScan, scan_tree
+from dsreg.model.tables import RESERVED
+
+__all__ = [
+    "Payload",
+    "Source",
+    "check_example_id",
+    "imagefolder_source",
+    "read_classes",
+    "scan_imagefolder",
+    "scan_labels",
+    "scan_table",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Source:
+    """An examples table before payloads are hashed: ``payloads[i]`` belongs to row i (or None)."""
+
+    ids: list[str]
+    labels: np.ndarray
+    classes: tuple[str, ...]
+    payloads: list[Payload | None]
+    metadata: pa.Table | None
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+def check_example_id(example_id: str, *, what: str = "example id") -> str:
+    """Refuse ids that could escape a checkout: empty, absolute, ``..``, backslashes, NUL."""
+    # (A POSIX path is absolute exactly when it starts with "/": no PurePosixPath needed, which
+    # matters at one call per file.)
+    if (
+        not example_id
+        or example_id.startswith("/")
+        or "\\" in example_id
+        or "\0" in example_id
+        # An empty part ("a//b", "a/") would name the same file as another id in a checkout.
+        or any(part in ("", "..", ".") for part in example_id.split("/"))
+    ):
+        raise InputPathError(
+            f"{what} {example_id!r} is unsafe: ids are relative POSIX paths without '..', '.', "
+            "a leading '/' or backslashes; rename it in the source"
+        )
+    return example_id
+
+
+def _exists(path: Path, what: str) -> Path:
+    if not path.exists():
+        raise InputPathError(f"{what} {str(path)!r} does not exist; check the path")
+    return path
+
+
+def read_classes(path: Path) -> tuple[str, ...]:
+    """One class name per line; line i is class i."""
+    _exists(path, "classes file")
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise DatasetFormatError(f"cannot read classes file {str(path)!r}: {e}") from e
+    while lines and not lines[-1].strip():
+        lines.pop()
+    names = [ln.strip() for ln in lines]
+    if not names:
+        raise DatasetFormatError(f"classes file {str(path)!r} is empty; write one name per line")
+    for i, n in enumerate(names):
+        if not n:
+            raise DatasetFormatError(
+                f"classes file {str(path)!r} has an empty line {i + 1}; every line names a class"
+            )
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise DatasetFormatError(f"classes file {str(path)!r} names {dup} more than once")
+    return tuple(names)
+
+
+def _payload(path: Path | str, st: os.stat_result) -> Payload:
+    return Payload(path, st.st_size, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def scan_imagefolder(root: Path) -> Source:
+    """One folder per class (sorted by name, as torchvision's ImageFolder), files below it.
+
+    Example ids are paths relative to ``root``. Hidden entries (``.name``) are skipped;
+    symbolic links are followed when they stay inside the tree and refused when they leave it.
+    """
+    return imagefolder_source(scan_tree(root))
+
+
+def imagefolder_source(scan: TreeScan, payloads: list[Payload | None] | None = None) -> Source:
+    """The source a ``scan_tree`` describes (``payloads``: ``tree_payloads(scan)``, if made)."""
+    if payloads is None:
+        payloads = tree_payloads(scan)
+    return Source(
+        ids=scan.ids,
+        labels=np.asarray(scan.labels, dtype=np.int32),
+        classes=scan.classes,
+        payloads=payloads,
+        metadata=None,
+        provenance={"kind": "imagefolder"},
+    )
+
+
+def _check_dir_inside(d: Path, real_root: Path, rel: str) -> None:
+    """Refuse a folder that is (or sits below) a symbolic link leading out of the tree."""
+    target = d.resolve()
+    if not target.is_relative_to(real_root):
+        raise InputPathError(
+            f"folder {rel!r} is a symbolic link to {str(target)!r}, outside the tree; "
+            "copy its files into the tree or remove the link"
+        )
+
+
+def _stat_inside(p: Path, real_root: Path, rel: str) -> os.stat_result | None:
+    lst = p.lstat()
+    if stat.S_ISLNK(lst.st_mode):
+        target = p.resolve()
+        if not target.is_relative_to(real_root):
+            raise InputPathError(
+                f"{rel!r} is a symbolic link to {str(target)!r}, outside the tree; "
+                "copy the file into the tree or remove the link"
+            )
+        if not target.exists():
+            raise InputPathError(f"{rel!r} is a broken symbolic link; fix or remove it")
+        st = p.stat()
+    else:
+        st = lst
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
+def _read_any_table(path: Path, what: str) -> pa.Table:
+    _exists(path, what)
+    try:
+        if path.suffix.lower() == ".parquet":
+            return pq.read_table(path)
+        if path.suffix.lower() in (".csv", ".tsv", ".txt"):
+            opts = pacsv.ParseOptions(delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+            return pacsv.read_csv(path, parse_options=opts)
+    except (pa.ArrowException, OSError) as e:
+        raise DatasetFormatError(f"cannot read {what} {str(path)!r}: {e}") from e
+    raise DatasetFormatError(
+        f"{what} {str(path)!r} has an unknown type {path.suffix!r}; use .parquet or .csv"
+    )
+
+
+def _labels_to_index(
+    col: pa.ChunkedArray | pa.Array, classes: Sequence[str] | None, *, what: str
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Integer labels stay; string labels map through ``classes`` (or sorted unique names)."""
+    if col.null_count:
+        raise DatasetFormatError(f"{col.null_count} rows of {what} have no label; label every row")
+    if pa.types.is_integer(col.type):
+        arr = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64)
+        k = int(arr.max()) + 1 if len(arr) else 1
+        names = tuple(classes) if classes is not None else tuple(str(i) for i in range(k))
+        _check_range(arr, len(names), what)
+        return arr.astype(np.int32), names
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        values = col.to_pylist()
+        names = tuple(classes) if classes is not None else tuple(sorted(set(values)))
+        index = {n: i for i, n in enumerate(names)}
+        unknown = sorted({v for v in values if v not in index})
+        if unknown:
+            raise DatasetFormatError(
+                f"{what} has {len(unknown)} labels that name no class, first {unknown[:5]}; "
+                "add them to the --classes file"
+            )
+        return np.fromiter((index[v] for v in values), dtype=np.int32, count=len(values)), names
+    raise DatasetFormatError(
+        f"{what} has labels of type {col.type}; use integers (class indices) or class names"
+    )
+
+
+def _check_range(arr: np.ndarray, k: int, what: str) -> None:
+    bad = np.flatnonzero((arr < 0) | (arr >= k))
+    if len(bad):
+        raise DatasetFormatError(
+            f"{what}: {len(bad)} labels are out of range [0, {k}), first "
+            f"{arr[bad[:5]].tolist()} at rows {bad[:5].tolist()}; "
+            "give a --classes file naming every class"
+        )
+
+
+def scan_labels(path: Path, *, classes: Sequence[str] | None) -> Source:
+    """A label-only set: ``.npy`` (1-D integers), or CSV/Parquet with one column or ``label``."""
+    _exists(path, "labels file")
+    what = f"labels file {str(path)!r}"
+    if path.suffix.lower() == ".npy":
+        try:
+            arr = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise DatasetFormatError(f"cannot read {what}: {e}") from e
+        if arr.ndim != 1 or arr.dtype.kind not in "iu":
+            raise DatasetFormatError(
+                f"{what} holds a {arr.dtype} array of shape {arr.shape}; "
+                "expected a 1-D array of integer class indices"
+            )
+        col: pa.Array | pa.ChunkedArray = pa.array(arr.astype(np.int64))
+        fmt = "npy"
+    else:
+        table = _read_any_table(path, "labels file")
+        if "label" in table.column_names:
+            col = table.column("label")
+        elif table.num_columns == 1:
+            col = table.column(0)
+        else:
+            raise DatasetFormatError(
+                f"{what} has columns {table.column_names}; give one column, or one named 'label'"
+            )
+        fmt = path.suffix.lower().lstrip(".")
+    labels, names = _labels_to_index(col, classes, what=what)
+    n = len(labels)
+    return Source(
+        ids=[str(i) for i in range(n)],
+        labels=labels,
+        classes=names,
+        payloads=[None] * n,
+        metadata=None,
+        provenance={"kind": "labels", "format": fmt},
+    )
+
+
+def scan_table(
+    path: Path,
+    *,
+    id_column: str,
+    label_column: str,
+    classes: Sequence[str] | None,
+    files: Path | None,
+) -> Source:
+    """A table of examples; payloads found as ``files / example_id`` when ``files`` is given."""
+    table = _read_any_table(path, "table")
+    what = f"table {str(path)!r}"
+    for col, flag in ((id_column, "--id-column"), (label_column, "--label-column")):
+        if col not in table.column_names:
+            raise DatasetFormatError(
+                f"{what} has no column {col!r} ({flag}); its columns are {table.column_names}"
+            )
+    ids_col = table.column(id_column)
+    if ids_col.null_count:
+        raise DatasetFormatError(f"{what}: {ids_col.null_count} rows have no {id_column!r}")
+    ids = [str(v) for v in pc.cast(ids_col, pa.string()).to_pylist()]
+    for eid in ids:
+        check_example_id(eid)
+    if len(set(ids)) != len(ids):
+        # Checked here, before add hashes or stores any payload: a refused add writes nothing.
+        dup = sorted(k for k, c in Counter(ids).items() if c > 1)
+        raise DatasetFormatError(
+            f"{what}: {len(dup)} example ids occur more than once, first {dup[:5]}; "
+            f"the {id_column!r} column must be unique"
+        )
+    labels, names = _labels_to_index(table.column(label_column), classes, what=what)
+    meta = table.drop_columns([id_column, label_column])
+    clash = sorted(set(meta.column_names) & RESERVED)
+    if clash:
+        raise DatasetFormatError(
+            f"{what} has metadata columns {clash} whose names dsreg's views use; rename them"
+        )
+    payloads: list[Payload | None] = [None] * len(ids)
+    if files is not None:
+        _exists(files, "--files folder")
+        real = files.resolve()
+        missing = []
+        parents_ok: set[str] = set()
+        for i, eid in enumerate(ids):
+            p = files / eid
+            parent = eid.rpartition("/")[0]
+            if parent and parent not in parents_ok:
+                # A folder on the way may be a link out of --files; once per folder.
+                _check_dir_inside(files / parent, real, parent)
+                parents_ok.add(parent)
+            try:
+                st = _stat_inside(p, real, eid)
+            except FileNotFoundError:
+                st = None
+            if st is None:
+                missing.append(eid)
+            else:
+                payloads[i] = _payload(p, st)
+        if missing:
+            raise InputPathError(
+                f"{len(missing)} examples have no file under {str(files)!r}, first "
+                f"{missing[:5]}; each example id must be a file path relative to --files"
+            )
+    return Source(
+        ids=ids,
+        labels=labels,
+        classes=names,
+        payloads=payloads,
+        metadata=meta if meta.num_columns else None,
+        provenance={
+            "kind": "table",
+            "id_column": id_column,
+            "label_column": label_column,
+            "files": files is not None,
+        },
+    )

@@ -1,0 +1,95 @@
+"""``dsreg add`` of an ImageFolder tree, with the fast path for a tree added before.
+
+A re-add of an unchanged tree is answered from the scan alone: the scan's fingerprint
+(``TreeScan.fingerprint``) names the revision the last add of the same tree made, so nothing is
+read, hashed, built or written, and numpy, pyarrow and the JSON Schema validator are not even
+imported. Anything else (a new tree, a changed file, a fingerprint the state does not hold, or
+one forgotten since by ``gc`` or ``verify``) goes the whole way through ``ingest``.
+"""
+
+from __future__ import annotations
+
+from dsreg._util.progress import ProgressHook, no_progress
+from dsreg.ingest.result import AddResult, check_names, is_dry, refuse_tag
+from dsreg.ingest.treescan import TreeScan
+from dsreg.repo.registry import Registry
+
+__all__ = ["add_tree"]
+
+
+def add_tree(
+    reg: Registry,
+    dataset: str,
+    scan: TreeScan,
+    *,
+    tag: str | None,
+    force: bool = False,
+    progress: ProgressHook = no_progress,
+    command: str = "",
+) -> AddResult:
+    """Store the tree ``scan`` describes as a snapshot of ``dataset`` (as ``add_source``)."""
+    from dsreg._version import __version__
+
+    check_names(dataset, tag)
+    fingerprint = scan.fingerprint(dataset, __version__)
+    # Under the registry's lock: gc (which forgets every fingerprint) cannot run between the
+    # lookup and the tag.
+    with reg.lock():
+        known = reg.state.scan_result(fingerprint)
+        # The revision manifest was stored last; its presence is a cheap check that the state
+        # belongs to this registry's store.
+        if known is not None and reg.store.has(known[0]):
+            revision, snapshot, examples = known
+            previous = None
+            if tag is not None:
+                existing = reg.refs.get(dataset, tag)
+                if existing is not None and existing != revision and not force:
+                    refuse_tag(dataset, tag, existing, revision)
+                previous = reg.refs.set(dataset, tag, revision, force=force, command=command)
+            return AddResult(
+                dataset=dataset,
+                tag=tag,
+                revision=revision,
+                snapshot=snapshot,
+                examples=examples,
+                rows=len(scan),
+                classes=scan.classes,
+                files=len(scan),
+                new_objects=0,
+                bytes=scan.bytes,
+                previous=previous,
+            )
+        # Payloads first, in worker processes forked before numpy and pyarrow are imported:
+        # the parent imports them while the workers read, hash and stage.
+        from dsreg.ingest.payloads import store_payloads, tree_payloads
+
+        existing = reg.refs.get(dataset, tag) if tag is not None else None
+        payloads = tree_payloads(scan)
+        stored = store_payloads(
+            reg,
+            payloads,
+            write=not is_dry(existing, force),
+            progress=progress,
+            meanwhile=_import_ingest,
+        )
+        from dsreg.ingest.snapshot import add_locked
+        from dsreg.ingest.sources import imagefolder_source
+
+        res = add_locked(
+            reg,
+            dataset,
+            imagefolder_source(scan, payloads),
+            tag=tag,
+            force=force,
+            progress=progress,
+            command=command,
+            stored=stored,
+        )
+        if not scan.racy():
+            reg.state.remember_scan(fingerprint, res.revision, res.snapshot, res.examples)
+        return res
+
+
+def _import_ingest() -> None:
+    import dsreg.ingest.snapshot
+    import dsreg.ingest.sources  # noqa: F401

@@ -1,0 +1,148 @@
+"""The examples table: Parquet, one row per example, row i is position i.
+
+Columns: ``example_id`` (string, unique), ``label`` (int32 index into the snapshot's classes),
+``blob`` (payload digest, null for label-only sets), ``size`` (payload bytes, null likewise), then
+the source's metadata columns. The bytes are written with fixed settings so that the same table
+gives the same digest; ``tests/golden`` pins them.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from dsreg.errors import DatasetFormatError, ManifestError
+from dsreg.model.parquet_footer import strip_created_by
+from dsreg.objects.digest import short
+
+__all__ = [
+    "BASE_COLUMNS",
+    "RESERVED",
+    "as_numpy",
+    "base_schema",
+    "parquet_bytes",
+    "read_parquet_bytes",
+]
+
+BASE_COLUMNS = ("example_id", "label", "blob", "size")
+# Names the views add; a metadata column may not take one of them.
+RESERVED = frozenset(
+    (*BASE_COLUMNS, "row", "label_name", "given_label", "suggested_label", "verdict", "score")
+)
+# Row groups of 256 Ki rows: DuckDB scans them in parallel and a chunked reader stays bounded.
+ROW_GROUP = 1 << 18
+
+
+def base_schema() -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("example_id", pa.string(), nullable=False),
+            pa.field("label", pa.int32(), nullable=False),
+            pa.field("blob", pa.string()),
+            pa.field("size", pa.int64()),
+        ]
+    )
+
+
+def parquet_bytes(table: pa.Table) -> bytes:
+    """The canonical Parquet bytes of a table (fixed writer settings, no pandas/arrow metadata)."""
+    table = table.replace_schema_metadata(None)
+    buf = io.BytesIO()
+    pq.write_table(
+        table,
+        buf,
+        row_group_size=ROW_GROUP,
+        compression="zstd",
+        compression_level=3,
+        use_dictionary=True,
+        write_statistics=True,
+        store_schema=False,
+        version="2.6",
+        data_page_version="1.0",
+    )
+    # The footer's created_by names the pyarrow release: without it, the same table gets the
+    # same digest whichever pyarrow wrote it (as long as the encoding itself is unchanged).
+    return strip_created_by(buf.getvalue())
+
+
+def read_parquet_bytes(
+    data: bytes, *, digest: str, columns: Sequence[str] | None = None
+) -> pa.Table:
+    """Parse Parquet bytes already verified against ``digest``."""
+    # ParquetFile, not read_table: the dataset machinery behind read_table imports pandas,
+    # which costs a checkout more than reading the table does.
+    try:
+        table = pq.ParquetFile(pa.BufferReader(data)).read(
+            columns=list(columns) if columns else None, use_pandas_metadata=False
+        )
+    except (pa.ArrowException, OSError) as e:
+        raise ManifestError(f"table {short(digest)} is not readable Parquet: {e}") from e
+    absent = [c for c in columns or () if c not in table.column_names]
+    if absent:
+        raise ManifestError(f"table {short(digest)} has no column {absent[0]!r}")
+    return table
+
+
+def check_examples(table: pa.Table, *, classes: Sequence[str]) -> None:
+    """Refuse an examples table that breaks the data model (before anything is written)."""
+    names = table.column_names
+    if tuple(names[:4]) != BASE_COLUMNS:
+        raise DatasetFormatError(f"examples table must start with {BASE_COLUMNS}, got {names[:4]}")
+    ids = table.column("example_id")
+    if ids.null_count:
+        raise DatasetFormatError(f"{ids.null_count} example ids are empty; every example needs one")
+    counts = pc.value_counts(ids)
+    # Only Arrow-side checks on the common path: a Python scalar in a compute call makes
+    # pyarrow import pandas, which costs an add more time and memory than the checks.
+    if len(counts) != len(ids):
+        dup = counts.filter(pc.greater(counts.field("counts"), 1))
+        first = [v.as_py() for v in dup.field("values")[:5]]
+        raise DatasetFormatError(
+            f"{len(dup)} example ids occur more than once, first {first}; "
+            "example ids must be unique"
+        )
+    labels = table.column("label")
+    if labels.null_count:
+        raise DatasetFormatError(f"{labels.null_count} examples have no label")
+    if len(table):
+        lo_hi = pc.min_max(labels).as_py()
+        if lo_hi["min"] < 0 or lo_hi["max"] >= len(classes):
+            bad = pc.or_(pc.less(labels, 0), pc.greater_equal(labels, len(classes)))
+            vals = labels.filter(bad)
+            rows = pc.indices_nonzero(bad)
+            where = f" at rows {rows[:5].to_pylist()}"
+            raise DatasetFormatError(
+                f"{len(vals)} labels are out of range [0, {len(classes)}), first "
+                f"{vals[:5].to_pylist()}{where}; give a --classes file naming every class"
+            )
+
+
+def as_numpy(col: pa.Array | pa.ChunkedArray, *, fill: int | None = None) -> np.ndarray:
+    """A numeric or boolean column as numpy; nulls become ``fill`` (given for nullable columns).
+
+    pyarrow's own ``to_numpy``, ``pa.array`` and ``pa.scalar`` import pandas (a third of a second
+    at start-up, for a command that takes two), so null-free numeric buffers are viewed
+    directly and nulls are filled in numpy."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+    t = col.type
+    if pa.types.is_boolean(t):
+        return as_numpy(pc.cast(col, pa.int8()), fill=fill).astype(bool)
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t)) or (col.null_count and fill is None):
+        return np.asarray(col.to_numpy(zero_copy_only=False))
+    kind = "f" if pa.types.is_floating(t) else "i" if pa.types.is_signed_integer(t) else "u"
+    dtype = np.dtype(f"{kind}{t.bit_width // 8}")
+    values = np.frombuffer(
+        col.buffers()[1], dtype=dtype, count=len(col), offset=col.offset * dtype.itemsize
+    )
+    if not col.null_count:
+        return values
+    valid = np.unpackbits(np.frombuffer(col.buffers()[0], dtype=np.uint8), bitorder="little")[
+        col.offset : col.offset + len(col)
+    ].astype(bool)
+    return np.where(valid, values, fill if fill is not None else 0)

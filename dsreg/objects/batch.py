@@ -1,0 +1,611 @@
+"""Many objects written together (``dsreg add``), crash-safe at one durability barrier.
+
+Objects are staged under ``tmp/stage-…/ab/cdef…`` with no fsync each. ``commit`` then
+
+1. calls ``syncfs`` once: every staged byte is on disk before any name in ``files/`` refers
+   to it;
+2. moves the objects into ``files/`` without ever replacing one: a whole staged shard folder
+   is renamed into place when ``files/blake3/ab`` does not exist yet (a new registry), else each
+   object is renamed with ``RENAME_NOREPLACE`` (or linked, where that is missing);
+3. calls ``syncfs`` again: the names are durable before a manifest or ref can name them.
+
+So ``files/`` never holds bytes that a crash could tear, an existing object is never rewritten,
+and a caller that writes manifests and refs after ``commit`` never points at content a crash
+could lose. docs/benchmarks.md has the argument and the figures.
+
+While staging, a background thread flushes what was staged (``syncfs`` every tenth of a second
+while bytes wait), so the barrier finds little left to write; ``put_files`` then drops the
+pages of objects a completed flush has written from the page cache (drop-behind, see
+``ObjectBatch._drop_behind``). Every ``syncfs`` of a batch goes through one descriptor opened
+before its first write, so a write-back error is reported once, to the batch, whichever flush
+meets it, and ``commit`` refuses to install anything after one.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import errno
+import mmap
+import os
+import shutil
+import stat
+import struct
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import blake3
+
+from dsreg._util.parallel import map_chunks
+from dsreg.errors import StorageError
+from dsreg.objects.digest import ALGORITHM, PREFIX
+
+if TYPE_CHECKING:
+    from dsreg.objects.store import ObjectStore
+
+R = TypeVar("R")
+
+__all__ = ["STAGE_PREFIX", "ObjectBatch", "hash_files", "hash_path", "sync_filesystem"]
+
+# Staging folders under tmp/: one per batch; a crash can leave one behind for gc to remove.
+STAGE_PREFIX = "stage-"
+_CHUNK = 1 << 20
+# Files per task handed to a worker: one task per file costs more than small files do.
+_CHUNK_FILES = 128
+# Small files are read whole (one read, hashed, written); larger ones are streamed.
+_SMALL = 16 << 20
+_READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+# First read of a file whose size is not known (checkout's verification).
+_GUESS = 64 << 10
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_RD = os.O_RDONLY | _CLOEXEC
+_WR_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC
+# Background flushes (see ObjectBatch._written): at most every tenth of a second, once this many
+# bytes wait.
+_FLUSH_BYTES = 8 << 20
+_FLUSH_EVERY = 0.1
+_DROP = getattr(os, "POSIX_FADV_DONTNEED", None) if hasattr(os, "posix_fadvise") else None
+_FLUSHER_LOCK = threading.Lock()
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+
+
+class ObjectBatch:
+    """Stage objects (``put_file``, from any number of threads), then ``commit``. Leaving the
+    ``with`` block removes the staging folder and anything still in it."""
+
+    __slots__ = (
+        "_behind",
+        "_behind_lock",
+        "_dir",
+        "_files",
+        "_flush_error",
+        "_flusher",
+        "_flushes",
+        "_shards",
+        "_staged",
+        "_stop",
+        "_store",
+        "_sync_fd",
+        "_unflushed",
+    )
+
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
+        self._files = os.fspath(store.files / ALGORITHM)
+        # Shards that exist now: an object in any other can only come from a concurrent add,
+        # and install() tolerates that, so no stat is spent on it (a new registry has none).
+        try:
+            self._shards = frozenset(os.listdir(self._files))
+        except FileNotFoundError:
+            self._shards = frozenset()
+        # Sharded like files/: creating files in one folder of tens of thousands of entries is
+        # several times slower than in 256 small ones.
+        self._dir = f"{os.fspath(store.tmp)}/{STAGE_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
+        try:
+            os.makedirs(self._dir)
+            for i in range(256):
+                os.mkdir(f"{self._dir}/{i:02x}")
+            # Every syncfs of this batch goes through this descriptor, opened before anything is
+            # written: syncfs reports a write-back error to each descriptor open when it
+            # happened, once (errseq), so no flush can consume an error the barrier needs.
+            self._sync_fd = os.open(store.tmp, _RD)
+        except OSError as e:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            raise StorageError(f"cannot write to {store.tmp}: {e.strerror}") from e
+        # (staging path, hex digest); list.append is atomic, so worker threads share it.
+        self._staged: list[tuple[str, str]] = []
+        # Bytes staged since the last background flush (approximate: threads add unlocked).
+        self._unflushed = 0
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        self._flush_error: OSError | None = None
+        # How many background flushes have completed: shared memory, so that forked workers
+        # see it too (MAP_SHARED); only the flusher thread writes it.
+        self._flushes = mmap.mmap(-1, 8)
+        # Chunks staged and not yet dropped from the page cache: (flushes when staged, paths).
+        # Each worker process has its own copy; threads share this one (under the lock).
+        self._behind: collections.deque[tuple[int, list[str]]] = collections.deque()
+        self._behind_lock = threading.Lock()
+
+    def __enter__(self) -> ObjectBatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.discard()
+
+    def put_file(self, path: str, *, size_hint: int = 0) -> str:
+        """Hash a file's bytes and stage them unless the store holds them; return the digest.
+
+        The bytes staged are the bytes hashed (one read), so a file changing under us can never
+        land under another content's digest.
+        """
+        digest, staged, n, _size = self._put_file(path, size_hint)
+        if staged is not None:
+            self._adopt([staged], n)
+        return digest
+
+    def put_files(
+        self,
+        paths: Sequence[str],
+        sizes: Sequence[int],
+        report: Callable[[int], None],
+        *,
+        expect: Sequence[str] | None = None,
+        jobs: int | None = None,
+        meanwhile: Callable[[], None] | None = None,
+        on_chunk: Callable[[int, list[str]], None] | None = None,
+    ) -> tuple[list[str], int]:
+        """``put_file`` for many files at once, in parallel: in ``jobs`` (default: one per CPU)
+        forked worker processes when there are enough files (see ``forkpool``), else in
+        threads. ``report(done)`` after each chunk. With ``expect``, a file is staged only if
+        it hashes to ``expect[i]``. Returns each file's digest, in the order of ``paths``, and
+        the bytes read. ``meanwhile()`` runs in this process while the workers work, and
+        ``on_chunk(lo, digests)`` as each chunk's digests arrive."""
+
+        def work(lo: int, hi: int) -> tuple[list[str], list[tuple[str, str]], int, int]:
+            digests: list[str] = []
+            staged: list[tuple[str, str]] = []
+            new_bytes = read = 0
+            for k in range(lo, hi):
+                want = None if expect is None else expect[k]
+                digest, entry, n, size = self._put_file(paths[k], sizes[k], want)
+                digests.append(digest)
+                read += size
+                if entry is not None:
+                    staged.append(entry)
+                    new_bytes += n
+            self._drop_behind([path for path, _hexd in staged])
+            return digests, staged, new_bytes, read
+
+        total_read = 0
+
+        def take(r: tuple[list[str], list[tuple[str, str]], int, int]) -> list[str]:
+            nonlocal total_read
+            digests, staged, new_bytes, read = r
+            self._adopt(staged, new_bytes)
+            total_read += read
+            return digests
+
+        out = _digests_by_chunk(
+            work, len(paths), take, report, jobs=jobs, meanwhile=meanwhile, on_chunk=on_chunk
+        )
+        return out, total_read
+
+    def _put_file(
+        self, path: str, size_hint: int, expect: str | None = None
+    ) -> tuple[str, tuple[str, str] | None, int, int]:
+        """The digest; what was staged (``(path, hex)``, or None) and its size; the file's
+        size. Touches no shared state: it runs in worker threads and processes alike."""
+        try:
+            fd = os.open(path, _RD)
+        except OSError as e:
+            raise StorageError(f"cannot read {path}: {e.strerror}") from e
+        try:
+            data = _read_small(fd, size_hint)
+            if data is None:
+                return self._stage_stream(fd, path, expect)
+        except OSError as e:
+            raise StorageError(f"cannot read {path}: {e.strerror}") from e
+        finally:
+            os.close(fd)
+        digest, staged = self._hash_and_stage(data, expect)
+        return digest, staged, len(data) if staged is not None else 0, len(data)
+
+    def put_bytes(self, data: bytes, *, expect: str | None = None) -> str:
+        """Stage ``data`` unless the store holds it; return its digest. With ``expect`` (a
+        verified download), bytes hashing to anything else are not staged: the caller sees the
+        digest they do hash to."""
+        digest, staged = self._hash_and_stage(data, expect)
+        if staged is not None:
+            self._adopt([staged], len(data))
+        return digest
+
+    def _hash_and_stage(
+        self, data: bytes, expect: str | None
+    ) -> tuple[str, tuple[str, str] | None]:
+        """The digest of ``data``, and what was staged: nothing if it is not ``expect`` (when
+        given) or the store holds it already."""
+        hexd = blake3.blake3(data, max_threads=1).hexdigest()
+        if (expect is not None and PREFIX + hexd != expect) or self._has(hexd):
+            return PREFIX + hexd, None
+        return PREFIX + hexd, self._stage(hexd, data)
+
+    def _has(self, hexd: str) -> bool:
+        if hexd[:2] not in self._shards:
+            return False
+        try:
+            os.stat(f"{self._files}/{hexd[:2]}/{hexd[2:]}")
+        except OSError:
+            return False
+        return True
+
+    def _stage(self, hexd: str, data: bytes) -> tuple[str, str] | None:
+        path = f"{self._dir}/{hexd[:2]}/{hexd[2:]}"
+        try:
+            fd = os.open(path, _WR_NEW, _READ_ONLY)
+        except FileExistsError:
+            return None  # the same bytes, staged by this batch from another file
+        except OSError as e:
+            raise StorageError(f"cannot write to {self._store.tmp}: {e.strerror}") from e
+        try:
+            _write_all(fd, data)
+        except OSError as e:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise StorageError(f"cannot stage object {hexd[:12]}: {e.strerror}") from e
+        os.close(fd)
+        return path, hexd
+
+    def _stage_stream(
+        self, fd: int, src: str, expect: str | None = None
+    ) -> tuple[str, tuple[str, str] | None, int, int]:
+        os.lseek(fd, 0, os.SEEK_SET)
+        hasher = blake3.blake3(max_threads=1)
+        path = f"{self._dir}/stream-{os.urandom(8).hex()}"
+        out = os.open(path, _WR_NEW, _READ_ONLY)
+        try:
+            while chunk := os.read(fd, _CHUNK):
+                hasher.update(chunk)
+                _write_all(out, chunk)
+        except OSError as e:
+            os.close(out)
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise StorageError(f"cannot store {src}: {e.strerror}") from e
+        os.close(out)
+        hexd = hasher.hexdigest()
+        size = os.stat(path).st_size
+        if self._has(hexd) or (expect is not None and PREFIX + hexd != expect):
+            os.unlink(path)
+            return PREFIX + hexd, None, 0, size
+        return PREFIX + hexd, (path, hexd), size, size
+
+    def _adopt(self, staged: list[tuple[str, str]], n: int) -> None:
+        # list.extend is atomic: worker threads (remote downloads) share the list.
+        self._staged.extend(staged)
+        self._written(n)
+
+    def _written(self, n: int) -> None:
+        # Staged bytes go to disk in the background while files are still being read, so the
+        # barrier in commit() finds little left to write. Only durability moves earlier.
+        self._unflushed += n
+        if self._flusher is None and self._unflushed >= _FLUSH_BYTES:
+            with _FLUSHER_LOCK:
+                if self._flusher is None:
+                    self._flusher = threading.Thread(
+                        target=self._flush_loop, name="dsreg-flush", daemon=True
+                    )
+                    self._flusher.start()
+
+    def _flush_loop(self) -> None:
+        while not self._stop.wait(_FLUSH_EVERY):
+            if self._unflushed >= _FLUSH_BYTES:
+                self._unflushed = 0
+                try:
+                    _syncfs(self._sync_fd)
+                except OSError as e:
+                    # commit() refuses after this; flushing on changes nothing.
+                    self._flush_error = self._flush_error or e
+                    return
+                struct.pack_into("q", self._flushes, 0, self._flushed() + 1)
+
+    def _flushed(self) -> int:
+        return int(struct.unpack_from("q", self._flushes)[0])
+
+    def _drop_behind(self, paths: list[str]) -> None:
+        """Drop-behind: an add writes tens of thousands of objects that nothing reads soon, so
+        once a background flush that began after they were staged has completed (two flushes
+        later: the one running meanwhile may have started before), their pages leave the page
+        cache (``POSIX_FADV_DONTNEED``), as ``dd oflag=nocache`` or a database's bulk-write
+        ring does. An add then holds a few tenths of a second of the store's pages, not a
+        second copy of the dataset beside the user's tree, and writes into the pages it just
+        freed. Only pages change: durability is the barrier's. Where the kernel keeps a page
+        (still dirty, or not dropped at all) nothing is lost but memory."""
+        if _DROP is None:
+            return
+        with self._behind_lock:
+            self._behind.append((self._flushed(), paths))
+            ready: list[str] = []
+            done = self._flushed()
+            while self._behind and self._behind[0][0] + 2 <= done:
+                ready.extend(self._behind.popleft()[1])
+        for path in ready:
+            try:
+                fd = os.open(path, _RD)
+            except OSError:
+                continue
+            try:
+                os.posix_fadvise(fd, 0, 0, _DROP)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+
+    def _stop_flusher(self) -> None:
+        self._stop.set()
+        if self._flusher is not None:
+            self._flusher.join()
+        # Ready for more: a batch may be committed in waves.
+        self._flusher = None
+        self._stop = threading.Event()
+        self._unflushed = 0
+        with self._behind_lock:
+            self._behind.clear()
+
+    def commit(self) -> int:
+        """Make the staged objects durable and install them; return how many were new."""
+        self._stop_flusher()
+        staged, self._staged = self._staged, []
+        if not staged:
+            return 0
+        try:
+            if self._flush_error is not None:
+                raise self._flush_error
+            _syncfs(self._sync_fd)
+            os.makedirs(self._files, exist_ok=True)
+            installed = 0
+            by_shard: dict[str, list[tuple[str, str]]] = {}
+            loose: list[tuple[str, str]] = []  # streamed objects, staged outside the shards
+            for path, hexd in staged:
+                if path.startswith(self._dir + "/stream-"):
+                    loose.append((path, hexd))
+                else:
+                    by_shard.setdefault(hexd[:2], []).append((path, hexd))
+            for shard, items in by_shard.items():
+                if _rename_dir_if_absent(f"{self._dir}/{shard}", f"{self._files}/{shard}"):
+                    installed += len(items)
+                    # An empty one in its place: a batch may stage and commit again.
+                    os.mkdir(f"{self._dir}/{shard}")
+                else:
+                    loose.extend(items)
+            if loose:
+                for shard in {h[:2] for _p, h in loose}:
+                    os.makedirs(f"{self._files}/{shard}", exist_ok=True)
+                with contextlib.closing(
+                    map_chunks(
+                        lambda lo, hi: self._install(loose[lo:hi]),
+                        len(loose),
+                        chunk=512,
+                    )
+                ) as results:
+                    installed += sum(n for _lo, n in results)
+            _syncfs(self._sync_fd)  # the same file system: the names are durable
+            self._shards = frozenset(os.listdir(self._files))
+        except OSError as e:
+            self._staged = staged
+            raise StorageError(f"cannot install objects into {self._files}: {e.strerror}") from e
+        return installed
+
+    def _install(self, chunk: list[tuple[str, str]]) -> int:
+        n = 0
+        for path, hexd in chunk:
+            n += _move_noreplace(path, f"{self._files}/{hexd[:2]}/{hexd[2:]}")
+        return n
+
+    def discard(self) -> None:
+        """Remove the staging folder and whatever is still staged in it."""
+        self._stop_flusher()
+        self._staged = []
+        shutil.rmtree(self._dir, ignore_errors=True)
+        if self._sync_fd >= 0:
+            os.close(self._sync_fd)
+            self._sync_fd = -1
+
+
+def _read_small(fd: int, size_hint: int) -> bytes | None:
+    """All of a file's bytes if it holds at most ``_SMALL`` (else None). The first read asks for
+    one byte more than the size seen when scanning (without one, for 64 KiB: most payloads are
+    smaller, and an ``fstat`` costs as much as a read); getting exactly the scanned size is the
+    end of the file, so the usual cost is one read."""
+    first = min(size_hint, _SMALL) + 1 if size_hint > 0 else _GUESS
+    data = os.read(fd, first)
+    if len(data) == size_hint < first:
+        # As many bytes as the scan saw, and no more when more were asked for: the end of the
+        # file (a short read means the end, on any local file system; the size agreeing is
+        # the check for those where it might not), so no second read is needed.
+        return data
+    if not data:
+        return data
+    # A small second read: asking for a large one would allocate that much for nothing.
+    more = os.read(fd, 4096)
+    if not more:
+        return data
+    parts = [data, more]
+    total = len(data) + len(more)
+    while total <= _SMALL:
+        more = os.read(fd, _CHUNK)
+        if not more:
+            return b"".join(parts)
+        parts.append(more)
+        total += len(more)
+    return None
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def hash_files(
+    paths: Sequence[str],
+    sizes: Sequence[int],
+    report: Callable[[int], None],
+    *,
+    meanwhile: Callable[[], None] | None = None,
+    on_chunk: Callable[[int, list[str]], None] | None = None,
+) -> list[str]:
+    """Each file's digest, read in parallel (worker processes when there are many files, as
+    ``ObjectBatch.put_files``); ``report(done)`` after each chunk."""
+
+    def work(lo: int, hi: int) -> list[str]:
+        got = []
+        for k in range(lo, hi):
+            try:
+                got.append(hash_path(paths[k], size_hint=sizes[k]))
+            except OSError as e:
+                raise StorageError(f"cannot read {paths[k]}: {e.strerror}") from e
+        return got
+
+    return _digests_by_chunk(
+        work, len(paths), lambda digests: digests, report, meanwhile=meanwhile, on_chunk=on_chunk
+    )
+
+
+def _digests_by_chunk(
+    work: Callable[[int, int], R],
+    n: int,
+    take: Callable[[R], list[str]],
+    report: Callable[[int], None],
+    *,
+    jobs: int | None = None,
+    meanwhile: Callable[[], None] | None = None,
+    on_chunk: Callable[[int, list[str]], None] | None = None,
+) -> list[str]:
+    """``work`` over chunks of ``n`` files (``map_chunks``); ``take`` turns each chunk's answer
+    into its digests (and keeps what else it carries). The digests, in file order."""
+    out: list[str] = [""] * n
+    done = 0
+    with contextlib.closing(
+        map_chunks(work, n, chunk=_CHUNK_FILES, jobs=jobs, meanwhile=meanwhile)
+    ) as results:
+        for lo, answer in results:
+            digests = take(answer)
+            out[lo : lo + len(digests)] = digests
+            if on_chunk is not None:
+                on_chunk(lo, digests)
+            done += len(digests)
+            report(done)
+    return out
+
+
+def hash_path(path: str, *, size_hint: int = 0) -> str:
+    """The digest of a file's bytes (one read for small files, streamed for large ones)."""
+    fd = os.open(path, _RD)
+    try:
+        data = _read_small(fd, size_hint)
+        if data is not None:
+            return PREFIX + blake3.blake3(data, max_threads=1).hexdigest()
+        os.lseek(fd, 0, os.SEEK_SET)
+        hasher = blake3.blake3(max_threads=1)
+        while chunk := os.read(fd, _CHUNK):
+            hasher.update(chunk)
+        return PREFIX + hasher.hexdigest()
+    finally:
+        os.close(fd)
+
+
+# -- Linux system calls Python does not wrap (ctypes; portable fallbacks elsewhere) ----------
+_LIBC: Any = None
+_LIBC_LOADED = False
+
+
+def _libc() -> Any:
+    global _LIBC, _LIBC_LOADED
+    if not _LIBC_LOADED:
+        _LIBC_LOADED = True
+        if sys.platform.startswith("linux"):
+            with contextlib.suppress(OSError):
+                _LIBC = ctypes.CDLL(None, use_errno=True)
+    return _LIBC
+
+
+def sync_filesystem(path: Path) -> None:
+    """Make every completed write on ``path``'s file system durable: ``syncfs(2)`` on Linux (one
+    barrier instead of an fsync per file), ``sync(2)`` elsewhere. Reports a write-back error
+    that happened while ``path`` was open here (so: open it before writing, as ``ObjectBatch``
+    does, to hear of every error)."""
+    fd = os.open(path, _RD)
+    try:
+        _syncfs(fd)
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, os.fspath(path)) from None
+    finally:
+        os.close(fd)
+
+
+def _syncfs(fd: int) -> None:
+    fn = getattr(_libc(), "syncfs", None)
+    if fn is None:
+        os.sync()
+        return
+    if fn(ctypes.c_int(fd)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def _rename_dir_if_absent(src: str, dst: str) -> bool:
+    """Move a whole staged shard into place when ``files/`` has no such shard yet."""
+    if os.path.lexists(dst):
+        return False
+    try:
+        os.rename(src, dst)
+    except OSError as e:
+        # Another writer made the shard meanwhile: fall back to moving objects one by one.
+        if e.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
+            return False
+        raise
+    return True
+
+
+def _move_noreplace(src: str, dst: str) -> int:
+    """Move a staged object into place unless the object exists; 1 if it was new."""
+    fn = getattr(_libc(), "renameat2", None)
+    if fn is not None:
+        r = fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
+        if r == 0:
+            return 1
+        err = ctypes.get_errno()
+        if err == errno.EEXIST:
+            os.unlink(src)
+            return 0
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+            raise OSError(err, os.strerror(err), dst)
+    return _link_noreplace(src, dst)
+
+
+def _link_noreplace(src: str, dst: str) -> int:
+    new = 1
+    try:
+        os.link(src, dst)
+    except FileExistsError:
+        new = 0
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK):
+            raise
+        # File systems without hard links: rename can replace, so only do it if still absent.
+        if os.path.exists(dst):
+            new = 0
+        else:
+            os.replace(src, dst)
+            return new
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(src)
+    return new

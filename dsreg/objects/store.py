@@ -1,0 +1,277 @@
+"""The content-addressed object store: ``files/blake3/ab/cdef…``, read-only, never rewritten.
+
+An object is written to ``tmp/``, made durable, made read-only and linked into place; the link
+fails if the object exists, so an object is never rewritten and a reader never sees a partial
+one. Single objects are fsynced one by one; a batch (``ObjectStore.batch``, batch.py, used by
+``add``) stages many and makes them all durable with one barrier before any is moved in.
+Reads that serve bytes re-hash them: corrupt bytes raise ``CorruptObjectError``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import blake3
+
+from dsreg.errors import (
+    AmbiguousDigestError,
+    CorruptObjectError,
+    ObjectNotFoundError,
+    StorageError,
+)
+from dsreg.objects.batch import (
+    _CHUNK,
+    _READ_ONLY,
+    _SMALL,
+    STAGE_PREFIX,
+    ObjectBatch,
+    hash_path,
+    sync_filesystem,
+)
+from dsreg.objects.digest import (
+    ALGORITHM,
+    MIN_PREFIX,
+    PREFIX,
+    format_digest,
+    hash_bytes,
+    hash_file,
+    object_relpath,
+    short,
+)
+
+__all__ = ["STAGE_PREFIX", "ObjectBatch", "ObjectStore", "hash_path", "sync_filesystem"]
+
+_HEX = len(PREFIX)
+# Listing a shard costs a small fraction of a stat per entry: list it when the folder (about 72
+# bytes an entry on ext4) is small next to the number of digests to look up in it.
+_LIST_BYTES_PER_LOOKUP = 512
+
+
+class ObjectStore:
+    """Objects under ``<root>/files``; staging under ``<root>/tmp``."""
+
+    __slots__ = ("files", "tmp")
+
+    def __init__(self, root: Path) -> None:
+        self.files = root / "files"
+        self.tmp = root / "tmp"
+
+    # -- paths ------------------------------------------------------------------------------
+    def path(self, digest: str) -> Path:
+        """Where the object lives (whether or not it exists)."""
+        return self.files / object_relpath(digest)
+
+    def has(self, digest: str) -> bool:
+        return self.path(digest).is_file()
+
+    def missing(self, digests: Iterable[str]) -> set[str]:
+        """The digests among ``digests`` whose objects are absent (existence only, no hashing)."""
+        by_shard: dict[str, list[str]] = {}
+        for d in digests:
+            by_shard.setdefault(d[_HEX : _HEX + 2], []).append(d)
+        root = os.fspath(self.files / ALGORITHM)
+        out: set[str] = set()
+        for shard, ds in by_shard.items():
+            folder = f"{root}/{shard}"
+            try:
+                size = os.stat(folder).st_size
+            except FileNotFoundError:
+                out.update(ds)
+                continue
+            if size <= _LIST_BYTES_PER_LOOKUP * len(ds):
+                names = set(os.listdir(folder))
+                out.update(d for d in ds if d[_HEX + 2 :] not in names)
+            else:
+                out.update(d for d in ds if not os.path.isfile(f"{folder}/{d[_HEX + 2 :]}"))
+        return out
+
+    def batch(self) -> ObjectBatch:
+        """Stage many objects, then install them all with one durability barrier."""
+        return ObjectBatch(self)
+
+    # -- writing ----------------------------------------------------------------------------
+    def put_bytes(self, data: bytes | memoryview) -> str:
+        """Store ``data``; return its digest. An existing object is left as it is."""
+        digest = hash_bytes(data)
+        if not self.has(digest):
+            self._install(digest, [data])
+        return digest
+
+    def put_file(self, src: Path, *, known: str | None = None) -> str:
+        """Store a file's bytes and return their digest.
+
+        ``known`` is a digest the caller already holds for ``src`` (from the stat cache): when the
+        object exists, the file is not even read. Otherwise the bytes written are the bytes
+        hashed, so a file changing under us can never land under another file's digest.
+        """
+        if known is not None and self.has(known):
+            return known
+        try:
+            size = src.stat().st_size
+            if size <= _SMALL:
+                data = src.read_bytes()
+                digest = hash_bytes(data)
+                if not self.has(digest):
+                    self._install(digest, [data])
+                return digest
+            return self._put_stream(src)
+        except OSError as e:
+            raise StorageError(f"cannot read {src}: {e.strerror}") from e
+
+    def _put_stream(self, src: Path) -> str:
+        hasher = blake3.blake3(max_threads=1)
+        tmpname = self._mktemp()
+        try:
+            with open(tmpname, "wb") as out, open(src, "rb") as s:
+                while chunk := s.read(_CHUNK):
+                    hasher.update(chunk)
+                    out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            digest = PREFIX + hasher.hexdigest()
+            self._link_into_place(tmpname, digest)
+            return digest
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmpname)
+
+    def _mktemp(self) -> Path:
+        try:
+            self.tmp.mkdir(parents=True, exist_ok=True)
+            fd, name = tempfile.mkstemp(dir=self.tmp, prefix="obj-")
+        except OSError as e:
+            raise StorageError(f"cannot write to {self.tmp}: {e.strerror}") from e
+        os.close(fd)
+        return Path(name)
+
+    def _install(self, digest: str, chunks: list[bytes | memoryview]) -> None:
+        tmpname = self._mktemp()
+        try:
+            with open(tmpname, "wb") as f:
+                for chunk in chunks:
+                    f.write(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+            self._link_into_place(tmpname, digest)
+        except OSError as e:
+            raise StorageError(f"cannot store object {short(digest)}: {e.strerror or e}") from e
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmpname)
+
+    def _link_into_place(self, tmp: Path, digest: str) -> None:
+        os.chmod(tmp, _READ_ONLY)
+        dst = self.path(digest)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # link(2) never replaces: a concurrent writer of the same object simply loses.
+            os.link(tmp, dst)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            if e.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK):
+                raise
+            # File systems without hard links: rename can replace, so only do it if still absent.
+            if not dst.exists():
+                os.replace(tmp, dst)
+
+    def _remove(self, digest: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path(digest))
+
+    def remove(self, digest: str) -> None:
+        """Delete an object (garbage collection only)."""
+        try:
+            self._remove(digest)
+        except OSError as e:
+            raise StorageError(f"cannot remove object {short(digest)}: {e.strerror}") from e
+
+    # -- reading ----------------------------------------------------------------------------
+    def read_bytes(self, digest: str) -> bytes:
+        """The object's bytes, re-hashed: raises ``CorruptObjectError`` rather than serve others."""
+        path = self.path(digest)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise ObjectNotFoundError(
+                f"object {short(digest)} is not in this registry ({path}); "
+                "pull it from a remote or add the data again"
+            ) from None
+        except OSError as e:
+            raise StorageError(f"cannot read object {short(digest)}: {e.strerror}") from e
+        if hash_bytes(data) != digest:
+            raise _corrupt(digest, path)
+        return data
+
+    def verified_path(self, digest: str) -> Path:
+        """The object's path after re-hashing its bytes."""
+        path = self.path(digest)
+        try:
+            got = hash_file(path)
+        except FileNotFoundError:
+            raise ObjectNotFoundError(
+                f"object {short(digest)} is not in this registry; "
+                "pull it from a remote or add the data again"
+            ) from None
+        if got != digest:
+            raise _corrupt(digest, path)
+        return path
+
+    def check(self, digest: str) -> str | None:
+        """``None`` if the object is intact, else what is wrong with it."""
+        path = self.path(digest)
+        try:
+            got = hash_file(path)
+        except FileNotFoundError:
+            return "missing"
+        except OSError as e:
+            return f"unreadable: {e.strerror}"
+        return None if got == digest else f"corrupt: its bytes hash to {short(got)}"
+
+    def __iter__(self) -> Iterator[str]:
+        """Every object's digest (no particular order)."""
+        if not self.files.is_dir():
+            return
+        for shard in os.scandir(self.files / "blake3") if (self.files / "blake3").is_dir() else ():
+            if len(shard.name) != 2 or not shard.is_dir():
+                continue
+            for entry in os.scandir(shard.path):
+                if len(entry.name) == 62:
+                    yield PREFIX + shard.name + entry.name
+
+    def match_prefix(self, prefix: str) -> list[str]:
+        """Every stored digest starting with ``prefix`` (hex, at least 6 characters)."""
+        hexpart = prefix.removeprefix(PREFIX)
+        shard = self.files / "blake3" / hexpart[:2]
+        if len(hexpart) < MIN_PREFIX or not shard.is_dir():
+            return []
+        rest = hexpart[2:]
+        return sorted(
+            PREFIX + hexpart[:2] + e.name for e in os.scandir(shard) if e.name.startswith(rest)
+        )
+
+    def resolve_prefix(self, prefix: str) -> str:
+        """The one stored digest starting with ``prefix``."""
+        found = self.match_prefix(prefix)
+        if not found:
+            raise ObjectNotFoundError(f"no object in this registry starts with {prefix!r}")
+        if len(found) > 1:
+            raise AmbiguousDigestError(
+                f"digest prefix {prefix!r} is ambiguous: it matches "
+                + ", ".join(short(d) for d in found[:10])
+                + ("" if len(found) <= 10 else f" and {len(found) - 10} more")
+                + "; type more characters"
+            )
+        return format_digest(found[0])
+
+
+def _corrupt(digest: str, path: Path) -> CorruptObjectError:
+    return CorruptObjectError(
+        f"object {short(digest)} is corrupt: its bytes do not hash to {digest} ({path}); "
+        "it will not be served: run 'dsreg verify', then 'dsreg pull' or add the data again"
+    )

@@ -1,0 +1,1 @@
+"""L6 operations that combine the layers: tags, checkout (plan, then apply), verify and gc."""

@@ -1,0 +1,105 @@
+"""``dsreg tag NEW SRC``: name a revision, optionally adding overlays and choosing a view."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dsreg.errors import InvalidInputError, TagExistsError
+from dsreg.model.manifests import VIEWS, Revision, View
+from dsreg.model.names import parse_tag_target
+from dsreg.objects.digest import short
+from dsreg.repo.registry import Registry
+
+__all__ = ["TagResult", "make_revision", "make_tag"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TagResult:
+    dataset: str
+    tag: str
+    revision: str
+    previous: str | None
+    view: str
+    overlays: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "dataset": self.dataset,
+            "tag": self.tag,
+            "revision": self.revision,
+            "previous": self.previous,
+            "view": self.view,
+            "overlays": list(self.overlays),
+        }
+
+
+def _build_revision(
+    reg: Registry, source: str, *, overlays: Sequence[str], view: str | None
+) -> tuple[str, Revision]:
+    """Check and assemble the revision; store nothing (a refused tag writes nothing)."""
+    base = reg.resolve(source)
+    if view is not None and view not in VIEWS:
+        raise InvalidInputError(f"unknown view {view!r}; choose one of {', '.join(VIEWS)}")
+    extra = tuple(reg.resolve_object(o) for o in overlays)
+    for d in extra:
+        reg.overlay(d)  # a clear error if the digest is not an overlay
+    dup = sorted({short(d) for d in extra if d in base.revision.overlays or extra.count(d) > 1})
+    if dup:
+        raise InvalidInputError(f"overlays {dup} are already in this revision; name each once")
+    chosen: View = view if view is not None else base.revision.view
+    rev = Revision(
+        snapshot=base.revision.snapshot, overlays=base.revision.overlays + extra, view=chosen
+    )
+    return base.dataset, rev
+
+
+def make_revision(
+    reg: Registry, source: str, *, overlays: Sequence[str] = (), view: str | None = None
+) -> tuple[str, Revision]:
+    """The revision ``source`` plus ``overlays`` (digests or prefixes), in ``view``; stored."""
+    dataset, rev = _build_revision(reg, source, overlays=overlays, view=view)
+    with reg.lock():
+        digest = reg.store_revision(rev)
+    assert digest == rev.digest
+    return dataset, rev
+
+
+def make_tag(
+    reg: Registry,
+    new: str,
+    source: str,
+    *,
+    overlays: Sequence[str] = (),
+    view: str | None = None,
+    force: bool = False,
+    command: str = "",
+) -> TagResult:
+    """Create tag ``new`` (``dataset@tag``) at ``source`` (+ overlays, view), as ``git tag``."""
+    dataset, tag = parse_tag_target(new)
+    # One shared lock from storing the revision to setting the tag: a gc in between would see
+    # an untagged revision manifest and remove it, leaving the tag pointing at nothing.
+    with reg.lock():
+        src_dataset, rev = _build_revision(reg, source, overlays=overlays, view=view)
+        if src_dataset != dataset:
+            raise InvalidInputError(
+                f"{source!r} is a revision of {src_dataset!r}, not {dataset!r}; "
+                f"tag it as {src_dataset}@{tag}"
+            )
+        old = reg.refs.get(dataset, tag)
+        if old is not None and old != rev.digest and not force:
+            # Refused before the revision is stored; refs.set refuses again under its lock.
+            raise TagExistsError(
+                f"tag {dataset}@{tag} exists at {short(old)}; tags are immutable: "
+                f"choose another name, or move it with --force (the log keeps {short(old)})"
+            )
+        reg.store_revision(rev)
+        previous = reg.refs.set(dataset, tag, rev.digest, force=force, command=command)
+    return TagResult(
+        dataset=dataset,
+        tag=tag,
+        revision=rev.digest,
+        previous=previous,
+        view=rev.view,
+        overlays=rev.overlays,
+    )

@@ -1,0 +1,144 @@
+"""Overlay manifests and their corrections tables: immutable label corrections of one snapshot.
+
+Corrections table (Parquet), one row per corrected example, sorted by ``row``: ``row``,
+``example_id`` and ``given_label`` (all three checked against the base snapshot),
+``suggested_label`` (null when none), ``verdict``, ``score`` (label quality, lower is worse;
+null when none), ``votes`` (struct of counts; null for detected overlays).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dsreg.errors import InvalidInputError
+from dsreg.model.corrections import CORRECTIONS_SCHEMA, VOTES_TYPE, corrections_table
+from dsreg.model.manifests import VERDICTS, Overlay, OverlayKind, Snapshot
+from dsreg.model.tables import parquet_bytes
+from dsreg.repo.registry import Registry
+from dsreg.repo.tables import read_examples
+
+__all__ = [
+    "CORRECTIONS_SCHEMA",
+    "VOTES_TYPE",
+    "OverlayRecord",
+    "corrections_table",
+    "list_overlays",
+    "write_overlay",
+]
+
+_ALLOWED: dict[str, frozenset[str]] = {
+    "detected": frozenset({"suspected"}),
+    "validated": frozenset(VERDICTS) - {"suspected"},
+    "manual": frozenset(VERDICTS),
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OverlayRecord:
+    """An overlay as listed: its digest, its manifest."""
+
+    digest: str
+    overlay: Overlay
+
+
+def _check(
+    table: pa.Table, *, kind: str, snap: Snapshot, ids: pa.Array, labels: np.ndarray
+) -> None:
+    if table.schema != CORRECTIONS_SCHEMA:
+        raise InvalidInputError(f"corrections table has schema {table.schema}, not the overlay's")
+    rows = table.column("row").to_numpy()
+    n = snap.rows
+    if len(rows) and (rows.min() < 0 or rows.max() >= n):
+        bad = rows[(rows < 0) | (rows >= n)]
+        raise InvalidInputError(
+            f"{len(bad)} corrections name rows outside [0, {n}), first {bad[:5].tolist()}"
+        )
+    if len(rows) > 1 and not np.all(np.diff(rows) > 0):
+        dup = np.unique(rows[1:][np.diff(rows) == 0])
+        raise InvalidInputError(f"rows {dup[:5].tolist()} are corrected twice in one overlay")
+    want_ids = pc.take(ids, pa.array(rows))
+    if not pc.all(pc.equal(want_ids, table.column("example_id"))).as_py() and len(rows):
+        mism = np.flatnonzero(~pc.equal(want_ids, table.column("example_id")).to_numpy(False))
+        first = [(int(rows[i]), table.column("example_id")[i].as_py()) for i in mism[:3]]
+        raise InvalidInputError(
+            f"{len(mism)} corrections name an example id that is not the base's at that row, "
+            f"first (row, id) {first}"
+        )
+    given = table.column("given_label").to_numpy()
+    bad = np.flatnonzero(labels[rows] != given)
+    if len(bad):
+        raise InvalidInputError(
+            f"{len(bad)} corrections give a label that is not the snapshot's, first rows "
+            f"{rows[bad[:5]].tolist()}"
+        )
+    k = len(snap.classes)
+    sug = table.column("suggested_label")
+    if sug.null_count < len(sug):
+        s = sug.drop_null().to_numpy()
+        if s.min() < 0 or s.max() >= k:
+            raise InvalidInputError(
+                f"suggested labels outside [0, {k}): {s[(s < 0) | (s >= k)][:5]}"
+            )
+    verdicts = set(table.column("verdict").to_pylist())
+    wrong = sorted(verdicts - _ALLOWED[kind])
+    if wrong:
+        raise InvalidInputError(
+            f"a {kind} overlay cannot hold verdicts {wrong}; allowed: {sorted(_ALLOWED[kind])}"
+        )
+    needs = pc.and_(
+        pc.is_in(table.column("verdict"), pa.array(["suspected", "correctable"])), pc.is_null(sug)
+    )
+    if pc.any(needs).as_py():
+        raise InvalidInputError("suspected and correctable rows need a suggested label")
+
+
+def write_overlay(
+    reg: Registry,
+    *,
+    base: str,
+    kind: OverlayKind,
+    table: pa.Table,
+    producer: dict[str, Any],
+    summary: dict[str, Any] | None = None,
+    command: str = "",
+) -> str:
+    """Check ``table`` against the base snapshot, store it and the overlay; return its digest."""
+    snap = reg.snapshot(base)
+    examples = read_examples(reg, snap, columns=["example_id", "label"])
+    _check(
+        table,
+        kind=kind,
+        snap=snap,
+        ids=examples.column("example_id").combine_chunks(),
+        labels=examples.column("label").to_numpy(),
+    )
+    counts = Counter(table.column("verdict").to_pylist())
+    full_summary: dict[str, Any] = {"rows": table.num_rows}
+    full_summary.update({v: counts.get(v, 0) for v in VERDICTS if v in _ALLOWED[kind]})
+    full_summary.update(summary or {})
+    with reg.lock():
+        corrections = reg.store.put_bytes(parquet_bytes(table))
+        ov = Overlay(
+            base=base, kind=kind, corrections=corrections, producer=producer, summary=full_summary
+        )
+        digest = reg.put_manifest(ov)
+        reg.refs.record(snap.dataset, event="overlay", new=digest, command=command)
+    return digest
+
+
+def list_overlays(reg: Registry, dataset: str) -> list[OverlayRecord]:
+    """Overlays made for ``dataset`` (from its log) or used by its tags, oldest first."""
+    seen: dict[str, None] = {}
+    for e in reg.refs.log(dataset):
+        if e.event == "overlay" and e.new:
+            seen[e.new] = None
+    for digest in reg.refs.tags(dataset).values():
+        for od in reg.revision(digest).overlays:
+            seen[od] = None
+    return [OverlayRecord(digest=d, overlay=reg.overlay(d)) for d in seen if reg.store.has(d)]

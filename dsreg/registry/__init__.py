@@ -1,1 +1,0 @@
-"""The registry: content-addressed store, manifests, refs, names, checkout, verify and gc."""

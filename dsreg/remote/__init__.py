@@ -1,0 +1,1 @@
+"""L5 transfer: remote configuration, a remote's store, push, pull, clone and fetch."""

@@ -1,0 +1,190 @@
+"""Remote configuration in ``config.toml``, as DVC keeps it: ``[remote.<name>] url = …`` plus
+DVC's options for that file system, and ``[core] remote`` naming the default.
+
+URLs and options are checked by DVC's own rules when a remote is added; nothing is contacted.
+Secrets never go into ``config.toml``: options that are credentials and URLs holding a password
+are refused, and the environment or the cloud SDK's configuration supplies them, as for DVC.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from dsreg.errors import ConfigError, InvalidInputError
+from dsreg.model.names import check_name
+from dsreg.remote.store import RemoteStore, open_filesystem
+from dsreg.repo.registry import Registry
+
+__all__ = [
+    "RemoteConfig",
+    "add_remote",
+    "check_options",
+    "default_remote",
+    "jobs_for",
+    "list_remotes",
+    "normalize_url",
+    "open_remote",
+    "remove_remote",
+]
+
+# Options DVC accepts that hold a secret: dsreg keeps none in config.toml.
+_SECRETS = frozenset(
+    {
+        "access_key_id",
+        "secret_access_key",
+        "session_token",
+        "password",
+        "passphrase",
+        "token",
+        "account_key",
+        "sas_token",
+        "connection_string",
+        "client_secret",
+        "gdrive_client_secret",
+        "oss_key_id",
+        "oss_key_secret",
+    }
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteConfig:
+    name: str
+    url: str
+    options: dict[str, Any] = field(default_factory=dict)
+    default: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "url": self.url,
+            "options": self.options,
+            "default": self.default,
+        }
+
+
+def normalize_url(url: str) -> str:
+    """A local path made absolute (as DVC resolves it); a URL as given, if it holds no secret."""
+    url = url.strip()
+    if not url:
+        raise InvalidInputError("remote URL is empty; give a folder path or a URL such as s3://…")
+    if "://" not in url:
+        return os.path.abspath(os.path.expanduser(url))
+    parts = urlsplit(url)
+    if parts.password:
+        raise InvalidInputError(
+            f"remote URL {parts._replace(netloc=parts.hostname or '').geturl()!r} holds a "
+            "password; dsreg keeps no secrets in config.toml: give the URL without it and let "
+            "the environment or the SDK's configuration supply credentials"
+        )
+    return url
+
+
+def check_options(options: dict[str, Any]) -> dict[str, Any]:
+    bad = sorted(k for k in options if k.lower() in _SECRETS)
+    if bad:
+        raise InvalidInputError(
+            f"option {bad[0]!r} is a credential; dsreg keeps no secrets in config.toml: set it "
+            "in the environment (e.g. AWS_SECRET_ACCESS_KEY) or the cloud SDK's configuration "
+            "(e.g. ~/.aws/credentials with -o profile=NAME)"
+        )
+    return dict(options)
+
+
+def list_remotes(reg: Registry) -> list[RemoteConfig]:
+    cfg = reg.config
+    default = cfg.get("core", {}).get("remote")
+    out = []
+    for name, conf in sorted(cfg.get("remote", {}).items()):
+        opts = {k: v for k, v in conf.items() if k != "url"}
+        out.append(RemoteConfig(name=name, url=conf["url"], options=opts, default=name == default))
+    return out
+
+
+def add_remote(
+    reg: Registry,
+    name: str,
+    url: str,
+    *,
+    options: dict[str, Any] | None = None,
+    default: bool = False,
+    force: bool = False,
+) -> RemoteConfig:
+    """Record a remote in config.toml (checked by DVC's own rules; nothing is contacted)."""
+    check_name(name, what="remote name")
+    url = normalize_url(url)
+    opts = check_options(options or {})
+    open_filesystem(url, opts)
+    cfg = reg.config
+    remotes = cfg.setdefault("remote", {})
+    if name in remotes and not force:
+        raise ConfigError(
+            f"remote {name!r} exists ({remotes[name]['url']}); remove it first "
+            "('dsreg remote remove') or replace it with --force"
+        )
+    remotes[name] = {"url": url, **opts}
+    if default:
+        cfg.setdefault("core", {})["remote"] = name
+    reg.write_config(cfg)
+    is_default = cfg.get("core", {}).get("remote") == name
+    return RemoteConfig(name=name, url=url, options=opts, default=is_default)
+
+
+def remove_remote(reg: Registry, name: str) -> RemoteConfig:
+    cfg = reg.config
+    remotes = cfg.get("remote", {})
+    if name not in remotes:
+        raise ConfigError(f"no remote {name!r}; see 'dsreg remote ls'")
+    conf = remotes.pop(name)
+    if not remotes:
+        cfg.pop("remote")
+    core = cfg.get("core", {})
+    was_default = core.get("remote") == name
+    if was_default:
+        core.pop("remote")
+    reg.write_config(cfg)
+    opts = {k: v for k, v in conf.items() if k != "url"}
+    return RemoteConfig(name=name, url=conf["url"], options=opts, default=was_default)
+
+
+def default_remote(reg: Registry) -> str | None:
+    """``[core] remote``, else the only remote configured, else ``None``."""
+    cfg = reg.config
+    name = cfg.get("core", {}).get("remote")
+    if name:
+        return str(name)
+    remotes = list(cfg.get("remote", {}))
+    return remotes[0] if len(remotes) == 1 else None
+
+
+def open_remote(reg: Registry, remote: str | None = None) -> RemoteStore:
+    """A configured remote by name (default: ``default_remote``), or a URL used as given."""
+    cfg = reg.config.get("remote", {})
+    name = remote if remote is not None else default_remote(reg)
+    if name is None:
+        raise ConfigError(
+            "no remote given and no default remote; pass -r NAME, or set a default with "
+            "'dsreg remote add NAME URL --default'"
+        )
+    if name in cfg:
+        conf = dict(cfg[name])
+        return RemoteStore(name=name, url=conf.pop("url"), options=conf)
+    if "://" in name or "/" in name or name.startswith("."):
+        url = normalize_url(name)
+        return RemoteStore(name=url, url=url, options={})
+    raise ConfigError(
+        f"no remote {name!r} in this registry; its remotes are "
+        f"{', '.join(sorted(cfg)) or '(none)'}: add it with 'dsreg remote add {name} URL'"
+    )
+
+
+def jobs_for(reg: Registry, rs: RemoteStore, jobs: int | None) -> int:
+    if jobs is not None:
+        if jobs < 1:
+            raise InvalidInputError(f"--jobs must be at least 1, not {jobs}")
+        return jobs
+    configured = reg.config.get("core", {}).get("jobs")
+    return int(configured) if configured else rs.default_jobs()

@@ -1,0 +1,623 @@
+"""One remote as dvc-objects sees it: a filesystem holding ``files/blake3/ab/cdef…`` (dvc-data's
+object layout with ``hash_name="blake3"``), ``refs/<dataset>/<tag>`` and ``logs/<dataset>.jsonl``.
+
+Any URL a DVC remote accepts works: the filesystem comes from ``dvc.fs.get_cloud_fs`` (S3
+through dvc-s3, GCS, Azure, SSH, HTTP, WebDAV, HDFS, or a folder with DVC options), existence
+queries go through dvc-data's ``HashFileDB.oids_exist`` (which lists or probes, whichever is
+cheaper for the remote's size), and objects move with the filesystem's ``put_file`` /
+``get_file``. A plain folder path is reached through the ``os`` module alone (``_FolderFS``:
+the answers of DVC's local file system without importing DVC and fsspec, some 60 ms of every
+command's start-up). A folder remote (a disk or NAS mount) is laid out exactly as a registry,
+so it takes objects the way a registry does: staged, made durable with one ``syncfs`` per
+wave, moved into place without replacing any (dvc-objects copies local-to-local one file at a
+time, which would make the common NAS case the slowest).
+
+Every byte sent is hashed on the way out (a damaged local object is never published) and every
+byte fetched is hashed before it is staged into the local store, so a corrupt or truncated
+remote object is reported by digest and never served. Third-party errors become
+``RemoteError`` here, once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from dsreg._util.fs import write_atomic
+from dsreg._util.parallel import default_jobs, map_chunks
+from dsreg._util.progress import ProgressHook, no_progress
+from dsreg.errors import CorruptObjectError, DsregError, RemoteError
+from dsreg.model.names import check_name
+from dsreg.objects.digest import ALGORITHM, PREFIX, format_digest, hash_bytes, short
+from dsreg.objects.store import STAGE_PREFIX, ObjectBatch, hash_path, sync_filesystem
+from dsreg.repo.refs import LogEntry
+
+if TYPE_CHECKING:
+    from dsreg.objects.store import ObjectStore
+
+__all__ = [
+    "WAVE",
+    "FetchReport",
+    "RemoteStore",
+    "Sink",
+    "open_filesystem",
+    "parallel",
+    "staged_waves",
+]
+
+_HEX = len(PREFIX)
+# Work is handed to the pool in chunks: one future per object costs more than a small copy.
+_PER_TASK = 64
+# Objects up to this size are read whole, hashed once and staged from memory.
+_WHOLE = 16 << 20
+# Objects are staged and committed in waves of this many: an interrupted transfer keeps what
+# its committed waves moved, and a wave's commit overlaps the next wave's transfers.
+WAVE = 8192
+_FIRST_WAVE = 1024
+# Up to this many objects are written one by one (each fsynced), without a staging batch.
+_FEW = 32
+# A folder remote is bound by the local kernel's file creation, which more threads than about
+# two per CPU only contend for (measured on 2 CPUs: 2-4 threads beat 8 and 16).
+_LOCAL_JOBS = max(2, min(16, (os.cpu_count() or 1) * 2))
+_RD = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+_WR_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def is_plain_folder(url: str, options: dict[str, Any]) -> bool:
+    """A folder path with no DVC options: dvc-objects would give a ``LocalFileSystem`` rooted
+    at ``url`` as it is, and dsreg reaches such a remote through the ``os`` module alone."""
+    return not options and bool(url) and "://" not in url
+
+
+def open_filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
+    """The filesystem and root path of ``url``; nothing is contacted yet. A plain folder needs
+    neither DVC nor fsspec (importing them costs a command about a tenth of a second); any other
+    URL, or a folder with DVC options, is checked and opened by ``dvc.fs.get_cloud_fs``."""
+    if is_plain_folder(url, options):
+        return _FolderFS(), url
+    from dvc.fs import get_cloud_fs
+
+    try:
+        cls, conf, path = get_cloud_fs(None, url=url, **options)
+        return cls(**conf), str(path)
+    except ImportError as e:
+        raise RemoteError(
+            f"remote URL {url!r} needs a DVC plugin that is not installed ({e}); "
+            "install it, e.g. pip install dvc-s3 (or dvc-gs, dvc-azure, dvc-ssh, …)"
+        ) from None
+    except Exception as e:  # dvc's ConfigError, voluptuous errors, URL parsing
+        raise RemoteError(
+            f"cannot use remote URL {url!r} with options {sorted(options)}: {_describe(e)}; "
+            "give a folder path or a URL DVC accepts (s3://, gs://, azure://, ssh://, "
+            "https://, webdav://, hdfs://) and options DVC knows for it"
+        ) from None
+
+
+class _FolderFS:
+    """What ``RemoteStore`` asks of a folder's file system, with the ``os`` module: the same
+    answers as dvc-objects' ``LocalFileSystem`` (``find`` walks as it does, ``cat`` omits what
+    it cannot read), without importing DVC. Objects never go through it: a folder remote takes
+    them as a registry does (``RemoteStore._send_to_folder``), and fetches read them in place."""
+
+    protocol = "local"
+    sep = os.sep
+
+    @staticmethod
+    def join(*parts: str) -> str:
+        return os.path.join(*parts)
+
+    @staticmethod
+    def parts(path: str) -> tuple[str, ...]:
+        drive, rest = os.path.splitdrive(path.rstrip(os.sep))
+        out: list[str] = []
+        while True:
+            rest, part = os.path.split(rest)
+            if part:
+                out.append(part)
+                continue
+            if rest:
+                out.append(rest)
+            break
+        out.reverse()
+        return (drive, *out) if drive else tuple(out)
+
+    def relparts(self, path: str, start: str) -> tuple[str, ...]:
+        return self.parts(os.path.relpath(os.path.abspath(path), os.path.abspath(start)))
+
+    @staticmethod
+    def find(path: str) -> Iterator[str]:
+        """Every file below ``path`` (nothing if it is missing or not a folder), as ``os.walk``
+        finds them."""
+        for root, _dirs, files in os.walk(path):
+            root = os.path.normpath(root)
+            for name in files:
+                yield f"{root}{os.sep}{name}"
+
+    @staticmethod
+    def cat_file(path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def cat(self, paths: list[str], *, on_error: str = "raise") -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for p in paths:
+            try:
+                out[p] = self.cat_file(p)
+            except Exception:
+                if on_error != "omit":
+                    raise
+        return out
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        where = f" ({e.filename})" if e.filename else ""
+        return f"{e.strerror}{where}"
+    text = str(e).strip()
+    return text or type(e).__name__
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchReport:
+    """What a fetch brought: counts, and the digests that were missing or corrupt remotely."""
+
+    fetched: int = 0
+    bytes: int = 0
+    missing: tuple[str, ...] = field(default_factory=tuple)
+    corrupt: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fetched": self.fetched,
+            "bytes": self.bytes,
+            "missing": list(self.missing),
+            "corrupt": [{"digest": d, "got": g} for d, g in self.corrupt],
+        }
+
+
+class RemoteStore:
+    """The objects, refs and logs at one remote URL."""
+
+    __slots__ = ("fs", "local", "name", "root", "url")
+
+    def __init__(self, *, name: str, url: str, options: dict[str, Any]) -> None:
+        self.name = name
+        self.url = url
+        self.fs, self.root = open_filesystem(url, options)
+        self.local = getattr(self.fs, "protocol", None) == "local"
+
+    def __repr__(self) -> str:
+        return f"RemoteStore({self.name!r}, {self.url!r})"
+
+    @property
+    def label(self) -> str:
+        return self.url if self.name == self.url else f"{self.name!r} ({self.url})"
+
+    def _path(self, *parts: str) -> str:
+        return str(self.fs.join(self.root, *parts))
+
+    def _objects(self) -> str:
+        return self._path("files", ALGORITHM)
+
+    def object_path(self, digest: str) -> str:
+        h = digest[_HEX:]
+        return self._path("files", ALGORITHM, h[:2], h[2:])
+
+    def error(self, action: str, e: BaseException) -> RemoteError:
+        return RemoteError(
+            f"cannot {action} remote {self.label}: {_describe(e)}; check the URL, that it exists "
+            "and that you may read and write there, and your credentials (environment or the "
+            "cloud SDK's configuration)"
+        )
+
+    def default_jobs(self) -> int:
+        return _LOCAL_JOBS if self.local else int(getattr(self.fs, "jobs", _LOCAL_JOBS))
+
+    # -- refs and logs ----------------------------------------------------------------------
+    def refs(self) -> dict[tuple[str, str], str]:
+        """Every ``(dataset, tag) -> digest`` on the remote: one listing, one batched read."""
+        base = self._path("refs")
+        try:
+            paths = list(self.fs.find(base))
+        except FileNotFoundError:
+            return {}
+        except Exception as e:
+            raise self.error("list the tags of", e) from None
+        named: dict[str, tuple[str, str]] = {}
+        for p in paths:
+            try:
+                parts = self.fs.relparts(p, base)
+                if len(parts) == 2 and not any(x.startswith(".") for x in parts):
+                    named[p] = (check_name(parts[0]), check_name(parts[1]))
+            except Exception:
+                continue  # not a tag: a staging name, a stray file
+        if not named:
+            return {}
+        try:
+            # A list of paths: the file system reads them concurrently (one request each).
+            contents = self.fs.cat(sorted(named), on_error="omit")
+        except Exception as e:
+            raise self.error("read the tags of", e) from None
+        out: dict[tuple[str, str], str] = {}
+        for p, data in sorted(contents.items()):
+            key = named.get(p) or named.get(self.fs.join(*self.fs.parts(p)))
+            if key is not None:
+                out[key] = self._digest(bytes(data), *key)
+        return out
+
+    def _digest(self, data: bytes, dataset: str, tag: str) -> str:
+        text = data.decode("ascii", "replace").strip()
+        try:
+            return format_digest(text)
+        except DsregError:
+            raise RemoteError(
+                f"tag {dataset}@{tag} on remote {self.label} is damaged (holds {text[:80]!r}); "
+                "push it again with --force from a registry that holds it"
+            ) from None
+
+    def get_ref(self, dataset: str, tag: str) -> str | None:
+        data = self._read(self._path("refs", dataset, tag), f"read tag {dataset}@{tag} from")
+        return None if data is None else self._digest(data, dataset, tag)
+
+    def set_ref(
+        self, dataset: str, tag: str, digest: str, *, old: str | None, entry: LogEntry
+    ) -> None:
+        """Write a tag, then append its move to the remote's log (which keeps the old value)."""
+        self._write(self._path("refs", dataset, tag), (digest + "\n").encode("ascii"))
+        path = self._path("logs", f"{dataset}.jsonl")
+        # Object stores cannot append: read, add a line, write back. Two pushers moving tags of
+        # one dataset at the same moment can lose a log line (never a ref or an object).
+        before = self._read(path, f"read the log of {dataset} from") or b""
+        if before and not before.endswith(b"\n"):
+            before += b"\n"
+        line = json.dumps(entry.to_dict(), sort_keys=True, separators=(",", ":")) + "\n"
+        self._write(path, before + line.encode("utf-8"))
+
+    def log_bytes(self, dataset: str) -> bytes:
+        return (
+            self._read(self._path("logs", f"{dataset}.jsonl"), f"read the log of {dataset} from")
+            or b""
+        )
+
+    def _read(self, path: str, action: str) -> bytes | None:
+        try:
+            return bytes(self.fs.cat_file(path))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+        except Exception as e:
+            raise self.error(action, e) from None
+
+    def _write(self, path: str, data: bytes) -> None:
+        try:
+            if self.local:
+                write_atomic(path, data)
+            else:
+                # One PUT: an object store never shows a partial object.
+                self.fs.pipe_file(path, data)
+        except Exception as e:
+            raise self.error(f"write {path} to", e) from None
+
+    # -- objects ----------------------------------------------------------------------------
+    def present(
+        self, digests: Iterable[str], *, jobs: int, progress: ProgressHook = no_progress
+    ) -> set[str]:
+        """The digests among ``digests`` whose objects the remote holds (existence only)."""
+        wanted = sorted(set(digests))
+        if not wanted:
+            return set()
+        if self.local:
+            return _present_local(self._objects(), wanted)
+        from dvc_data.hashfile.db import HashFileDB
+
+        odb = HashFileDB(self.fs, self._objects(), hash_name=ALGORITHM)
+
+        def hook(phase: str, total: int | None, done: int = 0) -> None:
+            if total:
+                progress("checking remote", done, total)
+
+        try:
+            found = odb.oids_exist(  # type: ignore[no-untyped-call]
+                [d[_HEX:] for d in wanted], jobs=jobs, progress=hook
+            )
+        except Exception as e:
+            raise self.error("list the objects of", e) from None
+        return {PREFIX + h for h in found}
+
+    def send(
+        self,
+        items: Sequence[tuple[str, Path]],
+        *,
+        jobs: int,
+        progress: ProgressHook = no_progress,
+    ) -> int:
+        """Upload ``(digest, local path)`` pairs; return the bytes sent. Stops at the first
+        failure (after the transfers in flight) and raises it."""
+        if not items:
+            return 0
+        if self.local:
+            return self._send_to_folder(items, jobs=jobs, progress=progress)
+
+        def one(item: tuple[str, Path]) -> int:
+            digest, src = item
+            try:
+                got = hash_path(os.fspath(src))
+                if got != digest:
+                    raise _local_corrupt(digest, got)
+                self.fs.put_file(os.fspath(src), self.object_path(digest))
+                return os.stat(src).st_size
+            except DsregError:
+                raise
+            except FileNotFoundError as e:
+                if e.filename is not None and os.fspath(e.filename) == os.fspath(src):
+                    raise self.error(
+                        f"send object {short(digest)} (missing locally) to", e
+                    ) from None
+                raise self.error(f"write object {short(digest)} to", e) from None
+            except Exception as e:
+                raise self.error(f"write object {short(digest)} to", e) from None
+
+        return sum(parallel(one, items, jobs=jobs, task="pushing", progress=progress))
+
+    def _send_to_folder(
+        self, items: Sequence[tuple[str, Path]], *, jobs: int, progress: ProgressHook
+    ) -> int:
+        """A folder remote is laid out as a registry is, so it takes objects the way a registry
+        does: staged in its ``tmp/`` (hashed on the way: a damaged local object is never
+        published), made durable with one ``syncfs`` per wave, then moved into ``files/`` (a
+        whole shard folder where the remote has none yet) without replacing any object."""
+        from dsreg.objects.store import ObjectStore
+
+        target = ObjectStore(Path(self.root))
+        _drop_stale_staging(target.tmp)
+
+        def stage(batch: ObjectBatch, wave: Sequence[tuple[str, Path]], done: int) -> int:
+            # Read, hashed and staged in worker processes for a large wave (forkpool), each
+            # object only if it hashes to its name.
+            def hook(n: int) -> None:
+                progress("pushing", done + n, len(items))
+
+            expect = [digest for digest, _src in wave]
+            got, size = batch.put_files(
+                [os.fspath(src) for _d, src in wave],
+                [0] * len(wave),
+                hook,
+                expect=expect,
+                # Processes beyond the CPUs only contend for them (threads default to 2/CPU).
+                jobs=min(jobs, default_jobs()),
+            )
+            for digest, g in zip(expect, got, strict=True):
+                if g != digest:
+                    raise _local_corrupt(digest, g)
+            return size
+
+        try:
+            if len(items) <= _FEW:
+                sent = sum(_put_verified(target, digest, src) for digest, src in items)
+                progress("pushing", len(items), len(items))
+                return sent
+            sent = sum(staged_waves(target, items, stage))
+            # The names are durable before any ref can name them.
+            sync_filesystem(target.files)
+        except DsregError as e:
+            if isinstance(e, CorruptObjectError):
+                raise
+            raise RemoteError(f"cannot write to remote {self.label}: {e}") from None
+        except OSError as e:
+            raise self.error("write to", e) from None
+        finally:
+            with contextlib.suppress(OSError):
+                target.tmp.rmdir()  # only if no other push is staging there
+        return sent
+
+    def fetch(
+        self,
+        digests: Sequence[str],
+        sink: Sink,
+        scratch: Path,
+        *,
+        jobs: int,
+        progress: ProgressHook = no_progress,
+    ) -> FetchReport:
+        """Download objects, hash each, and hand the intact ones to ``sink`` (a staging batch or
+        the store). Missing and corrupt objects are reported, never staged."""
+        if not digests:
+            return FetchReport()
+
+        def one(digest: str) -> tuple[str, str | None, int]:
+            """(digest, None if intact / "missing" / the digest its bytes hash to, size)."""
+            rpath = self.object_path(digest)
+            try:
+                if self.local:
+                    src = rpath
+                else:
+                    src = os.fspath(scratch / f"get-{secrets.token_hex(8)}")
+                    self.fs.get_file(rpath, src)
+                try:
+                    data = _read_whole(src, _WHOLE)
+                    if data is not None:
+                        # Hashed once, staged only if it is what was asked for.
+                        got = sink.put_bytes(data, expect=digest)
+                        return digest, None if got == digest else got, len(data)
+                    got = hash_path(src)
+                    if got != digest:
+                        return digest, got, 0
+                    size = os.stat(src).st_size
+                    # Staging re-reads and re-hashes: bytes that changed between the two reads
+                    # are never staged under the digest asked for.
+                    if sink.put_file(src, size_hint=size) != digest:
+                        return digest, "changed while read", 0
+                    return digest, None, size
+                finally:
+                    if not self.local:
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(src)
+            except FileNotFoundError:
+                return digest, "missing", 0
+            except DsregError:
+                raise
+            except Exception as e:
+                raise self.error(f"read object {short(digest)} from", e) from None
+
+        results = parallel(one, list(digests), jobs=jobs, task="fetching", progress=progress)
+        missing = tuple(sorted(d for d, p, _ in results if p == "missing"))
+        corrupt = tuple(sorted((d, p) for d, p, _ in results if p not in (None, "missing")))
+        ok = [(d, s) for d, p, s in results if p is None]
+        return FetchReport(
+            fetched=len(ok), bytes=sum(s for _, s in ok), missing=missing, corrupt=corrupt
+        )
+
+
+class Sink(Protocol):
+    """Where verified downloads go: an ``ObjectBatch`` (many) or an adapter over the store."""
+
+    def put_bytes(self, data: bytes, *, expect: str | None = None) -> str: ...
+
+    def put_file(self, path: str, *, size_hint: int = 0) -> str: ...
+
+
+def _read_whole(path: str, limit: int) -> bytes | None:
+    """A file's bytes if it holds at most ``limit`` (else None, and nothing read)."""
+    fd = os.open(path, _RD)
+    try:
+        return _read_fd(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def _read_fd(fd: int, limit: int) -> bytes | None:
+    """All of an open file's bytes if it holds at most ``limit`` (else None, nothing read). One
+    read sized from fstat: no over-sized buffer per call."""
+    size = os.fstat(fd).st_size
+    if size > limit:
+        return None
+    data = os.read(fd, size + 1)
+    if len(data) <= size:
+        return data  # a regular file read short of size + 1 is at its end
+    parts = [data]
+    while chunk := os.read(fd, 1 << 20):
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def staged_waves(
+    store: ObjectStore,
+    items: Sequence[T],
+    stage: Callable[[ObjectBatch, Sequence[T], int], R],
+    *,
+    wave: int = WAVE,
+) -> list[R]:
+    """``stage(batch, items[i:j], i)`` for each wave, each into its own staging batch of
+    ``store``; a wave's commit (two ``syncfs`` barriers and the moves into ``files/``) runs while
+    the next wave stages. Waves double from ``_FIRST_WAVE`` up to ``wave`` objects, so the first
+    objects land early. What was committed stays if a later wave fails or the process dies."""
+    out: list[R] = []
+    with ThreadPoolExecutor(1) as committer, contextlib.ExitStack() as batches:
+        pending: Future[int] | None = None
+        try:
+            i, size = 0, min(_FIRST_WAVE, wave)
+            while i < len(items):
+                batch = batches.enter_context(store.batch())
+                out.append(stage(batch, items[i : i + size], i))
+                if pending is not None:
+                    pending.result()
+                pending = committer.submit(batch.commit)
+                i, size = i + size, min(size * 2, wave)
+            if pending is not None:
+                pending.result()
+        finally:
+            if pending is not None:
+                wait([pending])  # a batch is never discarded while it commits
+    return out
+
+
+def parallel(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    *,
+    jobs: int,
+    task: str,
+    progress: ProgressHook = no_progress,
+) -> list[R]:
+    """``[fn(x) for x in items]`` on ``jobs`` threads (transfers wait on the network or the
+    disk, so they stay in threads: ``map_chunks`` never forks for one job), in chunks; the
+    first exception stops the chunks not yet started and is raised."""
+    total = len(items)
+    parts: dict[int, list[R]] = {}
+    done = 0
+    with contextlib.closing(
+        map_chunks(
+            lambda lo, hi: [fn(x) for x in items[lo:hi]],
+            total,
+            chunk=_PER_TASK,
+            jobs=1,
+            threads=max(1, jobs),
+        )
+    ) as results:
+        for lo, part in results:
+            parts[lo] = part
+            done += len(part)
+            progress(task, done, total)
+    return [r for lo in sorted(parts) for r in parts[lo]]
+
+
+def _present_local(objects: str, wanted: list[str]) -> set[str]:
+    by_shard: dict[str, list[str]] = {}
+    for d in wanted:
+        by_shard.setdefault(d[_HEX : _HEX + 2], []).append(d)
+    out: set[str] = set()
+    for shard, ds in by_shard.items():
+        try:
+            names = set(os.listdir(f"{objects}/{shard}"))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as e:
+            raise RemoteError(f"cannot list {objects}/{shard}: {e.strerror}") from None
+        out.update(d for d in ds if d[_HEX + 2 :] in names)
+    return out
+
+
+def _drop_stale_staging(tmp: Path) -> None:
+    """Remove what killed pushes left in a folder remote's ``tmp/`` more than a day ago (a push
+    still running touches its staging folder far more often)."""
+    cutoff = time.time() - 86400
+    try:
+        entries = list(os.scandir(tmp))
+    except OSError:
+        return
+    for e in entries:
+        with contextlib.suppress(OSError):
+            if e.name.startswith(STAGE_PREFIX) and e.stat().st_mtime < cutoff:
+                shutil.rmtree(e.path, ignore_errors=True)
+
+
+def _put_verified(store: ObjectStore, digest: str, src: Path) -> int:
+    """One object into a registry-shaped folder, fsynced on its own (a few objects do not pay
+    for a staging batch); its bytes are checked against ``digest`` first."""
+    data = _read_whole(os.fspath(src), _WHOLE)
+    got = hash_path(os.fspath(src)) if data is None else hash_bytes(data)
+    if got != digest:
+        raise _local_corrupt(digest, got)
+    if data is None:
+        store.put_file(src, known=None)
+        return os.stat(src).st_size
+    store.put_bytes(data)
+    return len(data)
+
+
+def _local_corrupt(digest: str, got: str) -> CorruptObjectError:
+    return CorruptObjectError(
+        f"local object {short(digest)} is corrupt (its bytes hash to {short(got)}); it was not "
+        "pushed: run 'dsreg verify', then pull it from another remote or add the data again"
+    )

@@ -1,0 +1,277 @@
+"""The registry: a folder holding objects, refs, logs and config (DESIGN.md, "on disk")."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from dsreg.errors import (
+    DsregError,
+    InvalidInputError,
+    ManifestError,
+    ObjectNotFoundError,
+    RegistryNotFoundError,
+    RevisionNotFoundError,
+    StorageError,
+)
+from dsreg.model.manifests import (
+    Manifest,
+    Overlay,
+    Revision,
+    Snapshot,
+    decode_manifest,
+    encode_manifest,
+)
+from dsreg.model.names import parse_spec
+from dsreg.objects.digest import PREFIX, hash_bytes, short
+from dsreg.objects.store import ObjectStore
+from dsreg.repo.config import read_config, write_config
+from dsreg.repo.refs import RefStore
+from dsreg.repo.state import StatCache
+
+__all__ = ["DIRNAME", "Registry", "Resolved"]
+
+DIRNAME = ".dsreg"
+_MARKER = "config.toml"
+# The first key of each manifest kind in canonical (RFC 8785, sorted-key) form: snapshot,
+# overlay, revision.
+_MANIFEST_HEADS = (b'{"classes":[', b'{"base":"blake3:', b'{"overlays":[')
+_HEAD_LEN = max(len(h) for h in _MANIFEST_HEADS)
+_M = TypeVar("_M", Snapshot, Overlay, Revision)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolved:
+    """A spec resolved: the revision, its full digest, and the name it was reached by."""
+
+    digest: str
+    revision: Revision
+    dataset: str
+    tag: str | None
+    spec: str
+
+
+class Registry:
+    """One registry folder. ``Registry.find()`` locates it; ``Registry.init()`` makes one."""
+
+    __slots__ = ("refs", "root", "state", "store")
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.store = ObjectStore(root)
+        self.refs = RefStore(root)
+        self.state = StatCache(root)
+
+    def __repr__(self) -> str:
+        return f"Registry({str(self.root)!r})"
+
+    # -- locating ---------------------------------------------------------------------------
+    @classmethod
+    def init(cls, path: str | os.PathLike[str] | None = None) -> Registry:
+        """Create a registry at ``path`` (else ``$DSREG_HOME``, else ``./.dsreg``); idempotent."""
+        if path is None:
+            env = os.environ.get("DSREG_HOME")
+            path = env if env else Path.cwd() / DIRNAME
+        root = Path(path).absolute()
+        if root.exists() and not root.is_dir():
+            raise StorageError(f"{root} exists and is not a folder; choose another --registry")
+        try:
+            for sub in ("files", "refs", "logs", "tmp"):
+                (root / sub).mkdir(parents=True, exist_ok=True)
+            if not (root / _MARKER).exists():
+                write_config(root / _MARKER, {"core": {"checkout_link": "hardlink"}})
+        except OSError as e:
+            raise StorageError(f"cannot create a registry at {root}: {e.strerror}") from e
+        return cls(root)
+
+    @classmethod
+    def find(cls, path: str | os.PathLike[str] | None = None) -> Registry:
+        """``path`` if given; else ``.dsreg`` here or in a parent folder; else ``$DSREG_HOME``."""
+        if path is not None:
+            root = Path(path).absolute()
+            if not (root / _MARKER).is_file():
+                raise RegistryNotFoundError(
+                    f"{root} is not a dsreg registry (no {_MARKER}); create one with "
+                    f"'dsreg init --registry {path}'"
+                )
+            return cls(root)
+        here = Path.cwd()
+        for d in (here, *here.parents):
+            if (d / DIRNAME / _MARKER).is_file():
+                return cls(d / DIRNAME)
+        env = os.environ.get("DSREG_HOME")
+        if env and (Path(env) / _MARKER).is_file():
+            return cls(Path(env).absolute())
+        raise RegistryNotFoundError(
+            f"no registry: none at {here / DIRNAME} or above, and $DSREG_HOME is "
+            f"{'unset' if not env else repr(env) + ' (not a registry)'}; run 'dsreg init' "
+            "or pass --registry PATH"
+        )
+
+    # -- config -----------------------------------------------------------------------------
+    @property
+    def config(self) -> dict[str, Any]:
+        return read_config(self.root / _MARKER)
+
+    def write_config(self, data: dict[str, Any]) -> None:
+        write_config(self.root / _MARKER, data)
+
+    # -- locking ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def lock(self, *, exclusive: bool = False) -> Iterator[None]:
+        """Writers hold it shared; gc holds it exclusive, so it never races an add."""
+        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            yield
+        finally:
+            os.close(fd)
+
+    # -- manifests --------------------------------------------------------------------------
+    def put_manifest(self, m: Manifest) -> str:
+        return self.store.put_bytes(encode_manifest(m))
+
+    def manifest(self, digest: str) -> Manifest:
+        """A stored manifest, re-hashed and validated against its schema."""
+        return decode_manifest(self.store.read_bytes(digest), digest=digest)
+
+    def snapshot(self, digest: str) -> Snapshot:
+        return _expect(self.manifest(digest), Snapshot, digest)
+
+    def overlay(self, digest: str) -> Overlay:
+        return _expect(self.manifest(digest), Overlay, digest)
+
+    def revision(self, digest: str) -> Revision:
+        """A revision by digest; a snapshot digest stands for its ``original`` revision."""
+        m = self.manifest(digest)
+        if isinstance(m, Snapshot):
+            return Revision(snapshot=digest)
+        return _expect(m, Revision, digest)
+
+    def is_manifest(self, digest: str) -> bool:
+        """Whether a stored object is a manifest (read the first bytes only).
+
+        Manifests are stored canonical, keys sorted, so each kind has a fixed first key; a
+        payload that merely is JSON (a dataset of ``.json`` documents) is not taken for one.
+        """
+        try:
+            with open(self.store.path(digest), "rb") as f:
+                head = f.read(_HEAD_LEN)
+        except OSError:
+            return False
+        return head.startswith(_MANIFEST_HEADS)
+
+    def resolve_object(self, text: str) -> str:
+        """A full digest from a full digest or an unambiguous prefix (>= 6 hex) of any object."""
+        text = text.strip()
+        if len(text.removeprefix(PREFIX)) == 64:
+            d = text if text.startswith(PREFIX) else PREFIX + text
+            parse_spec(d)
+            if not self.store.has(d):
+                raise ObjectNotFoundError(f"no object {short(d)} in this registry")
+            return d
+        return self.store.resolve_prefix(text)
+
+    # -- resolving specs --------------------------------------------------------------------
+    def resolve(self, spec: str) -> Resolved:
+        """Resolve ``dataset@tag``, ``dataset@<prefix>`` or ``blake3:<hex>`` to a revision."""
+        s = parse_spec(spec)
+        if s.digest is not None:
+            rev, dataset = self._revision_and_dataset(s.digest)
+            return Resolved(digest=rev.digest, revision=rev, dataset=dataset, tag=None, spec=spec)
+        assert s.dataset is not None and s.ref is not None
+        if not s.ref.startswith(PREFIX):
+            digest = self.refs.get(s.dataset, s.ref)
+            if digest is not None:
+                rev = self.revision(digest)
+                return Resolved(
+                    digest=digest, revision=rev, dataset=s.dataset, tag=s.ref, spec=spec
+                )
+        if s.could_be_prefix:
+            found = self._revisions_with_prefix(s.dataset, s.ref)
+            if len(found) == 1:
+                rev = found[0]
+                return Resolved(
+                    digest=rev.digest, revision=rev, dataset=s.dataset, tag=None, spec=spec
+                )
+            if len(found) > 1:
+                from dsreg.errors import AmbiguousDigestError
+
+                raise AmbiguousDigestError(
+                    f"{spec!r} is ambiguous: it matches revisions "
+                    + ", ".join(short(r.digest) for r in found)
+                    + "; type more characters of the digest"
+                )
+        tags = self.refs.tags(s.dataset)
+        if not tags and s.dataset not in self.refs.datasets():
+            raise RevisionNotFoundError(
+                f"no dataset {s.dataset!r} in this registry ({self.root}); "
+                "see 'dsreg ls', or add it with 'dsreg add'"
+            )
+        raise RevisionNotFoundError(
+            f"no tag or revision {s.ref!r} in dataset {s.dataset!r}; its tags are "
+            f"{', '.join(sorted(tags)) or '(none)'}"
+        )
+
+    def _revision_and_dataset(self, digest: str) -> tuple[Revision, str]:
+        if self.store.has(digest) and not self.is_manifest(digest):
+            raise InvalidInputError(
+                f"{short(digest)} is a payload or table, not a revision; give a revision, "
+                "a snapshot or dataset@tag (see 'dsreg ls')"
+            )
+        m = self.manifest(digest)
+        if isinstance(m, Overlay):
+            raise InvalidInputError(
+                f"{short(digest)} is an overlay, not a revision; make one with "
+                f"'dsreg tag <dataset>@<tag> <dataset>@original --overlay {short(digest)}'"
+            )
+        rev = Revision(snapshot=digest) if isinstance(m, Snapshot) else m
+        assert isinstance(rev, Revision)
+        return rev, self.snapshot(rev.snapshot).dataset
+
+    def _revisions_with_prefix(self, dataset: str, prefix: str) -> list[Revision]:
+        out: dict[str, Revision] = {}
+        for d in self.store.match_prefix(prefix):
+            if not self.is_manifest(d):
+                continue
+            try:
+                rev, ds = self._revision_and_dataset(d)
+            except DsregError:
+                continue
+            if ds == dataset:
+                out[rev.digest] = rev
+        return list(out.values())
+
+    def dataset_of(self, rev: Revision) -> str:
+        return self.snapshot(rev.snapshot).dataset
+
+    def store_revision(self, rev: Revision) -> str:
+        """Store a revision manifest, checking that its parts exist and fit together."""
+        snap = self.snapshot(rev.snapshot)
+        for od in rev.overlays:
+            ov = self.overlay(od)
+            if ov.base != rev.snapshot:
+                raise InvalidInputError(
+                    f"overlay {short(od)} corrects snapshot {short(ov.base)}, not "
+                    f"{short(rev.snapshot)} ({snap.dataset}); an overlay applies to its own "
+                    "snapshot only"
+                )
+        return self.put_manifest(rev)
+
+    def digest_of(self, m: Manifest) -> str:
+        return hash_bytes(encode_manifest(m))
+
+
+def _expect(m: Manifest, cls: type[_M], digest: str) -> _M:
+    if not isinstance(m, cls):
+        kind = type(m).__name__.lower()
+        raise ManifestError(
+            f"object {short(digest)} is a {kind}, not a {cls.__name__.lower()}; "
+            "check the digest you gave"
+        )
+    return m

@@ -1,0 +1,202 @@
+"""``dsreg.open``: a pinned revision, served as its view, verified before any byte is returned."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from dsreg.model.manifests import Overlay, Snapshot, View
+from dsreg.objects.digest import short
+from dsreg.repo.registry import Registry, Resolved
+from dsreg.repo.tables import read_corrections, read_examples
+
+if TYPE_CHECKING:
+    from dsreg.views.rule import ViewRows
+
+__all__ = ["Dataset", "Example"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Example:
+    """One example of a revision's view."""
+
+    row: int
+    example_id: str
+    label: int
+    label_name: str
+    given_label: int
+    verdict: str | None
+    blob: str | None
+    size: int | None
+    _dataset: Dataset = field(repr=False, compare=False)
+
+    @property
+    def path(self) -> Path | None:
+        """The payload's path in the store, after its bytes were checked against ``blob``."""
+        if self.blob is None:
+            return None
+        return self._dataset._verified_path(self.blob)
+
+    def read_bytes(self) -> bytes:
+        """The payload's bytes; raises ``CorruptObjectError`` rather than return wrong ones."""
+        if self.blob is None:
+            from dsreg.errors import InvalidInputError
+
+            raise InvalidInputError(
+                f"example {self.example_id!r} has no payload: this dataset is label-only"
+            )
+        return self._dataset.registry.store.read_bytes(self.blob)
+
+
+class Dataset:
+    """A resolved revision: its digest (to pin and cite), its view's rows and labels."""
+
+    def __init__(self, registry: Registry, resolved: Resolved) -> None:
+        self.registry = registry
+        self.resolved = resolved
+        self.digest: str = resolved.digest
+        self.revision = resolved.revision
+        self.snapshot_digest = resolved.revision.snapshot
+        self.snapshot: Snapshot = registry.snapshot(self.snapshot_digest)
+        self.overlays: tuple[tuple[str, Overlay], ...] = tuple(
+            (d, registry.overlay(d)) for d in resolved.revision.overlays
+        )
+        self._verified: set[str] = set()
+
+    # -- identity ---------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.snapshot.dataset
+
+    @property
+    def tag(self) -> str | None:
+        return self.resolved.tag
+
+    @property
+    def view(self) -> View:
+        return self.revision.view
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        return self.snapshot.classes
+
+    def __repr__(self) -> str:
+        at = self.tag or short(self.digest)
+        return f"<dsreg.Dataset {self.name}@{at} {self.view} rows={len(self)} {short(self.digest)}>"
+
+    # -- data -------------------------------------------------------------------------------
+    @functools.cached_property
+    def _examples(self) -> pa.Table:
+        return read_examples(self.registry, self.snapshot)
+
+    @functools.cached_property
+    def _view(self) -> ViewRows:
+        from dsreg.views.rule import apply_view, merge_overlays
+
+        merged = merge_overlays(
+            self.snapshot.rows, [read_corrections(self.registry, ov) for _, ov in self.overlays]
+        )
+        labels = self._examples.column("label").to_numpy()
+        return apply_view(self.view, labels, merged)
+
+    def view_rows(self) -> ViewRows:
+        """The view's rows (snapshot positions), labels, given labels and verdicts, as arrays."""
+        return self._view
+
+    def sql(self, query: str) -> pa.Table:
+        """Run DuckDB SQL in which ``this`` names this revision's view (its pinned digest, not
+        the tag): ``ds.sql("SELECT label_name, count(*) FROM this GROUP BY ALL")``. Other
+        revisions may be named as ``"dataset@tag"`` in the same query."""
+        from dsreg.views.sql import query_dataset
+
+        return query_dataset(self, query)
+
+    def labels(self) -> pa.Table:
+        """The view as a table: row, example_id, label, label_name, given_label, verdict, blob,
+        size, then the snapshot's metadata columns."""
+        v = self._view
+        ex = self._examples.take(pa.array(v.rows))
+        names = np.asarray(self.classes, dtype=object)
+        cols: dict[str, Any] = {
+            "row": pa.array(v.rows, pa.int64()),
+            "example_id": ex.column("example_id"),
+            "label": pa.array(v.label, pa.int32()),
+            "label_name": pa.array(names[v.label], pa.string()),
+            "given_label": pa.array(v.given_label, pa.int32()),
+            "verdict": v.verdict.cast(pa.string()),
+            "blob": ex.column("blob"),
+            "size": ex.column("size"),
+        }
+        for name in ex.column_names[4:]:
+            cols[name] = ex.column(name)
+        return pa.table(cols)
+
+    def __len__(self) -> int:
+        return len(self._view.rows)
+
+    def __getitem__(self, i: int) -> Example:
+        v = self._view
+        n = len(v.rows)
+        if not -n <= i < n:
+            raise IndexError(f"index {i} out of range for a view of {n} rows")
+        i %= n
+        row = int(v.rows[i])
+        ex = self._examples
+        label = int(v.label[i])
+        blob = ex.column("blob")[row].as_py()
+        size = ex.column("size")[row].as_py()
+        verdict = v.verdict[i].as_py()
+        return Example(
+            row=row,
+            example_id=ex.column("example_id")[row].as_py(),
+            label=label,
+            label_name=self.classes[label],
+            given_label=int(v.given_label[i]),
+            verdict=verdict,
+            blob=blob,
+            size=size,
+            _dataset=self,
+        )
+
+    def __iter__(self) -> Iterator[Example]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def _verified_path(self, digest: str) -> Path:
+        if digest in self._verified:
+            return self.registry.store.path(digest)
+        path = self.registry.store.verified_path(digest)
+        self._verified.add(digest)
+        return path
+
+    def describe(self) -> dict[str, Any]:
+        """What ``dsreg show`` prints: manifest, rows, classes, overlays, full digest."""
+        return {
+            "revision": self.digest,
+            "spec": self.resolved.spec,
+            "dataset": self.name,
+            "tag": self.tag,
+            "view": self.view,
+            "snapshot": self.snapshot_digest,
+            "examples": self.snapshot.examples,
+            "snapshot_rows": self.snapshot.rows,
+            "rows": len(self),
+            "classes": list(self.classes),
+            "source": self.snapshot.source,
+            "overlays": [
+                {
+                    "digest": d,
+                    "kind": ov.kind,
+                    "producer": ov.producer.get("name"),
+                    "rows": ov.summary.get("rows"),
+                }
+                for d, ov in self.overlays
+            ],
+            "manifest": self.revision.to_dict(),
+        }

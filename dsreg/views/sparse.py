@@ -1,0 +1,222 @@
+"""The view rule of ``dsreg.views.rule``, applied to the rows overlays name only.
+
+A view of a snapshot differs from "every row, given labels" only at rows some overlay names, so
+it is kept as few rows: every row except ``rows`` (original, cleaned, corrected) or only ``rows``
+(honeypot), with ``relabel`` rows served their suggested label. ``dsreg eval`` scores 50 million
+rows and ``dsreg diff`` compares two revisions of one snapshot with work in the size of the
+corrections, not of the snapshot. A test holds these views equal to ``policy.apply_view``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dsreg.errors import InvalidInputError, ManifestError
+from dsreg.model.manifests import VERDICTS, VIEWS, Revision, View
+from dsreg.model.tables import as_numpy
+from dsreg.objects.digest import short
+from dsreg.repo.registry import Registry
+from dsreg.views.sql import verified_object
+
+__all__ = [
+    "LoadedRevision",
+    "Named",
+    "SparseView",
+    "load_revision",
+    "merge",
+    "read_column",
+    "read_columns",
+    "sparse_views",
+    "view_rows",
+]
+
+_NON_ERROR = VERDICTS.index("non_error") + 1
+_CORRECTABLE = VERDICTS.index("correctable") + 1
+_SUSPECTED = VERDICTS.index("suspected") + 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SparseView:
+    """A view as few rows: every snapshot row except ``rows`` (``complement``) or only ``rows``;
+    ``relabel`` (sorted, served rows) take the suggested label, at ``relabel_cand`` of the
+    target's candidate rows."""
+
+    name: View
+    complement: bool
+    rows: np.ndarray
+    relabel: np.ndarray
+    relabel_cand: np.ndarray
+    size: int
+
+    def served(self, n: int) -> np.ndarray:
+        """The served rows, in snapshot order (materialised: for tests and error messages)."""
+        if not self.complement:
+            return self.rows
+        keep = np.ones(n, dtype=bool)
+        keep[self.rows] = False
+        return np.flatnonzero(keep)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Named:
+    """The rows overlays name, each with the verdict and suggested label of the last overlay
+    naming it (``policy.Merged``, sparse)."""
+
+    named: np.ndarray  # int64, sorted: every row an overlay names
+    verdict: np.ndarray  # uint8 code (1 + index in VERDICTS) of the last overlay naming it
+    suggested: np.ndarray  # int32, -1 where that overlay suggests none
+
+
+def _verdict_codes(col: pa.ChunkedArray) -> np.ndarray:
+    """Verdict strings as codes (1 + index in VERDICTS), one lookup per distinct verdict; the
+    column may be read dictionary-encoded (as Parquet stores it) or as plain strings."""
+    out = []
+    for chunk in col.chunks:
+        enc = chunk if pa.types.is_dictionary(chunk.type) else chunk.dictionary_encode()
+        names = enc.dictionary.to_pylist()
+        unknown = sorted(set(names) - set(VERDICTS))
+        if unknown or enc.indices.null_count:
+            raise ManifestError(
+                f"a corrections table holds verdicts {unknown or [None]} outside "
+                f"{list(VERDICTS)}; run 'dsreg verify'"
+            )
+        lut = np.asarray([VERDICTS.index(v) + 1 for v in names], dtype=np.uint8)
+        out.append(lut[as_numpy(enc.indices)])
+    return np.concatenate(out) if out else np.empty(0, np.uint8)
+
+
+def merge(tables: Sequence[pa.Table]) -> Named:
+    """Fold corrections in order, the later overlay winning: ``policy.merge_overlays``, kept
+    sparse (no array of the snapshot's size) and vectorised (one verdict lookup per table)."""
+    rows, codes, sugg = [], [], []
+    for t in tables:
+        rows.append(as_numpy(t.column("row")).astype(np.int64, copy=False))
+        codes.append(_verdict_codes(t.column("verdict")))
+        sugg.append(as_numpy(t.column("suggested_label"), fill=-1).astype(np.int32))
+    if not tables:
+        return Named(
+            named=np.empty(0, np.int64),
+            verdict=np.empty(0, np.uint8),
+            suggested=np.empty(0, np.int32),
+        )
+    r, c, s = np.concatenate(rows), np.concatenate(codes), np.concatenate(sugg)
+    if len(r) > 1 and not (r[1:] > r[:-1]).all():
+        # A stable sort keeps overlay order among equal rows: the last of each run wins.
+        order = np.argsort(r, kind="stable")
+        r, c, s = r[order], c[order], s[order]
+        last = np.ones(len(r), dtype=bool)
+        last[:-1] = r[1:] != r[:-1]
+        r, c, s = r[last], c[last], s[last]
+    return Named(named=r, verdict=c, suggested=s)
+
+
+def sparse_views(n: int, ov: Named, names: Iterable[View]) -> dict[View, SparseView]:
+    v, s, rows = ov.verdict, ov.suggested, ov.named
+    err = v != _NON_ERROR
+    relabel = ((v == _CORRECTABLE) | (v == _SUSPECTED)) & (s >= 0)
+    cand = np.flatnonzero(s >= 0)  # positions in `named` of the target's candidate rows
+    cand_index = np.full(len(rows), -1, dtype=np.int64)
+    cand_index[cand] = np.arange(len(cand))
+    none = np.empty(0, dtype=np.int64)
+    out: dict[View, SparseView] = {}
+    for name in names:
+        if name == "original":
+            out[name] = SparseView(
+                name=name, complement=True, rows=none, relabel=none, relabel_cand=none, size=n
+            )
+        elif name == "cleaned":
+            drop = rows[err]
+            out[name] = SparseView(
+                name=name,
+                complement=True,
+                rows=drop,
+                relabel=none,
+                relabel_cand=none,
+                size=n - len(drop),
+            )
+        elif name == "corrected":
+            drop = rows[err & ~relabel]
+            out[name] = SparseView(
+                name=name,
+                complement=True,
+                rows=drop,
+                relabel=rows[relabel],
+                relabel_cand=cand_index[relabel],
+                size=n - len(drop),
+            )
+        elif name == "honeypot":
+            take = (v == _CORRECTABLE) & (s >= 0)
+            out[name] = SparseView(
+                name=name,
+                complement=False,
+                rows=rows[take],
+                relabel=rows[take],
+                relabel_cand=cand_index[take],
+                size=int(take.sum()),
+            )
+        else:
+            raise InvalidInputError(f"unknown view {name!r}; choose from {', '.join(VIEWS)}")
+    return out
+
+
+def view_rows(n: int, corrections: Sequence[pa.Table], view: View) -> tuple[np.ndarray, np.ndarray]:
+    """(served rows, rows served the suggested label) of ``view``: what ``evaluate`` scores."""
+    vw = sparse_views(n, merge(corrections), [view])[view]
+    return vw.served(n), vw.relabel
+
+
+def read_columns(path: Path, columns: list[str], *, dictionary: Sequence[str] = ()) -> pa.Table:
+    """Columns of a verified Parquet object (``ParquetFile``: no pyarrow.dataset, no pandas)."""
+    try:
+        return pq.ParquetFile(path, read_dictionary=list(dictionary)).read(columns=columns)
+    except (pa.ArrowException, OSError) as e:
+        raise ManifestError(f"cannot read {columns} from {path}: {e}; run 'dsreg verify'") from e
+
+
+def read_column(path: Path, column: str) -> pa.ChunkedArray:
+    return read_columns(path, [column]).column(column)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadedRevision:
+    """What the view rule needs of a revision: the snapshot's labels and the merged overlays."""
+
+    labels: np.ndarray  # int32 (n,)
+    classes: tuple[str, ...]
+    merged: Named
+    overlays: tuple[tuple[str, str], ...]  # (digest, kind)
+    examples: Path  # the verified examples table, for columns read later (ids)
+
+
+def load_revision(reg: Registry, revision: Revision) -> LoadedRevision:
+    """Read (after verifying) a revision's snapshot labels and its overlays' corrections."""
+    snap = reg.snapshot(revision.snapshot)
+    path = verified_object(reg, snap.examples)
+    overlays = [(d, reg.overlay(d)) for d in revision.overlays]
+    cpaths = [verified_object(reg, ov.corrections) for _, ov in overlays]
+    # The labels and the corrections are read side by side (pyarrow decodes without the GIL).
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        labels_f = pool.submit(read_column, path, "label")
+        # Verdicts stay dictionary-encoded, as stored: six strings, not millions.
+        cols = ["row", "verdict", "suggested_label"]
+        tables = list(pool.map(lambda c: read_columns(c, cols, dictionary=["verdict"]), cpaths))
+        labels = as_numpy(labels_f.result()).astype(np.int32, copy=False)
+    if len(labels) != snap.rows:
+        raise ManifestError(
+            f"examples table {short(snap.examples)} has {len(labels)} rows, its snapshot says "
+            f"{snap.rows}; run 'dsreg verify'"
+        )
+    return LoadedRevision(
+        labels=labels,
+        classes=snap.classes,
+        merged=merge(tables),
+        overlays=tuple((d, ov.kind) for d, ov in overlays),
+        examples=path,
+    )

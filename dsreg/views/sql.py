@@ -1,0 +1,425 @@
+"""Revisions as DuckDB views over the stored Parquet objects (DESIGN.md, "Queries").
+
+A revision's view reads its snapshot's examples table with ``file_row_number`` (the row's
+position, no hash needed to find it) and left-joins each overlay's corrections table on that
+integer ``row``: the corrections are sorted by ``row`` and are a tenth of the rows or fewer, so
+DuckDB builds its join table on them and streams the examples past it, in order. The view rule is
+the one of ``dsreg.views.rule`` (a test holds the two equal on random overlays).
+
+Every Parquet object is hashed before DuckDB may read it: once per process per object, cached by
+``(path, inode, mtime, size)``, so a corrupt object raises ``CorruptObjectError`` and is never
+served, and an unchanged one is not hashed twice.
+
+In SQL a revision is a quoted identifier: ``SELECT label, count(*) FROM "imagenet-val@cleaned-v2"
+GROUP BY ALL``. ``Connection`` scans each query for double-quoted identifiers that hold ``@`` or
+start with ``blake3:``, resolves each, and creates a temporary view of exactly that name.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dsreg.errors import (
+    DsregError,
+    InvalidInputError,
+    InvalidNameError,
+    InvalidSpecError,
+    QueryError,
+    StorageError,
+)
+from dsreg.model.manifests import VIEWS, Revision, View
+from dsreg.model.tables import BASE_COLUMNS
+from dsreg.objects.digest import PREFIX
+from dsreg.repo.registry import Registry
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from dsreg.views.dataset import Dataset
+
+__all__ = [
+    "Connection",
+    "connect",
+    "quoted_names",
+    "verified_object",
+    "view_sql",
+]
+
+# -- verified objects -----------------------------------------------------------------------------
+
+_Key = tuple[str, int, int, int]
+_VERIFIED: dict[_Key, str] = {}
+_LOCK = threading.Lock()
+
+
+def _stat_key(path: Path) -> _Key:
+    st = os.stat(path)
+    return (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def verified_object(reg: Registry, digest: str) -> Path:
+    """The path of a stored object whose bytes hash to ``digest``; hashed once per process.
+
+    The cache key is ``(path, inode, mtime, size)``: an object replaced or rewritten in place
+    (any write moves its mtime) is hashed again. Raises ``CorruptObjectError`` for wrong bytes,
+    ``ObjectNotFoundError`` for a missing object.
+    """
+    path = reg.store.path(digest)
+    try:
+        key = _stat_key(path)
+    except FileNotFoundError:
+        return reg.store.verified_path(digest)  # raises ObjectNotFoundError with the advice
+    except OSError as e:
+        raise StorageError(f"cannot read {path}: {e.strerror}") from e
+    with _LOCK:
+        if _VERIFIED.get(key) == digest:
+            return path
+    reg.store.verified_path(digest)
+    # Cache only if the file did not change while it was hashed.
+    if _stat_key(path) == key:
+        with _LOCK:
+            _VERIFIED[key] = digest
+    return path
+
+
+def forget_verified() -> None:
+    """Drop the process's cache of hashed objects (tests; after repairing a store)."""
+    with _LOCK:
+        _VERIFIED.clear()
+
+
+# -- SQL of a view ----------------------------------------------------------------------------
+
+
+def _lit(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def view_sql(reg: Registry, revision: Revision, *, view: View | None = None) -> str:
+    """The ``SELECT`` that serves ``revision`` (in ``view``, default the revision's own).
+
+    Columns: row, example_id, label, label_name, given_label, verdict, blob, size, then the
+    snapshot's metadata columns. The objects it reads are verified first.
+    """
+    chosen: View = view if view is not None else revision.view
+    if chosen not in VIEWS:
+        raise InvalidInputError(f"unknown view {chosen!r}; choose one of {', '.join(VIEWS)}")
+    snap = reg.snapshot(revision.snapshot)
+    examples = verified_object(reg, snap.examples)
+    corrections = [verified_object(reg, reg.overlay(d).corrections) for d in revision.overlays]
+    try:
+        names = pq.read_schema(examples).names
+    except (pa.ArrowException, OSError) as e:
+        raise StorageError(f"cannot read the examples table {examples}: {e}") from e
+    meta = [n for n in names if n not in BASE_COLUMNS]
+    classes = "(CAST([" + ", ".join(_lit(c) for c in snap.classes) + "] AS VARCHAR[]))"
+
+    joins = []
+    for i, path in enumerate(corrections):
+        src = f'SELECT "row", verdict, suggested_label FROM read_parquet({_lit(str(path))})'
+        joins.append(f'LEFT JOIN ({src}) AS c{i} ON c{i}."row" = e.file_row_number')
+    if corrections:
+        # Overlays apply in order; for a row several name, the later one wins (its verdict and its
+        # suggested label together, null included).
+        latest = list(reversed(range(len(corrections))))
+        verdict = (
+            "CASE "
+            + " ".join(f'WHEN c{i}."row" IS NOT NULL THEN c{i}.verdict' for i in latest)
+            + " END"
+        )
+        suggested = (
+            "CASE "
+            + " ".join(f'WHEN c{i}."row" IS NOT NULL THEN c{i}.suggested_label' for i in latest)
+            + " END"
+        )
+    else:
+        verdict, suggested = "NULL::VARCHAR", "NULL::INTEGER"
+
+    # Internal names no metadata column is likely to take: a column "given" stays its own.
+    is_error = "(__dsreg_v IS NOT NULL AND __dsreg_v <> 'non_error')"
+    relabel = "(__dsreg_v IN ('correctable', 'suspected') AND __dsreg_s IS NOT NULL)"
+    keep = {
+        "original": "TRUE",
+        "cleaned": f"NOT {is_error}",
+        "corrected": f"(NOT {is_error} OR {relabel})",
+        "honeypot": "(__dsreg_v = 'correctable' AND __dsreg_s IS NOT NULL)",
+    }[chosen]
+    label = (
+        f"CASE WHEN {relabel} THEN __dsreg_s ELSE __dsreg_given END"
+        if chosen in ("corrected", "honeypot")
+        else "__dsreg_given"
+    )
+    meta_cols = "".join(f", {_ident(m)}" for m in meta)
+    inner = (
+        'SELECT e.file_row_number AS "row", e.example_id, e.label AS __dsreg_given, e.blob, e.size'
+        + "".join(f", e.{_ident(m)}" for m in meta)
+        + f", {verdict} AS __dsreg_v, {suggested} AS __dsreg_s "
+        f"FROM read_parquet({_lit(str(examples))}, file_row_number = true) AS e " + " ".join(joins)
+    )
+    return (
+        f'SELECT "row", example_id, CAST({label} AS INTEGER) AS label, '
+        f"{classes}[CAST({label} AS INTEGER) + 1] AS label_name, "
+        "CAST(__dsreg_given AS INTEGER) AS given_label, __dsreg_v AS verdict, blob, size"
+        f"{meta_cols} "
+        f"FROM ({inner}) WHERE {keep}"
+    )
+
+
+# -- names in queries -------------------------------------------------------------------------
+
+
+def quoted_names(query: str) -> list[str]:
+    """The double-quoted identifiers of ``query`` that name revisions (hold ``@`` or start
+    with ``blake3:``), in order of first appearance; string literals and comments are skipped."""
+    found: dict[str, None] = {}
+    i, n = 0, len(query)
+    while i < n:
+        ch = query[i]
+        if ch == "'":
+            i += 1
+            while i < n:
+                if query[i] == "'":
+                    if i + 1 < n and query[i + 1] == "'":
+                        i += 2
+                        continue
+                    break
+                i += 1
+            i += 1
+        elif ch == "-" and query.startswith("--", i):
+            j = query.find("\n", i)
+            i = n if j < 0 else j + 1
+        elif ch == "/" and query.startswith("/*", i):
+            j = query.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif ch == "$":
+            j = query.find("$", i + 1)
+            tag = query[i : j + 1] if j > 0 else ""
+            if tag and (tag == "$$" or tag[1:-1].replace("_", "a").isalnum()):
+                k = query.find(tag, j + 1)
+                i = n if k < 0 else k + len(tag)
+            else:
+                i += 1
+        elif ch == '"':
+            j = i + 1
+            parts = []
+            while j < n:
+                if query[j] == '"':
+                    if j + 1 < n and query[j + 1] == '"':
+                        parts.append('"')
+                        j += 2
+                        continue
+                    break
+                parts.append(query[j])
+                j += 1
+            name = "".join(parts)
+            if "@" in name or name.startswith(PREFIX):
+                found[name] = None
+            i = j + 1
+        else:
+            i += 1
+    return list(found)
+
+
+def _translate(e: duckdb.Error, query: str) -> DsregError:
+    import duckdb
+
+    msg = str(e).strip()
+    if isinstance(e, duckdb.IOException):
+        return StorageError(f"DuckDB could not read or write a file: {msg}")
+    return QueryError(f"{msg}\nin query: {query.strip()[:500]}")
+
+
+class Connection:
+    """A DuckDB connection in which any ``"dataset@rev"`` quoted identifier names that revision's
+    view (several per query; joins across revisions work).
+
+    ``execute``/``sql`` resolve the names of a query, then hand it to DuckDB; everything else is
+    DuckDB's own connection (``con.duckdb``), to which unknown attributes are forwarded.
+    """
+
+    def __init__(self, registry: Registry, con: duckdb.DuckDBPyConnection | None = None) -> None:
+        # DuckDB is imported by the first connection, not by ``import dsreg``.
+        import duckdb
+
+        self.registry = registry
+        self._unparsed: dict[str, DsregError] = {}
+        self.duckdb: duckdb.DuckDBPyConnection = con if con is not None else duckdb.connect()
+        # The library never prints: no progress bar on long queries.
+        self.duckdb.execute("SET enable_progress_bar = false")
+
+    def __repr__(self) -> str:
+        return f"<dsreg.Connection registry={str(self.registry.root)!r}>"
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("duckdb", "registry", "_unparsed"):  # not yet set: no recursion
+            raise AttributeError(name)
+        return getattr(self.duckdb, name)
+
+    def close(self) -> None:
+        self.duckdb.close()
+
+    # -- views ----------------------------------------------------------------------------------
+    def create_view(
+        self, name: str, spec_or_revision: str | Revision, *, view: View | None = None
+    ) -> str:
+        """(Re)create temporary view ``name`` serving a spec or revision; return the digest."""
+        if isinstance(spec_or_revision, Revision):
+            rev = spec_or_revision
+        else:
+            rev = self.registry.resolve(spec_or_revision).revision
+        import duckdb
+
+        sql = view_sql(self.registry, rev, view=view)
+        try:
+            self.duckdb.execute(f"CREATE OR REPLACE TEMP VIEW {_ident(name)} AS {sql}")
+        except duckdb.Error as e:
+            raise _translate(e, sql) from e
+        return rev.digest
+
+    def resolve_names(self, query: str) -> dict[str, str]:
+        """Create a view for every revision ``query`` names; return ``{name: revision digest}``.
+
+        A name that is not a spec at all (a column alias ``"a@B"``) is left to DuckDB; if DuckDB
+        then finds no such table, the spec's own error is raised. A spec that resolves to
+        nothing raises at once, since that is what the query meant.
+        """
+        out: dict[str, str] = {}
+        self._unparsed = {}
+        for name in quoted_names(query):
+            try:
+                resolved = self.registry.resolve(name)
+            except (InvalidSpecError, InvalidNameError) as e:
+                self._unparsed[name] = e
+                continue
+            out[name] = self.create_view(name, resolved.revision)
+        return out
+
+    def _error(self, e: duckdb.Error, query: str) -> DsregError:
+        import duckdb
+
+        if isinstance(e, duckdb.CatalogException):
+            for name, err in self._unparsed.items():
+                if name in str(e):
+                    return err
+        return _translate(e, query)
+
+    # -- queries --------------------------------------------------------------------------------
+    def execute(self, query: str, parameters: Sequence[Any] | None = None) -> Connection:
+        """Resolve the revisions ``query`` names and run it; fetch with ``fetchall`` etc."""
+        import duckdb
+
+        self.resolve_names(query)
+        try:
+            if parameters is None:
+                self.duckdb.execute(query)
+            else:
+                self.duckdb.execute(query, parameters)
+        except duckdb.Error as e:
+            raise self._error(e, query) from e
+        return self
+
+    def sql(self, query: str) -> duckdb.DuckDBPyRelation:
+        """Resolve the revisions ``query`` names; return DuckDB's (lazy) relation for it."""
+        import duckdb
+
+        self.resolve_names(query)
+        try:
+            return self.duckdb.sql(query)
+        except duckdb.Error as e:
+            raise self._error(e, query) from e
+
+    query = sql
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        import duckdb
+
+        try:
+            return self.duckdb.fetchall()
+        except duckdb.Error as e:
+            raise _translate(e, "") from e
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        import duckdb
+
+        try:
+            return self.duckdb.fetchone()
+        except duckdb.Error as e:
+            raise _translate(e, "") from e
+
+    def table(self, query: str) -> pa.Table:
+        """Run ``query``; the whole result as an Arrow table."""
+        import duckdb
+
+        rel = self.sql(query)
+        if rel is None:
+            return pa.table({})
+        try:
+            # DuckDB 1.4 renamed fetch_arrow_table to to_arrow_table (2.0 warns on the old name).
+            fetch = getattr(rel, "to_arrow_table", None) or rel.fetch_arrow_table
+            table: pa.Table = fetch()
+            return table
+        except duckdb.Error as e:
+            raise _translate(e, query) from e
+
+    def batches(
+        self, query: str, *, rows: int = 1 << 16
+    ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+        """Run ``query``; its schema and its rows as a stream of record batches (bounded memory)."""
+        import duckdb
+
+        rel = self.sql(query)
+        if rel is None:
+            return pa.schema([]), iter(())
+        try:
+            fetch = getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader
+            reader: pa.RecordBatchReader = fetch(rows)
+        except duckdb.Error as e:
+            raise _translate(e, query) from e
+
+        def stream() -> Iterator[pa.RecordBatch]:
+            try:
+                yield from reader
+            except (duckdb.Error, pa.ArrowException) as e:
+                raise QueryError(f"the query failed while its rows were read: {e}") from e
+
+        return reader.schema, stream()
+
+
+def connect(
+    registry: Registry | str | os.PathLike[str] | None = None,
+) -> Connection:
+    """A DuckDB connection that resolves ``"dataset@rev"`` quoted identifiers in queries.
+
+    >>> con = dsreg.connect()                                                # doctest: +SKIP
+    >>> con.sql('SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1" GROUP BY ALL')
+    """
+    reg = (
+        registry
+        if isinstance(registry, Registry)
+        else Registry.find(Path(registry) if registry is not None else None)
+    )
+    return Connection(reg)
+
+
+def query_dataset(ds: Dataset, query: str) -> pa.Table:
+    """``Dataset.sql``: run ``query`` with ``this`` naming the dataset's pinned revision."""
+    with Connection(ds.registry) as con:
+        con.create_view("this", ds.revision)
+        return con.table(query)
