@@ -32,6 +32,7 @@ __all__ = [
     "ESTIMATION_METHODS",
     "Scan",
     "calibrate_confident_joint",
+    "check_joint",
     "check_labels",
     "compute_confident_joint",
     "estimate_joint",
@@ -412,7 +413,7 @@ def _label_counts(labels: npt.ArrayLike, k: int) -> Int64Array:
     return np.bincount(array.astype(np.intp), minlength=k).astype(np.int64)
 
 
-def _check_joint(confident_joint: npt.ArrayLike, k: int | None = None) -> npt.NDArray[Any]:
+def check_joint(confident_joint: npt.ArrayLike, k: int | None = None) -> npt.NDArray[Any]:
     cj = np.asarray(confident_joint)
     if cj.ndim != 2 or cj.shape[0] != cj.shape[1] or (k is not None and cj.shape[0] != k):
         want = f"({k}, {k})" if k is not None else "(k, k)"
@@ -439,7 +440,7 @@ def calibrate_confident_joint(
     numpy.ndarray of int, shape (k, k)
         Rounded so that every row total is preserved.
     """
-    cj = _check_joint(confident_joint)
+    cj = check_joint(confident_joint)
     label_counts = _label_counts(labels, len(cj))
     # Same expression, operand order and layouts as cleanlab, for identical rounding.
     calibrated_cj = (cj.T / np.clip(cj.sum(axis=1), a_min=TINY_VALUE, a_max=None) * label_counts).T
@@ -564,7 +565,7 @@ def count_issues(
             raise InvalidInputError(
                 "estimation_method='off_diagonal_custom' needs confident_joint="
             )
-        fraction = _fraction_off_diagonal(scan, _check_joint(confident_joint, scan.k))
+        fraction = _fraction_off_diagonal(scan, check_joint(confident_joint, scan.k))
     return int(np.rint(fraction * scan.n).astype(int))
 
 

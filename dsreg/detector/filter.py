@@ -17,7 +17,7 @@ from dsreg.detector.count import (
     BoolArray,
     ProbsLike,
     Scan,
-    _check_joint,
+    check_joint,
     count_issues,
     round_preserving_row_totals,
 )
@@ -84,7 +84,7 @@ def check_filter_options(
                 "filter_by='confident_learning' re-estimates the confident joint; "
                 "drop confident_joint= or choose another filter_by"
             )
-        _check_joint(confident_joint, k)
+        check_joint(confident_joint, k)
 
 
 def keep_at_least_n_per_class(

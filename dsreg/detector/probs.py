@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsreg.errors import InputPathError, InvalidInputError, ProbabilitiesError, StorageError
+from dsreg.objects.hashing import Hasher, hash_file
 
 __all__ = [
     "ArraySource",
@@ -50,7 +51,6 @@ _ROUNDING_FLOOR = 1e-5
 #: small enough that the detector's per-chunk temporaries stay in tens of megabytes.
 CHUNK_ELEMENTS = 1 << 21
 _SUPPORTED = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
-_DIGEST_BLOCK = 1 << 23
 
 
 def sum_tolerance(dtype: npt.DTypeLike, k: int) -> float:
@@ -283,26 +283,12 @@ def _path_error(exc: OSError, file: Path) -> Exception:
     return StorageError(f"cannot read {file}: {exc.strerror or exc}")
 
 
-def _hasher() -> Any:
-    import blake3  # imported here: only provenance needs it
-
-    return blake3.blake3(max_threads=blake3.blake3.AUTO)
-
-
 def _hash_file(path: Path) -> str:
-    hasher = _hasher()
+    # One large input, nothing hashed beside it: BLAKE3 may use every core (hashing.py).
     try:
-        with path.open("rb") as handle:
-            buffer = bytearray(_DIGEST_BLOCK)
-            view = memoryview(buffer)
-            while True:
-                size = handle.readinto(buffer)
-                if not size:
-                    break
-                hasher.update(view[:size])
+        return hash_file(path, threads=0).removeprefix("blake3:")
     except OSError as exc:
         raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    return cast(str, hasher.hexdigest())
 
 
 class ArraySource(ProbabilitySource):
@@ -335,11 +321,11 @@ class ArraySource(ProbabilitySource):
         except ValueError:  # header too large for format 1.0; numpy.save switches to 2.0
             header = io.BytesIO()
             np.lib.format.write_array_header_2_0(header, fields)
-        hasher = _hasher()
+        hasher = Hasher(threads=0)
         hasher.update(header.getvalue())
         for _, chunk in self._raw_chunks(default_chunk_rows(self.k)):
             hasher.update(chunk.data.cast("B"))
-        return cast(str, hasher.hexdigest())
+        return hasher.hexdigest()
 
 
 class NpySource(ProbabilitySource):

@@ -17,7 +17,7 @@ from dsreg.ingest.result import AddResult, check_names, is_dry, refuse_tag
 from dsreg.ingest.sources import Source
 from dsreg.model.manifests import Revision, Snapshot
 from dsreg.model.tables import base_schema, check_examples, parquet_bytes
-from dsreg.objects.digest import hash_bytes
+from dsreg.objects.hashing import hash_bytes
 from dsreg.repo.registry import Registry
 
 __all__ = ["AddResult", "add_locked", "add_source"]

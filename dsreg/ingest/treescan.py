@@ -16,10 +16,9 @@ from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import blake3
-
 from dsreg._util.parallel import forking, map_chunks
 from dsreg.errors import DatasetFormatError, InputPathError
+from dsreg.objects.hashing import Hasher
 
 __all__ = ["RACY_NS", "TreeScan", "scan_tree"]
 
@@ -82,7 +81,8 @@ class TreeScan:
         changing, which ``racy`` rules out for files not changed within the last two seconds.
         ``version`` (dsreg's) is included so that a new release never trusts an old answer.
         """
-        h = blake3.blake3(_FINGERPRINT_FORMAT, max_threads=1)
+        h = Hasher()
+        h.update(_FINGERPRINT_FORMAT)
         for part in (version, dataset, self.root, *self.classes):
             h.update(part.encode("utf-8", "surrogateescape") + b"\0")
         if self.parts and sum(k for _i, _p, k in self.parts) == len(self.ids):

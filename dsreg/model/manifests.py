@@ -11,7 +11,8 @@ from typing import Any, Literal, TypeAlias, get_args
 from dsreg.errors import ManifestError
 from dsreg.model.canonical import canonical_bytes, parse_json
 from dsreg.model.schemas import validate
-from dsreg.objects.digest import hash_bytes, short
+from dsreg.objects.digest import short
+from dsreg.objects.hashing import hash_bytes
 
 __all__ = [
     "ERRORS",

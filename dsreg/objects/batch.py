@@ -25,54 +25,46 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
-import errno
 import mmap
 import os
 import shutil
-import stat
 import struct
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TypeVar
 
-import blake3
-
+from dsreg._util.fs import (
+    CHUNK,
+    RD,
+    READ_ONLY,
+    WR_NEW,
+    move_noreplace,
+    read_small,
+    rename_dir_if_absent,
+    syncfs,
+    write_all,
+)
 from dsreg._util.parallel import map_chunks
 from dsreg.errors import StorageError
-from dsreg.objects.digest import ALGORITHM, PREFIX
-
-if TYPE_CHECKING:
-    from dsreg.objects.store import ObjectStore
+from dsreg.objects.digest import ALGORITHM, PREFIX, layout
+from dsreg.objects.hashing import Hasher, hash_hex, hash_path
 
 R = TypeVar("R")
 
-__all__ = ["STAGE_PREFIX", "ObjectBatch", "hash_files", "hash_path", "sync_filesystem"]
+__all__ = ["STAGE_PREFIX", "ObjectBatch", "hash_files"]
 
 # Staging folders under tmp/: one per batch; a crash can leave one behind for gc to remove.
 STAGE_PREFIX = "stage-"
-_CHUNK = 1 << 20
 # Files per task handed to a worker: one task per file costs more than small files do.
 _CHUNK_FILES = 128
-# Small files are read whole (one read, hashed, written); larger ones are streamed.
-_SMALL = 16 << 20
-_READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
-# First read of a file whose size is not known (checkout's verification).
-_GUESS = 64 << 10
 
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_RD = os.O_RDONLY | _CLOEXEC
-_WR_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _CLOEXEC
 # Background flushes (see ObjectBatch._written): at most every tenth of a second, once this many
 # bytes wait.
 _FLUSH_BYTES = 8 << 20
 _FLUSH_EVERY = 0.1
 _DROP = getattr(os, "POSIX_FADV_DONTNEED", None) if hasattr(os, "posix_fadvise") else None
 _FLUSHER_LOCK = threading.Lock()
-_AT_FDCWD = -100
-_RENAME_NOREPLACE = 1
 
 
 class ObjectBatch:
@@ -90,14 +82,15 @@ class ObjectBatch:
         "_shards",
         "_staged",
         "_stop",
-        "_store",
         "_sync_fd",
+        "_tmp",
         "_unflushed",
     )
 
-    def __init__(self, store: ObjectStore) -> None:
-        self._store = store
-        self._files = os.fspath(store.files / ALGORITHM)
+    def __init__(self, files: Path, tmp: Path) -> None:
+        """Objects go to ``files`` (a store's ``files/`` folder), staged under ``tmp``."""
+        self._tmp = tmp
+        self._files = os.fspath(files / ALGORITHM)
         # Shards that exist now: an object in any other can only come from a concurrent add,
         # and install() tolerates that, so no stat is spent on it (a new registry has none).
         try:
@@ -106,7 +99,7 @@ class ObjectBatch:
             self._shards = frozenset()
         # Sharded like files/: creating files in one folder of tens of thousands of entries is
         # several times slower than in 256 small ones.
-        self._dir = f"{os.fspath(store.tmp)}/{STAGE_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
+        self._dir = f"{os.fspath(tmp)}/{STAGE_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
         try:
             os.makedirs(self._dir)
             for i in range(256):
@@ -114,10 +107,10 @@ class ObjectBatch:
             # Every syncfs of this batch goes through this descriptor, opened before anything is
             # written: syncfs reports a write-back error to each descriptor open when it
             # happened, once (errseq), so no flush can consume an error the barrier needs.
-            self._sync_fd = os.open(store.tmp, _RD)
+            self._sync_fd = os.open(tmp, RD)
         except OSError as e:
             shutil.rmtree(self._dir, ignore_errors=True)
-            raise StorageError(f"cannot write to {store.tmp}: {e.strerror}") from e
+            raise StorageError(f"cannot write to {tmp}: {e.strerror}") from e
         # (staging path, hex digest); list.append is atomic, so worker threads share it.
         self._staged: list[tuple[str, str]] = []
         # Bytes staged since the last background flush (approximate: threads add unlocked).
@@ -203,11 +196,11 @@ class ObjectBatch:
         """The digest; what was staged (``(path, hex)``, or None) and its size; the file's
         size. Touches no shared state: it runs in worker threads and processes alike."""
         try:
-            fd = os.open(path, _RD)
+            fd = os.open(path, RD)
         except OSError as e:
             raise StorageError(f"cannot read {path}: {e.strerror}") from e
         try:
-            data = _read_small(fd, size_hint)
+            data = read_small(fd, size_hint)
             if data is None:
                 return self._stage_stream(fd, path, expect)
         except OSError as e:
@@ -231,30 +224,32 @@ class ObjectBatch:
     ) -> tuple[str, tuple[str, str] | None]:
         """The digest of ``data``, and what was staged: nothing if it is not ``expect`` (when
         given) or the store holds it already."""
-        hexd = blake3.blake3(data, max_threads=1).hexdigest()
+        hexd = hash_hex(data)
         if (expect is not None and PREFIX + hexd != expect) or self._has(hexd):
             return PREFIX + hexd, None
         return PREFIX + hexd, self._stage(hexd, data)
 
     def _has(self, hexd: str) -> bool:
-        if hexd[:2] not in self._shards:
+        shard, name = layout(hexd)
+        if shard not in self._shards:
             return False
         try:
-            os.stat(f"{self._files}/{hexd[:2]}/{hexd[2:]}")
+            os.stat(f"{self._files}/{shard}/{name}")
         except OSError:
             return False
         return True
 
     def _stage(self, hexd: str, data: bytes) -> tuple[str, str] | None:
-        path = f"{self._dir}/{hexd[:2]}/{hexd[2:]}"
+        shard, name = layout(hexd)
+        path = f"{self._dir}/{shard}/{name}"
         try:
-            fd = os.open(path, _WR_NEW, _READ_ONLY)
+            fd = os.open(path, WR_NEW, READ_ONLY)
         except FileExistsError:
             return None  # the same bytes, staged by this batch from another file
         except OSError as e:
-            raise StorageError(f"cannot write to {self._store.tmp}: {e.strerror}") from e
+            raise StorageError(f"cannot write to {self._tmp}: {e.strerror}") from e
         try:
-            _write_all(fd, data)
+            write_all(fd, data)
         except OSError as e:
             os.close(fd)
             with contextlib.suppress(OSError):
@@ -267,13 +262,13 @@ class ObjectBatch:
         self, fd: int, src: str, expect: str | None = None
     ) -> tuple[str, tuple[str, str] | None, int, int]:
         os.lseek(fd, 0, os.SEEK_SET)
-        hasher = blake3.blake3(max_threads=1)
+        hasher = Hasher()
         path = f"{self._dir}/stream-{os.urandom(8).hex()}"
-        out = os.open(path, _WR_NEW, _READ_ONLY)
+        out = os.open(path, WR_NEW, READ_ONLY)
         try:
-            while chunk := os.read(fd, _CHUNK):
+            while chunk := os.read(fd, CHUNK):
                 hasher.update(chunk)
-                _write_all(out, chunk)
+                write_all(out, chunk)
         except OSError as e:
             os.close(out)
             with contextlib.suppress(OSError):
@@ -309,7 +304,7 @@ class ObjectBatch:
             if self._unflushed >= _FLUSH_BYTES:
                 self._unflushed = 0
                 try:
-                    _syncfs(self._sync_fd)
+                    syncfs(self._sync_fd)
                 except OSError as e:
                     # commit() refuses after this; flushing on changes nothing.
                     self._flush_error = self._flush_error or e
@@ -338,7 +333,7 @@ class ObjectBatch:
                 ready.extend(self._behind.popleft()[1])
         for path in ready:
             try:
-                fd = os.open(path, _RD)
+                fd = os.open(path, RD)
             except OSError:
                 continue
             try:
@@ -368,7 +363,7 @@ class ObjectBatch:
         try:
             if self._flush_error is not None:
                 raise self._flush_error
-            _syncfs(self._sync_fd)
+            syncfs(self._sync_fd)
             os.makedirs(self._files, exist_ok=True)
             installed = 0
             by_shard: dict[str, list[tuple[str, str]]] = {}
@@ -377,16 +372,16 @@ class ObjectBatch:
                 if path.startswith(self._dir + "/stream-"):
                     loose.append((path, hexd))
                 else:
-                    by_shard.setdefault(hexd[:2], []).append((path, hexd))
+                    by_shard.setdefault(layout(hexd)[0], []).append((path, hexd))
             for shard, items in by_shard.items():
-                if _rename_dir_if_absent(f"{self._dir}/{shard}", f"{self._files}/{shard}"):
+                if rename_dir_if_absent(f"{self._dir}/{shard}", f"{self._files}/{shard}"):
                     installed += len(items)
                     # An empty one in its place: a batch may stage and commit again.
                     os.mkdir(f"{self._dir}/{shard}")
                 else:
                     loose.extend(items)
             if loose:
-                for shard in {h[:2] for _p, h in loose}:
+                for shard in {layout(h)[0] for _p, h in loose}:
                     os.makedirs(f"{self._files}/{shard}", exist_ok=True)
                 with contextlib.closing(
                     map_chunks(
@@ -396,7 +391,7 @@ class ObjectBatch:
                     )
                 ) as results:
                     installed += sum(n for _lo, n in results)
-            _syncfs(self._sync_fd)  # the same file system: the names are durable
+            syncfs(self._sync_fd)  # the same file system: the names are durable
             self._shards = frozenset(os.listdir(self._files))
         except OSError as e:
             self._staged = staged
@@ -406,7 +401,8 @@ class ObjectBatch:
     def _install(self, chunk: list[tuple[str, str]]) -> int:
         n = 0
         for path, hexd in chunk:
-            n += _move_noreplace(path, f"{self._files}/{hexd[:2]}/{hexd[2:]}")
+            shard, name = layout(hexd)
+            n += move_noreplace(path, f"{self._files}/{shard}/{name}")
         return n
 
     def discard(self) -> None:
@@ -417,41 +413,6 @@ class ObjectBatch:
         if self._sync_fd >= 0:
             os.close(self._sync_fd)
             self._sync_fd = -1
-
-
-def _read_small(fd: int, size_hint: int) -> bytes | None:
-    """All of a file's bytes if it holds at most ``_SMALL`` (else None). The first read asks for
-    one byte more than the size seen when scanning (without one, for 64 KiB: most payloads are
-    smaller, and an ``fstat`` costs as much as a read); getting exactly the scanned size is the
-    end of the file, so the usual cost is one read."""
-    first = min(size_hint, _SMALL) + 1 if size_hint > 0 else _GUESS
-    data = os.read(fd, first)
-    if len(data) == size_hint < first:
-        # As many bytes as the scan saw, and no more when more were asked for: the end of the
-        # file (a short read means the end, on any local file system; the size agreeing is
-        # the check for those where it might not), so no second read is needed.
-        return data
-    if not data:
-        return data
-    # A small second read: asking for a large one would allocate that much for nothing.
-    more = os.read(fd, 4096)
-    if not more:
-        return data
-    parts = [data, more]
-    total = len(data) + len(more)
-    while total <= _SMALL:
-        more = os.read(fd, _CHUNK)
-        if not more:
-            return b"".join(parts)
-        parts.append(more)
-        total += len(more)
-    return None
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def hash_files(
@@ -504,108 +465,3 @@ def _digests_by_chunk(
             done += len(digests)
             report(done)
     return out
-
-
-def hash_path(path: str, *, size_hint: int = 0) -> str:
-    """The digest of a file's bytes (one read for small files, streamed for large ones)."""
-    fd = os.open(path, _RD)
-    try:
-        data = _read_small(fd, size_hint)
-        if data is not None:
-            return PREFIX + blake3.blake3(data, max_threads=1).hexdigest()
-        os.lseek(fd, 0, os.SEEK_SET)
-        hasher = blake3.blake3(max_threads=1)
-        while chunk := os.read(fd, _CHUNK):
-            hasher.update(chunk)
-        return PREFIX + hasher.hexdigest()
-    finally:
-        os.close(fd)
-
-
-# -- Linux system calls Python does not wrap (ctypes; portable fallbacks elsewhere) ----------
-_LIBC: Any = None
-_LIBC_LOADED = False
-
-
-def _libc() -> Any:
-    global _LIBC, _LIBC_LOADED
-    if not _LIBC_LOADED:
-        _LIBC_LOADED = True
-        if sys.platform.startswith("linux"):
-            with contextlib.suppress(OSError):
-                _LIBC = ctypes.CDLL(None, use_errno=True)
-    return _LIBC
-
-
-def sync_filesystem(path: Path) -> None:
-    """Make every completed write on ``path``'s file system durable: ``syncfs(2)`` on Linux (one
-    barrier instead of an fsync per file), ``sync(2)`` elsewhere. Reports a write-back error
-    that happened while ``path`` was open here (so: open it before writing, as ``ObjectBatch``
-    does, to hear of every error)."""
-    fd = os.open(path, _RD)
-    try:
-        _syncfs(fd)
-    except OSError as e:
-        raise OSError(e.errno, e.strerror, os.fspath(path)) from None
-    finally:
-        os.close(fd)
-
-
-def _syncfs(fd: int) -> None:
-    fn = getattr(_libc(), "syncfs", None)
-    if fn is None:
-        os.sync()
-        return
-    if fn(ctypes.c_int(fd)) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, os.strerror(err))
-
-
-def _rename_dir_if_absent(src: str, dst: str) -> bool:
-    """Move a whole staged shard into place when ``files/`` has no such shard yet."""
-    if os.path.lexists(dst):
-        return False
-    try:
-        os.rename(src, dst)
-    except OSError as e:
-        # Another writer made the shard meanwhile: fall back to moving objects one by one.
-        if e.errno in (errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR):
-            return False
-        raise
-    return True
-
-
-def _move_noreplace(src: str, dst: str) -> int:
-    """Move a staged object into place unless the object exists; 1 if it was new."""
-    fn = getattr(_libc(), "renameat2", None)
-    if fn is not None:
-        r = fn(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), _RENAME_NOREPLACE)
-        if r == 0:
-            return 1
-        err = ctypes.get_errno()
-        if err == errno.EEXIST:
-            os.unlink(src)
-            return 0
-        if err not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
-            raise OSError(err, os.strerror(err), dst)
-    return _link_noreplace(src, dst)
-
-
-def _link_noreplace(src: str, dst: str) -> int:
-    new = 1
-    try:
-        os.link(src, dst)
-    except FileExistsError:
-        new = 0
-    except OSError as e:
-        if e.errno not in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EMLINK):
-            raise
-        # File systems without hard links: rename can replace, so only do it if still absent.
-        if os.path.exists(dst):
-            new = 0
-        else:
-            os.replace(src, dst)
-            return new
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(src)
-    return new

@@ -1,12 +1,9 @@
-"""BLAKE3-256 digests: written ``blake3:`` + 64 lowercase hex, shown as 12, typed as >= 6."""
+"""BLAKE3-256 digests as text: written ``blake3:`` + 64 lowercase hex, shown as 12, typed as >= 6,
+and the object layout they map to. Hashing itself is in ``hashing.py``."""
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
-
-import blake3
 
 from dsreg.errors import InvalidSpecError
 
@@ -15,11 +12,12 @@ __all__ = [
     "MIN_PREFIX",
     "PREFIX",
     "SHORT",
+    "digest_at",
     "format_digest",
-    "hash_bytes",
-    "hash_file",
     "hex_of",
     "is_digest",
+    "layout",
+    "object_relpath",
     "short",
 ]
 
@@ -28,23 +26,6 @@ PREFIX = "blake3:"
 SHORT = 12
 MIN_PREFIX = 6
 _FULL = re.compile(r"^blake3:[0-9a-f]{64}$")
-_CHUNK = 1 << 20
-# One thread per file: files are hashed in parallel across a pool, so a file never fans out.
-_MAX_THREADS = 1
-
-
-def hash_bytes(data: bytes | bytearray | memoryview) -> str:
-    """The digest of ``data``: ``blake3:`` + 64 lowercase hex."""
-    return PREFIX + blake3.blake3(data, max_threads=_MAX_THREADS).hexdigest()
-
-
-def hash_file(path: str | os.PathLike[str]) -> str:
-    """The digest of a file's bytes, read in 1 MiB chunks (bounded memory for any size)."""
-    hasher = blake3.blake3(max_threads=_MAX_THREADS)
-    with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            hasher.update(chunk)
-    return PREFIX + hasher.hexdigest()
 
 
 def is_digest(text: str) -> bool:
@@ -72,7 +53,19 @@ def short(digest: str) -> str:
     return hex_of(digest)[:SHORT]
 
 
-def object_relpath(digest: str) -> Path:
-    """``blake3/ab/cdef…``: the object's place under ``files/`` (dvc-data's layout)."""
-    h = hex_of(digest)
-    return Path(ALGORITHM, h[:2], h[2:])
+def layout(hexd: str) -> tuple[str, str]:
+    """THE object layout (dvc-data's, ``hash_name="blake3"``): an object's 64 hex characters as
+    its shard folder and file name under ``files/blake3/``. Every path to an object, in a
+    registry or on a remote, is made from this split; nothing else slices a digest."""
+    return hexd[:2], hexd[2:]
+
+
+def object_relpath(digest: str) -> str:
+    """``blake3/ab/cdef…``: a full digest's place under ``files/`` (dvc-data's layout)."""
+    shard, name = layout(hex_of(digest))
+    return f"{ALGORITHM}/{shard}/{name}"
+
+
+def digest_at(shard: str, name: str) -> str:
+    """The digest of the object stored as ``files/blake3/<shard>/<name>`` (``layout``'s inverse)."""
+    return PREFIX + shard + name

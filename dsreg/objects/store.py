@@ -16,37 +16,29 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-import blake3
-
+from dsreg._util.fs import CHUNK, READ_ONLY, SMALL
 from dsreg.errors import (
     AmbiguousDigestError,
     CorruptObjectError,
     ObjectNotFoundError,
     StorageError,
 )
-from dsreg.objects.batch import (
-    _CHUNK,
-    _READ_ONLY,
-    _SMALL,
-    STAGE_PREFIX,
-    ObjectBatch,
-    hash_path,
-    sync_filesystem,
-)
+from dsreg.objects.batch import ObjectBatch
 from dsreg.objects.digest import (
     ALGORITHM,
     MIN_PREFIX,
     PREFIX,
+    digest_at,
     format_digest,
-    hash_bytes,
-    hash_file,
+    hex_of,
+    layout,
     object_relpath,
     short,
 )
+from dsreg.objects.hashing import Hasher, hash_bytes, hash_file
 
-__all__ = ["STAGE_PREFIX", "ObjectBatch", "ObjectStore", "hash_path", "sync_filesystem"]
+__all__ = ["ObjectStore"]
 
-_HEX = len(PREFIX)
 # Listing a shard costs a small fraction of a stat per entry: list it when the folder (about 72
 # bytes an entry on ext4) is small next to the number of digests to look up in it.
 _LIST_BYTES_PER_LOOKUP = 512
@@ -73,7 +65,7 @@ class ObjectStore:
         """The digests among ``digests`` whose objects are absent (existence only, no hashing)."""
         by_shard: dict[str, list[str]] = {}
         for d in digests:
-            by_shard.setdefault(d[_HEX : _HEX + 2], []).append(d)
+            by_shard.setdefault(layout(hex_of(d))[0], []).append(d)
         root = os.fspath(self.files / ALGORITHM)
         out: set[str] = set()
         for shard, ds in by_shard.items():
@@ -85,14 +77,14 @@ class ObjectStore:
                 continue
             if size <= _LIST_BYTES_PER_LOOKUP * len(ds):
                 names = set(os.listdir(folder))
-                out.update(d for d in ds if d[_HEX + 2 :] not in names)
+                out.update(d for d in ds if layout(hex_of(d))[1] not in names)
             else:
-                out.update(d for d in ds if not os.path.isfile(f"{folder}/{d[_HEX + 2 :]}"))
+                out.update(d for d in ds if not os.path.isfile(f"{folder}/{layout(hex_of(d))[1]}"))
         return out
 
     def batch(self) -> ObjectBatch:
         """Stage many objects, then install them all with one durability barrier."""
-        return ObjectBatch(self)
+        return ObjectBatch(self.files, self.tmp)
 
     # -- writing ----------------------------------------------------------------------------
     def put_bytes(self, data: bytes | memoryview) -> str:
@@ -113,7 +105,7 @@ class ObjectStore:
             return known
         try:
             size = src.stat().st_size
-            if size <= _SMALL:
+            if size <= SMALL:
                 data = src.read_bytes()
                 digest = hash_bytes(data)
                 if not self.has(digest):
@@ -124,16 +116,16 @@ class ObjectStore:
             raise StorageError(f"cannot read {src}: {e.strerror}") from e
 
     def _put_stream(self, src: Path) -> str:
-        hasher = blake3.blake3(max_threads=1)
+        hasher = Hasher()
         tmpname = self._mktemp()
         try:
             with open(tmpname, "wb") as out, open(src, "rb") as s:
-                while chunk := s.read(_CHUNK):
+                while chunk := s.read(CHUNK):
                     hasher.update(chunk)
                     out.write(chunk)
                 out.flush()
                 os.fsync(out.fileno())
-            digest = PREFIX + hasher.hexdigest()
+            digest = hasher.digest()
             self._link_into_place(tmpname, digest)
             return digest
         finally:
@@ -165,7 +157,7 @@ class ObjectStore:
                 os.unlink(tmpname)
 
     def _link_into_place(self, tmp: Path, digest: str) -> None:
-        os.chmod(tmp, _READ_ONLY)
+        os.chmod(tmp, READ_ONLY)
         dst = self.path(digest)
         dst.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -237,23 +229,23 @@ class ObjectStore:
         """Every object's digest (no particular order)."""
         if not self.files.is_dir():
             return
-        for shard in os.scandir(self.files / "blake3") if (self.files / "blake3").is_dir() else ():
+        for shard in (
+            os.scandir(self.files / ALGORITHM) if (self.files / ALGORITHM).is_dir() else ()
+        ):
             if len(shard.name) != 2 or not shard.is_dir():
                 continue
             for entry in os.scandir(shard.path):
                 if len(entry.name) == 62:
-                    yield PREFIX + shard.name + entry.name
+                    yield digest_at(shard.name, entry.name)
 
     def match_prefix(self, prefix: str) -> list[str]:
         """Every stored digest starting with ``prefix`` (hex, at least 6 characters)."""
         hexpart = prefix.removeprefix(PREFIX)
-        shard = self.files / "blake3" / hexpart[:2]
+        head, rest = layout(hexpart)
+        shard = self.files / ALGORITHM / head
         if len(hexpart) < MIN_PREFIX or not shard.is_dir():
             return []
-        rest = hexpart[2:]
-        return sorted(
-            PREFIX + hexpart[:2] + e.name for e in os.scandir(shard) if e.name.startswith(rest)
-        )
+        return sorted(digest_at(head, e.name) for e in os.scandir(shard) if e.name.startswith(rest))
 
     def resolve_prefix(self, prefix: str) -> str:
         """The one stored digest starting with ``prefix``."""

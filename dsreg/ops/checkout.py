@@ -30,8 +30,8 @@ from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import CorruptObjectError, DsregError, InputPathError, StorageError
 from dsreg.model.canonical import parse_json
 from dsreg.model.schemas import validate
-from dsreg.objects.batch import hash_path
-from dsreg.objects.digest import ALGORITHM, PREFIX, hash_file, is_digest, short
+from dsreg.objects.digest import is_digest, object_relpath, short
+from dsreg.objects.hashing import hash_file, hash_path
 from dsreg.repo.registry import Registry, Resolved
 from dsreg.repo.tables import read_examples
 from dsreg.views.dataset import Dataset
@@ -45,7 +45,6 @@ _FICLONE = 0x40049409
 _JOBS = max(4, min(32, (os.cpu_count() or 1) * 4))
 # Files per task handed to a worker thread (one future per small file costs more than it does).
 _CHUNK = 256
-_HEX = len(PREFIX)
 T = TypeVar("T")
 _ALL_DIGESTS = re.compile(r"(?:blake3:[0-9a-f]{64}\n)*blake3:[0-9a-f]{64}")
 
@@ -209,7 +208,7 @@ def _switch(
             if relink or old.get(p) != b or not os.path.lexists(target / p)
         ]
     )
-    files = os.fspath(reg.store.files / ALGORITHM)
+    files = os.fspath(reg.store.files)
     root = os.fspath(target)
     _check_digests(todo)
     if fresh and link in ("hardlink", "symlink"):
@@ -363,8 +362,8 @@ def _in_pool(
 
 
 def _object_path(files: str, blob: str) -> str:
-    """Where object ``blob`` lives under ``files/blake3`` (a string: one per file is cheaper)."""
-    return f"{files}/{blob[_HEX : _HEX + 2]}/{blob[_HEX + 2 :]}"
+    """Where object ``blob`` lives under the store's ``files/`` (a string: cheaper per file)."""
+    return f"{files}/{object_relpath(blob)}"
 
 
 def _corrupt(blob: str, rel: str) -> CorruptObjectError:
@@ -381,7 +380,7 @@ def _verify_objects(reg: Registry, todo: list[tuple[str, str]], progress: Progre
     for rel, blob in todo:
         if blob not in first:
             first[blob] = rel
-    files = os.fspath(reg.store.files / ALGORITHM)
+    files = os.fspath(reg.store.files)
     absent = _hash_objects(files, list(first), first, progress)
     if absent:
         from dsreg.remote.transfer import fetch_missing

@@ -13,8 +13,8 @@ from typing import Any
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import DsregError, IntegrityError
 from dsreg.model.manifests import Overlay, Revision, Snapshot
+from dsreg.objects.batch import STAGE_PREFIX
 from dsreg.objects.digest import short
-from dsreg.objects.store import STAGE_PREFIX
 from dsreg.repo.registry import Registry
 
 __all__ = ["GcResult", "Problem", "VerifyResult", "collect_garbage", "reachable", "verify"]

@@ -13,7 +13,7 @@ import pyarrow as pa
 from dsreg._version import __version__
 from dsreg.errors import InputPathError
 from dsreg.model.corrections import corrections_table
-from dsreg.objects.digest import hash_file
+from dsreg.objects.hashing import hash_file
 from dsreg.overlays.write import write_overlay
 from dsreg.repo.registry import Registry
 from dsreg.repo.tables import read_examples

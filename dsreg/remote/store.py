@@ -32,13 +32,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from dsreg._util.fs import write_atomic
+from dsreg._util.fs import sync_filesystem, write_atomic
 from dsreg._util.parallel import default_jobs, map_chunks
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import CorruptObjectError, DsregError, RemoteError
 from dsreg.model.names import check_name
-from dsreg.objects.digest import ALGORITHM, PREFIX, format_digest, hash_bytes, short
-from dsreg.objects.store import STAGE_PREFIX, ObjectBatch, hash_path, sync_filesystem
+from dsreg.objects.batch import STAGE_PREFIX, ObjectBatch
+from dsreg.objects.digest import (
+    ALGORITHM,
+    PREFIX,
+    format_digest,
+    hex_of,
+    layout,
+    object_relpath,
+    short,
+)
+from dsreg.objects.hashing import hash_bytes, hash_path
 from dsreg.repo.refs import LogEntry
 
 if TYPE_CHECKING:
@@ -54,7 +63,6 @@ __all__ = [
     "staged_waves",
 ]
 
-_HEX = len(PREFIX)
 # Work is handed to the pool in chunks: one future per object costs more than a small copy.
 _PER_TASK = 64
 # Objects up to this size are read whole, hashed once and staged from memory.
@@ -212,8 +220,7 @@ class RemoteStore:
         return self._path("files", ALGORITHM)
 
     def object_path(self, digest: str) -> str:
-        h = digest[_HEX:]
-        return self._path("files", ALGORITHM, h[:2], h[2:])
+        return self._path("files", *object_relpath(digest).split("/"))
 
     def error(self, action: str, e: BaseException) -> RemoteError:
         return RemoteError(
@@ -329,7 +336,7 @@ class RemoteStore:
 
         try:
             found = odb.oids_exist(  # type: ignore[no-untyped-call]
-                [d[_HEX:] for d in wanted], jobs=jobs, progress=hook
+                [hex_of(d) for d in wanted], jobs=jobs, progress=hook
             )
         except Exception as e:
             raise self.error("list the objects of", e) from None
@@ -575,7 +582,7 @@ def parallel(
 def _present_local(objects: str, wanted: list[str]) -> set[str]:
     by_shard: dict[str, list[str]] = {}
     for d in wanted:
-        by_shard.setdefault(d[_HEX : _HEX + 2], []).append(d)
+        by_shard.setdefault(layout(hex_of(d))[0], []).append(d)
     out: set[str] = set()
     for shard, ds in by_shard.items():
         try:
@@ -584,7 +591,7 @@ def _present_local(objects: str, wanted: list[str]) -> set[str]:
             continue
         except OSError as e:
             raise RemoteError(f"cannot list {objects}/{shard}: {e.strerror}") from None
-        out.update(d for d in ds if d[_HEX + 2 :] in names)
+        out.update(d for d in ds if layout(hex_of(d))[1] in names)
     return out
 
 

@@ -37,8 +37,9 @@ from dsreg.errors import (
 )
 from dsreg.model.manifests import Overlay, Revision, Snapshot
 from dsreg.model.names import check_name, parse_spec
-from dsreg.objects.digest import PREFIX, hash_bytes, is_digest, short
-from dsreg.objects.store import ObjectBatch
+from dsreg.objects.batch import ObjectBatch
+from dsreg.objects.digest import PREFIX, is_digest, short
+from dsreg.objects.hashing import hash_bytes
 from dsreg.remote.config import (
     RemoteConfig,
     add_remote,

@@ -28,7 +28,8 @@ from dsreg.model.manifests import (
     encode_manifest,
 )
 from dsreg.model.names import parse_spec
-from dsreg.objects.digest import PREFIX, hash_bytes, short
+from dsreg.objects.digest import PREFIX, short
+from dsreg.objects.hashing import hash_bytes
 from dsreg.objects.store import ObjectStore
 from dsreg.repo.config import read_config, write_config
 from dsreg.repo.refs import RefStore

@@ -22,7 +22,7 @@ import pyarrow as pa
 from dsreg._version import __version__
 from dsreg.errors import InvalidInputError, PredictionsError
 from dsreg.model.manifests import VIEWS, View
-from dsreg.objects.digest import hash_file
+from dsreg.objects.hashing import hash_file
 from dsreg.repo.registry import Registry, Resolved
 from dsreg.report._json import stable_json
 from dsreg.report.predictions import (

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from dsreg.errors import InputPathError, PredictionsError
 from dsreg.model.tables import as_numpy
-from dsreg.objects.digest import hash_bytes, hash_file
+from dsreg.objects.hashing import hash_bytes, hash_file
 
 __all__ = ["Predictions", "PredictionsSource", "Ranks", "Target", "read_predictions"]
 

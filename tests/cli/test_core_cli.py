@@ -18,7 +18,8 @@ import pytest
 
 from dsreg.model.canonical import canonical_bytes
 from dsreg.model.manifests import Revision, Snapshot
-from dsreg.objects.digest import hash_bytes, short
+from dsreg.objects.digest import short
+from dsreg.objects.hashing import hash_bytes
 from dsreg.overlays.write import corrections_table, write_overlay
 from dsreg.repo.registry import Registry
 

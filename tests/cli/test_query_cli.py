@@ -17,7 +17,7 @@ import pytest
 from dsreg.ingest.snapshot import add_source
 from dsreg.ingest.sources import Source
 from dsreg.model.corrections import corrections_table
-from dsreg.objects.digest import hash_file
+from dsreg.objects.hashing import hash_file
 from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import write_overlay
 from dsreg.repo.registry import Registry

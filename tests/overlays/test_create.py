@@ -111,7 +111,7 @@ def test_detected_overlay_matches_the_detector_and_is_reproducible(
     assert det.rows.size > 0
     ov = reg.overlay(digests[0])
     assert ov.kind == "detected"
-    assert ov.producer["inputs"]["pred_probs"] == dsreg.objects.digest.hash_file(
+    assert ov.producer["inputs"]["pred_probs"] == dsreg.objects.hashing.hash_file(
         tmp_path / "pyx.npy"
     )
     corr = read_corrections(reg, ov)

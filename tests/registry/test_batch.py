@@ -13,10 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from dsreg.objects import batch as batch_mod
 
 from dsreg.errors import StorageError
-from dsreg.objects.store import STAGE_PREFIX
+from dsreg.objects import batch as batch_mod
+from dsreg.objects.batch import STAGE_PREFIX
 from dsreg.ops.maintenance import collect_garbage
 from dsreg.repo.registry import Registry
 
@@ -194,7 +194,7 @@ def test_a_write_back_error_aborts_the_batch_and_installs_nothing(
         if where == "barrier" or calls == 1:
             raise OSError(errno.EIO, os.strerror(errno.EIO))
 
-    monkeypatch.setattr(batch_mod, "_syncfs", failing)
+    monkeypatch.setattr(batch_mod, "syncfs", failing)
     monkeypatch.setattr(batch_mod, "_FLUSH_EVERY", 0.001)
     monkeypatch.setattr(batch_mod, "_FLUSH_BYTES", 1)
     reg = make_registry()

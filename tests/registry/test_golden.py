@@ -23,7 +23,7 @@ from dsreg.ingest.sources import scan_imagefolder, scan_labels
 from dsreg.model.canonical import canonical_bytes, parse_json
 from dsreg.model.manifests import Overlay, Revision, Snapshot, encode_manifest
 from dsreg.model.tables import parquet_bytes
-from dsreg.objects.digest import hash_bytes
+from dsreg.objects.hashing import hash_bytes
 from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import corrections_table, write_overlay
 from dsreg.repo.registry import Registry

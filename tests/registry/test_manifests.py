@@ -22,7 +22,8 @@ from dsreg.model.manifests import (
     encode_manifest,
 )
 from dsreg.model.names import check_name, parse_spec, parse_tag_target
-from dsreg.objects.digest import hash_bytes, short
+from dsreg.objects.digest import short
+from dsreg.objects.hashing import hash_bytes
 
 NAME_CHARS = string.ascii_lowercase + string.digits + "._-"
 names = st.builds(

@@ -20,7 +20,8 @@ from dsreg.errors import (
 from dsreg.ingest.snapshot import AddResult
 from dsreg.model.canonical import canonical_bytes
 from dsreg.model.manifests import Revision, Snapshot
-from dsreg.objects.digest import MIN_PREFIX, hash_bytes, short
+from dsreg.objects.digest import MIN_PREFIX, short
+from dsreg.objects.hashing import hash_bytes
 from dsreg.repo.registry import Registry
 
 

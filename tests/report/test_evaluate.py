@@ -19,7 +19,7 @@ import dsreg
 from dsreg.errors import CorruptObjectError, InvalidInputError, PredictionsError
 from dsreg.model.corrections import corrections_table
 from dsreg.model.manifests import VERDICTS, VIEWS
-from dsreg.objects.digest import hash_file
+from dsreg.objects.hashing import hash_file
 from dsreg.report.evaluate import evaluate, view_rows
 from dsreg.views.rule import apply_view, merge_overlays
 

@@ -1,0 +1,82 @@
+"""BLAKE3-256, the one hash (DESIGN.md, "Digests"): the only module that calls ``blake3``.
+
+Digests are ``blake3:`` + 64 lowercase hex. A file is hashed on one thread: files are hashed many
+at a time across worker processes (``dsreg._util.parallel``), so one file never fans out over
+the cores its neighbours need. The one exception is a caller hashing a single large input with
+nothing beside it (``hash_file(..., threads=0)``: a probability matrix of gigabytes), where
+BLAKE3's own tree-parallel hashing uses the idle cores; the digest is the same either way.
+"""
+
+from __future__ import annotations
+
+import os
+
+import blake3
+
+from dsreg._util.fs import CHUNK, RD, read_small
+
+__all__ = ["Hasher", "hash_bytes", "hash_fd", "hash_file", "hash_hex", "hash_path"]
+
+PREFIX = "blake3:"
+
+
+class Hasher:
+    """Incremental hashing: ``update`` with bytes as they stream by, then ``digest``."""
+
+    __slots__ = ("_h",)
+
+    def __init__(self, *, threads: int = 1) -> None:
+        self._h = blake3.blake3(max_threads=blake3.blake3.AUTO if threads == 0 else threads)
+
+    def update(self, data: bytes | bytearray | memoryview) -> None:
+        self._h.update(data)
+
+    def hexdigest(self) -> str:
+        return str(self._h.hexdigest())
+
+    def digest(self) -> str:
+        return PREFIX + self.hexdigest()
+
+
+def hash_hex(data: bytes | bytearray | memoryview) -> str:
+    """The 64 hex characters of ``data``'s digest."""
+    return str(blake3.blake3(data, max_threads=1).hexdigest())
+
+
+def hash_bytes(data: bytes | bytearray | memoryview) -> str:
+    """The digest of ``data``: ``blake3:`` + 64 lowercase hex."""
+    return PREFIX + hash_hex(data)
+
+
+def hash_fd(fd: int, *, size_hint: int = 0) -> str:
+    """The digest of an open file's bytes from its current offset: one read for a small file
+    (``size_hint`` is the size a scan saw), streamed in 1 MiB chunks otherwise."""
+    data = read_small(fd, size_hint)
+    if data is not None:
+        return hash_bytes(data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    h = Hasher()
+    while chunk := os.read(fd, CHUNK):
+        h.update(chunk)
+    return h.digest()
+
+
+def hash_path(path: str, *, size_hint: int = 0) -> str:
+    """The digest of a file's bytes (``hash_fd`` on it); ``OSError`` propagates."""
+    fd = os.open(path, RD)
+    try:
+        return hash_fd(fd, size_hint=size_hint)
+    finally:
+        os.close(fd)
+
+
+def hash_file(path: str | os.PathLike[str], *, threads: int = 1) -> str:
+    """The digest of a file's bytes, read in 1 MiB chunks (bounded memory for any size);
+    ``threads=0`` lets BLAKE3 use every core for one large file (see the module's note)."""
+    h = Hasher(threads=threads)
+    # Larger reads when BLAKE3 fans out: each update must span enough chunks for its threads.
+    size = CHUNK if threads == 1 else 8 * CHUNK
+    with open(path, "rb") as f:
+        while chunk := f.read(size):
+            h.update(chunk)
+    return h.digest()
