@@ -23,6 +23,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check dsreg tests benchmarks demo docs/gen_cli.py
 	$(BIN)/ruff format --check dsreg tests benchmarks demo docs/gen_cli.py
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 # The side-by-side benchmarks (long; run on demand, never in CI). Figures: docs/benchmarks.md.
 bench: $(STAMP)
