@@ -8,7 +8,11 @@
   removes objects) and a ``dsreg verify`` that finds a problem forget every line, so a re-add
   after either stores what is missing again.
 
-A damaged or missing database only costs speed: every lookup then misses.
+A damaged or missing database only costs speed: every lookup then misses. Each row carries a
+check (BLAKE3 of its other fields, ``_check``), and a row whose check does not match is a miss,
+so a damaged row (a flipped bit, a torn page, a digest edited by hand) can never put another
+file's bytes into a snapshot: the file is read and hashed again. The check guards against
+damage, not against someone who recomputes it; such a person could as well rewrite the tree.
 """
 
 from __future__ import annotations
@@ -20,17 +24,28 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from dsreg.errors import StorageError
+from dsreg.objects.digest import is_digest
+from dsreg.objects.hashing import hash_hex
 
 __all__ = ["StatCache"]
 
 _SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS files (path TEXT PRIMARY KEY, inode INTEGER, size INTEGER, "
-    "mtime_ns INTEGER, ctime_ns INTEGER, digest TEXT) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS scans (fingerprint TEXT PRIMARY KEY, revision TEXT, "
-    "snapshot TEXT, examples TEXT) WITHOUT ROWID",
-    # The table of dsreg 0.1.0 (no ctime): its entries are not trusted any more.
+    "CREATE TABLE IF NOT EXISTS files_v2 (path TEXT PRIMARY KEY, inode INTEGER, size INTEGER, "
+    "mtime_ns INTEGER, ctime_ns INTEGER, digest TEXT, checksum TEXT) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS scans_v2 (fingerprint TEXT PRIMARY KEY, revision TEXT, "
+    "snapshot TEXT, examples TEXT, checksum TEXT) WITHOUT ROWID",
+    # Tables of earlier releases: dsreg 0.1.0's (no ctime) and rows without a check. Their
+    # entries are not trusted any more.
     "DROP TABLE IF EXISTS stat",
+    "DROP TABLE IF EXISTS files",
+    "DROP TABLE IF EXISTS scans",
 )
+
+
+def _check(*fields: object) -> str:
+    """The check a row carries: 128 bits of BLAKE3 over its other fields."""
+    text = "\0".join(map(str, fields))
+    return hash_hex(text.encode("utf-8", "surrogateescape"))[:32]
 
 
 class StatCache:
@@ -69,14 +84,19 @@ class StatCache:
         try:
             with self._connect(write=False) as con:
                 rows = con.execute(
-                    "SELECT path, inode, size, mtime_ns, ctime_ns, digest FROM files "
-                    "WHERE path >= ? AND path < ?",
+                    "SELECT path, inode, size, mtime_ns, ctime_ns, digest, checksum "
+                    "FROM files_v2 WHERE path >= ? AND path < ?",
                     (prefix, prefix + "\U0010ffff"),
                 ).fetchall()
         except sqlite3.Error:
             # No cache yet, or a damaged one: hash everything again.
             return {}
-        return {r[0]: (r[1], r[2], r[3], r[4], r[5]) for r in rows}
+        # A row that fails its check is a miss: the file is read and hashed again.
+        return {
+            r[0]: (r[1], r[2], r[3], r[4], r[5])
+            for r in rows
+            if r[6] == _check(*r[:6]) and is_digest(r[5])
+        }
 
     def store(self, entries: Iterable[tuple[str, int, int, int, int, str]]) -> None:
         """Remember ``(path, inode, size, mtime, ctime, digest)`` entries. Callers leave out
@@ -98,7 +118,10 @@ class StatCache:
                 if con is None:
                     con = self._open(write=True)
                 con.execute("BEGIN")
-                con.executemany("INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?)", rows)
+                con.executemany(
+                    "INSERT OR REPLACE INTO files_v2 VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(*r, _check(*r)) for r in rows],
+                )
                 con.execute("COMMIT")
             except sqlite3.Error:
                 with contextlib.suppress(sqlite3.Error):
@@ -117,18 +140,29 @@ class StatCache:
         try:
             with self._connect(write=False) as con:
                 row = con.execute(
-                    "SELECT revision, snapshot, examples FROM scans WHERE fingerprint = ?",
+                    "SELECT revision, snapshot, examples, checksum FROM scans_v2 "
+                    "WHERE fingerprint = ?",
                     (fingerprint,),
                 ).fetchone()
         except sqlite3.Error:
             return None
-        return None if row is None else (row[0], row[1], row[2])
+        if row is None or row[3] != _check(fingerprint, *row[:3]):
+            return None
+        if not all(isinstance(d, str) and is_digest(d) for d in row[:3]):
+            return None
+        return row[0], row[1], row[2]
 
     def remember_scan(self, fingerprint: str, revision: str, snapshot: str, examples: str) -> None:
         with contextlib.suppress(sqlite3.Error), self._connect(write=True) as con:
             con.execute(
-                "INSERT OR REPLACE INTO scans VALUES (?, ?, ?, ?)",
-                (fingerprint, revision, snapshot, examples),
+                "INSERT OR REPLACE INTO scans_v2 VALUES (?, ?, ?, ?, ?)",
+                (
+                    fingerprint,
+                    revision,
+                    snapshot,
+                    examples,
+                    _check(fingerprint, revision, snapshot, examples),
+                ),
             )
 
     def forget_scans(self) -> None:
@@ -136,7 +170,7 @@ class StatCache:
         If the database cannot be changed it is removed: forgetting must not fail."""
         try:
             with self._connect(write=True) as con:
-                con.execute("DELETE FROM scans")
+                con.execute("DELETE FROM scans_v2")
             return
         except sqlite3.Error:
             pass
