@@ -36,6 +36,11 @@ __all__ = [
     "scan_table",
 ]
 
+# Without a classes file, integer labels name the classes 0..max. More classes than rows is
+# allowed up to this many (ImageNet-21k has 21,841): a label far beyond it is a wrong file, and
+# naming its classes would cost gigabytes.
+MAX_INFERRED_CLASSES = 100_000
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Source:
@@ -172,9 +177,18 @@ def _labels_to_index(
     """Integer labels stay; string labels map through ``classes`` (or sorted unique names)."""
     if col.null_count:
         raise DatasetFormatError(f"{col.null_count} rows of {what} have no label; label every row")
+    if len(col) == 0:
+        raise DatasetFormatError(f"{what} holds no labels; a test set needs at least one row")
     if pa.types.is_integer(col.type):
         arr = np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.int64)
-        k = int(arr.max()) + 1 if len(arr) else 1
+        if classes is None:
+            k = int(arr.max()) + 1
+            if k > max(len(arr), MAX_INFERRED_CLASSES):
+                raise DatasetFormatError(
+                    f"{what}: the largest label is {k - 1}, so without a classes file it would "
+                    f"name {k:,} classes for {len(arr):,} rows; give --classes FILE naming "
+                    "every class (one per line), or check the labels"
+                )
         names = tuple(classes) if classes is not None else tuple(str(i) for i in range(k))
         _check_range(arr, len(names), what)
         return arr.astype(np.int32), names
@@ -211,8 +225,9 @@ def scan_labels(path: Path, *, classes: Sequence[str] | None) -> Source:
     if path.suffix.lower() == ".npy":
         try:
             arr = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise DatasetFormatError(f"cannot read {what}: {e}") from e
+        except (OSError, ValueError, EOFError) as e:
+            # EOFError: an empty or truncated file ("No data left in file").
+            raise DatasetFormatError(f"cannot read {what} as a .npy array: {e}") from e
         if arr.ndim != 1 or arr.dtype.kind not in "iu":
             raise DatasetFormatError(
                 f"{what} holds a {arr.dtype} array of shape {arr.shape}; "
@@ -294,6 +309,8 @@ def scan_table(
                 parents_ok.add(parent)
             try:
                 st = _stat_inside(p, real, eid)
+            except InputPathError:
+                raise  # a FileNotFoundError too, but a refusal, not a missing file
             except FileNotFoundError:
                 st = None
             if st is None:

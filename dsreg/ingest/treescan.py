@@ -132,7 +132,31 @@ def scan_tree(root: Path) -> TreeScan:
     else:
         for ci, cls in enumerate(classes):
             _scan_class(scan, top, real_root, ci, entries[cls].is_symlink())
+        _utf8_ids(scan.ids, top)
     return scan
+
+
+def _utf8_ids(ids: list[str], top: str) -> bytes:
+    """The ids joined by NUL as UTF-8; a file or folder name that is not valid UTF-8 (which
+    ``os`` hands over as surrogate escapes) is refused: ids are stored as UTF-8 strings, in
+    Parquet and JSON alike, and a name that cannot be written back the same is no id."""
+    try:
+        return "\0".join(ids).encode("utf-8")
+    except UnicodeEncodeError:
+        bad = next(i for i in ids if not i.isascii() and _not_utf8(i))
+        raw = os.fsencode(f"{top}/{bad}")
+        raise DatasetFormatError(
+            f"the name {raw!r} is not valid UTF-8; rename it (for example with "
+            "'convmv -f latin1 -t utf8') and add the tree again"
+        ) from None
+
+
+def _not_utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _scan_class(scan: TreeScan, top: str, real_root: str, ci: int, is_link: bool) -> None:
@@ -159,7 +183,7 @@ def _scan_in_workers(
         part = TreeScan(root=top, classes=scan.classes)
         for ci in range(lo, hi):
             _scan_class(part, top, real_root, ci, links[ci])
-        ids = "\0".join(part.ids).encode("utf-8", "surrogateescape")
+        ids = _utf8_ids(part.ids, top)
         cols = [part.labels, part.sizes, part.inodes, part.mtimes, part.ctimes]
         return ids, b"".join(array("q", c).tobytes() for c in cols)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 from dsreg.errors import ConfigError, InvalidInputError
 from dsreg.model.names import check_name
@@ -50,6 +50,28 @@ _SECRETS = frozenset(
 )
 
 
+# Query-string keys that carry a secret in the URL itself: presigned S3 and GCS URLs, Azure SAS
+# tokens, bearer tokens. Matched case-insensitively, with '-' and '_' alike.
+_SECRET_QUERY = _SECRETS | {
+    "sig",
+    "signature",
+    "x_amz_signature",
+    "x_amz_credential",
+    "x_amz_security_token",
+    "x_goog_signature",
+    "x_goog_credential",
+    "access_token",
+    "auth",
+    "api_key",
+    "apikey",
+    "key",
+    "secret",
+    "private_token",
+}
+# Schemes whose userinfo is a login name, not a secret (DVC's ssh://user@host).
+_USER_SCHEMES = frozenset({"ssh", "sftp", "hdfs", "webhdfs"})
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RemoteConfig:
     name: str
@@ -74,11 +96,23 @@ def normalize_url(url: str) -> str:
     if "://" not in url:
         return os.path.abspath(os.path.expanduser(url))
     parts = urlsplit(url)
+    bare = parts._replace(netloc=parts.hostname or "", query="", fragment="").geturl()
+    secret = None
     if parts.password:
+        secret = "a password"
+    elif parts.username and parts.scheme.lower() not in _USER_SCHEMES:
+        # https://TOKEN@host: to an HTTP server or an object store, userinfo is a credential.
+        secret = "credentials before its host (user@)"
+    else:
+        keys = [k for k, _v in parse_qsl(parts.query, keep_blank_values=True)]
+        found = [k for k in keys if k.lower().replace("-", "_") in _SECRET_QUERY]
+        if found:
+            secret = f"a secret in its query string ({found[0]!r})"
+    if secret is not None:
         raise InvalidInputError(
-            f"remote URL {parts._replace(netloc=parts.hostname or '').geturl()!r} holds a "
-            "password; dsreg keeps no secrets in config.toml: give the URL without it and let "
-            "the environment or the SDK's configuration supply credentials"
+            f"remote URL {bare!r} holds {secret}; dsreg keeps no secrets in config.toml: give "
+            "the URL without it and let the environment or the SDK's configuration supply "
+            "credentials"
         )
     return url
 
