@@ -126,7 +126,14 @@ class Registry:
     @contextlib.contextmanager
     def lock(self, *, exclusive: bool = False) -> Iterator[None]:
         """Writers hold it shared; gc holds it exclusive, so it never races an add."""
-        fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        path = self.root / "lock"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StorageError(
+                f"cannot open the registry's lock file {path}: {e.strerror}; it must be a "
+                "plain file: remove whatever is there (no dsreg command may be running)"
+            ) from e
         try:
             fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
             yield
