@@ -159,7 +159,12 @@ def decode_manifest(data: bytes, *, digest: str) -> Manifest:
     """Parse and validate stored manifest bytes (already verified against ``digest``)."""
     what = f"object {short(digest)}"
     d = parse_json(data, what=what)
-    if not isinstance(d, dict) or d.get("schema") not in _BY_SCHEMA:
+    # A str check first: a hostile "schema" of a list or object is not even hashable.
+    if (
+        not isinstance(d, dict)
+        or not isinstance(d.get("schema"), str)
+        or (d["schema"] not in _BY_SCHEMA)
+    ):
         raise ManifestError(f"{what} is not a dsreg manifest (no known 'schema' field)")
     name, cls = _BY_SCHEMA[d["schema"]]
     validate(d, name, what=f"{name} manifest {short(digest)}")
