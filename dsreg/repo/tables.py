@@ -9,31 +9,106 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from dsreg.errors import ManifestError
 from dsreg.model.corrections import CORRECTIONS_SCHEMA
-from dsreg.model.manifests import Overlay, Snapshot
+from dsreg.model.manifests import VERDICTS, Overlay, Snapshot
 from dsreg.model.tables import read_parquet_bytes
 from dsreg.objects.digest import short
 from dsreg.repo.registry import Registry
 
-__all__ = ["read_corrections", "read_examples"]
+__all__ = ["check_examples_against", "has_payloads", "read_corrections", "read_examples"]
+
+_DIGEST_RE = "^blake3:[0-9a-f]{64}$"
 
 
 def read_examples(
     reg: Registry, snap: Snapshot, *, columns: Sequence[str] | None = None
 ) -> pa.Table:
-    """A snapshot's examples table, re-hashed before it is parsed."""
+    """A snapshot's examples table, re-hashed before it is parsed, and checked against the
+    manifest that names it (``check_examples_against``) before anyone indexes with it."""
     data = reg.store.read_bytes(snap.examples)
-    return read_parquet_bytes(data, digest=snap.examples, columns=columns)
+    table = read_parquet_bytes(data, digest=snap.examples, columns=columns)
+    check_examples_against(table, snap)
+    return table
+
+
+def has_payloads(snap: Snapshot) -> bool:
+    """Whether every row of the snapshot must name a payload object (an ImageFolder tree, or
+    a table of files), as opposed to a label-only set."""
+    src = snap.source
+    return bool(
+        src.get("kind") == "imagefolder" or src.get("layout") == "imagefolder" or src.get("files")
+    )
+
+
+def check_examples_against(table: pa.Table, snap: Snapshot) -> None:
+    """Refuse an examples table that its snapshot manifest cannot stand for: a table stored
+    under its own digest is intact, yet may still be hostile (made by other code and pushed).
+    Checks the columns read: row count, types, labels within the classes, ids and (where the
+    layout needs them) blobs present and well formed. Costs a few vectorised passes."""
+    what = f"examples table {short(snap.examples)} of {snap.dataset!r}"
+    if table.num_rows != snap.rows:
+        raise ManifestError(f"{what} has {table.num_rows} rows; its snapshot says {snap.rows}")
+    names = table.column_names
+    if "label" in names:
+        labels = table.column("label")
+        if not pa.types.is_integer(labels.type) or labels.null_count:
+            raise ManifestError(f"{what}: labels must be integers on every row")
+        if len(labels):
+            lo_hi = pc.min_max(labels).as_py()
+            k = len(snap.classes)
+            if lo_hi["min"] < 0 or lo_hi["max"] >= k:
+                raise ManifestError(
+                    f"{what} holds labels outside [0, {k}) (from {lo_hi['min']} to "
+                    f"{lo_hi['max']}); the snapshot names {k} classes"
+                )
+    if "example_id" in names:
+        ids = table.column("example_id")
+        if not pa.types.is_string(ids.type) or ids.null_count:
+            raise ManifestError(f"{what}: every row needs a string example id")
+    if "blob" in names:
+        blobs = table.column("blob")
+        if not pa.types.is_string(blobs.type):
+            raise ManifestError(f"{what}: blobs must be digests (strings)")
+        if has_payloads(snap) and blobs.null_count:
+            raise ManifestError(
+                f"{what}: {blobs.null_count} rows have no payload, but its layout needs one "
+                "for every row"
+            )
+        ok = pc.match_substring_regex(blobs.drop_null(), _DIGEST_RE)
+        if len(ok) and not pc.all(ok).as_py():
+            raise ManifestError(f"{what}: some blobs are not blake3 digests")
 
 
 def read_corrections(reg: Registry, overlay: Overlay) -> pa.Table:
-    """An overlay's corrections table, re-hashed before it is parsed."""
+    """An overlay's corrections table, re-hashed before it is parsed, and checked against its
+    base snapshot: rows sorted, unique and inside the snapshot, labels within its classes,
+    verdicts known. (Checked against the base's example ids and labels when it is written.)"""
     data = reg.store.read_bytes(overlay.corrections)
     table = read_parquet_bytes(data, digest=overlay.corrections)
+    what = f"corrections table {short(overlay.corrections)}"
     if table.schema != CORRECTIONS_SCHEMA:
-        raise ManifestError(
-            f"corrections table {short(overlay.corrections)} does not have the overlay schema"
-        )
+        raise ManifestError(f"{what} does not have the overlay schema")
+    base = reg.snapshot(overlay.base)
+    rows = table.column("row")
+    if len(rows):
+        lo_hi = pc.min_max(rows).as_py()
+        if lo_hi["min"] < 0 or lo_hi["max"] >= base.rows:
+            raise ManifestError(f"{what} names rows outside its snapshot's [0, {base.rows})")
+        if len(rows) > 1:
+            r = rows.combine_chunks()
+            if not pc.all(pc.greater(r[1:], r[:-1])).as_py():
+                raise ManifestError(f"{what}: rows are not sorted and unique")
+    k = len(base.classes)
+    for name in ("given_label", "suggested_label"):
+        col = table.column(name).drop_null()
+        if len(col):
+            lo_hi = pc.min_max(col).as_py()
+            if lo_hi["min"] < 0 or lo_hi["max"] >= k:
+                raise ManifestError(f"{what}: {name} outside the snapshot's [0, {k})")
+    unknown = pc.invert(pc.is_in(table.column("verdict"), value_set=pa.array(VERDICTS)))
+    if pc.any(unknown).as_py():
+        raise ManifestError(f"{what} holds verdicts dsreg does not know; known: {VERDICTS}")
     return table
