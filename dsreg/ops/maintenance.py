@@ -11,24 +11,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.errors import DsregError, IntegrityError
-from dsreg.model.manifests import Overlay, Revision, Snapshot
+from dsreg.errors import IntegrityError
 from dsreg.objects.batch import STAGE_PREFIX
 from dsreg.objects.digest import short
+from dsreg.repo.reachable import Problem, reachable, roots
 from dsreg.repo.registry import Registry
 
-__all__ = ["GcResult", "Problem", "VerifyResult", "collect_garbage", "reachable", "verify"]
+# Problem, reachable and roots live in dsreg.repo.reachable, the one walk; they are named here
+# too because verify's result carries Problems and callers of gc and verify ask what they keep.
+__all__ = [
+    "GcResult",
+    "Problem",
+    "VerifyResult",
+    "collect_garbage",
+    "reachable",
+    "roots",
+    "verify",
+]
 
 _JOBS = max(4, min(32, (os.cpu_count() or 1) * 4))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Problem:
-    digest: str
-    problem: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"digest": self.digest, "problem": self.problem}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,83 +47,6 @@ class VerifyResult:
             "ok": self.ok,
             "problems": [p.to_dict() for p in self.problems],
         }
-
-
-def _closure(reg: Registry, rev_digest: str, out: set[str], problems: list[Problem]) -> None:
-    """Add every object a revision reaches to ``out``; note what cannot be read."""
-    from dsreg.repo.tables import read_corrections, read_examples
-
-    def note(d: str, e: DsregError) -> None:
-        problems.append(Problem(digest=d, problem=str(e)))
-
-    out.add(rev_digest)
-    try:
-        m = reg.manifest(rev_digest)
-    except DsregError as e:
-        note(rev_digest, e)
-        return
-    rev = Revision(snapshot=rev_digest) if isinstance(m, Snapshot) else m
-    if not isinstance(rev, Revision):
-        problems.append(Problem(digest=rev_digest, problem="a ref points at a non-revision"))
-        return
-    snaps = [rev.snapshot]
-    for od in rev.overlays:
-        out.add(od)
-        try:
-            ov = reg.overlay(od)
-        except DsregError as e:
-            note(od, e)
-            continue
-        out.add(ov.corrections)
-        try:
-            read_corrections(reg, ov)
-        except DsregError as e:
-            note(ov.corrections, e)
-    for sd in snaps:
-        if sd in out and sd != rev_digest:
-            continue
-        out.add(sd)
-        try:
-            snap = reg.snapshot(sd)
-        except DsregError as e:
-            note(sd, e)
-            continue
-        out.add(snap.examples)
-        try:
-            blobs = read_examples(reg, snap, columns=["blob"]).column("blob").drop_null()
-        except DsregError as e:
-            note(snap.examples, e)
-            continue
-        out.update(blobs.to_pylist())
-
-
-def roots(reg: Registry) -> list[str]:
-    """Every ref's digest, and every overlay a dataset's log records."""
-    out = [d for _, _, d in reg.refs.all()]
-    for ds in reg.refs.datasets():
-        out += [e.new for e in reg.refs.log(ds) if e.event == "overlay" and e.new]
-    return out
-
-
-def reachable(reg: Registry, starts: Iterable[str]) -> tuple[set[str], list[Problem]]:
-    out: set[str] = set()
-    problems: list[Problem] = []
-    for d in starts:
-        if d in out:
-            continue
-        m = None
-        try:
-            m = reg.manifest(d)
-        except DsregError as e:
-            problems.append(Problem(digest=d, problem=str(e)))
-            out.add(d)
-            continue
-        if isinstance(m, Overlay):
-            out.update((d, m.corrections, m.base))
-            _closure(reg, m.base, out, problems)
-        else:
-            _closure(reg, d, out, problems)
-    return out, problems
 
 
 def verify(

@@ -1,7 +1,7 @@
 """Remotes: ``dsreg remote add|ls|remove``, ``push``, ``pull``, ``clone`` and ``open(remote=)``.
 
 A remote holds what a registry holds, minus its config, state and tmp: ``files/blake3/…``,
-``refs/<dataset>/<tag>`` and ``logs/<dataset>.jsonl`` (``remote_store.py`` moves the bytes).
+``refs/<dataset>/<tag>`` and ``logs/<dataset>.jsonl`` (``store.py`` moves the bytes).
 Configuration follows DVC: ``config.toml`` holds ``[remote.<name>] url = …`` and options, and
 ``[core] remote`` names the default; secrets come from the environment or the cloud SDK's own
 configuration. ``config.toml`` is never pushed, and dsreg refuses to store a secret in it.
@@ -14,12 +14,9 @@ checked against the remote only for what its tagged revisions do not already rea
 
 from __future__ import annotations
 
-import contextlib
-import getpass
 import os
 import shutil
-import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,15 +24,14 @@ from typing import TYPE_CHECKING, Any
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import (
     CorruptObjectError,
+    DsregError,
     IntegrityError,
     InvalidInputError,
     NotFoundError,
     ObjectNotFoundError,
     RevisionNotFoundError,
-    StorageError,
     TagExistsError,
 )
-from dsreg.model.manifests import Overlay, Revision, Snapshot
 from dsreg.model.names import check_name, parse_spec
 from dsreg.objects.batch import ObjectBatch
 from dsreg.objects.digest import PREFIX, is_digest, short
@@ -52,7 +48,8 @@ from dsreg.remote.config import (
     remove_remote,
 )
 from dsreg.remote.store import WAVE, FetchReport, RemoteStore, staged_waves
-from dsreg.repo.refs import LogEntry
+from dsreg.repo.reachable import MANIFEST_KINDS, Node, Problem, reachable
+from dsreg.repo.refs import LogEntry, parse_log
 from dsreg.repo.registry import DIRNAME, Registry
 
 if TYPE_CHECKING:
@@ -163,23 +160,6 @@ class CloneResult:
         }
 
 
-def _entry(dataset: str, tag: str, old: str | None, new: str, command: str) -> LogEntry:
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return LogEntry(
-        time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        user=user,
-        dataset=dataset,
-        tag=tag,
-        old=old,
-        new=new,
-        command=command,
-        event="push",
-    )
-
-
 # -- push ------------------------------------------------------------------------------------
 def _push_targets(reg: Registry, specs: Sequence[str]) -> list[tuple[str | None, str | None, str]]:
     """``(dataset, tag, digest)`` for each spec: a bare dataset name means all its tags."""
@@ -234,8 +214,6 @@ def push(
     todo = sorted({d for _, _, d in targets if d not in certified})
     sent = nbytes = already = 0
     if todo:
-        from dsreg.ops.maintenance import reachable
-
         need, problems = reachable(reg, todo)
         if problems:
             raise IntegrityError(
@@ -280,7 +258,8 @@ def push(
                 f"tag {ds}@{tag} was set to {short(old)} on remote {rs.label} while pushing; "
                 "pull it, or move it with --force"
             )
-        rs.set_ref(ds, tag, d, old=old, entry=_entry(ds, tag, old, d, command))
+        entry = LogEntry.now(dataset=ds, tag=tag, old=old, new=d, command=command, event="push")
+        rs.set_ref(ds, tag, d, old=old, entry=entry)
         status = "created" if old is None else "moved"
         updates.append(RefUpdate(dataset=ds, tag=tag, revision=d, previous=old, status=status))
     return PushResult(
@@ -365,18 +344,6 @@ def _fetch_waves(
     reports.extend(staged_waves(reg.store, need, stage, wave=_WAVE))
 
 
-def _children(reg: Registry, digest: str) -> list[tuple[str, bool]]:
-    """What a manifest names: ``(digest, is_manifest)``."""
-    m = reg.manifest(digest)
-    if isinstance(m, Revision):
-        return [(m.snapshot, True), *((o, True) for o in m.overlays)]
-    if isinstance(m, Snapshot):
-        return [(m.examples, False)]
-    if isinstance(m, Overlay):
-        return [(m.corrections, False), (m.base, True)]
-    return []
-
-
 def _fetch_closure(
     reg: Registry,
     rs: RemoteStore,
@@ -386,33 +353,34 @@ def _fetch_closure(
     jobs: int,
     progress: ProgressHook,
 ) -> tuple[int, int]:
-    """Fetch the manifests and tables ``starts`` reach, wave by wave; then, with ``payloads``,
-    every blob. Return (objects fetched, bytes)."""
-    wave = {d: True for d in starts}
-    seen: set[str] = set()
+    """Fetch what ``starts`` reach, wave by wave as the walk names it: the manifests and tables
+    (a wave is fetched, then read, and names the next); with ``payloads``, every blob too.
+    Return (objects fetched, bytes)."""
     fetched = nbytes = 0
-    while wave:
+    unreadable: list[Problem] = []
+
+    def refuse() -> IntegrityError:
+        return IntegrityError(
+            "; ".join(f"{short(p.digest)}: {p.problem}" for p in unreadable[:3])
+            + "; run 'dsreg verify'"
+        )
+
+    def fetch(wave: Collection[str]) -> None:
+        nonlocal fetched, nbytes
+        if unreadable:
+            raise refuse()  # before fetching blobs that an unreadable table may not even name
         rep = _fetch(reg, rs, wave, jobs=jobs, progress=progress)
         fetched += rep.fetched
         nbytes += rep.bytes
-        seen.update(wave)
-        nxt: dict[str, bool] = {}
-        for d, is_manifest in wave.items():
-            if is_manifest:
-                nxt.update((c, m) for c, m in _children(reg, d) if c not in seen)
-        wave = nxt
-    if payloads:
-        from dsreg.ops.maintenance import reachable
 
-        everything, problems = reachable(reg, starts)
-        if problems:
-            raise IntegrityError(
-                "; ".join(f"{short(p.digest)}: {p.problem}" for p in problems[:3])
-                + "; run 'dsreg verify'"
-            )
-        rep = _fetch(reg, rs, everything, jobs=jobs, progress=progress)
-        fetched += rep.fetched
-        nbytes += rep.bytes
+    def on_error(node: Node, e: DsregError) -> None:
+        if node.kind in MANIFEST_KINDS:
+            raise e  # a manifest is needed to go on: stop here, with its own error
+        unreadable.append(Problem(digest=node.digest, problem=str(e)))
+
+    reachable(reg, starts, tables=payloads, before_read=fetch, on_error=on_error)
+    if unreadable:
+        raise refuse()
     return fetched, nbytes
 
 
@@ -621,21 +589,4 @@ def clone(
 
 def _copy_log(reg: Registry, rs: RemoteStore, dataset: str) -> None:
     """The remote's history of a dataset's tags becomes the start of the local log."""
-    import json
-
-    lines = []
-    for line in rs.log_bytes(dataset).decode("utf-8", "replace").splitlines():
-        with contextlib.suppress(ValueError, KeyError, TypeError):
-            entry = LogEntry.from_dict(json.loads(line))
-            lines.append(json.dumps(entry.to_dict(), sort_keys=True, separators=(",", ":")))
-    if not lines:
-        return
-    path = reg.refs.logs / f"{dataset}.jsonl"
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-    except OSError as e:
-        raise StorageError(f"cannot write {path}: {e.strerror}") from e
+    reg.refs.append_log(dataset, parse_log(rs.log_bytes(dataset).decode("utf-8", "replace")))

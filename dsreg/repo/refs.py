@@ -13,16 +13,17 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsreg._util.fs import write_all
 from dsreg.errors import ManifestError, StorageError, TagExistsError
 from dsreg.model.names import check_name
 from dsreg.objects.digest import format_digest, short
 
-__all__ = ["LogEntry", "RefStore"]
+__all__ = ["LogEntry", "RefStore", "parse_log"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,16 +64,46 @@ class LogEntry:
             event=d.get("event", "tag"),
         )
 
+    @classmethod
+    def now(
+        cls,
+        *,
+        dataset: str,
+        tag: str | None,
+        old: str | None,
+        new: str | None,
+        command: str,
+        event: str = "tag",
+    ) -> LogEntry:
+        """An entry stamped with the current time (UTC) and user."""
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = "unknown"
+        return cls(
+            time=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            user=user,
+            dataset=dataset,
+            tag=tag,
+            old=old,
+            new=new,
+            command=command,
+            event=event,
+        )
 
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    def to_line(self) -> str:
+        """The entry as one line of a log, newline included."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")) + "\n"
 
 
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
+def parse_log(text: str) -> list[LogEntry]:
+    """The entries of a log's text; a line that is not an entry is skipped, never fatal (a torn
+    last line, after a crash mid-append)."""
+    out = []
+    for line in text.splitlines():
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            out.append(LogEntry.from_dict(json.loads(line)))
+    return out
 
 
 class RefStore:
@@ -177,58 +208,52 @@ class RefStore:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
             self._append(
-                LogEntry(
-                    time=_now(),
-                    user=_user(),
-                    dataset=dataset,
-                    tag=tag,
-                    old=old,
-                    new=digest,
-                    command=command,
-                )
+                dataset,
+                [
+                    LogEntry.now(
+                        dataset=dataset, tag=tag, old=old, new=digest, command=command
+                    ).to_line()
+                ],
             )
         return old
 
     def record(self, dataset: str, *, event: str, new: str, command: str) -> None:
         """Log an event that moves no tag (an overlay made for the dataset)."""
         with self._locked(dataset):
-            self._append(
-                LogEntry(
-                    time=_now(),
-                    user=_user(),
-                    dataset=dataset,
-                    tag=None,
-                    old=None,
-                    new=new,
-                    command=command,
-                    event=event,
-                )
+            entry = LogEntry.now(
+                dataset=dataset, tag=None, old=None, new=new, command=command, event=event
             )
+            self._append(dataset, [entry.to_line()])
+
+    def append_log(self, dataset: str, entries: Sequence[LogEntry]) -> None:
+        """Append entries written elsewhere (a remote's history of the dataset, copied by a
+        clone) to the dataset's log, as one write, under the same lock as ``set``."""
+        check_name(dataset, what="dataset name")
+        if not entries:
+            return
+        with self._locked(dataset):
+            self._append(dataset, [e.to_line() for e in entries])
 
     def log(self, dataset: str) -> list[LogEntry]:
         path = self.logs / f"{dataset}.jsonl"
         try:
-            lines = path.read_text(encoding="utf-8").splitlines()
+            return parse_log(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             return []
-        out = []
-        for line in lines:
-            # A torn last line (a crash mid-append) is skipped, never fatal.
-            with contextlib.suppress(json.JSONDecodeError, KeyError, TypeError):
-                out.append(LogEntry.from_dict(json.loads(line)))
-        return out
 
-    def _append(self, entry: LogEntry) -> None:
-        line = json.dumps(entry.to_dict(), sort_keys=True, separators=(",", ":")) + "\n"
-        path = self.logs / f"{entry.dataset}.jsonl"
+    def _append(self, dataset: str, lines: list[str]) -> None:
+        """Append whole lines to a dataset's log and fsync; the caller holds the dataset lock."""
+        text = "".join(lines)
+        path = self.logs / f"{dataset}.jsonl"
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 end = os.lseek(fd, 0, os.SEEK_END)
                 if end and os.pread(fd, 1, end - 1) != b"\n":
-                    # A line torn by a crash: end it, or this entry would be glued to it and lost.
-                    line = "\n" + line
-                os.write(fd, line.encode("utf-8"))
+                    # A line torn by a crash: end it, or the first entry would be glued to it and
+                    # lost.
+                    text = "\n" + text
+                write_all(fd, text.encode("utf-8"))
                 os.fsync(fd)
             finally:
                 os.close(fd)

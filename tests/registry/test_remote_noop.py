@@ -17,8 +17,8 @@ import pytest
 
 from dsreg.errors import RemoteError
 from dsreg.ingest.snapshot import AddResult
-from dsreg.ops import maintenance
 from dsreg.ops.maintenance import reachable
+from dsreg.remote import transfer
 from dsreg.remote.store import RemoteStore, _FolderFS
 from dsreg.remote.transfer import add_remote, push
 from dsreg.repo.registry import Registry
@@ -80,7 +80,7 @@ def test_a_push_with_nothing_new_sends_nothing_asks_nothing_and_changes_nothing(
 
     # The remote's tags certify what they reach: no walk of the revision, no existence query,
     # no transfer.
-    monkeypatch.setattr(maintenance, "reachable", forbidden)
+    monkeypatch.setattr(transfer, "reachable", forbidden)
     monkeypatch.setattr(RemoteStore, "present", forbidden)
     monkeypatch.setattr(RemoteStore, "send", forbidden)
     for specs in ((), ("pets",), ("pets@v1",)):
