@@ -1,5 +1,9 @@
 """dsreg: a versioned registry for ML evaluation sets.
 
+Every command of the ``dsreg`` CLI is a function here, with the same arguments and options
+(``dsreg.add``, ``dsreg.tag``, ``dsreg.checkout``, ``dsreg.push``, …; see :mod:`dsreg.api`), and
+every type they return is a name here too.
+
 >>> import dsreg
 >>> ds = dsreg.open("cifar10-test@cleaned-v1")   # doctest: +SKIP
 >>> ds.digest                                     # the full revision digest: pin and cite it
@@ -35,31 +39,120 @@ from dsreg.errors import (
 )
 
 if TYPE_CHECKING:
+    from dsreg._util.progress import ProgressHook
     from dsreg._version import __version__
-    from dsreg.api import detect, import_votes, open
+    from dsreg.api import (
+        add,
+        checkout,
+        cite,
+        clone,
+        connect,
+        detect,
+        diff,
+        evaluate,
+        find_registry,
+        gc,
+        import_dvc,
+        import_votes,
+        init,
+        log,
+        ls,
+        open,
+        overlay_ls,
+        overlay_show,
+        pull,
+        push,
+        remote_add,
+        remote_ls,
+        remote_remove,
+        show,
+        sql,
+        tag,
+        verify,
+    )
+    from dsreg.detector.detector import Detection
+    from dsreg.ingest.dvc import ImportResult
+    from dsreg.ingest.result import AddResult
     from dsreg.model.manifests import Overlay, Revision, Snapshot
+    from dsreg.ops.checkout import CheckoutResult
+    from dsreg.ops.maintenance import GcResult, Problem, VerifyResult
+    from dsreg.ops.overlay import OverlayResult
+    from dsreg.ops.tag import TagResult
+    from dsreg.overlays.create import CreatedOverlay
+    from dsreg.overlays.inspect import Issue, OverlayInfo
+    from dsreg.overlays.write import OverlayRecord
+    from dsreg.remote.config import RemoteConfig
+    from dsreg.remote.transfer import CloneResult, PullResult, PushResult, RefUpdate
+    from dsreg.repo.refs import LogEntry
     from dsreg.repo.registry import Registry
-    from dsreg.report.evaluate import evaluate
+    from dsreg.report.cite import Citation
+    from dsreg.report.diff import DiffResult, Transition
+    from dsreg.report.evaluate import EvalReport, ModelResult, ViewScore
+    from dsreg.report.predictions import PredictionsSource
+    from dsreg.report.show import ObjectInfo, RevisionInfo, TagRef
     from dsreg.views.dataset import Dataset, Example
-    from dsreg.views.sql import connect
+    from dsreg.views.sql import Connection
 
 # Imported on first use (PEP 562): every ``dsreg`` command imports this package first, and
 # pyarrow, DuckDB and the metadata lookup behind __version__ would otherwise cost each command
-# a large part of a second before it does anything.
-_LAZY = {
-    "__version__": "dsreg._version",
-    "open": "dsreg.api",
-    "detect": "dsreg.api",
-    "import_votes": "dsreg.api",
-    "Dataset": "dsreg.views.dataset",
-    "Example": "dsreg.views.dataset",
-    "Overlay": "dsreg.model.manifests",
-    "Revision": "dsreg.model.manifests",
-    "Snapshot": "dsreg.model.manifests",
-    "Registry": "dsreg.repo.registry",
-    "connect": "dsreg.views.sql",
-    "evaluate": "dsreg.report.evaluate",
+# a large part of a second before it does anything. ``dsreg.api`` itself is light: it imports
+# what a function needs when it is called.
+_WHERE: dict[str, tuple[str, ...]] = {
+    "dsreg._version": ("__version__",),
+    "dsreg.api": (
+        "add",
+        "checkout",
+        "cite",
+        "clone",
+        "connect",
+        "detect",
+        "diff",
+        "evaluate",
+        "find_registry",
+        "gc",
+        "import_dvc",
+        "import_votes",
+        "init",
+        "log",
+        "ls",
+        "open",
+        "overlay_ls",
+        "overlay_show",
+        "pull",
+        "push",
+        "remote_add",
+        "remote_ls",
+        "remote_remove",
+        "show",
+        "sql",
+        "tag",
+        "verify",
+    ),
+    "dsreg._util.progress": ("ProgressHook",),
+    "dsreg.detector.detector": ("Detection",),
+    "dsreg.ingest.dvc": ("ImportResult",),
+    "dsreg.ingest.result": ("AddResult",),
+    "dsreg.model.manifests": ("Overlay", "Revision", "Snapshot"),
+    "dsreg.ops.checkout": ("CheckoutResult",),
+    "dsreg.ops.maintenance": ("GcResult", "Problem", "VerifyResult"),
+    "dsreg.ops.overlay": ("OverlayResult",),
+    "dsreg.ops.tag": ("TagResult",),
+    "dsreg.overlays.create": ("CreatedOverlay",),
+    "dsreg.overlays.inspect": ("Issue", "OverlayInfo"),
+    "dsreg.overlays.write": ("OverlayRecord",),
+    "dsreg.remote.config": ("RemoteConfig",),
+    "dsreg.remote.transfer": ("CloneResult", "PullResult", "PushResult", "RefUpdate"),
+    "dsreg.repo.refs": ("LogEntry",),
+    "dsreg.repo.registry": ("Registry",),
+    "dsreg.report.cite": ("Citation",),
+    "dsreg.report.diff": ("DiffResult", "Transition"),
+    "dsreg.report.evaluate": ("EvalReport", "ModelResult", "ViewScore"),
+    "dsreg.report.predictions": ("PredictionsSource",),
+    "dsreg.report.show": ("ObjectInfo", "RevisionInfo", "TagRef"),
+    "dsreg.views.dataset": ("Dataset", "Example"),
+    "dsreg.views.sql": ("Connection",),
 }
+_LAZY = {name: module for module, names in _WHERE.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:
@@ -78,38 +171,91 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AddResult",
     "AmbiguousDigestError",
+    "CheckoutResult",
+    "Citation",
+    "CloneResult",
     "ConfigError",
+    "Connection",
     "CorruptObjectError",
+    "CreatedOverlay",
     "Dataset",
     "DatasetFormatError",
+    "Detection",
+    "DiffResult",
     "DsregError",
+    "EvalReport",
     "Example",
+    "GcResult",
+    "ImportResult",
     "InputPathError",
     "IntegrityError",
     "InvalidInputError",
     "InvalidNameError",
     "InvalidSpecError",
+    "Issue",
+    "LogEntry",
     "ManifestError",
+    "ModelResult",
     "NotFoundError",
+    "ObjectInfo",
     "ObjectNotFoundError",
     "Overlay",
+    "OverlayInfo",
+    "OverlayRecord",
+    "OverlayResult",
     "PredictionsError",
+    "PredictionsSource",
     "ProbabilitiesError",
+    "Problem",
+    "ProgressHook",
+    "PullResult",
+    "PushResult",
     "QueryError",
+    "RefUpdate",
     "Registry",
     "RegistryNotFoundError",
+    "RemoteConfig",
     "RemoteError",
     "Revision",
+    "RevisionInfo",
     "RevisionNotFoundError",
     "Snapshot",
     "StorageError",
     "TagExistsError",
+    "TagRef",
+    "TagResult",
+    "Transition",
+    "VerifyResult",
+    "ViewScore",
     "VotesError",
     "__version__",
+    "add",
+    "checkout",
+    "cite",
+    "clone",
     "connect",
     "detect",
+    "diff",
     "evaluate",
+    "find_registry",
+    "gc",
+    "import_dvc",
     "import_votes",
+    "init",
+    "log",
+    "ls",
     "open",
+    "overlay_ls",
+    "overlay_show",
+    "pull",
+    "push",
+    "remote_add",
+    "remote_ls",
+    "remote_remove",
+    "show",
+    "sql",
+    "tag",
+    "verify",
 ]

@@ -1,79 +1,770 @@
-"""The library's entry points, re-exported by ``dsreg``."""
+"""The library's porcelain, re-exported by ``dsreg``: one function per ``dsreg`` command.
+
+Each mirrors its command: the command's arguments are positional, its options keywords of the
+same names (``--overlay`` is ``overlays=``, a list; ``-r/--remote`` is ``remote=``), and
+``registry=`` takes a path, a :class:`~dsreg.repo.registry.Registry` or ``None``. ``None`` means
+``$DSREG_REGISTRY``, else ``.dsreg`` here or in a parent folder, else ``$DSREG_HOME``: the
+command line finds its registry through the same function, :func:`find_registry`.
+
+Functions that write the ref log take ``command=``, the line recorded there (default: the
+call, e.g. ``dsreg.tag('pets@v1', 'pets@original')``); long ones take ``progress=``, a hook
+``progress(task, done, total)``. Nothing here prints or exits.
+
+Heavy modules (numpy, pyarrow, DuckDB, DVC) are imported inside the functions that need them:
+``dsreg add`` of an unchanged tree answers without any of them.
+"""
 
 from __future__ import annotations
 
+import gc as _gc
 import os
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, TypeAlias, cast, overload
 
+from dsreg._util.progress import ProgressHook, no_progress
+from dsreg.errors import InvalidInputError
 from dsreg.repo.registry import Registry
-from dsreg.views.dataset import Dataset
 
 if TYPE_CHECKING:
     import numpy as np
+    import pyarrow as pa
 
-    from dsreg.overlays.create import CreatedOverlay
+    from dsreg.ingest.dvc import ImportResult
+    from dsreg.ingest.result import AddResult
+    from dsreg.model.manifests import View
+    from dsreg.ops.checkout import CheckoutResult, LinkType
+    from dsreg.ops.maintenance import GcResult, VerifyResult
+    from dsreg.ops.overlay import OverlayResult
+    from dsreg.ops.tag import TagResult
+    from dsreg.overlays.inspect import OverlayInfo
+    from dsreg.overlays.write import OverlayRecord
+    from dsreg.remote.config import RemoteConfig
+    from dsreg.remote.transfer import CloneResult, PullResult, PushResult
+    from dsreg.repo.refs import LogEntry
+    from dsreg.report.cite import Citation
+    from dsreg.report.diff import DiffResult
+    from dsreg.report.evaluate import EvalReport
+    from dsreg.report.predictions import Predictions
+    from dsreg.report.show import ObjectInfo, RevisionInfo, TagRef
+    from dsreg.views.dataset import Dataset
+    from dsreg.views.sql import Connection
 
-__all__ = ["detect", "import_votes", "open"]
+__all__ = [
+    "add",
+    "checkout",
+    "cite",
+    "clone",
+    "connect",
+    "detect",
+    "diff",
+    "evaluate",
+    "find_registry",
+    "gc",
+    "import_dvc",
+    "import_votes",
+    "init",
+    "log",
+    "ls",
+    "open",
+    "overlay_ls",
+    "overlay_show",
+    "pull",
+    "push",
+    "remote_add",
+    "remote_ls",
+    "remote_remove",
+    "show",
+    "sql",
+    "tag",
+    "verify",
+]
+
+PathArg: TypeAlias = "str | os.PathLike[str]"
+RegistryArg: TypeAlias = "Registry | str | os.PathLike[str] | None"
+ENV_REGISTRY = "DSREG_REGISTRY"
+LINKS = ("hardlink", "symlink", "copy", "reflink")
 
 
-def _registry(registry: Registry | str | os.PathLike[str] | None) -> Registry:
+# -- the registry, found in one place ----------------------------------------------------------
+
+
+def find_registry(registry: RegistryArg = None) -> Registry:
+    """The registry ``registry`` names (a path or a ``Registry``); for ``None``,
+    ``$DSREG_REGISTRY``, else ``.dsreg`` here or above, else ``$DSREG_HOME``.
+
+    Raises ``RegistryNotFoundError`` (a ``FileNotFoundError``) when there is none.
+    """
     if isinstance(registry, Registry):
         return registry
-    return Registry.find(Path(registry) if registry is not None else None)
+    if registry is None:
+        # An empty value counts as unset, as the shell (and click) treat it.
+        registry = os.environ.get(ENV_REGISTRY) or None
+    return Registry.find(registry)
+
+
+def _command(name: str, *args: object) -> str:
+    """What the ref log records of a library call."""
+    return f"dsreg.{name}({', '.join(repr(a) for a in args)})"
+
+
+def _specs(specs: str | Sequence[str] | None) -> tuple[str, ...]:
+    if specs is None:
+        return ()
+    return (specs,) if isinstance(specs, str) else tuple(specs)
+
+
+# -- registry commands -------------------------------------------------------------------------
+
+
+def init(*, registry: PathArg | Registry | None = None) -> Registry:
+    """Create a registry (idempotent) and return it.
+
+    At ``registry``; else ``$DSREG_REGISTRY``; else ``$DSREG_HOME``; else ``./.dsreg``.
+    """
+    if isinstance(registry, Registry):
+        registry = registry.root
+    if registry is None:
+        registry = os.environ.get(ENV_REGISTRY) or None
+    return Registry.init(registry)
+
+
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    # Tens of thousands of small records and no cycles among them: the cyclic collector would
+    # only walk them, again and again, while they are built.
+    was_on = _gc.isenabled()
+    _gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            _gc.enable()
+
+
+def add(
+    dataset: str,
+    path: PathArg | None = None,
+    *,
+    labels: PathArg | None = None,
+    table: PathArg | None = None,
+    id_column: str = "example_id",
+    label_column: str = "label",
+    files: PathArg | None = None,
+    classes: PathArg | Sequence[str] | None = None,
+    tag: str | None = None,
+    force: bool = False,
+    progress: ProgressHook | None = None,
+    command: str | None = None,
+    registry: RegistryArg = None,
+) -> AddResult:
+    """Add a test set as an immutable snapshot of ``dataset`` (content-addressed, deduplicated).
+
+    Give exactly one source: ``path``, an ImageFolder tree (one folder per class); ``labels``,
+    a label-only set (``.npy``, ``.csv`` or ``.parquet``); or ``table``, a table of examples
+    (``.parquet`` or ``.csv``) with ``id_column`` and ``label_column``, its payloads found at
+    ``files/<example id>`` when ``files`` is given. ``classes``: the class names, a list or a
+    file with one per line (line i is class i; not for a tree, whose folders name them).
+    ``tag`` points ``dataset@tag`` at the new revision (moving it needs ``force``).
+
+    Returns
+    -------
+    AddResult
+        ``revision`` (the full digest to pin), ``snapshot``, ``rows``, ``classes``, ``files``,
+        ``new_objects``, …
+    """
+    given = [x for x in (path, labels, table) if x is not None]
+    if len(given) != 1:
+        raise InvalidInputError(
+            "give exactly one source: a folder PATH (ImageFolder), --labels FILE or --table FILE"
+        )
+    if files is not None and table is None:
+        raise InvalidInputError("--files goes with --table; an ImageFolder tree holds its files")
+    if path is not None and classes is not None:
+        raise InvalidInputError("--classes goes with --labels or --table; folders name classes")
+    reg = find_registry(registry)
+    hook = progress or no_progress
+    if command is None:
+        command = _command("add", dataset, os.fspath(given[0]))
+    if path is not None:
+        # The folder's path stays light (no numpy, pyarrow or schema validator) until it must
+        # store something: re-adding an unchanged tree is answered from the scan.
+        from dsreg.ingest.tree import add_tree
+        from dsreg.ingest.treescan import scan_tree
+
+        with _no_cyclic_gc():
+            scan = scan_tree(Path(path))
+            return add_tree(
+                reg, dataset, scan, tag=tag, force=force, progress=hook, command=command
+            )
+    from dsreg.ingest import sources
+    from dsreg.ingest.snapshot import add_source
+
+    names: Sequence[str] | None
+    if classes is None or not isinstance(classes, str | os.PathLike):
+        names = classes
+    else:
+        names = sources.read_classes(Path(classes))
+    if labels is not None:
+        src = sources.scan_labels(Path(labels), classes=names)
+    else:
+        assert table is not None
+        src = sources.scan_table(
+            Path(table),
+            id_column=id_column,
+            label_column=label_column,
+            classes=names,
+            files=Path(files) if files is not None else None,
+        )
+    return add_source(reg, dataset, src, tag=tag, force=force, progress=hook, command=command)
+
+
+def ls(*, registry: RegistryArg = None) -> list[TagRef]:
+    """Every tag of every dataset: ``dataset``, ``tag``, ``revision`` (full digest)."""
+    from dsreg.report.show import list_tags
+
+    return list_tags(find_registry(registry))
+
+
+def show(spec: str, *, registry: RegistryArg = None) -> RevisionInfo | ObjectInfo:
+    """Describe a revision (``dataset@tag``, ``dataset@<prefix>``, a revision or snapshot
+    digest): its manifest, rows, classes, overlays and full digest; or any other stored object
+    (an overlay, a payload, a table) by its digest or prefix."""
+    from dsreg.report.show import describe
+
+    return describe(find_registry(registry), spec)
+
+
+def log(dataset: str, *, registry: RegistryArg = None) -> list[LogEntry]:
+    """Who moved which tag of ``dataset`` when (the append-only ref log), oldest first."""
+    from dsreg.report.show import dataset_log
+
+    return dataset_log(find_registry(registry), dataset)
+
+
+def tag(
+    new: str,
+    source: str,
+    *,
+    overlays: Sequence[str] | None = None,
+    view: str | None = None,
+    force: bool = False,
+    command: str | None = None,
+    registry: RegistryArg = None,
+) -> TagResult:
+    """Name a revision, as ``git tag``: ``new`` (``dataset@tag``) at ``source`` (a spec or
+    digest), plus ``overlays`` (digests or prefixes, applied in order) in ``view`` (default:
+    the source's). Tags are immutable: moving one needs ``force`` (the log keeps the old)."""
+    from dsreg.ops.tag import make_tag
+
+    return make_tag(
+        find_registry(registry),
+        new,
+        source,
+        overlays=overlays or (),
+        view=view,
+        force=force,
+        command=command if command is not None else _command("tag", new, source),
+    )
+
+
+def checkout(
+    spec: str,
+    path: PathArg,
+    *,
+    link: str | None = None,
+    progress: ProgressHook | None = None,
+    registry: RegistryArg = None,
+) -> CheckoutResult:
+    """Materialise revision ``spec`` as files in folder ``path`` (created if missing), with a
+    pin file ``path/.dsreg.json``; switching a checkout touches only the files that differ.
+
+    ``link``: ``hardlink``, ``symlink``, ``copy`` or ``reflink`` (default: the registry's
+    ``core.checkout_link``, else ``hardlink``). Hard-linked files are read-only: the store's.
+    """
+    from dsreg.ops.checkout import checkout as do_checkout
+
+    reg = find_registry(registry)
+    chosen = link or reg.config.get("core", {}).get("checkout_link", "hardlink")
+    if chosen not in LINKS:
+        raise InvalidInputError(
+            f"unknown --link {chosen!r}; choose hardlink, symlink, copy or reflink"
+        )
+    resolved = reg.resolve(spec)
+    return do_checkout(
+        reg, resolved, Path(path), link=cast("LinkType", chosen), progress=progress or no_progress
+    )
+
+
+def verify(
+    spec: str | None = None,
+    *,
+    all: bool = False,
+    progress: ProgressHook | None = None,
+    registry: RegistryArg = None,
+) -> VerifyResult:
+    """Re-hash objects and check manifests against their schemas: what ``spec`` reaches, or
+    (the default, ``all``) every object. The result's ``ok`` is False on any problem."""
+    from dsreg.ops.maintenance import verify as do_verify
+
+    if spec is not None and all:
+        raise InvalidInputError("give a SPEC or --all, not both")
+    reg = find_registry(registry)
+    return do_verify(reg, specs=[spec] if spec else [], progress=progress or no_progress)
+
+
+def gc(*, dry_run: bool = False, registry: RegistryArg = None) -> GcResult:
+    """Remove objects that no tag (and no recorded overlay) reaches; ``dry_run``: only say."""
+    from dsreg.ops.maintenance import collect_garbage
+
+    return collect_garbage(find_registry(registry), dry_run=dry_run)
+
+
+# -- reading -----------------------------------------------------------------------------------
 
 
 def open(
     spec: str,
     *,
-    registry: Registry | str | os.PathLike[str] | None = None,
     remote: str | None = None,
+    registry: RegistryArg = None,
 ) -> Dataset:
     """Open a pinned revision: ``"imagenet-val@original"``, ``"imagenet-val@3f9a2c1b7d0e"`` or
     ``"blake3:…"``. The result's ``digest`` is the full revision digest, the thing to cite.
 
-    ``registry`` defaults to ``.dsreg`` found upward from the working directory, else
-    ``$DSREG_HOME``. With ``remote``, objects missing locally are fetched from that remote and
-    verified before use.
+    With ``remote``, objects missing here are fetched from that remote and verified first.
     """
-    reg = _registry(registry)
+    reg = find_registry(registry)
     if remote is not None:
         from dsreg.remote.transfer import fetch_for_open
 
         return fetch_for_open(reg, spec, remote)
+    from dsreg.views.dataset import Dataset
+
     return Dataset(reg, reg.resolve(spec))
+
+
+def connect(registry: RegistryArg = None) -> Connection:
+    """A DuckDB connection that resolves ``"dataset@rev"`` quoted identifiers in queries.
+
+    >>> con = dsreg.connect()                                                # doctest: +SKIP
+    >>> con.sql('SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1" GROUP BY ALL')
+    """
+    from dsreg.views.sql import Connection
+
+    return Connection(find_registry(registry))
+
+
+@overload
+def sql(
+    query: str, *, format: str | None = None, output: None = None, registry: RegistryArg = None
+) -> pa.Table: ...
+@overload
+def sql(
+    query: str,
+    *,
+    format: str | None = None,
+    output: PathArg | IO[Any],
+    registry: RegistryArg = None,
+) -> int: ...
+def sql(
+    query: str,
+    *,
+    format: str | None = None,
+    output: PathArg | IO[Any] | None = None,
+    registry: RegistryArg = None,
+) -> pa.Table | int:
+    """Run DuckDB SQL over revisions, each named as a quoted identifier:
+    ``SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1" GROUP BY ALL``.
+
+    Without ``output``, the result as an Arrow table. With ``output`` (a path, or a text or
+    binary stream), its rows are streamed there as ``format`` (``table``, ``csv``, ``json`` or
+    ``parquet``; default: from the file's suffix, else ``table``) and their count returned.
+    """
+    from dsreg.report.export import check_format
+
+    if format is not None:
+        check_format(format)
+    reg = find_registry(registry)
+    if output is None:
+        if format is not None:
+            raise InvalidInputError(f"format {format!r} writes to output=: give a path or stream")
+        from dsreg.views.sql import Connection
+
+        with Connection(reg) as con:
+            return con.table(query)
+    from dsreg.report.export import write_query
+
+    if format is None:
+        suffix = Path(output).suffix[1:] if isinstance(output, str | os.PathLike) else ""
+        format = suffix if suffix in ("csv", "json", "parquet") else "table"
+    return write_query(reg, query, output, format=format)
+
+
+# -- overlays ----------------------------------------------------------------------------------
 
 
 def detect(
     spec: str,
-    pred_probs: np.ndarray | str | os.PathLike[str],
+    pred_probs: np.ndarray | PathArg,
     *,
-    registry: Registry | str | os.PathLike[str] | None = None,
-    **options: Any,
-) -> CreatedOverlay:
-    """Run confident learning on ``spec``'s labels and store a ``detected`` overlay.
+    filter_by: str = "prune_by_noise_rate",
+    rank_by: str = "self_confidence",
+    rank_by_kwargs: dict[str, Any] | None = None,
+    frac_noise: float = 1.0,
+    num_to_remove_per_class: Sequence[int] | None = None,
+    min_examples_per_class: int = 1,
+    estimation_method: str = "off_diagonal",
+    chunk_rows: int | None = None,
+    tag: str | None = None,
+    view: str | None = None,
+    force: bool = False,
+    top: int = 10,
+    command: str | None = None,
+    registry: RegistryArg = None,
+) -> OverlayResult:
+    """Find label issues of ``spec`` with confident learning; store a ``detected`` overlay.
 
-    ``pred_probs`` are out-of-sample probabilities aligned with the revision's rows: an
-    ``(n, k)`` array, or a ``.npy`` (memory-mapped) or Parquet file (read in chunks). Options are
-    those of :func:`dsreg.detector.detector.detect` (``filter_by``, ``rank_by``, ``frac_noise``,
-    ``num_to_remove_per_class``, ``min_examples_per_class``, …). The result's ``digest`` names the
-    overlay; ``details`` is the full :class:`~dsreg.detector.detector.Detection`.
+    ``pred_probs``: out-of-sample probabilities aligned with the revision's rows, an ``(n, k)``
+    array or a ``.npy`` (memory-mapped) or Parquet file (read in chunks). The options are
+    cleanlab's (see :func:`dsreg.detector.detector.detect`). ``tag`` also tags
+    ``<dataset>@<tag>``: the revision plus the overlay, in ``view`` (default ``cleaned``).
+
+    Returns
+    -------
+    OverlayResult
+        ``digest`` names the overlay; ``summary`` has the counts; ``details`` is the full
+        :class:`~dsreg.detector.detector.Detection`; ``top`` the ``top`` lowest-scored rows;
+        ``tagged`` the tag made, if any.
     """
-    from dsreg.overlays.create import detect_overlay
+    from dsreg.detector.options import FILTER_BY, RANK_BY
+    from dsreg.ops.overlay import check_tag_options
+    from dsreg.ops.overlay import detect as do_detect
 
-    probs = pred_probs if not isinstance(pred_probs, str | os.PathLike) else Path(pred_probs)
-    return detect_overlay(_registry(registry), spec, probs, options=options)
+    if filter_by not in FILTER_BY:
+        raise InvalidInputError(
+            f"unknown --filter-by {filter_by!r}; choose one of {', '.join(FILTER_BY)}"
+        )
+    if rank_by not in RANK_BY:
+        raise InvalidInputError(
+            f"unknown --rank-by {rank_by!r}; choose one of {', '.join(RANK_BY)}"
+        )
+    check_tag_options(tag, view)
+    options: dict[str, Any] = {
+        "filter_by": filter_by,
+        "rank_by": rank_by,
+        "rank_by_kwargs": rank_by_kwargs,
+        "frac_noise": frac_noise,
+        "num_to_remove_per_class": (
+            list(num_to_remove_per_class) if num_to_remove_per_class is not None else None
+        ),
+        "min_examples_per_class": min_examples_per_class,
+        "estimation_method": estimation_method,
+        "chunk_rows": chunk_rows,
+    }
+    where = pred_probs if isinstance(pred_probs, str | os.PathLike) else "<array>"
+    return do_detect(
+        find_registry(registry),
+        spec,
+        pred_probs,
+        options=options,
+        tag=tag,
+        view=view,
+        force=force,
+        top=top,
+        command=command if command is not None else _command("detect", spec, where),
+    )
 
 
 def import_votes(
     spec: str,
-    votes: str | os.PathLike[str],
+    votes: PathArg,
     *,
     format: str = "label-errors",
     threshold: int = 3,
-    registry: Registry | str | os.PathLike[str] | None = None,
-) -> CreatedOverlay:
-    """Store human validation votes about ``spec``'s snapshot as a ``validated`` overlay."""
-    from dsreg.overlays.create import votes_overlay
+    tag: str | None = None,
+    view: str | None = None,
+    force: bool = False,
+    command: str | None = None,
+    registry: RegistryArg = None,
+) -> OverlayResult:
+    """Store human validation votes about ``spec``'s snapshot as a ``validated`` overlay, with
+    the categories of Northcutt et al. (2021) at agreement ``threshold``.
 
-    return votes_overlay(_registry(registry), spec, Path(votes), format=format, threshold=threshold)
+    ``format``: ``label-errors`` (the release's JSON) or ``csv``. ``tag`` also tags
+    ``<dataset>@<tag>``: the revision plus the overlay, in ``view`` (default ``cleaned``).
+    """
+    from dsreg.ops.overlay import check_tag_options, check_vote_format
+    from dsreg.ops.overlay import import_votes as do_import
+
+    check_vote_format(format)
+    check_tag_options(tag, view)
+    return do_import(
+        find_registry(registry),
+        spec,
+        votes,
+        format=format,
+        threshold=threshold,
+        tag=tag,
+        view=view,
+        force=force,
+        command=(
+            command if command is not None else _command("import_votes", spec, os.fspath(votes))
+        ),
+    )
+
+
+def overlay_ls(dataset: str, *, registry: RegistryArg = None) -> list[OverlayRecord]:
+    """A dataset's overlays, oldest first: those made for it and those its tags use."""
+    from dsreg.model.names import check_name
+    from dsreg.overlays.write import list_overlays
+
+    reg = find_registry(registry)
+    check_name(dataset, what="dataset name")
+    return list_overlays(reg, dataset)
+
+
+def overlay_show(digest: str, *, rows: int = 20, registry: RegistryArg = None) -> OverlayInfo:
+    """An overlay (digest or prefix of at least 6 hex): manifest and first ``rows`` corrections."""
+    from dsreg.overlays.inspect import describe_overlay
+
+    return describe_overlay(find_registry(registry), digest, rows=rows)
+
+
+# -- reports -----------------------------------------------------------------------------------
+
+
+def evaluate(
+    spec: str,
+    predictions: Mapping[str, Predictions] | Sequence[PathArg] | Predictions,
+    *,
+    views: Sequence[View] | None = None,
+    top_k: Sequence[int] = (1,),
+    plot: PathArg | None = None,
+    registry: RegistryArg = None,
+) -> EvalReport:
+    """Score model predictions on the original, cleaned, corrected and honeypot labels of
+    ``spec``'s snapshot and overlays; rank the models on each view.
+
+    ``predictions``: ``{model: predictions}`` (a path, a numpy array, an Arrow table or a
+    pandas DataFrame), or a list of paths (the model is the file stem). ``plot`` also writes
+    a slope chart of the ranks (``.png`` or ``.svg``). Raises ``PredictionsError`` when
+    predictions miss rows of a view, name unknown example ids or classes, or have the wrong
+    shape.
+
+    >>> report = dsreg.evaluate("cifar10-test@corrected-v1", {"resnet": probs})  # doctest: +SKIP
+    >>> report.to_arrow()                     # one row per (model, view)
+    """
+    from dsreg.model.manifests import VIEWS
+    from dsreg.report.evaluate import evaluate as do_evaluate
+
+    report = do_evaluate(
+        spec,
+        predictions,
+        views=VIEWS if views is None else views,
+        top_k=top_k,
+        registry=find_registry(registry),
+    )
+    if plot is not None:
+        from dsreg.report.plot import plot_ranks
+
+        plot_ranks(report, plot)
+    return report
+
+
+def diff(a: str, b: str, *, registry: RegistryArg = None) -> DiffResult:
+    """Rows only in ``a``, only in ``b``, and relabelled (with from -> to counts). Revisions of
+    one snapshot are matched by row, of different snapshots by ``example_id``."""
+    from dsreg.report.diff import diff as do_diff
+
+    return do_diff(find_registry(registry), a, b)
+
+
+def cite(
+    spec: str,
+    *,
+    format: str = "bibtex",
+    authors: Sequence[str] | None = None,
+    registry: RegistryArg = None,
+) -> Citation:
+    """A citation of ``spec``'s revision carrying the dataset, tag, full revision, snapshot and
+    overlay digests and the dsreg version. ``str()`` of it is the text in ``format``
+    (``bibtex``, ``cff`` or ``text``)."""
+    from dsreg.report.cite import check_format
+    from dsreg.report.cite import cite as do_cite
+
+    check_format(format)
+    return do_cite(find_registry(registry), spec, authors=authors or (), format=format)
+
+
+# -- remotes -----------------------------------------------------------------------------------
+
+
+def _options(options: Mapping[str, Any] | Sequence[str] | None) -> dict[str, Any]:
+    """DVC remote options: a mapping, or ``KEY=VALUE`` strings as the command line has them
+    (``true``/``false`` become booleans, digits integers)."""
+    if options is None:
+        return {}
+    if isinstance(options, Mapping):
+        return dict(options)
+    opts: dict[str, Any] = {}
+    for pair in options:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidInputError(f"--option {pair!r} is not KEY=VALUE")
+        v: Any = value
+        if value.lower() in ("true", "false"):
+            v = value.lower() == "true"
+        elif value.isdigit():
+            v = int(value)
+        opts[key.strip()] = v
+    return opts
+
+
+def remote_add(
+    name: str,
+    url: str,
+    *,
+    default: bool = False,
+    options: Mapping[str, Any] | Sequence[str] | None = None,
+    force: bool = False,
+    registry: RegistryArg = None,
+) -> RemoteConfig:
+    """Add a remote: a folder or any URL a DVC remote accepts (``s3://``, ``gs://``, ``ssh://``,
+    …), with DVC's options for it; recorded in config.toml, nothing is contacted. Secrets
+    belong in the environment, never in ``options``."""
+    from dsreg.remote.config import add_remote
+
+    opts = _options(options)
+    return add_remote(
+        find_registry(registry), name, url, options=opts, default=default, force=force
+    )
+
+
+def remote_ls(*, registry: RegistryArg = None) -> list[RemoteConfig]:
+    """The remotes: name, URL, options, and which one is the default."""
+    from dsreg.remote.config import list_remotes
+
+    return list_remotes(find_registry(registry))
+
+
+def remote_remove(name: str, *, registry: RegistryArg = None) -> RemoteConfig:
+    """Forget a remote (nothing on it is deleted); return what it was."""
+    from dsreg.remote.config import remove_remote
+
+    return remove_remote(find_registry(registry), name)
+
+
+def push(
+    specs: str | Sequence[str] | None = None,
+    *,
+    remote: str | None = None,
+    jobs: int | None = None,
+    force: bool = False,
+    progress: ProgressHook | None = None,
+    command: str | None = None,
+    registry: RegistryArg = None,
+) -> PushResult:
+    """Send revisions (``dataset@tag``, a dataset's tags, a digest; default: every tag), all
+    they reach that ``remote`` (default: the default remote) lacks, then their tags. A tag the
+    remote holds at another digest is refused unless ``force``."""
+    from dsreg.remote.transfer import push as do_push
+
+    reg = find_registry(registry)
+    wanted = _specs(specs)
+    return do_push(
+        reg,
+        wanted,
+        remote=remote,
+        force=force,
+        jobs=jobs,
+        progress=progress or no_progress,
+        command=command if command is not None else _command("push", *wanted),
+    )
+
+
+def pull(
+    specs: str | Sequence[str] | None = None,
+    *,
+    remote: str | None = None,
+    jobs: int | None = None,
+    force: bool = False,
+    progress: ProgressHook | None = None,
+    command: str | None = None,
+    registry: RegistryArg = None,
+) -> PullResult:
+    """Fetch revisions (default: every tag of ``remote``) and what they reach that is missing
+    here, verified; then set their tags here. A local tag at another digest is refused unless
+    ``force``."""
+    from dsreg.remote.transfer import pull as do_pull
+
+    reg = find_registry(registry)
+    wanted = _specs(specs)
+    return do_pull(
+        reg,
+        wanted,
+        remote=remote,
+        force=force,
+        jobs=jobs,
+        progress=progress or no_progress,
+        command=command if command is not None else _command("pull", *wanted),
+    )
+
+
+def clone(
+    url: str,
+    path: PathArg | None = None,
+    *,
+    name: str = "origin",
+    options: Mapping[str, Any] | Sequence[str] | None = None,
+    jobs: int | None = None,
+    progress: ProgressHook | None = None,
+    command: str | None = None,
+) -> CloneResult:
+    """A new registry at ``path`` (default ``./.dsreg``) with the remote's tags, logs and
+    manifests; its remote ``name`` is the default. Payloads come on demand (``pull``,
+    ``checkout``, ``open(..., remote=)``)."""
+    from dsreg.remote.transfer import clone as do_clone
+
+    return do_clone(
+        url,
+        path,
+        name=name,
+        options=_options(options),
+        jobs=jobs,
+        progress=progress or no_progress,
+        command=command if command is not None else _command("clone", url),
+    )
+
+
+def import_dvc(
+    repo: str,
+    path: str,
+    *,
+    dataset: str,
+    rev: str = "HEAD",
+    tag: str | None = None,
+    force: bool = False,
+    jobs: int | None = None,
+    progress: ProgressHook | None = None,
+    command: str | None = None,
+    registry: RegistryArg = None,
+) -> ImportResult:
+    """Import a DVC-tracked ImageFolder tree (or label file) ``path`` of git repository
+    ``repo`` at ``rev`` as a snapshot of ``dataset`` (the command's ``--as``), with its
+    provenance: repository, requested rev, commit, path and DVC's md5."""
+    from dsreg.ingest.dvc import import_dvc as do_import
+
+    return do_import(
+        find_registry(registry),
+        repo,
+        path,
+        dataset=dataset,
+        rev=rev,
+        tag=tag,
+        force=force,
+        jobs=jobs,
+        progress=progress or no_progress,
+        command=command if command is not None else _command("import_dvc", repo, path),
+    )

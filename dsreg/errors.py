@@ -1,33 +1,43 @@
 """Every error dsreg raises, in one tree.
 
 Third-party exceptions (OS, pyarrow, duckdb, dvc) are translated into these at the edge where
-they are called, once, so callers catch ``DsregError`` and nothing else::
+they are called, once, so callers catch ``DsregError`` and nothing else. Each error also is the
+builtin a Python user would catch for it (as pyarrow's are), and carries its data as attributes
+(``None`` where the raise site did not know it)::
 
     DsregError
-    ├── InvalidInputError          bad input from the user; nothing was written
-    │   ├── InvalidNameError       a dataset or tag name outside [a-z0-9][a-z0-9._-]{0,63}
-    │   ├── InvalidSpecError       a ``dataset@revision`` spec that does not parse
-    │   ├── InputPathError         a path that is missing, or unsafe (``..``, absolute, escaping)
-    │   ├── DatasetFormatError     a source table or tree that cannot become a snapshot
-    │   ├── ProbabilitiesError     predicted probabilities of the wrong shape or values
-    │   ├── VotesError             validation votes that cannot become an overlay
-    │   ├── PredictionsError       model predictions that do not fit a revision
-    │   └── QueryError             a SQL query that DuckDB refused (its message included)
-    ├── NotFoundError
-    │   ├── RegistryNotFoundError  no registry at or above the working directory
-    │   ├── RevisionNotFoundError  no such dataset, tag or digest
-    │   └── ObjectNotFoundError    a digest the store does not hold
-    ├── AmbiguousDigestError       a digest prefix matching several objects
-    ├── TagExistsError             a tag that exists, moved without ``force``
-    ├── IntegrityError             stored content that is not what its digest or schema says
-    │   ├── CorruptObjectError     bytes that do not hash to their digest: never served
-    │   └── ManifestError          a manifest that breaks its JSON Schema or the data model
-    ├── ConfigError                a config.toml that cannot be read or a setting that is invalid
-    ├── RemoteError                a remote that cannot be reached, read or written
-    └── StorageError               the local file system refused an operation
+    ├── InvalidInputError  ValueError  bad input from the user; nothing was written
+    │   ├── InvalidNameError           a dataset or tag name outside [a-z0-9][a-z0-9._-]{0,63}
+    │   ├── InvalidSpecError           a ``dataset@revision`` spec that does not parse
+    │   ├── InputPathError  FileNotFoundError  a path that is missing, or unsafe (``..``, …)
+    │   ├── DatasetFormatError         a source table or tree that cannot become a snapshot
+    │   ├── ProbabilitiesError         predicted probabilities of the wrong shape or values
+    │   ├── VotesError                 validation votes that cannot become an overlay
+    │   ├── PredictionsError           model predictions that do not fit a revision
+    │   └── QueryError                 a SQL query that DuckDB refused (its message included)
+    ├── NotFoundError  LookupError
+    │   ├── RegistryNotFoundError  FileNotFoundError  no registry at or above the working folder
+    │   ├── RevisionNotFoundError      no such dataset, tag or digest
+    │   └── ObjectNotFoundError        a digest the store does not hold
+    ├── AmbiguousDigestError  LookupError  a digest prefix matching several objects
+    ├── TagExistsError  ValueError     a tag that exists, moved without ``force``
+    ├── IntegrityError  OSError        stored content that is not what its digest or schema says
+    │   ├── CorruptObjectError         bytes that do not hash to their digest: never served
+    │   └── ManifestError              a manifest that breaks its JSON Schema or the data model
+    ├── ConfigError  ValueError        a config.toml that cannot be read or an invalid setting
+    ├── RemoteError  OSError           a remote that cannot be reached, read or written
+    └── StorageError  OSError          the local file system refused an operation
+
+>>> try:
+...     dsreg.open("imagenet-val@nope")               # doctest: +SKIP
+... except LookupError as e:
+...     print(e.dataset, e.ref)
+imagenet-val nope
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 __all__ = [
     "AmbiguousDigestError",
@@ -54,90 +64,262 @@ __all__ = [
     "VotesError",
 ]
 
+# Attributes are keywords with defaults, so ``raise XError("message")`` stays valid, and the
+# message stays the only positional argument: pickling (worker processes) rebuilds an error
+# from ``args`` and then restores the attributes from its ``__dict__``.
+
 
 class DsregError(Exception):
     """Base of every error dsreg raises; the message says what was wrong and what to do."""
 
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message)
 
-class InvalidInputError(DsregError):
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidInputError(DsregError, ValueError):
     """Input from the user that dsreg refuses; nothing was written."""
 
 
 class InvalidNameError(InvalidInputError):
-    """A dataset or tag name that does not match ``[a-z0-9][a-z0-9._-]{0,63}``."""
+    """A dataset or tag name that does not match ``[a-z0-9][a-z0-9._-]{0,63}``.
+
+    Attributes: ``name`` (the value refused), ``what`` (``"dataset name"``, ``"tag name"``, …).
+    """
+
+    def __init__(self, message: str = "", *, name: str | None = None, what: str | None = None):
+        super().__init__(message)
+        self.name = name
+        self.what = what
 
 
 class InvalidSpecError(InvalidInputError):
-    """A revision spec other than ``dataset@tag``, ``dataset@<prefix>`` or ``blake3:<hex>``."""
+    """A revision spec other than ``dataset@tag``, ``dataset@<prefix>`` or ``blake3:<hex>``.
+
+    Attributes: ``spec``.
+    """
+
+    def __init__(self, message: str = "", *, spec: str | None = None) -> None:
+        super().__init__(message)
+        self.spec = spec
 
 
-class InputPathError(InvalidInputError):
-    """A path that does not exist, or is unsafe: ``..``, absolute, or a link out of its tree."""
+class InputPathError(InvalidInputError, FileNotFoundError):
+    """A path that does not exist, or is unsafe: ``..``, absolute, or a link out of its tree.
+
+    Attributes: ``path``.
+    """
+
+    def __init__(self, message: str = "", *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class DatasetFormatError(InvalidInputError):
-    """A source (folder tree, label file, table) that cannot become a snapshot."""
+    """A source (folder tree, label file, table) that cannot become a snapshot.
+
+    Attributes: ``path`` (the source, where known).
+    """
+
+    def __init__(self, message: str = "", *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class ProbabilitiesError(InvalidInputError):
-    """Predicted probabilities with the wrong shape, row count or values."""
+    """Predicted probabilities with the wrong shape, row count or values.
+
+    Attributes: ``expected``, ``actual`` (e.g. row counts, where the check compared two).
+    """
+
+    def __init__(
+        self, message: str = "", *, expected: object = None, actual: object = None
+    ) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual
 
 
 class VotesError(InvalidInputError):
-    """Human validation votes that cannot become an overlay of the named snapshot."""
+    """Human validation votes that cannot become an overlay of the named snapshot.
+
+    Attributes: ``path`` (the votes file, where known).
+    """
+
+    def __init__(self, message: str = "", *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class PredictionsError(InvalidInputError):
-    """Model predictions that do not fit the revision they are scored against."""
+    """Model predictions that do not fit the revision they are scored against.
+
+    Attributes: ``model`` (its name, where known).
+    """
+
+    def __init__(self, message: str = "", *, model: str | None = None) -> None:
+        super().__init__(message)
+        self.model = model
 
 
 class QueryError(InvalidInputError):
-    """A SQL query that DuckDB refused (syntax, unknown table or column, …); DuckDB's message."""
+    """A SQL query that DuckDB refused (syntax, unknown table or column, …); DuckDB's message.
+
+    Attributes: ``query``.
+    """
+
+    def __init__(self, message: str = "", *, query: str | None = None) -> None:
+        super().__init__(message)
+        self.query = query
 
 
-class NotFoundError(DsregError):
+class NotFoundError(DsregError, LookupError):
     """Something named does not exist."""
 
 
-class RegistryNotFoundError(NotFoundError):
-    """No registry at ``--registry``, above the working directory, or at ``$DSREG_HOME``."""
+class RegistryNotFoundError(NotFoundError, FileNotFoundError):
+    """No registry at ``registry=``/``--registry``, ``$DSREG_REGISTRY``, above the working
+    directory, or at ``$DSREG_HOME``.
+
+    Attributes: ``path`` (the folder looked at, when one was named; else the working folder).
+    """
+
+    def __init__(self, message: str = "", *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class RevisionNotFoundError(NotFoundError):
-    """A dataset, tag or digest that resolves to no revision."""
+    """A dataset, tag or digest that resolves to no revision.
+
+    Attributes: ``dataset``, ``ref`` (the tag or digest prefix asked for).
+    """
+
+    def __init__(
+        self, message: str = "", *, dataset: str | None = None, ref: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.dataset = dataset
+        self.ref = ref
 
 
 class ObjectNotFoundError(NotFoundError):
-    """A digest whose object the store does not hold."""
+    """A digest whose object the store does not hold.
+
+    Attributes: ``digest`` (full, or the prefix given).
+    """
+
+    def __init__(self, message: str = "", *, digest: str | None = None) -> None:
+        super().__init__(message)
+        self.digest = digest
 
 
-class AmbiguousDigestError(DsregError):
-    """A digest prefix that matches several objects; the message lists the candidates."""
+class AmbiguousDigestError(DsregError, LookupError):
+    """A digest prefix that matches several objects; the message lists the candidates.
+
+    Attributes: ``prefix``, ``candidates`` (full digests).
+    """
+
+    def __init__(
+        self, message: str = "", *, prefix: str | None = None, candidates: Sequence[str] = ()
+    ) -> None:
+        super().__init__(message)
+        self.prefix = prefix
+        self.candidates = tuple(candidates)
 
 
-class TagExistsError(DsregError):
-    """A tag that already exists with another digest; moving it needs ``force``."""
+class TagExistsError(DsregError, ValueError):
+    """A tag that already exists with another digest; moving it needs ``force``.
+
+    Attributes: ``dataset``, ``tag``, ``existing`` (the digest it holds), ``new`` (the digest
+    refused).
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        dataset: str | None = None,
+        tag: str | None = None,
+        existing: str | None = None,
+        new: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.dataset = dataset
+        self.tag = tag
+        self.existing = existing
+        self.new = new
 
 
-class IntegrityError(DsregError):
-    """Stored content that is not what its digest or its schema says."""
+class IntegrityError(DsregError, OSError):
+    """Stored content that is not what its digest or its schema says.
+
+    Attributes: ``digest`` (the object, where known).
+    """
+
+    def __init__(self, message: str = "", *, digest: str | None = None) -> None:
+        super().__init__(message)
+        self.digest = digest
 
 
 class CorruptObjectError(IntegrityError):
-    """An object whose bytes do not hash to its digest. dsreg never serves such bytes."""
+    """An object whose bytes do not hash to its digest. dsreg never serves such bytes.
+
+    Attributes: ``digest`` (expected), ``actual`` (what the bytes hash to, where computed),
+    ``path`` (the stored file).
+    """
+
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        digest: str | None = None,
+        path: str | None = None,
+        actual: str | None = None,
+    ) -> None:
+        super().__init__(message, digest=digest)
+        self.path = path
+        self.actual = actual
 
 
 class ManifestError(IntegrityError):
-    """A manifest that breaks its JSON Schema or the data model."""
+    """A manifest that breaks its JSON Schema or the data model.
+
+    Attributes: ``digest`` (the manifest, where known).
+    """
 
 
-class ConfigError(DsregError):
-    """A config.toml that cannot be read, or a setting with an invalid value."""
+class ConfigError(DsregError, ValueError):
+    """A config.toml that cannot be read, or a setting with an invalid value.
+
+    Attributes: ``path`` (the file, where known).
+    """
+
+    def __init__(self, message: str = "", *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
 
 
-class RemoteError(DsregError):
-    """A remote that cannot be reached, read or written."""
+class RemoteError(DsregError, OSError):
+    """A remote that cannot be reached, read or written.
+
+    Attributes: ``remote`` (its name or URL, where known).
+    """
+
+    def __init__(self, message: str = "", *, remote: str | None = None) -> None:
+        super().__init__(message)
+        self.remote = remote
 
 
-class StorageError(DsregError):
-    """The local file system refused an operation (permissions, disk full, …)."""
+class StorageError(DsregError, OSError):
+    """The local file system refused an operation (permissions, disk full, …).
+
+    Attributes: ``path`` (where known).
+    """
+
+    def __init__(self, message: str = "", *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path

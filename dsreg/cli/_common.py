@@ -1,26 +1,27 @@
-"""What every command shares: options, the registry lookup, output, progress bars."""
+"""What every command shares: options, output, progress bars."""
 
 from __future__ import annotations
 
 import json
 import shlex
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeAlias
 
 import typer
 
-from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.repo.registry import Registry
-
+# The library finds the registry (``dsreg.find_registry``: --registry, else $DSREG_REGISTRY,
+# else .dsreg here or above, else $DSREG_HOME), so the option reads no environment variable
+# itself; its help still names the variable, as click would.
 RegistryOpt = Annotated[
     Path | None,
     typer.Option(
         "--registry",
-        envvar="DSREG_REGISTRY",
-        help="Registry folder (default: .dsreg here or above, else $DSREG_HOME).",
+        help="Registry folder (default: .dsreg here or above, else $DSREG_HOME).  "
+        "[env var: DSREG_REGISTRY]",
         show_default=False,
     ),
 ]
@@ -28,9 +29,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on 
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
-
-def registry(path: Path | None) -> Registry:
-    return Registry.find(path)
+Hook: TypeAlias = Callable[[str, int, int], None]
 
 
 def command_line() -> str:
@@ -52,6 +51,11 @@ def say(text: str) -> None:
     sys.stderr.write(text + "\n")
 
 
+def short(digest: str) -> str:
+    """A digest as shown: its first 12 hex characters."""
+    return digest.partition(":")[2][:12] if ":" in digest else digest[:12]
+
+
 def table(rows: list[list[str]], headers: list[str]) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]
     lines = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
@@ -61,10 +65,10 @@ def table(rows: list[list[str]], headers: list[str]) -> str:
 
 
 @contextmanager
-def progress_bar() -> Iterator[ProgressHook]:
-    """A rich progress bar on a terminal (stderr); nothing when piped."""
+def progress_bar() -> Iterator[Hook | None]:
+    """A rich progress bar on a terminal (stderr); none (``None``) when piped."""
     if not sys.stderr.isatty():
-        yield no_progress
+        yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
@@ -82,5 +86,23 @@ def progress_bar() -> Iterator[ProgressHook]:
             if task not in tasks:
                 tasks[task] = bar.add_task(task, total=total)
             bar.update(tasks[task], completed=done, total=total)
+
+        yield hook
+
+
+@contextmanager
+def lazy_progress_bar() -> Iterator[Hook]:
+    """``progress_bar()``, opened at the first report: a push or pull with nothing to transfer
+    reports nothing, and so never loads the progress bar's library (rich) on a terminal."""
+    lock = threading.Lock()
+    with ExitStack() as stack:
+        bar: list[Hook | None] = []
+
+        def hook(task: str, done: int, total: int) -> None:
+            with lock:
+                if not bar:
+                    bar.append(stack.enter_context(progress_bar()))
+                if bar[0] is not None:
+                    bar[0](task, done, total)
 
         yield hook

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import gc as _gc
+import json as _json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+import dsreg
 from dsreg.cli._common import (
     CONTEXT,
     JsonOpt,
@@ -16,14 +17,10 @@ from dsreg.cli._common import (
     emit_json,
     out,
     progress_bar,
-    registry,
     say,
+    short,
     table,
 )
-from dsreg.errors import InvalidInputError
-from dsreg.model.manifests import Overlay, Revision, Snapshot
-from dsreg.objects.digest import PREFIX, short
-from dsreg.repo.registry import Registry
 
 
 def register(app: typer.Typer) -> None:
@@ -33,7 +30,7 @@ def register(app: typer.Typer) -> None:
 
 def init(registry_path: RegistryOpt = None, json: JsonOpt = False) -> None:
     """Create a registry: --registry PATH, else $DSREG_HOME, else ./.dsreg."""
-    reg = Registry.init(registry_path)
+    reg = dsreg.init(registry=registry_path)
     if json:
         emit_json({"registry": str(reg.root)})
     else:
@@ -70,51 +67,22 @@ def add(
     json: JsonOpt = False,
 ) -> None:
     """Add a test set as an immutable snapshot (content-addressed, deduplicated)."""
-    given = [x for x in (path, labels, table_) if x is not None]
-    if len(given) != 1:
-        raise InvalidInputError(
-            "give exactly one source: a folder PATH (ImageFolder), --labels FILE or --table FILE"
+    with progress_bar() as hook:
+        res = dsreg.add(
+            dataset,
+            path,
+            labels=labels,
+            table=table_,
+            id_column=id_column,
+            label_column=label_column,
+            files=files,
+            classes=classes,
+            tag=tag,
+            force=force,
+            progress=hook,
+            command=command_line(),
+            registry=registry_path,
         )
-    if files is not None and table_ is None:
-        raise InvalidInputError("--files goes with --table; an ImageFolder tree holds its files")
-    if path is not None and classes is not None:
-        raise InvalidInputError("--classes goes with --labels or --table; folders name classes")
-    reg = registry(registry_path)
-    if path is not None:
-        # The folder's path stays light (no numpy, pyarrow or schema validator) until it must
-        # store something: re-adding an unchanged tree is answered from the scan.
-        from dsreg.ingest.tree import add_tree
-        from dsreg.ingest.treescan import scan_tree
-
-        # Tens of thousands of small records and no cycles among them: the cyclic collector
-        # would only walk them, again and again, while they are built.
-        gc_was_on = _gc.isenabled()
-        _gc.disable()
-        try:
-            scan = scan_tree(path)
-            with progress_bar() as hook:
-                res = add_tree(
-                    reg, dataset, scan, tag=tag, force=force, progress=hook, command=command_line()
-                )
-        finally:
-            if gc_was_on:
-                _gc.enable()
-    else:
-        from dsreg.ingest import sources
-        from dsreg.ingest.snapshot import add_source
-
-        names = sources.read_classes(classes) if classes is not None else None
-        if labels is not None:
-            src = sources.scan_labels(labels, classes=names)
-        else:
-            assert table_ is not None
-            src = sources.scan_table(
-                table_, id_column=id_column, label_column=label_column, classes=names, files=files
-            )
-        with progress_bar() as hook:
-            res = add_source(
-                reg, dataset, src, tag=tag, force=force, progress=hook, command=command_line()
-            )
     if json:
         emit_json(res.to_dict())
         return
@@ -128,38 +96,19 @@ def add(
 
 def ls(registry_path: RegistryOpt = None, json: JsonOpt = False) -> None:
     """List datasets, their tags and short revision digests."""
-    reg = registry(registry_path)
-    rows = [{"dataset": ds, "tag": t, "revision": d} for ds, t, d in reg.refs.all()]
+    refs = dsreg.ls(registry=registry_path)
     if json:
-        emit_json(rows)
+        emit_json([r.to_dict() for r in refs])
         return
-    if not rows:
+    if not refs:
         say("No datasets yet: add one with 'dsreg add'.")
         return
     out(
         table(
-            [[r["dataset"], r["tag"], short(r["revision"])] for r in rows],
+            [[r.dataset, r.tag, short(r.revision)] for r in refs],
             ["DATASET", "TAG", "REVISION"],
         )
     )
-
-
-def _describe_object(reg: Registry, digest: str) -> dict[str, Any]:
-    if not reg.is_manifest(digest):
-        return {
-            "digest": digest,
-            "type": "object",
-            "size": reg.store.verified_path(digest).stat().st_size,
-        }
-    m = reg.manifest(digest)
-    d: dict[str, Any] = {
-        "digest": digest,
-        "type": type(m).__name__.lower(),
-        "manifest": m.to_dict(),
-    }
-    if isinstance(m, Overlay):
-        d["dataset"] = reg.snapshot(m.base).dataset
-    return d
 
 
 def show(
@@ -168,50 +117,36 @@ def show(
     json: JsonOpt = False,
 ) -> None:
     """Show a revision (manifest, rows, classes, overlays, full digest), or any stored manifest."""
-    from dsreg.views.dataset import Dataset
-
-    reg = registry(registry_path)
-    if "@" not in spec:
-        digest = reg.resolve_object(spec)
-        m = reg.manifest(digest) if reg.is_manifest(digest) else None
-        if not isinstance(m, Revision | Snapshot):
-            info = _describe_object(reg, digest)
-            if json:
-                emit_json(info)
-            else:
-                _render_object(info)
-            return
-        spec = digest
-    ds = Dataset(reg, reg.resolve(spec))
-    info = ds.describe()
+    info = dsreg.show(spec, registry=registry_path)
     if json:
-        emit_json(info)
+        emit_json(info.to_dict())
         return
-    out(f"revision  {info['revision']}")
-    out(f"dataset   {info['dataset']}" + (f"@{info['tag']}" if info["tag"] else ""))
-    out(f"view      {info['view']}")
-    out(f"snapshot  {info['snapshot']}")
-    out(f"examples  {info['examples']}")
-    out(f"rows      {info['rows']} of {info['snapshot_rows']}")
-    k = len(info["classes"])
-    shown = ", ".join(info["classes"][:10]) + (f", … ({k} in all)" if k > 10 else "")
+    if isinstance(info, dsreg.ObjectInfo):
+        _render_object(info)
+        return
+    out(f"revision  {info.revision}")
+    out(f"dataset   {info.dataset}" + (f"@{info.tag}" if info.tag else ""))
+    out(f"view      {info.view}")
+    out(f"snapshot  {info.snapshot}")
+    out(f"examples  {info.examples}")
+    out(f"rows      {info.rows} of {info.snapshot_rows}")
+    k = len(info.classes)
+    shown = ", ".join(info.classes[:10]) + (f", … ({k} in all)" if k > 10 else "")
     out(f"classes   {k}: {shown}")
-    out(f"source    {info['source']}")
-    for o in info["overlays"]:
+    out(f"source    {info.source}")
+    for o in info.overlays:
         note = " (unvalidated: corrected by the detector)" if o["kind"] == "detected" else ""
         out(f"overlay   {o['digest']}  {o['kind']}{note}, {o['rows']} rows, by {o['producer']}")
 
 
-def _render_object(info: dict[str, Any]) -> None:
-    out(f"{info['type']}  {info['digest']}")
-    if "dataset" in info:
-        out(f"dataset   {info['dataset']}")
-    if "manifest" in info:
-        import json as _json
-
-        out(_json.dumps(info["manifest"], indent=2, sort_keys=True))
-    elif "size" in info:
-        out(f"size      {info['size']} bytes")
+def _render_object(info: dsreg.ObjectInfo) -> None:
+    out(f"{info.type}  {info.digest}")
+    if info.dataset is not None:
+        out(f"dataset   {info.dataset}")
+    if info.manifest is not None:
+        out(_json.dumps(info.manifest, indent=2, sort_keys=True))
+    elif info.size is not None:
+        out(f"size      {info.size} bytes")
 
 
 def log(
@@ -220,17 +155,7 @@ def log(
     json: JsonOpt = False,
 ) -> None:
     """Who moved which tag when (the append-only ref log), oldest first."""
-    from dsreg.model.names import check_name
-
-    reg = registry(registry_path)
-    check_name(dataset, what="dataset name")
-    entries = reg.refs.log(dataset)
-    if not entries and dataset not in reg.refs.datasets():
-        from dsreg.errors import RevisionNotFoundError
-
-        raise RevisionNotFoundError(
-            f"no dataset {dataset!r} in this registry ({reg.root}); see 'dsreg ls'"
-        )
+    entries = dsreg.log(dataset, registry=registry_path)
     if json:
         emit_json([e.to_dict() for e in entries])
         return
@@ -270,11 +195,14 @@ def tag(
     json: JsonOpt = False,
 ) -> None:
     """Name a revision, as git tag: the new name first."""
-    from dsreg.ops.tag import make_tag
-
-    reg = registry(registry_path)
-    res = make_tag(
-        reg, new, source, overlays=overlay or (), view=view, force=force, command=command_line()
+    res = dsreg.tag(
+        new,
+        source,
+        overlays=overlay,
+        view=view,
+        force=force,
+        command=command_line(),
+        registry=registry_path,
     )
     if json:
         emit_json(res.to_dict())
@@ -302,17 +230,8 @@ def checkout(
 ) -> None:
     """Materialise a revision as files plus a pin file PATH/.dsreg.json; switching a checkout
     touches only the files that differ. Hard-linked files are read-only: they are the store's."""
-    from dsreg.ops.checkout import checkout as do_checkout
-
-    reg = registry(registry_path)
-    chosen = link or reg.config.get("core", {}).get("checkout_link", "hardlink")
-    if chosen not in ("hardlink", "symlink", "copy", "reflink"):
-        raise InvalidInputError(
-            f"unknown --link {chosen!r}; choose hardlink, symlink, copy or reflink"
-        )
-    resolved = reg.resolve(spec)
     with progress_bar() as hook:
-        res = do_checkout(reg, resolved, path, link=chosen, progress=hook)  # type: ignore[arg-type]
+        res = dsreg.checkout(spec, path, link=link, progress=hook, registry=registry_path)
     if json:
         emit_json(res.to_dict())
         return
@@ -330,13 +249,8 @@ def verify(
     json: JsonOpt = False,
 ) -> None:
     """Re-hash objects and check manifests against their schemas; exit 1 on any problem."""
-    from dsreg.ops.maintenance import verify as do_verify
-
-    if spec is not None and all_:
-        raise InvalidInputError("give a SPEC or --all, not both")
-    reg = registry(registry_path)
     with progress_bar() as hook:
-        res = do_verify(reg, specs=[spec] if spec else [], progress=hook)
+        res = dsreg.verify(spec, all=all_, progress=hook, registry=registry_path)
     if json:
         emit_json(res.to_dict())
     else:
@@ -358,10 +272,7 @@ def gc(
     json: JsonOpt = False,
 ) -> None:
     """Remove objects that no tag (and no recorded overlay) reaches."""
-    from dsreg.ops.maintenance import collect_garbage
-
-    reg = registry(registry_path)
-    res = collect_garbage(reg, dry_run=dry_run)
+    res = dsreg.gc(dry_run=dry_run, registry=registry_path)
     if json:
         emit_json(res.to_dict())
         return
@@ -369,6 +280,3 @@ def gc(
         out(d)
     verb = "Would remove" if dry_run else "Removed"
     say(f"{verb} {len(res.removed)} objects ({res.bytes} bytes); kept {res.kept}.")
-
-
-_ = PREFIX

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json as _json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+import dsreg
 from dsreg.cli._common import (
     CONTEXT,
     JsonOpt,
@@ -14,12 +16,12 @@ from dsreg.cli._common import (
     command_line,
     emit_json,
     out,
-    registry,
     say,
+    short,
     table,
 )
+from dsreg.detector.options import FILTER_BY, RANK_BY
 from dsreg.errors import InvalidInputError
-from dsreg.objects.digest import short
 
 overlay_app = typer.Typer(
     name="overlay",
@@ -33,44 +35,16 @@ TagOpt = Annotated[str | None, typer.Option(help="Also tag a revision with the n
 ViewOpt = Annotated[str | None, typer.Option(help="With --tag: its view (default cleaned).")]
 ForceOpt = Annotated[bool, typer.Option(help="With --tag: move it if it exists.")]
 
-FILTERS = (
-    "prune_by_noise_rate",
-    "prune_by_class",
-    "both",
-    "confident_learning",
-    "predicted_neq_given",
-    "low_normalized_margin",
-    "low_self_confidence",
-)
-RANKINGS = ("self_confidence", "normalized_margin", "confidence_weighted_entropy")
-
 
 def register(app: typer.Typer) -> None:
     app.command(context_settings=CONTEXT)(detect)
     app.add_typer(overlay_app)
 
 
-def _tag_after(
-    reg: Any, spec: str, digest: str, tag: str | None, view: str | None, force: bool
-) -> str | None:
-    if tag is None:
-        if view is not None:
-            raise InvalidInputError("--view goes with --tag: it names the view of the new revision")
-        return None
-    from dsreg.ops.tag import make_tag
-
-    dataset = reg.resolve(spec).dataset
-    res = make_tag(
-        reg,
-        f"{dataset}@{tag}",
-        spec,
-        overlays=[digest],
-        view=view or "cleaned",
-        force=force,
-        command=command_line(),
-    )
-    say(f"Tagged {dataset}@{tag} -> {short(res.revision)} [{res.view}]")
-    return res.revision
+def _say_tagged(res: dsreg.OverlayResult) -> None:
+    t = res.tagged
+    if t is not None:
+        say(f"Tagged {t.dataset}@{t.tag} -> {short(t.revision)} [{t.view}]")
 
 
 def detect(
@@ -84,10 +58,10 @@ def detect(
         ),
     ],
     filter_by: Annotated[
-        str, typer.Option(help="cleanlab's filter_by: " + ", ".join(FILTERS) + ".")
+        str, typer.Option(help="cleanlab's filter_by: " + ", ".join(FILTER_BY) + ".")
     ] = "prune_by_noise_rate",
     rank_by: Annotated[
-        str, typer.Option(help="Label-quality score: " + ", ".join(RANKINGS) + ".")
+        str, typer.Option(help="Label-quality score: " + ", ".join(RANK_BY) + ".")
     ] = "self_confidence",
     frac_noise: Annotated[
         float, typer.Option(help="Fraction of the estimated issues to flag.")
@@ -109,16 +83,6 @@ def detect(
     json: JsonOpt = False,
 ) -> None:
     """Find label issues with confident learning; store them as a 'detected' overlay."""
-    from dsreg.overlays.create import detect_overlay
-
-    if filter_by not in FILTERS:
-        raise InvalidInputError(
-            f"unknown --filter-by {filter_by!r}; choose one of {', '.join(FILTERS)}"
-        )
-    if rank_by not in RANKINGS:
-        raise InvalidInputError(
-            f"unknown --rank-by {rank_by!r}; choose one of {', '.join(RANKINGS)}"
-        )
     per_class = None
     if num_to_remove_per_class is not None:
         try:
@@ -127,29 +91,35 @@ def detect(
             raise InvalidInputError(
                 f"--num-to-remove-per-class {num_to_remove_per_class!r} is not a list of integers"
             ) from None
-    reg = registry(registry_path)
-    options: dict[str, Any] = {
-        "filter_by": filter_by,
-        "rank_by": rank_by,
-        "frac_noise": frac_noise,
-        "num_to_remove_per_class": per_class,
-        "min_examples_per_class": min_examples_per_class,
-    }
-    created = detect_overlay(reg, spec, pred_probs, options=options, command=command_line())
-    tagged = _tag_after(reg, spec, created.digest, tag, view, force)
-    det = created.details
-    ranked = _ranked_rows(reg, created.digest, top)
+    res = dsreg.detect(
+        spec,
+        pred_probs,
+        filter_by=filter_by,
+        rank_by=rank_by,
+        frac_noise=frac_noise,
+        num_to_remove_per_class=per_class,
+        min_examples_per_class=min_examples_per_class,
+        tag=tag,
+        view=view,
+        force=force,
+        top=top,
+        command=command_line(),
+        registry=registry_path,
+    )
+    _say_tagged(res)
+    ranked = [i.to_dict() for i in res.top]
     if json:
-        emit_json({**created.to_dict(), "tagged": tagged, "top": ranked})
+        tagged = res.tagged.revision if res.tagged else None
+        emit_json({**res.to_dict(), "tagged": tagged, "top": ranked})
         return
-    s = created.summary
+    s = res.summary
     if s.get("renormalized_rows"):
         say(
             f"Note: {s['renormalized_rows']} rows of probabilities did not sum to 1 "
             "(within 1e-3) and were renormalised."
         )
-    out(f"overlay        {created.digest}")
-    out(f"flagged        {s['rows']} of {det.n} rows ({filter_by}, ranked by {rank_by})")
+    out(f"overlay        {res.digest}")
+    out(f"flagged        {s['rows']} of {res.details.n} rows ({filter_by}, ranked by {rank_by})")
     out(f"noise rate     {s['noise_rate']:.4f} (estimated fraction of wrong labels)")
     out(f"estimate       {s['num_label_issues_estimate']} label issues (cleanlab num_label_issues)")
     if s["issues_per_class"]:
@@ -173,27 +143,6 @@ def detect(
         )
 
 
-def _ranked_rows(reg: Any, digest: str, top: int) -> list[dict[str, Any]]:
-    from dsreg.repo.tables import read_corrections
-
-    ov = reg.overlay(digest)
-    classes = reg.snapshot(ov.base).classes
-    t = read_corrections(reg, ov).to_pylist()
-    t.sort(key=lambda r: (r["score"] if r["score"] is not None else float("inf"), r["row"]))
-    return [
-        {
-            "row": r["row"],
-            "example_id": r["example_id"],
-            "given": classes[r["given_label"]],
-            "suggested": classes[r["suggested_label"]]
-            if r["suggested_label"] is not None
-            else None,
-            "score": r["score"],
-        }
-        for r in t[:top]
-    ]
-
-
 @overlay_app.command("import-votes", context_settings=CONTEXT)
 def import_votes(
     spec: Annotated[str, typer.Argument(help="The revision whose snapshot the votes are about.")],
@@ -209,20 +158,23 @@ def import_votes(
     json: JsonOpt = False,
 ) -> None:
     """Import human validation votes as a 'validated' overlay (Northcutt et al. 2021 categories)."""
-    from dsreg.overlays.create import votes_overlay
-
-    if format not in ("label-errors", "csv"):
-        raise InvalidInputError(f"unknown --format {format!r}; choose label-errors or csv")
-    reg = registry(registry_path)
-    created = votes_overlay(
-        reg, spec, votes, format=format, threshold=threshold, command=command_line()
+    res = dsreg.import_votes(
+        spec,
+        votes,
+        format=format,
+        threshold=threshold,
+        tag=tag,
+        view=view,
+        force=force,
+        command=command_line(),
+        registry=registry_path,
     )
-    tagged = _tag_after(reg, spec, created.digest, tag, view, force)
+    _say_tagged(res)
     if json:
-        emit_json({**created.to_dict(), "tagged": tagged})
+        emit_json({**res.to_dict(), "tagged": res.tagged.revision if res.tagged else None})
         return
-    s = created.summary
-    out(f"overlay        {created.digest}")
+    s = res.summary
+    out(f"overlay        {res.digest}")
     out(f"checked        {s.get('checked', s['rows'])}")
     out(f"errors         {s.get('errors', '')}")
     for v in ("non_error", "correctable", "multi_label", "neither", "non_agreement"):
@@ -236,12 +188,7 @@ def ls(
     json: JsonOpt = False,
 ) -> None:
     """List a dataset's overlays: digest, kind, producer, rows."""
-    from dsreg.model.names import check_name
-    from dsreg.overlays.write import list_overlays
-
-    reg = registry(registry_path)
-    check_name(dataset, what="dataset name")
-    records = list_overlays(reg, dataset)
+    records = dsreg.overlay_ls(dataset, registry=registry_path)
     if json:
         emit_json([{"digest": r.digest, **r.overlay.to_dict()} for r in records])
         return
@@ -276,22 +223,14 @@ def show(
     json: JsonOpt = False,
 ) -> None:
     """Show an overlay: manifest, summary and its first corrections."""
-    import json as _json
-
-    from dsreg.repo.tables import read_corrections
-
-    reg = registry(registry_path)
-    d = reg.resolve_object(digest)
-    ov = reg.overlay(d)
-    corr = read_corrections(reg, ov)
-    classes = reg.snapshot(ov.base).classes
-    first = corr.slice(0, rows).to_pylist()
+    info = dsreg.overlay_show(digest, rows=rows, registry=registry_path)
     if json:
-        emit_json({"digest": d, "manifest": ov.to_dict(), "corrections": first})
+        emit_json(info.to_dict())
         return
-    out(f"overlay   {d}")
+    ov = info.overlay
+    out(f"overlay   {info.digest}")
     out(f"kind      {ov.kind}" + (" (unvalidated)" if ov.kind == "detected" else ""))
-    out(f"base      {ov.base} ({reg.snapshot(ov.base).dataset})")
+    out(f"base      {ov.base} ({info.dataset})")
     out(
         f"producer  {ov.producer['name']} {ov.producer['version']} "
         + _json.dumps(ov.producer["params"], sort_keys=True)
@@ -300,7 +239,7 @@ def show(
     out("")
 
     def name(i: int | None) -> str:
-        return "" if i is None else classes[i]
+        return "" if i is None else info.classes[i]
 
     out(
         table(
@@ -313,10 +252,10 @@ def show(
                     r["verdict"],
                     "" if r["score"] is None else f"{r['score']:.4f}",
                 ]
-                for r in first
+                for r in info.corrections
             ],
             ["ROW", "EXAMPLE", "GIVEN", "SUGGESTED", "VERDICT", "SCORE"],
         )
     )
-    if corr.num_rows > rows:
-        say(f"({corr.num_rows - rows} more; --rows N or --json)")
+    if info.total > rows:
+        say(f"({info.total - rows} more; --rows N or --json)")

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import io
-import json as _json
 import sys
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import Annotated
 
 import typer
 
-from dsreg.cli._common import CONTEXT, JsonOpt, RegistryOpt, emit_json, out, registry, say, table
-from dsreg.errors import InvalidInputError, StorageError
-from dsreg.objects.digest import short
+import dsreg
+from dsreg.cli._common import CONTEXT, JsonOpt, RegistryOpt, emit_json, out, say, short, table
+from dsreg.errors import InvalidInputError
 
 
 def register(app: typer.Typer) -> None:
@@ -41,61 +39,17 @@ def sql(
     """Run DuckDB SQL over revisions: SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1"
     GROUP BY ALL. Columns: row, example_id, label, label_name, given_label, verdict, blob, size,
     then the snapshot's metadata columns."""
-    from dsreg.views.sql import Connection
-
     fmt = "json" if json else format
-    if fmt not in ("table", "csv", "json", "parquet"):
-        raise InvalidInputError(f"unknown --format {fmt!r}; choose table, csv, json or parquet")
     if fmt == "parquet" and output is None and sys.stdout.isatty():
         raise InvalidInputError("--format parquet writes binary: give --output FILE or pipe it")
-    with Connection(registry(registry_path)) as con:
-        schema, batches = con.batches(query)
-        binary = fmt in ("parquet", "csv")
-        if output is not None:
-            try:
-                f: IO[Any] = open(output, "wb") if binary else open(output, "w", encoding="utf-8")  # noqa: SIM115
-            except OSError as e:
-                raise StorageError(f"cannot write {output}: {e.strerror}") from e
-            with f:
-                _write(fmt, schema, batches, f)
-        elif binary and not hasattr(sys.stdout, "buffer"):
-            buf = io.BytesIO()  # stdout replaced by a text stream (tests, notebooks)
-            _write(fmt, schema, batches, buf)
-            sys.stdout.write(buf.getvalue().decode("utf-8", errors="replace"))
-        else:
-            _write(fmt, schema, batches, sys.stdout.buffer if binary else sys.stdout)
-            sys.stdout.flush()
-
-
-def _write(fmt: str, schema: Any, batches: Any, stream: IO[Any]) -> None:
-    if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        with pq.ParquetWriter(stream, schema) as w:
-            for b in batches:
-                w.write_batch(b)
-    elif fmt == "csv":
-        import pyarrow.csv as pacsv
-
-        with pacsv.CSVWriter(stream, schema) as w:
-            for b in batches:
-                w.write_batch(b)
-    elif fmt == "json":
-        stream.write("[")
-        first = True
-        for b in batches:
-            for r in b.to_pylist():
-                stream.write(("\n  " if first else ",\n  ") + _json.dumps(r, default=str))
-                first = False
-        stream.write("\n]\n" if not first else "]\n")
-    else:
-        rows = [
-            ["NULL" if v is None else str(v) for v in r.values()]
-            for b in batches
-            for r in b.to_pylist()
-        ]
-        stream.write(table(rows, list(schema.names)) + "\n")
-        say(f"({len(rows)} rows)")
+    rows = dsreg.sql(
+        query,
+        format=fmt,
+        output=output if output is not None else sys.stdout,
+        registry=registry_path,
+    )
+    if fmt == "table":
+        say(f"({rows} rows)")
 
 
 # -- eval -----------------------------------------------------------------------------------------
@@ -130,23 +84,19 @@ def eval_(
 ) -> None:
     """Accuracy of model predictions on original, cleaned, corrected and honeypot labels, each
     model's rank per view, and how the ranking changes (Northcutt et al. 2021, Table 3)."""
-    from dsreg.report.evaluate import evaluate
-
     try:
         ks = [int(k) for k in _split(top_k, "--top-k")]
     except ValueError:
         raise InvalidInputError(f"--top-k {top_k!r}: give integers, e.g. 1,5") from None
-    report = evaluate(
+    report = dsreg.evaluate(
         spec,
         list(predictions),
         views=_split(views, "--views"),  # type: ignore[arg-type]
         top_k=ks,
-        registry=registry(registry_path),
+        plot=plot,
+        registry=registry_path,
     )
     if plot is not None:
-        from dsreg.report.plot import plot_ranks
-
-        plot_ranks(report, plot)
         say(f"Wrote the rank chart to {plot}")
     if json:
         sys.stdout.write(report.to_json())
@@ -169,7 +119,7 @@ def _move(a: int | None, b: int | None) -> str:
     return f"{a} -> {b} ({'+' if d > 0 else ''}{d})" if d else f"{a} -> {b} (=)"
 
 
-def _render_eval(report: Any) -> None:
+def _render_eval(report: dsreg.EvalReport) -> None:
     at = f"{report.dataset}@{report.tag}" if report.tag else report.spec
     out(f"revision  {report.revision}  ({at})")
     out("rows      " + ", ".join(f"{v} {n}" for v, n in report.views.items()))
@@ -225,9 +175,7 @@ def diff(
 ) -> None:
     """Rows only in A, only in B, and relabelled (with a from -> to count table). Revisions of one
     snapshot are matched by row, of different snapshots by example_id."""
-    from dsreg.report.diff import diff as do_diff
-
-    res = do_diff(registry(registry_path), a, b)
+    res = dsreg.diff(a, b, registry=registry_path)
     if json:
         emit_json(res.to_dict())
         return
@@ -266,15 +214,10 @@ def cite(
 ) -> None:
     """A citation (BibTeX, CITATION.cff or text) carrying the dataset, tag, full revision,
     snapshot and overlay digests and the dsreg version; 'dsreg show <digest>' resolves each."""
-    from dsreg.report.cite import FORMATS
-    from dsreg.report.cite import cite as do_cite
-
-    if format not in FORMATS:
-        raise InvalidInputError(f"unknown --format {format!r}; choose {', '.join(FORMATS)}")
-    c = do_cite(registry(registry_path), spec, authors=author or ())
-    text = c.render(format)
+    c = dsreg.cite(spec, format=format, authors=author, registry=registry_path)
+    text = str(c)
     if json:
-        emit_json({**c.to_dict(), "format": format, "citation": text})
+        emit_json({**c.to_dict(), "format": c.format, "citation": text})
         return
     sys.stdout.write(text)
     say(f"Cited {c.name} at revision {short(c.revision)}")

@@ -2,29 +2,25 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from dsreg._util.progress import ProgressHook
+import dsreg
 from dsreg.cli._common import (
     CONTEXT,
     JsonOpt,
     RegistryOpt,
     command_line,
     emit_json,
+    lazy_progress_bar,
     out,
     progress_bar,
-    registry,
     say,
+    short,
     table,
 )
-from dsreg.errors import InvalidInputError
-from dsreg.objects.digest import short
 
 remote_app = typer.Typer(
     name="remote",
@@ -65,44 +61,12 @@ def register(app: typer.Typer) -> None:
     app.command("import-dvc", context_settings=CONTEXT)(import_dvc)
 
 
-def _options(pairs: list[str] | None) -> dict[str, Any]:
-    opts: dict[str, Any] = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise InvalidInputError(f"--option {pair!r} is not KEY=VALUE")
-        v: Any = value
-        if value.lower() in ("true", "false"):
-            v = value.lower() == "true"
-        elif value.isdigit():
-            v = int(value)
-        opts[key.strip()] = v
-    return opts
-
-
 def _size(n: int) -> str:
     for unit in ("B", "KB", "MB", "GB"):
         if n < 1000 or unit == "GB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000  # type: ignore[assignment]
     return f"{n} B"
-
-
-@contextmanager
-def _progress() -> Iterator[ProgressHook]:
-    """``progress_bar()``, opened at the first report: a push or pull with nothing to transfer
-    reports nothing, and so never loads the progress bar's library (rich) on a terminal."""
-    lock = threading.Lock()
-    with ExitStack() as stack:
-        bar: list[ProgressHook] = []
-
-        def hook(task: str, done: int, total: int) -> None:
-            with lock:
-                if not bar:
-                    bar.append(stack.enter_context(progress_bar()))
-                bar[0](task, done, total)
-
-        yield hook
 
 
 @remote_app.command("add", context_settings=CONTEXT)
@@ -116,10 +80,8 @@ def remote_add(
     json: JsonOpt = False,
 ) -> None:
     """Add a remote (recorded in config.toml; nothing is contacted)."""
-    from dsreg.remote.transfer import add_remote
-
-    res = add_remote(
-        registry(registry_path), name, url, options=_options(option), default=default, force=force
+    res = dsreg.remote_add(
+        name, url, default=default, options=option or [], force=force, registry=registry_path
     )
     if json:
         emit_json(res.to_dict())
@@ -130,9 +92,7 @@ def remote_add(
 @remote_app.command("ls", context_settings=CONTEXT)
 def remote_ls(registry_path: RegistryOpt = None, json: JsonOpt = False) -> None:
     """List remotes: name, URL, options; * marks the default."""
-    from dsreg.remote.transfer import list_remotes
-
-    rows = list_remotes(registry(registry_path))
+    rows = dsreg.remote_ls(registry=registry_path)
     if json:
         emit_json([r.to_dict() for r in rows])
         return
@@ -161,9 +121,7 @@ def remote_remove(
     json: JsonOpt = False,
 ) -> None:
     """Forget a remote (nothing on the remote is deleted)."""
-    from dsreg.remote.transfer import remove_remote
-
-    res = remove_remote(registry(registry_path), name)
+    res = dsreg.remote_remove(name, registry=registry_path)
     if json:
         emit_json(res.to_dict())
         return
@@ -187,18 +145,15 @@ def push(
     json: JsonOpt = False,
 ) -> None:
     """Send revisions, everything they reach, then their tags; nothing the remote holds."""
-    from dsreg.remote.transfer import push as do_push
-
-    reg = registry(registry_path)
-    with _progress() as hook:
-        res = do_push(
-            reg,
-            specs or (),
+    with lazy_progress_bar() as hook:
+        res = dsreg.push(
+            specs,
             remote=remote,
-            force=force,
             jobs=jobs,
+            force=force,
             progress=hook,
             command=command_line(),
+            registry=registry_path,
         )
     if json:
         emit_json(res.to_dict())
@@ -228,18 +183,15 @@ def pull(
     json: JsonOpt = False,
 ) -> None:
     """Fetch revisions and what they reach that is missing here, verified; then set the tags."""
-    from dsreg.remote.transfer import pull as do_pull
-
-    reg = registry(registry_path)
-    with _progress() as hook:
-        res = do_pull(
-            reg,
-            specs or (),
+    with lazy_progress_bar() as hook:
+        res = dsreg.pull(
+            specs,
             remote=remote,
-            force=force,
             jobs=jobs,
+            force=force,
             progress=hook,
             command=command_line(),
+            registry=registry_path,
         )
     if json:
         emit_json(res.to_dict())
@@ -264,14 +216,12 @@ def clone(
 ) -> None:
     """A new registry with the remote's tags, logs and manifests; payloads come on demand
     (pull, checkout or dsreg.open(..., remote=))."""
-    from dsreg.remote.transfer import clone as do_clone
-
-    with _progress() as hook:
-        res = do_clone(
+    with lazy_progress_bar() as hook:
+        res = dsreg.clone(
             url,
             path,
             name=name,
-            options=_options(option),
+            options=option or [],
             jobs=jobs,
             progress=hook,
             command=command_line(),
@@ -301,12 +251,8 @@ def import_dvc(
 ) -> None:
     """Import a DVC-tracked ImageFolder tree (or label file) at a git revision as a snapshot,
     with its provenance: repository, requested rev, commit, path and DVC's md5."""
-    from dsreg.ingest.dvc import import_dvc as do_import
-
-    reg = registry(registry_path)
     with progress_bar() as hook:
-        res = do_import(
-            reg,
+        res = dsreg.import_dvc(
             repo,
             path,
             dataset=as_,
@@ -316,6 +262,7 @@ def import_dvc(
             jobs=jobs,
             progress=hook,
             command=command_line(),
+            registry=registry_path,
         )
     if json:
         emit_json(res.to_dict())

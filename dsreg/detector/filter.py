@@ -21,20 +21,12 @@ from dsreg.detector.count import (
     count_issues,
     round_preserving_row_totals,
 )
+from dsreg.detector.options import FILTER_BY
 from dsreg.detector.probs import FloatArray, IntArray
 from dsreg.errors import InvalidInputError
 
 __all__ = ["FILTER_BY", "find_label_issues", "find_predicted_neq_given"]
 
-FILTER_BY = (
-    "prune_by_noise_rate",
-    "prune_by_class",
-    "both",
-    "confident_learning",
-    "predicted_neq_given",
-    "low_normalized_margin",
-    "low_self_confidence",
-)
 _PRUNING = ("prune_by_noise_rate", "prune_by_class", "both")
 #: prune_by_noise_rate gathers single margins when fewer than this fraction of all (row, class)
 #: entries belong to a pruned pair, and computes whole rows otherwise. Never changes a result.

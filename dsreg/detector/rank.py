@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsreg.detector.count import BoolArray, ProbsLike, Scan
+from dsreg.detector.options import RANK_BY
 from dsreg.detector.probs import FloatArray, IntArray
 from dsreg.errors import InvalidInputError
 
@@ -34,7 +35,6 @@ __all__ = [
     "order_label_issues",
 ]
 
-RANK_BY = ("self_confidence", "normalized_margin", "confidence_weighted_entropy")
 CLIPPING_LOWER_BOUND = 1e-6
 
 

@@ -56,5 +56,9 @@ def refuse_tag(dataset: str, tag: str, existing: str, new: str) -> None:
     raise TagExistsError(
         f"tag {dataset}@{tag} exists at {short(existing)}, and this content is "
         f"{short(new)}; tags are immutable: choose another --tag, or move it "
-        "with --force (the log keeps the old value)"
+        "with --force (the log keeps the old value)",
+        dataset=dataset,
+        tag=tag,
+        existing=existing,
+        new=new,
     )

@@ -23,7 +23,9 @@ def check_name(name: str, *, what: str = "name") -> str:
     if not _NAME.fullmatch(name):
         raise InvalidNameError(
             f"invalid {what} {name!r}: use 1 to 64 characters from a-z, 0-9, '.', '_', '-', "
-            "starting with a letter or digit"
+            "starting with a letter or digit",
+            name=name,
+            what=what,
         )
     return name
 
@@ -56,12 +58,14 @@ def parse_spec(text: str) -> Spec:
             return Spec(dataset=None, ref=None, digest=text)
         raise InvalidSpecError(
             f"{text!r} is not a full digest: a bare digest needs 'blake3:' and all 64 hex "
-            "characters; for a prefix, write dataset@<prefix>"
+            "characters; for a prefix, write dataset@<prefix>",
+            spec=text,
         )
     if "@" not in text:
         raise InvalidSpecError(
             f"{text!r} names no revision: write dataset@tag (e.g. {text}@original), "
-            "dataset@<digest prefix> or blake3:<hex>"
+            "dataset@<digest prefix> or blake3:<hex>",
+            spec=text,
         )
     dataset, _, ref = text.partition("@")
     check_name(dataset, what="dataset name")
@@ -74,6 +78,8 @@ def parse_spec(text: str) -> Spec:
 def parse_tag_target(text: str) -> tuple[str, str]:
     """Parse the ``dataset@tag`` a new tag is created at."""
     if "@" not in text:
-        raise InvalidSpecError(f"{text!r} names no tag: write dataset@tag, e.g. {text}@v1")
+        raise InvalidSpecError(
+            f"{text!r} names no tag: write dataset@tag, e.g. {text}@v1", spec=text
+        )
     dataset, _, tag = text.partition("@")
     return check_name(dataset, what="dataset name"), check_name(tag, what="tag name")

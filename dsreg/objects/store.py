@@ -192,12 +192,14 @@ class ObjectStore:
         except FileNotFoundError:
             raise ObjectNotFoundError(
                 f"object {short(digest)} is not in this registry ({path}); "
-                "pull it from a remote or add the data again"
+                "pull it from a remote or add the data again",
+                digest=digest,
             ) from None
         except OSError as e:
             raise StorageError(f"cannot read object {short(digest)}: {e.strerror}") from e
-        if hash_bytes(data) != digest:
-            raise _corrupt(digest, path)
+        got = hash_bytes(data)
+        if got != digest:
+            raise _corrupt(digest, path, got)
         return data
 
     def verified_path(self, digest: str) -> Path:
@@ -208,10 +210,11 @@ class ObjectStore:
         except FileNotFoundError:
             raise ObjectNotFoundError(
                 f"object {short(digest)} is not in this registry; "
-                "pull it from a remote or add the data again"
+                "pull it from a remote or add the data again",
+                digest=digest,
             ) from None
         if got != digest:
-            raise _corrupt(digest, path)
+            raise _corrupt(digest, path, got)
         return path
 
     def check(self, digest: str) -> str | None:
@@ -251,19 +254,26 @@ class ObjectStore:
         """The one stored digest starting with ``prefix``."""
         found = self.match_prefix(prefix)
         if not found:
-            raise ObjectNotFoundError(f"no object in this registry starts with {prefix!r}")
+            raise ObjectNotFoundError(
+                f"no object in this registry starts with {prefix!r}", digest=prefix
+            )
         if len(found) > 1:
             raise AmbiguousDigestError(
                 f"digest prefix {prefix!r} is ambiguous: it matches "
                 + ", ".join(short(d) for d in found[:10])
                 + ("" if len(found) <= 10 else f" and {len(found) - 10} more")
-                + "; type more characters"
+                + "; type more characters",
+                prefix=prefix,
+                candidates=found,
             )
         return format_digest(found[0])
 
 
-def _corrupt(digest: str, path: Path) -> CorruptObjectError:
+def _corrupt(digest: str, path: Path, actual: str) -> CorruptObjectError:
     return CorruptObjectError(
         f"object {short(digest)} is corrupt: its bytes do not hash to {digest} ({path}); "
-        "it will not be served: run 'dsreg verify', then 'dsreg pull' or add the data again"
+        "it will not be served: run 'dsreg verify', then 'dsreg pull' or add the data again",
+        digest=digest,
+        path=str(path),
+        actual=actual,
     )

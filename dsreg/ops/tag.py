@@ -91,7 +91,11 @@ def make_tag(
             # Refused before the revision is stored; refs.set refuses again under its lock.
             raise TagExistsError(
                 f"tag {dataset}@{tag} exists at {short(old)}; tags are immutable: "
-                f"choose another name, or move it with --force (the log keeps {short(old)})"
+                f"choose another name, or move it with --force (the log keeps {short(old)})",
+                dataset=dataset,
+                tag=tag,
+                existing=old,
+                new=rev.digest,
             )
         reg.store_revision(rev)
         previous = reg.refs.set(dataset, tag, rev.digest, force=force, command=command)

@@ -98,7 +98,8 @@ class Registry:
             if not (root / _MARKER).is_file():
                 raise RegistryNotFoundError(
                     f"{root} is not a dsreg registry (no {_MARKER}); create one with "
-                    f"'dsreg init --registry {path}'"
+                    f"'dsreg init --registry {path}'",
+                    path=str(root),
                 )
             return cls(root)
         here = Path.cwd()
@@ -111,7 +112,8 @@ class Registry:
         raise RegistryNotFoundError(
             f"no registry: none at {here / DIRNAME} or above, and $DSREG_HOME is "
             f"{'unset' if not env else repr(env) + ' (not a registry)'}; run 'dsreg init' "
-            "or pass --registry PATH"
+            "or pass --registry PATH",
+            path=str(here),
         )
 
     # -- config -----------------------------------------------------------------------------
@@ -181,7 +183,7 @@ class Registry:
             d = text if text.startswith(PREFIX) else PREFIX + text
             parse_spec(d)
             if not self.store.has(d):
-                raise ObjectNotFoundError(f"no object {short(d)} in this registry")
+                raise ObjectNotFoundError(f"no object {short(d)} in this registry", digest=d)
             return d
         return self.store.resolve_prefix(text)
 
@@ -213,17 +215,23 @@ class Registry:
                 raise AmbiguousDigestError(
                     f"{spec!r} is ambiguous: it matches revisions "
                     + ", ".join(short(r.digest) for r in found)
-                    + "; type more characters of the digest"
+                    + "; type more characters of the digest",
+                    prefix=s.ref,
+                    candidates=[r.digest for r in found],
                 )
         tags = self.refs.tags(s.dataset)
         if not tags and s.dataset not in self.refs.datasets():
             raise RevisionNotFoundError(
                 f"no dataset {s.dataset!r} in this registry ({self.root}); "
-                "see 'dsreg ls', or add it with 'dsreg add'"
+                "see 'dsreg ls', or add it with 'dsreg add'",
+                dataset=s.dataset,
+                ref=s.ref,
             )
         raise RevisionNotFoundError(
             f"no tag or revision {s.ref!r} in dataset {s.dataset!r}; its tags are "
-            f"{', '.join(sorted(tags)) or '(none)'}"
+            f"{', '.join(sorted(tags)) or '(none)'}",
+            dataset=s.dataset,
+            ref=s.ref,
         )
 
     def _revision_and_dataset(self, digest: str) -> tuple[Revision, str]:

@@ -20,7 +20,7 @@ from dsreg.objects.digest import short
 from dsreg.repo.registry import Registry
 from dsreg.views.sql import Connection
 
-__all__ = ["FORMATS", "Citation", "cite"]
+__all__ = ["FORMATS", "Citation", "check_format", "cite"]
 
 FORMATS = ("bibtex", "cff", "text")
 
@@ -38,6 +38,10 @@ class Citation:
     overlays: tuple[tuple[str, str], ...]  # (digest, kind)
     authors: tuple[str, ...] = ()
     dsreg_version: str = __version__
+    format: str = "bibtex"  # what str() renders
+
+    def __str__(self) -> str:
+        return self.render()
 
     @property
     def name(self) -> str:
@@ -124,7 +128,9 @@ class Citation:
         lines += ["keywords:", "  - " + q("dsreg"), "  - " + q(self.dataset)]
         return "\n".join(lines) + "\n"
 
-    def render(self, format: str) -> str:
+    def render(self, format: str | None = None) -> str:
+        """The citation as ``format`` (default: its own): ``bibtex``, ``cff`` or ``text``."""
+        format = format or self.format
         if format == "bibtex":
             return self.bibtex()
         if format == "cff":
@@ -138,8 +144,17 @@ def _tex(text: str) -> str:
     return re.sub(r"([_%&#$])", r"\\\1", text)
 
 
-def cite(reg: Registry, spec: str, *, authors: Sequence[str] = ()) -> Citation:
-    """The citation of ``spec``'s revision (its rows counted through its DuckDB view)."""
+def check_format(format: str) -> None:
+    if format not in FORMATS:
+        raise InvalidInputError(f"unknown --format {format!r}; choose {', '.join(FORMATS)}")
+
+
+def cite(
+    reg: Registry, spec: str, *, authors: Sequence[str] = (), format: str = "bibtex"
+) -> Citation:
+    """The citation of ``spec``'s revision (its rows counted through its DuckDB view), to be
+    rendered as ``format`` by ``str()``."""
+    check_format(format)
     r = reg.resolve(spec)
     with Connection(reg) as con:
         con.create_view("__dsreg_cite", r.revision)
@@ -153,4 +168,5 @@ def cite(reg: Registry, spec: str, *, authors: Sequence[str] = ()) -> Citation:
         snapshot=r.revision.snapshot,
         overlays=tuple((d, reg.overlay(d).kind) for d in r.revision.overlays),
         authors=tuple(authors),
+        format=format,
     )

@@ -1,0 +1,128 @@
+"""Make an overlay (from the detector or from human votes) and, when asked, tag a revision
+with it in the same call: what ``dsreg detect`` and ``dsreg overlay import-votes`` do."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dsreg.errors import InvalidInputError
+from dsreg.ops.tag import TagResult, make_tag
+from dsreg.overlays.create import CreatedOverlay
+from dsreg.overlays.inspect import Issue
+from dsreg.repo.registry import Registry
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "VOTE_FORMATS",
+    "OverlayResult",
+    "check_tag_options",
+    "check_vote_format",
+    "detect",
+    "import_votes",
+]
+
+VOTE_FORMATS = ("label-errors", "csv")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OverlayResult(CreatedOverlay):
+    """An overlay just stored (a :class:`CreatedOverlay`), the tag made with it when one was
+    asked for, and (from the detector) its ``top`` lowest-scored rows."""
+
+    tagged: TagResult | None = None
+    top: tuple[Issue, ...] = ()
+
+
+def check_tag_options(tag: str | None, view: str | None) -> None:
+    """``view`` names the view of the revision ``tag`` makes: alone, it means nothing."""
+    if tag is None and view is not None:
+        raise InvalidInputError("--view goes with --tag: it names the view of the new revision")
+
+
+def _tag(
+    reg: Registry,
+    spec: str,
+    made: CreatedOverlay,
+    tag: str | None,
+    view: str | None,
+    force: bool,
+    command: str,
+) -> TagResult | None:
+    if tag is None:
+        return None
+    # The new revision is the one the overlay was made for, plus the overlay, in ``view``.
+    return make_tag(
+        reg,
+        f"{made.dataset}@{tag}",
+        spec,
+        overlays=[made.digest],
+        view=view or "cleaned",
+        force=force,
+        command=command,
+    )
+
+
+def detect(
+    reg: Registry,
+    spec: str,
+    pred_probs: np.ndarray | str | os.PathLike[str],
+    *,
+    options: Mapping[str, Any],
+    tag: str | None = None,
+    view: str | None = None,
+    force: bool = False,
+    top: int = 10,
+    command: str = "",
+) -> OverlayResult:
+    """A ``detected`` overlay of ``spec`` (options: those of the detector), tagged as
+    ``<dataset>@<tag>`` in ``view`` (default cleaned) when ``tag`` is given."""
+    from dsreg.overlays.create import detect_overlay
+    from dsreg.overlays.inspect import ranked_issues
+
+    check_tag_options(tag, view)
+    probs = Path(pred_probs) if isinstance(pred_probs, str | os.PathLike) else pred_probs
+    made = detect_overlay(reg, spec, probs, options=options, command=command)
+    tagged = _tag(reg, spec, made, tag, view, force, command)
+    return _result(made, tagged, ranked_issues(reg, made.digest, top))
+
+
+def check_vote_format(format: str) -> None:
+    if format not in VOTE_FORMATS:
+        raise InvalidInputError(f"unknown --format {format!r}; choose label-errors or csv")
+
+
+def import_votes(
+    reg: Registry,
+    spec: str,
+    votes: str | os.PathLike[str],
+    *,
+    format: str = "label-errors",
+    threshold: int = 3,
+    tag: str | None = None,
+    view: str | None = None,
+    force: bool = False,
+    command: str = "",
+) -> OverlayResult:
+    """A ``validated`` overlay of ``spec``'s snapshot from a votes file, tagged as
+    ``<dataset>@<tag>`` in ``view`` (default cleaned) when ``tag`` is given."""
+    from dsreg.overlays.create import votes_overlay
+
+    check_vote_format(format)
+    check_tag_options(tag, view)
+    made = votes_overlay(
+        reg, spec, Path(votes), format=format, threshold=threshold, command=command
+    )
+    return _result(made, _tag(reg, spec, made, tag, view, force, command), ())
+
+
+def _result(
+    made: CreatedOverlay, tagged: TagResult | None, top: tuple[Issue, ...]
+) -> OverlayResult:
+    fields = {f: getattr(made, f) for f in CreatedOverlay.__dataclass_fields__}
+    return OverlayResult(**fields, tagged=tagged, top=top)

@@ -1,0 +1,64 @@
+"""The command line stays quick to start: a re-add of an unchanged tree, a listing and a help
+text load none of the data libraries (the CLI imports ``dsreg``, which imports them when a
+function needs them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import dsreg
+from dsreg.ingest import treescan
+
+HEAVY = ("numpy", "pyarrow", "duckdb", "dvc", "dvc_data", "fsspec", "pandas", "matplotlib")
+
+_RUN = """
+import json, sys
+from dsreg.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as e:
+    assert not e.code, e.code
+heavy = sorted({m.split(".")[0] for m in sys.modules} & set(json.loads(sys.stdin.read())))
+sys.stderr.write("HEAVY " + json.dumps(heavy) + "\\n")
+"""
+
+
+def heavy_modules(cwd: Path, *args: str) -> list[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSREG_")}
+    proc = subprocess.run(
+        [sys.executable, "-c", _RUN, *args],
+        input=json.dumps(HEAVY),
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    line = [x for x in proc.stderr.splitlines() if x.startswith("HEAVY ")][-1]
+    found: list[str] = json.loads(line.removeprefix("HEAVY "))
+    return found
+
+
+def test_re_adding_an_unchanged_tree_loads_no_data_library(
+    tmp_path: Path,
+    make_imagefolder: Callable[..., Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tree = make_imagefolder("tree", per_class=3)
+    # Files written moments ago are "racy" (treescan.py): count them as settled, so that this
+    # first add remembers its scan.
+    monkeypatch.setattr(treescan, "RACY_NS", 0)
+    reg = dsreg.init(registry=tmp_path / ".dsreg")
+    first = dsreg.add("ds", tree, tag="v1", registry=reg)
+    assert heavy_modules(tmp_path, "add", "ds", str(tree), "--tag", "v1") == []
+    assert dsreg.open("ds@v1", registry=reg).digest == first.revision
+    for args in (["ls"], ["log", "ds"], ["tag", "-h"], ["--help"]):
+        assert heavy_modules(tmp_path, *args) == [], args
