@@ -4,7 +4,7 @@ Each mirrors its command: the command's arguments are positional, its options ke
 same names (``--overlay`` is ``overlays=``, a list; ``-r/--remote`` is ``remote=``), and
 ``registry=`` takes a path, a :class:`~dsreg.repo.registry.Registry` or ``None``. ``None`` means
 ``$DSREG_REGISTRY``, else ``.dsreg`` here or in a parent folder, else ``$DSREG_HOME``: the
-command line finds its registry through the same function, :func:`find_registry`.
+command line finds its registry the same way, in the same place (``Registry.find``).
 
 Functions that write the ref log take ``command=``, the line recorded there (default: the
 call, e.g. ``dsreg.tag('pets@v1', 'pets@original')``); long ones take ``progress=``, a hook
@@ -16,10 +16,8 @@ Heavy modules (numpy, pyarrow, DuckDB, DVC) are imported inside the functions th
 
 from __future__ import annotations
 
-import gc as _gc
 import os
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeAlias, cast, overload
 
@@ -83,7 +81,6 @@ __all__ = [
 
 PathArg: TypeAlias = "str | os.PathLike[str]"
 RegistryArg: TypeAlias = "Registry | str | os.PathLike[str] | None"
-ENV_REGISTRY = "DSREG_REGISTRY"
 LINKS = ("hardlink", "symlink", "copy", "reflink")
 
 
@@ -96,12 +93,7 @@ def find_registry(registry: RegistryArg = None) -> Registry:
 
     Raises ``RegistryNotFoundError`` (a ``FileNotFoundError``) when there is none.
     """
-    if isinstance(registry, Registry):
-        return registry
-    if registry is None:
-        # An empty value counts as unset, as the shell (and click) treat it.
-        registry = os.environ.get(ENV_REGISTRY) or None
-    return Registry.find(registry)
+    return registry if isinstance(registry, Registry) else Registry.find(registry)
 
 
 def _command(name: str, *args: object) -> str:
@@ -123,24 +115,7 @@ def init(*, registry: PathArg | Registry | None = None) -> Registry:
 
     At ``registry``; else ``$DSREG_REGISTRY``; else ``$DSREG_HOME``; else ``./.dsreg``.
     """
-    if isinstance(registry, Registry):
-        registry = registry.root
-    if registry is None:
-        registry = os.environ.get(ENV_REGISTRY) or None
-    return Registry.init(registry)
-
-
-@contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    # Tens of thousands of small records and no cycles among them: the cyclic collector would
-    # only walk them, again and again, while they are built.
-    was_on = _gc.isenabled()
-    _gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            _gc.enable()
+    return Registry.init(registry.root if isinstance(registry, Registry) else registry)
 
 
 def add(
@@ -174,50 +149,26 @@ def add(
         ``revision`` (the full digest to pin), ``snapshot``, ``rows``, ``classes``, ``files``,
         ``new_objects``, …
     """
-    given = [x for x in (path, labels, table) if x is not None]
-    if len(given) != 1:
-        raise InvalidInputError(
-            "give exactly one source: a folder PATH (ImageFolder), --labels FILE or --table FILE"
-        )
-    if files is not None and table is None:
-        raise InvalidInputError("--files goes with --table; an ImageFolder tree holds its files")
-    if path is not None and classes is not None:
-        raise InvalidInputError("--classes goes with --labels or --table; folders name classes")
-    reg = find_registry(registry)
-    hook = progress or no_progress
-    if command is None:
-        command = _command("add", dataset, os.fspath(given[0]))
-    if path is not None:
-        # The folder's path stays light (no numpy, pyarrow or schema validator) until it must
-        # store something: re-adding an unchanged tree is answered from the scan.
-        from dsreg.ingest.tree import add_tree
-        from dsreg.ingest.treescan import scan_tree
+    from dsreg.ingest.add import add as do_add
+    from dsreg.ingest.add import check_sources
 
-        with _no_cyclic_gc():
-            scan = scan_tree(Path(path))
-            return add_tree(
-                reg, dataset, scan, tag=tag, force=force, progress=hook, command=command
-            )
-    from dsreg.ingest import sources
-    from dsreg.ingest.snapshot import add_source
-
-    names: Sequence[str] | None
-    if classes is None or not isinstance(classes, str | os.PathLike):
-        names = classes
-    else:
-        names = sources.read_classes(Path(classes))
-    if labels is not None:
-        src = sources.scan_labels(Path(labels), classes=names)
-    else:
-        assert table is not None
-        src = sources.scan_table(
-            Path(table),
-            id_column=id_column,
-            label_column=label_column,
-            classes=names,
-            files=Path(files) if files is not None else None,
-        )
-    return add_source(reg, dataset, src, tag=tag, force=force, progress=hook, command=command)
+    check_sources(path, labels=labels, table=table, files=files, classes=classes)
+    source = next(x for x in (path, labels, table) if x is not None)
+    return do_add(
+        find_registry(registry),
+        dataset,
+        path,
+        labels=labels,
+        table=table,
+        id_column=id_column,
+        label_column=label_column,
+        files=files,
+        classes=classes,
+        tag=tag,
+        force=force,
+        progress=progress or no_progress,
+        command=command if command is not None else _command("add", dataset, os.fspath(source)),
+    )
 
 
 def ls(*, registry: RegistryArg = None) -> list[TagRef]:
@@ -396,9 +347,6 @@ def sql(
             return con.table(query)
     from dsreg.report.export import write_query
 
-    if format is None:
-        suffix = Path(output).suffix[1:] if isinstance(output, str | os.PathLike) else ""
-        format = suffix if suffix in ("csv", "json", "parquet") else "table"
     return write_query(reg, query, output, format=format)
 
 
@@ -438,18 +386,10 @@ def detect(
         :class:`~dsreg.detector.detector.Detection`; ``top`` the ``top`` lowest-scored rows;
         ``tagged`` the tag made, if any.
     """
-    from dsreg.detector.options import FILTER_BY, RANK_BY
-    from dsreg.ops.overlay import check_tag_options
+    from dsreg.ops.overlay import check_detect_options, check_tag_options
     from dsreg.ops.overlay import detect as do_detect
 
-    if filter_by not in FILTER_BY:
-        raise InvalidInputError(
-            f"unknown --filter-by {filter_by!r}; choose one of {', '.join(FILTER_BY)}"
-        )
-    if rank_by not in RANK_BY:
-        raise InvalidInputError(
-            f"unknown --rank-by {rank_by!r}; choose one of {', '.join(RANK_BY)}"
-        )
+    check_detect_options(filter_by, rank_by)
     check_tag_options(tag, view)
     options: dict[str, Any] = {
         "filter_by": filter_by,
@@ -601,27 +541,6 @@ def cite(
 # -- remotes -----------------------------------------------------------------------------------
 
 
-def _options(options: Mapping[str, Any] | Sequence[str] | None) -> dict[str, Any]:
-    """DVC remote options: a mapping, or ``KEY=VALUE`` strings as the command line has them
-    (``true``/``false`` become booleans, digits integers)."""
-    if options is None:
-        return {}
-    if isinstance(options, Mapping):
-        return dict(options)
-    opts: dict[str, Any] = {}
-    for pair in options:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise InvalidInputError(f"--option {pair!r} is not KEY=VALUE")
-        v: Any = value
-        if value.lower() in ("true", "false"):
-            v = value.lower() == "true"
-        elif value.isdigit():
-            v = int(value)
-        opts[key.strip()] = v
-    return opts
-
-
 def remote_add(
     name: str,
     url: str,
@@ -634,9 +553,9 @@ def remote_add(
     """Add a remote: a folder or any URL a DVC remote accepts (``s3://``, ``gs://``, ``ssh://``,
     …), with DVC's options for it; recorded in config.toml, nothing is contacted. Secrets
     belong in the environment, never in ``options``."""
-    from dsreg.remote.config import add_remote
+    from dsreg.remote.config import add_remote, parse_options
 
-    opts = _options(options)
+    opts = parse_options(options)
     return add_remote(
         find_registry(registry), name, url, options=opts, default=default, force=force
     )
@@ -725,13 +644,14 @@ def clone(
     """A new registry at ``path`` (default ``./.dsreg``) with the remote's tags, logs and
     manifests; its remote ``name`` is the default. Payloads come on demand (``pull``,
     ``checkout``, ``open(..., remote=)``)."""
+    from dsreg.remote.config import parse_options
     from dsreg.remote.transfer import clone as do_clone
 
     return do_clone(
         url,
         path,
         name=name,
-        options=_options(options),
+        options=parse_options(options),
         jobs=jobs,
         progress=progress or no_progress,
         command=command if command is not None else _command("clone", url),

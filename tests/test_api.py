@@ -153,6 +153,14 @@ def test_a_session_from_python_alone(here: Path) -> None:
     c = dsreg.cite("pets@corrected", format="cff", authors=["A. Person"], registry=reg)
     assert isinstance(c, dsreg.Citation) and c.revision == corrected.revision
     assert corrected.revision in str(c) and "cff-version" in str(c)
+    q = 'SELECT label_name, count(*) AS n FROM "toy@validated" GROUP BY ALL ORDER BY 1'
+    assert dsreg.sql(q, registry=reg).to_pylist() == [
+        {"label_name": "a", "n": 4},
+        {"label_name": "b", "n": 2},
+        {"label_name": "c", "n": 4},
+    ]
+    assert dsreg.sql(q, output=here / "counts.csv", registry=reg) == 3
+    assert (here / "counts.csv").read_text().splitlines()[1:] == ['"a",4', '"b",2', '"c",4']
     tags = {(t.dataset, t.tag): t.revision for t in dsreg.ls(registry=reg)}
     assert tags[("pets", "corrected")] == corrected.revision and len(tags) == 5
     info = dsreg.show("pets@corrected", registry=reg)

@@ -13,9 +13,9 @@ from typing import Annotated, Any, TypeAlias
 
 import typer
 
-# The library finds the registry (``dsreg.find_registry``: --registry, else $DSREG_REGISTRY,
-# else .dsreg here or above, else $DSREG_HOME), so the option reads no environment variable
-# itself; its help still names the variable, as click would.
+# The library finds the registry (``Registry.find``: --registry, else $DSREG_REGISTRY, else
+# .dsreg here or above, else $DSREG_HOME), in the one place a Python caller's is found too, so
+# the option reads no environment variable itself; its help still names it, as click would.
 RegistryOpt = Annotated[
     Path | None,
     typer.Option(

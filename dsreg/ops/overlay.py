@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dsreg.detector.options import FILTER_BY, RANK_BY
 from dsreg.errors import InvalidInputError
 from dsreg.ops.tag import TagResult, make_tag
 from dsreg.overlays.create import CreatedOverlay
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "VOTE_FORMATS",
     "OverlayResult",
+    "check_detect_options",
     "check_tag_options",
     "check_vote_format",
     "detect",
@@ -37,6 +39,17 @@ class OverlayResult(CreatedOverlay):
 
     tagged: TagResult | None = None
     top: tuple[Issue, ...] = ()
+
+
+def check_detect_options(filter_by: str, rank_by: str) -> None:
+    if filter_by not in FILTER_BY:
+        raise InvalidInputError(
+            f"unknown --filter-by {filter_by!r}; choose one of {', '.join(FILTER_BY)}"
+        )
+    if rank_by not in RANK_BY:
+        raise InvalidInputError(
+            f"unknown --rank-by {rank_by!r}; choose one of {', '.join(RANK_BY)}"
+        )
 
 
 def check_tag_options(tag: str | None, view: str | None) -> None:
@@ -85,6 +98,9 @@ def detect(
     from dsreg.overlays.create import detect_overlay
     from dsreg.overlays.inspect import ranked_issues
 
+    check_detect_options(
+        str(options.get("filter_by", FILTER_BY[0])), str(options.get("rank_by", RANK_BY[0]))
+    )
     check_tag_options(tag, view)
     probs = Path(pred_probs) if isinstance(pred_probs, str | os.PathLike) else pred_probs
     made = detect_overlay(reg, spec, probs, options=options, command=command)

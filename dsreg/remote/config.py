@@ -9,6 +9,7 @@ are refused, and the environment or the cloud SDK's configuration supplies them,
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -27,6 +28,7 @@ __all__ = [
     "list_remotes",
     "normalize_url",
     "open_remote",
+    "parse_options",
     "remove_remote",
 ]
 
@@ -126,6 +128,27 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
             "(e.g. ~/.aws/credentials with -o profile=NAME)"
         )
     return dict(options)
+
+
+def parse_options(options: Mapping[str, Any] | Sequence[str] | None) -> dict[str, Any]:
+    """DVC remote options: a mapping, or ``KEY=VALUE`` strings as the command line has them
+    (``true``/``false`` become booleans, digits integers)."""
+    if options is None:
+        return {}
+    if isinstance(options, Mapping):
+        return dict(options)
+    opts: dict[str, Any] = {}
+    for pair in options:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidInputError(f"--option {pair!r} is not KEY=VALUE")
+        v: Any = value
+        if value.lower() in ("true", "false"):
+            v = value.lower() == "true"
+        elif value.isdigit():
+            v = int(value)
+        opts[key.strip()] = v
+    return opts
 
 
 def list_remotes(reg: Registry) -> list[RemoteConfig]:

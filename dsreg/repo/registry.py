@@ -35,9 +35,11 @@ from dsreg.repo.config import read_config, write_config
 from dsreg.repo.refs import RefStore
 from dsreg.repo.state import StatCache
 
-__all__ = ["DIRNAME", "Registry", "Resolved"]
+__all__ = ["DIRNAME", "ENV_REGISTRY", "Registry", "Resolved"]
 
 DIRNAME = ".dsreg"
+# Names a registry for every command and every library call that is given none.
+ENV_REGISTRY = "DSREG_REGISTRY"
 _MARKER = "config.toml"
 # The first key of each manifest kind in canonical (RFC 8785, sorted-key) form: snapshot,
 # overlay, revision.
@@ -74,9 +76,11 @@ class Registry:
     # -- locating ---------------------------------------------------------------------------
     @classmethod
     def init(cls, path: str | os.PathLike[str] | None = None) -> Registry:
-        """Create a registry at ``path`` (else ``$DSREG_HOME``, else ``./.dsreg``); idempotent."""
+        """Create a registry at ``path`` (else ``$DSREG_REGISTRY``, else ``$DSREG_HOME``, else
+        ``./.dsreg``); idempotent."""
         if path is None:
-            env = os.environ.get("DSREG_HOME")
+            # An empty variable counts as unset, as the shell (and click) treat it.
+            env = os.environ.get(ENV_REGISTRY) or os.environ.get("DSREG_HOME")
             path = env if env else Path.cwd() / DIRNAME
         root = Path(path).absolute()
         if root.exists() and not root.is_dir():
@@ -92,7 +96,11 @@ class Registry:
 
     @classmethod
     def find(cls, path: str | os.PathLike[str] | None = None) -> Registry:
-        """``path`` if given; else ``.dsreg`` here or in a parent folder; else ``$DSREG_HOME``."""
+        """``path`` if given; else ``$DSREG_REGISTRY``; else ``.dsreg`` here or in a parent
+        folder; else ``$DSREG_HOME``. The one place a registry is found: the command line and
+        every library function (``registry=None``) come here."""
+        if path is None:
+            path = os.environ.get(ENV_REGISTRY) or None
         if path is not None:
             root = Path(path).absolute()
             if not (root / _MARKER).is_file():

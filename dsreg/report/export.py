@@ -27,10 +27,18 @@ def check_format(format: str) -> None:
 
 
 def write_query(
-    reg: Registry, query: str, output: str | os.PathLike[str] | IO[Any], *, format: str
+    reg: Registry,
+    query: str,
+    output: str | os.PathLike[str] | IO[Any],
+    *,
+    format: str | None = None,
 ) -> int:
     """Run ``query`` and write its rows to ``output`` (a path, or a text or binary stream) in
-    ``format``; return how many rows were written."""
+    ``format`` (default: the path's suffix if a format's, else ``table``); return how many rows
+    were written."""
+    if format is None:
+        suffix = os.path.splitext(output)[1][1:] if isinstance(output, str | os.PathLike) else ""
+        format = suffix if suffix in _BINARY or suffix == "json" else "table"
     check_format(format)
     with Connection(reg) as con:
         schema, batches = con.batches(query)

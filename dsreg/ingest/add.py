@@ -1,0 +1,103 @@
+"""``dsreg add`` from any source: an ImageFolder tree, a label file or a table of examples.
+
+The tree's path stays light (no numpy, pyarrow or schema validator) until it must store
+something: re-adding an unchanged tree is answered from the scan (``tree.py``).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from dsreg._util.progress import ProgressHook, no_progress
+from dsreg.errors import InvalidInputError
+from dsreg.ingest.result import AddResult
+from dsreg.repo.registry import Registry
+
+__all__ = ["add", "check_sources"]
+
+PathArg = str | os.PathLike[str]
+
+
+def check_sources(
+    path: PathArg | None,
+    *,
+    labels: PathArg | None,
+    table: PathArg | None,
+    files: PathArg | None,
+    classes: object,
+) -> None:
+    """Refuse a request that names no source, several, or options that do not go with it."""
+    if sum(x is not None for x in (path, labels, table)) != 1:
+        raise InvalidInputError(
+            "give exactly one source: a folder PATH (ImageFolder), --labels FILE or --table FILE"
+        )
+    if files is not None and table is None:
+        raise InvalidInputError("--files goes with --table; an ImageFolder tree holds its files")
+    if path is not None and classes is not None:
+        raise InvalidInputError("--classes goes with --labels or --table; folders name classes")
+
+
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    # Tens of thousands of small records and no cycles among them: the cyclic collector would
+    # only walk them, again and again, while they are built.
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def add(
+    reg: Registry,
+    dataset: str,
+    path: PathArg | None = None,
+    *,
+    labels: PathArg | None = None,
+    table: PathArg | None = None,
+    id_column: str = "example_id",
+    label_column: str = "label",
+    files: PathArg | None = None,
+    classes: PathArg | Sequence[str] | None = None,
+    tag: str | None = None,
+    force: bool = False,
+    progress: ProgressHook = no_progress,
+    command: str = "",
+) -> AddResult:
+    """Store one source as a snapshot of ``dataset`` (see ``dsreg.add``)."""
+    check_sources(path, labels=labels, table=table, files=files, classes=classes)
+    if path is not None:
+        from dsreg.ingest.tree import add_tree
+        from dsreg.ingest.treescan import scan_tree
+
+        with _no_cyclic_gc():
+            scan = scan_tree(Path(path))
+            return add_tree(
+                reg, dataset, scan, tag=tag, force=force, progress=progress, command=command
+            )
+    from dsreg.ingest import sources
+    from dsreg.ingest.snapshot import add_source
+
+    names: Sequence[str] | None
+    if classes is None or not isinstance(classes, str | os.PathLike):
+        names = classes
+    else:
+        names = sources.read_classes(Path(classes))
+    if labels is not None:
+        src = sources.scan_labels(Path(labels), classes=names)
+    else:
+        assert table is not None
+        src = sources.scan_table(
+            Path(table),
+            id_column=id_column,
+            label_column=label_column,
+            classes=names,
+            files=Path(files) if files is not None else None,
+        )
+    return add_source(reg, dataset, src, tag=tag, force=force, progress=progress, command=command)
