@@ -185,7 +185,11 @@ class RefStore:
             if old is not None and not force:
                 raise TagExistsError(
                     f"tag {dataset}@{tag} exists at {short(old)}; tags are immutable: "
-                    f"choose another name, or move it with --force (the log keeps {short(old)})"
+                    f"choose another name, or move it with --force (the log keeps {short(old)})",
+                    dataset=dataset,
+                    tag=tag,
+                    existing=old,
+                    new=digest,
                 )
             tmp = self._write_tmp(digest + "\n")
             try:
