@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from dsreg.errors import DatasetFormatError, InputPathError
 from dsreg.ingest.payloads import Payload, tree_payloads
 from dsreg.ingest.treescan import TreeScan, scan_tree
+from dsreg.model.names import is_safe_relpath
 from dsreg.model.tables import RESERVED
 
 __all__ = [
@@ -55,17 +56,9 @@ class Source:
 
 
 def check_example_id(example_id: str, *, what: str = "example id") -> str:
-    """Refuse ids that could escape a checkout: empty, absolute, ``..``, backslashes, NUL."""
-    # (A POSIX path is absolute exactly when it starts with "/": no PurePosixPath needed, which
-    # matters at one call per file.)
-    if (
-        not example_id
-        or example_id.startswith("/")
-        or "\\" in example_id
-        or "\0" in example_id
-        # An empty part ("a//b", "a/") would name the same file as another id in a checkout.
-        or any(part in ("", "..", ".") for part in example_id.split("/"))
-    ):
+    """Refuse ids that could escape a checkout: empty, absolute, ``..``, backslashes, NUL
+    (``model.names.UNSAFE_PATH``, the rule every read path checks again)."""
+    if not is_safe_relpath(example_id):
         raise InputPathError(
             f"{what} {example_id!r} is unsafe: ids are relative POSIX paths without '..', '.', "
             "a leading '/' or backslashes; rename it in the source"

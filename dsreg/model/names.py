@@ -11,7 +11,23 @@ from dataclasses import dataclass
 from dsreg.errors import InvalidNameError, InvalidSpecError
 from dsreg.objects.digest import MIN_PREFIX, PREFIX, is_digest
 
-__all__ = ["Spec", "check_name", "parse_spec", "parse_tag_target"]
+__all__ = [
+    "UNSAFE_PATH",
+    "Spec",
+    "check_name",
+    "is_safe_component",
+    "is_safe_relpath",
+    "parse_spec",
+    "parse_tag_target",
+]
+
+# What makes a relative POSIX path unsafe to write under a folder: empty, a leading "/", a
+# backslash (a Windows separator), a NUL, or an empty, "." or ".." part. Example ids of sets
+# with files are such paths (a checkout writes each file at its id, or at class/rest for an
+# ImageFolder set, whose class names are single parts). RE2 and Python's re read it alike:
+# pyarrow checks whole columns with it.
+UNSAFE_PATH = r"^$|^/|\\|\x00|(^|/)\.{0,2}(/|$)"
+_UNSAFE = re.compile(UNSAFE_PATH)
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _HEX = re.compile(r"^[0-9a-f]+$")
@@ -28,6 +44,16 @@ def check_name(name: str, *, what: str = "name") -> str:
             what=what,
         )
     return name
+
+
+def is_safe_relpath(path: str) -> bool:
+    """Whether ``path`` stays below the folder it is written under (``UNSAFE_PATH``)."""
+    return _UNSAFE.search(path) is None
+
+
+def is_safe_component(name: str) -> bool:
+    """Whether ``name`` is one safe path part (a class folder): no "/" and safe."""
+    return "/" not in name and is_safe_relpath(name)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -88,11 +88,15 @@ def children(reg: Registry, node: Node, *, tables: bool = True) -> tuple[list[No
     if node.kind is Kind.OVERLAY:
         return _overlay_children(reg.overlay(d), tables)
     # pyarrow is imported only here: a push with nothing new, or a clone, never reads a table.
-    from dsreg.repo.tables import read_corrections, read_examples
+    from dsreg.repo.tables import has_payloads, read_corrections, read_examples
 
     if node.kind is Kind.EXAMPLES:
         assert isinstance(node.owner, Snapshot), "an examples node carries its snapshot"
-        blobs = read_examples(reg, node.owner, columns=["blob"]).column("blob").drop_null()
+        # The label and (for sets with files) the id columns are read too: read_examples checks
+        # them against the snapshot, so verify reports, and pull and clone refuse, a hostile
+        # table (labels outside the classes, ids that would leave a checkout's folder).
+        cols = ["example_id", "label", "blob"] if has_payloads(node.owner) else ["label", "blob"]
+        blobs = read_examples(reg, node.owner, columns=cols).column("blob").drop_null()
         return [], blobs.to_pylist()
     assert isinstance(node.owner, Overlay), "a corrections node carries its overlay"
     read_corrections(reg, node.owner)

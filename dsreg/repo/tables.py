@@ -14,11 +14,18 @@ import pyarrow.compute as pc
 from dsreg.errors import ManifestError
 from dsreg.model.corrections import CORRECTIONS_SCHEMA
 from dsreg.model.manifests import VERDICTS, Overlay, Snapshot
+from dsreg.model.names import UNSAFE_PATH, is_safe_component
 from dsreg.model.tables import read_parquet_bytes
 from dsreg.objects.digest import short
 from dsreg.repo.registry import Registry
 
-__all__ = ["check_examples_against", "has_payloads", "read_corrections", "read_examples"]
+__all__ = [
+    "check_examples_against",
+    "has_payloads",
+    "is_tree",
+    "read_corrections",
+    "read_examples",
+]
 
 _DIGEST_RE = "^blake3:[0-9a-f]{64}$"
 
@@ -34,13 +41,16 @@ def read_examples(
     return table
 
 
+def is_tree(snap: Snapshot) -> bool:
+    """Whether the snapshot comes back as an ImageFolder tree (class folders)."""
+    src = snap.source
+    return src.get("kind") == "imagefolder" or src.get("layout") == "imagefolder"
+
+
 def has_payloads(snap: Snapshot) -> bool:
     """Whether every row of the snapshot must name a payload object (an ImageFolder tree, or
     a table of files), as opposed to a label-only set."""
-    src = snap.source
-    return bool(
-        src.get("kind") == "imagefolder" or src.get("layout") == "imagefolder" or src.get("files")
-    )
+    return is_tree(snap) or bool(snap.source.get("files"))
 
 
 def check_examples_against(table: pa.Table, snap: Snapshot) -> None:
@@ -51,6 +61,13 @@ def check_examples_against(table: pa.Table, snap: Snapshot) -> None:
     what = f"examples table {short(snap.examples)} of {snap.dataset!r}"
     if table.num_rows != snap.rows:
         raise ManifestError(f"{what} has {table.num_rows} rows; its snapshot says {snap.rows}")
+    if is_tree(snap):
+        unsafe = [c for c in snap.classes if not is_safe_component(c)]
+        if unsafe:
+            raise ManifestError(
+                f"snapshot of {snap.dataset!r} names classes that are not safe folder names "
+                f"(first {unsafe[0]!r}); this snapshot will not be served"
+            )
     names = table.column_names
     if "label" in names:
         labels = table.column("label")
@@ -68,6 +85,16 @@ def check_examples_against(table: pa.Table, snap: Snapshot) -> None:
         ids = table.column("example_id")
         if not pa.types.is_string(ids.type) or ids.null_count:
             raise ManifestError(f"{what}: every row needs a string example id")
+        if has_payloads(snap):
+            # A checkout writes each file at its id: one that could leave the folder is
+            # refused wherever the table is read, not only when it was added.
+            bad = ids.filter(pc.match_substring_regex(ids, UNSAFE_PATH))
+            if len(bad):
+                raise ManifestError(
+                    f"{what} has {len(bad)} example ids that are not safe relative paths "
+                    f"(first {bad[0].as_py()!r}): no '..', '.', empty part, leading '/', "
+                    "backslash or NUL; this snapshot will not be served"
+                )
     if "blob" in names:
         blobs = table.column("blob")
         if not pa.types.is_string(blobs.type):
