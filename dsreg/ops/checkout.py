@@ -5,48 +5,62 @@ folder, so an unchanged ImageFolder loader reads the view's labels. Table sets w
 come back at their example ids; label-only sets as ``labels.csv``. Switching a folder from one
 revision to another touches only the files that differ. Every object is re-hashed before it is
 linked or copied: corrupt bytes are never served.
+
+A checkout is two steps: ``dsreg.ops.checkout_plan.plan`` compares the folder with the target
+and refuses before anything in it is touched; ``apply`` (here) executes the plan: verify the
+objects, remove stale files, link or copy, write the pin last. ``checkout`` runs both under the
+folder's lock.
 """
 
 from __future__ import annotations
 
 import contextlib
-import csv
 import errno
 import fcntl
-import io
-import json
 import os
-import re
 import shutil
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 from dsreg._util.fs import write_atomic
 from dsreg._util.parallel import map_chunks
 from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.errors import CorruptObjectError, DsregError, InputPathError, StorageError
-from dsreg.model.canonical import parse_json
-from dsreg.model.schemas import validate
-from dsreg.objects.digest import is_digest, object_relpath, short
+from dsreg.errors import CorruptObjectError, DsregError, StorageError
+from dsreg.objects.digest import object_relpath, short
 from dsreg.objects.hashing import hash_file, hash_path
+from dsreg.ops.checkout_plan import (
+    LABELS_CSV,
+    PIN,
+    CheckoutPlan,
+    LinkType,
+    check_folder,
+    plan,
+    read_pin,
+)
 from dsreg.repo.registry import Registry, Resolved
-from dsreg.repo.tables import read_examples
 from dsreg.views.dataset import Dataset
 
-__all__ = ["PIN", "CheckoutResult", "LinkType", "checkout", "read_pin"]
+__all__ = [
+    "LABELS_CSV",
+    "PIN",
+    "CheckoutPlan",
+    "CheckoutResult",
+    "LinkType",
+    "apply",
+    "checkout",
+    "plan",
+    "read_pin",
+]
 
-PIN = ".dsreg.json"
-LABELS_CSV = "labels.csv"
-LinkType: TypeAlias = Literal["hardlink", "symlink", "copy", "reflink"]
 _FICLONE = 0x40049409
 _JOBS = max(4, min(32, (os.cpu_count() or 1) * 4))
 # Files per task handed to a worker thread (one future per small file costs more than it does).
 _CHUNK = 256
 T = TypeVar("T")
-_ALL_DIGESTS = re.compile(r"(?:blake3:[0-9a-f]{64}\n)*blake3:[0-9a-f]{64}")
+_Todo: TypeAlias = Sequence[tuple[str, str]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,70 +85,6 @@ class CheckoutResult:
         }
 
 
-def read_pin(target: Path) -> dict[str, Any] | None:
-    try:
-        data = (target / PIN).read_bytes()
-    except FileNotFoundError:
-        return None
-    pin = parse_json(data, what=str(target / PIN))
-    validate(pin, "pin", what=str(target / PIN))
-    assert isinstance(pin, dict)
-    return pin
-
-
-def _layout(ds: Dataset) -> str:
-    kind = ds.snapshot.source.get("kind")
-    # A tree imported from elsewhere (kind "dvc") records the layout it was scanned as.
-    if kind == "imagefolder" or ds.snapshot.source.get("layout") == "imagefolder":
-        return "imagefolder"
-    return "files" if ds.snapshot.source.get("files") else "labels"
-
-
-def file_map(ds: Dataset) -> dict[str, str]:
-    """``{relative path: blob digest}`` of a revision's checkout."""
-    layout = _layout(ds)
-    if layout == "labels":
-        return {}
-    # The view's rows and labels, and three columns of the examples table: building the full
-    # labels() table costs more than the checkout of a small set.
-    ex = read_examples(ds.registry, ds.snapshot, columns=["example_id", "label", "blob"])
-    ids = ex.column("example_id").to_pylist()
-    blobs = ex.column("blob").to_pylist()
-    if ds.view == "original":
-        # Every row with its given label, whatever the overlays say (DESIGN.md, "Views"): no
-        # need to merge them.
-        labels = ex.column("label").to_pylist()
-    else:
-        v = ds.view_rows()
-        rows = v.rows.tolist()
-        ids = [ids[r] for r in rows]
-        blobs = [blobs[r] for r in rows]
-        labels = v.label.tolist()
-    if layout == "files":
-        return dict(zip(ids, blobs, strict=True))
-    classes = ds.classes
-    names = [classes[k] for k in labels]
-    out: dict[str, str] = {}
-    moved: list[tuple[str, str, str, str]] = []
-    for eid, blob, name in zip(ids, blobs, names, strict=True):
-        first, _, rest = eid.partition("/")
-        if first == name:
-            out[eid] = blob
-        else:
-            moved.append((first, rest, name, blob))
-    # Relabelled files go last, so a file that keeps its class always keeps its path (and a
-    # switch leaves it alone); one whose name its new class already holds is told apart by the
-    # class it came from.
-    for first, rest, name, blob in moved:
-        path = f"{name}/{rest}"
-        k = 0
-        while path in out:
-            k += 1
-            path = f"{name}/{first}__{rest.replace('/', '__')}" + (f"~{k}" if k > 1 else "")
-        out[path] = blob
-    return out
-
-
 def checkout(
     reg: Registry,
     resolved: Resolved,
@@ -146,91 +96,47 @@ def checkout(
     """Materialise ``resolved`` at ``target``; switch an existing checkout incrementally."""
     ds = Dataset(reg, resolved)
     target = target.absolute()
-    old_pin = None
-    if target.exists():
-        if not target.is_dir():
-            raise InputPathError(f"{target} exists and is not a folder; choose another path")
-        old_pin = read_pin(target)
-        if old_pin is None and any(target.iterdir()):
-            raise InputPathError(
-                f"{target} is not empty and holds no {PIN}; check out into an empty or new folder"
-            )
+    check_folder(target)
+    # The one thing done before the plan: the lock is taken on the folder itself, so a new one
+    # is created (empty) first.
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise StorageError(f"cannot create {target}: {e.strerror}") from e
     with _locked(target):
-        return _switch(reg, ds, target, old_pin, link, progress)
+        # Planned under the lock: another checkout of this folder cannot change it in between.
+        return apply(reg, plan(ds, target, link=link), progress=progress)
 
 
-@contextlib.contextmanager
-def _locked(target: Path) -> Any:
-    fd = os.open(target, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def _switch(
-    reg: Registry,
-    ds: Dataset,
-    target: Path,
-    old_pin: dict[str, Any] | None,
-    link: LinkType,
-    progress: ProgressHook,
+def apply(
+    reg: Registry, planned: CheckoutPlan, *, progress: ProgressHook = no_progress
 ) -> CheckoutResult:
-    new = file_map(ds)
-    old: dict[str, str] = {}
-    relink = False
-    if old_pin is not None:
-        try:
-            old = file_map(Dataset(reg, reg.resolve(old_pin["revision"])))
-        except DsregError as e:
-            # Without the old revision dsreg cannot tell its files from the user's own: refuse
-            # rather than delete anything it did not put there.
-            raise InputPathError(
-                f"{target} holds revision {short(old_pin['revision'])}, which this registry "
-                f"cannot read ({e}); pull that revision first, or check out into a new folder"
-            ) from e
-        # Another link type: every file is placed again (a copy must not stay a store link).
-        relink = old_pin.get("link") != link
-    # An empty folder (no pin) holds nothing to compare or replace: each file is linked
-    # straight to its name (a link appears whole), skipping the checks a switch needs.
-    fresh = old_pin is None
-    todo = (
-        list(new.items())
-        if fresh
-        else [
-            (p, b)
-            for p, b in new.items()
-            if relink or old.get(p) != b or not os.path.lexists(target / p)
-        ]
-    )
+    """Carry out a plan (made by ``plan`` under the folder's lock, which ``checkout`` holds).
+
+    Objects are re-hashed before they are placed; a lazily cloned registry fetches (verified)
+    what it lacks from the default remote. A refusal here (a corrupt or missing object) leaves
+    the folder as it was, or, if it was empty, empty again. The pin is written last.
+    """
+    target, link, todo = planned.target, planned.link, planned.place
     files = os.fspath(reg.store.files)
     root = os.fspath(target)
-    _check_digests(todo)
-    if fresh and link in ("hardlink", "symlink"):
+    if planned.fresh and link in ("hardlink", "symlink"):
         # An empty folder: each object is re-hashed and linked straight to its name (a link
         # appears whole) in one pass per file; a refusal empties the folder again.
-        _make_dirs(target, todo)
+        _make_dirs(target, planned.dirs)
         try:
             _verify_and_link(reg, files, root, todo, link, progress)
         except BaseException:
             _empty(target)
             raise
-        stale: list[str] = []
     else:
         # Every object to be placed is re-hashed before the folder is touched: corrupt bytes
-        # are never served, and a refused checkout leaves the folder as it was. A lazily
-        # cloned registry fetches (verified) what it lacks from the default remote.
+        # are never served, and a refused checkout leaves the folder as it was.
         _verify_objects(reg, todo, progress)
-        stale = [p for p, b in old.items() if new.get(p) != b]
-        for rel in stale:
+        for rel in planned.remove:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(target / rel)
-        _make_dirs(target, todo)
+        _make_dirs(target, planned.dirs)
         put = _linker(link)
 
         def work(lo: int, hi: int) -> tuple[int, list[tuple[str, str]]]:
@@ -243,50 +149,38 @@ def _switch(
 
         try:
             _in_pool(work, len(todo), progress, "checking out")
+        except DsregError:
+            raise  # an OSError too (errors.py), and already said
         except OSError as e:
             raise StorageError(f"checkout into {target} failed: {e}") from e
-    if not fresh:
+    if not planned.fresh:
         _prune_empty_dirs(target)
-    layout = _layout(ds)
-    if layout == "labels":
-        _write_atomic(target / LABELS_CSV, _labels_csv(ds))
-    pin = {
-        "schema": "dsreg/pin/1",
-        "revision": ds.digest,
-        "dataset": ds.name,
-        "spec": ds.resolved.spec,
-        "snapshot": ds.snapshot_digest,
-        "view": ds.view,
-        "layout": layout,
-        "link": link,
-        "files": len(new),
-    }
-    validate(pin, "pin", what="pin file")
-    _write_atomic(target / PIN, (json.dumps(pin, indent=2, sort_keys=True) + "\n").encode())
+    if planned.labels_csv is not None:
+        _write_atomic(target / LABELS_CSV, planned.labels_csv)
+    _write_atomic(target / PIN, planned.pin)
     return CheckoutResult(
-        revision=ds.digest,
+        revision=planned.revision,
         path=str(target),
-        files=len(new),
+        files=planned.files,
         added=len(todo),
-        removed=len([p for p in stale if p not in new]),
-        unchanged=len(new) - len(todo),
+        removed=planned.removed,
+        unchanged=planned.files - len(todo),
         link=link,
     )
 
 
-def _check_digests(todo: list[tuple[str, str]]) -> None:
-    """Refuse an examples table naming something other than a digest (one pattern match over
-    all of them; the per-entry check only runs to name the culprit)."""
-    blobs = {b for _r, b in todo}
-    if blobs and _ALL_DIGESTS.fullmatch("\n".join(blobs)):
-        return
-    for rel, blob in todo:
-        if not is_digest(blob):
-            raise CorruptObjectError(f"the examples table names {blob!r} for {rel}: not a digest")
+@contextlib.contextmanager
+def _locked(target: Path) -> Any:
+    fd = os.open(target, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
-def _make_dirs(target: Path, todo: list[tuple[str, str]]) -> None:
-    for d in sorted({rel.rpartition("/")[0] for rel, _b in todo} - {""}):
+def _make_dirs(target: Path, dirs: Sequence[str]) -> None:
+    for d in dirs:
         try:
             os.makedirs(target / d, exist_ok=True)
         except OSError as e:
@@ -307,7 +201,7 @@ def _verify_and_link(
     reg: Registry,
     files: str,
     root: str,
-    todo: list[tuple[str, str]],
+    todo: _Todo,
     link: LinkType,
     progress: ProgressHook,
 ) -> None:
@@ -335,6 +229,8 @@ def _verify_and_link(
 
     try:
         deferred = _in_pool(work, len(todo), progress, "checking out")
+    except DsregError:
+        raise  # an OSError too (errors.py), and already said
     except OSError as e:
         raise StorageError(f"checkout into {root} failed: {e}") from e
     if deferred:
@@ -373,7 +269,7 @@ def _corrupt(blob: str, rel: str) -> CorruptObjectError:
     )
 
 
-def _verify_objects(reg: Registry, todo: list[tuple[str, str]], progress: ProgressHook) -> None:
+def _verify_objects(reg: Registry, todo: _Todo, progress: ProgressHook) -> None:
     """Re-hash each distinct object ``todo`` needs; fetch absent ones from the default remote
     (verified) or fail clearly; refuse a corrupt one, naming a file that would have held it."""
     first: dict[str, str] = {}
@@ -415,6 +311,8 @@ def _hash_objects(
 
     try:
         return _in_pool(work, len(blobs), progress, "verifying")
+    except DsregError:
+        raise  # an OSError too (errors.py), and already said
     except OSError as e:
         raise StorageError(f"cannot read objects in {files}: {e}") from e
 
@@ -484,20 +382,6 @@ def _prune_empty_dirs(root: Path) -> None:
         if p != root:
             with contextlib.suppress(OSError):
                 p.rmdir()
-
-
-def _labels_csv(ds: Dataset) -> bytes:
-    t = ds.labels()
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["row", "example_id", "label", "label_name", "given_label", "verdict"])
-    cols = [
-        t.column(c).to_pylist()
-        for c in ("row", "example_id", "label", "label_name", "given_label", "verdict")
-    ]
-    for r in zip(*cols, strict=True):
-        w.writerow(["" if v is None else v for v in r])
-    return buf.getvalue().encode()
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

@@ -1,4 +1,8 @@
-"""``dsreg.open``: a pinned revision, served as its view, verified before any byte is returned."""
+"""``dsreg.open``: a pinned revision, served as its view, verified before any byte is returned.
+
+A ``Dataset`` serves the view rule of ``dsreg.views.rule`` (numpy); ``Dataset.sql`` hands its
+revision to ``dsreg.views.sql``, which never imports this module.
+"""
 
 from __future__ import annotations
 
@@ -113,9 +117,10 @@ class Dataset:
         """Run DuckDB SQL in which ``this`` names this revision's view (its pinned digest, not
         the tag): ``ds.sql("SELECT label_name, count(*) FROM this GROUP BY ALL")``. Other
         revisions may be named as ``"dataset@tag"`` in the same query."""
-        from dsreg.views.sql import query_dataset
+        # Imported by the first query: a checkout or a loader that only reads rows skips it.
+        from dsreg.views.sql import query_revision
 
-        return query_dataset(self, query)
+        return query_revision(self.registry, self.revision, query)
 
     def labels(self) -> pa.Table:
         """The view as a table: row, example_id, label, label_name, given_label, verdict, blob,

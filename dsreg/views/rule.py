@@ -6,8 +6,18 @@
   are removed.
 - ``honeypot``: only the ``correctable`` rows, with the corrected label.
 
-This is the reference implementation; the DuckDB views implement the same rule in SQL and a test
-holds the two equal.
+The rule is implemented three times, side by side in this package:
+
+- here, in numpy over every row of the snapshot: the reference, and what ``Dataset`` serves
+  (``dsreg.open``, ``checkout``);
+- ``dsreg.views.sql``: in DuckDB SQL, a view over the stored Parquet objects (``dsreg.connect``,
+  ``dsreg query``, ``Dataset.sql``);
+- ``dsreg.views.sparse``: on the rows overlays name only, with work in the size of the
+  corrections (``dsreg eval``, ``dsreg diff``).
+
+``tests/views/test_rule_parity.py`` holds the three equal (rows, labels, given labels and
+verdicts) on random snapshots and random stacks of overlays, for every verdict and every view: a
+change to the rule changes all three.
 """
 
 from __future__ import annotations

@@ -1,10 +1,14 @@
-"""The view rule of ``dsreg.views.rule``, applied to the rows overlays name only.
+"""The view rule, applied to the rows overlays name only (the evaluator's form).
 
 A view of a snapshot differs from "every row, given labels" only at rows some overlay names, so
 it is kept as few rows: every row except ``rows`` (original, cleaned, corrected) or only ``rows``
 (honeypot), with ``relabel`` rows served their suggested label. ``dsreg eval`` scores 50 million
 rows and ``dsreg diff`` compares two revisions of one snapshot with work in the size of the
-corrections, not of the snapshot. A test holds these views equal to ``policy.apply_view``.
+corrections, not of the snapshot.
+
+This is one of three implementations of the rule side by side: ``dsreg.views.rule`` (numpy over
+every row, the reference: ``merge_overlays``/``apply_view``) and ``dsreg.views.sql`` (DuckDB) are
+the others; ``tests/views/test_rule_parity.py`` holds the three equal.
 """
 
 from __future__ import annotations
@@ -67,7 +71,7 @@ class SparseView:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Named:
     """The rows overlays name, each with the verdict and suggested label of the last overlay
-    naming it (``policy.Merged``, sparse)."""
+    naming it (``rule.Merged``, sparse)."""
 
     named: np.ndarray  # int64, sorted: every row an overlay names
     verdict: np.ndarray  # uint8 code (1 + index in VERDICTS) of the last overlay naming it
@@ -93,7 +97,7 @@ def _verdict_codes(col: pa.ChunkedArray) -> np.ndarray:
 
 
 def merge(tables: Sequence[pa.Table]) -> Named:
-    """Fold corrections in order, the later overlay winning: ``policy.merge_overlays``, kept
+    """Fold corrections in order, the later overlay winning: ``rule.merge_overlays``, kept
     sparse (no array of the snapshot's size) and vectorised (one verdict lookup per table)."""
     rows, codes, sugg = [], [], []
     for t in tables:

@@ -3,8 +3,12 @@
 A revision's view reads its snapshot's examples table with ``file_row_number`` (the row's
 position, no hash needed to find it) and left-joins each overlay's corrections table on that
 integer ``row``: the corrections are sorted by ``row`` and are a tenth of the rows or fewer, so
-DuckDB builds its join table on them and streams the examples past it, in order. The view rule is
-the one of ``dsreg.views.rule`` (a test holds the two equal on random overlays).
+DuckDB builds its join table on them and streams the examples past it, in order.
+
+This is the view rule in SQL, one of three implementations side by side: ``dsreg.views.rule``
+(numpy, the reference, what ``Dataset`` serves) and ``dsreg.views.sparse`` (the rows overlays
+name only, for ``eval`` and ``diff``) are the others; ``tests/views/test_rule_parity.py`` holds
+the three equal. Nothing here knows ``Dataset``: ``Dataset.sql`` calls ``query_revision``.
 
 Every Parquet object is hashed before DuckDB may read it: once per process per object, cached by
 ``(path, inode, mtime, size)``, so a corrupt object raises ``CorruptObjectError`` and is never
@@ -42,11 +46,11 @@ from dsreg.repo.registry import Registry
 if TYPE_CHECKING:
     import duckdb
 
-    from dsreg.views.dataset import Dataset
-
 __all__ = [
     "Connection",
     "connect",
+    "forget_verified",
+    "query_revision",
     "quoted_names",
     "verified_object",
     "view_sql",
@@ -418,8 +422,9 @@ def connect(
     return Connection(reg)
 
 
-def query_dataset(ds: Dataset, query: str) -> pa.Table:
-    """``Dataset.sql``: run ``query`` with ``this`` naming the dataset's pinned revision."""
-    with Connection(ds.registry) as con:
-        con.create_view("this", ds.revision)
+def query_revision(registry: Registry, revision: Revision, query: str) -> pa.Table:
+    """Run ``query`` with ``this`` naming ``revision``'s view (``Dataset.sql``); other revisions
+    may be named as ``"dataset@tag"`` in the same query. The whole result as an Arrow table."""
+    with Connection(registry) as con:
+        con.create_view("this", revision)
         return con.table(query)

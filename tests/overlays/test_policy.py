@@ -1,4 +1,7 @@
-"""The view rule: overlays in order (later wins), then original / cleaned / corrected / honeypot."""
+"""The view rule: overlays in order (later wins), then original / cleaned / corrected / honeypot.
+
+These hold the numpy reference (``dsreg.views.rule``) to the paper's categories; that the DuckDB
+and sparse implementations serve the same views is tests/views/test_rule_parity.py's to hold."""
 
 from __future__ import annotations
 

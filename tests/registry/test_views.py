@@ -1,25 +1,22 @@
-"""DuckDB views of revisions: the same rows and labels as the reference rule, names in SQL,
-verified objects, ``dsreg.connect`` and ``Dataset.sql``."""
+"""DuckDB views of revisions: their columns, names in SQL, verified objects, ``dsreg.connect``
+and ``Dataset.sql``. That they serve the rows and labels of the reference rule, on random
+overlays, is held by tests/views/test_rule_parity.py, with the sparse form."""
 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 import dsreg
 from dsreg.errors import CorruptObjectError, InvalidNameError, QueryError, RevisionNotFoundError
 from dsreg.ingest.snapshot import add_source
 from dsreg.ingest.sources import Source
 from dsreg.model.corrections import corrections_table
-from dsreg.model.manifests import VERDICTS, VIEWS
 from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import write_overlay
 from dsreg.repo.registry import Registry
@@ -85,45 +82,6 @@ def add_overlay(
 def sql_view(reg: Registry, spec: str) -> pa.Table:
     with views.Connection(reg) as con:
         return con.table(f'SELECT * FROM "{spec}" ORDER BY "row"')
-
-
-overlay_rows = st.lists(
-    st.tuples(
-        st.sampled_from(VERDICTS),
-        st.integers(-1, 3),  # suggested label; -1: none
-    ),
-)
-
-
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(data=st.data())
-def test_sql_view_equals_the_reference_rule_on_random_overlays(data: st.DataObject) -> None:
-    n = data.draw(st.integers(1, 30), label="rows")
-    k = data.draw(st.integers(1, 4), label="classes")
-    labels = np.asarray(data.draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n)))
-    metadata = data.draw(st.booleans(), label="metadata")
-    with tempfile.TemporaryDirectory() as tmp:
-        reg = Registry.init(Path(tmp) / "reg")
-        snap = add_set(reg, labels, k=k, metadata=metadata)
-        overlays = []
-        for _ in range(data.draw(st.integers(0, 3), label="overlays")):
-            rows = sorted(data.draw(st.sets(st.integers(0, n - 1), max_size=n)))
-            verdicts = [data.draw(st.sampled_from(VERDICTS)) for _ in rows]
-            sug = [
-                data.draw(st.integers(0 if v in ("suspected", "correctable") else -1, k - 1))
-                for v in verdicts
-            ]
-            digest = add_overlay(reg, snap, labels, rows, verdicts, sug)
-            if digest not in overlays:  # the same corrections twice are one overlay
-                overlays.append(digest)
-        for view in VIEWS:
-            make_tag(reg, f"toy@v-{view}", "toy@original", overlays=overlays, view=view)
-            want = Dataset(reg, reg.resolve(f"toy@v-{view}")).labels()
-            got = sql_view(reg, f"toy@v-{view}")
-            assert got.schema == want.schema
-            assert got.equals(want), (view, got.to_pylist(), want.to_pylist())
 
 
 @pytest.fixture

@@ -12,16 +12,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import dsreg
 from dsreg.errors import CorruptObjectError, InvalidInputError, PredictionsError
-from dsreg.model.corrections import corrections_table
-from dsreg.model.manifests import VERDICTS, VIEWS
+from dsreg.model.manifests import VIEWS
 from dsreg.objects.hashing import hash_file
-from dsreg.report.evaluate import evaluate, view_rows
-from dsreg.views.rule import apply_view, merge_overlays
+from dsreg.report.evaluate import evaluate
 
 
 def probs_for(ls: Any, seed: int) -> np.ndarray:
@@ -57,35 +53,6 @@ def test_every_view_scores_as_the_reference_rule_says(make_labelset: Any, seed: 
     report = evaluate("toy@corrected", preds, top_k=(1, 2, 3), registry=ls.reg)
     assert report.views == {v: len(ls.view(v)) for v in VIEWS}
     check_against_reference(ls, report, preds)
-
-
-@settings(max_examples=80, deadline=None)
-@given(st.data())
-def test_sparse_views_equal_policy_apply_view(data: st.DataObject) -> None:
-    n = data.draw(st.integers(1, 30))
-    labels = np.asarray(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)), np.int32)
-    tables = []
-    for _ in range(data.draw(st.integers(0, 3))):
-        rows = sorted(data.draw(st.sets(st.integers(0, n - 1))))
-        verdicts = [data.draw(st.sampled_from(VERDICTS)) for _ in rows]
-        sug = [data.draw(st.integers(-1, 3)) for _ in rows]
-        tables.append(
-            corrections_table(
-                rows=np.asarray(rows, dtype=np.int64),
-                example_ids=[str(r) for r in rows],
-                given_label=labels[rows],
-                suggested_label=np.asarray(sug),
-                verdict=verdicts,
-            )
-        )
-    merged = merge_overlays(n, tables)
-    for view in VIEWS:
-        want = apply_view(view, labels, merged)
-        rows, relabel = view_rows(n, tables, view)
-        label = labels.copy()
-        label[relabel] = merged.suggested[relabel]
-        assert rows.tolist() == want.rows.tolist()
-        assert label[rows].tolist() == want.label.tolist()
 
 
 def test_every_input_format_gives_the_same_scores(
