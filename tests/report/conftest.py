@@ -9,16 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from dsreg.ingest.snapshot import add_source
-from dsreg.ingest.sources import Source
+import dsreg
+from dsreg import Registry
 from dsreg.model.corrections import corrections_table
 from dsreg.model.manifests import VIEWS
-from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import write_overlay
-from dsreg.repo.registry import Registry
-from dsreg.views.dataset import Dataset
 
 PRODUCER = {"name": "test", "version": "1", "params": {}, "inputs": {}}
 NAMES = ("cat", "dog", "fox", "owl", "yak", "emu")
@@ -40,7 +38,7 @@ class LabelSet:
 
     def view(self, view: str) -> pa.Table:
         """The reference rows of a view: ``Dataset.labels()`` of ``<name>@<view>``."""
-        return Dataset(self.reg, self.reg.resolve(f"{self.name}@{view}")).labels()
+        return dsreg.open(f"{self.name}@{view}", registry=self.reg).labels()
 
     def reference(
         self, pred: np.ndarray, view: str, k: int = 1, *, given: bool = False
@@ -67,21 +65,20 @@ def build(
     ids: list[str] | None = None,
     labels: np.ndarray | None = None,
     tag: str = "original",
+    sources: Path | None = None,
 ) -> LabelSet:
     rng = np.random.default_rng(seed)
     classes = NAMES[:k] if k <= len(NAMES) else tuple(f"c{i}" for i in range(k))
     if labels is None:
         labels = rng.integers(0, k, n).astype(np.int32)
     ids = ids or [f"img{i:04d}" for i in range(n)]
-    src = Source(
-        ids=ids,
-        labels=labels,
-        classes=classes,
-        payloads=[None] * len(ids),
-        metadata=None,
-        provenance={"kind": "table"},
-    )
-    snap = add_source(reg, name, src, tag=tag).snapshot
+    # A label-only table of examples, added as a user would (``dsreg add --table``).
+    # ``sources``: where the table is written (default: beside the registry).
+    folder = sources if sources is not None else reg.root.parent / "sources"
+    folder.mkdir(parents=True, exist_ok=True)
+    table_path = folder / f"{name}-{tag}-examples.parquet"
+    pq.write_table(pa.table({"example_id": ids, "label": pa.array(labels)}), table_path)
+    snap = dsreg.add(name, table=table_path, classes=classes, tag=tag, registry=reg).snapshot
     ls = LabelSet(reg=reg, name=name, labels=labels, ids=ids, classes=classes, snapshot=snap)
     verdicts = np.asarray(
         ["suspected", "non_error", "correctable", "multi_label", "neither", "non_agreement"]
@@ -105,20 +102,25 @@ def build(
             ls.overlays.append(d)
     if tag == "original":
         for view in VIEWS[1:]:
-            make_tag(reg, f"{name}@{view}", f"{name}@original", overlays=ls.overlays, view=view)
+            dsreg.tag(
+                f"{name}@{view}", f"{name}@original", overlays=ls.overlays, view=view, registry=reg
+            )
     return ls
 
 
 @pytest.fixture
-def make_labelset(make_registry: Callable[..., Registry]) -> Callable[..., LabelSet]:
+def make_labelset(
+    make_registry: Callable[..., Registry], tmp_path_factory: pytest.TempPathFactory
+) -> Callable[..., LabelSet]:
     """``make_labelset(n=60, k=4, seed=0, overlays=2)``: dataset ``toy`` tagged original,
     cleaned, corrected and honeypot over the same overlays."""
     regs: dict[str, Registry] = {}
+    sources = tmp_path_factory.mktemp("labelset-sources")
 
     def make(reg: Registry | None = None, **kw: object) -> LabelSet:
         if reg is None:
             reg = regs.setdefault("reg", make_registry())
-        return build(reg, **kw)  # type: ignore[arg-type]
+        return build(reg, sources=sources, **kw)  # type: ignore[arg-type]
 
     return make
 

@@ -11,17 +11,14 @@ import numpy as np
 import pytest
 
 import dsreg
-from dsreg.errors import InvalidInputError
-from dsreg.report.cite import FORMATS, cite
-from dsreg.report.diff import diff
-from dsreg.report.evaluate import evaluate
-from dsreg.report.plot import plot_ranks
+from dsreg import InvalidInputError
+from dsreg.report.cite import FORMATS
 
 
 def test_diff_of_two_views_of_one_snapshot_matches_rows(make_labelset: Any) -> None:
     ls = make_labelset(n=60, seed=7)
     a, b = ls.view("original"), ls.view("corrected")
-    res = diff(ls.reg, "toy@original", "toy@corrected")
+    res = dsreg.diff("toy@original", "toy@corrected", registry=ls.reg)
     assert res.match == "row"
     assert (res.rows_a, res.rows_b) == (60, len(b))
     kept = set(b.column("row").to_pylist())
@@ -43,21 +40,26 @@ def test_diff_of_two_views_of_one_snapshot_matches_rows(make_labelset: Any) -> N
     assert res.samples["only_a"] == removed[:10]
     assert res.samples["relabelled"] == changed["example_id"].to_pylist()[:10]
     assert a.num_rows == res.rows_a
-    back = diff(ls.reg, "toy@corrected", "toy@original")
+    back = dsreg.diff("toy@corrected", "toy@original", registry=ls.reg)
     assert (back.only_a, back.only_b, back.relabelled) == (0, res.only_a, res.relabelled)
-    same = diff(ls.reg, "toy@cleaned", "toy@cleaned")
+    same = dsreg.diff("toy@cleaned", "toy@cleaned", registry=ls.reg)
     assert (same.only_a, same.only_b, same.relabelled, same.transitions) == (0, 0, 0, ())
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_diff_by_rows_equals_a_full_outer_join_of_the_views(make_labelset: Any, seed: int) -> None:
-    from dsreg.ops.tag import make_tag
     from dsreg.report.diff import _diff_rows, _diff_sql
 
     ls = make_labelset(n=70, seed=seed, overlays=2)
     # Revisions over different overlay lists too: the first overlay only, in every view.
     for view in ("original", "cleaned", "corrected", "honeypot"):
-        make_tag(ls.reg, f"toy@first-{view}", "toy@original", overlays=ls.overlays[:1], view=view)
+        dsreg.tag(
+            f"toy@first-{view}",
+            "toy@original",
+            overlays=ls.overlays[:1],
+            view=view,
+            registry=ls.reg,
+        )
     specs = ["toy@original", "toy@cleaned", "toy@corrected", "toy@honeypot", "toy@first-cleaned",
              "toy@first-corrected", "toy@first-honeypot"]  # fmt: skip
     for a in specs:
@@ -75,21 +77,21 @@ def test_diff_of_two_snapshots_matches_example_ids(make_labelset: Any) -> None:
     labels[ids.index("img0005")] = (ls.labels[5] + 1) % 4
     labels[ids.index("img0006")] = (ls.labels[6] + 2) % 4
     make_labelset(reg=ls.reg, ids=ids, labels=labels.astype(np.int32), overlays=0, tag="v2")
-    res = diff(ls.reg, "toy@original", "toy@v2")
+    res = dsreg.diff("toy@original", "toy@v2", registry=ls.reg)
     assert res.match == "example_id"
     assert (res.only_a, res.only_b, res.relabelled, res.unchanged) == (5, 3, 2, 13)
     assert res.samples["only_a"] == [f"img{i:04d}" for i in range(5)]
     assert res.samples["only_b"] == ["new1", "new2", "new3"]
     assert sorted(res.samples["relabelled"]) == ["img0005", "img0006"]
     doc = res.to_dict()
-    assert doc["a"]["revision"] == ls.reg.resolve("toy@original").digest
+    assert doc["a"]["revision"] == dsreg.open("toy@original", registry=ls.reg).digest
     assert json.loads(json.dumps(doc)) == doc
 
 
 def test_a_citation_carries_every_digest_and_the_version(make_labelset: Any) -> None:
     ls = make_labelset(n=30, seed=1)
-    c = cite(ls.reg, "toy@corrected", authors=["Ada Lovelace", "ACME_Labs & co"])
-    rev = ls.reg.resolve("toy@corrected").digest
+    c = dsreg.cite("toy@corrected", authors=["Ada Lovelace", "ACME_Labs & co"], registry=ls.reg)
+    rev = dsreg.open("toy@corrected", registry=ls.reg).digest
     assert c.digests() == [rev, ls.snapshot, *ls.overlays]
     assert c.rows == len(ls.view("corrected"))
     for fmt in FORMATS:
@@ -97,7 +99,8 @@ def test_a_citation_carries_every_digest_and_the_version(make_labelset: Any) -> 
         for d in c.digests():
             assert d in text, (fmt, d)
         assert "toy@corrected" in text and dsreg.__version__ in text
-        assert text == cite(ls.reg, "toy@corrected", authors=c.authors).render(fmt)  # stable
+        again = dsreg.cite("toy@corrected", authors=c.authors, registry=ls.reg)
+        assert text == again.render(fmt)  # stable
     bib = c.bibtex()
     assert bib.startswith("@misc{toy-corrected-") and bib.count("{") == bib.count("}")
     assert r"ACME\_Labs \& co" in bib
@@ -108,10 +111,10 @@ def test_a_citation_carries_every_digest_and_the_version(make_labelset: Any) -> 
 def test_citation_cff_is_valid_yaml_with_the_required_keys(make_labelset: Any) -> None:
     yaml = pytest.importorskip("yaml")
     ls = make_labelset(n=30, seed=1)
-    doc = yaml.safe_load(cite(ls.reg, "toy@honeypot").cff())
+    doc = yaml.safe_load(dsreg.cite("toy@honeypot", registry=ls.reg).cff())
     assert doc["cff-version"] == "1.2.0" and doc["type"] == "dataset"
     assert {"message", "title", "authors", "version", "identifiers"} <= set(doc)
-    assert doc["version"] == ls.reg.resolve("toy@honeypot").digest
+    assert doc["version"] == dsreg.open("toy@honeypot", registry=ls.reg).digest
     assert doc["authors"] == [{"name": "toy maintainers"}]
     assert [i["value"] for i in doc["identifiers"]] == [
         doc["version"],
@@ -120,17 +123,19 @@ def test_citation_cff_is_valid_yaml_with_the_required_keys(make_labelset: Any) -
     ]
 
 
-def _report(ls: Any) -> Any:
+def _report(ls: Any, plot: Path | None = None) -> Any:
+    """``dsreg.evaluate`` of three random models on ``toy@corrected``, the chart at ``plot``."""
     rng = np.random.default_rng(0)
     preds = {f"model-{i}": rng.random((ls.n, len(ls.classes))) for i in range(3)}
-    return evaluate("toy@corrected", preds, registry=ls.reg)
+    return dsreg.evaluate("toy@corrected", preds, plot=plot, registry=ls.reg)
 
 
 def test_the_rank_chart_is_written_as_png(make_labelset: Any, tmp_path: Path) -> None:
     from PIL import Image
 
     ls = make_labelset(n=60, seed=2)
-    out = plot_ranks(_report(ls), tmp_path / "charts" / "ranks.png")
+    out = tmp_path / "charts" / "ranks.png"
+    _report(ls, plot=out)
     with Image.open(out) as img:
         assert img.format == "PNG" and img.width > 600 and img.height > 300
         # Not a blank canvas: coloured lines and text.
@@ -140,9 +145,10 @@ def test_the_rank_chart_is_written_as_png(make_labelset: Any, tmp_path: Path) ->
 
 def test_the_svg_chart_is_stable_and_names_the_models(make_labelset: Any, tmp_path: Path) -> None:
     ls = make_labelset(n=60, seed=2)
-    report = _report(ls)
-    one = plot_ranks(report, tmp_path / "a.svg").read_bytes()
-    two = plot_ranks(report, tmp_path / "b.svg").read_bytes()
+    report = _report(ls, plot=tmp_path / "a.svg")
+    _report(ls, plot=tmp_path / "b.svg")
+    one = (tmp_path / "a.svg").read_bytes()
+    two = (tmp_path / "b.svg").read_bytes()
     assert one == two
     text = one.decode()
     for m in ("model-0", "model-1", "model-2", "honeypot", "original", "corrected"):
@@ -153,4 +159,4 @@ def test_the_svg_chart_is_stable_and_names_the_models(make_labelset: Any, tmp_pa
 def test_the_chart_needs_png_or_svg(make_labelset: Any, tmp_path: Path) -> None:
     ls = make_labelset(n=20)
     with pytest.raises(InvalidInputError, match=r"\.png or \.svg"):
-        plot_ranks(_report(ls), tmp_path / "ranks.jpg")
+        _report(ls, plot=tmp_path / "ranks.jpg")
