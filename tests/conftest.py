@@ -1,9 +1,12 @@
-"""Shared fixtures: factories for registries, source trees and CLI runs."""
+"""Shared fixtures: factories for registries, source trees and CLI runs; registry snapshots,
+deterministic trees, dsreg subprocesses, damaged objects."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import redirect_stderr, redirect_stdout
@@ -13,7 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dsreg.repo.registry import Registry
+import dsreg
+from dsreg import Registry
 
 SHARED_DATA = Path(
     os.environ.get(
@@ -36,7 +40,7 @@ def make_registry(tmp_path: Path) -> Callable[..., Registry]:
     """``make_registry(name="reg")`` -> a fresh registry under tmp_path."""
 
     def make(name: str = "reg") -> Registry:
-        return Registry.init(tmp_path / name)
+        return dsreg.init(registry=tmp_path / name)
 
     return make
 
@@ -89,3 +93,132 @@ def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Callable[..
         return CliResult(exit_code=code, stdout=out.getvalue(), stderr=err.getvalue())
 
     yield run
+
+
+# -- registry snapshots, deterministic trees, dsreg subprocesses ---------------------------------
+
+REPO = Path(dsreg.__file__).resolve().parents[1]
+# ``python -c`` with this runs the dsreg command line in a fresh process (as a user's shell would).
+DSREG_MAIN = "import sys; from dsreg.cli import main; main(sys.argv[1:])"
+
+
+def _registry_state(root: Path) -> dict[str, tuple[str, int, str]]:
+    """Every path under ``root`` with its kind, mode and content hash: equal before and after
+    means nothing was written, removed or changed."""
+    out: dict[str, tuple[str, int, str]] = {}
+    for dirpath, dirs, files in os.walk(root):
+        for d in dirs:
+            p = Path(dirpath, d)
+            out[p.relative_to(root).as_posix()] = ("dir", p.stat().st_mode, "")
+        for f in files:
+            p = Path(dirpath, f)
+            st = p.lstat()
+            out[p.relative_to(root).as_posix()] = (
+                "file",
+                st.st_mode,
+                hashlib.sha256(p.read_bytes()).hexdigest(),
+            )
+    return out
+
+
+def golden_bytes(key: str, n: int) -> bytes:
+    """``n`` bytes fixed forever by ``key`` (SHA-256 in counter mode), the same on every machine
+    and every version: golden trees never depend on a random generator."""
+    out = b""
+    i = 0
+    while len(out) < n:
+        out += hashlib.sha256(f"{key}#{i}".encode()).digest()
+        i += 1
+    return out[:n]
+
+
+GOLDEN_TREE = {
+    "cat/0.bin": 37,
+    "cat/1.bin": 300,
+    "dog/a.jpg": 1,
+    "dog/b.jpg": 64,
+    "dog/nested/c.jpg": 129,
+    "zebra/ünïcödé €.bin": 1000,
+}
+
+
+def _write_golden_tree(root: Path) -> Path:
+    """A tiny ImageFolder tree whose bytes are fixed forever (see ``golden_bytes``)."""
+    for rel, size in GOLDEN_TREE.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(golden_bytes(rel, size))
+    return root
+
+
+@pytest.fixture
+def add_tree() -> Callable[..., dsreg.AddResult]:
+    """``add_tree(reg, "ds", tree, tag="original")`` -> ``dsreg.add`` of an ImageFolder tree."""
+
+    def add(
+        reg: Registry, dataset: str, tree: Path, *, tag: str | None = "original"
+    ) -> dsreg.AddResult:
+        return dsreg.add(dataset, tree, tag=tag, registry=reg)
+
+    return add
+
+
+def _dsreg_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DSREG_")}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+def _run_dsreg(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``dsreg ARGS`` in a fresh Python process."""
+    return subprocess.run(
+        [sys.executable, "-c", DSREG_MAIN, *args],
+        cwd=cwd,
+        env=_dsreg_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def registry_state() -> Callable[[Path], dict[str, tuple[str, int, str]]]:
+    """``registry_state(root)``: every path under root with kind, mode, content hash."""
+    return _registry_state
+
+
+@pytest.fixture
+def golden_tree() -> Callable[[Path], Path]:
+    """``golden_tree(root)``: write the fixed tiny ImageFolder tree at root."""
+    return _write_golden_tree
+
+
+@pytest.fixture
+def run_dsreg() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``run_dsreg(*args, cwd=...)``: ``dsreg ARGS`` in a fresh Python process."""
+    return _run_dsreg
+
+
+@pytest.fixture(name="dsreg_env")
+def dsreg_env_fixture() -> Callable[..., dict[str, str]]:
+    """``dsreg_env()``: the environment of a dsreg subprocess (this dsreg, no DSREG_* vars)."""
+    return _dsreg_env
+
+
+def _flip_byte(reg: Registry, digest: str, at: int | None = None) -> None:
+    """Flip one bit of a stored object, as a failing disk would (objects are read-only)."""
+    p = reg.store.path(digest)
+    os.chmod(p, 0o644)
+    data = bytearray(p.read_bytes())
+    i = len(data) // 2 if at is None else at
+    data[i] ^= 0x01
+    p.write_bytes(bytes(data))
+    os.chmod(p, 0o444)
+
+
+@pytest.fixture
+def flip_byte() -> Callable[..., None]:
+    """``flip_byte(reg, digest, at=None)``: flip one bit of a stored object (the middle byte's,
+    or byte ``at``'s)."""
+    return _flip_byte

@@ -11,23 +11,21 @@ import sys
 import time
 from pathlib import Path
 
-from dsreg.errors import TagExistsError
-from dsreg.ops.tag import make_tag
-from dsreg.repo.registry import Registry
+import dsreg
 
 
 def main() -> None:
     reg_path, sync_dir, wid, rounds, view = sys.argv[1:6]
-    reg = Registry.find(reg_path)
+    reg = dsreg.find_registry(reg_path)
     sync = Path(sync_dir)
     for r in range(int(rounds)):
         (sync / f"ready-{r}-{wid}").touch()
         while not (sync / f"go-{r}").exists():
             time.sleep(0.0002)
         try:
-            res = make_tag(reg, f"ds@race-{r}", "ds@original", view=view)
+            res = dsreg.tag(f"ds@race-{r}", "ds@original", view=view, registry=reg)
             print(json.dumps({"round": r, "ok": True, "revision": res.revision}), flush=True)
-        except TagExistsError:
+        except dsreg.TagExistsError:
             print(json.dumps({"round": r, "ok": False}), flush=True)
 
 

@@ -12,10 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dsreg
-from dsreg.errors import TagExistsError
-from dsreg.ingest.snapshot import add_source
-from dsreg.ingest.sources import read_classes, scan_imagefolder, scan_labels, scan_table
-from dsreg.repo.registry import Registry
+from dsreg import Registry, TagExistsError
 
 
 def _objects(reg: Registry) -> set[str]:
@@ -30,7 +27,7 @@ def test_imagefolder_becomes_a_snapshot_whose_rows_are_the_files(
     (tree / "tench" / ".DS_Store").write_bytes(b"hidden")  # hidden files are not examples
     (tree / "shark" / "deep").mkdir()
     (tree / "shark" / "deep" / "x.bin").write_bytes(b"nested")
-    res = add_source(reg, "fish", scan_imagefolder(tree), tag="original")
+    res = dsreg.add("fish", tree, tag="original", registry=reg)
 
     ds = dsreg.open("fish@original", registry=reg)
     assert ds.digest == res.revision
@@ -55,12 +52,12 @@ def test_same_bytes_give_the_same_digests_anywhere_and_are_stored_once(
     tree = make_imagefolder(per_class=4)
     # A copy of one file under another class: one object for both.
     (tree / "class1" / "copy.bin").write_bytes((tree / "class0" / "img000.bin").read_bytes())
-    reg = Registry.init(tmp_path / "a")
-    first = add_source(reg, "ds", scan_imagefolder(tree), tag="original")
+    reg = dsreg.init(registry=tmp_path / "a")
+    first = dsreg.add("ds", tree, tag="original", registry=reg)
     blobs = {d for d in _objects(reg) if not reg.is_manifest(d)}
     assert len(blobs) == first.files - 1 + 1  # distinct payloads, plus the examples table
 
-    again = add_source(reg, "ds", scan_imagefolder(tree), tag="again")
+    again = dsreg.add("ds", tree, tag="again", registry=reg)
     assert (again.revision, again.new_objects) == (first.revision, 0)
 
     # Another person, another registry, another copy of the tree: the same digests.
@@ -70,8 +67,8 @@ def test_same_bytes_give_the_same_digests_anywhere_and_are_stored_once(
             dst = other_tree / p.relative_to(tree)
             dst.parent.mkdir(parents=True, exist_ok=True)
             dst.write_bytes(p.read_bytes())
-    other = add_source(
-        Registry.init(tmp_path / "b"), "ds", scan_imagefolder(other_tree), tag="original"
+    other = dsreg.add(
+        "ds", other_tree, tag="original", registry=dsreg.init(registry=tmp_path / "b")
     )
     assert (other.revision, other.snapshot, other.examples) == (
         first.revision,
@@ -95,8 +92,7 @@ def test_label_only_sets_from_npy_csv_parquet(
         path.write_text("label\n" + "".join(f"{v}\n" for v in labels))
     else:
         pq.write_table(pa.table({"label": labels}), path)
-    src = scan_labels(path, classes=read_classes(classes))
-    res = add_source(reg, "cifar", src, tag="original")
+    res = dsreg.add("cifar", labels=path, classes=classes, tag="original", registry=reg)
 
     ds = dsreg.open("cifar@original", registry=reg)
     assert ds.digest == res.revision
@@ -116,7 +112,7 @@ def test_label_only_without_classes_names_them_by_index(
 ) -> None:
     reg = make_registry()
     np.save(tmp_path / "l.npy", np.array([0, 3, 1], dtype=np.int16))
-    add_source(reg, "x", scan_labels(tmp_path / "l.npy", classes=None), tag="original")
+    dsreg.add("x", labels=tmp_path / "l.npy", tag="original", registry=reg)
     assert dsreg.open("x@original", registry=reg).classes == ("0", "1", "2", "3")
 
 
@@ -140,14 +136,16 @@ def test_table_with_files_string_labels_and_metadata(
         tmp_path / "examples.parquet",
     )
     (tmp_path / "classes.txt").write_text("cat\ndog\nbird\n")
-    src = scan_table(
-        tmp_path / "examples.parquet",
+    dsreg.add(
+        "pets",
+        table=tmp_path / "examples.parquet",
         id_column="path",
         label_column="label",
-        classes=read_classes(tmp_path / "classes.txt"),
+        classes=tmp_path / "classes.txt",
         files=files,
+        tag="original",
+        registry=reg,
     )
-    add_source(reg, "pets", src, tag="original")
     ds = dsreg.open("pets@original", registry=reg)
     t = ds.labels()
     # Mapped through --classes (line i is class i), not sorted names.
@@ -157,14 +155,14 @@ def test_table_with_files_string_labels_and_metadata(
     assert [ds[i].read_bytes() for i in range(3)] == list(payloads.values())
 
     # The same table without --files is a label-only set.
-    src = scan_table(
-        tmp_path / "examples.parquet",
+    dsreg.add(
+        "pets-labels",
+        table=tmp_path / "examples.parquet",
         id_column="path",
         label_column="label",
-        classes=None,
-        files=None,
+        tag="original",
+        registry=reg,
     )
-    add_source(reg, "pets-labels", src, tag="original")
     ds2 = dsreg.open("pets-labels@original", registry=reg)
     assert ds2.labels().column("blob").null_count == 3
     assert ds2.classes == ("cat", "dog")  # sorted names when no --classes is given
@@ -173,8 +171,14 @@ def test_table_with_files_string_labels_and_metadata(
 def test_csv_table(make_registry: Callable[..., Registry], tmp_path: Path) -> None:
     reg = make_registry()
     (tmp_path / "t.csv").write_text("id,y\n0007,2\n0003,0\n")
-    src = scan_table(tmp_path / "t.csv", id_column="id", label_column="y", classes=None, files=None)
-    add_source(reg, "t", src, tag="original")
+    dsreg.add(
+        "t",
+        table=tmp_path / "t.csv",
+        id_column="id",
+        label_column="y",
+        tag="original",
+        registry=reg,
+    )
     t = dsreg.open("t@original", registry=reg).labels()
     assert t.column("label").to_pylist() == [2, 0]
     # Ids are kept as text as far as the CSV reader allows (here read as integers).
@@ -187,11 +191,11 @@ def test_an_existing_tag_is_never_moved_without_force(
     registry_state: Callable[[Path], dict[str, tuple[str, int, str]]],
 ) -> None:
     reg = make_registry()
-    a = add_source(reg, "ds", scan_imagefolder(make_imagefolder("a", seed=1)), tag="original")
-    other = scan_imagefolder(make_imagefolder("b", seed=2))
+    a = dsreg.add("ds", make_imagefolder("a", seed=1), tag="original", registry=reg)
+    other = make_imagefolder("b", seed=2)
     before = registry_state(reg.root)
     with pytest.raises(TagExistsError, match=r"ds@original exists at " + a.revision[7:19]):
-        add_source(reg, "ds", other, tag="original")
+        dsreg.add("ds", other, tag="original", registry=reg)
     after = registry_state(reg.root)
     # Nothing of the refused content was stored; refs and log unchanged. (The stat cache of the
     # user's files may learn their hashes: it is a cache, not registry content.)
@@ -200,13 +204,13 @@ def test_an_existing_tag_is_never_moved_without_force(
     }
 
     # Re-adding the same content under the same tag is a no-op, not an error.
-    same = add_source(reg, "ds", scan_imagefolder(make_imagefolder("a", seed=1)), tag="original")
+    same = dsreg.add("ds", make_imagefolder("a", seed=1), tag="original", registry=reg)
     assert same.revision == a.revision and same.previous == a.revision
 
-    moved = add_source(reg, "ds", other, tag="original", force=True)
+    moved = dsreg.add("ds", other, tag="original", force=True, registry=reg)
     assert moved.previous == a.revision
-    assert reg.refs.get("ds", "original") == moved.revision
-    log = reg.refs.log("ds")
+    assert dsreg.open("ds@original", registry=reg).digest == moved.revision
+    log = dsreg.log("ds", registry=reg)
     assert [(e.tag, e.old, e.new) for e in log] == [
         ("original", None, a.revision),
         ("original", a.revision, moved.revision),
@@ -219,7 +223,7 @@ def test_symlink_inside_the_tree_is_followed(
     reg = make_registry()
     tree = make_imagefolder(per_class=2)
     os.symlink(tree / "class0" / "img000.bin", tree / "class1" / "link.bin")
-    add_source(reg, "ds", scan_imagefolder(tree), tag="original")
+    dsreg.add("ds", tree, tag="original", registry=reg)
     ds = dsreg.open("ds@original", registry=reg)
     by_id = {ds[i].example_id: ds[i] for i in range(len(ds))}
     assert by_id["class1/link.bin"].read_bytes() == (tree / "class0" / "img000.bin").read_bytes()

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from dsreg.errors import InputPathError, RemoteError, TagExistsError
-from dsreg.ingest.dvc import import_dvc
-from dsreg.ops.checkout import PIN, checkout
-from dsreg.repo.registry import Registry
-from dsreg.repo.tables import read_examples
+import dsreg
+from dsreg import InputPathError, Registry, RemoteError, TagExistsError
+
+PIN = ".dsreg.json"  # the pin file a checkout writes
 
 V1 = {
     "cat/a.bin": b"cat a " * 40,
@@ -101,7 +100,7 @@ def _dir_md5(repo: Path) -> str:
 
 
 def _blobs(reg: Registry, snapshot: str) -> dict[str, str]:
-    t = read_examples(reg, reg.snapshot(snapshot), columns=["example_id", "blob"])
+    t = dsreg.open(snapshot, registry=reg).labels()  # a snapshot's original revision
     return dict(zip(t.column("example_id").to_pylist(), t.column("blob").to_pylist(), strict=True))
 
 
@@ -110,11 +109,11 @@ def test_import_at_two_revisions_records_provenance_and_differs_only_where_data_
 ) -> None:
     reg = make_registry()
     repo = dvc_project["repo"]
-    one = import_dvc(reg, str(repo), "data/val", dataset="pets", rev="v1", tag="v1")
-    two = import_dvc(reg, str(repo), "data/val", dataset="pets", rev="v2", tag="v2")
+    one = dsreg.import_dvc(str(repo), "data/val", dataset="pets", rev="v1", tag="v1", registry=reg)
+    two = dsreg.import_dvc(str(repo), "data/val", dataset="pets", rev="v2", tag="v2", registry=reg)
 
     for res, rev in ((one, "v1"), (two, "v2")):
-        source = reg.snapshot(res.add.snapshot).source
+        source = dsreg.open(res.add.revision, registry=reg).snapshot.source
         assert source == {
             "kind": "dvc",
             "layout": "imagefolder",
@@ -124,7 +123,7 @@ def test_import_at_two_revisions_records_provenance_and_differs_only_where_data_
             "path": "data/val",
             "md5": dvc_project[f"md5_{rev}"],
         }
-    assert reg.snapshot(one.add.snapshot).classes == ("cat", "dog")
+    assert dsreg.open(one.add.revision, registry=reg).classes == ("cat", "dog")
     first, second = _blobs(reg, one.add.snapshot), _blobs(reg, two.add.snapshot)
     assert sorted(first) == sorted(V1)
     assert sorted(second) == sorted({**V1, **V2_CHANGES})
@@ -137,22 +136,28 @@ def test_reimporting_the_same_revision_is_the_same_snapshot(
     dvc_project: dict[str, str | Path], make_registry: Callable[..., Registry]
 ) -> None:
     repo = str(dvc_project["repo"])
-    a = import_dvc(make_registry("a"), repo, "data/val", dataset="pets", rev="v1")
+    a = dsreg.import_dvc(repo, "data/val", dataset="pets", rev="v1", registry=make_registry("a"))
     reg = make_registry("b")
-    b = import_dvc(reg, repo, "./data/val/", dataset="pets", rev="v1", tag="original")
-    again = import_dvc(reg, repo, "data/val", dataset="pets", rev="v1", tag="original")
+    b = dsreg.import_dvc(
+        repo, "./data/val/", dataset="pets", rev="v1", tag="original", registry=reg
+    )
+    again = dsreg.import_dvc(
+        repo, "data/val", dataset="pets", rev="v1", tag="original", registry=reg
+    )
     assert a.add.snapshot == b.add.snapshot == again.add.snapshot
     assert a.add.revision == again.add.revision
     with pytest.raises(TagExistsError):
-        import_dvc(reg, repo, "data/val", dataset="pets", rev="v2", tag="original")
+        dsreg.import_dvc(repo, "data/val", dataset="pets", rev="v2", tag="original", registry=reg)
 
 
 def test_an_imported_tree_checks_out_by_class_byte_identical(
     dvc_project: dict[str, str | Path], make_registry: Callable[..., Registry], tmp_path: Path
 ) -> None:
     reg = make_registry()
-    import_dvc(reg, str(dvc_project["repo"]), "data/val", dataset="pets", rev="v2", tag="v2")
-    res = checkout(reg, reg.resolve("pets@v2"), tmp_path / "out", link="copy")
+    dsreg.import_dvc(
+        str(dvc_project["repo"]), "data/val", dataset="pets", rev="v2", tag="v2", registry=reg
+    )
+    res = dsreg.checkout("pets@v2", tmp_path / "out", link="copy", registry=reg)
     got = {
         p.relative_to(tmp_path / "out").as_posix(): p.read_bytes()
         for p in (tmp_path / "out").rglob("*")
@@ -166,8 +171,10 @@ def test_a_dvc_tracked_label_file_imports_as_a_label_only_set(
     dvc_project: dict[str, str | Path], make_registry: Callable[..., Registry]
 ) -> None:
     reg = make_registry()
-    res = import_dvc(reg, str(dvc_project["repo"]), "labels.csv", dataset="votes", rev="v1")
-    snap = reg.snapshot(res.add.snapshot)
+    res = dsreg.import_dvc(
+        str(dvc_project["repo"]), "labels.csv", dataset="votes", rev="v1", registry=reg
+    )
+    snap = dsreg.open(res.add.revision, registry=reg).snapshot
     assert snap.rows == 3 and snap.classes == ("cat", "dog")
     assert snap.source["kind"] == "dvc" and snap.source["layout"] == "labels"
     assert snap.source["commit"] == dvc_project["v1"]
@@ -192,8 +199,11 @@ def test_bad_imports_are_clear_errors_and_write_nothing(
 ) -> None:
     reg = make_registry()
     with pytest.raises(error, match=match):
-        import_dvc(reg, str(dvc_project["repo"]), path, dataset="pets", rev=rev, tag="v1")
-    assert reg.refs.all() is not None and list(reg.refs.all()) == []
+        dsreg.import_dvc(
+            str(dvc_project["repo"]), path, dataset="pets", rev=rev, tag="v1", registry=reg
+        )
+    tags = dsreg.ls(registry=reg)
+    assert tags is not None and list(tags) == []
     assert not any((reg.root / "tmp").iterdir())
 
 
@@ -202,6 +212,8 @@ def test_a_folder_that_is_no_repository_is_a_clear_error(
 ) -> None:
     (tmp_path / "plain").mkdir()
     with pytest.raises(RemoteError, match="cannot open DVC repository"):
-        import_dvc(make_registry(), str(tmp_path / "plain"), "data", dataset="pets")
+        dsreg.import_dvc(str(tmp_path / "plain"), "data", dataset="pets", registry=make_registry())
     with pytest.raises(InputPathError, match="does not exist"):
-        import_dvc(make_registry("b"), str(tmp_path / "absent"), "data", dataset="pets")
+        dsreg.import_dvc(
+            str(tmp_path / "absent"), "data", dataset="pets", registry=make_registry("b")
+        )

@@ -11,14 +11,9 @@ from pathlib import Path
 import pytest
 
 import dsreg
+from dsreg import CorruptObjectError, InputPathError, StorageError
 from dsreg._util import parallel as forkpool
 from dsreg._util.parallel import fork_map, map_chunks
-from dsreg.errors import CorruptObjectError, InputPathError, StorageError
-from dsreg.ingest.snapshot import add_source
-from dsreg.ingest.sources import scan_imagefolder
-from dsreg.ops.checkout import checkout
-from dsreg.ops.maintenance import verify
-from dsreg.repo.registry import Registry
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="worker processes are used on Linux only"
@@ -105,18 +100,18 @@ def test_add_and_checkout_in_workers_match_one_process(
     tree = make_imagefolder(classes=4, per_class=40)
     # A duplicate across classes: two workers may stage the same object at once.
     (tree / "class3" / "dup.bin").write_bytes((tree / "class0" / "img000.bin").read_bytes())
-    forked_reg = Registry.init(tmp_path / "forked")
-    forked = add_source(forked_reg, "ds", scan_imagefolder(tree), tag="v1")
+    forked_reg = dsreg.init(registry=tmp_path / "forked")
+    forked = dsreg.add("ds", tree, tag="v1", registry=forked_reg)
     monkeypatch.setenv("DSREG_JOBS", "1")
-    single_reg = Registry.init(tmp_path / "single")
-    single = add_source(single_reg, "ds", scan_imagefolder(tree), tag="v1")
+    single_reg = dsreg.init(registry=tmp_path / "single")
+    single = dsreg.add("ds", tree, tag="v1", registry=single_reg)
     monkeypatch.delenv("DSREG_JOBS")
     assert forked.revision == single.revision and forked.new_objects == single.new_objects == 160
     assert set(forked_reg.store) == set(single_reg.store)
-    assert verify(forked_reg).ok
+    assert dsreg.verify(registry=forked_reg).ok
 
     out = tmp_path / "out"
-    res = checkout(forked_reg, forked_reg.resolve("ds@v1"), out, link="hardlink")
+    res = dsreg.checkout("ds@v1", out, link="hardlink", registry=forked_reg)
     assert res.files == 161
     for rel in ("class0/img000.bin", "class3/dup.bin", "class2/img039.bin"):
         assert (out / rel).read_bytes() == (tree / rel).read_bytes()
@@ -129,14 +124,14 @@ def test_a_corrupt_object_found_by_a_worker_is_refused(
     flip_byte: Callable[..., None],
 ) -> None:
     tree = make_imagefolder(classes=2, per_class=30)
-    reg = Registry.init(tmp_path / "reg")
-    add_source(reg, "ds", scan_imagefolder(tree), tag="v1")
+    reg = dsreg.init(registry=tmp_path / "reg")
+    dsreg.add("ds", tree, tag="v1", registry=reg)
     blob = dsreg.open("ds@v1", registry=reg)[17].blob
     assert blob is not None
     flip_byte(reg, blob, at=0)
     out = tmp_path / "out"
     with pytest.raises(CorruptObjectError, match="is corrupt; it was not checked out"):
-        checkout(reg, reg.resolve("ds@v1"), out, link="hardlink")
+        dsreg.checkout("ds@v1", out, link="hardlink", registry=reg)
     assert not any(out.rglob("*.bin"))  # refused before the folder was touched
     assert _no_children_left()
 
@@ -144,14 +139,11 @@ def test_a_corrupt_object_found_by_a_worker_is_refused(
 def test_a_push_to_a_folder_in_workers_publishes_every_object_and_no_damaged_one(
     many: None, tmp_path: Path, make_imagefolder: Callable[..., Path]
 ) -> None:
-    from dsreg.remote.config import add_remote
-    from dsreg.remote.transfer import pull, push
-
     tree = make_imagefolder(classes=3, per_class=40)
-    reg = Registry.init(tmp_path / "reg")
-    add_source(reg, "ds", scan_imagefolder(tree), tag="v1")
-    add_remote(reg, "origin", str(tmp_path / "remote"), default=True)
-    sent = push(reg)
+    reg = dsreg.init(registry=tmp_path / "reg")
+    dsreg.add("ds", tree, tag="v1", registry=reg)
+    dsreg.remote_add("origin", str(tmp_path / "remote"), default=True, registry=reg)
+    sent = dsreg.push(registry=reg)
     assert sent.sent == 120 + 3  # payloads, examples table, snapshot, revision
     assert (
         sent.bytes
@@ -160,23 +152,23 @@ def test_a_push_to_a_folder_in_workers_publishes_every_object_and_no_damaged_one
         + reg.store.path(dsreg.open("ds@v1", registry=reg).snapshot.examples).stat().st_size
     )
 
-    lab = Registry.init(tmp_path / "lab")
-    add_remote(lab, "origin", str(tmp_path / "remote"), default=True)
-    pull(lab, ["ds@v1"])
+    lab = dsreg.init(registry=tmp_path / "lab")
+    dsreg.remote_add("origin", str(tmp_path / "remote"), default=True, registry=lab)
+    dsreg.pull(["ds@v1"], registry=lab)
     ds = dsreg.open("ds@v1", registry=lab)
     for i in range(0, 120, 7):
         assert ds[i].read_bytes() == (tree / ds[i].example_id).read_bytes()
 
     # A damaged local object is refused, never published under its name.
     tree2 = make_imagefolder("tree2", classes=3, per_class=40, seed=5)
-    add_source(reg, "ds", scan_imagefolder(tree2), tag="v2")
+    dsreg.add("ds", tree2, tag="v2", registry=reg)
     blob = dsreg.open("ds@v2", registry=reg)[33].blob
     assert blob is not None
     p = reg.store.path(blob)
     os.chmod(p, 0o644)
     p.write_bytes(b"not what it was")
     with pytest.raises(CorruptObjectError, match=blob.removeprefix("blake3:")[:12]):
-        push(reg, ["ds@v2"])
+        dsreg.push(["ds@v2"], registry=reg)
     remote_obj = tmp_path / "remote" / "files" / "blake3" / blob[7:9] / blob[9:]
     assert not remote_obj.exists()
     assert _no_children_left()
@@ -185,18 +177,14 @@ def test_a_push_to_a_folder_in_workers_publishes_every_object_and_no_damaged_one
 def test_a_lazy_clone_checks_out_in_workers_fetching_what_it_lacks(
     many: None, tmp_path: Path, make_imagefolder: Callable[..., Path]
 ) -> None:
-    from dsreg.remote.config import add_remote
-    from dsreg.remote.transfer import clone, push
-
     tree = make_imagefolder(classes=3, per_class=30)
-    reg = Registry.init(tmp_path / "reg")
-    add_source(reg, "ds", scan_imagefolder(tree), tag="v1")
-    add_remote(reg, "origin", str(tmp_path / "remote"), default=True)
-    push(reg)
-    clone(str(tmp_path / "remote"), tmp_path / "lab")
-    lab = Registry.find(tmp_path / "lab")
+    reg = dsreg.init(registry=tmp_path / "reg")
+    dsreg.add("ds", tree, tag="v1", registry=reg)
+    dsreg.remote_add("origin", str(tmp_path / "remote"), default=True, registry=reg)
+    dsreg.push(registry=reg)
+    dsreg.clone(str(tmp_path / "remote"), tmp_path / "lab")
     out = tmp_path / "out"
-    res = checkout(lab, lab.resolve("ds@v1"), out, link="hardlink")
+    res = dsreg.checkout("ds@v1", out, link="hardlink", registry=tmp_path / "lab")
     assert res.files == 90
     got = {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*.bin")}
     assert got == {p.relative_to(tree).as_posix(): p.read_bytes() for p in tree.rglob("*.bin")}

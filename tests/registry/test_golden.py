@@ -17,16 +17,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from dsreg.errors import ManifestError
-from dsreg.ingest.snapshot import add_source
-from dsreg.ingest.sources import scan_imagefolder, scan_labels
+import dsreg
+from dsreg import ManifestError, Overlay, Registry, Revision, Snapshot
 from dsreg.model.canonical import canonical_bytes, parse_json
-from dsreg.model.manifests import Overlay, Revision, Snapshot, encode_manifest
+from dsreg.model.manifests import encode_manifest
 from dsreg.model.tables import parquet_bytes
 from dsreg.objects.hashing import hash_bytes
-from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import corrections_table, write_overlay
-from dsreg.repo.registry import Registry
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "digests.json"
 
@@ -65,12 +62,12 @@ def golden() -> dict[str, Any]:
 
 def _content_digests(tmp: Path, golden_tree: Callable[[Path], Path]) -> dict[str, Any]:
     """The digests of the golden tree, label-only set and overlay, as dsreg computes them now."""
-    reg = Registry.init(tmp / "reg")
+    reg = dsreg.init(registry=tmp / "reg")
     tree = golden_tree(tmp / "tree")
-    added = add_source(reg, "golden", scan_imagefolder(tree), tag="original")
+    added = dsreg.add("golden", tree, tag="original", registry=reg)
     labels_npy = tmp / "labels.npy"
     np.save(labels_npy, np.array([0, 1, 2, 1, 0, 2, 2], dtype=np.int64))
-    lab = add_source(reg, "golden-labels", scan_labels(labels_npy, classes=None), tag="original")
+    lab = dsreg.add("golden-labels", labels=labels_npy, tag="original", registry=reg)
     table = corrections_table(
         rows=np.array([1, 4]),
         example_ids=["cat/1.bin", "dog/nested/c.jpg"],
@@ -81,10 +78,10 @@ def _content_digests(tmp: Path, golden_tree: Callable[[Path], Path]) -> dict[str
     )
     producer = {"name": "golden", "version": "1", "params": {}, "inputs": {}}
     ov = write_overlay(reg, base=added.snapshot, kind="detected", table=table, producer=producer)
-    corrected = make_tag(
-        reg, "golden@corrected", "golden@original", overlays=[ov], view="corrected"
+    corrected = dsreg.tag(
+        "golden@corrected", "golden@original", overlays=[ov], view="corrected", registry=reg
     )
-    ex = _examples(reg, added.snapshot)
+    ex = _examples(reg, added.revision)
     blobs = dict(
         zip(ex.column("example_id").to_pylist(), ex.column("blob").to_pylist(), strict=True)
     )
@@ -104,10 +101,9 @@ def _content_digests(tmp: Path, golden_tree: Callable[[Path], Path]) -> dict[str
     }
 
 
-def _examples(reg: Registry, snapshot: str) -> pa.Table:
-    from dsreg.repo.tables import read_examples
-
-    return read_examples(reg, reg.snapshot(snapshot))
+def _examples(reg: Registry, revision: str) -> pa.Table:
+    """The rows of an original revision: every example of its snapshot, in order."""
+    return dsreg.open(revision, registry=reg).labels()
 
 
 def test_blake3_is_the_reference_blake3(golden: dict[str, Any]) -> None:

@@ -10,19 +10,20 @@ import pyarrow as pa
 import pytest
 
 import dsreg
-from dsreg.errors import (
+from dsreg import (
+    AddResult,
     AmbiguousDigestError,
     InvalidInputError,
     ObjectNotFoundError,
+    Registry,
     RegistryNotFoundError,
+    Revision,
     RevisionNotFoundError,
+    Snapshot,
 )
-from dsreg.ingest.snapshot import AddResult
 from dsreg.model.canonical import canonical_bytes
-from dsreg.model.manifests import Revision, Snapshot
 from dsreg.objects.digest import MIN_PREFIX, short
 from dsreg.objects.hashing import hash_bytes
-from dsreg.repo.registry import Registry
 
 
 @pytest.fixture
@@ -69,12 +70,12 @@ def test_open_finds_the_registry_upward_then_in_dsreg_home(
     monkeypatch.setenv("DSREG_HOME", str(reg.root))
     assert dsreg.open("pets@original").digest == res.revision
     # A .dsreg above the working directory wins over $DSREG_HOME.
-    local = Registry.init(tmp_path / "proj" / ".dsreg")
+    local = dsreg.init(registry=tmp_path / "proj" / ".dsreg")
     (tmp_path / "proj" / "src").mkdir()
     monkeypatch.chdir(tmp_path / "proj" / "src")
     with pytest.raises(RevisionNotFoundError, match="no dataset 'pets'"):
         dsreg.open("pets@original")
-    assert Registry.find().root == local.root
+    assert dsreg.find_registry().root == local.root
 
 
 def test_a_revision_serves_rows_labels_and_verified_bytes(
@@ -113,12 +114,9 @@ def test_label_only_examples_have_no_bytes(
 ) -> None:
     import numpy as np
 
-    from dsreg.ingest.snapshot import add_source
-    from dsreg.ingest.sources import scan_labels
-
     reg = make_registry()
     np.save(tmp_path / "y.npy", np.array([1, 0]))
-    add_source(reg, "y", scan_labels(tmp_path / "y.npy", classes=None), tag="original")
+    dsreg.add("y", labels=tmp_path / "y.npy", tag="original", registry=reg)
     ex = dsreg.open("y@original", registry=reg)[0]
     assert ex.path is None
     with pytest.raises(InvalidInputError, match="label-only"):

@@ -15,13 +15,12 @@ from typing import Any
 
 import pytest
 
-from dsreg.errors import RemoteError
-from dsreg.ingest.snapshot import AddResult
+import dsreg
+from dsreg import AddResult, Registry, RemoteError
 from dsreg.ops.maintenance import reachable
 from dsreg.remote import transfer
 from dsreg.remote.store import RemoteStore, _FolderFS
-from dsreg.remote.transfer import add_remote, push
-from dsreg.repo.registry import Registry
+from dsreg.remote.transfer import push
 
 # Modules a no-op push to a plain folder must not load.
 HEAVY = ("dvc", "dvc_objects", "dvc_data", "fsspec", "numpy", "pyarrow", "duckdb", "pandas")
@@ -63,8 +62,8 @@ def pushed(
     tree = make_imagefolder("pets", classes=["cat", "dog", "fox"], per_class=5)
     add_tree(reg, "pets", tree, tag="v1")
     remote = tmp_path / "remote"
-    add_remote(reg, "origin", str(remote), default=True)
-    first = push(reg)
+    dsreg.remote_add("origin", str(remote), default=True, registry=reg)
+    first = dsreg.push(registry=reg)
     assert first.sent == len(blobs_of(reg, "pets@v1"))
     return reg, tree, remote
 
@@ -99,14 +98,15 @@ def test_a_push_after_a_new_add_sends_exactly_the_new_objects(
     add_tree(reg, "pets", tree, tag="v2")
     new = blobs_of(reg, "pets@v2") - blobs_of(reg, "pets@v1")
     assert len(new) == 5  # two files, the examples table, the snapshot and the revision
-    res = push(reg)
+    res = dsreg.push(registry=reg)
     assert res.sent == len(new)
     assert {(r.tag, r.status) for r in res.refs} == {("v1", "unchanged"), ("v2", "created")}
     for d in blobs_of(reg, "pets@v2"):
         h = d.split(":", 1)[1]
         assert (remote / "files" / "blake3" / h[:2] / h[2:]).is_file()
-    assert (remote / "refs" / "pets" / "v2").read_text().strip() == reg.refs.get("pets", "v2")
-    again = push(reg)
+    v2 = dsreg.open("pets@v2", registry=reg).digest
+    assert (remote / "refs" / "pets" / "v2").read_text().strip() == v2
+    again = dsreg.push(registry=reg)
     assert again.sent == 0 and {r.status for r in again.refs} == {"unchanged"}
 
 

@@ -16,31 +16,28 @@ from pathlib import Path
 import pytest
 
 import dsreg
-from dsreg.errors import (
+from dsreg import (
+    AddResult,
     ConfigError,
     CorruptObjectError,
     InvalidInputError,
     ObjectNotFoundError,
+    Registry,
     RemoteError,
     RevisionNotFoundError,
     TagExistsError,
 )
-from dsreg.ingest.snapshot import AddResult
 from dsreg.objects.digest import short
-from dsreg.ops.checkout import PIN, checkout
-from dsreg.ops.maintenance import reachable, verify
-from dsreg.remote.transfer import (
-    add_remote,
-    clone,
-    list_remotes,
-    pull,
-    push,
-    remove_remote,
-)
-from dsreg.repo.registry import Registry
+from dsreg.ops.maintenance import reachable
 
 # ``python -c`` with this runs the dsreg command line in a fresh process.
 DSREG_MAIN = "import sys; from dsreg.cli import main; main(sys.argv[1:])"
+PIN = ".dsreg.json"  # the pin file a checkout writes
+
+
+def tagged(reg: Registry, dataset: str, tag: str) -> str | None:
+    """The revision ``dataset@tag`` names here (``dsreg ls``), or None."""
+    return {(t.dataset, t.tag): t.revision for t in dsreg.ls(registry=reg)}.get((dataset, tag))
 
 
 def files_of(root: Path) -> dict[str, bytes]:
@@ -82,28 +79,30 @@ def origin(
     tree = make_imagefolder("pets", classes=["cat", "dog", "fox"], per_class=5)
     res = add_tree(reg, "pets", tree, tag="v1")
     remote = tmp_path / "remote"
-    add_remote(reg, "origin", str(remote), default=True)
+    dsreg.remote_add("origin", str(remote), default=True, registry=reg)
     return reg, tree, remote, res
 
 
 # -- configuration ---------------------------------------------------------------------------
 def test_remote_config_round_trip(make_registry: Callable[..., Registry], tmp_path: Path) -> None:
     reg = make_registry()
-    add_remote(reg, "nas", str(tmp_path / "nas"))
-    add_remote(reg, "lab", "s3://lab-bucket/dsreg", options={"region": "eu-west-1"}, default=True)
-    got = {r.name: r for r in list_remotes(reg)}
+    dsreg.remote_add("nas", str(tmp_path / "nas"), registry=reg)
+    dsreg.remote_add(
+        "lab", "s3://lab-bucket/dsreg", options={"region": "eu-west-1"}, default=True, registry=reg
+    )
+    got = {r.name: r for r in dsreg.remote_ls(registry=reg)}
     assert got["nas"].url == str(tmp_path / "nas") and not got["nas"].default
     assert got["lab"].options == {"region": "eu-west-1"} and got["lab"].default
     text = (reg.root / "config.toml").read_text()
     assert "[remote.lab]" in text and 'remote = "lab"' in text
     with pytest.raises(ConfigError, match="exists"):
-        add_remote(reg, "nas", "/elsewhere")
-    removed = remove_remote(reg, "lab")
+        dsreg.remote_add("nas", "/elsewhere", registry=reg)
+    removed = dsreg.remote_remove("lab", registry=reg)
     assert removed.default
-    assert [r.name for r in list_remotes(reg)] == ["nas"]
+    assert [r.name for r in dsreg.remote_ls(registry=reg)] == ["nas"]
     assert "remote =" not in (reg.root / "config.toml").read_text()
     with pytest.raises(ConfigError, match="no remote 'lab'"):
-        remove_remote(reg, "lab")
+        dsreg.remote_remove("lab", registry=reg)
 
 
 def test_relative_remote_path_is_stored_absolute(
@@ -111,16 +110,16 @@ def test_relative_remote_path_is_stored_absolute(
 ) -> None:
     reg = make_registry()
     monkeypatch.chdir(tmp_path)
-    assert add_remote(reg, "nas", "./store").url == str(tmp_path / "store")
+    assert dsreg.remote_add("nas", "./store", registry=reg).url == str(tmp_path / "store")
 
 
 def test_credentials_are_never_stored(make_registry: Callable[..., Registry]) -> None:
     reg = make_registry()
     before = (reg.root / "config.toml").read_text()
     with pytest.raises(InvalidInputError, match=r"secret_access_key.*environment"):
-        add_remote(reg, "s3", "s3://b/p", options={"secret_access_key": "hunter2"})
+        dsreg.remote_add("s3", "s3://b/p", options={"secret_access_key": "hunter2"}, registry=reg)
     with pytest.raises(InvalidInputError, match="password"):
-        add_remote(reg, "web", "https://alice:hunter2@example.org/dsreg")
+        dsreg.remote_add("web", "https://alice:hunter2@example.org/dsreg", registry=reg)
     after = (reg.root / "config.toml").read_text()
     assert after == before and "hunter2" not in after
 
@@ -137,8 +136,8 @@ def test_wrong_url_or_option_is_a_clear_error(
 ) -> None:
     reg = make_registry()
     with pytest.raises(RemoteError, match=match):
-        add_remote(reg, "bad", url, options=options)
-    assert list_remotes(reg) == []
+        dsreg.remote_add("bad", url, options=options, registry=reg)
+    assert dsreg.remote_ls(registry=reg) == []
 
 
 # -- local-directory remote ------------------------------------------------------------------
@@ -148,20 +147,20 @@ def test_push_then_pull_into_a_fresh_registry_is_byte_identical(
     tmp_path: Path,
 ) -> None:
     reg, tree, remote, res = origin
-    pushed = push(reg)
+    pushed = dsreg.push(registry=reg)
     assert pushed.sent == len(blobs_of(reg, "pets@v1")) and pushed.already == 0
     assert [(r.dataset, r.tag, r.status) for r in pushed.refs] == [("pets", "v1", "created")]
     assert (remote / "refs" / "pets" / "v1").read_text().strip() == res.revision
     assert sorted(p.name for p in remote.iterdir()) == ["files", "logs", "refs"]
 
     fresh = make_registry("b")
-    pulled = pull(fresh, ["pets@v1"], remote=str(remote))
+    pulled = dsreg.pull(["pets@v1"], remote=str(remote), registry=fresh)
     assert pulled.revisions == (res.revision,)
-    assert fresh.refs.get("pets", "v1") == res.revision
+    assert tagged(fresh, "pets", "v1") == res.revision
     assert blobs_of(fresh, "pets@v1") == blobs_of(reg, "pets@v1")
-    checkout(fresh, fresh.resolve("pets@v1"), tmp_path / "out", link="copy")
+    dsreg.checkout("pets@v1", tmp_path / "out", link="copy", registry=fresh)
     assert files_of(tmp_path / "out") == files_of(tree)
-    assert verify(fresh).ok
+    assert dsreg.verify(registry=fresh).ok
 
 
 def test_a_second_push_sends_nothing_and_a_changed_tree_sends_only_the_change(
@@ -169,14 +168,14 @@ def test_a_second_push_sends_nothing_and_a_changed_tree_sends_only_the_change(
     add_tree: Callable[..., AddResult],
 ) -> None:
     reg, tree, remote, _res = origin
-    first = push(reg)
-    again = push(reg)
+    first = dsreg.push(registry=reg)
+    again = dsreg.push(registry=reg)
     assert again.sent == 0 and again.bytes == 0
     assert [r.status for r in again.refs] == ["unchanged"]
     (tree / "dog" / "img000.bin").write_bytes(b"a new photo of a dog")
     add_tree(reg, "pets", tree, tag="v2")
     before = remote_objects(remote)
-    third = push(reg, ["pets@v2"])
+    third = dsreg.push(["pets@v2"], registry=reg)
     # the changed blob, its examples table, snapshot and revision: nothing else
     assert third.sent == 4
     assert len(remote_objects(remote) - before) == 4
@@ -190,11 +189,10 @@ def test_a_corrected_revision_pushes_only_its_overlay_and_pulls_to_the_same_view
 ) -> None:
     import numpy as np
 
-    from dsreg.ops.tag import make_tag
     from dsreg.overlays.write import corrections_table, write_overlay
 
     reg, tree, remote, res = origin
-    push(reg)
+    dsreg.push(registry=reg)
     table = corrections_table(
         rows=np.array([1, 6]),
         example_ids=["cat/img001.bin", "dog/img001.bin"],
@@ -205,17 +203,17 @@ def test_a_corrected_revision_pushes_only_its_overlay_and_pulls_to_the_same_view
     )
     producer = {"name": "test", "version": "1", "params": {}, "inputs": {}}
     ov = write_overlay(reg, base=res.snapshot, kind="detected", table=table, producer=producer)
-    tagged = make_tag(reg, "pets@corrected", "pets@v1", overlays=[ov], view="corrected")
-    pushed = push(reg, ["pets@corrected"])
+    made = dsreg.tag("pets@corrected", "pets@v1", overlays=[ov], view="corrected", registry=reg)
+    pushed = dsreg.push(["pets@corrected"], registry=reg)
     assert pushed.sent == 3  # the overlay manifest, its corrections table, the revision
 
     fresh = make_registry("b")
-    pull(fresh, ["pets@corrected"], remote=str(remote))
-    assert fresh.refs.get("pets", "corrected") == tagged.revision
+    dsreg.pull(["pets@corrected"], remote=str(remote), registry=fresh)
+    assert tagged(fresh, "pets", "corrected") == made.revision
     mine = dsreg.open("pets@corrected", registry=reg).labels()
     theirs = dsreg.open("pets@corrected", registry=fresh).labels()
     assert theirs.equals(mine)
-    checkout(fresh, fresh.resolve("pets@corrected"), tmp_path / "out", link="copy")
+    dsreg.checkout("pets@corrected", tmp_path / "out", link="copy", registry=fresh)
     # the relabelled cat photo sits in its new class's folder (named apart from fox's own)
     moved = tmp_path / "out" / "fox" / "cat__img001.bin"
     assert moved.read_bytes() == (tree / "cat" / "img001.bin").read_bytes()
@@ -225,11 +223,11 @@ def test_pull_fetches_only_what_is_missing(
     origin: tuple[Registry, Path, Path, AddResult], make_registry: Callable[..., Registry]
 ) -> None:
     reg, _tree, remote, _res = origin
-    push(reg)
+    dsreg.push(registry=reg)
     fresh = make_registry("b")
-    add_remote(fresh, "origin", str(remote), default=True)
-    first = pull(fresh)
-    second = pull(fresh)
+    dsreg.remote_add("origin", str(remote), default=True, registry=fresh)
+    first = dsreg.pull(registry=fresh)
+    second = dsreg.pull(registry=fresh)
     assert first.fetched == len(remote_objects(remote))
     assert second.fetched == 0 and [r.status for r in second.refs] == ["unchanged"]
 
@@ -241,17 +239,17 @@ def test_a_tag_the_remote_holds_elsewhere_is_refused_unless_forced(
     add_tree: Callable[..., AddResult],
 ) -> None:
     reg, _tree, remote, res = origin
-    push(reg)
+    dsreg.push(registry=reg)
     other = make_registry("other")
-    add_remote(other, "origin", str(remote), default=True)
+    dsreg.remote_add("origin", str(remote), default=True, registry=other)
     theirs = add_tree(other, "pets", make_imagefolder("other-pets", seed=7), tag="v1")
     before = remote_objects(remote)
     with pytest.raises(TagExistsError, match=r"pets@v1.*--force"):
-        push(other)
+        dsreg.push(registry=other)
     assert remote_objects(remote) == before  # refused before anything was sent
     assert (remote / "refs" / "pets" / "v1").read_text().strip() == res.revision
 
-    moved = push(other, force=True)
+    moved = dsreg.push(force=True, registry=other)
     assert [(r.status, r.previous) for r in moved.refs] == [("moved", res.revision)]
     assert (remote / "refs" / "pets" / "v1").read_text().strip() == theirs.revision
     log = (remote / "logs" / "pets.jsonl").read_text().splitlines()
@@ -259,27 +257,27 @@ def test_a_tag_the_remote_holds_elsewhere_is_refused_unless_forced(
 
     # and the first registry's pull is refused in turn, unless forced
     with pytest.raises(TagExistsError, match="pets@v1"):
-        pull(reg)
-    assert reg.refs.get("pets", "v1") == res.revision
-    pull(reg, force=True)
-    assert reg.refs.get("pets", "v1") == theirs.revision
-    assert [e.old for e in reg.refs.log("pets")][-1] == res.revision
+        dsreg.pull(registry=reg)
+    assert tagged(reg, "pets", "v1") == res.revision
+    dsreg.pull(force=True, registry=reg)
+    assert tagged(reg, "pets", "v1") == theirs.revision
+    assert [e.old for e in dsreg.log("pets", registry=reg)][-1] == res.revision
 
 
 def test_clone_holds_tags_and_manifests_and_fetches_payloads_on_demand(
     origin: tuple[Registry, Path, Path, AddResult], tmp_path: Path
 ) -> None:
     reg, tree, remote, res = origin
-    push(reg)
-    cloned = clone(str(remote), tmp_path / "lab")
-    lab = Registry.find(tmp_path / "lab")
+    dsreg.push(registry=reg)
+    cloned = dsreg.clone(str(remote), tmp_path / "lab")
+    lab = dsreg.find_registry(tmp_path / "lab")
     assert [(r.dataset, r.tag, r.revision) for r in cloned.refs] == [("pets", "v1", res.revision)]
-    assert lab.resolve("pets@v1").digest == res.revision
+    assert tagged(lab, "pets", "v1") == res.revision
     snap = lab.snapshot(res.snapshot)
     assert lab.store.has(snap.examples)
     payloads = blobs_of(reg, "pets@v1") - {res.revision, res.snapshot, snap.examples}
     assert lab.store.missing(payloads) == payloads  # lazily: no payload yet
-    assert [e.event for e in lab.refs.log("pets")] == ["push", "tag"]
+    assert [e.event for e in dsreg.log("pets", registry=lab)] == ["push", "tag"]
 
     ds = dsreg.open("pets@v1", registry=lab, remote="origin")
     assert ds.digest == res.revision
@@ -292,10 +290,9 @@ def test_checkout_fetches_missing_payloads_from_the_default_remote(
     origin: tuple[Registry, Path, Path, AddResult], tmp_path: Path
 ) -> None:
     reg, tree, remote, _res = origin
-    push(reg)
-    clone(str(remote), tmp_path / "lab")
-    lab = Registry.find(tmp_path / "lab")
-    checkout(lab, lab.resolve("pets@v1"), tmp_path / "out")
+    dsreg.push(registry=reg)
+    dsreg.clone(str(remote), tmp_path / "lab")
+    dsreg.checkout("pets@v1", tmp_path / "out", registry=tmp_path / "lab")
     assert files_of(tmp_path / "out") == files_of(tree)
 
 
@@ -303,12 +300,11 @@ def test_checkout_without_payloads_or_remote_is_a_clear_error(
     origin: tuple[Registry, Path, Path, AddResult], tmp_path: Path
 ) -> None:
     reg, _tree, remote, _res = origin
-    push(reg)
-    clone(str(remote), tmp_path / "lab")
-    lab = Registry.find(tmp_path / "lab")
-    remove_remote(lab, "origin")
+    dsreg.push(registry=reg)
+    dsreg.clone(str(remote), tmp_path / "lab")
+    dsreg.remote_remove("origin", registry=tmp_path / "lab")
     with pytest.raises(ObjectNotFoundError, match=r"no default remote.*dsreg pull"):
-        checkout(lab, lab.resolve("pets@v1"), tmp_path / "out")
+        dsreg.checkout("pets@v1", tmp_path / "out", registry=tmp_path / "lab")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
@@ -317,13 +313,13 @@ def test_open_with_a_remote_fetches_a_revision_this_registry_never_saw(
     make_registry: Callable[..., Registry],
 ) -> None:
     reg, tree, remote, res = origin
-    push(reg)
+    dsreg.push(registry=reg)
     fresh = make_registry("b")
-    add_remote(fresh, "origin", str(remote))
+    dsreg.remote_add("origin", str(remote), registry=fresh)
     ds = dsreg.open("pets@v1", registry=fresh, remote="origin")
     assert ds.digest == res.revision
     assert {e.example_id: e.read_bytes() for e in ds} == files_of(tree)
-    assert fresh.refs.get("pets", "v1") == res.revision
+    assert tagged(fresh, "pets", "v1") == res.revision
 
 
 def test_a_pull_in_several_staging_waves_lands_every_object(
@@ -338,14 +334,14 @@ def test_a_pull_in_several_staging_waves_lands_every_object(
     reg = make_registry("a")
     tree = make_imagefolder("many", classes=4, per_class=150)
     add_tree(reg, "many", tree, tag="v1")
-    push(reg, remote=str(tmp_path / "remote"))
+    dsreg.push(remote=str(tmp_path / "remote"), registry=reg)
     # Waves of 64 objects over 256 shards: later waves land in shards earlier ones created.
     monkeypatch.setattr(remotes, "_WAVE", 64)
     fresh = make_registry("b")
-    assert pull(fresh, remote=str(tmp_path / "remote")).fetched == 603
-    checkout(fresh, fresh.resolve("many@v1"), tmp_path / "out", link="copy")
+    assert dsreg.pull(remote=str(tmp_path / "remote"), registry=fresh).fetched == 603
+    dsreg.checkout("many@v1", tmp_path / "out", link="copy", registry=fresh)
     assert files_of(tmp_path / "out") == files_of(tree)
-    assert verify(fresh).ok
+    assert dsreg.verify(registry=fresh).ok
 
 
 # -- faults ----------------------------------------------------------------------------------
@@ -361,8 +357,8 @@ def test_a_damaged_remote_object_is_caught_by_digest_and_never_served(
     damage: str,
 ) -> None:
     reg, _tree, remote, res = origin
-    push(reg)
-    victim = reg.resolve("pets@v1")
+    dsreg.push(registry=reg)
+    victim = dsreg.open("pets@v1", registry=reg)
     blob = sorted(blobs_of(reg, "pets@v1") - {victim.digest, res.snapshot, res.examples})[0]
     path = remote / "files" / "blake3" / blob[7:9] / blob[9:]
     original = path.read_bytes()
@@ -370,25 +366,25 @@ def test_a_damaged_remote_object_is_caught_by_digest_and_never_served(
 
     fresh = make_registry("b")
     with pytest.raises(CorruptObjectError, match=blob):
-        pull(fresh, ["pets@v1"], remote=str(remote))
+        dsreg.pull(["pets@v1"], remote=str(remote), registry=fresh)
     assert not fresh.store.has(blob)
-    assert fresh.refs.get("pets", "v1") is None  # no tag names a revision it cannot serve
-    assert verify(fresh).ok  # what did arrive is intact
+    assert tagged(fresh, "pets", "v1") is None  # no tag names a revision it cannot serve
+    assert dsreg.verify(registry=fresh).ok  # what did arrive is intact
 
     _damage(path, original)  # repaired on the remote: the pull completes
-    pull(fresh, ["pets@v1"], remote=str(remote))
-    assert fresh.store.has(blob) and verify(fresh).ok
+    dsreg.pull(["pets@v1"], remote=str(remote), registry=fresh)
+    assert fresh.store.has(blob) and dsreg.verify(registry=fresh).ok
 
 
 def test_a_missing_remote_object_is_reported_by_digest(
     origin: tuple[Registry, Path, Path, AddResult], make_registry: Callable[..., Registry]
 ) -> None:
     reg, _tree, remote, res = origin
-    push(reg)
+    dsreg.push(registry=reg)
     blob = sorted(blobs_of(reg, "pets@v1") - {res.revision, res.snapshot, res.examples})[0]
     (remote / "files" / "blake3" / blob[7:9] / blob[9:]).unlink()
     with pytest.raises(ObjectNotFoundError, match=short(blob)):
-        pull(make_registry("b"), ["pets@v1"], remote=str(remote))
+        dsreg.pull(["pets@v1"], remote=str(remote), registry=make_registry("b"))
 
 
 def test_a_remote_that_refuses_writes_is_a_clear_error(
@@ -399,8 +395,8 @@ def test_a_remote_that_refuses_writes_is_a_clear_error(
     (tmp_path / "a-file").write_text("not a folder")
     bad = tmp_path / "a-file" / "remote"
     with pytest.raises(RemoteError, match=r"cannot write.*a-file/remote.*Not a directory"):
-        push(reg, remote=str(bad))
-    assert reg.refs.get("pets", "v1") is not None
+        dsreg.push(remote=str(bad), registry=reg)
+    assert tagged(reg, "pets", "v1") is not None
 
 
 def test_a_url_holding_no_registry_is_a_clear_error(
@@ -408,10 +404,10 @@ def test_a_url_holding_no_registry_is_a_clear_error(
 ) -> None:
     nowhere = tmp_path / "no-such-remote"
     with pytest.raises(RevisionNotFoundError, match="holds no tags"):
-        clone(str(nowhere), tmp_path / "lab")
+        dsreg.clone(str(nowhere), tmp_path / "lab")
     assert not (tmp_path / "lab").exists()
     with pytest.raises(RevisionNotFoundError, match="holds no tags"):
-        pull(make_registry("b"), remote=str(nowhere))
+        dsreg.pull(remote=str(nowhere), registry=make_registry("b"))
 
 
 def test_a_killed_push_resumes_without_resending(
@@ -455,14 +451,14 @@ def test_a_killed_push_resumes_without_resending(
     assert 0 < len(arrived) < total
     assert not (remote / "refs").exists()  # objects go first: no tag names a partial revision
 
-    resumed = push(reg, remote=str(remote))
+    resumed = dsreg.push(remote=str(remote), registry=reg)
     assert resumed.sent == total - len(arrived) and resumed.already == len(arrived)
     assert remote_objects(remote) == blobs_of(reg, "big@v1")
 
     fresh = make_registry("b")
-    pull(fresh, ["big@v1"], remote=str(remote))
-    assert fresh.refs.get("big", "v1") == res.revision
-    assert verify(fresh).ok
+    dsreg.pull(["big@v1"], remote=str(remote), registry=fresh)
+    assert tagged(fresh, "big", "v1") == res.revision
+    assert dsreg.verify(registry=fresh).ok
 
 
 # -- S3 (moto server on loopback, dvc-s3) -----------------------------------------------------
@@ -513,24 +509,23 @@ def test_s3_push_then_pull_into_a_fresh_registry(
 ) -> None:
     reg, tree, _remote, res = origin
     url = f"s3://lab/{tmp_path.name}/dsreg"
-    add_remote(reg, "s3", url, options={"endpointurl": s3_endpoint})
-    pushed = push(reg, remote="s3")
+    dsreg.remote_add("s3", url, options={"endpointurl": s3_endpoint}, registry=reg)
+    pushed = dsreg.push(remote="s3", registry=reg)
     assert pushed.sent == len(blobs_of(reg, "pets@v1"))
-    assert push(reg, remote="s3").sent == 0
+    assert dsreg.push(remote="s3", registry=reg).sent == 0
 
     fresh = make_registry("b")
-    add_remote(fresh, "s3", url, options={"endpointurl": s3_endpoint}, default=True)
-    pulled = pull(fresh)
+    dsreg.remote_add("s3", url, options={"endpointurl": s3_endpoint}, default=True, registry=fresh)
+    pulled = dsreg.pull(registry=fresh)
     assert pulled.revisions == (res.revision,)
     assert blobs_of(fresh, "pets@v1") == blobs_of(reg, "pets@v1")
-    checkout(fresh, fresh.resolve("pets@v1"), tmp_path / "out", link="copy")
+    dsreg.checkout("pets@v1", tmp_path / "out", link="copy", registry=fresh)
     assert files_of(tmp_path / "out") == files_of(tree)
-    assert verify(fresh).ok
+    assert dsreg.verify(registry=fresh).ok
 
-    cloned = clone(url, tmp_path / "lab", name="s3", options={"endpointurl": s3_endpoint})
+    cloned = dsreg.clone(url, tmp_path / "lab", name="s3", options={"endpointurl": s3_endpoint})
     assert [r.revision for r in cloned.refs] == [res.revision]
-    lab = Registry.find(tmp_path / "lab")
-    checkout(lab, lab.resolve("pets@v1"), tmp_path / "lab-out", link="copy")
+    dsreg.checkout("pets@v1", tmp_path / "lab-out", link="copy", registry=tmp_path / "lab")
     assert files_of(tmp_path / "lab-out") == files_of(tree)
 
 
@@ -538,6 +533,8 @@ def test_s3_bucket_that_does_not_exist_is_a_clear_error(
     origin: tuple[Registry, Path, Path, AddResult], s3_endpoint: str
 ) -> None:
     reg, _tree, _remote, _res = origin
-    add_remote(reg, "gone", "s3://no-such-bucket/dsreg", options={"endpointurl": s3_endpoint})
+    dsreg.remote_add(
+        "gone", "s3://no-such-bucket/dsreg", options={"endpointurl": s3_endpoint}, registry=reg
+    )
     with pytest.raises(RemoteError, match=r"no-such-bucket.*bucket does not exist"):
-        push(reg, remote="gone")
+        dsreg.push(remote="gone", registry=reg)

@@ -12,12 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dsreg.errors import InvalidInputError, InvalidNameError, TagExistsError
-from dsreg.ingest.snapshot import AddResult
+import dsreg
+from dsreg import AddResult, InvalidInputError, InvalidNameError, Registry, TagExistsError
 from dsreg.objects.digest import short
-from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import corrections_table, write_overlay
-from dsreg.repo.registry import Registry
 
 WORKER = Path(__file__).with_name("tag_race_worker.py")
 State = Callable[[Path], dict[str, tuple[str, int, str]]]
@@ -34,40 +32,45 @@ def reg(
     return r
 
 
+def _tag(reg: Registry, dataset: str, tag: str) -> str | None:
+    """The revision ``dataset@tag`` names (``dsreg ls``), or None."""
+    return {(t.dataset, t.tag): t.revision for t in dsreg.ls(registry=reg)}.get((dataset, tag))
+
+
 def test_tag_names_a_revision_new_name_first(reg: Registry) -> None:
-    original = reg.refs.get("ds", "original")
+    original = _tag(reg, "ds", "original")
     assert original is not None
-    res = make_tag(reg, "ds@paper-2026", "ds@original")
+    res = dsreg.tag("ds@paper-2026", "ds@original", registry=reg)
     assert (res.revision, res.previous) == (original, None)
-    assert reg.refs.get("ds", "paper-2026") == original
+    assert _tag(reg, "ds", "paper-2026") == original
     # By digest prefix too, and with another view: a new revision, stored.
-    cleaned = make_tag(reg, "ds@cleaned", f"ds@{short(original)}", view="cleaned")
+    cleaned = dsreg.tag("ds@cleaned", f"ds@{short(original)}", view="cleaned", registry=reg)
     assert cleaned.revision != original and reg.store.has(cleaned.revision)
-    assert reg.resolve("ds@cleaned").revision.view == "cleaned"
+    assert dsreg.open("ds@cleaned", registry=reg).view == "cleaned"
 
 
 def test_tagging_the_same_revision_again_is_a_no_op(reg: Registry) -> None:
-    make_tag(reg, "ds@v1", "ds@original")
-    n = len(reg.refs.log("ds"))
-    make_tag(reg, "ds@v1", "ds@original")
-    assert len(reg.refs.log("ds")) == n
+    dsreg.tag("ds@v1", "ds@original", registry=reg)
+    n = len(dsreg.log("ds", registry=reg))
+    dsreg.tag("ds@v1", "ds@original", registry=reg)
+    assert len(dsreg.log("ds", registry=reg)) == n
 
 
 def test_a_tag_is_never_moved_without_force_and_the_log_keeps_the_old_value(
     reg: Registry, registry_state: State
 ) -> None:
-    original = reg.refs.get("ds", "original")
+    original = _tag(reg, "ds", "original")
     assert original is not None
     before = registry_state(reg.root)
     with pytest.raises(TagExistsError, match=f"ds@original exists at {short(original)}"):
-        make_tag(reg, "ds@original", "ds@original", view="cleaned")
+        dsreg.tag("ds@original", "ds@original", view="cleaned", registry=reg)
     # Not even the new revision manifest was stored.
     assert registry_state(reg.root) == before
 
-    moved = make_tag(reg, "ds@original", "ds@original", view="cleaned", force=True)
+    moved = dsreg.tag("ds@original", "ds@original", view="cleaned", force=True, registry=reg)
     assert moved.previous == original
-    assert reg.refs.get("ds", "original") == moved.revision
-    last = reg.refs.log("ds")[-1]
+    assert _tag(reg, "ds", "original") == moved.revision
+    last = dsreg.log("ds", registry=reg)[-1]
     assert (last.tag, last.old, last.new) == ("original", original, moved.revision)
 
 
@@ -91,7 +94,7 @@ def test_bad_tags_are_refused_and_write_nothing(
 ) -> None:
     before = registry_state(reg.root)
     with pytest.raises(error) as e:
-        make_tag(reg, new, source, view="cleaned")
+        dsreg.tag(new, source, view="cleaned", registry=reg)
     assert named in str(e.value)
     assert registry_state(reg.root) == before
 
@@ -114,7 +117,7 @@ def test_an_overlay_of_another_snapshot_is_refused(
     ov = write_overlay(reg, base=other.snapshot, kind="detected", table=table, producer=producer)
     before = registry_state(reg.root)
     with pytest.raises(InvalidInputError, match=f"overlay {short(ov)} corrects snapshot"):
-        make_tag(reg, "ds@corrected", "ds@original", overlays=[ov], view="corrected")
+        dsreg.tag("ds@corrected", "ds@original", overlays=[ov], view="corrected", registry=reg)
     assert registry_state(reg.root) == before
 
 
@@ -155,8 +158,8 @@ def test_two_processes_creating_one_tag_at_once_exactly_one_wins(
     for r, results in enumerate(rounds):
         winners = [x for x in results if x["ok"]]
         assert len(winners) == 1, results
-        assert reg.refs.get("ds", f"race-{r}") == winners[0]["revision"]
-        logged = [e for e in reg.refs.log("ds") if e.tag == f"race-{r}"]
+        assert _tag(reg, "ds", f"race-{r}") == winners[0]["revision"]
+        logged = [e for e in dsreg.log("ds", registry=reg) if e.tag == f"race-{r}"]
         assert [(e.old, e.new) for e in logged] == [(None, winners[0]["revision"])]
 
 
@@ -167,15 +170,15 @@ def test_two_processes_creating_one_tag_at_the_same_revision_log_it_once(
     for r, results in enumerate(rounds):
         # Naming the revision the tag already holds is not a move: both succeed, one log line.
         assert all(x["ok"] for x in results)
-        assert len([e for e in reg.refs.log("ds") if e.tag == f"race-{r}"]) == 1
+        assert len([e for e in dsreg.log("ds", registry=reg) if e.tag == f"race-{r}"]) == 1
 
 
 def test_a_log_line_torn_by_a_crash_loses_nothing_after_it(reg: Registry) -> None:
     path = reg.root / "logs" / "ds.jsonl"
     with open(path, "a", encoding="utf-8") as f:
         f.write('{"time": "2026-01-01T00:00:00Z", "user": "x", "dat')  # killed mid-append
-    res = make_tag(reg, "ds@after-crash", "ds@original")
-    log = reg.refs.log("ds")
+    res = dsreg.tag("ds@after-crash", "ds@original", registry=reg)
+    log = dsreg.log("ds", registry=reg)
     assert [(e.tag, e.new) for e in log] == [
         ("original", res.revision),
         ("after-crash", res.revision),
