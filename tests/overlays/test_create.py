@@ -9,15 +9,9 @@ import numpy as np
 import pytest
 
 import dsreg
-from dsreg.errors import CorruptObjectError, InvalidInputError, VotesError
-from dsreg.ingest.snapshot import add_source
-from dsreg.ingest.sources import read_classes, scan_labels
+from dsreg import CorruptObjectError, InvalidInputError, Registry, VotesError
 from dsreg.model.corrections import corrections_table
-from dsreg.ops.tag import make_tag
-from dsreg.overlays.create import detect_overlay, votes_overlay
-from dsreg.overlays.write import list_overlays, write_overlay
-from dsreg.repo.registry import Registry
-from dsreg.repo.tables import read_corrections
+from dsreg.overlays.write import write_overlay
 
 CIFAR = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
@@ -27,8 +21,20 @@ def add_labels(
 ) -> str:
     np.save(tmp_path / f"{name}.npy", labels)
     (tmp_path / f"{name}.txt").write_text("\n".join(classes) + "\n")
-    src = scan_labels(tmp_path / f"{name}.npy", classes=read_classes(tmp_path / f"{name}.txt"))
-    return add_source(reg, name, src, tag="original").revision
+    return dsreg.add(
+        name,
+        labels=tmp_path / f"{name}.npy",
+        classes=tmp_path / f"{name}.txt",
+        tag="original",
+        registry=reg,
+    ).revision
+
+
+def corrections(reg: Registry, overlay: str) -> list[dict[str, object]]:
+    """Every correction an overlay holds (``dsreg overlay show`` of all its rows)."""
+    info = dsreg.overlay_show(overlay, rows=1 << 40, registry=reg)
+    assert len(info.corrections) == info.total
+    return list(info.corrections)
 
 
 def noisy(n: int, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -49,23 +55,23 @@ def test_cifar10_votes_reproduce_the_paper_and_the_cleaned_revision_has_9946_row
     reg = make_registry()
     labels = np.load(shared_data / "cifar10_test_set_original_labels.npy")
     add_labels(reg, tmp_path, "cifar10-test", labels, CIFAR)
-    made = votes_overlay(
-        reg,
+    made = dsreg.import_votes(
         "cifar10-test@original",
         shared_data / "cifar10_mturk.json",
         format="label-errors",
         threshold=3,
+        registry=reg,
     )
     s = made.summary
     assert (s["checked"], s["errors"], s["non_error"], s["correctable"]) == (275, 54, 221, 18)
     assert (s["multi_label"], s["neither"], s["non_agreement"]) == (0, 4, 32)
     for view, rows in (("cleaned", 9946), ("corrected", 9964), ("honeypot", 18)):
-        make_tag(
-            reg,
+        dsreg.tag(
             f"cifar10-test@{view}-v1",
             "cifar10-test@original",
             overlays=[made.digest],
             view=view,
+            registry=reg,
         )
         ds = dsreg.open(f"cifar10-test@{view}-v1", registry=reg)
         assert len(ds) == rows
@@ -82,12 +88,12 @@ def test_votes_for_mismatched_labels_never_become_an_overlay(
     add_labels(reg, tmp_path, "cifar10-test", (labels + 1) % 10, CIFAR)
     before = sorted(p for p in reg.root.rglob("*") if p.is_file())
     with pytest.raises(VotesError, match=r"mismatch|snapshot says"):
-        votes_overlay(
-            reg,
+        dsreg.import_votes(
             "cifar10-test@original",
             shared_data / "cifar10_mturk.json",
             format="label-errors",
             threshold=3,
+            registry=reg,
         )
     assert sorted(p for p in reg.root.rglob("*") if p.is_file()) == before
 
@@ -103,27 +109,29 @@ def test_detected_overlay_matches_the_detector_and_is_reproducible(
     digests = []
     for reg in regs:
         add_labels(reg, tmp_path, "toy", given, ["a", "b", "c", "d"])
-        made = detect_overlay(reg, "toy@original", tmp_path / "pyx.npy")
+        made = dsreg.detect("toy@original", tmp_path / "pyx.npy", registry=reg)
         digests.append(made.digest)
     assert digests[0] == digests[1], "same inputs must give the same overlay digest anywhere"
     reg = regs[0]
     det = detect(given, probs)
     assert det.rows.size > 0
-    ov = reg.overlay(digests[0])
+    ov = dsreg.overlay_show(digests[0], registry=reg).overlay
     assert ov.kind == "detected"
     assert ov.producer["inputs"]["pred_probs"] == dsreg.objects.hashing.hash_file(
         tmp_path / "pyx.npy"
     )
-    corr = read_corrections(reg, ov)
-    assert sorted(corr.column("row").to_pylist()) == sorted(det.rows.tolist())
-    assert set(corr.column("verdict").to_pylist()) == {"suspected"}
+    corr = corrections(reg, digests[0])
+    assert sorted(c["row"] for c in corr) == sorted(det.rows.tolist())
+    assert {c["verdict"] for c in corr} == {"suspected"}
     # The corrected revision carries the detector's suggestions.
-    make_tag(reg, "toy@corrected", "toy@original", overlays=[digests[0]], view="corrected")
+    dsreg.tag(
+        "toy@corrected", "toy@original", overlays=[digests[0]], view="corrected", registry=reg
+    )
     t = dsreg.open("toy@corrected", registry=reg).labels()
     by_row = dict(zip(t.column("row").to_pylist(), t.column("label").to_pylist(), strict=True))
     for r, s in zip(det.rows.tolist(), det.suggested_labels.tolist(), strict=True):
         assert by_row[r] == s
-    assert [r.digest for r in list_overlays(reg, "toy")] == [digests[0]]
+    assert [r.digest for r in dsreg.overlay_ls("toy", registry=reg)] == [digests[0]]
 
 
 def test_detect_on_a_cleaned_revision_maps_rows_back_to_the_snapshot(
@@ -132,12 +140,12 @@ def test_detect_on_a_cleaned_revision_maps_rows_back_to_the_snapshot(
     reg = make_registry()
     given, probs = noisy(400, 3, seed=2)
     add_labels(reg, tmp_path, "toy", given, ["a", "b", "c"])
-    first = detect_overlay(reg, "toy@original", probs)
-    make_tag(reg, "toy@cleaned", "toy@original", overlays=[first.digest], view="cleaned")
+    first = dsreg.detect("toy@original", probs, registry=reg)
+    dsreg.tag("toy@cleaned", "toy@original", overlays=[first.digest], view="cleaned", registry=reg)
     ds = dsreg.open("toy@cleaned", registry=reg)
     kept = ds.view_rows().rows
-    second = detect_overlay(reg, "toy@cleaned", probs[kept])
-    rows = read_corrections(reg, reg.overlay(second.digest)).column("row").to_numpy()
+    second = dsreg.detect("toy@cleaned", probs[kept], registry=reg)
+    rows = np.asarray([c["row"] for c in corrections(reg, second.digest)])
     assert np.isin(rows, kept).all()
 
 
@@ -148,10 +156,10 @@ def test_an_overlay_of_another_snapshot_is_refused(
     given, probs = noisy(300, 3, seed=3)
     add_labels(reg, tmp_path, "one", given, ["a", "b", "c"])
     add_labels(reg, tmp_path, "two", given[::-1].copy(), ["a", "b", "c"])
-    ov = detect_overlay(reg, "one@original", probs)
+    ov = dsreg.detect("one@original", probs, registry=reg)
     with pytest.raises(InvalidInputError, match="overlay applies to its own snapshot"):
-        make_tag(reg, "two@cleaned", "two@original", overlays=[ov.digest], view="cleaned")
-    assert reg.refs.get("two", "cleaned") is None
+        dsreg.tag("two@cleaned", "two@original", overlays=[ov.digest], view="cleaned", registry=reg)
+    assert ("two", "cleaned") not in {(t.dataset, t.tag) for t in dsreg.ls(registry=reg)}
 
 
 def test_corrections_that_contradict_the_base_are_refused(
@@ -159,7 +167,7 @@ def test_corrections_that_contradict_the_base_are_refused(
 ) -> None:
     reg = make_registry()
     add_labels(reg, tmp_path, "toy", np.array([0, 1, 2, 0]), ["a", "b", "c"])
-    base = reg.resolve("toy@original").revision.snapshot
+    base = dsreg.open("toy@original", registry=reg).snapshot_digest
     producer = {"name": "test", "version": "1", "params": {}, "inputs": {}}
     wrong_label = corrections_table(
         rows=np.array([1]),
@@ -190,7 +198,7 @@ def test_corrections_that_contradict_the_base_are_refused(
         write_overlay(
             reg, base=base, kind="validated", table=suspected_in_validated, producer=producer
         )
-    assert list_overlays(reg, "toy") == []
+    assert dsreg.overlay_ls("toy", registry=reg) == []
 
 
 def test_a_corrupted_overlay_is_never_served(
@@ -199,9 +207,9 @@ def test_a_corrupted_overlay_is_never_served(
     reg = make_registry()
     given, probs = noisy(300, 3, seed=4)
     add_labels(reg, tmp_path, "toy", given, ["a", "b", "c"])
-    ov = detect_overlay(reg, "toy@original", probs)
-    make_tag(reg, "toy@cleaned", "toy@original", overlays=[ov.digest], view="cleaned")
-    path = reg.store.path(reg.overlay(ov.digest).corrections)
+    ov = dsreg.detect("toy@original", probs, registry=reg)
+    dsreg.tag("toy@cleaned", "toy@original", overlays=[ov.digest], view="cleaned", registry=reg)
+    path = reg.store.path(dsreg.overlay_show(ov.digest, registry=reg).overlay.corrections)
     path.chmod(0o644)
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
