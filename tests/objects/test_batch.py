@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from dsreg.errors import StorageError
+import dsreg
+from dsreg import Registry, StorageError
 from dsreg.objects import batch as batch_mod
 from dsreg.objects.batch import STAGE_PREFIX
-from dsreg.ops.maintenance import collect_garbage
-from dsreg.repo.registry import Registry
 
 
 def _stage_dirs(reg: Registry) -> list[str]:
@@ -85,7 +84,7 @@ def test_gc_removes_a_stale_staging_folder_and_spares_a_fresh_one(
         (d / "ab" / ("c" * 62)).write_bytes(b"staged")
     hours_ago = time.time() - 2 * 3600
     os.utime(stale, (hours_ago, hours_ago))
-    collect_garbage(reg)
+    dsreg.gc(registry=reg)
     assert not stale.exists() and fresh.exists()
 
 
