@@ -16,12 +16,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import dsreg
+from dsreg import Registry, Revision, Snapshot
 from dsreg.model.canonical import canonical_bytes
-from dsreg.model.manifests import Revision, Snapshot
 from dsreg.objects.digest import short
 from dsreg.objects.hashing import hash_bytes
 from dsreg.overlays.write import corrections_table, write_overlay
-from dsreg.repo.registry import Registry
 
 COMMANDS = ["init", "add", "ls", "show", "log", "tag", "checkout", "verify", "gc"]
 Cli = Callable[..., Any]
@@ -467,9 +467,7 @@ def test_corrupt_objects_fail_verify_and_checkout(
     cli: Cli, reg: Registry, val: Path, tmp_path: Path
 ) -> None:
     res = _added(cli, "ds", str(val), "--tag", "original")
-    from dsreg.views.dataset import Dataset
-
-    blob = Dataset(reg, reg.resolve("ds@original"))[2].blob
+    blob = dsreg.open("ds@original", registry=reg)[2].blob
     assert blob is not None
     p = reg.store.path(blob)
     os.chmod(p, 0o644)

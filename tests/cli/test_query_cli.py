@@ -11,53 +11,55 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dsreg.ingest.snapshot import add_source
-from dsreg.ingest.sources import Source
-from dsreg.model.corrections import corrections_table
+import dsreg
+from dsreg import Registry
 from dsreg.objects.hashing import hash_file
-from dsreg.ops.tag import make_tag
-from dsreg.overlays.write import write_overlay
-from dsreg.repo.registry import Registry
 
 N = 30
 LABELS = np.asarray([i % 3 for i in range(N)], dtype=np.int32)
 CLASSES = ("ant", "bee", "cat")
 
 
+# Five raters each: rows 0-2 correctable to the next class, rows 3-4 neither, row 5 no error.
+VOTES = """example_id,given_label,suggested_label,given,guessed,both,neither
+e00,ant,bee,0,5,0,0
+e01,bee,cat,0,5,0,0
+e02,cat,ant,0,5,0,0
+e03,ant,,0,0,0,5
+e04,bee,,0,0,0,5
+e05,cat,,5,0,0,0
+"""
+
+
 @pytest.fixture
-def reg(make_registry: Callable[..., Registry]) -> Registry:
+def reg(make_registry: Callable[..., Registry], tmp_path: Path) -> Registry:
     """``toy``: 30 rows over 3 classes; one overlay (rows 0-2 correctable to the next class,
     rows 3-4 neither, row 5 non_error) under tags original, cleaned-v1, corrected-v1."""
     r = make_registry()
-    src = Source(
-        ids=[f"e{i:02d}" for i in range(N)],
-        labels=LABELS,
-        classes=CLASSES,
-        payloads=[None] * N,
-        metadata=None,
-        provenance={"kind": "labels"},
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    table = sources / "toy.parquet"
+    pq.write_table(
+        pa.table({"example_id": [f"e{i:02d}" for i in range(N)], "label": LABELS}), table
     )
-    snap = add_source(r, "toy", src, tag="original").snapshot
-    rows = np.arange(6)
-    table = corrections_table(
-        rows=rows,
-        example_ids=[f"e{i:02d}" for i in rows],
-        given_label=LABELS[rows],
-        suggested_label=np.asarray([1, 2, 0, -1, -1, -1]),
-        verdict=["correctable"] * 3 + ["neither"] * 2 + ["non_error"],
+    dsreg.add("toy", table=table, classes=CLASSES, tag="original", registry=r)
+    (sources / "votes.csv").write_text(VOTES)
+    ov = dsreg.import_votes(
+        "toy@original",
+        sources / "votes.csv",
+        format="csv",
+        tag="cleaned-v1",
+        view="cleaned",
+        registry=r,
     )
-    ov = write_overlay(
-        r,
-        base=snap,
-        kind="validated",
-        table=table,
-        producer={"name": "test", "version": "1", "params": {}, "inputs": {}},
+    assert ov.summary["correctable"] == 3 and ov.summary["neither"] == 2
+    dsreg.tag(
+        "toy@corrected-v1", "toy@original", overlays=[ov.digest], view="corrected", registry=r
     )
-    make_tag(r, "toy@cleaned-v1", "toy@original", overlays=[ov], view="cleaned")
-    make_tag(r, "toy@corrected-v1", "toy@original", overlays=[ov], view="corrected")
     return r
 
 
@@ -146,7 +148,7 @@ def test_eval_table_json_and_plot(cli: Any, reg: Registry, tmp_path: Path) -> No
     files = _preds(tmp_path)
     res = run(cli, reg, "eval", "toy@corrected-v1", *files, "--plot", str(tmp_path / "r.svg"))
     assert res.exit_code == 0, res.stderr
-    digest = reg.resolve("toy@corrected-v1").digest
+    digest = dsreg.open("toy@corrected-v1", registry=reg).digest
     assert digest in res.stdout and hash_file(files[0]) in res.stdout
     header, given, fixer = res.stdout.splitlines()[3:6]
     assert header.split()[:4] == ["MODEL", "ORIGINAL", "CLEANED", "CORRECTED"]
