@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeAlias, cast, overload
 
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from dsreg.overlays.write import OverlayRecord
     from dsreg.remote.config import RemoteConfig
     from dsreg.remote.transfer import CloneResult, PullResult, PushResult
-    from dsreg.repo.refs import LogEntry
+    from dsreg.repo.refs import RefLog
     from dsreg.report.cite import Citation
     from dsreg.report.diff import DiffResult
     from dsreg.report.evaluate import EvalReport
@@ -187,11 +188,14 @@ def show(spec: str, *, registry: RegistryArg = None) -> RevisionInfo | ObjectInf
     return describe(find_registry(registry), spec)
 
 
-def log(dataset: str, *, registry: RegistryArg = None) -> list[LogEntry]:
-    """Who moved which tag of ``dataset`` when (the append-only ref log), oldest first."""
+def log(dataset: str, *, registry: RegistryArg = None) -> RefLog:
+    """Who moved which tag of ``dataset`` when (the append-only ref log), oldest first: a list
+    of entries whose ``damaged`` names the lines skipped (torn, not UTF-8, wrong types)."""
+    from dsreg.repo.refs import RefLog
     from dsreg.report.show import dataset_log
 
-    return dataset_log(find_registry(registry), dataset)
+    entries = dataset_log(find_registry(registry), dataset)
+    return entries if isinstance(entries, RefLog) else RefLog(entries)
 
 
 def tag(
@@ -265,11 +269,29 @@ def verify(
     return do_verify(reg, specs=[spec] if spec else [], progress=progress or no_progress)
 
 
-def gc(*, dry_run: bool = False, registry: RegistryArg = None) -> GcResult:
-    """Remove objects that no tag (and no recorded overlay) reaches; ``dry_run``: only say."""
+def gc(
+    *,
+    dry_run: bool = False,
+    prune_log_older_than: str | timedelta | None = None,
+    registry: RegistryArg = None,
+) -> GcResult:
+    """Remove objects that no tag, and no log line younger than the log's expiry, reaches;
+    ``dry_run``: only say.
+
+    A log line (a tag's old value, an overlay made) keeps what it names for the registry's
+    ``[gc] log_expiry`` (default ``"90d"``, as git's reflog). ``prune_log_older_than``
+    (``"90d"``, ``"2w"``, ``"now"``, or a ``timedelta``) is the explicit way to let lines older
+    than that go now: what only they name is then removed."""
     from dsreg.ops.maintenance import collect_garbage
 
-    return collect_garbage(find_registry(registry), dry_run=dry_run)
+    if isinstance(prune_log_older_than, timedelta):
+        seconds = prune_log_older_than.total_seconds()
+        if seconds < 0:
+            raise InvalidInputError(f"prune_log_older_than {prune_log_older_than} is negative")
+        prune_log_older_than = f"{int(seconds)}s" if seconds else "now"
+    return collect_garbage(
+        find_registry(registry), dry_run=dry_run, prune_log_older_than=prune_log_older_than
+    )
 
 
 # -- reading -----------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json as _json
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -154,24 +155,48 @@ def log(
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Who moved which tag when (the append-only ref log), oldest first."""
+    """Who moved which tag when (the append-only ref log), oldest first. Damaged lines (torn by
+    a crash, not UTF-8, of the wrong types) are skipped and counted; 'dsreg verify' names them."""
     entries = dsreg.log(dataset, registry=registry_path)
     if json:
         emit_json([e.to_dict() for e in entries])
-        return
-    rows = [
-        [
-            e.time,
-            e.user,
-            e.event,
-            e.tag or "",
-            short(e.old) if e.old else "-",
-            short(e.new) if e.new else "-",
-            e.command,
+    else:
+        rows = [
+            [
+                _printable(e.time),
+                _printable(e.user),
+                _printable(e.event),
+                e.tag or "",
+                short(e.old) if e.old else "-",
+                short(e.new) if e.new else "-",
+                _printable(e.command),
+            ]
+            for e in entries
         ]
-        for e in entries
-    ]
-    out(table(rows, ["TIME", "USER", "EVENT", "TAG", "OLD", "NEW", "COMMAND"]))
+        out(table(rows, ["TIME", "USER", "EVENT", "TAG", "OLD", "NEW", "COMMAND"]))
+    if entries.damaged:
+        n = len(entries.damaged)
+        say(
+            f"Skipped {n} damaged log line{'s' if n != 1 else ''} (line "
+            + ", ".join(str(d.line) for d in entries.damaged[:5])
+            + (", …" if n > 5 else "")
+            + "); 'dsreg verify' names them."
+        )
+
+
+# Terminal escape sequences (CSI ``ESC [ … final``, OSC ``ESC ] … BEL/ST``, and two-character
+# ones), then every control character (C0, DEL, C1), lone surrogate and bidirectional override:
+# a log line is anyone's text, and printed raw it could rewrite the terminal or what it shows.
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x9b[0-?]*[ -/]*[@-~]?"
+    r"|\x9d[^\x07\x1b\x9c]*(?:\x07|\x9c)?|\x1b[ -~]?"
+)
+_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _printable(text: str) -> str:
+    """``text`` without terminal escape sequences or control characters: safe to print."""
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))
 
 
 def tag(
@@ -248,14 +273,21 @@ def verify(
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Re-hash objects and check manifests against their schemas; exit 1 on any problem."""
+    """Re-hash objects and check manifests against their schemas, and every tag and log line;
+    exit 1 on any problem. Payloads a clone has not fetched yet are counted apart: not damage."""
     with progress_bar() as hook:
         res = dsreg.verify(spec, all=all_, progress=hook, registry=registry_path)
     if json:
         emit_json(res.to_dict())
     else:
         for p in res.problems:
-            out(f"{p.digest}  {p.problem}")
+            out(f"{_printable(p.digest)}  {_printable(p.problem)}")
+        if res.not_fetched:
+            n = len(res.not_fetched)
+            say(
+                f"{n} payload{'s' if n != 1 else ''} not fetched yet: they come from remote "
+                f"{res.remote!r} on demand ('dsreg pull' fetches them all)."
+            )
         say(
             f"Checked {res.checked} objects: "
             + ("all intact." if res.ok else f"{len(res.problems)} problems.")
@@ -268,15 +300,33 @@ def gc(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say what would be removed; remove nothing.")
     ] = False,
+    prune_log_older_than: Annotated[
+        str | None,
+        typer.Option(
+            "--prune-log-older-than",
+            metavar="DURATION",
+            help="Let log lines older than DURATION (90d, 2w, 12h, now) keep nothing: what "
+            "only they name is removed (default: the config's [gc] log_expiry, else 90d).",
+        ),
+    ] = None,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Remove objects that no tag (and no recorded overlay) reaches."""
-    res = dsreg.gc(dry_run=dry_run, registry=registry_path)
+    """Remove objects that no tag, and no log line younger than the log's expiry (a moved
+    tag's old value, an overlay made), reaches."""
+    res = dsreg.gc(
+        dry_run=dry_run, prune_log_older_than=prune_log_older_than, registry=registry_path
+    )
     if json:
         emit_json(res.to_dict())
         return
     for d in res.removed:
         out(d)
     verb = "Would remove" if dry_run else "Removed"
-    say(f"{verb} {len(res.removed)} objects ({res.bytes} bytes); kept {res.kept}.")
+    kept = f"kept {res.kept}"
+    if res.logged:
+        age = "" if res.log_expiry == "never" else f" younger than {res.log_expiry}"
+        kept += f", {res.logged} named by log lines{age} (--prune-log-older-than lets them go)"
+    say(f"{verb} {len(res.removed)} objects ({res.bytes} bytes); {kept}.")
+    if res.damaged_log_lines:
+        say(f"Skipped {res.damaged_log_lines} damaged log lines; 'dsreg verify' names them.")

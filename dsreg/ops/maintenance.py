@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import time
@@ -11,10 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.errors import IntegrityError
+from dsreg.errors import DsregError, IntegrityError
 from dsreg.objects.batch import STAGE_PREFIX
 from dsreg.objects.digest import short
-from dsreg.repo.reachable import Problem, reachable, roots
+from dsreg.remote.config import default_remote
+from dsreg.repo.reachable import Problem, log_expiry, logged, reachable, roots
+from dsreg.repo.refs import DEFAULT_LOG_EXPIRY, parse_duration
 from dsreg.repo.registry import Registry
 
 # Problem, reachable and roots live in dsreg.repo.reachable, the one walk; they are named here
@@ -34,39 +37,56 @@ _JOBS = max(4, min(32, (os.cpu_count() or 1) * 4))
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VerifyResult:
+    """What verify found. ``problems``: damage (an object missing, corrupt or unreadable, a
+    damaged ref or log line, a tag naming another dataset's revision). ``not_fetched``: payloads
+    a lazy registry has not fetched yet (they come from ``remote`` on demand): not damage."""
+
     checked: int
     problems: tuple[Problem, ...] = field(default_factory=tuple)
+    not_fetched: tuple[str, ...] = field(default_factory=tuple)
+    remote: str | None = None
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """``checked``, ``ok``, ``problems``, and where payloads are not fetched yet,
+        ``not_fetched`` (their digests) and ``remote`` (where they come from)."""
+        out: dict[str, Any] = {
             "checked": self.checked,
             "ok": self.ok,
             "problems": [p.to_dict() for p in self.problems],
         }
+        if self.not_fetched:
+            out |= {"not_fetched": list(self.not_fetched), "remote": self.remote}
+        return out
 
 
 def verify(
     reg: Registry, *, specs: Iterable[str] = (), progress: ProgressHook = no_progress
 ) -> VerifyResult:
-    """Re-hash objects and check manifests against their schemas; with no specs, everything."""
+    """Re-hash objects and check manifests against their schemas; with no specs, everything,
+    and every tag and log line too.
+
+    A payload blob that is absent from a registry with a default remote (a clone: payloads come
+    on demand, docs/remotes.md) is *not fetched*, reported apart from problems; in a registry
+    without one it is missing, a problem. A manifest or table is never fetched lazily: absent,
+    it is missing either way.
+    """
     specs = list(specs)
     problems: list[Problem] = []
     if specs:
         starts = [reg.resolve(s).digest for s in specs]
         targets, problems = reachable(reg, starts)
     else:
-        # Every stored object, and every object a tag reaches (a missing one is a problem).
+        # Every stored object, and every object a tag or a recent log line reaches (a missing
+        # one is a problem).
         reached, problems = reachable(reg, roots(reg))
         targets = set(reg.store) | reached
-        for ds, tag, d in reg.refs.all():
-            if not reg.store.has(d):
-                problems.append(
-                    Problem(digest=d, problem=f"ref {ds}@{tag} points at a missing object")
-                )
+        problems += _ref_problems(reg) + _log_problems(reg)
+    # Objects the walk could not read (a missing manifest or table among them): never payloads.
+    unread = {p.digest for p in problems}
     ordered = sorted(targets)
     done = 0
 
@@ -79,54 +99,136 @@ def verify(
                 what = str(e)
         return None if what is None else Problem(digest=d, problem=what)
 
+    absent: list[Problem] = []
     with ThreadPoolExecutor(max_workers=_JOBS) as pool:
         for p in pool.map(one, ordered, chunksize=64):
             done += 1
             if p is not None:
-                problems.append(p)
+                (absent if p.problem == "missing" and p.digest not in unread else problems).append(
+                    p
+                )
             if done % 512 == 0 or done == len(ordered):
                 progress("verifying", done, len(ordered))
+    remote = default_remote(reg) if absent else None
+    not_fetched: tuple[str, ...] = ()
+    if remote is not None:
+        not_fetched = tuple(sorted(p.digest for p in absent))
+    else:
+        problems += absent
     unique = {(p.digest, p.problem): p for p in problems}
     if unique:
         # A missing or damaged object: no remembered scan may vouch for its revision any
         # more, so the next add of such a tree stores what it can again.
         reg.state.forget_scans()
     return VerifyResult(
-        checked=len(ordered), problems=tuple(sorted(unique.values(), key=lambda p: p.digest))
+        checked=len(ordered),
+        problems=tuple(sorted(unique.values(), key=lambda p: p.digest)),
+        not_fetched=not_fetched,
+        remote=remote,
     )
+
+
+def _ref_problems(reg: Registry) -> list[Problem]:
+    """Tags pointing at a missing object, or at another dataset's revision."""
+    out = []
+    for ds, tag, d in reg.refs.all():
+        if not reg.store.has(d):
+            out.append(Problem(digest=d, problem=f"ref {ds}@{tag} points at a missing object"))
+            continue
+        try:
+            owner = reg.dataset_of(reg.revision(d))
+        except DsregError as e:
+            out.append(Problem(digest=d, problem=f"ref {ds}@{tag} names no usable revision: {e}"))
+            continue
+        if owner != ds:
+            out.append(
+                Problem(
+                    digest=d,
+                    problem=f"ref {ds}@{tag} names a revision of dataset {owner!r}, not of "
+                    f"{ds!r}: refused when read; point it at a revision of {ds!r} with "
+                    f"'dsreg tag --force {ds}@{tag} <revision>'",
+                )
+            )
+    return out
+
+
+def _log_problems(reg: Registry) -> list[Problem]:
+    """Damaged log lines: every command skips them; verify names each by file and line."""
+    out = []
+    for ds in reg.refs.logged_datasets():
+        for bad in reg.refs.log(ds).damaged:
+            out.append(
+                Problem(
+                    digest=f"logs/{ds}.jsonl:{bad.line}",
+                    problem=f"damaged log line ({bad.reason}): every command skips it; "
+                    "remove it from the file, or leave it",
+                )
+            )
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GcResult:
+    """What gc removed (or would: ``dry_run``), and what it kept. ``logged``: revisions and
+    overlays kept only because a log line younger than ``log_expiry`` names them (a tag's old
+    value, an overlay made and not applied by a tag); ``damaged_log_lines``: lines every command
+    skips (``dsreg verify`` names them)."""
+
     kept: int
     removed: tuple[str, ...]
     bytes: int
     dry_run: bool
+    logged: int = 0
+    log_expiry: str = DEFAULT_LOG_EXPIRY
+    damaged_log_lines: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """``kept``, ``removed``, ``bytes``, ``dry_run``; ``logged`` and ``log_expiry`` when
+        the log alone keeps something, ``damaged_log_lines`` when there are any."""
+        out: dict[str, Any] = {
             "kept": self.kept,
             "removed": list(self.removed),
             "bytes": self.bytes,
             "dry_run": self.dry_run,
         }
+        if self.logged:
+            out |= {"logged": self.logged, "log_expiry": self.log_expiry}
+        if self.damaged_log_lines:
+            out["damaged_log_lines"] = self.damaged_log_lines
+        return out
 
 
-def collect_garbage(reg: Registry, *, dry_run: bool = False) -> GcResult:
-    """Remove every object no ref (and no logged overlay) reaches; never one a ref reaches.
+def collect_garbage(
+    reg: Registry, *, dry_run: bool = False, prune_log_older_than: str | None = None
+) -> GcResult:
+    """Remove every object that no tag, and no log line younger than the log's expiry, reaches;
+    never one a tag reaches.
 
-    If any reachable manifest or table cannot be read, nothing is removed: what it would reach
-    cannot be known.
+    Log lines keep what they name for ``[gc] log_expiry`` (default 90 days, as git's reflog):
+    the old value of a moved tag, an overlay made and not yet tagged. ``prune_log_older_than``
+    (``90d``, ``2w``, ``now``, …) is the explicit way to let them go sooner; the log itself is
+    never rewritten. If any reachable manifest or table cannot be read, nothing is removed:
+    what it would reach cannot be known.
     """
+    if prune_log_older_than is None:
+        expiry_text = str(reg.config.get("gc", {}).get("log_expiry", DEFAULT_LOG_EXPIRY))
+        expiry = log_expiry(reg)
+    else:
+        expiry_text = prune_log_older_than.strip().lower()
+        expiry = parse_duration(prune_log_older_than)
     with reg.lock(exclusive=True):
-        keep, problems = reachable(reg, roots(reg))
+        named = logged(reg, expiry=expiry)
+        tagged = [d for _, _, d in reg.refs.all()]
+        keep, problems = reachable(reg, [*tagged, *(d for d in named if reg.is_manifest(d))])
         if problems:
             raise IntegrityError(
                 "gc removed nothing: reachable content cannot be read ("
                 + "; ".join(f"{short(p.digest)}: {p.problem}" for p in problems[:3])
                 + "); run 'dsreg verify' and repair first"
             )
-        remove = sorted(d for d in reg.store if d not in keep)
+        # A log line may name an object that is no manifest (a hand edit): kept, never walked.
+        keep.update(named)
+        remove = _top_down(reg, [d for d in reg.store if d not in keep])
         if remove and not dry_run:
             # Before anything goes: a remembered scan may name a revision whose objects are
             # about to be removed (state.py).
@@ -141,7 +243,37 @@ def collect_garbage(reg: Registry, *, dry_run: bool = False) -> GcResult:
                 reg.store.remove(d)
         if not dry_run:
             _clean_tmp(reg)
-        return GcResult(kept=len(keep), removed=tuple(remove), bytes=size, dry_run=dry_run)
+        damaged = sum(len(reg.refs.log(ds).damaged) for ds in reg.refs.logged_datasets())
+        return GcResult(
+            kept=len(keep),
+            removed=tuple(sorted(remove)),
+            bytes=size,
+            dry_run=dry_run,
+            logged=len(set(named) - _named_by_tags(reg, tagged)),
+            log_expiry=expiry_text,
+            damaged_log_lines=damaged,
+        )
+
+
+# Removal order: what names others first. A gc killed midway then leaves no object whose
+# children are gone (a revision without its snapshot, a snapshot without its table), so that a
+# log line naming a half-removed revision never makes the next verify or gc fail.
+_ORDER = {"revision": 0, "overlay": 1, "snapshot": 2}
+
+
+def _top_down(reg: Registry, digests: list[str]) -> tuple[str, ...]:
+    return tuple(sorted(digests, key=lambda d: (_ORDER.get(reg.manifest_kind(d) or "", 3), d)))
+
+
+def _named_by_tags(reg: Registry, tagged: list[str]) -> set[str]:
+    """What the tags' revisions name directly (themselves, their snapshots and overlays): a
+    log-named object outside it is kept by the log alone (a revision is named by no other)."""
+    out = set(tagged)
+    for d in set(tagged):
+        with contextlib.suppress(DsregError):  # the walk has read it already
+            rev = reg.revision(d)
+            out.update((rev.snapshot, *rev.overlays))
+    return out
 
 
 def _clean_tmp(reg: Registry) -> None:

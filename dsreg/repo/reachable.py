@@ -19,14 +19,27 @@ table read too: gc promises to remove nothing while any table it keeps cannot be
 from __future__ import annotations
 
 import enum
+import math
+import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
-from dsreg.errors import DsregError
+from dsreg.errors import ConfigError, DsregError, InvalidInputError
 from dsreg.model.manifests import Overlay, Revision, Snapshot
+from dsreg.repo.refs import DEFAULT_LOG_EXPIRY, parse_duration
 from dsreg.repo.registry import Registry
 
-__all__ = ["MANIFEST_KINDS", "Kind", "Node", "Problem", "children", "reachable", "roots"]
+__all__ = [
+    "MANIFEST_KINDS",
+    "Kind",
+    "Node",
+    "Problem",
+    "children",
+    "log_expiry",
+    "logged",
+    "reachable",
+    "roots",
+]
 
 
 class Kind(enum.Enum):
@@ -122,12 +135,38 @@ def _table(
     return [Node(digest=digest, kind=kind, owner=owner)], []
 
 
-def roots(reg: Registry) -> list[str]:
-    """Every ref's digest, and every overlay a dataset's log records: what gc keeps."""
+def log_expiry(reg: Registry) -> float:
+    """Seconds a log line keeps what it names from gc: ``[gc] log_expiry`` in config.toml
+    (``90d``, ``2w``, ``never``, …), by default 90 days, as git's ``gc.reflogExpire``."""
+    text = reg.config.get("gc", {}).get("log_expiry", DEFAULT_LOG_EXPIRY)
+    try:
+        return parse_duration(text)
+    except InvalidInputError as e:
+        raise ConfigError(f"config.toml [gc] log_expiry: {e}") from None
+
+
+def logged(reg: Registry, *, expiry: float | None = None, now: float | None = None) -> list[str]:
+    """The objects this registry holds that a valid log line of at most ``expiry`` seconds
+    (default ``log_expiry``) names: the old and the new value of every tag move, every overlay
+    recorded. A line naming what is not here (a clone's copy of the remote's history, or what an
+    explicit prune let go) names nothing gc could keep; a damaged line is skipped."""
+    limit = log_expiry(reg) if expiry is None else expiry
+    cutoff = (time.time() if now is None else now) - limit
+    named: dict[str, None] = {}
+    for ds in sorted(set(reg.refs.datasets()) | set(reg.refs.logged_datasets())):
+        for e in reg.refs.log(ds):
+            if limit == math.inf or e.timestamp >= cutoff:
+                named.update(dict.fromkeys(e.named()))
+    return [d for d in named if reg.store.has(d)]
+
+
+def roots(reg: Registry, *, expiry: float | None = None, now: float | None = None) -> list[str]:
+    """Where gc's and verify's walk starts: every tag's digest, and every manifest ``logged``
+    names (a revision a tag was moved away from stays for the log's expiry, as in git's reflog;
+    an overlay made by detect or import-votes and not yet tagged is a user's work)."""
     out = [d for _, _, d in reg.refs.all()]
-    for ds in reg.refs.datasets():
-        out += [e.new for e in reg.refs.log(ds) if e.event == "overlay" and e.new]
-    return out
+    out += [d for d in logged(reg, expiry=expiry, now=now) if reg.is_manifest(d)]
+    return list(dict.fromkeys(out))
 
 
 def reachable(

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from dsreg.errors import (
     DsregError,
+    IntegrityError,
     InvalidInputError,
     ManifestError,
     ObjectNotFoundError,
@@ -89,7 +90,9 @@ class Registry:
             for sub in ("files", "refs", "logs", "tmp"):
                 (root / sub).mkdir(parents=True, exist_ok=True)
             if not (root / _MARKER).exists():
-                write_config(root / _MARKER, {"core": {"checkout_link": "hardlink"}})
+                # Copies (or copy-on-write clones) by default: a hard link would let an edit of
+                # a checked-out file corrupt the store (DVC's default is "reflink,copy" too).
+                write_config(root / _MARKER, {"core": {"checkout_link": "reflink"}})
         except OSError as e:
             raise StorageError(f"cannot create a registry at {root}: {e.strerror}") from e
         return cls(root)
@@ -171,6 +174,19 @@ class Registry:
             return Revision(snapshot=digest)
         return _expect(m, Revision, digest)
 
+    def manifest_kind(self, digest: str) -> str | None:
+        """``"snapshot"``, ``"overlay"`` or ``"revision"`` for a stored manifest (by its first
+        bytes, as ``is_manifest``); ``None`` for anything else, or an object not here."""
+        try:
+            with open(self.store.path(digest), "rb") as f:
+                head = f.read(_HEAD_LEN)
+        except OSError:
+            return None
+        for kind, h in zip(("snapshot", "overlay", "revision"), _MANIFEST_HEADS, strict=True):
+            if head.startswith(h):
+                return kind
+        return None
+
     def is_manifest(self, digest: str) -> bool:
         """Whether a stored object is a manifest (read the first bytes only).
 
@@ -207,6 +223,7 @@ class Registry:
             digest = self.refs.get(s.dataset, s.ref)
             if digest is not None:
                 rev = self.revision(digest)
+                self.check_tag_dataset(s.dataset, s.ref, rev)
                 return Resolved(
                     digest=digest, revision=rev, dataset=s.dataset, tag=s.ref, spec=spec
                 )
@@ -241,6 +258,20 @@ class Registry:
             dataset=s.dataset,
             ref=s.ref,
         )
+
+    def check_tag_dataset(self, dataset: str, tag: str, rev: Revision) -> None:
+        """Refuse a tag of ``dataset`` whose revision ``rev`` is another dataset's (a hand edit,
+        or a clone from before tags were checked): served, it would be cited under the wrong
+        name. ``IntegrityError`` naming both datasets."""
+        owner = self.dataset_of(rev)
+        if owner != dataset:
+            raise IntegrityError(
+                f"tag {dataset}@{tag} names revision {short(rev.digest)}, a revision of dataset "
+                f"{owner!r}, not of {dataset!r}: the tag is damaged (edited by hand, or copied "
+                f"from a remote by an older dsreg) and is not served; point it at a revision "
+                f"of {dataset!r} with 'dsreg tag --force {dataset}@{tag} <revision>' "
+                f"(see 'dsreg log {dataset}'), or use {owner}@{short(rev.digest)}"
+            )
 
     def _revision_and_dataset(self, digest: str) -> tuple[Revision, str]:
         if self.store.has(digest) and not self.is_manifest(digest):
