@@ -11,20 +11,21 @@ import numpy as np
 import pytest
 
 import dsreg
-from dsreg.errors import (
+from dsreg import (
+    AddResult,
     CorruptObjectError,
     IntegrityError,
     InvalidInputError,
     ManifestError,
     ObjectNotFoundError,
+    Registry,
 )
-from dsreg.ingest.snapshot import AddResult
 from dsreg.objects.digest import short
-from dsreg.ops.checkout import PIN, checkout
-from dsreg.ops.maintenance import collect_garbage, reachable, roots, verify
-from dsreg.ops.tag import make_revision, make_tag
+from dsreg.ops.maintenance import reachable, roots
+from dsreg.ops.tag import make_revision
 from dsreg.overlays.write import corrections_table, write_overlay
-from dsreg.repo.registry import Registry
+
+PIN = ".dsreg.json"  # the pin file a checkout writes
 
 
 @pytest.fixture
@@ -40,9 +41,9 @@ def pets(
 
 def test_a_clean_registry_verifies(pets: tuple[Registry, Path, AddResult]) -> None:
     reg, _, _ = pets
-    res = verify(reg)
+    res = dsreg.verify(registry=reg)
     assert res.ok and res.checked == 6 + 3  # payloads, examples table, snapshot, revision
-    assert verify(reg, specs=["pets@original"]).ok
+    assert dsreg.verify("pets@original", registry=reg).ok
 
 
 def test_a_flipped_payload_is_named_and_never_served(
@@ -54,7 +55,7 @@ def test_a_flipped_payload_is_named_and_never_served(
     assert bad.blob is not None
     flip_byte(reg, bad.blob)
 
-    for res in (verify(reg), verify(reg, specs=["pets@original"])):
+    for res in (dsreg.verify(registry=reg), dsreg.verify("pets@original", registry=reg)):
         assert not res.ok
         assert [p.digest for p in res.problems] == [bad.blob]
         assert "corrupt" in res.problems[0].problem
@@ -69,7 +70,7 @@ def test_a_flipped_payload_is_named_and_never_served(
     for link in ("hardlink", "copy"):
         out = tmp_path / f"out-{link}"
         with pytest.raises(CorruptObjectError, match=short(bad.blob)):
-            checkout(reg, reg.resolve("pets@original"), out, link=link)  # type: ignore[arg-type]
+            dsreg.checkout("pets@original", out, link=link, registry=reg)
         # Whatever was written is right; the corrupt file is not there, and no pin claims it is.
         for p in out.rglob("*.bin"):
             assert p.read_bytes() == (tree / p.relative_to(out)).read_bytes()
@@ -87,7 +88,7 @@ def test_a_flipped_examples_table_is_never_parsed(
         ds.labels()
     with pytest.raises(CorruptObjectError):
         len(ds)
-    problems = verify(reg).problems
+    problems = dsreg.verify(registry=reg).problems
     assert res.examples in {p.digest for p in problems}
 
 
@@ -100,7 +101,7 @@ def test_a_flipped_manifest_is_refused_on_open(
     flip_byte(reg, digest, at=20)
     with pytest.raises(CorruptObjectError, match=short(digest)):
         dsreg.open("pets@original", registry=reg)
-    assert digest in {p.digest for p in verify(reg).problems}
+    assert digest in {p.digest for p in dsreg.verify(registry=reg).problems}
 
 
 def test_a_flipped_overlay_table_is_refused(
@@ -116,12 +117,12 @@ def test_a_flipped_overlay_table_is_refused(
     )
     producer = {"name": "t", "version": "1", "params": {}, "inputs": {}}
     ov = write_overlay(reg, base=res.snapshot, kind="detected", table=table, producer=producer)
-    make_tag(reg, "pets@corrected", "pets@original", overlays=[ov], view="corrected")
-    corrections = reg.overlay(ov).corrections
+    dsreg.tag("pets@corrected", "pets@original", overlays=[ov], view="corrected", registry=reg)
+    corrections = dsreg.overlay_show(ov, registry=reg).overlay.corrections
     flip_byte(reg, corrections)
     with pytest.raises(CorruptObjectError, match=short(corrections)):
         dsreg.open("pets@corrected", registry=reg).labels()
-    assert corrections in {p.digest for p in verify(reg, specs=["pets@corrected"]).problems}
+    assert corrections in {p.digest for p in dsreg.verify("pets@corrected", registry=reg).problems}
 
 
 def test_a_missing_object_is_reported(pets: tuple[Registry, Path, AddResult]) -> None:
@@ -130,7 +131,7 @@ def test_a_missing_object_is_reported(pets: tuple[Registry, Path, AddResult]) ->
     blob = ds[0].blob
     assert blob is not None
     os.unlink(reg.store.path(blob))
-    res = verify(reg, specs=["pets@original"])
+    res = dsreg.verify("pets@original", registry=reg)
     assert [(p.digest, p.problem) for p in res.problems] == [(blob, "missing")]
     with pytest.raises(ObjectNotFoundError, match=short(blob)):
         ds[0].read_bytes()
@@ -156,17 +157,17 @@ def test_gc_removes_only_what_no_ref_reaches(
     assert len(garbage) == 5  # own.bin, examples table, snapshot, revision; cleaned revision
     assert {untagged.revision, rev.digest} <= garbage
 
-    dry = collect_garbage(reg, dry_run=True)
+    dry = dsreg.gc(dry_run=True, registry=reg)
     assert set(dry.removed) == garbage and dry.dry_run
     assert set(reg.store) == kept | garbage  # a dry run removes nothing
 
-    done = collect_garbage(reg)
+    done = dsreg.gc(registry=reg)
     assert set(done.removed) == garbage
     assert set(reg.store) == kept
-    assert verify(reg).ok
+    assert dsreg.verify(registry=reg).ok
     ds = dsreg.open("pets@original", registry=reg)
     assert [e.read_bytes() for e in ds] == [(tree / e.example_id).read_bytes() for e in ds]
-    assert collect_garbage(reg).removed == ()
+    assert dsreg.gc(registry=reg).removed == ()
 
 
 def test_gc_keeps_what_a_moved_tag_still_reaches_and_logged_overlays(
@@ -182,17 +183,19 @@ def test_gc_keeps_what_a_moved_tag_still_reaches_and_logged_overlays(
     )
     producer = {"name": "t", "version": "1", "params": {}, "inputs": {}}
     ov = write_overlay(reg, base=res.snapshot, kind="detected", table=table, producer=producer)
-    cleaned = make_tag(reg, "pets@cleaned", "pets@original", overlays=[ov], view="cleaned")
+    cleaned = dsreg.tag(
+        "pets@cleaned", "pets@original", overlays=[ov], view="cleaned", registry=reg
+    )
     # Move 'original' to the cleaned revision: the old original revision manifest is kept while
     # the log names it (docs/concepts.md, "Guarantees"); pruned, it is garbage, but the snapshot
     # and every payload are still reached through the cleaned revision.
-    make_tag(reg, "pets@original", "pets@cleaned", force=True)
-    assert collect_garbage(reg).removed == ()
-    removed = collect_garbage(reg, prune_log_older_than="now").removed
+    dsreg.tag("pets@original", "pets@cleaned", force=True, registry=reg)
+    assert dsreg.gc(registry=reg).removed == ()
+    removed = dsreg.gc(prune_log_older_than="now", registry=reg).removed
     assert removed == (res.revision,)
     keep, problems = reachable(reg, roots(reg))
     assert not problems and {ov, reg.overlay(ov).corrections, cleaned.revision} <= keep
-    assert verify(reg).ok
+    assert dsreg.verify(registry=reg).ok
 
 
 def test_gc_removes_nothing_when_reachable_content_is_unreadable(
@@ -206,7 +209,7 @@ def test_gc_removes_nothing_when_reachable_content_is_unreadable(
     flip_byte(reg, res.examples)
     before = set(reg.store)
     with pytest.raises(IntegrityError, match="gc removed nothing"):
-        collect_garbage(reg)
+        dsreg.gc(registry=reg)
     assert set(reg.store) == before
 
 
@@ -217,9 +220,9 @@ def test_gc_clears_stale_staging_files_only(pets: tuple[Registry, Path, AddResul
     fresh.write_bytes(b"being written now")
     hours_ago = time.time() - 2 * 3600
     os.utime(old, (hours_ago, hours_ago))
-    collect_garbage(reg, dry_run=True)
+    dsreg.gc(dry_run=True, registry=reg)
     assert old.exists()
-    collect_garbage(reg)
+    dsreg.gc(registry=reg)
     assert not old.exists() and fresh.exists()
 
 
@@ -234,8 +237,8 @@ def test_json_payloads_are_payloads_not_manifests(
     (tree / "pos" / "a.json").write_text('{"text": "great film"}')
     (tree / "neg" / "b.json").write_text('{"schema": "mine/1", "text": "dull"}')
     res = add_tree(reg, "docs", tree)
-    assert verify(reg).ok
-    assert verify(reg, specs=["docs@original"]).ok
+    assert dsreg.verify(registry=reg).ok
+    assert dsreg.verify("docs@original", registry=reg).ok
     ds = dsreg.open("docs@original", registry=reg)
     blob = ds[0].blob
     assert blob is not None and not reg.is_manifest(blob)
@@ -257,7 +260,7 @@ def test_a_stored_manifest_that_breaks_its_schema_is_reported(
         )
     )
     reg.refs.set("pets", "odd", bad)
-    problems = {p.digest: p.problem for p in verify(reg).problems}
+    problems = {p.digest: p.problem for p in dsreg.verify(registry=reg).problems}
     assert list(problems) == [bad] and "breaks schema 'revision' at view" in problems[bad]
     with pytest.raises(ManifestError, match="breaks schema"):
         dsreg.open("pets@odd", registry=reg)

@@ -11,15 +11,10 @@ from typing import Any
 import pytest
 
 import dsreg
-from dsreg._version import __version__
-from dsreg.errors import TagExistsError
+from dsreg import AddResult, Registry, TagExistsError, __version__
 from dsreg.ingest import treescan
-from dsreg.ingest.result import AddResult
-from dsreg.ingest.tree import add_tree
 from dsreg.ingest.treescan import scan_tree
 from dsreg.objects import batch
-from dsreg.ops.maintenance import collect_garbage, verify
-from dsreg.repo.registry import Registry
 
 
 @pytest.fixture
@@ -44,7 +39,7 @@ def no_reads(monkeypatch: pytest.MonkeyPatch) -> Callable[[], None]:
 
 
 def _add(reg: Registry, tree: Path, tag: str | None = "v1", *, force: bool = False) -> AddResult:
-    return add_tree(reg, "ds", scan_tree(tree), tag=tag, force=force)
+    return dsreg.add("ds", tree, tag=tag, force=force, registry=reg)
 
 
 def test_an_unchanged_tree_is_re_added_from_its_scan_alone(
@@ -73,7 +68,7 @@ def test_an_unchanged_tree_is_re_added_from_its_scan_alone(
     # A new tag on the same content is just a tag.
     other = _add(reg, tree, tag="v2")
     assert other.revision == first.revision
-    assert reg.refs.get("ds", "v2") == first.revision
+    assert dsreg.open("ds@v2", registry=reg).digest == first.revision
 
 
 def test_a_rewritten_file_is_seen_even_with_its_old_mtime_and_size(
@@ -119,10 +114,10 @@ def test_gc_forgets_scans_so_a_re_add_stores_what_gc_removed(
     new_tree = make_imagefolder("new", per_class=3, seed=2)
     _add(reg, old_tree)
     _add(reg, new_tree, force=True)  # v1 moves: only the log reaches the old tree's objects now
-    assert collect_garbage(reg, prune_log_older_than="now").removed
+    assert dsreg.gc(prune_log_older_than="now", registry=reg).removed
     again = _add(reg, old_tree, tag="old")
     assert again.new_objects == 9
-    assert verify(reg).ok
+    assert dsreg.verify(registry=reg).ok
     ds = dsreg.open("ds@old", registry=reg)
     for i in range(len(ds)):
         assert ds[i].read_bytes() == (old_tree / ds[i].example_id).read_bytes()
@@ -137,10 +132,10 @@ def test_a_verify_that_finds_a_missing_object_lets_a_re_add_restore_it(
     ds = dsreg.open("ds@v1", registry=reg)
     lost = ds.labels().column("blob")[4].as_py()
     os.unlink(reg.store.path(lost))
-    assert [p.digest for p in verify(reg).problems] == [lost]
+    assert [p.digest for p in dsreg.verify(registry=reg).problems] == [lost]
     again = _add(reg, tree)
     assert again.revision == first.revision and again.new_objects == 1
-    assert verify(reg).ok
+    assert dsreg.verify(registry=reg).ok
 
 
 def test_a_re_add_under_a_tag_held_by_other_content_needs_force(
@@ -153,10 +148,10 @@ def test_a_re_add_under_a_tag_held_by_other_content_needs_force(
     rb = _add(reg, b, tag="v2")
     with pytest.raises(TagExistsError, match=r"tag ds@v1 exists at .*--force"):
         _add(reg, b, tag="v1")  # b's scan is known: the fast path refuses as the full one does
-    assert reg.refs.get("ds", "v1") == ra.revision
+    assert dsreg.open("ds@v1", registry=reg).digest == ra.revision
     moved = _add(reg, b, tag="v1", force=True)
     assert moved.revision == rb.revision and moved.previous == ra.revision
-    assert [e.old for e in reg.refs.log("ds") if e.tag == "v1"][-1] == ra.revision
+    assert [e.old for e in dsreg.log("ds", registry=reg) if e.tag == "v1"][-1] == ra.revision
 
 
 def test_the_command_line_re_add_reports_the_same_revision(
