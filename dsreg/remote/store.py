@@ -21,19 +21,17 @@ remote object is reported by digest and never served. Third-party errors become
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dsreg._util.fs import sync_filesystem, write_atomic
-from dsreg._util.parallel import default_jobs, map_chunks
+from dsreg._util.parallel import default_jobs
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import CorruptObjectError, DsregError, RemoteError
 from dsreg.model.names import check_name
@@ -48,39 +46,25 @@ from dsreg.objects.digest import (
     short,
 )
 from dsreg.objects.hashing import hash_bytes, hash_path
-from dsreg.repo.refs import LogEntry
+from dsreg.remote.waves import WHOLE, parallel, read_whole, staged_waves
 
 if TYPE_CHECKING:
     from dsreg.objects.store import ObjectStore
 
 __all__ = [
-    "WAVE",
     "FetchReport",
     "RemoteStore",
     "Sink",
+    "describe",
     "open_filesystem",
-    "parallel",
-    "staged_waves",
+    "ref_value",
 ]
 
-# Work is handed to the pool in chunks: one future per object costs more than a small copy.
-_PER_TASK = 64
-# Objects up to this size are read whole, hashed once and staged from memory.
-_WHOLE = 16 << 20
-# Objects are staged and committed in waves of this many: an interrupted transfer keeps what
-# its committed waves moved, and a wave's commit overlaps the next wave's transfers.
-WAVE = 8192
-_FIRST_WAVE = 1024
 # Up to this many objects are written one by one (each fsynced), without a staging batch.
 _FEW = 32
 # A folder remote is bound by the local kernel's file creation, which more threads than about
 # two per CPU only contend for (measured on 2 CPUs: 2-4 threads beat 8 and 16).
 _LOCAL_JOBS = max(2, min(16, (os.cpu_count() or 1) * 2))
-_RD = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
-_WR_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 def is_plain_folder(url: str, options: dict[str, Any]) -> bool:
@@ -107,7 +91,7 @@ def open_filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
         ) from None
     except Exception as e:  # dvc's ConfigError, voluptuous errors, URL parsing
         raise RemoteError(
-            f"cannot use remote URL {url!r} with options {sorted(options)}: {_describe(e)}; "
+            f"cannot use remote URL {url!r} with options {sorted(options)}: {describe(e)}; "
             "give a folder path or a URL DVC accepts (s3://, gs://, azure://, ssh://, "
             "https://, webdav://, hdfs://) and options DVC knows for it"
         ) from None
@@ -169,12 +153,20 @@ class _FolderFS:
         return out
 
 
-def _describe(e: BaseException) -> str:
+def describe(e: BaseException) -> str:
     if isinstance(e, OSError) and e.strerror:
         where = f" ({e.filename})" if e.filename else ""
         return f"{e.strerror}{where}"
     text = str(e).strip()
     return text or type(e).__name__
+
+
+def ref_value(data: bytes) -> str | bytes:
+    """A tag file's value: the digest it holds, or its bytes if it holds no digest (damaged)."""
+    try:
+        return format_digest(data.decode("ascii").strip())
+    except (UnicodeDecodeError, DsregError):
+        return data
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -224,7 +216,7 @@ class RemoteStore:
 
     def error(self, action: str, e: BaseException) -> RemoteError:
         return RemoteError(
-            f"cannot {action} remote {self.label}: {_describe(e)}; check the URL, that it exists "
+            f"cannot {action} remote {self.label}: {describe(e)}; check the URL, that it exists "
             "and that you may read and write there, and your credentials (environment or the "
             "cloud SDK's configuration)"
         )
@@ -232,14 +224,22 @@ class RemoteStore:
     def default_jobs(self) -> int:
         return _LOCAL_JOBS if self.local else int(getattr(self.fs, "jobs", _LOCAL_JOBS))
 
-    # -- refs and logs ----------------------------------------------------------------------
-    def refs(self) -> dict[tuple[str, str], str]:
-        """Every ``(dataset, tag) -> digest`` on the remote: one listing, one batched read."""
+    # -- refs and logs (read here; remote/refs.py writes them) -------------------------------
+    def ref_path(self, dataset: str, tag: str) -> str:
+        return self._path("refs", dataset, tag)
+
+    def log_path(self, dataset: str) -> str:
+        return self._path("logs", f"{dataset}.jsonl")
+
+    def scan_refs(self) -> tuple[dict[tuple[str, str], str], dict[tuple[str, str], bytes]]:
+        """Every tag on the remote, one listing and one batched read: ``(good, damaged)``, the
+        tags holding a digest (``(dataset, tag) -> digest``) and those holding anything else
+        (``-> their bytes``). A damaged tag is reported apart, never fatal to the others."""
         base = self._path("refs")
         try:
             paths = list(self.fs.find(base))
         except FileNotFoundError:
-            return {}
+            return {}, {}
         except Exception as e:
             raise self.error("list the tags of", e) from None
         named: dict[str, tuple[str, str]] = {}
@@ -249,56 +249,58 @@ class RemoteStore:
                 if len(parts) == 2 and not any(x.startswith(".") for x in parts):
                     named[p] = (check_name(parts[0]), check_name(parts[1]))
             except Exception:
-                continue  # not a tag: a staging name, a stray file
+                continue  # not a tag: a staging name, a lock, a stray file
         if not named:
-            return {}
+            return {}, {}
         try:
             # A list of paths: the file system reads them concurrently (one request each).
             contents = self.fs.cat(sorted(named), on_error="omit")
         except Exception as e:
             raise self.error("read the tags of", e) from None
-        out: dict[tuple[str, str], str] = {}
+        good: dict[tuple[str, str], str] = {}
+        damaged: dict[tuple[str, str], bytes] = {}
         for p, data in sorted(contents.items()):
             key = named.get(p) or named.get(self.fs.join(*self.fs.parts(p)))
             if key is not None:
-                out[key] = self._digest(bytes(data), *key)
-        return out
+                value = ref_value(bytes(data))
+                if isinstance(value, str):
+                    good[key] = value
+                else:
+                    damaged[key] = value
+        return good, damaged
 
-    def _digest(self, data: bytes, dataset: str, tag: str) -> str:
+    def refs(self) -> dict[tuple[str, str], str]:
+        """Every ``(dataset, tag) -> digest`` on the remote; a damaged tag is a ``RemoteError``
+        (``scan_refs`` reports it apart instead)."""
+        good, damaged = self.scan_refs()
+        if damaged:
+            (dataset, tag), data = min(damaged.items())
+            raise self.damaged_ref(dataset, tag, data)
+        return good
+
+    def damaged_ref(self, dataset: str, tag: str, data: bytes) -> RemoteError:
         text = data.decode("ascii", "replace").strip()
-        try:
-            return format_digest(text)
-        except DsregError:
-            raise RemoteError(
-                f"tag {dataset}@{tag} on remote {self.label} is damaged (holds {text[:80]!r}); "
-                "push it again with --force from a registry that holds it"
-            ) from None
-
-    def get_ref(self, dataset: str, tag: str) -> str | None:
-        data = self._read(self._path("refs", dataset, tag), f"read tag {dataset}@{tag} from")
-        return None if data is None else self._digest(data, dataset, tag)
-
-    def set_ref(
-        self, dataset: str, tag: str, digest: str, *, old: str | None, entry: LogEntry
-    ) -> None:
-        """Write a tag, then append its move to the remote's log (which keeps the old value)."""
-        self._write(self._path("refs", dataset, tag), (digest + "\n").encode("ascii"))
-        path = self._path("logs", f"{dataset}.jsonl")
-        # Object stores cannot append: read, add a line, write back. Two pushers moving tags of
-        # one dataset at the same moment can lose a log line (never a ref or an object).
-        before = self._read(path, f"read the log of {dataset} from") or b""
-        if before and not before.endswith(b"\n"):
-            before += b"\n"
-        line = json.dumps(entry.to_dict(), sort_keys=True, separators=(",", ":")) + "\n"
-        self._write(path, before + line.encode("utf-8"))
-
-    def log_bytes(self, dataset: str) -> bytes:
-        return (
-            self._read(self._path("logs", f"{dataset}.jsonl"), f"read the log of {dataset} from")
-            or b""
+        return RemoteError(
+            f"tag {dataset}@{tag} on remote {self.label} is damaged (holds {text[:80]!r}); "
+            "push it again with --force from a registry that holds it"
         )
 
-    def _read(self, path: str, action: str) -> bytes | None:
+    def ref_state(self, dataset: str, tag: str) -> str | bytes | None:
+        """What a tag holds now: its digest, the bytes of a damaged tag, or ``None``."""
+        data = self.read(self.ref_path(dataset, tag), f"read tag {dataset}@{tag} from")
+        return None if data is None else ref_value(data)
+
+    def get_ref(self, dataset: str, tag: str) -> str | None:
+        state = self.ref_state(dataset, tag)
+        if isinstance(state, bytes):
+            raise self.damaged_ref(dataset, tag, state)
+        return state
+
+    def log_bytes(self, dataset: str) -> bytes:
+        return self.read(self.log_path(dataset), f"read the log of {dataset} from") or b""
+
+    def read(self, path: str, action: str) -> bytes | None:
+        """A file's bytes, or ``None`` if it is absent; any other failure a ``RemoteError``."""
         try:
             return bytes(self.fs.cat_file(path))
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
@@ -306,7 +308,8 @@ class RemoteStore:
         except Exception as e:
             raise self.error(action, e) from None
 
-    def _write(self, path: str, data: bytes) -> None:
+    def write(self, path: str, data: bytes) -> None:
+        """Replace a file whole: readers see the old bytes or the new, never a part."""
         try:
             if self.local:
                 write_atomic(path, data)
@@ -452,7 +455,7 @@ class RemoteStore:
                     src = os.fspath(scratch / f"get-{secrets.token_hex(8)}")
                     self.fs.get_file(rpath, src)
                 try:
-                    data = _read_whole(src, _WHOLE)
+                    data = read_whole(src, WHOLE)
                     if data is not None:
                         # Hashed once, staged only if it is what was asked for.
                         got = sink.put_bytes(data, expect=digest)
@@ -494,91 +497,6 @@ class Sink(Protocol):
     def put_file(self, path: str, *, size_hint: int = 0) -> str: ...
 
 
-def _read_whole(path: str, limit: int) -> bytes | None:
-    """A file's bytes if it holds at most ``limit`` (else None, and nothing read)."""
-    fd = os.open(path, _RD)
-    try:
-        return _read_fd(fd, limit)
-    finally:
-        os.close(fd)
-
-
-def _read_fd(fd: int, limit: int) -> bytes | None:
-    """All of an open file's bytes if it holds at most ``limit`` (else None, nothing read). One
-    read sized from fstat: no over-sized buffer per call."""
-    size = os.fstat(fd).st_size
-    if size > limit:
-        return None
-    data = os.read(fd, size + 1)
-    if len(data) <= size:
-        return data  # a regular file read short of size + 1 is at its end
-    parts = [data]
-    while chunk := os.read(fd, 1 << 20):
-        parts.append(chunk)
-    return b"".join(parts)
-
-
-def staged_waves(
-    store: ObjectStore,
-    items: Sequence[T],
-    stage: Callable[[ObjectBatch, Sequence[T], int], R],
-    *,
-    wave: int = WAVE,
-) -> list[R]:
-    """``stage(batch, items[i:j], i)`` for each wave, each into its own staging batch of
-    ``store``; a wave's commit (two ``syncfs`` barriers and the moves into ``files/``) runs while
-    the next wave stages. Waves double from ``_FIRST_WAVE`` up to ``wave`` objects, so the first
-    objects land early. What was committed stays if a later wave fails or the process dies."""
-    out: list[R] = []
-    with ThreadPoolExecutor(1) as committer, contextlib.ExitStack() as batches:
-        pending: Future[int] | None = None
-        try:
-            i, size = 0, min(_FIRST_WAVE, wave)
-            while i < len(items):
-                batch = batches.enter_context(store.batch())
-                out.append(stage(batch, items[i : i + size], i))
-                if pending is not None:
-                    pending.result()
-                pending = committer.submit(batch.commit)
-                i, size = i + size, min(size * 2, wave)
-            if pending is not None:
-                pending.result()
-        finally:
-            if pending is not None:
-                wait([pending])  # a batch is never discarded while it commits
-    return out
-
-
-def parallel(
-    fn: Callable[[T], R],
-    items: Sequence[T],
-    *,
-    jobs: int,
-    task: str,
-    progress: ProgressHook = no_progress,
-) -> list[R]:
-    """``[fn(x) for x in items]`` on ``jobs`` threads (transfers wait on the network or the
-    disk, so they stay in threads: ``map_chunks`` never forks for one job), in chunks; the
-    first exception stops the chunks not yet started and is raised."""
-    total = len(items)
-    parts: dict[int, list[R]] = {}
-    done = 0
-    with contextlib.closing(
-        map_chunks(
-            lambda lo, hi: [fn(x) for x in items[lo:hi]],
-            total,
-            chunk=_PER_TASK,
-            jobs=1,
-            threads=max(1, jobs),
-        )
-    ) as results:
-        for lo, part in results:
-            parts[lo] = part
-            done += len(part)
-            progress(task, done, total)
-    return [r for lo in sorted(parts) for r in parts[lo]]
-
-
 def _present_local(objects: str, wanted: list[str]) -> set[str]:
     by_shard: dict[str, list[str]] = {}
     for d in wanted:
@@ -612,7 +530,7 @@ def _drop_stale_staging(tmp: Path) -> None:
 def _put_verified(store: ObjectStore, digest: str, src: Path) -> int:
     """One object into a registry-shaped folder, fsynced on its own (a few objects do not pay
     for a staging batch); its bytes are checked against ``digest`` first."""
-    data = _read_whole(os.fspath(src), _WHOLE)
+    data = read_whole(os.fspath(src), WHOLE)
     got = hash_path(os.fspath(src)) if data is None else hash_bytes(data)
     if got != digest:
         raise _local_corrupt(digest, got)

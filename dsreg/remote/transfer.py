@@ -1,7 +1,8 @@
 """Remotes: ``dsreg remote add|ls|remove``, ``push``, ``pull``, ``clone`` and ``open(remote=)``.
 
 A remote holds what a registry holds, minus its config, state and tmp: ``files/blake3/…``,
-``refs/<dataset>/<tag>`` and ``logs/<dataset>.jsonl`` (``store.py`` moves the bytes).
+``refs/<dataset>/<tag>`` and ``logs/<dataset>.jsonl`` (``store.py`` moves the bytes, ``refs.py``
+moves the tags, ``fetch.py`` brings objects in, ``clone.py`` makes a registry from a remote).
 Configuration follows DVC: ``config.toml`` holds ``[remote.<name>] url = …`` and options, and
 ``[core] remote`` names the default; secrets come from the environment or the cloud SDK's own
 configuration. ``config.toml`` is never pushed, and dsreg refuses to store a secret in it.
@@ -14,16 +15,12 @@ checked against the remote only for what its tagged revisions do not already rea
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import (
-    CorruptObjectError,
     DsregError,
     IntegrityError,
     InvalidInputError,
@@ -32,25 +29,34 @@ from dsreg.errors import (
     RevisionNotFoundError,
     TagExistsError,
 )
+from dsreg.model.manifests import Overlay
 from dsreg.model.names import check_name, parse_spec
-from dsreg.objects.batch import ObjectBatch
 from dsreg.objects.digest import PREFIX, is_digest, short
-from dsreg.objects.hashing import hash_bytes
+from dsreg.remote.clone import CloneResult, SkippedLine, clone
 from dsreg.remote.config import (
     RemoteConfig,
     add_remote,
-    check_options,
     default_remote,
     jobs_for,
     list_remotes,
-    normalize_url,
     open_remote,
     remove_remote,
 )
-from dsreg.remote.store import WAVE, FetchReport, RemoteStore, staged_waves
-from dsreg.repo.reachable import MANIFEST_KINDS, Node, Problem, reachable
-from dsreg.repo.refs import LogEntry, parse_log
-from dsreg.repo.registry import DIRNAME, Registry
+from dsreg.remote.fetch import (
+    Target,
+    check_whole,
+    fetch_closure,
+    fetch_objects,
+    foreign_tags,
+    owner,
+    refused_error,
+    set_local_refs,
+)
+from dsreg.remote.refs import RefUpdate, describe_state, update_ref
+from dsreg.remote.store import RemoteStore
+from dsreg.remote.waves import WAVE
+from dsreg.repo.reachable import reachable
+from dsreg.repo.registry import Registry
 
 if TYPE_CHECKING:
     from dsreg.views.dataset import Dataset
@@ -61,6 +67,7 @@ __all__ = [
     "PushResult",
     "RefUpdate",
     "RemoteConfig",
+    "SkippedLine",
     "add_remote",
     "clone",
     "default_remote",
@@ -73,31 +80,12 @@ __all__ = [
     "remove_remote",
 ]
 
-# Objects fetched are committed to the store in waves, so an interrupted pull keeps what came;
-# up to _FEW objects (manifests, tables) are stored one by one, without a staging batch.
+# Objects fetched are committed to the store in waves of this many, so an interrupted pull
+# keeps what came.
 _WAVE = WAVE
-_FEW = 32
 
 
 # -- results ---------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RefUpdate:
-    dataset: str
-    tag: str
-    revision: str
-    previous: str | None
-    status: str  # "created", "moved" or "unchanged"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "dataset": self.dataset,
-            "tag": self.tag,
-            "revision": self.revision,
-            "previous": self.previous,
-            "status": self.status,
-        }
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PushResult:
     remote: str
@@ -140,26 +128,6 @@ class PullResult:
         }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CloneResult:
-    registry: str
-    remote: str
-    url: str
-    refs: tuple[RefUpdate, ...]
-    fetched: int
-    bytes: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "registry": self.registry,
-            "remote": self.remote,
-            "url": self.url,
-            "refs": [r.to_dict() for r in self.refs],
-            "objects_fetched": self.fetched,
-            "bytes_fetched": self.bytes,
-        }
-
-
 # -- push ------------------------------------------------------------------------------------
 def _push_targets(reg: Registry, specs: Sequence[str]) -> list[tuple[str | None, str | None, str]]:
     """``(dataset, tag, digest)`` for each spec: a bare dataset name means all its tags."""
@@ -191,18 +159,27 @@ def push(
     """Send revisions (default: every tag) and what they reach, then their tags.
 
     A tag the remote holds at another digest is refused unless ``force`` (before anything is
-    sent); the remote's log keeps the old value. Nothing the remote holds is sent again.
+    sent); the remote's log keeps the old value. A damaged remote tag is refused the same way,
+    and ``force`` replaces it. Each tag is written by compare-and-swap (``refs.py``): a tag
+    another push set meanwhile is refused, ``force`` or not. Nothing the remote holds is sent
+    again.
     """
     rs = open_remote(reg, remote)
     n_jobs = jobs_for(reg, rs, jobs)
     targets = _push_targets(reg, specs)
     if not targets:
         raise InvalidInputError("nothing to push: this registry has no tags; name a revision")
-    remote_refs = rs.refs()
+    # A damaged tag elsewhere on the remote blocks nothing; one this push writes needs --force.
+    remote_refs, damaged = rs.scan_refs()
     conflicts = [
         f"{ds}@{tag} (remote {short(remote_refs[ds, tag])}, local {short(d)})"
         for ds, tag, d in targets
         if ds is not None and tag is not None and remote_refs.get((ds, tag), d) != d
+    ]
+    broken = [
+        f"{ds}@{tag} ({describe_state(damaged[ds, tag])})"
+        for ds, tag, _d in targets
+        if ds is not None and tag is not None and (ds, tag) in damaged
     ]
     if conflicts and not force:
         raise TagExistsError(
@@ -210,6 +187,19 @@ def push(
             "pushed. Pull the remote's, or move the remote's tags with --force (its log keeps "
             "the old values)"
         )
+    if broken and not force:
+        raise TagExistsError(
+            f"remote {rs.label} holds damaged tags {', '.join(broken)}: nothing was pushed. "
+            "Replace them with this registry's with --force"
+        )
+    _check_own_dataset(
+        reg,
+        [
+            (ds, tag, d)
+            for ds, tag, d in targets
+            if ds is not None and tag is not None and remote_refs.get((ds, tag)) != d
+        ],
+    )
     certified = set(remote_refs.values())
     todo = sorted({d for _, _, d in targets if d not in certified})
     sent = nbytes = already = 0
@@ -243,25 +233,7 @@ def push(
         with reg.lock():
             nbytes = rs.send([(d, reg.store.path(d)) for d in send], jobs=n_jobs, progress=progress)
         sent = len(send)
-    updates = []
-    for ds, tag, d in targets:
-        if ds is None or tag is None:
-            continue
-        old = rs.get_ref(ds, tag)  # read again: narrow the window for a concurrent pusher
-        if old == d:
-            updates.append(
-                RefUpdate(dataset=ds, tag=tag, revision=d, previous=d, status="unchanged")
-            )
-            continue
-        if old is not None and not force:
-            raise TagExistsError(
-                f"tag {ds}@{tag} was set to {short(old)} on remote {rs.label} while pushing; "
-                "pull it, or move it with --force"
-            )
-        entry = LogEntry.now(dataset=ds, tag=tag, old=old, new=d, command=command, event="push")
-        rs.set_ref(ds, tag, d, old=old, entry=entry)
-        status = "created" if old is None else "moved"
-        updates.append(RefUpdate(dataset=ds, tag=tag, revision=d, previous=old, status=status))
+    updates = [_push_tag(rs, ds, tag, d, force=force, command=command) for ds, tag, d in targets]
     return PushResult(
         remote=rs.name,
         url=rs.url,
@@ -269,143 +241,79 @@ def push(
         sent=sent,
         bytes=nbytes,
         already=already,
-        refs=tuple(updates),
+        refs=tuple(u for u in updates if u is not None),
     )
 
 
-# -- fetching --------------------------------------------------------------------------------
-class _StoreSink:
-    """A few verified downloads, stored one by one (each fsynced) without a staging batch."""
-
-    def __init__(self, reg: Registry) -> None:
-        self._store = reg.store
-
-    def put_bytes(self, data: bytes, *, expect: str | None = None) -> str:
-        got = hash_bytes(data)
-        if expect is not None and got != expect:
-            return got
-        return self._store.put_bytes(data)
-
-    def put_file(self, path: str, *, size_hint: int = 0) -> str:
-        return self._store.put_file(Path(path))
-
-
-def _fetch(
-    reg: Registry, rs: RemoteStore, digests: Iterable[str], *, jobs: int, progress: ProgressHook
-) -> FetchReport:
-    """Fetch the objects this registry lacks, verified; raise on any missing or corrupt one
-    (after keeping the intact ones). Many objects are staged and committed in waves, so an
-    interrupted pull keeps what arrived; a few are stored one by one."""
-    need = sorted(reg.store.missing(digests))
-    if not need:
-        return FetchReport()
-    reports: list[FetchReport] = []
-    with reg.lock():
-        if len(need) <= _FEW:
-            sink = _StoreSink(reg)
-            reports.append(rs.fetch(need, sink, reg.store.tmp, jobs=jobs, progress=progress))
-        else:
-            _fetch_waves(reg, rs, need, reports, jobs=jobs, progress=progress)
-    corrupt = [c for r in reports for c in r.corrupt]
-    missing = [m for r in reports for m in r.missing]
-    if corrupt:
-        listed = ", ".join(
-            f"{d} (its bytes hash to {short(g)})" if is_digest(g) else f"{d} ({g})"
-            for d, g in corrupt[:5]
+def _push_tag(
+    rs: RemoteStore, ds: str | None, tag: str | None, d: str, *, force: bool, command: str
+) -> RefUpdate | None:
+    """Write one remote tag, compare-and-swap against the value read just before."""
+    if ds is None or tag is None:
+        return None
+    now = rs.ref_state(ds, tag)
+    if now == d:
+        return RefUpdate(dataset=ds, tag=tag, revision=d, previous=d, status="unchanged")
+    if now is not None and not force:
+        raise TagExistsError(
+            f"tag {ds}@{tag} was set to {describe_state(now)} on remote {rs.label} while "
+            "pushing; pull it, or move it with --force",
+            dataset=ds,
+            tag=tag,
+            existing=now if isinstance(now, str) else None,
+            new=d,
         )
-        raise CorruptObjectError(
-            f"remote {rs.label} holds {len(corrupt)} corrupt objects, not used: {listed}; "
-            "delete them on the remote and push them again from a registry that holds them"
-        )
-    if missing:
-        raise ObjectNotFoundError(
-            f"remote {rs.label} lacks {len(missing)} objects "
-            f"({', '.join(short(d) for d in missing[:5])}); push them from a registry that "
-            "holds them"
-        )
-    return FetchReport(fetched=sum(r.fetched for r in reports), bytes=sum(r.bytes for r in reports))
+    update_ref(rs, ds, tag, d, expected=now, command=command)
+    previous = now if isinstance(now, str) else None
+    status = "created" if now is None else ("moved" if previous else "repaired")
+    return RefUpdate(dataset=ds, tag=tag, revision=d, previous=previous, status=status)
 
 
-def _fetch_waves(
-    reg: Registry,
-    rs: RemoteStore,
-    need: list[str],
-    reports: list[FetchReport],
-    *,
-    jobs: int,
-    progress: ProgressHook,
-) -> None:
-    def stage(batch: ObjectBatch, wave: Sequence[str], done: int) -> FetchReport:
-        def hook(task: str, n: int, total: int) -> None:
-            progress(task, done + n, len(need))
-
-        return rs.fetch(wave, batch, reg.store.tmp, jobs=jobs, progress=hook)
-
-    reports.extend(staged_waves(reg.store, need, stage, wave=_WAVE))
-
-
-def _fetch_closure(
-    reg: Registry,
-    rs: RemoteStore,
-    starts: Iterable[str],
-    *,
-    payloads: bool,
-    jobs: int,
-    progress: ProgressHook,
-) -> tuple[int, int]:
-    """Fetch what ``starts`` reach, wave by wave as the walk names it: the manifests and tables
-    (a wave is fetched, then read, and names the next); with ``payloads``, every blob too.
-    Return (objects fetched, bytes)."""
-    fetched = nbytes = 0
-    unreadable: list[Problem] = []
-
-    def refuse() -> IntegrityError:
-        return IntegrityError(
-            "; ".join(f"{short(p.digest)}: {p.problem}" for p in unreadable[:3])
-            + "; run 'dsreg verify'"
-        )
-
-    def fetch(wave: Collection[str]) -> None:
-        nonlocal fetched, nbytes
-        if unreadable:
-            raise refuse()  # before fetching blobs that an unreadable table may not even name
-        rep = _fetch(reg, rs, wave, jobs=jobs, progress=progress)
-        fetched += rep.fetched
-        nbytes += rep.bytes
-
-    def on_error(node: Node, e: DsregError) -> None:
-        if node.kind in MANIFEST_KINDS:
-            raise e  # a manifest is needed to go on: stop here, with its own error
-        unreadable.append(Problem(digest=node.digest, problem=str(e)))
-
-    reachable(reg, starts, tables=payloads, before_read=fetch, on_error=on_error)
-    if unreadable:
-        raise refuse()
-    return fetched, nbytes
+def _check_own_dataset(reg: Registry, writes: Sequence[tuple[str, str, str]]) -> None:
+    """A tag this push writes names a revision of its own dataset (two manifests read per tag;
+    a push that writes no tag reads none)."""
+    for ds, tag, d in writes:
+        try:
+            is_overlay = isinstance(reg.manifest(d), Overlay)
+            of, why = (None, "an overlay") if is_overlay else owner(reg, d)
+        except DsregError as e:
+            of, why = None, str(e)
+        if of != ds:
+            what = f"a revision of dataset {of!r}" if of is not None else why
+            raise IntegrityError(
+                f"tag {ds}@{tag} here names {short(d)}, {what}, not a revision of {ds!r}: "
+                f"nothing was pushed; point it at a revision of {ds!r} with 'dsreg tag --force "
+                f"{ds}@{tag} <revision>' (see 'dsreg log {ds}')",
+                digest=d,
+            )
 
 
 # -- pull ------------------------------------------------------------------------------------
 def _pull_targets(
     reg: Registry, rs: RemoteStore, specs: Sequence[str]
-) -> list[tuple[str | None, str | None, str]]:
-    """``(dataset, tag, digest)``; a tag comes from the remote when it holds it."""
+) -> tuple[list[Target], dict[tuple[str, str], str]]:
+    """``(dataset, tag, digest)``, a tag coming from the remote when it holds it; and the
+    remote's damaged tags among those asked for (all, or a dataset's), with the reason."""
     if not specs:
-        found = rs.refs()
-        if not found:
+        found, damaged = rs.scan_refs()
+        if not found and not damaged:
             raise RevisionNotFoundError(
                 f"remote {rs.label} holds no tags: nothing to pull (is the URL right?)"
             )
-        return [(ds, tag, d) for (ds, tag), d in found.items()]
-    out: list[tuple[str | None, str | None, str]] = []
-    listing: dict[tuple[str, str], str] | None = None
+        return [(ds, tag, d) for (ds, tag), d in found.items()], _damaged_reasons(damaged)
+    out: list[Target] = []
+    refused: dict[tuple[str, str], str] = {}
+    listing: tuple[dict[tuple[str, str], str], dict[tuple[str, str], bytes]] | None = None
     for spec in specs:
         if "@" not in spec and not spec.startswith(PREFIX):
             check_name(spec, what="dataset name")
-            listing = rs.refs() if listing is None else listing
-            mine = [(ds, t, d) for (ds, t), d in listing.items() if ds == spec]
-            if not mine:
+            listing = rs.scan_refs() if listing is None else listing
+            mine = [(ds, t, d) for (ds, t), d in listing[0].items() if ds == spec]
+            bad = {k: v for k, v in _damaged_reasons(listing[1]).items() if k[0] == spec}
+            if not mine and not bad:
                 raise RevisionNotFoundError(f"remote {rs.label} holds no tags of {spec!r}")
             out += mine
+            refused |= bad
             continue
         s = parse_spec(spec)
         if s.digest is not None:
@@ -422,15 +330,19 @@ def _pull_targets(
         try:
             r = reg.resolve(spec)
         except NotFoundError:
-            listing = rs.refs() if listing is None else listing
-            tags = sorted(t for (ds, t) in listing if ds == s.dataset)
+            listing = rs.scan_refs() if listing is None else listing
+            tags = sorted(t for (ds, t) in listing[0] if ds == s.dataset)
             raise RevisionNotFoundError(
                 f"remote {rs.label} holds no tag {spec!r} (its tags of {s.dataset!r}: "
                 f"{', '.join(tags) or 'none'}), and this registry cannot resolve it; "
                 "a digest must be given in full to pull it"
             ) from None
         out.append((r.dataset, r.tag, r.digest))
-    return out
+    return out, refused
+
+
+def _damaged_reasons(damaged: dict[tuple[str, str], bytes]) -> dict[tuple[str, str], str]:
+    return {k: f"is {describe_state(v)}" for k, v in damaged.items()}
 
 
 def pull(
@@ -445,10 +357,15 @@ def pull(
 ) -> PullResult:
     """Fetch revisions (default: every tag of the remote) with everything they reach that this
     registry lacks, verified, then set their tags here. A local tag at another digest is
-    refused unless ``force`` (before anything is fetched)."""
+    refused unless ``force`` (before anything is fetched).
+
+    A remote tag that is damaged or names no revision of its own dataset is not fetched and not
+    written here; the others are pulled, then an ``IntegrityError`` names the refused ones. The
+    registry's lock is held from the fetch until the tags are written, so a concurrent gc waits
+    (fetched objects are unreachable until their tags exist)."""
     rs = open_remote(reg, remote)
     n_jobs = jobs_for(reg, rs, jobs)
-    targets = _pull_targets(reg, rs, specs)
+    targets, refused = _pull_targets(reg, rs, specs)
     conflicts = []
     for ds, tag, d in targets:
         if ds is not None and tag is not None:
@@ -460,37 +377,26 @@ def pull(
             f"this registry holds {', '.join(conflicts)}; tags are immutable: nothing was "
             "pulled. Move the local tags with --force (the log keeps the old values)"
         )
-    digests = sorted({d for _, _, d in targets})
-    fetched, nbytes = _fetch_closure(
-        reg, rs, digests, payloads=True, jobs=n_jobs, progress=progress
-    )
-    updates = _set_local_refs(reg, targets, force=force, command=command)
+    with reg.lock():
+        foreign, checked = foreign_tags(reg, rs, targets, jobs=n_jobs, progress=progress)
+        refused |= foreign
+        good = [t for t in targets if (t[0], t[1]) not in refused]
+        digests = sorted({d for _, _, d in good})
+        closure = fetch_closure(
+            reg, rs, digests, payloads=True, jobs=n_jobs, progress=progress, wave=_WAVE
+        )
+        check_whole(reg, closure)
+        updates = set_local_refs(reg, good, force=force, command=command)
+    if refused:
+        raise refused_error(rs, refused, f"{len(updates)} other tags were pulled")
     return PullResult(
         remote=rs.name,
         url=rs.url,
         revisions=tuple(digests),
-        fetched=fetched,
-        bytes=nbytes,
+        fetched=checked.fetched + closure.fetched,
+        bytes=checked.bytes + closure.bytes,
         refs=tuple(updates),
     )
-
-
-def _set_local_refs(
-    reg: Registry,
-    targets: Iterable[tuple[str | None, str | None, str]],
-    *,
-    force: bool,
-    command: str,
-) -> list[RefUpdate]:
-    out = []
-    with reg.lock():
-        for ds, tag, d in targets:
-            if ds is None or tag is None:
-                continue
-            old = reg.refs.set(ds, tag, d, force=force, command=command)
-            status = "unchanged" if old == d else ("created" if old is None else "moved")
-            out.append(RefUpdate(dataset=ds, tag=tag, revision=d, previous=old, status=status))
-    return out
 
 
 def fetch_missing(
@@ -514,7 +420,8 @@ def fetch_missing(
             "with 'dsreg remote add NAME URL --default'"
         )
     rs = open_remote(reg, remote)
-    rep = _fetch(reg, rs, need, jobs=jobs_for(reg, rs, jobs), progress=progress)
+    with reg.lock():
+        rep = fetch_objects(reg, rs, need, jobs=jobs_for(reg, rs, jobs), progress=progress)
     return rep.fetched
 
 
@@ -530,63 +437,9 @@ def fetch_for_open(reg: Registry, spec: str, remote: str) -> Dataset:
     except NotFoundError:
         pull(reg, [spec], remote=remote, command=f"dsreg.open({spec!r}, remote={remote!r})")
         return Dataset(reg, reg.resolve(spec))
-    _fetch_closure(reg, rs, [resolved.digest], payloads=True, jobs=jobs, progress=no_progress)
+    with reg.lock():
+        closure = fetch_closure(
+            reg, rs, [resolved.digest], payloads=True, jobs=jobs, progress=no_progress
+        )
+        check_whole(reg, closure)
     return Dataset(reg, resolved)
-
-
-# -- clone -----------------------------------------------------------------------------------
-def clone(
-    url: str,
-    path: str | os.PathLike[str] | None = None,
-    *,
-    name: str = "origin",
-    options: dict[str, Any] | None = None,
-    jobs: int | None = None,
-    progress: ProgressHook = no_progress,
-    command: str = "",
-) -> CloneResult:
-    """A new registry at ``path`` (default ``./.dsreg``) with the remote's tags, logs, manifests
-    and tables; payload blobs come later (``pull``, ``open(remote=)``, ``checkout``)."""
-    check_name(name, what="remote name")
-    url = normalize_url(url)
-    opts = check_options(options or {})
-    root = Path(path if path is not None else Path.cwd() / DIRNAME).absolute()
-    if root.exists() and (not root.is_dir() or any(root.iterdir())):
-        raise InvalidInputError(f"{root} exists and is not empty; clone into a new folder")
-    rs = RemoteStore(name=name, url=url, options=opts)
-    found = rs.refs()
-    if not found:
-        raise RevisionNotFoundError(
-            f"remote {url} holds no tags: nothing to clone; check the URL (a dsreg remote holds "
-            "refs/, logs/ and files/blake3/)"
-        )
-    created = not root.exists()
-    try:
-        reg = Registry.init(root)
-        add_remote(reg, name, url, options=opts, default=True)
-        n_jobs = jobs_for(reg, rs, jobs)
-        fetched, nbytes = _fetch_closure(
-            reg, rs, sorted(set(found.values())), payloads=False, jobs=n_jobs, progress=progress
-        )
-        for ds in sorted({ds for ds, _ in found}):
-            _copy_log(reg, rs, ds)
-        updates = _set_local_refs(
-            reg, [(ds, t, d) for (ds, t), d in found.items()], force=False, command=command
-        )
-    except BaseException:
-        if created:
-            shutil.rmtree(root, ignore_errors=True)
-        raise
-    return CloneResult(
-        registry=str(root),
-        remote=name,
-        url=url,
-        refs=tuple(updates),
-        fetched=fetched,
-        bytes=nbytes,
-    )
-
-
-def _copy_log(reg: Registry, rs: RemoteStore, dataset: str) -> None:
-    """The remote's history of a dataset's tags becomes the start of the local log."""
-    reg.refs.append_log(dataset, parse_log(rs.log_bytes(dataset).decode("utf-8", "replace")))
