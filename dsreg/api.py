@@ -318,20 +318,29 @@ def open(
     return Dataset(reg, reg.resolve(spec))
 
 
-def connect(registry: RegistryArg = None) -> Connection:
+def connect(registry: RegistryArg = None, *, allow_files: bool = False) -> Connection:
     """A DuckDB connection that resolves ``"dataset@rev"`` quoted identifiers in queries.
+
+    Read-only: its SQL reads revisions and nothing else (no file read or written, no ATTACH,
+    INSTALL, LOAD or SET; a refused statement raises ``QueryError``). ``allow_files=True``
+    gives DuckDB its full access, for your own files.
 
     >>> con = dsreg.connect()                                                # doctest: +SKIP
     >>> con.sql('SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1" GROUP BY ALL')
     """
     from dsreg.views.sql import Connection
 
-    return Connection(find_registry(registry))
+    return Connection(find_registry(registry), allow_files=allow_files)
 
 
 @overload
 def sql(
-    query: str, *, format: str | None = None, output: None = None, registry: RegistryArg = None
+    query: str,
+    *,
+    format: str | None = None,
+    output: None = None,
+    allow_files: bool = False,
+    registry: RegistryArg = None,
 ) -> pa.Table: ...
 @overload
 def sql(
@@ -339,6 +348,7 @@ def sql(
     *,
     format: str | None = None,
     output: PathArg | IO[Any],
+    allow_files: bool = False,
     registry: RegistryArg = None,
 ) -> int: ...
 def sql(
@@ -346,6 +356,7 @@ def sql(
     *,
     format: str | None = None,
     output: PathArg | IO[Any] | None = None,
+    allow_files: bool = False,
     registry: RegistryArg = None,
 ) -> pa.Table | int:
     """Run DuckDB SQL over revisions, each named as a quoted identifier:
@@ -354,6 +365,10 @@ def sql(
     Without ``output``, the result as an Arrow table. With ``output`` (a path, or a text or
     binary stream), its rows are streamed there as ``format`` (``table``, ``csv``, ``json`` or
     ``parquet``; default: from the file's suffix, else ``table``) and their count returned.
+
+    Read-only: the query reads revisions and nothing else (no file read or written, no ATTACH,
+    INSTALL, LOAD or SET; a refused statement raises ``QueryError``). ``allow_files=True``
+    gives DuckDB its full access, for your own files.
     """
     from dsreg.report.export import check_format
 
@@ -365,11 +380,11 @@ def sql(
             raise InvalidInputError(f"format {format!r} writes to output=: give a path or stream")
         from dsreg.views.sql import Connection
 
-        with Connection(reg) as con:
+        with Connection(reg, allow_files=allow_files) as con:
             return con.table(query)
     from dsreg.report.export import write_query
 
-    return write_query(reg, query, output, format=format)
+    return write_query(reg, query, output, format=format, allow_files=allow_files)
 
 
 # -- overlays ----------------------------------------------------------------------------------

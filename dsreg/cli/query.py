@@ -33,12 +33,20 @@ def sql(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
     ] = None,
+    allow_files: Annotated[
+        bool,
+        typer.Option(
+            "--allow-files",
+            help="Give DuckDB its full access: read and write your own files, ATTACH, "
+            "INSTALL/LOAD, SET. Without it SQL is read-only and reads revisions only.",
+        ),
+    ] = False,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Run DuckDB SQL over revisions: SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1"
     GROUP BY ALL. Columns: row, example_id, label, label_name, given_label, verdict, blob, size,
-    then the snapshot's metadata columns."""
+    then the snapshot's metadata columns. Read-only unless --allow-files."""
     fmt = "json" if json else format
     if fmt == "parquet" and output is None and sys.stdout.isatty():
         raise InvalidInputError("--format parquet writes binary: give --output FILE or pipe it")
@@ -46,6 +54,7 @@ def sql(
         query,
         format=fmt,
         output=output if output is not None else sys.stdout,
+        allow_files=allow_files,
         registry=registry_path,
     )
     if fmt == "table":

@@ -24,7 +24,7 @@ from dsreg.errors import DatasetFormatError, InputPathError
 from dsreg.ingest.payloads import Payload, tree_payloads
 from dsreg.ingest.treescan import TreeScan, scan_tree
 from dsreg.model.names import is_safe_relpath
-from dsreg.model.tables import RESERVED
+from dsreg.model.tables import check_metadata_names
 
 __all__ = [
     "Payload",
@@ -282,11 +282,8 @@ def scan_table(
         )
     labels, names = _labels_to_index(table.column(label_column), classes, what=what)
     meta = table.drop_columns([id_column, label_column])
-    clash = sorted(set(meta.column_names) & RESERVED)
-    if clash:
-        raise DatasetFormatError(
-            f"{what} has metadata columns {clash} whose names dsreg's views use; rename them"
-        )
+    # Before any payload is stored; check_examples checks again whatever builds the table.
+    check_metadata_names(meta.column_names, what=what)
     payloads: list[Payload | None] = [None] * len(ids)
     if files is not None:
         _exists(files, "--files folder")

@@ -23,17 +23,36 @@ from dsreg.objects.digest import short
 __all__ = [
     "BASE_COLUMNS",
     "RESERVED",
+    "RESERVED_PREFIX",
+    "VIEW_COLUMNS",
     "as_numpy",
     "base_schema",
+    "check_metadata_names",
+    "fold_case",
     "parquet_bytes",
     "read_parquet_bytes",
+    "served_metadata",
 ]
 
 BASE_COLUMNS = ("example_id", "label", "blob", "size")
-# Names the views add; a metadata column may not take one of them.
-RESERVED = frozenset(
-    (*BASE_COLUMNS, "row", "label_name", "given_label", "suggested_label", "verdict", "score")
+# The columns a view serves before the metadata columns (docs/queries.md, "Columns").
+VIEW_COLUMNS = (
+    "row",
+    "example_id",
+    "label",
+    "label_name",
+    "given_label",
+    "verdict",
+    "blob",
+    "size",
 )
+# Names a metadata column may not take, compared as DuckDB compares identifiers (ASCII letters
+# without case): the fixed and the view's columns, the names corrections tables and reports put
+# beside them, and the column DuckDB numbers a Parquet file's rows in, which a view reads.
+RESERVED = frozenset((*BASE_COLUMNS, *VIEW_COLUMNS, "suggested_label", "score", "file_row_number"))
+# dsreg names its own relations in SQL with this prefix; no metadata column may start with it.
+RESERVED_PREFIX = "__dsreg"
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 # Row groups of 256 Ki rows: DuckDB scans them in parallel and a chunked reader stays bounded.
 ROW_GROUP = 1 << 18
 
@@ -88,11 +107,59 @@ def read_parquet_bytes(
     return table
 
 
+def fold_case(name: str) -> str:
+    """``name`` as DuckDB matches identifiers: ASCII letters lowered, every other kept."""
+    return name.translate(_ASCII_LOWER)
+
+
+def _reserved(name: str) -> bool:
+    folded = fold_case(name)
+    return folded in RESERVED or folded.startswith(RESERVED_PREFIX)
+
+
+def check_metadata_names(names: Sequence[str], *, what: str) -> None:
+    """Refuse metadata columns a view could not serve as themselves: a name of ``RESERVED`` or
+    starting with ``RESERVED_PREFIX``, or two names DuckDB takes for one (``Split``, ``split``)."""
+    clash = [n for n in names if _reserved(n)]
+    if clash:
+        raise DatasetFormatError(
+            f"{what} has metadata columns {clash} whose names dsreg's views use (reserved: "
+            f"{', '.join(sorted(RESERVED))} and any name starting with {RESERVED_PREFIX!r}, "
+            "in any case); rename them"
+        )
+    seen: dict[str, str] = {}
+    for n in names:
+        other = seen.setdefault(fold_case(n), n)
+        if other != n:
+            raise DatasetFormatError(
+                f"{what} has metadata columns {other!r} and {n!r}, which SQL takes for one "
+                "column (it matches names without case); rename one"
+            )
+
+
+def served_metadata(names: Sequence[str]) -> list[str]:
+    """The metadata columns of an examples table (``names``: all its columns) that a view serves,
+    in order: every column but the fixed ones, less any whose name a view column or dsreg's
+    own SQL takes, or an earlier column takes without case. ``dsreg add`` refuses such names
+    (``check_metadata_names``); a table made otherwise keeps them, unserved, so that no
+    metadata column can change the rows, labels or columns a view serves."""
+    seen: set[str] = set()
+    out = []
+    for n in names:
+        folded = fold_case(n)
+        if _reserved(n) or folded in seen:
+            continue
+        seen.add(folded)
+        out.append(n)
+    return out
+
+
 def check_examples(table: pa.Table, *, classes: Sequence[str]) -> None:
     """Refuse an examples table that breaks the data model (before anything is written)."""
     names = table.column_names
     if tuple(names[:4]) != BASE_COLUMNS:
         raise DatasetFormatError(f"examples table must start with {BASE_COLUMNS}, got {names[:4]}")
+    check_metadata_names(names[4:], what="the examples table")
     ids = table.column("example_id")
     if ids.null_count:
         raise DatasetFormatError(f"{ids.null_count} example ids are empty; every example needs one")

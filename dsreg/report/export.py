@@ -32,15 +32,16 @@ def write_query(
     output: str | os.PathLike[str] | IO[Any],
     *,
     format: str | None = None,
+    allow_files: bool = False,
 ) -> int:
     """Run ``query`` and write its rows to ``output`` (a path, or a text or binary stream) in
     ``format`` (default: the path's suffix if a format's, else ``table``); return how many rows
-    were written."""
+    were written. The query is read-only unless ``allow_files`` (``dsreg.views.sql``)."""
     if format is None:
         suffix = os.path.splitext(output)[1][1:] if isinstance(output, str | os.PathLike) else ""
         format = suffix if suffix in _BINARY or suffix == "json" else "table"
     check_format(format)
-    with Connection(reg) as con:
+    with Connection(reg, allow_files=allow_files) as con:
         schema, batches = con.batches(query)
         if isinstance(output, str | os.PathLike):
             binary = format in _BINARY

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from dsreg.model.manifests import Overlay, Snapshot, View
+from dsreg.model.tables import served_metadata
 from dsreg.objects.digest import short
 from dsreg.repo.registry import Registry, Resolved
 from dsreg.repo.tables import read_corrections, read_examples
@@ -113,18 +114,22 @@ class Dataset:
         """The view's rows (snapshot positions), labels, given labels and verdicts, as arrays."""
         return self._view
 
-    def sql(self, query: str) -> pa.Table:
+    def sql(self, query: str, *, allow_files: bool = False) -> pa.Table:
         """Run DuckDB SQL in which ``this`` names this revision's view (its pinned digest, not
         the tag): ``ds.sql("SELECT label_name, count(*) FROM this GROUP BY ALL")``. Other
-        revisions may be named as ``"dataset@tag"`` in the same query."""
+        revisions may be named as ``"dataset@tag"`` in the same query.
+
+        Read-only: the query reads revisions and nothing else (no file, ATTACH, INSTALL, LOAD
+        or SET; ``QueryError`` says so). ``allow_files=True`` gives DuckDB its full access."""
         # Imported by the first query: a checkout or a loader that only reads rows skips it.
         from dsreg.views.sql import query_revision
 
-        return query_revision(self.registry, self.revision, query)
+        return query_revision(self.registry, self.revision, query, allow_files=allow_files)
 
     def labels(self) -> pa.Table:
         """The view as a table: row, example_id, label, label_name, given_label, verdict, blob,
-        size, then the snapshot's metadata columns."""
+        size, then the snapshot's metadata columns (``served_metadata``: a column named like one
+        of the view's, possible only in a table ``dsreg add`` did not make, is left out)."""
         v = self._view
         ex = self._examples.take(pa.array(v.rows))
         names = np.asarray(self.classes, dtype=object)
@@ -138,7 +143,7 @@ class Dataset:
             "blob": ex.column("blob"),
             "size": ex.column("size"),
         }
-        for name in ex.column_names[4:]:
+        for name in served_metadata(ex.column_names):
             cols[name] = ex.column(name)
         return pa.table(cols)
 

@@ -34,7 +34,29 @@ from dsreg.model.manifests import VERDICTS, View
 __all__ = ["Merged", "ViewRows", "apply_view", "merge_overlays"]
 
 _CODE = {v: i + 1 for i, v in enumerate(VERDICTS)}
-_VERDICT_ARRAY = pa.array(VERDICTS, pa.string())  # 0: no overlay names the row
+
+
+def _strings(values: Sequence[str]) -> pa.Array:
+    """A string array built from its buffers: ``pa.array`` of a Python list (or of numpy) makes
+    pyarrow import pandas, a third of a second, on the first use of this module."""
+    data = [v.encode("utf-8") for v in values]
+    offsets = np.cumsum([0, *(len(b) for b in data)], dtype=np.int32)
+    return pa.Array.from_buffers(
+        pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
+    )
+
+
+def _int8(values: np.ndarray, valid: np.ndarray) -> pa.Array:
+    """An int8 array, null where ``valid`` is false, from its buffers (no pandas, as above)."""
+    bitmap = np.packbits(valid, bitorder="little")
+    return pa.Array.from_buffers(
+        pa.int8(),
+        len(values),
+        [pa.py_buffer(bitmap), pa.py_buffer(np.ascontiguousarray(values, dtype=np.int8))],
+    )
+
+
+_VERDICT_ARRAY = _strings(VERDICTS)  # code i + 1 is VERDICTS[i]; 0: no overlay names the row
 _SUSPECTED, _NON_ERROR, _CORRECTABLE = _CODE["suspected"], _CODE["non_error"], _CODE["correctable"]
 
 
@@ -97,5 +119,5 @@ def apply_view(view: View, labels: np.ndarray, merged: Merged) -> ViewRows:
         label[r] = merged.suggested[rows][r]
     codes = v[rows].astype(np.int8) - 1
     # Dictionary-encoded (as stored): no per-row Python strings, a byte per row.
-    verdict = pa.DictionaryArray.from_arrays(pa.array(codes, mask=codes < 0), _VERDICT_ARRAY)
+    verdict = pa.DictionaryArray.from_arrays(_int8(codes, codes >= 0), _VERDICT_ARRAY)
     return ViewRows(rows=rows, label=label, given_label=given, verdict=verdict)

@@ -17,13 +17,16 @@ served, and an unchanged one is not hashed twice.
 In SQL a revision is a quoted identifier: ``SELECT label, count(*) FROM "imagenet-val@cleaned-v2"
 GROUP BY ALL``. ``Connection`` scans each query for double-quoted identifiers that hold ``@`` or
 start with ``blake3:``, resolves each, and creates a temporary view of exactly that name.
+
+A ``Connection`` is read-only unless made with ``allow_files=True``: its views read the tables
+through ``dsreg.views.readonly.ObjectFiles`` (``dsreg://``), and DuckDB may reach nothing else.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,12 +42,14 @@ from dsreg.errors import (
     StorageError,
 )
 from dsreg.model.manifests import VIEWS, Revision, View
-from dsreg.model.tables import BASE_COLUMNS
+from dsreg.model.tables import fold_case, served_metadata
 from dsreg.objects.digest import PREFIX
 from dsreg.repo.registry import Registry
 
 if TYPE_CHECKING:
     import duckdb
+
+    from dsreg.views.readonly import ObjectFiles
 
 __all__ = [
     "Connection",
@@ -110,47 +115,66 @@ def _ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def view_sql(reg: Registry, revision: Revision, *, view: View | None = None) -> str:
+def view_sql(
+    reg: Registry,
+    revision: Revision,
+    *,
+    view: View | None = None,
+    locate: Callable[[str], str] | None = None,
+) -> str:
     """The ``SELECT`` that serves ``revision`` (in ``view``, default the revision's own).
 
     Columns: row, example_id, label, label_name, given_label, verdict, blob, size, then the
-    snapshot's metadata columns. The objects it reads are verified first.
+    snapshot's metadata columns (``served_metadata``: none named like a view column or an
+    internal one). The objects it reads are verified first; ``locate`` says what DuckDB reads
+    for a table's digest (default: its path in the store, for any DuckDB).
     """
     chosen: View = view if view is not None else revision.view
     if chosen not in VIEWS:
         raise InvalidInputError(f"unknown view {chosen!r}; choose one of {', '.join(VIEWS)}")
     snap = reg.snapshot(revision.snapshot)
     examples = verified_object(reg, snap.examples)
-    corrections = [verified_object(reg, reg.overlay(d).corrections) for d in revision.overlays]
+    tables = [reg.overlay(d).corrections for d in revision.overlays]
+    corrections = [verified_object(reg, d) for d in tables]
     try:
         names = pq.read_schema(examples).names
     except (pa.ArrowException, OSError) as e:
         raise StorageError(f"cannot read the examples table {examples}: {e}") from e
-    meta = [n for n in names if n not in BASE_COLUMNS]
-    classes = "(CAST([" + ", ".join(_lit(c) for c in snap.classes) + "] AS VARCHAR[]))"
+    if any(fold_case(n) == "file_row_number" for n in names):
+        # A table made before the name was reserved: DuckDB numbers rows under that name.
+        raise QueryError(
+            f"the examples table of {snap.dataset} ({snap.examples}) has a column named "
+            "'file_row_number', the name DuckDB gives row positions, so SQL cannot serve it; "
+            "read it with dsreg.open(...).labels()"
+        )
+    meta = served_metadata(names)
+    if locate is not None:
+        where = [locate(snap.examples), *(locate(d) for d in tables)]
+    else:
+        where = [str(examples), *(str(p) for p in corrections)]
+    examples_at, corrections_at = where[0], where[1:]
+    classes = "(CAST([" + ", ".join(_lit(name) for name in snap.classes) + "] AS VARCHAR[]))"
 
+    # Every name of dsreg's own starts with RESERVED_PREFIX, which no served metadata column's
+    # does (nor is any named like a view column): a column "given" or "e" stays its own.
+    ex, co = "__dsreg_e", "__dsreg_c"
     joins = []
-    for i, path in enumerate(corrections):
-        src = f'SELECT "row", verdict, suggested_label FROM read_parquet({_lit(str(path))})'
-        joins.append(f'LEFT JOIN ({src}) AS c{i} ON c{i}."row" = e.file_row_number')
+    for i, path in enumerate(corrections_at):
+        src = f'SELECT "row", verdict, suggested_label FROM read_parquet({_lit(path)})'
+        joins.append(f'LEFT JOIN ({src}) AS {co}{i} ON {co}{i}."row" = {ex}.file_row_number')
+
+    def latest(field: str) -> str:
+        # Overlays apply in order; for a row several name, the later one wins (its verdict and
+        # its suggested label together, null included).
+        order = reversed(range(len(corrections)))
+        whens = (f'WHEN {co}{i}."row" IS NOT NULL THEN {co}{i}.{field}' for i in order)
+        return "CASE " + " ".join(whens) + " END"
+
     if corrections:
-        # Overlays apply in order; for a row several name, the later one wins (its verdict and its
-        # suggested label together, null included).
-        latest = list(reversed(range(len(corrections))))
-        verdict = (
-            "CASE "
-            + " ".join(f'WHEN c{i}."row" IS NOT NULL THEN c{i}.verdict' for i in latest)
-            + " END"
-        )
-        suggested = (
-            "CASE "
-            + " ".join(f'WHEN c{i}."row" IS NOT NULL THEN c{i}.suggested_label' for i in latest)
-            + " END"
-        )
+        verdict, suggested = latest("verdict"), latest("suggested_label")
     else:
         verdict, suggested = "NULL::VARCHAR", "NULL::INTEGER"
 
-    # Internal names no metadata column is likely to take: a column "given" stays its own.
     is_error = "(__dsreg_v IS NOT NULL AND __dsreg_v <> 'non_error')"
     relabel = "(__dsreg_v IN ('correctable', 'suspected') AND __dsreg_s IS NOT NULL)"
     keep = {
@@ -166,10 +190,11 @@ def view_sql(reg: Registry, revision: Revision, *, view: View | None = None) -> 
     )
     meta_cols = "".join(f", {_ident(m)}" for m in meta)
     inner = (
-        'SELECT e.file_row_number AS "row", e.example_id, e.label AS __dsreg_given, e.blob, e.size'
-        + "".join(f", e.{_ident(m)}" for m in meta)
+        f'SELECT {ex}.file_row_number AS "row", {ex}.example_id, {ex}.label AS __dsreg_given, '
+        f"{ex}.blob, {ex}.size"
+        + "".join(f", {ex}.{_ident(m)}" for m in meta)
         + f", {verdict} AS __dsreg_v, {suggested} AS __dsreg_s "
-        f"FROM read_parquet({_lit(str(examples))}, file_row_number = true) AS e " + " ".join(joins)
+        f"FROM read_parquet({_lit(examples_at)}, file_row_number = true) AS {ex} " + " ".join(joins)
     )
     return (
         f'SELECT "row", example_id, CAST({label} AS INTEGER) AS label, '
@@ -250,20 +275,42 @@ class Connection:
 
     ``execute``/``sql`` resolve the names of a query, then hand it to DuckDB; everything else is
     DuckDB's own connection (``con.duckdb``), to which unknown attributes are forwarded.
+
+    Read-only unless ``allow_files``: DuckDB's external access is off and its configuration
+    locked before any query runs, so SQL reads the revisions' views and nothing else (no file
+    read or written, no ATTACH, INSTALL, LOAD or SET); a refused statement raises ``QueryError``
+    naming ``allow_files``. ``allow_files=True`` leaves DuckDB's full access on.
     """
 
-    def __init__(self, registry: Registry, con: duckdb.DuckDBPyConnection | None = None) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        con: duckdb.DuckDBPyConnection | None = None,
+        *,
+        allow_files: bool = False,
+    ) -> None:
         # DuckDB is imported by the first connection, not by ``import dsreg``.
         import duckdb
 
+        from dsreg.views.readonly import ObjectFiles, lock_down
+
         self.registry = registry
+        self.allow_files = allow_files
         self._unparsed: dict[str, DsregError] = {}
+        self._files: ObjectFiles = ObjectFiles(
+            lambda digest: verified_object(registry, digest), locked=not allow_files
+        )
         self.duckdb: duckdb.DuckDBPyConnection = con if con is not None else duckdb.connect()
         # The library never prints: no progress bar on long queries.
         self.duckdb.execute("SET enable_progress_bar = false")
+        if allow_files:
+            self.duckdb.register_filesystem(self._files)
+        else:
+            lock_down(self.duckdb, self._files)
 
     def __repr__(self) -> str:
-        return f"<dsreg.Connection registry={str(self.registry.root)!r}>"
+        mode = "allow_files" if self.allow_files else "read-only"
+        return f"<dsreg.Connection registry={str(self.registry.root)!r} {mode}>"
 
     def __enter__(self) -> Connection:
         return self
@@ -272,7 +319,7 @@ class Connection:
         self.close()
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("duckdb", "registry", "_unparsed"):  # not yet set: no recursion
+        if name in ("duckdb", "registry", "allow_files", "_unparsed", "_files"):  # not yet set
             raise AttributeError(name)
         return getattr(self.duckdb, name)
 
@@ -290,11 +337,12 @@ class Connection:
             rev = self.registry.resolve(spec_or_revision).revision
         import duckdb
 
-        sql = view_sql(self.registry, rev, view=view)
+        sql = view_sql(self.registry, rev, view=view, locate=self._files.url)
+        self._files.take_failure()
         try:
             self.duckdb.execute(f"CREATE OR REPLACE TEMP VIEW {_ident(name)} AS {sql}")
         except duckdb.Error as e:
-            raise _translate(e, sql) from e
+            raise self._error(e, sql) from e
         return rev.digest
 
     def resolve_names(self, query: str) -> dict[str, str]:
@@ -318,6 +366,11 @@ class Connection:
     def _error(self, e: duckdb.Error, query: str) -> DsregError:
         import duckdb
 
+        from dsreg.views.readonly import read_only_error
+
+        refused = read_only_error(e, self._files)
+        if refused is not None:
+            return refused
         if isinstance(e, duckdb.CatalogException):
             for name, err in self._unparsed.items():
                 if name in str(e):
@@ -330,6 +383,7 @@ class Connection:
         import duckdb
 
         self.resolve_names(query)
+        self._files.take_failure()
         try:
             if parameters is None:
                 self.duckdb.execute(query)
@@ -344,6 +398,7 @@ class Connection:
         import duckdb
 
         self.resolve_names(query)
+        self._files.take_failure()
         try:
             return self.duckdb.sql(query)
         except duckdb.Error as e:
@@ -357,7 +412,7 @@ class Connection:
         try:
             return self.duckdb.fetchall()
         except duckdb.Error as e:
-            raise _translate(e, "") from e
+            raise self._error(e, "") from e
 
     def fetchone(self) -> tuple[Any, ...] | None:
         import duckdb
@@ -365,7 +420,7 @@ class Connection:
         try:
             return self.duckdb.fetchone()
         except duckdb.Error as e:
-            raise _translate(e, "") from e
+            raise self._error(e, "") from e
 
     def table(self, query: str) -> pa.Table:
         """Run ``query``; the whole result as an Arrow table."""
@@ -380,7 +435,7 @@ class Connection:
             table: pa.Table = fetch()
             return table
         except duckdb.Error as e:
-            raise _translate(e, query) from e
+            raise self._error(e, query) from e
 
     def batches(
         self, query: str, *, rows: int = 1 << 16
@@ -395,12 +450,17 @@ class Connection:
             fetch = getattr(rel, "to_arrow_reader", None) or rel.fetch_arrow_reader
             reader: pa.RecordBatchReader = fetch(rows)
         except duckdb.Error as e:
-            raise _translate(e, query) from e
+            raise self._error(e, query) from e
 
         def stream() -> Iterator[pa.RecordBatch]:
             try:
                 yield from reader
-            except (duckdb.Error, pa.ArrowException) as e:
+            except duckdb.Error as e:
+                raise self._error(e, query) from e
+            except pa.ArrowException as e:
+                failure = self._files.take_failure()
+                if failure is not None:
+                    raise failure from e
                 raise QueryError(f"the query failed while its rows were read: {e}") from e
 
         return reader.schema, stream()
@@ -408,8 +468,11 @@ class Connection:
 
 def connect(
     registry: Registry | str | os.PathLike[str] | None = None,
+    *,
+    allow_files: bool = False,
 ) -> Connection:
-    """A DuckDB connection that resolves ``"dataset@rev"`` quoted identifiers in queries.
+    """A DuckDB connection that resolves ``"dataset@rev"`` quoted identifiers in queries;
+    read-only unless ``allow_files`` (see ``Connection``).
 
     >>> con = dsreg.connect()                                                # doctest: +SKIP
     >>> con.sql('SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1" GROUP BY ALL')
@@ -419,12 +482,15 @@ def connect(
         if isinstance(registry, Registry)
         else Registry.find(Path(registry) if registry is not None else None)
     )
-    return Connection(reg)
+    return Connection(reg, allow_files=allow_files)
 
 
-def query_revision(registry: Registry, revision: Revision, query: str) -> pa.Table:
+def query_revision(
+    registry: Registry, revision: Revision, query: str, *, allow_files: bool = False
+) -> pa.Table:
     """Run ``query`` with ``this`` naming ``revision``'s view (``Dataset.sql``); other revisions
-    may be named as ``"dataset@tag"`` in the same query. The whole result as an Arrow table."""
-    with Connection(registry) as con:
+    may be named as ``"dataset@tag"`` in the same query. The whole result as an Arrow table.
+    Read-only unless ``allow_files`` (see ``Connection``)."""
+    with Connection(registry, allow_files=allow_files) as con:
         con.create_view("this", revision)
         return con.table(query)

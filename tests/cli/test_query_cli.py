@@ -135,6 +135,27 @@ def test_sql_errors_exit_1_with_a_message(cli: Any, reg: Registry) -> None:
     assert res.exit_code == 1 and "unknown --format 'xml'" in res.stderr
 
 
+def test_sql_is_read_only_unless_allow_files(cli: Any, reg: Registry, tmp_path: Path) -> None:
+    mine = tmp_path / "mine.parquet"
+    pq.write_table(pa.table({"row": [0, 1], "pred": [2, 0]}), mine)
+    tag = reg.root / "refs" / "toy" / "original"
+    before = tag.read_bytes()
+    res = run(cli, reg, "sql", f"COPY (SELECT 1 AS x) TO '{tag}' (FORMAT csv)")
+    assert res.exit_code == 1 and res.stderr.startswith("Error: SQL is read-only")
+    assert "--allow-files" in res.stderr and tag.read_bytes() == before
+    res = run(cli, reg, "sql", f"SELECT count(*) AS n FROM '{mine}'")
+    assert res.exit_code == 1 and "--allow-files" in res.stderr
+    query = f'SELECT v.example_id, p.pred FROM "toy@original" v JOIN \'{mine}\' p USING ("row")'
+    res = run(cli, reg, "sql", query + " ORDER BY 1", "--allow-files", "--format", "csv")
+    assert res.exit_code == 0, res.stderr
+    assert list(csv.reader(io.StringIO(res.stdout))) == [
+        ["example_id", "pred"],
+        ["e00", "2"],
+        ["e01", "0"],
+    ]
+    assert "--allow-files" in run(cli, reg, "sql", "--help").stdout
+
+
 def _preds(tmp_path: Path) -> list[str]:
     right = LABELS.copy()
     fixer = LABELS.copy()
