@@ -235,16 +235,20 @@ def checkout(
     """Materialise revision ``spec`` as files in folder ``path`` (created if missing), with a
     pin file ``path/.dsreg.json``; switching a checkout touches only the files that differ.
 
-    ``link``: ``hardlink``, ``symlink``, ``copy`` or ``reflink`` (default: the registry's
-    ``core.checkout_link``, else ``hardlink``). Hard-linked files are read-only: the store's.
+    ``link``: ``reflink``, ``copy``, ``hardlink`` or ``symlink`` (default: the registry's
+    ``core.checkout_link``, else ``reflink``: a copy-on-write clone where the file system has
+    them, else a copy; either is the user's to edit). ``hardlink`` and ``symlink`` are faster
+    and use no space, but the files are the store's objects: an edit through one (as root, or
+    after ``chmod u+w``) corrupts the store (``dsreg verify`` finds it; adding the data again
+    repairs it). An interrupted checkout is finished by the next one (docs/concepts.md).
     """
     from dsreg.ops.checkout import checkout as do_checkout
 
     reg = find_registry(registry)
-    chosen = link or reg.config.get("core", {}).get("checkout_link", "hardlink")
+    chosen = link or reg.config.get("core", {}).get("checkout_link", "reflink")
     if chosen not in LINKS:
         raise InvalidInputError(
-            f"unknown --link {chosen!r}; choose hardlink, symlink, copy or reflink"
+            f"unknown --link {chosen!r}; choose reflink, copy, hardlink or symlink"
         )
     resolved = reg.resolve(spec)
     return do_checkout(

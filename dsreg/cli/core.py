@@ -248,13 +248,17 @@ def checkout(
     path: Annotated[Path, typer.Argument(help="The folder to fill (created if missing).")],
     link: Annotated[
         str | None,
-        typer.Option(help="hardlink, symlink, copy or reflink (default: config, else hardlink)."),
+        typer.Option(
+            help="reflink (copy-on-write, else a copy), copy, hardlink or symlink (default: "
+            "config, else reflink). Hard and symbolic links are the store's own files: editing "
+            "one corrupts the store."
+        ),
     ] = None,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Materialise a revision as files plus a pin file PATH/.dsreg.json; switching a checkout
-    touches only the files that differ. Hard-linked files are read-only: they are the store's."""
+    touches only the files that differ, and finishes one that was interrupted."""
     with progress_bar() as hook:
         res = dsreg.checkout(spec, path, link=link, progress=hook, registry=registry_path)
     if json:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.errors import StorageError
+from dsreg.errors import CorruptObjectError, StorageError
 from dsreg.ingest import treescan
 from dsreg.objects.batch import ObjectBatch, hash_files
 from dsreg.repo.registry import Registry
@@ -92,10 +92,16 @@ def store_payloads(
         else:
             todo.append(j)
     del cache
+    damaged: dict[str, str] = {}
     if write:
-        # A cached digest says what the file holds, not that the store still has it (gc, or a
-        # damaged registry being repaired by adding again): those files are read and stored.
-        gone = reg.store.missing({d for d in out if d is not None})
+        # A cached digest says what the file holds, not that the store still has it intact
+        # (gc, or a damaged registry being repaired by adding again): files whose objects are
+        # missing are read and stored; objects stored with another size than the file's, or
+        # found corrupt before, are replaced from the file (``_replace_damaged``).
+        todo_set = set(todo)
+        gone, damaged = _damaged(
+            reg, payloads, out, [(j, i) for j, i in enumerate(rows) if j not in todo_set], keys
+        )
         if gone:
             todo = sorted({*todo, *(j for j, i in enumerate(rows) if out[i] in gone)})
     new = 0
@@ -131,7 +137,13 @@ def store_payloads(
                 )
             for j, digest in zip(todo, got, strict=True):
                 out[rows[j]] = digest
+            if write:
+                # Objects that were already stored under a digest just computed: trusted no
+                # more than cached ones.
+                computed = [(j, rows[j]) for j in todo]
+                damaged.update(_damaged(reg, payloads, out, computed, keys)[1])
         put(fresh)
+    new += _replace_damaged(reg, damaged)
     return out, new
 
 
@@ -140,10 +152,11 @@ def store_missing(
 ) -> int:
     """Store the payloads whose objects are absent, after a pass that only hashed them; refuse
     if a file no longer holds the bytes that were hashed."""
-    gone = reg.store.missing({d for d in digests if d is not None})
-    if not gone:
-        return 0
     rows, keys = _paths(payloads)
+    gone, damaged = _damaged(reg, payloads, digests, list(enumerate(rows)), keys)
+    repaired = _replace_damaged(reg, damaged)
+    if not gone:
+        return repaired
     todo = [j for j, i in enumerate(rows) if digests[i] in gone]
     sizes = [payloads[rows[j]].size for j in todo]  # type: ignore[union-attr]
     with reg.store.batch() as batch:
@@ -153,7 +166,45 @@ def store_missing(
                 raise StorageError(
                     f"{keys[j]} changed while it was being added; nothing was tagged: add again"
                 )
-    return new
+    return new + repaired
+
+
+def _damaged(
+    reg: Registry,
+    payloads: Sequence[Payload | None],
+    digests: Sequence[str | None],
+    which: list[tuple[int, int]],
+    keys: list[str],
+) -> tuple[set[str], dict[str, str]]:
+    """Of the files ``which`` names (``(j, row)``: ``keys[j]`` is the path of payload ``row``,
+    whose digest is ``digests[row]``): the digests whose objects are missing, and those whose
+    objects are damaged, each with a file holding its bytes: stored with another size than
+    the file's (then re-hashed) or marked corrupt by an earlier read (``dsreg verify``, a
+    checkout). One ``stat`` per object; an object of the right size that nothing found
+    corrupt is trusted."""
+    sizes: dict[str, int] = {}
+    paths: dict[str, str] = {}
+    for j, i in which:
+        d, p = digests[i], payloads[i]
+        if d is not None and p is not None:
+            sizes[d] = p.size
+            paths[d] = keys[j]
+    missing, corrupt = reg.store.stat_check(sizes)
+    corrupt |= reg.store.marked_corrupt() & sizes.keys()
+    return missing, {d: paths[d] for d in corrupt}
+
+
+def _replace_damaged(reg: Registry, damaged: dict[str, str]) -> int:
+    """Replace each damaged object from a file holding its bytes; how many were replaced."""
+    n = 0
+    for digest, path in sorted(damaged.items()):
+        try:
+            n += int(reg.store.replace_corrupt(digest, Path(path)))
+        except CorruptObjectError as e:
+            raise StorageError(
+                f"{path} changed while it was being added; nothing was tagged: add again"
+            ) from e
+    return n
 
 
 def _read_files(

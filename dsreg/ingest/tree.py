@@ -37,8 +37,9 @@ def add_tree(
     with reg.lock():
         known = reg.state.scan_result(fingerprint)
         # The revision manifest was stored last; its presence is a cheap check that the state
-        # belongs to this registry's store.
-        if known is not None and reg.store.has(known[0]):
+        # belongs to this registry's store. While an object found corrupt waits for repair,
+        # the files are looked at again (store_payloads replaces it if it is theirs).
+        if known is not None and reg.store.has(known[0]) and not reg.store.marked_corrupt():
             revision, snapshot, examples = known
             previous = None
             if tag is not None:

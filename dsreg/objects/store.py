@@ -5,6 +5,12 @@ fails if the object exists, so an object is never rewritten and a reader never s
 one. Single objects are fsynced one by one; a batch (``ObjectStore.batch``, batch.py, used by
 ``add``) stages many and makes them all durable with one barrier before any is moved in.
 Reads that serve bytes re-hash them: corrupt bytes raise ``CorruptObjectError``.
+
+An object found corrupt (by any read here, by ``check``, which ``dsreg verify`` uses, or by a
+checkout) is marked so (an empty file ``tmp/corrupt/<hex>``, ``marked_corrupt``): it stays
+where it is, still refused by every read, until ``replace_corrupt`` replaces it with bytes
+that hash to its digest (``dsreg add`` of its data does, and so can a pull). That is the one
+exception to "never rewritten": bytes that are not the digest's were never the object.
 """
 
 from __future__ import annotations
@@ -13,13 +19,14 @@ import contextlib
 import errno
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from dsreg._util.fs import CHUNK, READ_ONLY, SMALL
 from dsreg.errors import (
     AmbiguousDigestError,
     CorruptObjectError,
+    DsregError,
     ObjectNotFoundError,
     StorageError,
 )
@@ -39,6 +46,9 @@ from dsreg.objects.hashing import Hasher, hash_bytes, hash_file
 
 __all__ = ["ObjectStore"]
 
+# Marks of objects found corrupt: tmp/corrupt/<64 hex>, empty files (gc leaves folders of
+# tmp/ other than an add's staging alone).
+_MARKS = "corrupt"
 # Listing a shard costs a small fraction of a stat per entry: list it when the folder (about 72
 # bytes an entry on ext4) is small next to the number of digests to look up in it.
 _LIST_BYTES_PER_LOOKUP = 512
@@ -199,6 +209,7 @@ class ObjectStore:
             raise StorageError(f"cannot read object {short(digest)}: {e.strerror}") from e
         got = hash_bytes(data)
         if got != digest:
+            self.mark_corrupt(digest)
             raise _corrupt(digest, path, got)
         return data
 
@@ -214,11 +225,14 @@ class ObjectStore:
                 digest=digest,
             ) from None
         if got != digest:
+            self.mark_corrupt(digest)
             raise _corrupt(digest, path, got)
         return path
 
     def check(self, digest: str) -> str | None:
-        """``None`` if the object is intact, else what is wrong with it."""
+        """``None`` if the object is intact, else what is wrong with it. A corrupt object is
+        marked (``mark_corrupt``), so that adding its data again replaces it; an intact one
+        loses a mark it had."""
         path = self.path(digest)
         try:
             got = hash_file(path)
@@ -226,7 +240,106 @@ class ObjectStore:
             return "missing"
         except OSError as e:
             return f"unreadable: {e.strerror}"
-        return None if got == digest else f"corrupt: its bytes hash to {short(got)}"
+        if got == digest:
+            self._unmark(digest)
+            return None
+        self.mark_corrupt(digest)
+        return f"corrupt: its bytes hash to {short(got)}"
+
+    def mark_corrupt(self, digest: str) -> None:
+        """Remember that object ``digest`` was found corrupt (best effort: a read-only registry
+        cannot remember, and its objects cannot be repaired either)."""
+        folder = self.tmp / _MARKS
+        with contextlib.suppress(OSError):
+            folder.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(folder / hex_of(digest), os.O_WRONLY | os.O_CREAT, 0o644))
+
+    def _unmark(self, digest: str) -> None:
+        with contextlib.suppress(OSError):
+            os.unlink(self.tmp / _MARKS / hex_of(digest))
+
+    def marked_corrupt(self) -> set[str]:
+        """The objects found corrupt and not repaired since (one listing of a folder that is
+        usually absent). Marks of objects no longer stored are dropped."""
+        folder = self.tmp / _MARKS
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            return set()
+        out: set[str] = set()
+        for name in names:
+            if len(name) != 64:
+                continue
+            digest = PREFIX + name
+            if self.path(digest).is_file():
+                out.add(digest)
+            else:
+                self._unmark(digest)
+        return out
+
+    def stat_check(self, sizes: Mapping[str, int]) -> tuple[set[str], set[str]]:
+        """``(missing, corrupt)`` among ``sizes`` (digest -> the size of bytes known to hash to
+        it): one ``stat`` per object; an object of another size is re-hashed (and marked if
+        corrupt), one of the right size is trusted."""
+        root = os.fspath(self.files)
+        missing: set[str] = set()
+        corrupt: set[str] = set()
+        for digest, size in sizes.items():
+            try:
+                st = os.stat(f"{root}/{object_relpath(digest)}")
+            except FileNotFoundError:
+                missing.add(digest)
+                continue
+            except OSError:
+                continue
+            if st.st_size != size and self.check(digest) not in (None, "missing"):
+                corrupt.add(digest)
+        return missing, corrupt
+
+    def replace_corrupt(self, digest: str, source: bytes | Path) -> bool:
+        """Replace object ``digest`` with ``source`` (bytes, or a file) if the stored one fails
+        verification (or is absent); leave an intact one alone. The new bytes are hashed first
+        and refused (``CorruptObjectError``) unless they hash to ``digest``; they are written
+        to ``tmp/``, fsynced and renamed over the object in one step, so a reader sees the old
+        bytes or the new, never a mix. True if the object was replaced or stored (and its mark
+        of corruption is dropped either way)."""
+        if self.check(digest) is None:
+            return False
+        tmpname = self._mktemp()
+        try:
+            hasher = Hasher()
+            with open(tmpname, "wb") as out:
+                if isinstance(source, bytes):
+                    hasher.update(source)
+                    out.write(source)
+                else:
+                    with open(source, "rb") as src:
+                        while chunk := src.read(CHUNK):
+                            hasher.update(chunk)
+                            out.write(chunk)
+                out.flush()
+                os.fsync(out.fileno())
+            got = hasher.digest()
+            if got != digest:
+                raise CorruptObjectError(
+                    f"the bytes offered to repair object {short(digest)} hash to {short(got)}; "
+                    "the object was not replaced",
+                    digest=digest,
+                    actual=got,
+                )
+            os.chmod(tmpname, READ_ONLY)
+            dst = self.path(digest)
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmpname, dst)
+            self._unmark(digest)
+        except DsregError:
+            raise
+        except OSError as e:
+            raise StorageError(f"cannot store object {short(digest)}: {e.strerror or e}") from e
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmpname)
+        return True
 
     def __iter__(self) -> Iterator[str]:
         """Every object's digest (no particular order)."""

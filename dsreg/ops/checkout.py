@@ -4,12 +4,15 @@ ImageFolder sets come back in their layout, each file under its (possibly correc
 folder, so an unchanged ImageFolder loader reads the view's labels. Table sets with payloads
 come back at their example ids; label-only sets as ``labels.csv``. Switching a folder from one
 revision to another touches only the files that differ. Every object is re-hashed before it is
-linked or copied: corrupt bytes are never served.
+linked or copied: corrupt bytes are never served (and a corrupt object is marked, so that
+adding its data again replaces it).
 
 A checkout is two steps: ``dsreg.ops.checkout_plan.plan`` compares the folder with the target
 and refuses before anything in it is touched; ``apply`` (here) executes the plan: verify the
-objects, remove stale files, link or copy, write the pin last. ``checkout`` runs both under the
-folder's lock.
+objects, write the journal (``checkout_journal``), remove stale files, link or copy, write the
+pin, remove the journal. ``checkout`` runs both under the folder's lock, which it takes before
+it reads anything in the folder. Every file operation goes through folder descriptors that
+never follow a link inside the folder (``checkout_fs``).
 """
 
 from __future__ import annotations
@@ -18,9 +21,7 @@ import contextlib
 import errno
 import fcntl
 import os
-import shutil
-import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias, TypeVar
@@ -30,7 +31,21 @@ from dsreg._util.parallel import map_chunks
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import CorruptObjectError, DsregError, StorageError
 from dsreg.objects.digest import object_relpath, short
-from dsreg.objects.hashing import hash_file, hash_path
+from dsreg.objects.hashing import hash_path
+from dsreg.ops.checkout_fs import (
+    Cloner,
+    Dirs,
+    clean_leftovers,
+    copy_checked,
+    empty_folder,
+    open_root,
+    place,
+    prune,
+    putter,
+    same,
+    unlink,
+)
+from dsreg.ops.checkout_journal import JOURNAL, clear_journal, write_journal
 from dsreg.ops.checkout_plan import (
     LABELS_CSV,
     PIN,
@@ -44,6 +59,7 @@ from dsreg.repo.registry import Registry, Resolved
 from dsreg.views.dataset import Dataset
 
 __all__ = [
+    "JOURNAL",
     "LABELS_CSV",
     "PIN",
     "CheckoutPlan",
@@ -55,7 +71,6 @@ __all__ = [
     "read_pin",
 ]
 
-_FICLONE = 0x40049409
 _JOBS = max(4, min(32, (os.cpu_count() or 1) * 4))
 # Files per task handed to a worker thread (one future per small file costs more than it does).
 _CHUNK = 256
@@ -90,22 +105,27 @@ def checkout(
     resolved: Resolved,
     target: Path,
     *,
-    link: LinkType = "hardlink",
+    link: LinkType = "reflink",
     progress: ProgressHook = no_progress,
 ) -> CheckoutResult:
-    """Materialise ``resolved`` at ``target``; switch an existing checkout incrementally."""
+    """Materialise ``resolved`` at ``target``; switch an existing checkout incrementally; finish
+    a checkout of the folder that was interrupted (its journal), whatever revision it was for."""
     ds = Dataset(reg, resolved)
     target = target.absolute()
     check_folder(target)
-    # The one thing done before the plan: the lock is taken on the folder itself, so a new one
-    # is created (empty) first.
-    try:
-        target.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise StorageError(f"cannot create {target}: {e.strerror}") from e
-    with _locked(target):
-        # Planned under the lock: another checkout of this folder cannot change it in between.
-        return apply(reg, plan(ds, target, link=link), progress=progress)
+    # The one thing done before the lock: the lock is taken on the folder itself, so a new one
+    # is created (empty) first. Everything that reads the folder (pin, journal, files) comes
+    # after, so two checkouts of one folder run one after the other, the second planning
+    # against what the first left.
+    with _locked(target) as created:
+        try:
+            return apply(reg, plan(ds, target, link=link), progress=progress)
+        except BaseException:
+            if created:
+                # Refused, or failed and emptied again: a folder this checkout made goes too.
+                with contextlib.suppress(OSError):
+                    target.rmdir()
+            raise
 
 
 def apply(
@@ -114,50 +134,28 @@ def apply(
     """Carry out a plan (made by ``plan`` under the folder's lock, which ``checkout`` holds).
 
     Objects are re-hashed before they are placed; a lazily cloned registry fetches (verified)
-    what it lacks from the default remote. A refusal here (a corrupt or missing object) leaves
-    the folder as it was, or, if it was empty, empty again. The pin is written last.
+    what it lacks from the default remote. The journal is written before the folder is
+    touched and removed after the pin, which is written last. A refusal or failure (a corrupt
+    or missing object, a full disk) leaves a folder that was empty empty again; a switch that
+    fails part way leaves its journal, and the next checkout of the folder finishes it.
     """
-    target, link, todo = planned.target, planned.link, planned.place
-    files = os.fspath(reg.store.files)
-    root = os.fspath(target)
-    if planned.fresh and link in ("hardlink", "symlink"):
-        # An empty folder: each object is re-hashed and linked straight to its name (a link
-        # appears whole) in one pass per file; a refusal empties the folder again.
-        _make_dirs(target, planned.dirs)
-        try:
-            _verify_and_link(reg, files, root, todo, link, progress)
-        except BaseException:
-            _empty(target)
-            raise
-    else:
+    target, todo = planned.target, planned.place
+    if not planned.fresh and todo:
         # Every object to be placed is re-hashed before the folder is touched: corrupt bytes
-        # are never served, and a refused checkout leaves the folder as it was.
+        # are never served, and a refused switch leaves the folder as it was.
         _verify_objects(reg, todo, progress)
-        for rel in planned.remove:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(target / rel)
-        _make_dirs(target, planned.dirs)
-        put = _linker(link)
-
-        def work(lo: int, hi: int) -> tuple[int, list[tuple[str, str]]]:
-            for rel, blob in todo[lo:hi]:
-                src = _object_path(files, blob)
-                dst = f"{root}/{rel}"
-                if not (os.path.lexists(dst) and _same(Path(dst), Path(src), link, blob)):
-                    _place(put, Path(src), Path(dst))
-            return hi - lo, []
-
-        try:
-            _in_pool(work, len(todo), progress, "checking out")
-        except DsregError:
-            raise  # an OSError too (errors.py), and already said
-        except OSError as e:
-            raise StorageError(f"checkout into {target} failed: {e}") from e
-    if not planned.fresh:
-        _prune_empty_dirs(target)
-    if planned.labels_csv is not None:
-        _write_atomic(target / LABELS_CSV, planned.labels_csv)
-    _write_atomic(target / PIN, planned.pin)
+    root_fd = open_root(target)
+    try:
+        if planned.journal is not None:
+            write_journal(target, planned.journal)
+        if planned.fresh:
+            _fresh(reg, planned, root_fd, progress)
+        else:
+            _switch(reg, planned, root_fd, progress)
+    finally:
+        os.close(root_fd)
+    if planned.journal is not None or planned.recovering:
+        clear_journal(target)
     return CheckoutResult(
         revision=planned.revision,
         path=str(target),
@@ -165,79 +163,184 @@ def apply(
         added=len(todo),
         removed=planned.removed,
         unchanged=planned.files - len(todo),
-        link=link,
+        link=planned.link,
     )
 
 
 @contextlib.contextmanager
-def _locked(target: Path) -> Any:
-    fd = os.open(target, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-def _make_dirs(target: Path, dirs: Sequence[str]) -> None:
-    for d in dirs:
+def _locked(target: Path) -> Iterator[bool]:
+    """Create ``target`` if missing and hold its lock; yields whether this call created it.
+    The lock is on the folder's inode: if the folder was removed or replaced while this one
+    waited (another checkout made it, was refused and removed it), it starts again."""
+    for _ in range(100):
         try:
-            os.makedirs(target / d, exist_ok=True)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.mkdir(target)
+                created = True
+            except FileExistsError:
+                created = False
+            fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as e:
-            raise StorageError(f"cannot create {target / d}: {e.strerror}") from e
+            raise StorageError(f"cannot create {target}: {e.strerror}") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held = os.fstat(fd)
+            try:
+                now = os.stat(target)
+            except FileNotFoundError:
+                continue
+            if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+                yield created
+                return
+        finally:
+            os.close(fd)
+    raise StorageError(f"{target} keeps being removed or replaced; check out again")
 
 
-def _empty(target: Path) -> None:
-    """Remove everything a refused checkout put into a folder that was empty before it."""
-    for e in os.scandir(target):
-        if e.is_dir(follow_symlinks=False):
-            shutil.rmtree(e.path, ignore_errors=True)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(e.path)
+def _fresh(reg: Registry, planned: CheckoutPlan, root_fd: int, progress: ProgressHook) -> None:
+    """An empty folder: each object is re-hashed and placed straight at its name (a link
+    appears whole; a copy is written under its name, so a failure removes everything)."""
+    target = planned.target
+    try:
+        with Dirs(os.fspath(target), root_fd) as dirs:
+            for d in planned.dirs:
+                dirs.fd(d, create=True)
+        _verify_and_place(reg, planned, root_fd, progress)
+        _finish(planned)
+    except BaseException as e:
+        # The folder was empty: empty it again (the journal last), so a re-run starts afresh.
+        with contextlib.suppress(OSError):
+            empty_folder(root_fd, keep=JOURNAL)
+            clear_journal(target)
+        if isinstance(e, OSError) and not isinstance(e, DsregError):
+            raise StorageError(f"checkout into {target} failed: {e}; nothing was left in it") from e
+        raise
 
 
-def _verify_and_link(
-    reg: Registry,
-    files: str,
-    root: str,
-    todo: _Todo,
-    link: LinkType,
-    progress: ProgressHook,
+def _switch(reg: Registry, planned: CheckoutPlan, root_fd: int, progress: ProgressHook) -> None:
+    """A folder holding a revision (or an interrupted checkout): remove what the target does
+    not have, then place each file that is not already what the link type makes of it."""
+    target, link, todo = planned.target, planned.link, planned.place
+    files = os.fspath(reg.store.files)
+    root = os.fspath(target)
+    put = putter(link)
+
+    def work(lo: int, hi: int) -> tuple[int, list[tuple[str, str]]]:
+        with Dirs(root, root_fd) as dirs:
+            try:
+                for rel, blob in todo[lo:hi]:
+                    fd, name = _at(dirs, rel)
+                    src = _object_path(files, blob)
+                    if not same(fd, name, src, link, blob):
+                        place(put, src, fd, name)
+            except OSError as e:
+                if (said := _cross_device(e, link)) is not None:
+                    raise said from e
+                raise
+        return hi - lo, []
+
+    try:
+        with Dirs(root, root_fd) as dirs:
+            clean_leftovers(dirs, planned.leftovers_in)
+            for rel in planned.remove:
+                unlink(dirs, rel)
+            for d in planned.dirs:
+                dirs.fd(d, create=True)
+        _in_pool(work, len(todo), progress, "checking out")
+        with Dirs(root, root_fd) as dirs:
+            prune(dirs, planned.remove)
+        _finish(planned)
+    except OSError as e:
+        if isinstance(e, DsregError):
+            raise  # already said (a link inside the folder, a corrupt object, a worker's error)
+        # The journal stays: the folder may hold files of both revisions until a checkout of
+        # any revision runs again and finishes.
+        raise StorageError(
+            f"checkout into {target} failed: {e}; it holds part of the switch to "
+            f"{short(planned.revision)} (recorded in {JOURNAL}): run 'dsreg checkout' into it "
+            "again, of any revision, to finish"
+        ) from e
+
+
+def _finish(planned: CheckoutPlan) -> None:
+    """``labels.csv`` and the pin, last: the folder now holds what the pin says."""
+    if planned.labels_csv is not None:
+        write_atomic(planned.target / LABELS_CSV, planned.labels_csv)
+    write_atomic(planned.target / PIN, planned.pin)
+
+
+def _at(dirs: Dirs, rel: str) -> tuple[int, str]:
+    at = dirs.at(rel, create=True)
+    assert at is not None  # created when absent
+    return at
+
+
+def _cross_device(e: OSError, link: str) -> StorageError | None:
+    """A hard link across file systems, said with the way out (``None`` for other errors)."""
+    if e.errno == errno.EXDEV and link == "hardlink" and not isinstance(e, DsregError):
+        return StorageError(
+            "cannot hard-link across file systems (the registry and the checkout folder are "
+            "on different ones); use --link reflink, copy or symlink"
+        )
+    return None
+
+
+def _verify_and_place(
+    reg: Registry, planned: CheckoutPlan, root_fd: int, progress: ProgressHook
 ) -> None:
-    """Re-hash each object and link it to its name, in workers; objects the store lacks are
-    fetched (verified) from the default remote afterwards, re-hashed, and linked."""
-    make = os.link if link == "hardlink" else os.symlink
+    """Re-hash each object and link or copy it to its name in one pass, in workers; objects
+    the store lacks are fetched (verified) from the default remote afterwards, re-hashed, and
+    placed."""
+    todo, link = planned.place, planned.link
+    files = os.fspath(reg.store.files)
+    root = os.fspath(planned.target)
+    clone = Cloner() if link == "reflink" else None
+    put = putter(link)
+
+    def one(src: str, blob: str, fd: int, name: str) -> str | None:
+        if link in ("copy", "reflink"):
+            return copy_checked(src, blob, fd, name, clone)
+        try:
+            got = hash_path(src)
+        except FileNotFoundError:
+            return None
+        if got == blob:
+            try:
+                put(src, fd, name)
+            except FileExistsError:  # appeared meanwhile: replaced, as in a switch
+                place(put, src, fd, name)
+        return got
 
     def work(lo: int, hi: int) -> tuple[int, list[tuple[str, str]]]:
         absent = []
-        for rel, blob in todo[lo:hi]:
-            src = _object_path(files, blob)
+        with Dirs(root, root_fd) as dirs:
             try:
-                got = hash_path(src)
-            except FileNotFoundError:
-                absent.append((rel, blob))
-                continue
-            if got != blob:
-                raise _corrupt(blob, rel)
-            dst = f"{root}/{rel}"
-            try:
-                make(src, dst)
-            except FileExistsError:  # appeared meanwhile: replaced, as in a switch
-                _place(_linker(link), Path(src), Path(dst))
+                for rel, blob in todo[lo:hi]:
+                    fd, name = _at(dirs, rel)
+                    got = one(_object_path(files, blob), blob, fd, name)
+                    if got is None:
+                        absent.append((rel, blob))
+                    elif got != blob:
+                        raise _corrupt(reg, blob, rel)
+            except OSError as e:
+                if (said := _cross_device(e, link)) is not None:
+                    raise said from e
+                raise
         return hi - lo, absent
 
-    try:
-        deferred = _in_pool(work, len(todo), progress, "checking out")
-    except DsregError:
-        raise  # an OSError too (errors.py), and already said
-    except OSError as e:
-        raise StorageError(f"checkout into {root} failed: {e}") from e
+    deferred = _in_pool(work, len(todo), progress, "checking out")
     if deferred:
         _verify_objects(reg, deferred, progress)
-        for rel, blob in deferred:
-            src = _object_path(files, blob)
-            _place(_linker(link), Path(src), Path(f"{root}/{rel}"))
+        with Dirs(root, root_fd) as dirs:
+            try:
+                for rel, blob in deferred:
+                    fd, name = _at(dirs, rel)
+                    place(put, _object_path(files, blob), fd, name)
+            except OSError as e:
+                if (said := _cross_device(e, link)) is not None:
+                    raise said from e
+                raise
 
 
 def _in_pool(
@@ -262,10 +365,14 @@ def _object_path(files: str, blob: str) -> str:
     return f"{files}/{object_relpath(blob)}"
 
 
-def _corrupt(blob: str, rel: str) -> CorruptObjectError:
+def _corrupt(reg: Registry, blob: str, rel: str) -> CorruptObjectError:
+    """The refusal of a corrupt object, which is marked on the way (``mark_corrupt``), so that
+    adding its data again replaces it."""
+    reg.store.mark_corrupt(blob)
     return CorruptObjectError(
-        f"object {short(blob)} for {rel} is corrupt; it was not checked out: run "
-        "'dsreg verify', then 'dsreg pull' or re-add"
+        f"object {short(blob)} for {rel} is corrupt; it was not checked out: add its data "
+        "again or run 'dsreg pull' to repair it ('dsreg verify' lists every damaged object)",
+        digest=blob,
     )
 
 
@@ -277,14 +384,14 @@ def _verify_objects(reg: Registry, todo: _Todo, progress: ProgressHook) -> None:
         if blob not in first:
             first[blob] = rel
     files = os.fspath(reg.store.files)
-    absent = _hash_objects(files, list(first), first, progress)
+    absent = _hash_objects(reg, files, list(first), first, progress)
     if absent:
         from dsreg.remote.transfer import fetch_missing
 
         fetch_missing(reg, absent, progress=progress)
         # Fetched objects were verified on arrival; a second look costs little and keeps the
         # rule simple: nothing is linked that was not hashed here.
-        still = _hash_objects(files, absent, first, no_progress)
+        still = _hash_objects(reg, files, absent, first, no_progress)
         if still:
             raise CorruptObjectError(
                 f"object {short(still[0])} for {first[still[0]]} is missing; it was not "
@@ -293,7 +400,7 @@ def _verify_objects(reg: Registry, todo: _Todo, progress: ProgressHook) -> None:
 
 
 def _hash_objects(
-    files: str, blobs: list[str], first: dict[str, str], progress: ProgressHook
+    reg: Registry, files: str, blobs: list[str], first: dict[str, str], progress: ProgressHook
 ) -> list[str]:
     """Re-hash objects (in workers); return the absent ones, raise on a corrupt one."""
 
@@ -306,7 +413,7 @@ def _hash_objects(
                 absent.append(blob)
                 continue
             if got != blob:
-                raise _corrupt(blob, first[blob])
+                raise _corrupt(reg, blob, first[blob])
         return hi - lo, absent
 
     try:
@@ -315,77 +422,3 @@ def _hash_objects(
         raise  # an OSError too (errors.py), and already said
     except OSError as e:
         raise StorageError(f"cannot read objects in {files}: {e}") from e
-
-
-def _same(dst: Path, src: Path, link: LinkType, blob: str) -> bool:
-    a, b = dst.lstat(), src.stat()
-    same_inode = (a.st_ino, a.st_dev) == (b.st_ino, b.st_dev)
-    if link == "hardlink":
-        return same_inode
-    if link == "symlink":
-        return stat.S_ISLNK(a.st_mode) and os.readlink(dst) == str(src)
-    # A copy must be the user's own file: a hard link left from an earlier checkout would let
-    # an edit of the "copy" corrupt the store.
-    return not same_inode and stat.S_ISREG(a.st_mode) and hash_file(dst) == blob
-
-
-def _linker(link: LinkType) -> Callable[[Path, Path], None]:
-    if link == "hardlink":
-        return lambda src, dst: os.link(src, dst)
-    if link == "symlink":
-        return lambda src, dst: os.symlink(src, dst)
-    if link == "copy":
-        return lambda src, dst: _copy(src, dst)
-    return _reflink
-
-
-def _copy(src: Path, dst: Path) -> None:
-    shutil.copyfile(src, dst)
-    os.chmod(dst, 0o644)
-
-
-def _reflink(src: Path, dst: Path) -> None:
-    with open(src, "rb") as s, open(dst, "wb") as d:
-        try:
-            fcntl.ioctl(d.fileno(), _FICLONE, s.fileno())
-        except OSError as e:
-            if e.errno in (errno.EOPNOTSUPP, errno.EXDEV, errno.EINVAL, errno.ENOTTY):
-                # No copy-on-write here: a plain copy, as DVC's "reflink,copy" does.
-                shutil.copyfileobj(s, d, 1 << 20)
-            else:
-                raise
-    os.chmod(dst, 0o644)
-
-
-def _place(put: Callable[[Path, Path], None], src: Path, dst: Path) -> None:
-    """Put ``src`` at ``dst`` via a temporary name in the same folder: never a partial file."""
-    tmp = dst.with_name(f".{dst.name}.dsreg-tmp")
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
-    try:
-        put(src, tmp)
-        os.replace(tmp, dst)
-    except OSError as e:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        if e.errno == errno.EXDEV:
-            raise StorageError(
-                f"cannot hard-link across file systems ({src} -> {dst}); "
-                "use --link copy, symlink or reflink"
-            ) from e
-        raise
-
-
-def _prune_empty_dirs(root: Path) -> None:
-    for dirpath, _dirs, _files in os.walk(root, topdown=False):
-        p = Path(dirpath)
-        if p != root:
-            with contextlib.suppress(OSError):
-                p.rmdir()
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    try:
-        write_atomic(path, data)
-    except OSError as e:
-        raise StorageError(f"cannot write {path}: {e.strerror}") from e

@@ -1,15 +1,18 @@
 """``dsreg checkout``, first half: compare a folder with a target revision; refuse, or plan.
 
-``plan`` reads the folder's pin file ``.dsreg.json``, the files the pin's revision put there and
-the target revision's view, and returns a ``CheckoutPlan``: every path the switch will create,
-replace or remove, the blob each one gets, the pin and ``labels.csv`` to write. Every refusal
+``plan`` reads the folder's pin file ``.dsreg.json`` and journal ``.dsreg.journal`` (left by
+an interrupted checkout), the files the revisions they name put there and the target
+revision's view, and returns a ``CheckoutPlan``: every path the switch will create, replace or
+remove, the blob each one gets, the journal, pin and ``labels.csv`` to write. Every refusal
 that needs no object's bytes is raised here, before any file is touched: a path that is not a
-folder, a folder of the user's own (no pin), a pin naming a revision this registry cannot read,
-an examples table naming something other than a digest. ``dsreg.ops.checkout.apply`` executes
-a plan; ``checkout`` there is the two in a row, under the folder's lock.
+folder, a folder of the user's own (no pin), a pin or journal naming a revision this registry
+cannot read, an examples table naming something other than a digest, a destination that is
+not a safe relative path (``dsreg.model.names.is_safe_relpath``) or is one of dsreg's own
+names, a link or a file where the checkout has a folder. ``dsreg.ops.checkout.apply``
+executes a plan; ``checkout`` there is the two in a row, under the folder's lock.
 
-A plan holds every destination path in one record (``CheckoutPlan.destinations``): a check on
-them, or a journal of an interrupted switch, has one place to look.
+A plan holds every destination path in one record (``CheckoutPlan.destinations``), and every
+one of them is checked here.
 """
 
 from __future__ import annotations
@@ -24,14 +27,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
-from dsreg.errors import CorruptObjectError, DsregError, InputPathError
+from dsreg.errors import CorruptObjectError, DsregError, InputPathError, ManifestError
 from dsreg.model.canonical import parse_json
+from dsreg.model.names import UNSAFE_PATH, is_safe_relpath
 from dsreg.model.schemas import validate
 from dsreg.objects.digest import is_digest, short
+from dsreg.objects.hashing import hash_hex
+from dsreg.ops.checkout_fs import TMP_PREFIX, ancestors, check_folders, is_tmp_name
+from dsreg.ops.checkout_journal import JOURNAL, Journal, read_journal
 from dsreg.repo.tables import read_examples
 from dsreg.views.dataset import Dataset
 
 __all__ = [
+    "JOURNAL",
     "LABELS_CSV",
     "PIN",
     "CheckoutPlan",
@@ -49,16 +57,29 @@ LABELS_CSV = "labels.csv"
 LinkType: TypeAlias = Literal["hardlink", "symlink", "copy", "reflink"]
 Layout: TypeAlias = Literal["imagefolder", "files", "labels"]
 _ALL_DIGESTS = re.compile(r"(?:blake3:[0-9a-f]{64}\n)*blake3:[0-9a-f]{64}")
+# Destinations a checkout refuses, one per line of the joined list: anything that could leave
+# the folder (UNSAFE_PATH), and dsreg's own names (the pin, the journal, a temporary name).
+_OWN = (
+    rf"^(?:{re.escape(PIN)}|{re.escape(JOURNAL)})$"
+    rf"|(?:^|/){re.escape(TMP_PREFIX)}[0-9a-f]{{10}}(?:/|$)"
+)
+_REFUSED = re.compile(rf"{UNSAFE_PATH}|{_OWN}", re.MULTILINE)
+# NAME_MAX of Linux and most file systems, in bytes.
+_NAME_MAX = 255
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckoutPlan:
     """What a checkout will do to ``target``; paths are relative to it, ``/``-separated.
 
-    ``fresh`` means the folder held no pin (it is new or empty): nothing to compare or replace,
-    so ``apply`` may link each file straight to its name. ``place`` is in the order the files
-    are written; ``remove`` holds the old revision's files that the target does not have at the
-    same path with the same bytes (a path in both is replaced: removed, then placed again).
+    ``fresh`` means the folder held no pin and no journal (it is new or empty): nothing to
+    compare or replace, so ``apply`` may link each file straight to its name. ``place`` is in
+    the order the files are written; ``remove`` holds the files the folder may hold (of the
+    pin's revision, and of a journal's two) that the target does not have at the same path
+    with the same bytes (a path in both is replaced: removed, then placed again).
+    ``recovering``: a journal was found, the folder may hold files of several revisions and
+    leftover temporary files (in ``leftovers_in``), and every file placed is compared first.
+    ``journal`` is written before the folder is touched (``None``: nothing to touch).
     """
 
     target: Path
@@ -67,12 +88,15 @@ class CheckoutPlan:
     layout: Layout
     link: LinkType
     fresh: bool
+    recovering: bool
     place: tuple[tuple[str, str], ...]  # (path, blob digest) to link or copy
     remove: tuple[str, ...]
     dirs: tuple[str, ...]  # folders ``place`` needs, parents before children
+    leftovers_in: tuple[str, ...]  # folders ("" the root) to clear of temporary files
     files: int  # the target revision's file count
     removed: int  # files of ``remove`` the target does not have at all
     labels_csv: bytes | None  # label-only sets: the view as labels.csv
+    journal: bytes | None  # written first, removed after the pin
     pin: bytes  # the pin file to write last, validated
 
     @property
@@ -80,7 +104,10 @@ class CheckoutPlan:
         return self.files - len(self.place)
 
     def destinations(self) -> Iterator[str]:
-        """Every path ``apply`` creates, replaces or removes, folders first, the pin last."""
+        """Every path ``apply`` creates, replaces or removes: the journal, folders, files, the
+        pin last."""
+        if self.journal is not None:
+            yield JOURNAL
         yield from self.dirs
         for rel, _blob in self.place:
             yield rel
@@ -158,56 +185,71 @@ def file_map(ds: Dataset) -> dict[str, str]:
         k = 0
         while path in out:
             k += 1
-            path = f"{name}/{first}__{rest.replace('/', '__')}" + (f"~{k}" if k > 1 else "")
+            path = _fit(f"{name}/{first}__{rest.replace('/', '__')}" + (f"~{k}" if k > 1 else ""))
         out[path] = blob
     return out
 
 
-def plan(ds: Dataset, target: Path, *, link: LinkType = "hardlink") -> CheckoutPlan:
+def _fit(path: str) -> str:
+    """``path`` with its file name cut to NAME_MAX bytes if longer (a relabelled file's name
+    adds its old class to a name that may have used them all): the start, ``~``, 16 hex of the
+    whole name's hash and its extension, so that names cut alike stay apart."""
+    folder, _, name = path.rpartition("/")
+    raw = name.encode("utf-8", "surrogateescape")
+    if len(raw) <= _NAME_MAX:
+        return path
+    ext = os.path.splitext(name)[1]
+    ext = ext if len(ext.encode()) <= 16 else ""
+    room = _NAME_MAX - 17 - len(ext.encode())
+    head = raw[:room].decode(errors="ignore")
+    return f"{folder}/{head}~{hash_hex(raw)[:16]}{ext}"
+
+
+def plan(ds: Dataset, target: Path, *, link: LinkType = "reflink") -> CheckoutPlan:
     """Compare ``target`` with revision ``ds``; the plan that turns the one into the other.
 
-    Reads the folder (its pin, and whether each file the target keeps is still there), never
-    writes. Raises ``InputPathError`` for a folder dsreg may not fill and ``CorruptObjectError``
-    for an examples table naming something other than a digest.
+    Reads the folder (its pin and journal, whether each file the target keeps is still there,
+    that its folders are folders), never writes. Raises ``InputPathError`` for a folder dsreg
+    may not fill, ``CorruptObjectError`` for an examples table naming something other than a
+    digest and ``ManifestError`` for a destination outside the folder.
     """
-    reg = ds.registry
     target = target.absolute()
     check_folder(target)
-    old_pin = None
+    old_pin = journal = None
     if target.exists():
         old_pin = read_pin(target)
-        if old_pin is None and any(target.iterdir()):
+        journal = read_journal(target)
+        if old_pin is None and journal is None and any(target.iterdir()):
             raise InputPathError(
                 f"{target} is not empty and holds no {PIN}; check out into an empty or new folder"
             )
     new = file_map(ds)
-    old: dict[str, str] = {}
-    relink = False
+    _check_destinations(new, f"revision {short(ds.digest)}")
+    # Every revision whose files the folder may hold, with the link type they were put there
+    # with: the pin's, and an interrupted switch's two (its journal).
+    held: dict[str, str] = {}
+    if journal is not None:
+        held.update((r, lk) for r, lk in journal.held())
     if old_pin is not None:
-        try:
-            old = file_map(Dataset(reg, reg.resolve(old_pin["revision"])))
-        except DsregError as e:
-            # Without the old revision dsreg cannot tell its files from the user's own: refuse
-            # rather than delete anything it did not put there.
-            raise InputPathError(
-                f"{target} holds revision {short(old_pin['revision'])}, which this registry "
-                f"cannot read ({e}); pull that revision first, or check out into a new folder"
-            ) from e
-        # Another link type: every file is placed again (a copy must not stay a store link).
-        relink = old_pin.get("link") != link
-    # An empty folder (no pin) holds nothing to compare or replace: every file is placed.
-    fresh = old_pin is None
-    place = (
-        tuple(new.items())
-        if fresh
-        else tuple(
+        held[old_pin["revision"]] = old_pin.get("link", "")
+    olds = [_held_files(ds, target, rev) for rev in held]
+    recovering = journal is not None
+    fresh = not held
+    # Another link type: every file is placed again (a copy must not stay a store link).
+    relink = any(lk != link for lk in held.values())
+    if fresh:
+        place = tuple(new.items())
+    else:
+        check_folders(target, ancestors([*new, *(p for old in olds for p in old)]))
+        place = tuple(
             (p, b)
             for p, b in new.items()
-            if relink or old.get(p) != b or not os.path.lexists(target / p)
+            if recovering or relink or not _certain(olds, p, b) or not os.path.lexists(target / p)
         )
-    )
     _check_digests(place)
-    remove = tuple(p for p, b in old.items() if new.get(p) != b)
+    remove = tuple(
+        sorted({p for old in olds for p, b in old.items() if not _certain(olds, p, new.get(p))})
+    )
     layout = layout_of(ds)
     pin = {
         "schema": "dsreg/pin/1",
@@ -221,21 +263,77 @@ def plan(ds: Dataset, target: Path, *, link: LinkType = "hardlink") -> CheckoutP
         "files": len(new),
     }
     validate(pin, "pin", what="pin file")
+    old_revision = None if old_pin is None else old_pin["revision"]
+    touches = recovering or bool(place or remove)
     return CheckoutPlan(
         target=target,
         revision=ds.digest,
-        old_revision=None if old_pin is None else old_pin["revision"],
+        old_revision=old_revision,
         layout=layout,
         link=link,
         fresh=fresh,
+        recovering=recovering,
         place=place,
         remove=remove,
         dirs=tuple(sorted({rel.rpartition("/")[0] for rel, _b in place} - {""})),
+        leftovers_in=(
+            tuple(["", *ancestors([*new, *(p for old in olds for p in old)])]) if recovering else ()
+        ),
         files=len(new),
         removed=sum(1 for p in remove if p not in new),
         labels_csv=_labels_csv(ds) if layout == "labels" else None,
+        journal=(
+            Journal(
+                from_revision=old_revision,
+                from_link=None if old_pin is None else old_pin.get("link"),
+                to_revision=ds.digest,
+                link=link,
+            ).to_bytes()
+            if touches and not recovering
+            else None
+        ),
         pin=(json.dumps(pin, indent=2, sort_keys=True) + "\n").encode(),
     )
+
+
+def _certain(olds: list[dict[str, str]], path: str, blob: str | None) -> bool:
+    """Whether ``path`` holds ``blob`` (``None``: nothing) whichever revision put it there."""
+    return all(old.get(path) == blob for old in olds)
+
+
+def _held_files(ds: Dataset, target: Path, revision: str) -> dict[str, str]:
+    """The file map of a revision the folder holds (or may hold), checked like any other."""
+    reg = ds.registry
+    try:
+        old = file_map(Dataset(reg, reg.resolve(revision)))
+    except DsregError as e:
+        # Without the old revision dsreg cannot tell its files from the user's own: refuse
+        # rather than delete anything it did not put there.
+        raise InputPathError(
+            f"{target} holds revision {short(revision)}, which this registry "
+            f"cannot read ({e}); pull that revision first, or check out into a new folder"
+        ) from e
+    _check_destinations(old, f"revision {short(revision)}, which {target} holds,")
+    return old
+
+
+def _check_destinations(paths: dict[str, str], what: str) -> None:
+    """Refuse a path that could leave the folder or that is one of dsreg's own names. One
+    search over all of them; the per-path check only runs to name the culprit (a line break
+    inside an id can make the joined search match where no path is refused)."""
+    if not paths or not _REFUSED.search("\n".join(paths)):
+        return
+    for p in paths:
+        if (
+            not is_safe_relpath(p)
+            or p in (PIN, JOURNAL)
+            or any(is_tmp_name(part) for part in p.split("/"))
+        ):
+            raise ManifestError(
+                f"{what} would write {p!r}, which is not a safe path below the checkout folder "
+                "(no '..', '.', empty part, leading '/', backslash, NUL, or dsreg's own names "
+                f"{PIN}, {JOURNAL}, {TMP_PREFIX}…): nothing was checked out"
+            )
 
 
 def _check_digests(place: tuple[tuple[str, str], ...]) -> None:

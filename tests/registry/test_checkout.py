@@ -265,3 +265,36 @@ def test_table_with_files_checks_out_at_the_example_ids(
     checkout(reg, reg.resolve("audio@original"), out, link="copy")
     assert files_of(out) == {"a/b/x.wav": b"wave", "y.wav": b"why"}
     assert json.loads((out / PIN).read_text())["layout"] == "files"
+
+
+def test_the_default_link_is_a_copy_and_no_journal_stays(
+    pets: tuple[Registry, Path, AddResult], tmp_path: Path
+) -> None:
+    reg, tree, _ = pets
+    out = tmp_path / "out"
+    res = checkout(reg, reg.resolve("pets@original"), out)
+    assert res.link == "reflink" and files_of(out) == files_of(tree)
+    assert sorted(p.name for p in out.iterdir()) == [PIN, "cat", "dog", "fox"]
+    for p in out.rglob("*.bin"):
+        assert p.stat().st_nlink == 1 and not p.is_symlink()
+
+
+def test_a_plan_lists_every_destination_journal_first_pin_last(
+    pets: tuple[Registry, Path, AddResult], tmp_path: Path
+) -> None:
+    from dsreg.ops.checkout import JOURNAL, plan
+    from dsreg.views.dataset import Dataset
+
+    reg, _, res = pets
+    ov = _detected(reg, res)
+    make_tag(reg, "pets@corrected", "pets@original", overlays=[ov], view="corrected")
+    out = tmp_path / "out"
+    checkout(reg, reg.resolve("pets@original"), out, link="copy")
+    planned = plan(Dataset(reg, reg.resolve("pets@corrected")), out, link="copy")
+    dest = list(planned.destinations())
+    assert dest[0] == JOURNAL and dest[-1] == PIN
+    assert set(dest) >= {"cat/img001.bin", "dog/img002.bin"} | {p for p, _b in planned.place}
+    assert planned.journal is not None and not planned.fresh and not planned.recovering
+    # Nothing to do: no journal is written.
+    again = plan(Dataset(reg, reg.resolve("pets@original")), out, link="copy")
+    assert again.journal is None and list(again.destinations()) == [PIN]
