@@ -151,7 +151,11 @@ class Registry:
             fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
             yield
         finally:
-            os.close(fd)
+            # Closing releases the lock whatever close() reports, and nothing was written
+            # through this descriptor: a failing close must not turn a finished write (a tag
+            # and its log line, already durable) into a reported failure.
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     # -- manifests --------------------------------------------------------------------------
     def put_manifest(self, m: Manifest) -> str:
