@@ -23,7 +23,7 @@ from dsreg.errors import (
 from dsreg.model.manifests import Overlay, Revision, Snapshot
 from dsreg.objects.batch import ObjectBatch
 from dsreg.objects.digest import is_digest, short
-from dsreg.objects.hashing import hash_bytes
+from dsreg.objects.hashing import hash_bytes, hash_path
 from dsreg.remote.refs import RefUpdate
 from dsreg.remote.store import FetchReport, RemoteStore
 from dsreg.remote.waves import WAVE, staged_waves
@@ -74,6 +74,25 @@ class _StoreSink:
         return self._store.put_file(Path(path))
 
 
+class _ReplaceSink:
+    """Downloads of objects this store holds but found corrupt: verified, then put in their
+    place (``ObjectStore.replace_corrupt``): a batch install never replaces an object."""
+
+    def __init__(self, reg: Registry) -> None:
+        self._store = reg.store
+
+    def put_bytes(self, data: bytes, *, expect: str | None = None) -> str:
+        got = hash_bytes(data)
+        if expect is None or got == expect:
+            self._store.replace_corrupt(got, data)
+        return got
+
+    def put_file(self, path: str, *, size_hint: int = 0) -> str:
+        got = hash_path(path, size_hint=size_hint)
+        self._store.replace_corrupt(got, Path(path))
+        return got
+
+
 def fetch_objects(
     reg: Registry,
     rs: RemoteStore,
@@ -86,14 +105,22 @@ def fetch_objects(
     """Fetch the objects this registry lacks, verified; raise on any missing or corrupt one
     (after keeping the intact ones). Many objects are staged and committed in waves, so an
     interrupted pull keeps what arrived; a few are stored one by one."""
-    need = sorted(reg.store.missing(digests))
-    if not need:
+    wanted = set(digests)
+    need = sorted(reg.store.missing(wanted))
+    # Objects a read found corrupt (and marked) are fetched again and replaced, not trusted
+    # because they exist: a pull repairs them, as the corrupt-object error advises.
+    broken = sorted(reg.store.marked_corrupt() & wanted)
+    if not need and not broken:
         return FetchReport()
     reports: list[FetchReport] = []
-    if len(need) <= _FEW:
+    if broken:
+        reports.append(
+            rs.fetch(broken, _ReplaceSink(reg), reg.store.tmp, jobs=jobs, progress=progress)
+        )
+    if need and len(need) <= _FEW:
         sink = _StoreSink(reg)
         reports.append(rs.fetch(need, sink, reg.store.tmp, jobs=jobs, progress=progress))
-    else:
+    elif need:
 
         def stage(batch: ObjectBatch, part: Sequence[str], done: int) -> FetchReport:
             def hook(task: str, n: int, total: int) -> None:
