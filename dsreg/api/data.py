@@ -1,0 +1,307 @@
+"""Reading and correcting: open, connect, sql, detect, import_votes, overlay_ls/show, and the
+reports (evaluate, diff, cite)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import IO, TYPE_CHECKING, Any, overload
+
+from dsreg.api.common import PathArg, RegistryArg, command_of, find_registry
+from dsreg.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
+    from dsreg.model.manifests import View
+    from dsreg.ops.overlay import OverlayResult
+    from dsreg.overlays.inspect import OverlayInfo
+    from dsreg.overlays.write import OverlayRecord
+    from dsreg.report.cite import Citation
+    from dsreg.report.diff import DiffResult
+    from dsreg.report.evaluate import EvalReport
+    from dsreg.report.predictions import Predictions
+    from dsreg.views.dataset import Dataset
+    from dsreg.views.sql import Connection
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+def open(
+    spec: str,
+    *,
+    remote: str | None = None,
+    registry: RegistryArg = None,
+) -> Dataset:
+    """Open a pinned revision: ``"imagenet-val@original"``, ``"imagenet-val@3f9a2c1b7d0e"`` or
+    ``"blake3:…"``. The result's ``digest`` is the full revision digest, the thing to cite.
+
+    With ``remote``, objects missing here are fetched from that remote and verified first.
+    """
+    reg = find_registry(registry)
+    if remote is not None:
+        from dsreg.remote.transfer import fetch_for_open
+
+        return fetch_for_open(reg, spec, remote)
+    from dsreg.views.dataset import Dataset
+
+    return Dataset(reg, reg.resolve(spec))
+
+
+def connect(registry: RegistryArg = None, *, allow_files: bool = False) -> Connection:
+    """A DuckDB connection that resolves ``"dataset@rev"`` quoted identifiers in queries.
+
+    Read-only: its SQL reads revisions and nothing else (no file read or written, no ATTACH,
+    INSTALL, LOAD or SET; a refused statement raises ``QueryError``). ``allow_files=True``
+    gives DuckDB its full access, for your own files.
+
+    >>> con = dsreg.connect()                                                # doctest: +SKIP
+    >>> con.sql('SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1" GROUP BY ALL')
+    """
+    from dsreg.views.sql import Connection
+
+    return Connection(find_registry(registry), allow_files=allow_files)
+
+
+@overload
+def sql(
+    query: str,
+    *,
+    format: str | None = None,
+    output: None = None,
+    allow_files: bool = False,
+    registry: RegistryArg = None,
+) -> pa.Table: ...
+@overload
+def sql(
+    query: str,
+    *,
+    format: str | None = None,
+    output: PathArg | IO[Any],
+    allow_files: bool = False,
+    registry: RegistryArg = None,
+) -> int: ...
+def sql(
+    query: str,
+    *,
+    format: str | None = None,
+    output: PathArg | IO[Any] | None = None,
+    allow_files: bool = False,
+    registry: RegistryArg = None,
+) -> pa.Table | int:
+    """Run DuckDB SQL over revisions, each named as a quoted identifier:
+    ``SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1" GROUP BY ALL``.
+
+    Without ``output``, the result as an Arrow table. With ``output`` (a path, or a text or
+    binary stream), its rows are streamed there as ``format`` (``table``, ``csv``, ``json`` or
+    ``parquet``; default: from the file's suffix, else ``table``) and their count returned.
+
+    Read-only: the query reads revisions and nothing else (no file read or written, no ATTACH,
+    INSTALL, LOAD or SET; a refused statement raises ``QueryError``). ``allow_files=True``
+    gives DuckDB its full access, for your own files.
+    """
+    from dsreg.report.export import check_format
+
+    if format is not None:
+        check_format(format)
+    reg = find_registry(registry)
+    if output is None:
+        if format is not None:
+            raise InvalidInputError(f"format {format!r} writes to output=: give a path or stream")
+        from dsreg.views.sql import Connection
+
+        with Connection(reg, allow_files=allow_files) as con:
+            return con.table(query)
+    from dsreg.report.export import write_query
+
+    return write_query(reg, query, output, format=format, allow_files=allow_files)
+
+
+# -- overlays ----------------------------------------------------------------------------------
+
+
+def detect(
+    spec: str,
+    pred_probs: np.ndarray | PathArg,
+    *,
+    filter_by: str = "prune_by_noise_rate",
+    rank_by: str = "self_confidence",
+    rank_by_kwargs: dict[str, Any] | None = None,
+    frac_noise: float = 1.0,
+    num_to_remove_per_class: Sequence[int] | None = None,
+    min_examples_per_class: int = 1,
+    estimation_method: str = "off_diagonal",
+    chunk_rows: int | None = None,
+    tag: str | None = None,
+    view: str | None = None,
+    force: bool = False,
+    top: int = 10,
+    command: str | None = None,
+    registry: RegistryArg = None,
+) -> OverlayResult:
+    """Find label issues of ``spec`` with confident learning; store a ``detected`` overlay.
+
+    ``pred_probs``: out-of-sample probabilities aligned with the revision's rows, an ``(n, k)``
+    array or a ``.npy`` (memory-mapped) or Parquet file (read in chunks). The options are
+    cleanlab's (see :func:`dsreg.detector.detector.detect`). ``tag`` also tags
+    ``<dataset>@<tag>``: the revision plus the overlay, in ``view`` (default ``cleaned``).
+
+    Returns
+    -------
+    OverlayResult
+        ``digest`` names the overlay; ``summary`` has the counts; ``details`` is the full
+        :class:`~dsreg.detector.detector.Detection`; ``top`` the ``top`` lowest-scored rows;
+        ``tagged`` the tag made, if any.
+    """
+    from dsreg.ops.overlay import check_detect_options, check_tag_options
+    from dsreg.ops.overlay import detect as do_detect
+
+    check_detect_options(filter_by, rank_by)
+    check_tag_options(tag, view)
+    options: dict[str, Any] = {
+        "filter_by": filter_by,
+        "rank_by": rank_by,
+        "rank_by_kwargs": rank_by_kwargs,
+        "frac_noise": frac_noise,
+        "num_to_remove_per_class": (
+            list(num_to_remove_per_class) if num_to_remove_per_class is not None else None
+        ),
+        "min_examples_per_class": min_examples_per_class,
+        "estimation_method": estimation_method,
+        "chunk_rows": chunk_rows,
+    }
+    where = pred_probs if isinstance(pred_probs, str | os.PathLike) else "<array>"
+    return do_detect(
+        find_registry(registry),
+        spec,
+        pred_probs,
+        options=options,
+        tag=tag,
+        view=view,
+        force=force,
+        top=top,
+        command=command if command is not None else command_of("detect", spec, where),
+    )
+
+
+def import_votes(
+    spec: str,
+    votes: PathArg,
+    *,
+    format: str = "label-errors",
+    threshold: int = 3,
+    tag: str | None = None,
+    view: str | None = None,
+    force: bool = False,
+    command: str | None = None,
+    registry: RegistryArg = None,
+) -> OverlayResult:
+    """Store human validation votes about ``spec``'s snapshot as a ``validated`` overlay, with
+    the categories of Northcutt et al. (2021) at agreement ``threshold``.
+
+    ``format``: ``label-errors`` (the release's JSON) or ``csv``. ``tag`` also tags
+    ``<dataset>@<tag>``: the revision plus the overlay, in ``view`` (default ``cleaned``).
+    """
+    from dsreg.ops.overlay import check_tag_options, check_vote_format
+    from dsreg.ops.overlay import import_votes as do_import
+
+    check_vote_format(format)
+    check_tag_options(tag, view)
+    return do_import(
+        find_registry(registry),
+        spec,
+        votes,
+        format=format,
+        threshold=threshold,
+        tag=tag,
+        view=view,
+        force=force,
+        command=(
+            command if command is not None else command_of("import_votes", spec, os.fspath(votes))
+        ),
+    )
+
+
+def overlay_ls(dataset: str, *, registry: RegistryArg = None) -> list[OverlayRecord]:
+    """A dataset's overlays, oldest first: those made for it and those its tags use."""
+    from dsreg.model.names import check_name
+    from dsreg.overlays.write import list_overlays
+
+    reg = find_registry(registry)
+    check_name(dataset, what="dataset name")
+    return list_overlays(reg, dataset)
+
+
+def overlay_show(digest: str, *, rows: int = 20, registry: RegistryArg = None) -> OverlayInfo:
+    """An overlay (digest or prefix of at least 6 hex): manifest and first ``rows`` corrections."""
+    from dsreg.overlays.inspect import describe_overlay
+
+    return describe_overlay(find_registry(registry), digest, rows=rows)
+
+
+# -- reports -----------------------------------------------------------------------------------
+
+
+def evaluate(
+    spec: str,
+    predictions: Mapping[str, Predictions] | Sequence[PathArg] | Predictions,
+    *,
+    views: Sequence[View] | None = None,
+    top_k: Sequence[int] = (1,),
+    plot: PathArg | None = None,
+    registry: RegistryArg = None,
+) -> EvalReport:
+    """Score model predictions on the original, cleaned, corrected and honeypot labels of
+    ``spec``'s snapshot and overlays; rank the models on each view.
+
+    ``predictions``: ``{model: predictions}`` (a path, a numpy array, an Arrow table or a
+    pandas DataFrame), or a list of paths (the model is the file stem). ``plot`` also writes
+    a slope chart of the ranks (``.png`` or ``.svg``). Raises ``PredictionsError`` when
+    predictions miss rows of a view, name unknown example ids or classes, or have the wrong
+    shape.
+
+    >>> report = dsreg.evaluate("cifar10-test@corrected-v1", {"resnet": probs})  # doctest: +SKIP
+    >>> report.to_arrow()                     # one row per (model, view)
+    """
+    from dsreg.model.manifests import VIEWS
+    from dsreg.report.evaluate import evaluate as do_evaluate
+
+    report = do_evaluate(
+        spec,
+        predictions,
+        views=VIEWS if views is None else views,
+        top_k=top_k,
+        registry=find_registry(registry),
+    )
+    if plot is not None:
+        from dsreg.report.plot import plot_ranks
+
+        plot_ranks(report, plot)
+    return report
+
+
+def diff(a: str, b: str, *, registry: RegistryArg = None) -> DiffResult:
+    """Rows only in ``a``, only in ``b``, and relabelled (with from -> to counts). Revisions of
+    one snapshot are matched by row, of different snapshots by ``example_id``."""
+    from dsreg.report.diff import diff as do_diff
+
+    return do_diff(find_registry(registry), a, b)
+
+
+def cite(
+    spec: str,
+    *,
+    format: str = "bibtex",
+    authors: Sequence[str] | None = None,
+    registry: RegistryArg = None,
+) -> Citation:
+    """A citation of ``spec``'s revision carrying the dataset, tag, full revision, snapshot and
+    overlay digests and the dsreg version. ``str()`` of it is the text in ``format``
+    (``bibtex``, ``cff`` or ``text``)."""
+    from dsreg.report.cite import check_format
+    from dsreg.report.cite import cite as do_cite
+
+    check_format(format)
+    return do_cite(find_registry(registry), spec, authors=authors or (), format=format)

@@ -1,0 +1,212 @@
+"""The registry commands: init, add, ls, show, log, tag, checkout, verify, gc."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from dsreg._util.progress import ProgressHook, no_progress
+from dsreg.api.common import LINKS, PathArg, RegistryArg, command_of, find_registry
+from dsreg.errors import InvalidInputError
+from dsreg.repo.registry import Registry
+
+if TYPE_CHECKING:
+    from dsreg.ingest.result import AddResult
+    from dsreg.ops.checkout import CheckoutResult, LinkType
+    from dsreg.ops.maintenance import GcResult, VerifyResult
+    from dsreg.ops.tag import TagResult
+    from dsreg.repo.refs import RefLog
+    from dsreg.report.show import ObjectInfo, RevisionInfo, TagRef
+
+
+# -- registry commands -------------------------------------------------------------------------
+
+
+def init(*, registry: PathArg | Registry | None = None) -> Registry:
+    """Create a registry (idempotent) and return it.
+
+    At ``registry``; else ``$DSREG_REGISTRY``; else ``$DSREG_HOME``; else ``./.dsreg``.
+    """
+    return Registry.init(registry.root if isinstance(registry, Registry) else registry)
+
+
+def add(
+    dataset: str,
+    path: PathArg | None = None,
+    *,
+    labels: PathArg | None = None,
+    table: PathArg | None = None,
+    id_column: str = "example_id",
+    label_column: str = "label",
+    files: PathArg | None = None,
+    classes: PathArg | Sequence[str] | None = None,
+    tag: str | None = None,
+    force: bool = False,
+    progress: ProgressHook | None = None,
+    command: str | None = None,
+    registry: RegistryArg = None,
+) -> AddResult:
+    """Add a test set as an immutable snapshot of ``dataset`` (content-addressed, deduplicated).
+
+    Give exactly one source: ``path``, an ImageFolder tree (one folder per class); ``labels``,
+    a label-only set (``.npy``, ``.csv`` or ``.parquet``); or ``table``, a table of examples
+    (``.parquet`` or ``.csv``) with ``id_column`` and ``label_column``, its payloads found at
+    ``files/<example id>`` when ``files`` is given. ``classes``: the class names, a list or a
+    file with one per line (line i is class i; not for a tree, whose folders name them).
+    ``tag`` points ``dataset@tag`` at the new revision (moving it needs ``force``).
+
+    Returns
+    -------
+    AddResult
+        ``revision`` (the full digest to pin), ``snapshot``, ``rows``, ``classes``, ``files``,
+        ``new_objects``, …
+    """
+    from dsreg.ingest.add import add as do_add
+    from dsreg.ingest.add import check_sources
+
+    check_sources(path, labels=labels, table=table, files=files, classes=classes)
+    source = next(x for x in (path, labels, table) if x is not None)
+    return do_add(
+        find_registry(registry),
+        dataset,
+        path,
+        labels=labels,
+        table=table,
+        id_column=id_column,
+        label_column=label_column,
+        files=files,
+        classes=classes,
+        tag=tag,
+        force=force,
+        progress=progress or no_progress,
+        command=command if command is not None else command_of("add", dataset, os.fspath(source)),
+    )
+
+
+def ls(*, registry: RegistryArg = None) -> list[TagRef]:
+    """Every tag of every dataset: ``dataset``, ``tag``, ``revision`` (full digest)."""
+    from dsreg.report.show import list_tags
+
+    return list_tags(find_registry(registry))
+
+
+def show(spec: str, *, registry: RegistryArg = None) -> RevisionInfo | ObjectInfo:
+    """Describe a revision (``dataset@tag``, ``dataset@<prefix>``, a revision or snapshot
+    digest): its manifest, rows, classes, overlays and full digest; or any other stored object
+    (an overlay, a payload, a table) by its digest or prefix."""
+    from dsreg.report.show import describe
+
+    return describe(find_registry(registry), spec)
+
+
+def log(dataset: str, *, registry: RegistryArg = None) -> RefLog:
+    """Who moved which tag of ``dataset`` when (the append-only ref log), oldest first: a list
+    of entries whose ``damaged`` names the lines skipped (torn, not UTF-8, wrong types)."""
+    from dsreg.repo.refs import RefLog
+    from dsreg.report.show import dataset_log
+
+    entries = dataset_log(find_registry(registry), dataset)
+    return entries if isinstance(entries, RefLog) else RefLog(entries)
+
+
+def tag(
+    new: str,
+    source: str,
+    *,
+    overlays: Sequence[str] | None = None,
+    view: str | None = None,
+    force: bool = False,
+    command: str | None = None,
+    registry: RegistryArg = None,
+) -> TagResult:
+    """Name a revision, as ``git tag``: ``new`` (``dataset@tag``) at ``source`` (a spec or
+    digest), plus ``overlays`` (digests or prefixes, applied in order) in ``view`` (default:
+    the source's). Tags are immutable: moving one needs ``force`` (the log keeps the old)."""
+    from dsreg.ops.tag import make_tag
+
+    return make_tag(
+        find_registry(registry),
+        new,
+        source,
+        overlays=overlays or (),
+        view=view,
+        force=force,
+        command=command if command is not None else command_of("tag", new, source),
+    )
+
+
+def checkout(
+    spec: str,
+    path: PathArg,
+    *,
+    link: str | None = None,
+    progress: ProgressHook | None = None,
+    registry: RegistryArg = None,
+) -> CheckoutResult:
+    """Materialise revision ``spec`` as files in folder ``path`` (created if missing), with a
+    pin file ``path/.dsreg.json``; switching a checkout touches only the files that differ.
+
+    ``link``: ``reflink``, ``copy``, ``hardlink`` or ``symlink`` (default: the registry's
+    ``core.checkout_link``, else ``reflink``: a copy-on-write clone where the file system has
+    them, else a copy; either is the user's to edit). ``hardlink`` and ``symlink`` are faster
+    and use no space, but the files are the store's objects: an edit through one (as root, or
+    after ``chmod u+w``) corrupts the store (``dsreg verify`` finds it; adding the data again
+    repairs it). An interrupted checkout is finished by the next one (docs/concepts.md).
+    """
+    from dsreg.ops.checkout import checkout as do_checkout
+
+    reg = find_registry(registry)
+    chosen = link or reg.config.get("core", {}).get("checkout_link", "reflink")
+    if chosen not in LINKS:
+        raise InvalidInputError(
+            f"unknown --link {chosen!r}; choose reflink, copy, hardlink or symlink"
+        )
+    resolved = reg.resolve(spec)
+    return do_checkout(
+        reg, resolved, Path(path), link=cast("LinkType", chosen), progress=progress or no_progress
+    )
+
+
+def verify(
+    spec: str | None = None,
+    *,
+    all: bool = False,
+    progress: ProgressHook | None = None,
+    registry: RegistryArg = None,
+) -> VerifyResult:
+    """Re-hash objects and check manifests against their schemas: what ``spec`` reaches, or
+    (the default, ``all``) every object. The result's ``ok`` is False on any problem."""
+    from dsreg.ops.maintenance import verify as do_verify
+
+    if spec is not None and all:
+        raise InvalidInputError("give a SPEC or --all, not both")
+    reg = find_registry(registry)
+    return do_verify(reg, specs=[spec] if spec else [], progress=progress or no_progress)
+
+
+def gc(
+    *,
+    dry_run: bool = False,
+    prune_log_older_than: str | timedelta | None = None,
+    registry: RegistryArg = None,
+) -> GcResult:
+    """Remove objects that no tag, and no log line younger than the log's expiry, reaches;
+    ``dry_run``: only say.
+
+    A log line (a tag's old value, an overlay made) keeps what it names for the registry's
+    ``[gc] log_expiry`` (default ``"90d"``, as git's reflog). ``prune_log_older_than``
+    (``"90d"``, ``"2w"``, ``"now"``, or a ``timedelta``) is the explicit way to let lines older
+    than that go now: what only they name is then removed."""
+    from dsreg.ops.maintenance import collect_garbage
+
+    if isinstance(prune_log_older_than, timedelta):
+        seconds = prune_log_older_than.total_seconds()
+        if seconds < 0:
+            raise InvalidInputError(f"prune_log_older_than {prune_log_older_than} is negative")
+        prune_log_older_than = f"{int(seconds)}s" if seconds else "now"
+    return collect_garbage(
+        find_registry(registry), dry_run=dry_run, prune_log_older_than=prune_log_older_than
+    )
