@@ -95,9 +95,15 @@ def read_parquet_bytes(
     """Parse Parquet bytes already verified against ``digest``."""
     # ParquetFile, not read_table: the dataset machinery behind read_table imports pandas,
     # which costs a checkout more than reading the table does.
+    # Decoded in this thread only (no pre-buffering, no Arrow pool threads): ``data`` is a
+    # Python object, and an Arrow worker that drops the last reference to it must take the GIL.
+    # At interpreter exit that kills the worker inside a C++ destructor: "terminate called
+    # without an active exception" (#11 item 12; tests/reliability/test_stress_abort.py).
     try:
-        table = pq.ParquetFile(pa.BufferReader(data)).read(
-            columns=list(columns) if columns else None, use_pandas_metadata=False
+        table = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False).read(
+            columns=list(columns) if columns else None,
+            use_threads=False,
+            use_pandas_metadata=False,
         )
     except (pa.ArrowException, OSError) as e:
         raise ManifestError(f"table {short(digest)} is not readable Parquet: {e}") from e
