@@ -137,9 +137,10 @@ def store_payloads(
                 )
             for j, digest in zip(todo, got, strict=True):
                 out[rows[j]] = digest
-            if write:
-                # Objects that were already stored under a digest just computed: trusted no
-                # more than cached ones.
+            # Objects that were already stored under a digest just computed: trusted no more
+            # than cached ones. When every distinct digest was new (a first add), the batch
+            # wrote each object from its file just now: nothing to check, no stat per file.
+            if write and new < len({got[k] for k in range(len(todo))}):
                 computed = [(j, rows[j]) for j in todo]
                 damaged.update(_damaged(reg, payloads, out, computed, keys)[1])
         put(fresh)
