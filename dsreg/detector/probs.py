@@ -22,6 +22,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from tokenize import TokenError
 from typing import Any, cast
 
 import numpy as np
@@ -346,9 +347,12 @@ class NpySource(ProbabilitySource):
             data = np.load(file, mmap_mode="r", allow_pickle=False)
         except OSError as exc:
             raise _path_error(exc, file) from exc
-        except ValueError as exc:
+        except (ValueError, EOFError, SyntaxError, TokenError) as exc:
+            # EOFError: an empty or truncated file; SyntaxError and TokenError: a damaged header
+            # (numpy tokenizes a version 1 or 2 header again).
+            why = f"its header is damaged: {exc.args[0]}" if isinstance(exc, TokenError) else exc
             raise ProbabilitiesError(
-                f"{file} is not a readable .npy array ({exc}); save it with numpy.save"
+                f"{file} is not a readable .npy array ({why}); save it with numpy.save"
             ) from exc
         _check_dtype(data.dtype, str(file))
         n, k = _check_shape(data.shape, str(file))
@@ -511,8 +515,11 @@ class ParquetSource(ProbabilitySource):
                     chunk.flags.writeable = False
                     yield start, chunk
                     start += batch.num_rows
-        except pa.ArrowException as exc:
-            raise ProbabilitiesError(f"cannot read {self.path}: {exc}") from exc
+        except (pa.ArrowException, OSError) as exc:  # OSError: a damaged page ("Invalid page
+            # header"), found only when its row group is read
+            raise ProbabilitiesError(
+                f"cannot read {self.path}: {exc}; write the probabilities again"
+            ) from exc
 
     def _decode(self, batch: Any, start: int) -> FloatArray:
         import pyarrow as pa

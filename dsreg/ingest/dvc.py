@@ -22,9 +22,10 @@ from typing import Any
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import DsregError, InputPathError, RemoteError, StorageError
 from dsreg.ingest.result import AddResult
-from dsreg.ingest.snapshot import add_source
+from dsreg.ingest.snapshot import add_locked
 from dsreg.ingest.sources import scan_imagefolder, scan_labels
 from dsreg.model.names import check_name
+from dsreg.objects.batch import STAGE_PREFIX
 from dsreg.repo.registry import Registry
 
 __all__ = ["ImportResult", "import_dvc"]
@@ -97,42 +98,48 @@ def import_dvc(
         info = _info(fs, rel, repo_id, rev)
         md5 = info.get("md5")
         is_dir = info.get("type") == "directory"
-        try:
-            reg.store.tmp.mkdir(parents=True, exist_ok=True)
-            scratch = Path(tempfile.mkdtemp(dir=reg.store.tmp, prefix="import-dvc-"))
-        except OSError as e:
-            raise StorageError(f"cannot write to {reg.store.tmp}: {e.strerror}") from e
-        try:
-            local = scratch / (PurePosixPath(rel).name or "data")
-            _download(fs, rel, local, is_dir=is_dir, jobs=jobs, progress=progress, what=repo_id)
-            if is_dir:
-                source = scan_imagefolder(local)
-                layout = "imagefolder"
-            else:
-                source = scan_labels(local, classes=None)
-                layout = "labels"
-            provenance: dict[str, object] = {
-                "kind": "dvc",
-                "layout": layout,
-                "repo": repo_id,
-                "rev": rev,
-                "commit": commit,
-                "path": rel,
-            }
-            if md5:
-                provenance["md5"] = str(md5)
-            res = add_source(
-                reg,
-                dataset,
-                source,
-                tag=tag,
-                force=force,
-                progress=progress,
-                command=command,
-                extra_provenance=provenance,
-            )
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+        # The download waits in a staging folder under the registry's lock (shared, as every
+        # writer holds it): gc cannot run meanwhile, and removes one a killed import left
+        # behind, as it does an add's staging.
+        with reg.lock():
+            try:
+                reg.store.tmp.mkdir(parents=True, exist_ok=True)
+                scratch = Path(
+                    tempfile.mkdtemp(dir=reg.store.tmp, prefix=f"{STAGE_PREFIX}import-dvc-")
+                )
+            except OSError as e:
+                raise StorageError(f"cannot write to {reg.store.tmp}: {e.strerror}") from e
+            try:
+                local = scratch / (PurePosixPath(rel).name or "data")
+                _download(fs, rel, local, is_dir=is_dir, jobs=jobs, progress=progress, what=repo_id)
+                if is_dir:
+                    source = scan_imagefolder(local)
+                    layout = "imagefolder"
+                else:
+                    source = scan_labels(local, classes=None)
+                    layout = "labels"
+                provenance: dict[str, object] = {
+                    "kind": "dvc",
+                    "layout": layout,
+                    "repo": repo_id,
+                    "rev": rev,
+                    "commit": commit,
+                    "path": rel,
+                }
+                if md5:
+                    provenance["md5"] = str(md5)
+                res = add_locked(
+                    reg,
+                    dataset,
+                    source,
+                    tag=tag,
+                    force=force,
+                    progress=progress,
+                    command=command,
+                    extra_provenance=provenance,
+                )
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
     finally:
         with contextlib.suppress(Exception):
             fs.close()

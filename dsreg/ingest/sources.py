@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from tokenize import TokenError
 from typing import Any
 
 import numpy as np
@@ -153,15 +154,29 @@ def _read_any_table(path: Path, what: str) -> pa.Table:
     _exists(path, what)
     try:
         if path.suffix.lower() == ".parquet":
-            return pq.read_table(path)
-        if path.suffix.lower() in (".csv", ".tsv", ".txt"):
+            table = pq.read_table(path)
+        elif path.suffix.lower() in (".csv", ".tsv", ".txt"):
             opts = pacsv.ParseOptions(delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
-            return pacsv.read_csv(path, parse_options=opts)
+            table = pacsv.read_csv(path, parse_options=opts)
+        else:
+            raise DatasetFormatError(
+                f"{what} {str(path)!r} has an unknown type {path.suffix!r}; use .parquet or .csv"
+            )
+        names = table.column_names  # decoded here: a CSV header need not be UTF-8
     except (pa.ArrowException, OSError) as e:
         raise DatasetFormatError(f"cannot read {what} {str(path)!r}: {e}") from e
-    raise DatasetFormatError(
-        f"{what} {str(path)!r} has an unknown type {path.suffix!r}; use .parquet or .csv"
-    )
+    except UnicodeDecodeError as e:
+        raise DatasetFormatError(
+            f"{what} {str(path)!r} has a column name that is not UTF-8 text ({e.reason} at byte "
+            f"{e.start}); save the file as UTF-8"
+        ) from e
+    twice = sorted(n for n, c in Counter(names).items() if c > 1)
+    if twice:
+        raise DatasetFormatError(
+            f"{what} {str(path)!r} has columns named {twice} more than once; give every "
+            "column its own name"
+        )
+    return table
 
 
 def _labels_to_index(
@@ -217,10 +232,16 @@ def scan_labels(path: Path, *, classes: Sequence[str] | None) -> Source:
     what = f"labels file {str(path)!r}"
     if path.suffix.lower() == ".npy":
         try:
-            arr = np.load(path, allow_pickle=False)
-        except (OSError, ValueError, EOFError) as e:
-            # EOFError: an empty or truncated file ("No data left in file").
-            raise DatasetFormatError(f"cannot read {what} as a .npy array: {e}") from e
+            # Mapped first: a header claiming more data than the file holds is refused before
+            # anything is allocated for it; the labels are then read whole.
+            arr = np.array(np.load(path, mmap_mode="r", allow_pickle=False))
+        except (OSError, ValueError, EOFError, SyntaxError, TokenError) as e:
+            # EOFError: an empty or truncated file ("No data left in file"); SyntaxError and
+            # TokenError: a damaged header (numpy tokenizes a version 1 or 2 header again).
+            why = f"its header is damaged ({e.args[0]})" if isinstance(e, TokenError) else e
+            raise DatasetFormatError(
+                f"cannot read {what} as a .npy array: {why}; save the labels with numpy.save"
+            ) from e
         if arr.ndim != 1 or arr.dtype.kind not in "iu":
             raise DatasetFormatError(
                 f"{what} holds a {arr.dtype} array of shape {arr.shape}; "
@@ -260,6 +281,11 @@ def scan_table(
     files: Path | None,
 ) -> Source:
     """A table of examples; payloads found as ``files / example_id`` when ``files`` is given."""
+    if id_column == label_column:
+        raise DatasetFormatError(
+            f"--id-column and --label-column both name column {id_column!r}; the example ids "
+            "and the labels must be two columns"
+        )
     table = _read_any_table(path, "table")
     what = f"table {str(path)!r}"
     for col, flag in ((id_column, "--id-column"), (label_column, "--label-column")):
@@ -270,7 +296,13 @@ def scan_table(
     ids_col = table.column(id_column)
     if ids_col.null_count:
         raise DatasetFormatError(f"{what}: {ids_col.null_count} rows have no {id_column!r}")
-    ids = [str(v) for v in pc.cast(ids_col, pa.string()).to_pylist()]
+    try:
+        ids = [str(v) for v in pc.cast(ids_col, pa.string()).to_pylist()]
+    except pa.ArrowException as e:
+        raise DatasetFormatError(
+            f"{what}: column {id_column!r} holds {ids_col.type} values that are not text ({e}); "
+            "example ids must be strings or integers"
+        ) from e
     for eid in ids:
         check_example_id(eid)
     if len(set(ids)) != len(ids):
@@ -301,8 +333,14 @@ def scan_table(
                 st = _stat_inside(p, real, eid)
             except InputPathError:
                 raise  # a FileNotFoundError too, but a refusal, not a missing file
-            except FileNotFoundError:
-                st = None
+            except (FileNotFoundError, NotADirectoryError):
+                st = None  # missing, or a file where the id names a folder
+            except OSError as e:  # a name too long, a loop of links, no permission
+                raise InputPathError(
+                    f"cannot read the file of example {eid!r} under {str(files)!r}: "
+                    f"{e.strerror or e}; each example id must be a file path relative to --files",
+                    path=str(p),
+                ) from e
             if st is None:
                 missing.append(eid)
             else:

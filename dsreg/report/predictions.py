@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from tokenize import TokenError
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -400,8 +401,14 @@ def _read_table(path: Path, what: str) -> pa.Table:
             column_types={"example_id": pa.string(), _MODEL: pa.string(), "pred": pa.string()}
         )
         table = pacsv.read_csv(path, convert_options=opts)
+        table.column_names  # noqa: B018 - decoded here: a CSV header need not be UTF-8
     except (pa.ArrowException, OSError) as e:
         raise PredictionsError(f"cannot read {what}: {e}") from e
+    except UnicodeDecodeError as e:
+        raise PredictionsError(
+            f"{what} has a column name that is not UTF-8 text ({e.reason} at byte {e.start}); "
+            "save the file as UTF-8"
+        ) from e
     # CSV cells are text: a 'pred' of digits is a class index, anything else a class name.
     if "pred" in table.column_names:
         col = table.column("pred")
@@ -418,7 +425,7 @@ def _parquet(path: Path, target: Target, what: str) -> tuple[list[str], Iterator
     try:
         pf = pq.ParquetFile(path)
         names = pf.schema_arrow.names
-    except (pa.ArrowException, OSError) as e:
+    except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
         raise PredictionsError(f"cannot read {what}: {e}") from e
     wanted = {"row", "example_id", "pred", _MODEL, *target.classes}
     cols = [c for c in names if c in wanted]
@@ -515,8 +522,13 @@ def read_predictions(
         if suffix == ".npy":
             try:
                 arr = np.load(path, mmap_mode="r", allow_pickle=False)
-            except (OSError, ValueError) as e:
-                raise PredictionsError(f"cannot read {what}: {e}") from e
+            except (OSError, ValueError, EOFError, SyntaxError, TokenError) as e:
+                # EOFError: an empty or truncated file; SyntaxError and TokenError: a damaged
+                # header (numpy tokenizes a version 1 or 2 header again).
+                why = f"its header is damaged ({e.args[0]})" if isinstance(e, TokenError) else e
+                raise PredictionsError(
+                    f"cannot read {what} as a .npy array: {why}; save predictions with numpy.save"
+                ) from e
             yield _from_array(arr, target, src)
         elif suffix == ".parquet":
             cols, batches = _parquet(path, target, what)
