@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from dsreg.detector.options import FILTER_BY, RANK_BY
 from dsreg.errors import InvalidInputError
+from dsreg.model.manifests import VIEWS
+from dsreg.model.names import check_name
 from dsreg.ops.tag import TagResult, make_tag
 from dsreg.overlays.create import CreatedOverlay
 from dsreg.overlays.inspect import Issue
@@ -53,9 +55,15 @@ def check_detect_options(filter_by: str, rank_by: str) -> None:
 
 
 def check_tag_options(tag: str | None, view: str | None) -> None:
-    """``view`` names the view of the revision ``tag`` makes: alone, it means nothing."""
+    """``view`` names the view of the revision ``tag`` makes: alone, it means nothing. Both are
+    checked before the overlay is made, so a refused option writes nothing (an existing tag
+    is refused later, under the lock, unless the new revision is the one it names)."""
     if tag is None and view is not None:
         raise InvalidInputError("--view goes with --tag: it names the view of the new revision")
+    if tag is not None:
+        check_name(tag, what="tag name")
+    if view is not None and view not in VIEWS:
+        raise InvalidInputError(f"unknown view {view!r}; choose one of {', '.join(VIEWS)}")
 
 
 def _tag(

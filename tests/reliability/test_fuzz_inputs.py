@@ -739,25 +739,17 @@ def test_fuzzed_pred_probs_for_detect(
 
 
 TAG_BUG = (
-    "--tag/--view of detect and import-votes are checked only after the overlay is stored and "
-    "logged (dsreg/ops/overlay.py: check_tag_options checks neither the tag name, nor the view, "
-    "nor whether the tag exists)"
+    "an existing --tag of detect and import-votes is refused only after the overlay is stored "
+    "and logged: whether the tag already names the new revision (an idempotent re-run) is known "
+    "only once the overlay's digest is"
 )
 
 
 @pytest.mark.parametrize(
     "options",
     [
-        pytest.param(
-            ["--tag", "Bad Name"],
-            id="invalid-tag-name",
-            marks=pytest.mark.xfail(strict=True, reason=TAG_BUG),
-        ),
-        pytest.param(
-            ["--tag", "ok", "--view", "nope"],
-            id="invalid-view",
-            marks=pytest.mark.xfail(strict=True, reason=TAG_BUG),
-        ),
+        pytest.param(["--tag", "Bad Name"], id="invalid-tag-name"),
+        pytest.param(["--tag", "ok", "--view", "nope"], id="invalid-view"),
         pytest.param(
             ["--tag", "original"],
             id="tag-exists",
