@@ -345,6 +345,12 @@ class RemoteStore:
             raise self.error("list the objects of", e) from None
         return {PREFIX + h for h in found}
 
+    def tidy(self) -> None:
+        """Drop what killed pushes left in a plain folder's ``tmp/`` (a day old and more): one
+        listing, so every push does it, a push with nothing to send included."""
+        if self.local:
+            _drop_stale_staging(Path(self.root) / "tmp")
+
     def send(
         self,
         items: Sequence[tuple[str, Path]],

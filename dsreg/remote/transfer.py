@@ -233,6 +233,7 @@ def push(
         with reg.lock():
             nbytes = rs.send([(d, reg.store.path(d)) for d in send], jobs=n_jobs, progress=progress)
         sent = len(send)
+    rs.tidy()
     updates = [_push_tag(rs, ds, tag, d, force=force, command=command) for ds, tag, d in targets]
     return PushResult(
         remote=rs.name,

@@ -605,11 +605,6 @@ def test_import_dvc_killed_at_a_random_moment(
 # -- a killed push's staging in the remote -------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a killed push's stage-* folder stays in a folder remote's tmp/: only a push that "
-    "sends objects drops stale staging (dsreg/remote/store.py, _drop_stale_staging)",
-)
 def test_what_a_killed_push_staged_in_the_remote_goes_once_stale(
     inputs: dict[str, Path], tmp_path: Path
 ) -> None:
