@@ -109,7 +109,7 @@ def check_examples_against(table: pa.Table, snap: Snapshot) -> None:
             raise ManifestError(f"{what}: some blobs are not blake3 digests")
 
 
-def read_corrections(reg: Registry, overlay: Overlay) -> pa.Table:
+def read_corrections(reg: Registry, overlay: Overlay, *, base: Snapshot | None = None) -> pa.Table:
     """An overlay's corrections table, re-hashed before it is parsed, and checked against its
     base snapshot: rows sorted, unique and inside the snapshot, labels within its classes,
     verdicts known. (Checked against the base's example ids and labels when it is written.)"""
@@ -118,7 +118,9 @@ def read_corrections(reg: Registry, overlay: Overlay) -> pa.Table:
     what = f"corrections table {short(overlay.corrections)}"
     if table.schema != CORRECTIONS_SCHEMA:
         raise ManifestError(f"{what} does not have the overlay schema")
-    base = reg.snapshot(overlay.base)
+    # The caller may hold the base already (a Dataset does): its manifest is not read again.
+    if base is None:
+        base = reg.snapshot(overlay.base)
     rows = table.column("row")
     if len(rows):
         lo_hi = pc.min_max(rows).as_py()

@@ -105,7 +105,8 @@ class Dataset:
         from dsreg.views.rule import apply_view, merge_overlays
 
         merged = merge_overlays(
-            self.snapshot.rows, [read_corrections(self.registry, ov) for _, ov in self.overlays]
+            self.snapshot.rows,
+            [read_corrections(self.registry, ov, base=self.snapshot) for _, ov in self.overlays],
         )
         labels = self._examples.column("label").to_numpy()
         return apply_view(self.view, labels, merged)
