@@ -35,7 +35,7 @@ from dsreg.objects.digest import is_digest, short
 from dsreg.objects.hashing import hash_hex
 from dsreg.ops.checkout_fs import TMP_PREFIX, ancestors, check_folders, is_tmp_name
 from dsreg.ops.checkout_journal import JOURNAL, Journal, read_journal
-from dsreg.repo.tables import read_examples
+from dsreg.repo.tables import has_payloads, is_tree, read_examples
 from dsreg.views.dataset import Dataset
 
 __all__ = [
@@ -138,11 +138,11 @@ def check_folder(target: Path) -> None:
 def layout_of(ds: Dataset) -> Layout:
     """How a revision comes back as files: ImageFolder, files at their example ids, or none
     (a label-only set: ``labels.csv``)."""
-    kind = ds.snapshot.source.get("kind")
-    # A tree imported from elsewhere (kind "dvc") records the layout it was scanned as.
-    if kind == "imagefolder" or ds.snapshot.source.get("layout") == "imagefolder":
+    # The same rule the table checks use (repo/tables.py): a tree imported from elsewhere
+    # (kind "dvc") records the layout it was scanned as.
+    if is_tree(ds.snapshot):
         return "imagefolder"
-    return "files" if ds.snapshot.source.get("files") else "labels"
+    return "files" if has_payloads(ds.snapshot) else "labels"
 
 
 def file_map(ds: Dataset) -> dict[str, str]:
