@@ -295,13 +295,19 @@ def cite(
     *,
     format: str = "bibtex",
     authors: Sequence[str] | None = None,
+    remote: str | None = None,
     registry: RegistryArg = None,
 ) -> Citation:
-    """A citation of ``spec``'s revision carrying the dataset, tag, full revision, snapshot and
-    overlay digests and the dsreg version. ``str()`` of it is the text in ``format``
-    (``bibtex``, ``cff`` or ``text``)."""
+    """A citation of ``spec``'s revision carrying the dataset, tag, year, full revision,
+    snapshot and overlay digests, the URL of ``remote`` (a name, URL or path; default: the
+    default remote, if any; not contacted) with the ``dsreg checkout <digest> DIR --remote URL``
+    that fetches it on a fresh machine, the dataset creators' credit recorded at ``add``, and
+    the dsreg version. ``str()`` of it is the text in ``format`` (``bibtex``, ``cff`` or
+    ``text``)."""
     from dsreg.report.cite import check_format
     from dsreg.report.cite import cite as do_cite
 
     check_format(format)
-    return do_cite(find_registry(registry), spec, authors=authors or (), format=format)
+    return do_cite(
+        find_registry(registry), spec, authors=authors or (), format=format, remote=remote
+    )

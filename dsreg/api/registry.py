@@ -45,6 +45,8 @@ def add(
     classes: PathArg | Sequence[str] | None = None,
     tag: str | None = None,
     force: bool = False,
+    citation: PathArg | None = None,
+    credit: str | None = None,
     progress: ProgressHook | None = None,
     command: str | None = None,
     registry: RegistryArg = None,
@@ -57,6 +59,10 @@ def add(
     ``files/<example id>`` when ``files`` is given. ``classes``: the class names, a list or a
     file with one per line (line i is class i; not for a tree, whose folders name them).
     ``tag`` points ``dataset@tag`` at the new revision (moving it needs ``force``).
+
+    ``citation`` (a BibTeX file) and ``credit`` (plain text) record the dataset creators'
+    reference in the snapshot's source (``source.credit``): every ``dsreg.cite`` of any
+    revision of it repeats the reference. The same data with another credit is another snapshot.
 
     Returns
     -------
@@ -81,6 +87,8 @@ def add(
         classes=classes,
         tag=tag,
         force=force,
+        citation=citation,
+        credit=credit,
         progress=progress or no_progress,
         command=command if command is not None else command_of("add", dataset, os.fspath(source)),
     )

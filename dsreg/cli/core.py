@@ -64,6 +64,17 @@ def add(
     force: Annotated[
         bool, typer.Option(help="Move --tag if it exists (the log keeps it).")
     ] = False,
+    citation: Annotated[
+        Path | None,
+        typer.Option(
+            help="The dataset creators' reference, a BibTeX file (.bib): recorded in the "
+            "snapshot, repeated by every 'dsreg cite' of its revisions."
+        ),
+    ] = None,
+    credit: Annotated[
+        str | None,
+        typer.Option(help="The dataset creators' reference as plain text (as --citation)."),
+    ] = None,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
@@ -80,6 +91,8 @@ def add(
             classes=classes,
             tag=tag,
             force=force,
+            citation=citation,
+            credit=credit,
             progress=hook,
             command=command_line(),
             registry=registry_path,

@@ -218,15 +218,30 @@ def cite(
         list[str] | None,
         typer.Option("--author", help="An author (person or organisation); repeat for several."),
     ] = None,
+    remote: Annotated[
+        str | None,
+        typer.Option(
+            "--remote",
+            "-r",
+            help="Where readers fetch it: a remote's name or a URL (default: the default "
+            "remote). Not contacted: push the revision there first.",
+        ),
+    ] = None,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """A citation (BibTeX, CITATION.cff or text) carrying the dataset, tag, full revision,
-    snapshot and overlay digests and the dsreg version; 'dsreg show <digest>' resolves each."""
-    c = dsreg.cite(spec, format=format, authors=author, registry=registry_path)
+    """A citation (BibTeX, CITATION.cff or text) carrying the dataset, year, full revision,
+    snapshot and overlay digests, the remote URL and the 'dsreg checkout DIGEST DIR --remote URL'
+    that fetches it on a fresh machine, the dataset creators' credit and the dsreg version."""
+    c = dsreg.cite(spec, format=format, authors=author, remote=remote, registry=registry_path)
     text = str(c)
     if json:
         emit_json({**c.to_dict(), "format": c.format, "citation": text})
         return
     sys.stdout.write(text)
     say(f"Cited {c.name} at revision {short(c.revision)}")
+    if c.remote is None:
+        say(
+            "Note: no remote, so the citation names no place to fetch the revision: push it "
+            "('dsreg push') and cite with --remote NAME|URL, or set a default remote."
+        )

@@ -13,11 +13,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.errors import InvalidInputError
+from dsreg.errors import InputPathError, InvalidInputError
 from dsreg.ingest.result import AddResult
 from dsreg.repo.registry import Registry
 
-__all__ = ["add", "check_sources"]
+__all__ = ["add", "check_sources", "read_credit"]
 
 PathArg = str | os.PathLike[str]
 
@@ -67,11 +67,14 @@ def add(
     classes: PathArg | Sequence[str] | None = None,
     tag: str | None = None,
     force: bool = False,
+    citation: PathArg | None = None,
+    credit: str | None = None,
     progress: ProgressHook = no_progress,
     command: str = "",
 ) -> AddResult:
     """Store one source as a snapshot of ``dataset`` (see ``dsreg.add``)."""
     check_sources(path, labels=labels, table=table, files=files, classes=classes)
+    extra = read_credit(citation, credit)
     if path is not None:
         from dsreg.ingest.tree import add_tree
         from dsreg.ingest.treescan import scan_tree
@@ -79,7 +82,14 @@ def add(
         with _no_cyclic_gc():
             scan = scan_tree(Path(path))
             return add_tree(
-                reg, dataset, scan, tag=tag, force=force, progress=progress, command=command
+                reg,
+                dataset,
+                scan,
+                tag=tag,
+                force=force,
+                progress=progress,
+                command=command,
+                extra_provenance=extra,
             )
     from dsreg.ingest import sources
     from dsreg.ingest.snapshot import add_source
@@ -100,4 +110,39 @@ def add(
             classes=names,
             files=Path(files) if files is not None else None,
         )
-    return add_source(reg, dataset, src, tag=tag, force=force, progress=progress, command=command)
+    return add_source(
+        reg,
+        dataset,
+        src,
+        tag=tag,
+        force=force,
+        progress=progress,
+        command=command,
+        extra_provenance=extra,
+    )
+
+
+def read_credit(citation: PathArg | None, credit: str | None) -> dict[str, object] | None:
+    """``{"credit": …}`` for the snapshot's source from ``--citation FILE.bib`` and
+    ``--credit TEXT`` (``dsreg.model.credit``), or ``None`` when neither is given."""
+    if citation is None and credit is None:
+        return None
+    from dsreg.model.credit import make_credit
+
+    bibtex = None
+    if citation is not None:
+        try:
+            data = Path(citation).read_bytes()
+        except OSError as e:
+            raise InputPathError(
+                f"cannot read --citation {os.fspath(citation)}: {e.strerror}; give a BibTeX "
+                "file (.bib) with the dataset creators' reference",
+                path=os.fspath(citation),
+            ) from e
+        try:
+            bibtex = data.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise InvalidInputError(
+                f"--citation {os.fspath(citation)} is not UTF-8 text; save the BibTeX as UTF-8"
+            ) from None
+    return {"credit": make_credit(bibtex=bibtex, text=credit, what=f"--citation {citation}")}

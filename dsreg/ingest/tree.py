@@ -26,12 +26,20 @@ def add_tree(
     force: bool = False,
     progress: ProgressHook = no_progress,
     command: str = "",
+    extra_provenance: dict[str, object] | None = None,
 ) -> AddResult:
     """Store the tree ``scan`` describes as a snapshot of ``dataset`` (as ``add_source``)."""
     from dsreg._version import __version__
 
     check_names(dataset, tag)
-    fingerprint = scan.fingerprint(dataset, __version__)
+    version = __version__
+    if extra_provenance:
+        # The snapshot depends on the provenance too (a credit given or changed): a re-add
+        # with other provenance must not be answered with the last add's revision.
+        import json
+
+        version += "\0" + json.dumps(extra_provenance, sort_keys=True)
+    fingerprint = scan.fingerprint(dataset, version)
     # Under the registry's lock: gc (which forgets every fingerprint) cannot run between the
     # lookup and the tag.
     with reg.lock():
@@ -85,6 +93,7 @@ def add_tree(
             progress=progress,
             command=command,
             stored=stored,
+            extra_provenance=extra_provenance,
         )
         if not scan.racy():
             reg.state.remember_scan(fingerprint, res.revision, res.snapshot, res.examples)

@@ -29,6 +29,7 @@ __all__ = [
     "normalize_url",
     "open_remote",
     "parse_options",
+    "remote_url",
     "remove_remote",
 ]
 
@@ -232,6 +233,24 @@ def open_remote(reg: Registry, remote: str | None = None) -> RemoteStore:
     if "://" in name or "/" in name or name.startswith("."):
         url = normalize_url(name)
         return RemoteStore(name=url, url=url, options={})
+    raise ConfigError(
+        f"no remote {name!r} in this registry; its remotes are "
+        f"{', '.join(sorted(cfg)) or '(none)'}: add it with 'dsreg remote add {name} URL'"
+    )
+
+
+def remote_url(reg: Registry, remote: str | None = None) -> str | None:
+    """The URL of ``remote`` (a configured name, or a URL or path used as given; default: the
+    default remote), as ``open_remote`` would reach it, without contacting it or importing DVC;
+    ``None`` when no remote is given and none is the default."""
+    cfg = reg.config.get("remote", {})
+    name = remote if remote is not None else default_remote(reg)
+    if name is None:
+        return None
+    if name in cfg:
+        return str(cfg[name]["url"])
+    if "://" in name or "/" in name or name.startswith("."):
+        return normalize_url(name)
     raise ConfigError(
         f"no remote {name!r} in this registry; its remotes are "
         f"{', '.join(sorted(cfg)) or '(none)'}: add it with 'dsreg remote add {name} URL'"

@@ -1,26 +1,35 @@
-"""``dsreg cite``: BibTeX, CITATION.cff and plain text for a revision.
+"""``dsreg cite``: BibTeX, CITATION.cff and plain text for a revision, that a reader resolves.
 
 A citation carries the dataset name, the tag it was reached by, the full revision digest, the
-snapshot and overlay digests and the dsreg version; ``dsreg show <digest>`` resolves each digest
-in any registry that holds the revision. Nothing in it depends on time or user, so citing the same
-revision twice gives the same text.
+snapshot and overlay digests, the year, the remote it can be fetched from and the one command
+that fetches it on a fresh machine (``dsreg checkout <digest> DIR --remote URL``), the dsreg
+version, and the dataset creators' reference recorded at ``dsreg add`` (``source.credit``).
+
+The year is the year of the first entry of the dataset's ref log that made a tag point at the
+revision (a clone copies the log, so the year travels with it); a revision no tag ever named is
+cited with the current year. Otherwise nothing depends on time or user: citing the same revision
+with the same remote twice gives the same text.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import shlex
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dsreg._version import __version__
 from dsreg.errors import InvalidInputError
+from dsreg.model.credit import cff_reference, entry_text, parse_bibtex
 from dsreg.objects.digest import short
+from dsreg.remote.config import remote_url
 from dsreg.repo.registry import Registry
 from dsreg.views.sql import Connection
 
-__all__ = ["FORMATS", "Citation", "check_format", "cite"]
+__all__ = ["FORMATS", "Citation", "check_format", "cite", "first_tagged"]
 
 FORMATS = ("bibtex", "cff", "text")
 
@@ -37,6 +46,10 @@ class Citation:
     snapshot: str
     overlays: tuple[tuple[str, str], ...]  # (digest, kind)
     authors: tuple[str, ...] = ()
+    year: int
+    date: str | None = None  # YYYY-MM-DD of the first tag naming the revision; None: never tagged
+    remote: str | None = None  # the URL the revision can be fetched from
+    credit: dict[str, str] = field(default_factory=dict)  # the snapshot's source.credit
     dsreg_version: str = __version__
     format: str = "bibtex"  # what str() renders
 
@@ -57,8 +70,38 @@ class Citation:
             "snapshot": self.snapshot,
             "overlays": [{"digest": d, "kind": k} for d, k in self.overlays],
             "authors": list(self.authors),
+            "year": self.year,
+            "date": self.date,
+            "remote": self.remote,
+            "resolve": self.command,
+            "credit": dict(self.credit),
             "dsreg_version": self.dsreg_version,
         }
+
+    @property
+    def command(self) -> str | None:
+        """The command that fetches the revision on a fresh machine (``None``: no remote)."""
+        if self.remote is None:
+            return None
+        return (
+            f"dsreg checkout {self.revision} {shlex.quote(self.dataset)} "
+            f"--remote {shlex.quote(self.remote)}"
+        )
+
+    def _resolve_text(self) -> str:
+        if self.command is None:
+            return "resolve any digest with 'dsreg show <digest>' in a registry that holds it"
+        return f"get it with: {self.command}"
+
+    def _credit_entries(self) -> list[Any]:
+        bib = self.credit.get("bibtex")
+        return parse_bibtex(bib, what="the snapshot's credit") if bib else []
+
+    def _credit_text(self) -> str:
+        parts = [entry_text(e) for e in self._credit_entries()]
+        if self.credit.get("text"):
+            parts.append(self.credit["text"])
+        return " ".join(parts)
 
     def digests(self) -> list[str]:
         """Every digest the citation carries: revision, snapshot, overlays."""
@@ -70,40 +113,66 @@ class Citation:
         return "overlays " + ", ".join(f"{d} ({k})" for d, k in self.overlays)
 
     def text(self) -> str:
+        by = ", ".join(self.authors) + ". " if self.authors else ""
+        credit = self._credit_text()
+        data = f" Dataset: {credit}" if credit else ""
+        where = f" Remote: {self.remote}." if self.remote else ""
         return (
-            f"{self.name}: the {self.view} view ({self.rows} rows) of dataset {self.dataset}. "
-            f"dsreg revision {self.revision}; snapshot {self.snapshot}; "
-            f"{self._overlays_text()}. Cited with dsreg {self.dsreg_version}; resolve any digest "
-            f"with 'dsreg show <digest>'.\n"
+            f"{by}{self.name} ({self.year}): the {self.view} view ({self.rows} rows) of dataset "
+            f"{self.dataset}. dsreg revision {self.revision}; snapshot {self.snapshot}; "
+            f"{self._overlays_text()}.{data}{where} Cited with dsreg {self.dsreg_version}; "
+            f"{self._resolve_text()}\n"
         )
 
     def bibtex(self) -> str:
         key = re.sub(r"[^A-Za-z0-9_.:-]", "-", f"{self.name}-{short(self.revision)}")
         author = " and ".join("{" + _tex(a) + "}" for a in self.authors)
+        entries = self._credit_entries()
+        note = f"{self.rows} rows; snapshot {self.snapshot}; {self._overlays_text()}"
+        if entries:
+            note += "; dataset: please also cite " + ", ".join(e.key for e in entries)
+        if self.credit.get("text"):
+            note += f"; dataset: {_tex(self.credit['text'])}"
+        note += f"; cited with dsreg {self.dsreg_version}; {_tex(self._resolve_text())}"
         fields = [
             ("title", f"{{{_tex(self.name)}}}: the {self.view} view of {_tex(self.dataset)}"),
+            ("year", str(self.year)),
             ("howpublished", f"dsreg revision {self.revision}"),
             ("version", self.revision),
-            (
-                "note",
-                f"{self.rows} rows; snapshot {self.snapshot}; {self._overlays_text()}; "
-                f"cited with dsreg {self.dsreg_version}; resolve with dsreg show <digest>",
-            ),
         ]
         if author:
             fields.insert(0, ("author", author))
+        if self.remote is not None:
+            fields.append(("url", self.remote))
+        fields.append(("note", note))
         body = ",\n".join(f"  {k:<12} = {{{v}}}" for k, v in fields)
-        return f"@misc{{{key},\n{body},\n}}\n"
+        text = f"@misc{{{key},\n{body},\n}}\n"
+        if entries:
+            text += "\n" + self.credit["bibtex"]
+        return text
 
     def cff(self) -> str:
         authors = self.authors or (f"{self.dataset} maintainers",)
         q = json.dumps  # a JSON string is a valid YAML double-quoted scalar
+        message = "If you report results on this revision, cite it by its digest"
+        entries = self._credit_entries()
+        if entries:
+            message += " and the dataset's creators (references)"
+        if self.credit.get("text"):
+            message += f" (dataset: {self.credit['text']})"
+        message += f"; {self._resolve_text()}"
         lines = [
             "cff-version: 1.2.0",
-            "message: " + q("If you report results on this revision, cite it by its digest."),
+            "message: " + q(message),
             "type: dataset",
             "title: " + q(self.name),
             "version: " + q(self.revision),
+        ]
+        if self.date is not None:
+            lines.append("date-released: " + q(self.date))
+        if self.remote is not None and "://" in self.remote:
+            lines.append("repository: " + q(self.remote))
+        lines += [
             "abstract: "
             + q(
                 f"The {self.view} view ({self.rows} rows) of dataset {self.dataset}: snapshot "
@@ -126,6 +195,10 @@ class Citation:
                 f"    description: {q(f'dsreg overlay {i} ({k})')}",
             ]
         lines += ["keywords:", "  - " + q("dsreg"), "  - " + q(self.dataset)]
+        if entries:
+            lines.append("references:")
+            for e in entries:
+                lines += _yaml_item(cff_reference(e), indent="  ")
         return "\n".join(lines) + "\n"
 
     def render(self, format: str | None = None) -> str:
@@ -140,6 +213,20 @@ class Citation:
         raise InvalidInputError(f"unknown citation format {format!r}; choose {', '.join(FORMATS)}")
 
 
+def _yaml_item(d: dict[str, Any], *, indent: str) -> list[str]:
+    """A mapping as a YAML list item; values are strings, numbers or lists of mappings."""
+    lines = []
+    for i, (k, v) in enumerate(d.items()):
+        lead = indent + ("- " if i == 0 else "  ")
+        if isinstance(v, list):
+            lines.append(f"{lead}{k}:")
+            for item in v:
+                lines += _yaml_item(item, indent=indent + "    ")
+        else:
+            lines.append(f"{lead}{k}: {json.dumps(v)}")
+    return lines
+
+
 def _tex(text: str) -> str:
     return re.sub(r"([_%&#$])", r"\\\1", text)
 
@@ -149,13 +236,28 @@ def check_format(format: str) -> None:
         raise InvalidInputError(f"unknown --format {format!r}; choose {', '.join(FORMATS)}")
 
 
+def first_tagged(reg: Registry, dataset: str, revision: str) -> str | None:
+    """The time (``YYYY-MM-DDTHH:MM:SSZ``) of the first log entry that pointed a tag of
+    ``dataset`` at ``revision``, or ``None``."""
+    return next((e.time for e in reg.refs.log(dataset) if e.new == revision), None)
+
+
 def cite(
-    reg: Registry, spec: str, *, authors: Sequence[str] = (), format: str = "bibtex"
+    reg: Registry,
+    spec: str,
+    *,
+    authors: Sequence[str] = (),
+    format: str = "bibtex",
+    remote: str | None = None,
 ) -> Citation:
     """The citation of ``spec``'s revision (its rows counted through its DuckDB view), to be
-    rendered as ``format`` by ``str()``."""
+    rendered as ``format`` by ``str()``. ``remote``: the remote (name, URL or path) it is
+    fetched from; default: the default remote, if any (it is not contacted)."""
     check_format(format)
+    url = remote_url(reg, remote)
     r = reg.resolve(spec)
+    when = first_tagged(reg, r.dataset, r.digest)
+    snap = reg.snapshot(r.revision.snapshot)
     with Connection(reg) as con:
         con.create_view("__dsreg_cite", r.revision)
         rows = int(con.execute("SELECT count(*) FROM __dsreg_cite").fetchall()[0][0])
@@ -168,5 +270,9 @@ def cite(
         snapshot=r.revision.snapshot,
         overlays=tuple((d, reg.overlay(d).kind) for d in r.revision.overlays),
         authors=tuple(authors),
+        year=int(when[:4]) if when else time.gmtime().tm_year,
+        date=when[:10] if when else None,
+        remote=url,
+        credit=dict(snap.source.get("credit") or {}),
         format=format,
     )
