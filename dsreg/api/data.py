@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import IO, TYPE_CHECKING, Any, overload
+from typing import IO, TYPE_CHECKING, Any, Literal, overload
 
 from dsreg.api.common import PathArg, RegistryArg, command_of, find_registry
 from dsreg.errors import InvalidInputError
@@ -234,11 +234,21 @@ def overlay_ls(dataset: str, *, registry: RegistryArg = None) -> list[OverlayRec
     return list_overlays(reg, dataset)
 
 
-def overlay_show(digest: str, *, rows: int = 20, registry: RegistryArg = None) -> OverlayInfo:
-    """An overlay (digest or prefix of at least 6 hex): manifest and first ``rows`` corrections."""
+def overlay_show(
+    digest: str,
+    *,
+    rows: int = 20,
+    sort: Literal["row", "score"] = "row",
+    verdict: str | None = None,
+    registry: RegistryArg = None,
+) -> OverlayInfo:
+    """An overlay (digest or prefix of at least 6 hex): manifest and first ``rows`` corrections,
+    in row order or (``sort="score"``) worst label quality first, rows without a score last;
+    ``verdict`` keeps only the corrections with that verdict. An unknown sort or verdict
+    raises ``InvalidInputError``."""
     from dsreg.overlays.inspect import describe_overlay
 
-    return describe_overlay(find_registry(registry), digest, rows=rows)
+    return describe_overlay(find_registry(registry), digest, rows=rows, sort=sort, verdict=verdict)
 
 
 # -- reports -----------------------------------------------------------------------------------

@@ -219,11 +219,30 @@ def ls(
 def show(
     digest: Annotated[str, typer.Argument(help="Overlay digest or prefix (>= 6 hex).")],
     rows: Annotated[int, typer.Option(help="How many corrections to print.")] = 20,
+    sort: Annotated[
+        str,
+        typer.Option(
+            help="row: in row order; score: worst label quality first (rows without a score last)."
+        ),
+    ] = "row",
+    verdict: Annotated[
+        str | None,
+        typer.Option(
+            help="Only the corrections with this verdict (suspected, non_error, correctable, "
+            "multi_label, neither, non_agreement)."
+        ),
+    ] = None,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Show an overlay: manifest, summary and its first corrections."""
-    info = dsreg.overlay_show(digest, rows=rows, registry=registry_path)
+    info = dsreg.overlay_show(
+        digest,
+        rows=rows,
+        sort=sort,  # type: ignore[arg-type]  # checked by the library, with the choices
+        verdict=verdict,
+        registry=registry_path,
+    )
     if json:
         emit_json(info.to_dict())
         return
@@ -257,5 +276,7 @@ def show(
             ["ROW", "EXAMPLE", "GIVEN", "SUGGESTED", "VERDICT", "SCORE"],
         )
     )
+    if not info.corrections and verdict is not None:
+        say(f"No corrections with verdict {verdict!r} in this overlay.")
     if info.total > rows:
         say(f"({info.total - rows} more; --rows N or --json)")

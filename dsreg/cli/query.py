@@ -46,7 +46,9 @@ def sql(
 ) -> None:
     """Run DuckDB SQL over revisions: SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1"
     GROUP BY ALL. Columns: row, example_id, label, label_name, given_label, verdict, blob, size,
-    then the snapshot's metadata columns. Read-only unless --allow-files."""
+    suggested_label, suggested_label_name, score, votes_given, votes_guessed, votes_both,
+    votes_neither, votes_neutral, votes_off_topic (of the last overlay naming the row), then
+    the snapshot's metadata columns. Read-only unless --allow-files."""
     fmt = "json" if json else format
     if fmt == "parquet" and output is None and sys.stdout.isatty():
         raise InvalidInputError("--format parquet writes binary: give --output FILE or pipe it")

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dsreg.errors import DatasetFormatError, ManifestError
+from dsreg.model.corrections import COUNT_FIELDS
 from dsreg.model.parquet_footer import strip_created_by
 from dsreg.objects.digest import short
 
@@ -45,11 +46,15 @@ VIEW_COLUMNS = (
     "verdict",
     "blob",
     "size",
+    "suggested_label",
+    "suggested_label_name",
+    "score",
+    *(f"votes_{f}" for f in COUNT_FIELDS),
 )
 # Names a metadata column may not take, compared as DuckDB compares identifiers (ASCII letters
 # without case): the fixed and the view's columns, the names corrections tables and reports put
 # beside them, and the column DuckDB numbers a Parquet file's rows in, which a view reads.
-RESERVED = frozenset((*BASE_COLUMNS, *VIEW_COLUMNS, "suggested_label", "score", "file_row_number"))
+RESERVED = frozenset((*BASE_COLUMNS, *VIEW_COLUMNS, "file_row_number"))
 # dsreg names its own relations in SQL with this prefix; no metadata column may start with it.
 RESERVED_PREFIX = "__dsreg"
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")

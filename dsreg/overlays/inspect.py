@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeAlias, get_args
 
-from dsreg.model.manifests import Overlay
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dsreg.errors import InvalidInputError
+from dsreg.model.manifests import VERDICTS, Overlay
 from dsreg.repo.registry import Registry
 from dsreg.repo.tables import read_corrections
 
-__all__ = ["Issue", "OverlayInfo", "describe_overlay", "ranked_issues"]
+__all__ = ["SHOW_ORDERS", "Issue", "OverlayInfo", "ShowOrder", "describe_overlay", "ranked_issues"]
+
+# How ``overlay show`` lists corrections: by row, or worst label quality first.
+ShowOrder: TypeAlias = Literal["row", "score"]
+SHOW_ORDERS: tuple[ShowOrder, ...] = get_args(ShowOrder)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,7 +62,8 @@ def ranked_issues(reg: Registry, digest: str, top: int) -> tuple[Issue, ...]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OverlayInfo:
-    """An overlay: digest, manifest, the dataset and classes of its base, first corrections."""
+    """An overlay: digest, manifest, the dataset and classes of its base, its first corrections
+    (``total``: how many corrections there are, or match the verdict asked for)."""
 
     digest: str
     overlay: Overlay
@@ -67,15 +77,40 @@ class OverlayInfo:
             "digest": self.digest,
             "manifest": self.overlay.to_dict(),
             "corrections": list(self.corrections),
+            "total": self.total,
         }
 
 
-def describe_overlay(reg: Registry, digest: str, *, rows: int = 20) -> OverlayInfo:
-    """Overlay ``digest`` (or an unambiguous prefix) with its first ``rows`` corrections."""
+def describe_overlay(
+    reg: Registry,
+    digest: str,
+    *,
+    rows: int = 20,
+    sort: ShowOrder = "row",
+    verdict: str | None = None,
+) -> OverlayInfo:
+    """Overlay ``digest`` (or an unambiguous prefix) with its first ``rows`` corrections.
+
+    ``verdict`` keeps only the corrections with that verdict (``total`` counts those);
+    ``sort="score"`` lists them worst first (lowest label quality; ties by row, rows without
+    a score last), ``sort="row"`` in row order."""
+    if sort not in SHOW_ORDERS:
+        raise InvalidInputError(f"unknown sort {sort!r}; choose one of {', '.join(SHOW_ORDERS)}")
+    if verdict is not None and verdict not in VERDICTS:
+        raise InvalidInputError(f"unknown verdict {verdict!r}; choose one of {', '.join(VERDICTS)}")
     d = reg.resolve_object(digest)
     ov = reg.overlay(d)
-    corr = read_corrections(reg, ov)
     snap = reg.snapshot(ov.base)
+    corr = read_corrections(reg, ov, base=snap)
+    if verdict is not None:
+        corr = corr.filter(pc.equal(corr.column("verdict"), verdict))
+    if sort == "score":
+        score = corr.column("score")
+        missing = score.is_null().to_numpy(zero_copy_only=False)
+        value = score.fill_null(0.0).to_numpy()
+        # lexsort: the last key first; rows without a score last, ties by row.
+        order = np.lexsort((corr.column("row").to_numpy(), value, missing))
+        corr = corr.take(pa.array(order))
     return OverlayInfo(
         digest=d,
         overlay=ov,

@@ -101,13 +101,14 @@ class Dataset:
         return read_examples(self.registry, self.snapshot)
 
     @functools.cached_property
+    def _corrections(self) -> list[pa.Table]:
+        return [read_corrections(self.registry, ov, base=self.snapshot) for _, ov in self.overlays]
+
+    @functools.cached_property
     def _view(self) -> ViewRows:
         from dsreg.views.rule import apply_view, merge_overlays
 
-        merged = merge_overlays(
-            self.snapshot.rows,
-            [read_corrections(self.registry, ov, base=self.snapshot) for _, ov in self.overlays],
-        )
+        merged = merge_overlays(self.snapshot.rows, self._corrections)
         labels = self._examples.column("label").to_numpy()
         return apply_view(self.view, labels, merged)
 
@@ -128,9 +129,15 @@ class Dataset:
         return query_revision(self.registry, self.revision, query, allow_files=allow_files)
 
     def labels(self) -> pa.Table:
-        """The view as a table: row, example_id, label, label_name, given_label, verdict, blob,
-        size, then the snapshot's metadata columns (``served_metadata``: a column named like one
-        of the view's, possible only in a table ``dsreg add`` did not make, is left out)."""
+        """The view as a table, the columns of its SQL view (docs/queries.md, "Columns"): row,
+        example_id, label, label_name, given_label, verdict, blob, size, suggested_label,
+        suggested_label_name, score, votes_given, votes_guessed, votes_both, votes_neither,
+        votes_neutral, votes_off_topic (of the last overlay naming the row; null where none
+        does), then the snapshot's metadata columns (``served_metadata``: a column
+        named like one of the view's, possible only in a table ``dsreg add`` did not make, is
+        left out)."""
+        from dsreg.views.rule import review_columns
+
         v = self._view
         ex = self._examples.take(pa.array(v.rows))
         names = np.asarray(self.classes, dtype=object)
@@ -143,6 +150,7 @@ class Dataset:
             "verdict": v.verdict.cast(pa.string()),
             "blob": ex.column("blob"),
             "size": ex.column("size"),
+            **review_columns(v.rows, self._corrections, self.classes),
         }
         for name in served_metadata(ex.column_names):
             cols[name] = ex.column(name)

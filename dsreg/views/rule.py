@@ -29,9 +29,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dsreg.model.corrections import COUNT_FIELDS
 from dsreg.model.manifests import VERDICTS, View
 
-__all__ = ["Merged", "ViewRows", "apply_view", "merge_overlays"]
+__all__ = ["Merged", "ViewRows", "apply_view", "merge_overlays", "review_columns"]
 
 _CODE = {v: i + 1 for i, v in enumerate(VERDICTS)}
 
@@ -121,3 +122,70 @@ def apply_view(view: View, labels: np.ndarray, merged: Merged) -> ViewRows:
     # Dictionary-encoded (as stored): no per-row Python strings, a byte per row.
     verdict = pa.DictionaryArray.from_arrays(_int8(codes, codes >= 0), _VERDICT_ARRAY)
     return ViewRows(rows=rows, label=label, given_label=given, verdict=verdict)
+
+
+def _nullable(values: np.ndarray, valid: np.ndarray, type_: pa.DataType) -> pa.Array:
+    """A fixed-width array, null where ``valid`` is false, from its buffers (no pandas)."""
+    bitmap = np.packbits(valid, bitorder="little")
+    data = np.ascontiguousarray(values, dtype=type_.to_pandas_dtype())
+    return pa.Array.from_buffers(
+        type_, len(values), [pa.py_buffer(bitmap), pa.py_buffer(data)], null_count=-1
+    )
+
+
+def review_columns(
+    rows: np.ndarray, corrections: Sequence[pa.Table], classes: Sequence[str]
+) -> dict[str, pa.Array]:
+    """What a reviewer needs of the served ``rows`` (sorted snapshot positions): the suggested
+    label, its name, the score and the vote counts of the last overlay naming each row, null
+    where no overlay names it (or that overlay holds none). Work in the size of ``rows`` and
+    of the corrections, never of the snapshot."""
+    n = len(rows)
+    # Per served row: which table names it last (-1: none) and at which position.
+    owner = np.full(n, -1, dtype=np.int32)
+    at = np.zeros(n, dtype=np.int64)
+    for t, table in enumerate(corrections):
+        named = table.column("row").to_numpy()
+        if not len(named) or not n:
+            continue
+        # Both sorted: each named row's place among the served rows, if it is served.
+        pos = np.searchsorted(rows, named)
+        hit = pos < n
+        hit[hit] = rows[pos[hit]] == named[hit]
+        owner[pos[hit]] = t
+        at[pos[hit]] = np.flatnonzero(hit)
+    sug = np.zeros(n, dtype=np.int32)
+    sug_ok = np.zeros(n, dtype=bool)
+    score = np.zeros(n, dtype=np.float64)
+    score_ok = np.zeros(n, dtype=bool)
+    votes = {f: np.zeros(n, dtype=np.int32) for f in COUNT_FIELDS}
+    votes_ok = {f: np.zeros(n, dtype=bool) for f in COUNT_FIELDS}
+
+    def gather(col: pa.ChunkedArray | pa.Array, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        picked = col.take(pa.array(idx, pa.int64()))
+        if isinstance(picked, pa.ChunkedArray):
+            picked = picked.combine_chunks()
+        ok = np.asarray(picked.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        return picked.fill_null(0).to_numpy(zero_copy_only=False), ok
+
+    for t, table in enumerate(corrections):
+        mine = np.flatnonzero(owner == t)
+        if not len(mine):
+            continue
+        idx = at[mine]
+        sug[mine], sug_ok[mine] = gather(table.column("suggested_label"), idx)
+        score[mine], score_ok[mine] = gather(table.column("score"), idx)
+        struct = table.column("votes").take(pa.array(idx, pa.int64())).combine_chunks()
+        for f in COUNT_FIELDS:
+            # A null struct (a detected overlay's row) has null counts.
+            field = pc.if_else(struct.is_valid(), struct.field(f), None)
+            votes[f][mine], votes_ok[f][mine] = gather(field, np.arange(len(mine)))
+    suggested = _nullable(sug, sug_ok, pa.int32())
+    out: dict[str, pa.Array] = {
+        "suggested_label": suggested,
+        "suggested_label_name": _strings(classes).take(suggested),
+        "score": _nullable(score, score_ok, pa.float64()),
+    }
+    for f in COUNT_FIELDS:
+        out[f"votes_{f}"] = _nullable(votes[f], votes_ok[f], pa.int32())
+    return out

@@ -41,6 +41,7 @@ from dsreg.errors import (
     QueryError,
     StorageError,
 )
+from dsreg.model.corrections import COUNT_FIELDS
 from dsreg.model.manifests import VIEWS, Revision, View
 from dsreg.model.tables import fold_case, served_metadata
 from dsreg.objects.digest import PREFIX
@@ -124,8 +125,9 @@ def view_sql(
 ) -> str:
     """The ``SELECT`` that serves ``revision`` (in ``view``, default the revision's own).
 
-    Columns: row, example_id, label, label_name, given_label, verdict, blob, size, then the
-    snapshot's metadata columns (``served_metadata``: none named like a view column or an
+    Columns: row, example_id, label, label_name, given_label, verdict, blob, size,
+    suggested_label, suggested_label_name, score, votes_<field> (one per ``COUNT_FIELDS``), then
+    the snapshot's metadata columns (``served_metadata``: none named like a view column or an
     internal one). The objects it reads are verified first; ``locate`` says what DuckDB reads
     for a table's digest (default: its path in the store, for any DuckDB).
     """
@@ -160,20 +162,25 @@ def view_sql(
     ex, co = "__dsreg_e", "__dsreg_c"
     joins = []
     for i, path in enumerate(corrections_at):
-        src = f'SELECT "row", verdict, suggested_label FROM read_parquet({_lit(path)})'
+        src = (
+            f'SELECT "row", verdict, suggested_label, score, votes FROM read_parquet({_lit(path)})'
+        )
         joins.append(f'LEFT JOIN ({src}) AS {co}{i} ON {co}{i}."row" = {ex}.file_row_number')
 
     def latest(field: str) -> str:
-        # Overlays apply in order; for a row several name, the later one wins (its verdict and
-        # its suggested label together, null included).
+        # Overlays apply in order; for a row several name, the later one wins (its verdict, its
+        # suggested label, score and votes together, null included).
         order = reversed(range(len(corrections)))
         whens = (f'WHEN {co}{i}."row" IS NOT NULL THEN {co}{i}.{field}' for i in order)
         return "CASE " + " ".join(whens) + " END"
 
     if corrections:
         verdict, suggested = latest("verdict"), latest("suggested_label")
+        score, votes = latest("score"), latest("votes")
     else:
         verdict, suggested = "NULL::VARCHAR", "NULL::INTEGER"
+        score = "NULL::DOUBLE"
+        votes = "NULL::STRUCT(" + ", ".join(f"{_ident(f)} INTEGER" for f in COUNT_FIELDS) + ")"
 
     is_error = "(__dsreg_v IS NOT NULL AND __dsreg_v <> 'non_error')"
     relabel = "(__dsreg_v IN ('correctable', 'suspected') AND __dsreg_s IS NOT NULL)"
@@ -193,14 +200,21 @@ def view_sql(
         f'SELECT {ex}.file_row_number AS "row", {ex}.example_id, {ex}.label AS __dsreg_given, '
         f"{ex}.blob, {ex}.size"
         + "".join(f", {ex}.{_ident(m)}" for m in meta)
-        + f", {verdict} AS __dsreg_v, {suggested} AS __dsreg_s "
+        + f", {verdict} AS __dsreg_v, {suggested} AS __dsreg_s, {score} AS __dsreg_score"
+        f", {votes} AS __dsreg_votes "
         f"FROM read_parquet({_lit(examples_at)}, file_row_number = true) AS {ex} " + " ".join(joins)
     )
     return (
         f'SELECT "row", example_id, CAST({label} AS INTEGER) AS label, '
         f"{classes}[CAST({label} AS INTEGER) + 1] AS label_name, "
-        "CAST(__dsreg_given AS INTEGER) AS given_label, __dsreg_v AS verdict, blob, size"
-        f"{meta_cols} "
+        "CAST(__dsreg_given AS INTEGER) AS given_label, __dsreg_v AS verdict, blob, size, "
+        "CAST(__dsreg_s AS INTEGER) AS suggested_label, "
+        f"{classes}[CAST(__dsreg_s AS INTEGER) + 1] AS suggested_label_name, "
+        "CAST(__dsreg_score AS DOUBLE) AS score, "
+        + ", ".join(
+            f"CAST(__dsreg_votes.{_ident(f)} AS INTEGER) AS votes_{f}" for f in COUNT_FIELDS
+        )
+        + f"{meta_cols} "
         f"FROM ({inner}) WHERE {keep}"
     )
 

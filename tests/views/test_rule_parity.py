@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from dsreg.ingest.snapshot import add_source
 from dsreg.ingest.sources import Source
-from dsreg.model.corrections import corrections_table
+from dsreg.model.corrections import COUNT_FIELDS, VOTES_TYPE, corrections_table
 from dsreg.model.manifests import VERDICTS, VIEWS, Overlay, Revision
 from dsreg.model.tables import parquet_bytes
 from dsreg.overlays.write import write_overlay
@@ -55,6 +55,16 @@ def cases(draw: st.DrawFn) -> Case:
         # -1: no suggestion, for any verdict (a suspected or correctable row without one is
         # served as if it had none of its own; see store_overlay).
         suggested = [draw(st.integers(-1, k - 1)) for _ in rows]
+        # Scores and votes ride along with the verdict (the review columns), null or not.
+        scores = [draw(st.one_of(st.none(), st.floats(0, 1))) for _ in rows]
+        votes = [
+            draw(
+                st.one_of(
+                    st.none(), st.fixed_dictionaries({f: st.integers(0, 5) for f in COUNT_FIELDS})
+                )
+            )
+            for _ in rows
+        ]
         r = np.asarray(rows, dtype=np.int64)
         overlays.append(
             corrections_table(
@@ -63,6 +73,8 @@ def cases(draw: st.DrawFn) -> Case:
                 given_label=labels[r],
                 suggested_label=np.asarray(suggested, dtype=np.int64),
                 verdict=verdicts,
+                score=pa.array(scores, pa.float64()),
+                votes=pa.array(votes, VOTES_TYPE),
             )
         )
     return Case(
