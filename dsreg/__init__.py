@@ -32,6 +32,7 @@ from dsreg.errors import (
     QueryError,
     RegistryNotFoundError,
     RemoteError,
+    ReviewConflictError,
     RevisionNotFoundError,
     StorageError,
     TagExistsError,
@@ -65,6 +66,9 @@ if TYPE_CHECKING:
         remote_add,
         remote_ls,
         remote_remove,
+        review,
+        review_export,
+        review_finish,
         show,
         sql,
         tag,
@@ -90,6 +94,8 @@ if TYPE_CHECKING:
     from dsreg.report.evaluate import EvalReport, ModelResult, ViewScore
     from dsreg.report.predictions import PredictionsSource
     from dsreg.report.show import ObjectInfo, RevisionInfo, TagRef
+    from dsreg.validation.queue import Progress
+    from dsreg.validation.server import ReviewServer
     from dsreg.views.dataset import Dataset, Example
     from dsreg.views.sql import Connection
 
@@ -123,6 +129,9 @@ _WHERE: dict[str, tuple[str, ...]] = {
         "remote_add",
         "remote_ls",
         "remote_remove",
+        "review",
+        "review_export",
+        "review_finish",
         "show",
         "sql",
         "tag",
@@ -149,6 +158,8 @@ _WHERE: dict[str, tuple[str, ...]] = {
     "dsreg.report.evaluate": ("EvalReport", "ModelResult", "ViewScore"),
     "dsreg.report.predictions": ("PredictionsSource",),
     "dsreg.report.show": ("ObjectInfo", "RevisionInfo", "TagRef"),
+    "dsreg.validation.queue": ("Progress",),
+    "dsreg.validation.server": ("ReviewServer",),
     "dsreg.views.dataset": ("Dataset", "Example"),
     "dsreg.views.sql": ("Connection",),
 }
@@ -209,6 +220,7 @@ __all__ = [
     "PredictionsSource",
     "ProbabilitiesError",
     "Problem",
+    "Progress",
     "ProgressHook",
     "PullResult",
     "PushResult",
@@ -218,6 +230,8 @@ __all__ = [
     "RegistryNotFoundError",
     "RemoteConfig",
     "RemoteError",
+    "ReviewConflictError",
+    "ReviewServer",
     "Revision",
     "RevisionInfo",
     "RevisionNotFoundError",
@@ -254,6 +268,9 @@ __all__ = [
     "remote_add",
     "remote_ls",
     "remote_remove",
+    "review",
+    "review_export",
+    "review_finish",
     "show",
     "sql",
     "tag",

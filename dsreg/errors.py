@@ -13,6 +13,7 @@ builtin a Python user would catch for it (as pyarrow's are), and carries its dat
     │   ├── DatasetFormatError         a source table or tree that cannot become a snapshot
     │   ├── ProbabilitiesError         predicted probabilities of the wrong shape or values
     │   ├── VotesError                 validation votes that cannot become an overlay
+    │   ├── ReviewConflictError        a review answer the queue cannot take (voted already, …)
     │   ├── PredictionsError           model predictions that do not fit a revision
     │   └── QueryError                 a SQL query that DuckDB refused (its message included)
     ├── NotFoundError  LookupError
@@ -58,6 +59,7 @@ __all__ = [
     "QueryError",
     "RegistryNotFoundError",
     "RemoteError",
+    "ReviewConflictError",
     "RevisionNotFoundError",
     "StorageError",
     "TagExistsError",
@@ -152,6 +154,11 @@ class VotesError(InvalidInputError):
     def __init__(self, message: str = "", *, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+class ReviewConflictError(InvalidInputError):
+    """A review answer that the queue cannot take in its present state: the reviewer answered
+    the item already, the item has its votes already, or there is nothing to undo."""
 
 
 class PredictionsError(InvalidInputError):

@@ -259,6 +259,7 @@ ERRORS_AS_BUILTINS: list[tuple[type[dsreg.DsregError], tuple[type[Exception], ..
     (dsreg.VotesError, (ValueError,)),
     (dsreg.PredictionsError, (ValueError,)),
     (dsreg.QueryError, (ValueError,)),
+    (dsreg.ReviewConflictError, (ValueError,)),
     (dsreg.NotFoundError, (LookupError,)),
     (dsreg.RegistryNotFoundError, (LookupError, FileNotFoundError, OSError)),
     (dsreg.RevisionNotFoundError, (LookupError,)),

@@ -31,6 +31,7 @@ from dsreg.api.data import (
 )
 from dsreg.api.registry import add, checkout, gc, init, log, ls, show, tag, verify
 from dsreg.api.remotes import clone, import_dvc, pull, push, remote_add, remote_ls, remote_remove
+from dsreg.api.validation import review, review_export, review_finish
 
 __all__ = [
     "add",
@@ -56,6 +57,9 @@ __all__ = [
     "remote_add",
     "remote_ls",
     "remote_remove",
+    "review",
+    "review_export",
+    "review_finish",
     "show",
     "sql",
     "tag",

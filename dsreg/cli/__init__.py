@@ -22,7 +22,7 @@ import typer
 from typer._click.exceptions import ClickException
 from typer.main import get_command_name
 
-from dsreg.cli import core, overlays, query, remotes
+from dsreg.cli import core, overlays, query, remotes, validation
 from dsreg.cli._common import CONTEXT
 from dsreg.errors import DsregError
 
@@ -39,6 +39,7 @@ core.register(app)
 overlays.register(app)
 query.register(app)
 remotes.register(app)
+validation.register(app)
 
 
 def _group() -> None:

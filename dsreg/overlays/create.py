@@ -72,7 +72,7 @@ def votes_overlay(
         "name": "dsreg.import-votes",
         "version": __version__,
         "params": dict(result.params),
-        "inputs": {"votes": hash_file(path)},
+        "inputs": {"votes": hash_file(path), **result.inputs},
     }
     digest = write_overlay(
         reg,

@@ -19,7 +19,7 @@ import io
 import json
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias, get_args
 from urllib.parse import unquote, urlsplit
@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 
 from dsreg.errors import InputPathError, VotesError
 from dsreg.model.corrections import CORRECTIONS_SCHEMA, COUNT_FIELDS, VOTES_TYPE
+from dsreg.objects.digest import is_digest
 
 __all__ = [
     "CORRECTIONS_SCHEMA",
@@ -71,12 +72,17 @@ class VoteImport:
         every verdict present even when 0.
     params : dict
         Provenance for the overlay's producer: ``format``, ``threshold`` and ``raters`` (the
-        votes per record when every record has the same total, else None).
+        votes per record when every record has the same total, else None); ``reviewers``
+        (sorted) when the records name them, as ``dsreg review --export`` writes them.
+    inputs : dict of str to str
+        Digests the votes were cast about, for the producer's inputs: ``queue``, the overlay
+        whose flagged rows were reviewed, when the records name it (``dsreg review``).
     """
 
     table: pa.Table
     summary: dict[str, int]
-    params: dict[str, str | int | None]
+    params: dict[str, str | int | list[str] | None]
+    inputs: dict[str, str] = field(default_factory=dict)
 
 
 def verdict_for(
@@ -192,12 +198,15 @@ def import_votes(
         "errors": len(records) - counts["non_error"],
         **counts,
     }
-    params: dict[str, str | int | None] = {
+    params: dict[str, str | int | list[str] | None] = {
         "format": format,
         "threshold": threshold,
         "raters": _common_total(records),
     }
-    return VoteImport(table=table, summary=summary, params=params)
+    reviewers = sorted({name for record in records for name in record.reviewers})
+    if reviewers:
+        params["reviewers"] = reviewers
+    return VoteImport(table=table, summary=summary, params=params, inputs=_inputs(path, records))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -208,6 +217,9 @@ class _Record:
     given: int
     guessed: int | None
     counts: dict[str, int | None]
+    # dsreg review's additions to the release's records: who voted, and about which queue.
+    reviewers: tuple[str, ...] = ()
+    queue: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -361,10 +373,41 @@ def _parse_label_errors(path: Path, text: str, snapshot: _Snapshot) -> list[_Rec
                 given=-1 if given is None else given,
                 guessed=guessed,
                 counts=_mturk_counts(f"{where} ({ref})", raw["mturk"]),
+                reviewers=_reviewers(f"{where} ({ref})", raw.get("reviewers")),
+                queue=_queue(f"{where} ({ref})", raw.get("queue")),
             )
         )
     _refuse_unknown_labels(path, unknown_labels, snapshot)
     return records
+
+
+def _reviewers(where: str, value: object) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise VotesError(f"{where}: reviewers must be a list of names; got {value!r}")
+    return tuple(value)
+
+
+def _queue(where: str, value: object) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not is_digest(value):
+        raise VotesError(f"{where}: queue must be an overlay digest (blake3:…); got {value!r}")
+    return value
+
+
+def _inputs(path: Path, records: Sequence[_Record]) -> dict[str, str]:
+    queues = {record.queue for record in records}
+    if queues == {None}:
+        return {}
+    if len(queues) != 1:
+        raise VotesError(
+            f"{path}: records name {len(queues)} different review queues "
+            f"({sorted(str(q) for q in queues)}); export one queue's votes per file"
+        )
+    queue = queues.pop()
+    return {} if queue is None else {"queue": queue}
 
 
 def _static_path(url: str) -> str | None:

@@ -1,0 +1,76 @@
+"""``dsreg review --export`` and ``--finish`` on the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from conftest import ReviewSet
+
+import dsreg
+
+
+def _vote(review_set: ReviewSet, answers: dict[str, str]) -> None:
+    with dsreg.review(review_set.spec, registry=review_set.registry) as server:
+        queue = server.session.queue
+        for name, answer in answers.items():
+            item = queue.next_item(name)
+            assert item is not None
+            queue.vote(name, item.row, answer)
+
+
+def test_export_then_import_votes_equals_finish(
+    cli: Any, review_set: ReviewSet, tmp_path: Path
+) -> None:
+    _vote(review_set, {"alice": "guessed", "bob": "guessed", "carol": "given"})
+    reg = ["--registry", str(review_set.registry)]
+    exported = cli("review", review_set.spec, "--export", str(tmp_path / "v.json"), *reg)
+    assert exported.exit_code == 0, exported.stderr
+    assert "Wrote 1 voted items" in exported.stderr
+    imported = cli(
+        "overlay",
+        "import-votes",
+        review_set.spec,
+        str(tmp_path / "v.json"),
+        "--threshold",
+        "2",
+        "--json",
+        *reg,
+    )
+    assert imported.exit_code == 0, imported.stderr
+    finished = cli(
+        "review",
+        review_set.spec,
+        "--finish",
+        "--threshold",
+        "2",
+        "--tag",
+        "validated",
+        "--view",
+        "corrected",
+        "--json",
+        *reg,
+    )
+    assert finished.exit_code == 0, finished.stderr
+    got = json.loads(finished.stdout)
+    assert got["overlay"] == json.loads(imported.stdout)["overlay"]
+    assert got["summary"]["correctable"] == 1
+    assert "Tagged pets@validated" in finished.stderr
+    # The votes file is the release's format: import-votes reads it like the paper's.
+    record = json.loads((tmp_path / "v.json").read_text())[0]
+    assert set(record) >= {"id", "given_original_label", "our_guessed_label", "mturk"}
+
+
+def test_bad_options_exit_1(cli: Any, review_set: ReviewSet) -> None:
+    reg = ["--registry", str(review_set.registry)]
+    both = cli("review", review_set.spec, "--finish", "--export", "x.json", *reg)
+    assert both.exit_code == 1 and "--finish or --export" in both.stderr
+    tag_alone = cli("review", review_set.spec, "--tag", "x", *reg)
+    assert tag_alone.exit_code == 1 and "go with --finish" in tag_alone.stderr
+    nothing = cli("review", review_set.spec, "--finish", *reg)
+    assert nothing.exit_code == 1 and "no votes yet" in nothing.stderr
+    verdict = cli("review", review_set.spec, "--verdict", "bogus", *reg)
+    assert verdict.exit_code == 1 and "unknown verdict 'bogus'" in verdict.stderr
+    plain = cli("review", "pets@v1", *reg)
+    assert plain.exit_code == 1 and "has no overlay to review" in plain.stderr
