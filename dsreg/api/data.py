@@ -38,30 +38,41 @@ def open(
     """Open a pinned revision: ``"imagenet-val@original"``, ``"imagenet-val@3f9a2c1b7d0e"`` or
     ``"blake3:…"``. The result's ``digest`` is the full revision digest, the thing to cite.
 
-    With ``remote``, objects missing here are fetched from that remote and verified first.
+    With ``remote`` (a remote's name, or a URL on any machine: with no registry here, the
+    objects go to the per-user cache registry), objects missing here are fetched from that
+    remote and verified first (docs/remotes.md, "Reading a remote").
     """
-    reg = find_registry(registry)
-    if remote is not None:
-        from dsreg.remote.transfer import fetch_for_open
-
-        return fetch_for_open(reg, spec, remote)
     from dsreg.views.dataset import Dataset
 
+    if remote is not None:
+        from dsreg.api.reading import read_remote_revision
+
+        return Dataset(*read_remote_revision(spec, remote, registry, payloads=True))
+    reg = find_registry(registry)
     return Dataset(reg, reg.resolve(spec))
 
 
-def connect(registry: RegistryArg = None, *, allow_files: bool = False) -> Connection:
+def connect(
+    registry: RegistryArg = None, *, allow_files: bool = False, remote: str | None = None
+) -> Connection:
     """A DuckDB connection that resolves ``"dataset@rev"`` quoted identifiers in queries.
 
     Read-only: its SQL reads revisions and nothing else (no file read or written, no ATTACH,
     INSTALL, LOAD or SET; a refused statement raises ``QueryError``). ``allow_files=True``
-    gives DuckDB its full access, for your own files.
+    gives DuckDB its full access, for your own files. With ``remote`` (a name or a URL), the
+    revisions a query names resolve with that remote, which gives their manifests and tables,
+    never their payloads (no registry needed: the per-user cache holds them).
 
     >>> con = dsreg.connect()                                                # doctest: +SKIP
     >>> con.sql('SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1" GROUP BY ALL')
     """
     from dsreg.views.sql import Connection
 
+    if remote is not None:
+        from dsreg.api.reading import remote_resolver
+
+        reg, resolve = remote_resolver(registry, remote)
+        return Connection(reg, allow_files=allow_files, resolve=resolve)
     return Connection(find_registry(registry), allow_files=allow_files)
 
 
@@ -72,6 +83,7 @@ def sql(
     format: str | None = None,
     output: None = None,
     allow_files: bool = False,
+    remote: str | None = None,
     registry: RegistryArg = None,
 ) -> pa.Table: ...
 @overload
@@ -81,6 +93,7 @@ def sql(
     format: str | None = None,
     output: PathArg | IO[Any],
     allow_files: bool = False,
+    remote: str | None = None,
     registry: RegistryArg = None,
 ) -> int: ...
 def sql(
@@ -89,6 +102,7 @@ def sql(
     format: str | None = None,
     output: PathArg | IO[Any] | None = None,
     allow_files: bool = False,
+    remote: str | None = None,
     registry: RegistryArg = None,
 ) -> pa.Table | int:
     """Run DuckDB SQL over revisions, each named as a quoted identifier:
@@ -101,22 +115,32 @@ def sql(
     Read-only: the query reads revisions and nothing else (no file read or written, no ATTACH,
     INSTALL, LOAD or SET; a refused statement raises ``QueryError``). ``allow_files=True``
     gives DuckDB its full access, for your own files.
+
+    With ``remote`` (a name or a URL), the revisions the query names resolve with that remote:
+    only their manifests and Parquet tables are fetched (never payloads), verified, and DuckDB
+    reads them from the registry, or the per-user cache where there is none.
     """
     from dsreg.report.export import check_format
 
     if format is not None:
         check_format(format)
-    reg = find_registry(registry)
+    if output is None and format is not None:
+        raise InvalidInputError(f"format {format!r} writes to output=: give a path or stream")
+    resolve = None
+    if remote is not None:
+        from dsreg.api.reading import remote_resolver
+
+        reg, resolve = remote_resolver(registry, remote)
+    else:
+        reg = find_registry(registry)
     if output is None:
-        if format is not None:
-            raise InvalidInputError(f"format {format!r} writes to output=: give a path or stream")
         from dsreg.views.sql import Connection
 
-        with Connection(reg, allow_files=allow_files) as con:
+        with Connection(reg, allow_files=allow_files, resolve=resolve) as con:
             return con.table(query)
     from dsreg.report.export import write_query
 
-    return write_query(reg, query, output, format=format, allow_files=allow_files)
+    return write_query(reg, query, output, format=format, allow_files=allow_files, resolve=resolve)
 
 
 # -- overlays ----------------------------------------------------------------------------------

@@ -94,19 +94,36 @@ def add(
     )
 
 
-def ls(*, registry: RegistryArg = None) -> list[TagRef]:
-    """Every tag of every dataset: ``dataset``, ``tag``, ``revision`` (full digest)."""
-    from dsreg.report.show import list_tags
+def ls(*, remote: str | None = None, registry: RegistryArg = None) -> list[TagRef]:
+    """Every tag of every dataset: ``dataset``, ``tag``, ``revision`` (full digest).
 
+    With ``remote`` (a name, or a URL: no registry needed), the tags that remote holds."""
+    from dsreg.report.show import TagRef, list_tags
+
+    if remote is not None:
+        from dsreg.api.reading import remote_store
+        from dsreg.remote.read import remote_tags
+
+        _reg, rs, _cached = remote_store(registry, remote)
+        return [TagRef(dataset=ds, tag=t, revision=d) for ds, t, d in remote_tags(rs)]
     return list_tags(find_registry(registry))
 
 
-def show(spec: str, *, registry: RegistryArg = None) -> RevisionInfo | ObjectInfo:
+def show(
+    spec: str, *, remote: str | None = None, registry: RegistryArg = None
+) -> RevisionInfo | ObjectInfo:
     """Describe a revision (``dataset@tag``, ``dataset@<prefix>``, a revision or snapshot
     digest): its manifest, rows, classes, overlays and full digest; or any other stored object
-    (an overlay, a payload, a table) by its digest or prefix."""
-    from dsreg.report.show import describe
+    (an overlay, a payload, a table) by its digest or prefix.
 
+    With ``remote`` (a name, or a URL: no registry needed), a revision read from that remote:
+    its manifests and tables are fetched, verified, never its payloads."""
+    from dsreg.report.show import describe, describe_resolved
+
+    if remote is not None:
+        from dsreg.api.reading import read_remote_revision
+
+        return describe_resolved(*read_remote_revision(spec, remote, registry, payloads=False))
     return describe(find_registry(registry), spec)
 
 
@@ -151,6 +168,7 @@ def checkout(
     path: PathArg,
     *,
     link: str | None = None,
+    remote: str | None = None,
     progress: ProgressHook | None = None,
     registry: RegistryArg = None,
 ) -> CheckoutResult:
@@ -163,16 +181,32 @@ def checkout(
     and use no space, but the files are the store's objects: an edit through one (as root, or
     after ``chmod u+w``) corrupts the store (``dsreg verify`` finds it; adding the data again
     repairs it). An interrupted checkout is finished by the next one (docs/concepts.md).
+
+    ``remote`` (a name, or a URL: no registry needed, the per-user cache holds the objects):
+    the revision is resolved with that remote and what it lacks fetched, verified, first.
     """
     from dsreg.ops.checkout import checkout as do_checkout
 
-    reg = find_registry(registry)
+    resolved = None
+    if remote is not None:
+        if link is not None and link not in LINKS:  # refused before anything is fetched
+            raise InvalidInputError(
+                f"unknown --link {link!r}; choose reflink, copy, hardlink or symlink"
+            )
+        from dsreg.api.reading import read_remote_revision
+
+        reg, resolved = read_remote_revision(
+            spec, remote, registry, payloads=True, progress=progress or no_progress
+        )
+    else:
+        reg = find_registry(registry)
     chosen = link or reg.config.get("core", {}).get("checkout_link", "reflink")
     if chosen not in LINKS:
         raise InvalidInputError(
             f"unknown --link {chosen!r}; choose reflink, copy, hardlink or symlink"
         )
-    resolved = reg.resolve(spec)
+    if resolved is None:
+        resolved = reg.resolve(spec)
     return do_checkout(
         reg, resolved, Path(path), link=cast("LinkType", chosen), progress=progress or no_progress
     )

@@ -26,6 +26,18 @@ RegistryOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
+# A reading command's remote: no registry is needed with a URL (the per-user cache holds what
+# is fetched; docs/remotes.md, "Reading a remote").
+ReadRemoteOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--remote",
+        "-r",
+        help="Read from this remote: a remote's name, or a URL or folder (no registry needed: "
+        "objects go to the per-user cache, $DSREG_CACHE).",
+        show_default=False,
+    ),
+]
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 

@@ -13,6 +13,7 @@ import dsreg
 from dsreg.cli._common import (
     CONTEXT,
     JsonOpt,
+    ReadRemoteOpt,
     RegistryOpt,
     command_line,
     emit_json,
@@ -108,9 +109,11 @@ def add(
     )
 
 
-def ls(registry_path: RegistryOpt = None, json: JsonOpt = False) -> None:
-    """List datasets, their tags and short revision digests."""
-    refs = dsreg.ls(registry=registry_path)
+def ls(
+    remote: ReadRemoteOpt = None, registry_path: RegistryOpt = None, json: JsonOpt = False
+) -> None:
+    """List datasets, their tags and short revision digests (with --remote, a remote's)."""
+    refs = dsreg.ls(remote=remote, registry=registry_path)
     if json:
         emit_json([r.to_dict() for r in refs])
         return
@@ -127,11 +130,13 @@ def ls(registry_path: RegistryOpt = None, json: JsonOpt = False) -> None:
 
 def show(
     spec: Annotated[str, typer.Argument(help="dataset@tag, dataset@<prefix>, or any digest.")],
+    remote: ReadRemoteOpt = None,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Show a revision (manifest, rows, classes, overlays, full digest), or any stored manifest."""
-    info = dsreg.show(spec, registry=registry_path)
+    """Show a revision (manifest, rows, classes, overlays, full digest), or any stored manifest.
+    With --remote, a remote's revision: its manifests and tables are fetched, not its payloads."""
+    info = dsreg.show(spec, remote=remote, registry=registry_path)
     if json:
         emit_json(info.to_dict())
         return
@@ -267,13 +272,17 @@ def checkout(
             "one corrupts the store."
         ),
     ] = None,
+    remote: ReadRemoteOpt = None,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Materialise a revision as files plus a pin file PATH/.dsreg.json; switching a checkout
-    touches only the files that differ, and finishes one that was interrupted."""
+    touches only the files that differ, and finishes one that was interrupted. With --remote,
+    what the revision lacks here is fetched from that remote, verified, first."""
     with progress_bar() as hook:
-        res = dsreg.checkout(spec, path, link=link, progress=hook, registry=registry_path)
+        res = dsreg.checkout(
+            spec, path, link=link, remote=remote, progress=hook, registry=registry_path
+        )
     if json:
         emit_json(res.to_dict())
         return

@@ -9,7 +9,17 @@ from typing import Annotated
 import typer
 
 import dsreg
-from dsreg.cli._common import CONTEXT, JsonOpt, RegistryOpt, emit_json, out, say, short, table
+from dsreg.cli._common import (
+    CONTEXT,
+    JsonOpt,
+    ReadRemoteOpt,
+    RegistryOpt,
+    emit_json,
+    out,
+    say,
+    short,
+    table,
+)
 from dsreg.errors import InvalidInputError
 
 
@@ -41,6 +51,7 @@ def sql(
             "INSTALL/LOAD, SET. Without it SQL is read-only and reads revisions only.",
         ),
     ] = False,
+    remote: ReadRemoteOpt = None,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
@@ -48,7 +59,8 @@ def sql(
     GROUP BY ALL. Columns: row, example_id, label, label_name, given_label, verdict, blob, size,
     suggested_label, suggested_label_name, score, votes_given, votes_guessed, votes_both,
     votes_neither, votes_neutral, votes_off_topic (of the last overlay naming the row), then
-    the snapshot's metadata columns. Read-only unless --allow-files."""
+    the snapshot's metadata columns. Read-only unless --allow-files. With --remote, the
+    revisions resolve with that remote: only manifests and tables are fetched, never payloads."""
     fmt = "json" if json else format
     if fmt == "parquet" and output is None and sys.stdout.isatty():
         raise InvalidInputError("--format parquet writes binary: give --output FILE or pipe it")
@@ -57,6 +69,7 @@ def sql(
         format=fmt,
         output=output if output is not None else sys.stdout,
         allow_files=allow_files,
+        remote=remote,
         registry=registry_path,
     )
     if fmt == "table":

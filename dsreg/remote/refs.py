@@ -12,10 +12,10 @@ move (the line holds the value it replaced). How depends on what the remote offe
   machine) or after ``_STALE`` seconds by the remote's clock.
 - **S3**: conditional writes, ``If-None-Match: *`` to create, ``If-Match: <ETag>`` to move, for
   the tag and for the log (a read-modify-write retried when another push got there first).
-- **any other object store** (GCS, Azure, SSH, HTTP, WebDAV, HDFS through DVC): no conditional
-  write is used. The tag is re-read just before writing and again after, so a push that finds
-  another's value after writing reports the conflict; two pushes at the same instant can both
-  write, and the last one wins.
+- **any other object store** (GCS, Azure, SSH, WebDAV, HDFS through DVC; http(s) is never
+  written): no conditional write is used. The tag is re-read just before writing and again
+  after, so a push that finds another's value after writing reports the conflict; two pushes
+  at the same instant can both write, and the last one wins.
 
 The line goes to the log first, then the tag moves (git's order for a ref and its reflog); if
 the tag cannot be written the line is taken back.
@@ -31,6 +31,7 @@ import random
 import secrets
 import socket
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,12 +41,14 @@ from dsreg.objects.digest import short
 from dsreg.remote.store import RemoteStore, ref_value
 from dsreg.repo.refs import LogEntry
 
-__all__ = ["RefUpdate", "describe_state", "update_ref"]
+__all__ = ["RefUpdate", "describe_state", "update_ref", "write_index"]
 
 # A folder remote's lock is held for a few file writes; one this old is a killed push's.
 _STALE = 60.0
 # How long a push waits for another push's lock on the same dataset before giving up.
 _WAIT = 2 * _STALE
+# Rewrites of the tag index a push makes when other pushes add tags meanwhile.
+_INDEX_TRIES = 3
 # Attempts at a conditional read-modify-write of an object store's log before giving up.
 _TRIES = 20
 _RW_APPEND = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
@@ -116,6 +119,32 @@ def _conflict(
         existing=now if isinstance(now, str) else None,
         new=new,
     )
+
+
+def write_index(rs: RemoteStore, names: Iterable[tuple[str, str]]) -> bool:
+    """Bring the remote's tag index ``info/refs`` (``dataset/tag`` per line, sorted) up to date
+    for readers that cannot list folders (a registry served by a static web server); whether it
+    was written. ``names`` are the tags the caller knows of (its scan plus what it wrote): the
+    index is written only if it differs, so a push with nothing new changes nothing.
+
+    The index names tags, never their values (readers read each tag file). After a write the
+    tags are listed again and the index rewritten if another push added one meanwhile: the
+    last push to write it sees every tag written before it wrote."""
+    path = rs.index_path()
+    wanted = set(names)
+    wrote = False
+    for _ in range(_INDEX_TRIES):
+        body = "".join(f"{ds}/{tag}\n" for ds, tag in sorted(wanted)).encode("utf-8")
+        if rs.read(path, "read the tag index (info/refs) of") == body:
+            return wrote
+        rs.write(path, body)
+        wrote = True
+        good, damaged = rs.scan_refs()
+        now = set(good) | set(damaged)
+        if now <= wanted:
+            return wrote
+        wanted |= now
+    return wrote
 
 
 # -- a folder: a lock per dataset, link(2) for a new tag -------------------------------------

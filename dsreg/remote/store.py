@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from dsreg.objects.store import ObjectStore
 
 __all__ = [
+    "INDEX",
+    "READ_ONLY",
     "FetchReport",
     "RemoteStore",
     "Sink",
@@ -60,6 +62,12 @@ __all__ = [
     "ref_value",
 ]
 
+# Where a push lists the remote's tags for readers that cannot list folders (git's info/refs).
+INDEX = ("info", "refs")
+# Protocols of remotes that dsreg reads only: a registry published on a static web server.
+READ_ONLY = frozenset({"http", "https"})
+# The http(s) file systems opened in this process, by URL and options.
+_WEB: dict[str, tuple[Any, str]] = {}
 # Up to this many objects are written one by one (each fsynced), without a staging batch.
 _FEW = 32
 # A folder remote is bound by the local kernel's file creation, which more threads than about
@@ -79,11 +87,19 @@ def open_filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
     URL, or a folder with DVC options, is checked and opened by ``dvc.fs.get_cloud_fs``."""
     if is_plain_folder(url, options):
         return _FolderFS(), url
+    key = f"{url}\0{sorted(options.items())!r}"
+    if key in _WEB:
+        return _WEB[key]
     from dvc.fs import get_cloud_fs
 
     try:
         cls, conf, path = get_cloud_fs(None, url=url, **options)
-        return cls(**conf), str(path)
+        opened = cls(**conf), str(path)
+        if cls.protocol in READ_ONLY:
+            # One per process: its HTTP session (and kept-alive connections) serves every
+            # read, and is closed at exit, not left to a collector mid-run.
+            _WEB[key] = opened
+        return opened
     except ImportError as e:
         raise RemoteError(
             f"remote URL {url!r} needs a DVC plugin that is not installed ({e}); "
@@ -190,13 +206,16 @@ class FetchReport:
 class RemoteStore:
     """The objects, refs and logs at one remote URL."""
 
-    __slots__ = ("fs", "local", "name", "root", "url")
+    __slots__ = ("fs", "local", "name", "read_only", "root", "url")
 
     def __init__(self, *, name: str, url: str, options: dict[str, Any]) -> None:
         self.name = name
         self.url = url
         self.fs, self.root = open_filesystem(url, options)
-        self.local = getattr(self.fs, "protocol", None) == "local"
+        protocol = getattr(self.fs, "protocol", None)
+        self.local = protocol == "local"
+        # A web server is read as a static one: no listing, no writes (docs/remotes.md).
+        self.read_only = protocol in READ_ONLY
 
     def __repr__(self) -> str:
         return f"RemoteStore({self.name!r}, {self.url!r})"
@@ -231,25 +250,15 @@ class RemoteStore:
     def log_path(self, dataset: str) -> str:
         return self._path("logs", f"{dataset}.jsonl")
 
+    def index_path(self) -> str:
+        return self._path(*INDEX)
+
     def scan_refs(self) -> tuple[dict[tuple[str, str], str], dict[tuple[str, str], bytes]]:
-        """Every tag on the remote, one listing and one batched read: ``(good, damaged)``, the
-        tags holding a digest (``(dataset, tag) -> digest``) and those holding anything else
-        (``-> their bytes``). A damaged tag is reported apart, never fatal to the others."""
-        base = self._path("refs")
-        try:
-            paths = list(self.fs.find(base))
-        except FileNotFoundError:
-            return {}, {}
-        except Exception as e:
-            raise self.error("list the tags of", e) from None
-        named: dict[str, tuple[str, str]] = {}
-        for p in paths:
-            try:
-                parts = self.fs.relparts(p, base)
-                if len(parts) == 2 and not any(x.startswith(".") for x in parts):
-                    named[p] = (check_name(parts[0]), check_name(parts[1]))
-            except Exception:
-                continue  # not a tag: a staging name, a lock, a stray file
+        """Every tag on the remote, one listing (or, on a remote that cannot list, the index
+        ``info/refs``) and one batched read: ``(good, damaged)``, the tags holding a digest
+        (``(dataset, tag) -> digest``) and those holding anything else (``-> their bytes``).
+        A damaged tag is reported apart, never fatal to the others."""
+        named = self._indexed() if self.read_only else self._listed()
         if not named:
             return {}, {}
         try:
@@ -277,6 +286,41 @@ class RemoteStore:
             (dataset, tag), data = min(damaged.items())
             raise self.damaged_ref(dataset, tag, data)
         return good
+
+    def _listed(self) -> dict[str, tuple[str, str]]:
+        """The tag files below ``refs/``, by listing it: ``path -> (dataset, tag)``."""
+        base = self._path("refs")
+        try:
+            paths = list(self.fs.find(base))
+        except FileNotFoundError:
+            return {}
+        except Exception as e:
+            raise self.error("list the tags of", e) from None
+        named: dict[str, tuple[str, str]] = {}
+        for p in paths:
+            try:
+                parts = self.fs.relparts(p, base)
+                if len(parts) == 2 and not any(x.startswith(".") for x in parts):
+                    named[p] = (check_name(parts[0]), check_name(parts[1]))
+            except Exception:
+                continue  # not a tag: a staging name, a lock, a stray file
+        return named
+
+    def _indexed(self) -> dict[str, tuple[str, str]]:
+        """The tag files ``info/refs`` names (``dataset/tag`` per line; what push writes for
+        readers that cannot list folders, such as a static web server): ``path -> (dataset,
+        tag)``. The tag files themselves stay the values' only source."""
+        data = self.read(self.index_path(), "read the tag index (info/refs) of")
+        named: dict[str, tuple[str, str]] = {}
+        for line in (data or b"").decode("utf-8", "replace").splitlines():
+            dataset, sep, tag = line.strip().partition("/")
+            try:
+                if sep:
+                    key = (check_name(dataset), check_name(tag))
+                    named[self.ref_path(*key)] = key
+            except DsregError:
+                continue  # not a tag name: skipped, as a stray file below refs/ is
+        return named
 
     def damaged_ref(self, dataset: str, tag: str, data: bytes) -> RemoteError:
         text = data.decode("ascii", "replace").strip()

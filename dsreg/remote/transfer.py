@@ -26,6 +26,7 @@ from dsreg.errors import (
     InvalidInputError,
     NotFoundError,
     ObjectNotFoundError,
+    RemoteError,
     RevisionNotFoundError,
     TagExistsError,
 )
@@ -52,7 +53,7 @@ from dsreg.remote.fetch import (
     refused_error,
     set_local_refs,
 )
-from dsreg.remote.refs import RefUpdate, describe_state, update_ref
+from dsreg.remote.refs import RefUpdate, describe_state, update_ref, write_index
 from dsreg.remote.store import RemoteStore
 from dsreg.remote.waves import WAVE
 from dsreg.repo.reachable import reachable
@@ -165,6 +166,12 @@ def push(
     again.
     """
     rs = open_remote(reg, remote)
+    if rs.read_only:
+        raise RemoteError(
+            f"remote {rs.label} is read-only: dsreg reads http(s) remotes as a static web server "
+            "serves them and never writes there; push to the folder or bucket the server "
+            "publishes (e.g. 'dsreg push -r /srv/www/dsreg' or an s3:// URL) instead"
+        )
     n_jobs = jobs_for(reg, rs, jobs)
     targets = _push_targets(reg, specs)
     if not targets:
@@ -235,6 +242,8 @@ def push(
         sent = len(send)
     rs.tidy()
     updates = [_push_tag(rs, ds, tag, d, force=force, command=command) for ds, tag, d in targets]
+    # For readers that cannot list the remote's folders (a static web server).
+    write_index(rs, {*remote_refs, *damaged, *((u.dataset, u.tag) for u in updates if u)})
     return PushResult(
         remote=rs.name,
         url=rs.url,

@@ -36,11 +36,13 @@ from dsreg.repo.config import read_config, write_config
 from dsreg.repo.refs import RefStore
 from dsreg.repo.state import StatCache
 
-__all__ = ["DIRNAME", "ENV_REGISTRY", "Registry", "Resolved"]
+__all__ = ["DIRNAME", "ENV_CACHE", "ENV_REGISTRY", "Registry", "Resolved", "cache_root"]
 
 DIRNAME = ".dsreg"
 # Names a registry for every command and every library call that is given none.
 ENV_REGISTRY = "DSREG_REGISTRY"
+# Names the per-user cache registry that reading from a remote uses where there is no registry.
+ENV_CACHE = "DSREG_CACHE"
 _MARKER = "config.toml"
 # The first key of each manifest kind in canonical (RFC 8785, sorted-key) form: snapshot,
 # overlay, revision.
@@ -126,6 +128,12 @@ class Registry:
             "or pass --registry PATH",
             path=str(here),
         )
+
+    @classmethod
+    def cache(cls) -> Registry:
+        """The per-user cache registry (``cache_root()``), made on first use: where objects
+        read from a remote go on a machine with no registry of its own."""
+        return cls.init(cache_root())
 
     # -- config -----------------------------------------------------------------------------
     @property
@@ -324,6 +332,17 @@ class Registry:
 
     def digest_of(self, m: Manifest) -> str:
         return hash_bytes(encode_manifest(m))
+
+
+def cache_root() -> Path:
+    """``$DSREG_CACHE``, else ``$XDG_CACHE_HOME/dsreg``, else ``~/.cache/dsreg`` (a relative
+    ``XDG_CACHE_HOME`` is ignored, as the XDG base directory specification says)."""
+    env = os.environ.get(ENV_CACHE)
+    if env:
+        return Path(env).expanduser().absolute()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "dsreg"
 
 
 def _expect(m: Manifest, cls: type[_M], digest: str) -> _M:

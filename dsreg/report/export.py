@@ -6,13 +6,13 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
 import pyarrow as pa
 
 from dsreg.errors import InvalidInputError, StorageError
-from dsreg.repo.registry import Registry
+from dsreg.repo.registry import Registry, Resolved
 from dsreg.views.sql import Connection
 
 __all__ = ["SQL_FORMATS", "check_format", "text_table", "write_query"]
@@ -33,15 +33,17 @@ def write_query(
     *,
     format: str | None = None,
     allow_files: bool = False,
+    resolve: Callable[[str], Resolved] | None = None,
 ) -> int:
     """Run ``query`` and write its rows to ``output`` (a path, or a text or binary stream) in
     ``format`` (default: the path's suffix if a format's, else ``table``); return how many rows
-    were written. The query is read-only unless ``allow_files`` (``dsreg.views.sql``)."""
+    were written. The query is read-only unless ``allow_files`` (``dsreg.views.sql``);
+    ``resolve`` resolves the revisions it names (default: in ``reg``)."""
     if format is None:
         suffix = os.path.splitext(output)[1][1:] if isinstance(output, str | os.PathLike) else ""
         format = suffix if suffix in _BINARY or suffix == "json" else "table"
     check_format(format)
-    with Connection(reg, allow_files=allow_files) as con:
+    with Connection(reg, allow_files=allow_files, resolve=resolve) as con:
         schema, batches = con.batches(query)
         if isinstance(output, str | os.PathLike):
             binary = format in _BINARY

@@ -10,9 +10,17 @@ from dsreg.errors import RevisionNotFoundError
 from dsreg.model.manifests import Overlay, Revision, Snapshot
 from dsreg.model.names import check_name
 from dsreg.repo.refs import LogEntry
-from dsreg.repo.registry import Registry
+from dsreg.repo.registry import Registry, Resolved
 
-__all__ = ["ObjectInfo", "RevisionInfo", "TagRef", "dataset_log", "describe", "list_tags"]
+__all__ = [
+    "ObjectInfo",
+    "RevisionInfo",
+    "TagRef",
+    "dataset_log",
+    "describe",
+    "describe_resolved",
+    "list_tags",
+]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,15 +104,21 @@ class ObjectInfo:
 def describe(reg: Registry, spec: str) -> RevisionInfo | ObjectInfo:
     """``spec`` (``dataset@tag``, ``dataset@<prefix>``) as a revision; a bare digest or prefix
     names any object: a revision or snapshot (its revision), an overlay, a payload or table."""
-    from dsreg.views.dataset import Dataset
-
     if "@" not in spec:
         digest = reg.resolve_object(spec)
         m = reg.manifest(digest) if reg.is_manifest(digest) else None
         if not isinstance(m, Revision | Snapshot):
             return _describe_object(reg, digest, m)
         spec = digest
-    ds = Dataset(reg, reg.resolve(spec))
+    return describe_resolved(reg, reg.resolve(spec))
+
+
+def describe_resolved(reg: Registry, resolved: Resolved) -> RevisionInfo:
+    """A resolved revision described (``show``, and ``show --remote`` of a revision read from a
+    remote: it needs the manifests and tables, never the payloads)."""
+    from dsreg.views.dataset import Dataset
+
+    ds = Dataset(reg, resolved)
     info = ds.describe()
     return RevisionInfo(
         revision=info["revision"],

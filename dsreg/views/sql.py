@@ -45,7 +45,7 @@ from dsreg.model.corrections import COUNT_FIELDS
 from dsreg.model.manifests import VIEWS, Revision, View
 from dsreg.model.tables import fold_case, served_metadata
 from dsreg.objects.digest import PREFIX
-from dsreg.repo.registry import Registry
+from dsreg.repo.registry import Registry, Resolved
 
 if TYPE_CHECKING:
     import duckdb
@@ -302,6 +302,7 @@ class Connection:
         con: duckdb.DuckDBPyConnection | None = None,
         *,
         allow_files: bool = False,
+        resolve: Callable[[str], Resolved] | None = None,
     ) -> None:
         # DuckDB is imported by the first connection, not by ``import dsreg``.
         import duckdb
@@ -310,6 +311,8 @@ class Connection:
 
         self.registry = registry
         self.allow_files = allow_files
+        # How a name in a query resolves: here (default), or on a remote (``sql --remote``).
+        self._resolve = resolve if resolve is not None else registry.resolve
         self._unparsed: dict[str, DsregError] = {}
         self._files: ObjectFiles = ObjectFiles(
             lambda digest: verified_object(registry, digest), locked=not allow_files
@@ -333,8 +336,8 @@ class Connection:
         self.close()
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("duckdb", "registry", "allow_files", "_unparsed", "_files"):  # not yet set
-            raise AttributeError(name)
+        if name in ("duckdb", "registry", "allow_files", "_unparsed", "_files", "_resolve"):
+            raise AttributeError(name)  # not yet set
         return getattr(self.duckdb, name)
 
     def close(self) -> None:
@@ -348,7 +351,7 @@ class Connection:
         if isinstance(spec_or_revision, Revision):
             rev = spec_or_revision
         else:
-            rev = self.registry.resolve(spec_or_revision).revision
+            rev = self._resolve(spec_or_revision).revision
         import duckdb
 
         sql = view_sql(self.registry, rev, view=view, locate=self._files.url)
@@ -370,7 +373,7 @@ class Connection:
         self._unparsed = {}
         for name in quoted_names(query):
             try:
-                resolved = self.registry.resolve(name)
+                resolved = self._resolve(name)
             except (InvalidSpecError, InvalidNameError) as e:
                 self._unparsed[name] = e
                 continue

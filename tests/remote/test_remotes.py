@@ -4,13 +4,12 @@ remotes that refuse writes, wrong URLs."""
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -151,7 +150,8 @@ def test_push_then_pull_into_a_fresh_registry_is_byte_identical(
     assert pushed.sent == len(blobs_of(reg, "pets@v1")) and pushed.already == 0
     assert [(r.dataset, r.tag, r.status) for r in pushed.refs] == [("pets", "v1", "created")]
     assert (remote / "refs" / "pets" / "v1").read_text().strip() == res.revision
-    assert sorted(p.name for p in remote.iterdir()) == ["files", "logs", "refs"]
+    assert sorted(p.name for p in remote.iterdir()) == ["files", "info", "logs", "refs"]
+    assert (remote / "info" / "refs").read_text() == "pets/v1\n"  # for static web servers
 
     fresh = make_registry("b")
     pulled = dsreg.pull(["pets@v1"], remote=str(remote), registry=fresh)
@@ -462,45 +462,6 @@ def test_a_killed_push_resumes_without_resending(
 
 
 # -- S3 (moto server on loopback, dvc-s3) -----------------------------------------------------
-@pytest.fixture(scope="module")
-def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    try:
-        import boto3
-        from moto.server import ThreadedMotoServer
-    except ImportError as e:
-        pytest.skip(f"moto[server] or boto3 is not installed ({e}): S3 tests need them")
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    mp = pytest.MonkeyPatch()
-    for key in (
-        "AWS_PROFILE",
-        "AWS_SESSION_TOKEN",
-        "AWS_CONFIG_FILE",
-        "AWS_SHARED_CREDENTIALS_FILE",
-    ):
-        mp.delenv(key, raising=False)
-    mp.setenv("AWS_ACCESS_KEY_ID", "testing")
-    mp.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    mp.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    empty = tmp_path_factory.mktemp("aws") / "config"
-    empty.write_text("")
-    mp.setenv("AWS_CONFIG_FILE", str(empty))
-    mp.setenv("AWS_SHARED_CREDENTIALS_FILE", str(empty))
-    try:
-        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-        server.start()
-        host, port = server.get_host_and_port()
-    except Exception as e:
-        mp.undo()
-        pytest.skip(f"moto's S3 server could not start on loopback: {e}")
-    endpoint = f"http://{host}:{port}"
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1").create_bucket(Bucket="lab")
-    try:
-        yield endpoint
-    finally:
-        server.stop()
-        mp.undo()
-
-
 def test_s3_push_then_pull_into_a_fresh_registry(
     origin: tuple[Registry, Path, Path, AddResult],
     make_registry: Callable[..., Registry],
