@@ -24,7 +24,6 @@ __all__ = [
     "add_remote",
     "check_options",
     "default_remote",
-    "default_remote_url",
     "jobs_for",
     "list_remotes",
     "normalize_url",
@@ -217,16 +216,6 @@ def default_remote(reg: Registry) -> str | None:
         return str(name)
     remotes = list(cfg.get("remote", {}))
     return remotes[0] if len(remotes) == 1 else None
-
-
-def default_remote_url(reg: Registry) -> str | None:
-    """The URL of the default remote (``default_remote``), or ``None`` with no default: where
-    a revision this registry pushed can be fetched (a citation names it)."""
-    name = default_remote(reg)
-    if name is None:
-        return None
-    conf = reg.config.get("remote", {}).get(name)
-    return str(conf["url"]) if conf and "url" in conf else None
 
 
 def open_remote(reg: Registry, remote: str | None = None) -> RemoteStore:
