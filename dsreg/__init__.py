@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         detect,
         diff,
         evaluate,
+        export,
         find_registry,
         gc,
         import_dvc,
@@ -92,6 +93,7 @@ if TYPE_CHECKING:
     from dsreg.report.cite import Citation
     from dsreg.report.diff import DiffResult, Transition
     from dsreg.report.evaluate import EvalReport, ModelResult, ViewScore
+    from dsreg.report.labelexport import ExportResult
     from dsreg.report.predictions import PredictionsSource
     from dsreg.report.show import ObjectInfo, RevisionInfo, TagRef
     from dsreg.validation.queue import Progress
@@ -114,6 +116,7 @@ _WHERE: dict[str, tuple[str, ...]] = {
         "detect",
         "diff",
         "evaluate",
+        "export",
         "find_registry",
         "gc",
         "import_dvc",
@@ -156,6 +159,7 @@ _WHERE: dict[str, tuple[str, ...]] = {
     "dsreg.report.cite": ("Citation",),
     "dsreg.report.diff": ("DiffResult", "Transition"),
     "dsreg.report.evaluate": ("EvalReport", "ModelResult", "ViewScore"),
+    "dsreg.report.labelexport": ("ExportResult",),
     "dsreg.report.predictions": ("PredictionsSource",),
     "dsreg.report.show": ("ObjectInfo", "RevisionInfo", "TagRef"),
     "dsreg.validation.queue": ("Progress",),
@@ -198,6 +202,7 @@ __all__ = [
     "DsregError",
     "EvalReport",
     "Example",
+    "ExportResult",
     "GcResult",
     "ImportResult",
     "InputPathError",
@@ -253,6 +258,7 @@ __all__ = [
     "detect",
     "diff",
     "evaluate",
+    "export",
     "find_registry",
     "gc",
     "import_dvc",

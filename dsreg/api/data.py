@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from dsreg.report.cite import Citation
     from dsreg.report.diff import DiffResult
     from dsreg.report.evaluate import EvalReport
+    from dsreg.report.labelexport import ExportResult
     from dsreg.report.predictions import Predictions
     from dsreg.views.dataset import Dataset
     from dsreg.views.sql import Connection
@@ -345,3 +346,21 @@ def cite(
     return do_cite(
         find_registry(registry), spec, authors=authors or (), format=format, remote=remote
     )
+
+
+def export(
+    spec: str,
+    output: PathArg,
+    *,
+    format: str | None = None,
+    align: str = "snapshot",
+    registry: RegistryArg = None,
+) -> ExportResult:
+    """Write ``spec``'s labels to ``output`` as ``npy`` (an int64 vector), ``csv`` or
+    ``parquet`` (``row, example_id, label, label_name``); ``format`` defaults to the output's
+    suffix. ``align="snapshot"``: one entry per snapshot row, label -1 (and no name) where the
+    view removes the row; ``align="view"``: the view's rows only. Streamed in batches; the file
+    appears whole or not at all."""
+    from dsreg.report.labelexport import export_labels
+
+    return export_labels(find_registry(registry), spec, output, format=format, align=align)

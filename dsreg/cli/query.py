@@ -1,4 +1,4 @@
-"""Query and report commands: sql, eval, diff, cite."""
+"""Query and report commands: sql, eval, diff, cite, export."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
     app.command(name="eval", context_settings=CONTEXT)(eval_)
     app.command(context_settings=CONTEXT)(diff)
     app.command(context_settings=CONTEXT)(cite)
+    app.command(name="export", context_settings=CONTEXT)(export)
 
 
 # -- sql ------------------------------------------------------------------------------------------
@@ -260,3 +261,35 @@ def cite(
             "Note: no remote, so the citation names no place to fetch the revision: push it "
             "('dsreg push') and cite with --remote NAME|URL, or set a default remote."
         )
+
+
+# -- export ---------------------------------------------------------------------------------------
+
+
+def export(
+    spec: Annotated[str, typer.Argument(help="The revision: dataset@tag or a digest.")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The file to write.")],
+    format: Annotated[
+        str | None,
+        typer.Option("--format", "-f", help="npy, csv or parquet (default: the output's suffix)."),
+    ] = None,
+    align: Annotated[
+        str,
+        typer.Option(
+            help="snapshot: one entry per snapshot row, -1 where the view removes it; "
+            "view: the view's rows only."
+        ),
+    ] = "snapshot",
+    registry_path: RegistryOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Write a revision's labels as .npy (an int64 vector), CSV or Parquet (row, example_id,
+    label, label_name), aligned to the snapshot's rows (the form evaluation scripts indexed by
+    the test set's order expect) or to the view's. Streamed in batches."""
+    res = dsreg.export(spec, output, format=format, align=align, registry=registry_path)
+    if json:
+        emit_json(res.to_dict())
+        return
+    out(res.revision)
+    removed = f", {res.removed} removed by the view (-1)" if res.align == "snapshot" else ""
+    say(f"Wrote {res.rows} labels ({res.align}-aligned{removed}) to {res.output} ({res.format})")

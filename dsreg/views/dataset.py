@@ -7,7 +7,8 @@ revision to ``dsreg.views.sql``, which never imports this module.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,9 +23,13 @@ from dsreg.repo.registry import Registry, Resolved
 from dsreg.repo.tables import read_corrections, read_examples
 
 if TYPE_CHECKING:
-    from dsreg.views.rule import ViewRows
+    import datasets
+    import pandas as pd
 
-__all__ = ["Dataset", "Example"]
+    from dsreg.views.rule import ViewRows
+    from dsreg.views.torchdata import TorchDataset
+
+__all__ = ["Dataset", "Example", "open_digest"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -219,3 +224,61 @@ class Dataset:
             ],
             "manifest": self.revision.to_dict(),
         }
+
+    # -- loaders (dsreg.views.loaders; torch, datasets and pandas imported when called) --------
+    def labels_array(self, align: str = "snapshot") -> np.ndarray:
+        """The view's labels as an int64 numpy vector. ``align="snapshot"``: one entry per row
+        of the snapshot, -1 where the view removes the row (index it with the test set's own
+        order); ``align="view"``: the view's rows only, in snapshot order."""
+        from dsreg.views.loaders import labels_array
+
+        return labels_array(self, align)
+
+    def to_pandas(self) -> pd.DataFrame:
+        """``labels()`` as a pandas DataFrame."""
+        from dsreg.views.loaders import to_pandas
+
+        return to_pandas(self)
+
+    def to_torch(
+        self,
+        transform: Callable[[Any], Any] | None = None,
+        target_transform: Callable[[int], Any] | None = None,
+        *,
+        image_mode: str | None = "RGB",
+    ) -> TorchDataset:
+        """A map-style ``torch.utils.data.Dataset`` yielding ``(payload, label)`` in view order:
+        images decoded by Pillow (``image_mode``, default RGB; ``None`` keeps the file's mode),
+        other payloads as bytes, a label-only set's example ids. Safe in ``DataLoader`` workers
+        started by fork or spawn (each reopens the revision; give picklable transforms for
+        spawn). Needs ``pip install 'dsreg[torch]'``."""
+        from dsreg.views.loaders import missing_extra
+
+        try:
+            from dsreg.views.torchdata import TorchDataset
+        except ImportError as e:
+            raise missing_extra("torch", "torch", e) from e
+        return TorchDataset(
+            self,
+            reopen=open_digest,
+            transform=transform,
+            target_transform=target_transform,
+            image_mode=image_mode,
+        )
+
+    def to_hf(self, *, cache_dir: str | os.PathLike[str] | None = None) -> datasets.Dataset:
+        """A Hugging Face ``datasets.Dataset`` of the view: ``label``/``given_label`` as
+        ``ClassLabel`` with the class names, an ``Image`` feature ``image`` for image payloads
+        (else ``payload`` bytes), then the other columns of ``labels()``. Needs
+        ``pip install 'dsreg[hf]'``."""
+        from dsreg.views.loaders import to_hf
+
+        out: datasets.Dataset = to_hf(self, reopen=open_digest, cache_dir=cache_dir)
+        return out
+
+
+def open_digest(root: str, digest: str) -> Dataset:
+    """Revision ``digest`` of the registry at ``root``, opened afresh: how a loader's worker
+    process (``to_torch``, ``to_hf``) reopens its revision."""
+    reg = Registry(Path(root))
+    return Dataset(reg, reg.resolve(digest))

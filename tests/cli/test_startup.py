@@ -16,7 +16,19 @@ import pytest
 import dsreg
 from dsreg.ingest import treescan
 
-HEAVY = ("numpy", "pyarrow", "duckdb", "dvc", "dvc_data", "fsspec", "pandas", "matplotlib")
+HEAVY = (
+    "numpy",
+    "pyarrow",
+    "duckdb",
+    "dvc",
+    "dvc_data",
+    "fsspec",
+    "pandas",
+    "matplotlib",
+    "torch",
+    "datasets",
+    "PIL",
+)
 
 _RUN = """
 import json, sys
