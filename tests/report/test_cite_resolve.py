@@ -4,6 +4,9 @@ the revision, the dsreg version, and the dataset creators' credit recorded at ``
 from __future__ import annotations
 
 import json
+import shlex
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -188,3 +191,37 @@ def test_a_bad_citation_file_is_refused_and_nothing_is_written(
     r = cli("add", "ants", "--labels", str(labels), "--citation", str(tmp_path / "missing.bib"))
     assert r.exit_code == 1 and "cannot read --citation" in r.stderr
     assert registry_state(tmp_path / ".dsreg") == before
+
+
+def test_the_cited_command_fetches_the_revision_on_a_machine_without_a_registry(
+    make_registry: Callable[..., Any],
+    make_imagefolder: Callable[..., Path],
+    dsreg_env: Callable[..., dict[str, str]],
+    tmp_path: Path,
+) -> None:
+    reg = make_registry()
+    tree = make_imagefolder("tree", per_class=2)
+    dsreg.add("pets", tree, tag="v1", credit="Pets by P. Lab.", registry=reg)
+    remote = tmp_path / "published registry"
+    dsreg.push(remote=str(remote), registry=reg)
+    c = dsreg.cite("pets@v1", remote=str(remote), registry=reg)
+    assert c.command is not None
+    argv = shlex.split(c.command)
+    assert argv[:2] == ["dsreg", "checkout"]
+    fresh = tmp_path / "elsewhere"
+    (fresh / "home").mkdir(parents=True)
+    env = dsreg_env(HOME=str(fresh / "home"), XDG_CACHE_HOME=str(fresh / "cache"))
+    main = "import sys; from dsreg.cli import main; main(sys.argv[1:])"
+    proc = subprocess.run(
+        [sys.executable, "-c", main, *argv[1:]],
+        cwd=fresh,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == c.revision
+    for f in sorted(tree.rglob("*")):
+        if f.is_file():
+            assert (fresh / "pets" / f.relative_to(tree)).read_bytes() == f.read_bytes()
