@@ -169,6 +169,7 @@ def checkout(
     *,
     link: str | None = None,
     remote: str | None = None,
+    verify: bool = False,
     progress: ProgressHook | None = None,
     registry: RegistryArg = None,
 ) -> CheckoutResult:
@@ -184,6 +185,11 @@ def checkout(
 
     ``remote`` (a name, or a URL: no registry needed, the per-user cache holds the objects):
     the revision is resolved with that remote and what it lacks fetched, verified, first.
+
+    A copy (or reflink) re-hashes every object as it reads it. A hard or symbolic link is made
+    without reading an object whose stat is unchanged since its bytes were last found to hash
+    to its digest (by the add that wrote them, or a re-hash since); ``verify=True`` re-hashes
+    every object anyway (docs/concepts.md, "Guarantees": what the stat cannot see).
     """
     from dsreg.ops.checkout import checkout as do_checkout
 
@@ -208,7 +214,12 @@ def checkout(
     if resolved is None:
         resolved = reg.resolve(spec)
     return do_checkout(
-        reg, resolved, Path(path), link=cast("LinkType", chosen), progress=progress or no_progress
+        reg,
+        resolved,
+        Path(path),
+        link=cast("LinkType", chosen),
+        verify=verify,
+        progress=progress or no_progress,
     )
 
 

@@ -273,6 +273,14 @@ def checkout(
         ),
     ] = None,
     remote: ReadRemoteOpt = None,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="Re-hash every object before it is linked, even one whose stat is unchanged "
+            "since it was last verified (a copy always re-hashes).",
+        ),
+    ] = False,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
@@ -281,7 +289,13 @@ def checkout(
     what the revision lacks here is fetched from that remote, verified, first."""
     with progress_bar() as hook:
         res = dsreg.checkout(
-            spec, path, link=link, remote=remote, progress=hook, registry=registry_path
+            spec,
+            path,
+            link=link,
+            remote=remote,
+            verify=verify,
+            progress=hook,
+            registry=registry_path,
         )
     if json:
         emit_json(res.to_dict())

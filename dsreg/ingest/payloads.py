@@ -17,7 +17,9 @@ from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import CorruptObjectError, StorageError
 from dsreg.ingest import treescan
 from dsreg.objects.batch import ObjectBatch, hash_files
+from dsreg.objects.digest import hex_of
 from dsreg.repo.registry import Registry
+from dsreg.repo.trust import record_stored
 
 __all__ = ["Payload", "store_missing", "store_payloads", "tree_payloads"]
 
@@ -135,6 +137,8 @@ def store_payloads(
                     meanwhile=meanwhile,
                     on_chunk=remember,
                 )
+                if batch is not None:
+                    _vouch(reg, batch, got, sizes)
             for j, digest in zip(todo, got, strict=True):
                 out[rows[j]] = digest
             # Objects that were already stored under a digest just computed: trusted no more
@@ -162,12 +166,22 @@ def store_missing(
     sizes = [payloads[rows[j]].size for j in todo]  # type: ignore[union-attr]
     with reg.store.batch() as batch:
         got, new = _read_files([keys[j] for j in todo], sizes, batch, no_progress, "adding")
+        _vouch(reg, batch, got, sizes)
         for j, digest in zip(todo, got, strict=True):
             if digest != digests[rows[j]]:
                 raise StorageError(
                     f"{keys[j]} changed while it was being added; nothing was tagged: add again"
                 )
     return new + repaired
+
+
+def _vouch(reg: Registry, batch: ObjectBatch, got: list[str], sizes: list[int]) -> None:
+    """Trust records for the objects the batch just installed: it wrote each from the bytes it
+    hashed (``dsreg.repo.trust``), so the first checkout after an add need not read them."""
+    installed = set(batch.installed)
+    if installed:
+        want = {d: n for d, n in zip(got, sizes, strict=True) if hex_of(d) in installed}
+        record_stored(reg, want)
 
 
 def _damaged(

@@ -79,6 +79,7 @@ class ObjectBatch:
         "_flush_error",
         "_flusher",
         "_flushes",
+        "_installed",
         "_shards",
         "_staged",
         "_stop",
@@ -125,6 +126,14 @@ class ObjectBatch:
         # Each worker process has its own copy; threads share this one (under the lock).
         self._behind: collections.deque[tuple[int, list[str]]] = collections.deque()
         self._behind_lock = threading.Lock()
+        # Hex digests of the objects the last ``commit`` installed (its own bytes, not another
+        # add's): the add records their stat (``dsreg.repo.trust``).
+        self._installed: list[str] = []
+
+    @property
+    def installed(self) -> list[str]:
+        """Hex digests of the objects the last ``commit`` installed."""
+        return self._installed
 
     def __enter__(self) -> ObjectBatch:
         return self
@@ -358,6 +367,7 @@ class ObjectBatch:
         """Make the staged objects durable and install them; return how many were new."""
         self._stop_flusher()
         staged, self._staged = self._staged, []
+        self._installed = []
         if not staged:
             return 0
         try:
@@ -365,7 +375,7 @@ class ObjectBatch:
                 raise self._flush_error
             syncfs(self._sync_fd)
             os.makedirs(self._files, exist_ok=True)
-            installed = 0
+            installed: list[str] = []
             by_shard: dict[str, list[tuple[str, str]]] = {}
             loose: list[tuple[str, str]] = []  # streamed objects, staged outside the shards
             for path, hexd in staged:
@@ -375,7 +385,7 @@ class ObjectBatch:
                     by_shard.setdefault(layout(hexd)[0], []).append((path, hexd))
             for shard, items in by_shard.items():
                 if rename_dir_if_absent(f"{self._dir}/{shard}", f"{self._files}/{shard}"):
-                    installed += len(items)
+                    installed.extend(h for _p, h in items)
                     # An empty one in its place: a batch may stage and commit again.
                     os.mkdir(f"{self._dir}/{shard}")
                 else:
@@ -390,20 +400,23 @@ class ObjectBatch:
                         chunk=512,
                     )
                 ) as results:
-                    installed += sum(n for _lo, n in results)
+                    for _lo, moved in results:
+                        installed.extend(moved)
             syncfs(self._sync_fd)  # the same file system: the names are durable
             self._shards = frozenset(os.listdir(self._files))
         except OSError as e:
             self._staged = staged
             raise StorageError(f"cannot install objects into {self._files}: {e.strerror}") from e
-        return installed
+        self._installed = installed
+        return len(installed)
 
-    def _install(self, chunk: list[tuple[str, str]]) -> int:
-        n = 0
+    def _install(self, chunk: list[tuple[str, str]]) -> list[str]:
+        moved = []
         for path, hexd in chunk:
             shard, name = layout(hexd)
-            n += move_noreplace(path, f"{self._files}/{shard}/{name}")
-        return n
+            if move_noreplace(path, f"{self._files}/{shard}/{name}"):
+                moved.append(hexd)
+        return moved
 
     def discard(self) -> None:
         """Remove the staging folder and whatever is still staged in it."""

@@ -3,9 +3,13 @@
 ImageFolder sets come back in their layout, each file under its (possibly corrected) class's
 folder, so an unchanged ImageFolder loader reads the view's labels. Table sets with payloads
 come back at their example ids; label-only sets as ``labels.csv``. Switching a folder from one
-revision to another touches only the files that differ. Every object is re-hashed before it is
-linked or copied: corrupt bytes are never served (and a corrupt object is marked, so that
-adding its data again replaces it).
+revision to another touches only the files that differ. A copy (or reflink) re-hashes every
+object as it reads it; a hard or symbolic link is made without reading an object whose trust
+record matches its stat (``dsreg.repo.trust``: written from bytes the add hashed, or re-hashed
+since, and unchanged through the file system since), and after re-hashing any other one;
+``verify=True`` (``--verify``) re-hashes them all. Corrupt bytes found are never served (and a
+corrupt object is marked, so that adding its data again replaces it). A hard link changes the
+object's ctime: the checkout records the stat it has after the link.
 
 A checkout is two steps: ``dsreg.ops.checkout_plan.plan`` compares the folder with the target
 and refuses before anything in it is touched; ``apply`` (here) executes the plan: verify the
@@ -56,6 +60,7 @@ from dsreg.ops.checkout_plan import (
     read_pin,
 )
 from dsreg.repo.registry import Registry, Resolved
+from dsreg.repo.trust import StatKey, key_of, record, same_file, trusted
 from dsreg.views.dataset import Dataset
 
 __all__ = [
@@ -76,6 +81,12 @@ _JOBS = max(4, min(32, (os.cpu_count() or 1) * 4))
 _CHUNK = 256
 T = TypeVar("T")
 _Todo: TypeAlias = Sequence[tuple[str, str]]
+# What a worker says of the objects it linked or re-hashed: (digest, its stat now, or None when
+# it changed in a way a link does not explain: then no record is written for it; whether the
+# stat was taken after a reading of the file system's clock older than it, ``trust.record``).
+_Rows: TypeAlias = list[tuple[str, StatKey | None, bool]]
+# Link types that never read an object's bytes: the ones a trust record can spare a re-hash.
+_TRUSTING = ("hardlink", "symlink")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,10 +117,12 @@ def checkout(
     target: Path,
     *,
     link: LinkType = "reflink",
+    verify: bool = False,
     progress: ProgressHook = no_progress,
 ) -> CheckoutResult:
     """Materialise ``resolved`` at ``target``; switch an existing checkout incrementally; finish
-    a checkout of the folder that was interrupted (its journal), whatever revision it was for."""
+    a checkout of the folder that was interrupted (its journal), whatever revision it was for.
+    ``verify`` re-hashes every object, trusted or not."""
     ds = Dataset(reg, resolved)
     target = target.absolute()
     check_folder(target)
@@ -119,7 +132,7 @@ def checkout(
     # against what the first left.
     with _locked(target) as created:
         try:
-            return apply(reg, plan(ds, target, link=link), progress=progress)
+            return apply(reg, plan(ds, target, link=link), verify=verify, progress=progress)
         except BaseException:
             if created:
                 # Refused, or failed and emptied again: a folder this checkout made goes too.
@@ -129,33 +142,45 @@ def checkout(
 
 
 def apply(
-    reg: Registry, planned: CheckoutPlan, *, progress: ProgressHook = no_progress
+    reg: Registry,
+    planned: CheckoutPlan,
+    *,
+    verify: bool = False,
+    progress: ProgressHook = no_progress,
 ) -> CheckoutResult:
     """Carry out a plan (made by ``plan`` under the folder's lock, which ``checkout`` holds).
 
-    Objects are re-hashed before they are placed; a lazily cloned registry fetches (verified)
-    what it lacks from the default remote. The journal is written before the folder is
-    touched and removed after the pin, which is written last. A refusal or failure (a corrupt
-    or missing object, a full disk) leaves a folder that was empty empty again; a switch that
-    fails part way leaves its journal, and the next checkout of the folder finishes it.
+    Objects are re-hashed before they are placed, unless a hard or symbolic link is made of one
+    whose trust record matches its stat (and not ``verify``); a lazily cloned registry fetches
+    (verified) what it lacks from the default remote. The journal is written before the folder
+    is touched and removed after the pin, which is written last. A refusal or failure (a
+    corrupt or missing object, a full disk) leaves a folder that was empty empty again; a
+    switch that fails part way leaves its journal, and the next checkout of the folder
+    finishes it. Trust records of what was re-hashed or linked are written last.
     """
     target, todo = planned.target, planned.place
+    trust: dict[str, StatKey] = {}
+    if todo and planned.link in _TRUSTING:
+        trust = trusted(reg, (blob for _rel, blob in todo), verify=verify)
+    rows = _Found()
+    checked: dict[str, StatKey] = {}
     if not planned.fresh and todo:
-        # Every object to be placed is re-hashed before the folder is touched: corrupt bytes
-        # are never served, and a refused switch leaves the folder as it was.
-        _verify_objects(reg, todo, progress)
+        # Every object to be placed is re-hashed (or found trusted) before the folder is
+        # touched: corrupt bytes are never served, and a refused switch leaves it as it was.
+        checked = _verify_objects(reg, todo, progress, trust, rows)
     root_fd = open_root(target)
     try:
         if planned.journal is not None:
             write_journal(target, planned.journal)
         if planned.fresh:
-            _fresh(reg, planned, root_fd, progress)
+            _fresh(reg, planned, root_fd, progress, trust, rows)
         else:
-            _switch(reg, planned, root_fd, progress)
+            _switch(reg, planned, root_fd, progress, checked, rows)
     finally:
         os.close(root_fd)
     if planned.journal is not None or planned.recovering:
         clear_journal(target)
+    record(reg, rows.changed(trust))
     return CheckoutResult(
         revision=planned.revision,
         path=str(target),
@@ -198,7 +223,63 @@ def _locked(target: Path) -> Iterator[bool]:
     raise StorageError(f"{target} keeps being removed or replaced; check out again")
 
 
-def _fresh(reg: Registry, planned: CheckoutPlan, root_fd: int, progress: ProgressHook) -> None:
+class _Found:
+    """The stat each object has after this checkout, as workers report it: a ``None`` from any
+    of them (the object changed in a way a link does not explain) wins over every stat; of two
+    stats, the later ctime (the last link) wins."""
+
+    __slots__ = ("bad", "stats")
+
+    def __init__(self) -> None:
+        self.stats: dict[str, tuple[StatKey, bool]] = {}
+        self.bad: set[str] = set()
+
+    def add(self, rows: _Rows) -> None:
+        for blob, st, safe in rows:
+            if st is None:
+                self.bad.add(blob)
+                continue
+            old = self.stats.get(blob)
+            if old is None or st[3] >= old[0][3]:
+                self.stats[blob] = (st, safe)
+
+    def changed(self, trust: dict[str, StatKey]) -> dict[str, tuple[StatKey, bool]]:
+        """What to record: the stats that are not already the objects' records."""
+        return {b: v for b, v in self.stats.items() if b not in self.bad and trust.get(b) != v[0]}
+
+
+def _row(blob: str, st: StatKey | None, clock: int | None) -> tuple[str, StatKey | None, bool]:
+    """A worker's row: ``st`` taken after the file system's clock read ``clock``."""
+    safe = st is not None and clock is not None and st[2] < clock and st[3] < clock
+    return blob, st, safe
+
+
+def _after_links(reg: Registry, linked: list[tuple[str, str, StatKey | None]]) -> _Rows:
+    """Rows for objects a chunk has just hard-linked (``(digest, path, stat when re-hashed or
+    found trusted)``): each one's stat after its links, taken after one reading of the clock,
+    if nothing but links changed it; else None (no record)."""
+    clock = reg.state.clock_ns()
+    out: _Rows = []
+    for blob, src, before in linked:
+        try:
+            after: StatKey | None = key_of(os.stat(src))
+        except OSError:
+            after = None
+        if after is None or before is None or not same_file(before, after):
+            out.append((blob, None, False))
+        else:
+            out.append(_row(blob, after, clock))
+    return out
+
+
+def _fresh(
+    reg: Registry,
+    planned: CheckoutPlan,
+    root_fd: int,
+    progress: ProgressHook,
+    trust: dict[str, StatKey],
+    rows: _Found,
+) -> None:
     """An empty folder: each object is re-hashed and placed straight at its name (a link
     appears whole; a copy is written under its name, so a failure removes everything)."""
     target = planned.target
@@ -206,7 +287,7 @@ def _fresh(reg: Registry, planned: CheckoutPlan, root_fd: int, progress: Progres
         with Dirs(os.fspath(target), root_fd) as dirs:
             for d in planned.dirs:
                 dirs.fd(d, create=True)
-        _verify_and_place(reg, planned, root_fd, progress)
+        _verify_and_place(reg, planned, root_fd, progress, trust, rows)
         _finish(planned)
     except BaseException as e:
         # The folder was empty: empty it again (the journal last), so a re-run starts afresh.
@@ -218,15 +299,24 @@ def _fresh(reg: Registry, planned: CheckoutPlan, root_fd: int, progress: Progres
         raise
 
 
-def _switch(reg: Registry, planned: CheckoutPlan, root_fd: int, progress: ProgressHook) -> None:
+def _switch(
+    reg: Registry,
+    planned: CheckoutPlan,
+    root_fd: int,
+    progress: ProgressHook,
+    checked: dict[str, StatKey],
+    rows: _Found,
+) -> None:
     """A folder holding a revision (or an interrupted checkout): remove what the target does
-    not have, then place each file that is not already what the link type makes of it."""
+    not have, then place each file that is not already what the link type makes of it
+    (``checked``: each object's stat when it was re-hashed or found trusted)."""
     target, link, todo = planned.target, planned.link, planned.place
     files = os.fspath(reg.store.files)
     root = os.fspath(target)
     put = putter(link)
 
-    def work(lo: int, hi: int) -> tuple[int, list[tuple[str, str]]]:
+    def work(lo: int, hi: int) -> tuple[int, list[tuple[str, str]], _Rows]:
+        linked: list[tuple[str, str, StatKey | None]] = []
         with Dirs(root, root_fd) as dirs:
             try:
                 for rel, blob in todo[lo:hi]:
@@ -234,11 +324,13 @@ def _switch(reg: Registry, planned: CheckoutPlan, root_fd: int, progress: Progre
                     src = _object_path(files, blob)
                     if not same(fd, name, src, link, blob):
                         place(put, src, fd, name)
+                        if link == "hardlink":
+                            linked.append((blob, src, checked.get(blob)))
             except OSError as e:
                 if (said := _cross_device(e, link)) is not None:
                     raise said from e
                 raise
-        return hi - lo, []
+        return hi - lo, [], _after_links(reg, linked) if linked else []
 
     try:
         with Dirs(root, root_fd) as dirs:
@@ -247,7 +339,7 @@ def _switch(reg: Registry, planned: CheckoutPlan, root_fd: int, progress: Progre
                 unlink(dirs, rel)
             for d in planned.dirs:
                 dirs.fd(d, create=True)
-        _in_pool(work, len(todo), progress, "checking out")
+        _in_pool(work, len(todo), progress, "checking out", rows)
         with Dirs(root, root_fd) as dirs:
             prune(dirs, planned.remove)
         _finish(planned)
@@ -287,51 +379,72 @@ def _cross_device(e: OSError, link: str) -> StorageError | None:
 
 
 def _verify_and_place(
-    reg: Registry, planned: CheckoutPlan, root_fd: int, progress: ProgressHook
+    reg: Registry,
+    planned: CheckoutPlan,
+    root_fd: int,
+    progress: ProgressHook,
+    trust: dict[str, StatKey],
+    rows: _Found,
 ) -> None:
-    """Re-hash each object and link or copy it to its name in one pass, in workers; objects
-    the store lacks are fetched (verified) from the default remote afterwards, re-hashed, and
-    placed."""
+    """Re-hash each object (unless a link is made of one whose trust record matches its stat)
+    and link or copy it to its name in one pass, in workers; objects the store lacks are
+    fetched (verified) from the default remote afterwards, re-hashed, and placed."""
     todo, link = planned.place, planned.link
     files = os.fspath(reg.store.files)
     root = os.fspath(planned.target)
     clone = Cloner() if link == "reflink" else None
     put = putter(link)
 
-    def one(src: str, blob: str, fd: int, name: str) -> str | None:
+    def one(src: str, blob: str, fd: int, name: str) -> tuple[str | None, StatKey | None]:
+        """The digest the object's bytes have (``blob`` when trusted) or None if it is absent,
+        and its stat now (None when it has no record to get)."""
         if link in ("copy", "reflink"):
-            return copy_checked(src, blob, fd, name, clone)
+            got, st = copy_checked(src, blob, fd, name, clone)
+            return got, (key_of(st) if st is not None else None)
         try:
-            got = hash_path(src)
+            before = key_of(os.stat(src))
+            # The stat is taken before the bytes are hashed: a change while they are read
+            # shows in the next stat.
+            got = blob if trust.get(blob) == before else hash_path(src)
         except FileNotFoundError:
-            return None
-        if got == blob:
-            try:
-                put(src, fd, name)
-            except FileExistsError:  # appeared meanwhile: replaced, as in a switch
-                place(put, src, fd, name)
-        return got
+            return None, None
+        if got != blob:
+            return got, None
+        try:
+            put(src, fd, name)
+        except FileExistsError:  # appeared meanwhile: replaced, as in a switch
+            place(put, src, fd, name)
+        return got, before
 
-    def work(lo: int, hi: int) -> tuple[int, list[tuple[str, str]]]:
+    def work(lo: int, hi: int) -> tuple[int, list[tuple[str, str]], _Rows]:
         absent = []
+        found: _Rows = []
+        linked: list[tuple[str, str, StatKey | None]] = []
+        clock = reg.state.clock_ns()  # before any stat of the chunk
         with Dirs(root, root_fd) as dirs:
             try:
                 for rel, blob in todo[lo:hi]:
                     fd, name = _at(dirs, rel)
-                    got = one(_object_path(files, blob), blob, fd, name)
+                    src = _object_path(files, blob)
+                    got, st = one(src, blob, fd, name)
                     if got is None:
                         absent.append((rel, blob))
                     elif got != blob:
                         raise _corrupt(reg, blob, rel)
+                    elif link == "hardlink":  # the link changed its ctime: stat'ed again
+                        linked.append((blob, src, st))
+                    else:  # a copy or a symbolic link leaves the object as it was
+                        found.append(_row(blob, st, clock))
             except OSError as e:
                 if (said := _cross_device(e, link)) is not None:
                     raise said from e
                 raise
-        return hi - lo, absent
+        return hi - lo, absent, found + (_after_links(reg, linked) if linked else [])
 
-    deferred = _in_pool(work, len(todo), progress, "checking out")
+    deferred = _in_pool(work, len(todo), progress, "checking out", rows)
     if deferred:
-        _verify_objects(reg, deferred, progress)
+        # Fetched just now and re-hashed below; placed (and so linked) after: no record.
+        _verify_objects(reg, deferred, progress, {}, _Found())
         with Dirs(root, root_fd) as dirs:
             try:
                 for rel, blob in deferred:
@@ -344,17 +457,23 @@ def _verify_and_place(
 
 
 def _in_pool(
-    work: Callable[[int, int], tuple[int, list[T]]], n: int, progress: ProgressHook, task: str
+    work: Callable[[int, int], tuple[int, list[T], _Rows]],
+    n: int,
+    progress: ProgressHook,
+    task: str,
+    rows: _Found,
 ) -> list[T]:
     """``work(lo, hi)`` for each chunk of ``n`` items: in worker processes when there are many
     (reading and linking small files is kernel work that threads barely overlap), else in
     threads; queued chunks are dropped on the first failure. Each chunk answers how many items
-    it did and a list of leftovers (objects absent from the store); returns them all."""
+    it did, a list of leftovers (objects absent from the store), which it returns them all,
+    and the stats of the objects it re-hashed or linked, which go to ``rows``."""
     leftovers: list[T] = []
     done = 0
     with contextlib.closing(map_chunks(work, n, chunk=_CHUNK, threads=_JOBS)) as results:
-        for _lo, (k, rest) in results:
+        for _lo, (k, rest, found) in results:
             leftovers.extend(rest)
+            rows.add(found)
             done += k
             progress(task, done, n)
     return leftovers
@@ -376,48 +495,67 @@ def _corrupt(reg: Registry, blob: str, rel: str) -> CorruptObjectError:
     )
 
 
-def _verify_objects(reg: Registry, todo: _Todo, progress: ProgressHook) -> None:
-    """Re-hash each distinct object ``todo`` needs; fetch absent ones from the default remote
-    (verified) or fail clearly; refuse a corrupt one, naming a file that would have held it."""
+def _verify_objects(
+    reg: Registry, todo: _Todo, progress: ProgressHook, trust: dict[str, StatKey], rows: _Found
+) -> dict[str, StatKey]:
+    """Re-hash each distinct object ``todo`` needs, but those whose trust record matches their
+    stat; fetch absent ones from the default remote (verified) or fail clearly; refuse a
+    corrupt one, naming a file that would have held it. Returns each object's stat when it was
+    re-hashed or found trusted (the re-hashed ones also go to ``rows``)."""
     first: dict[str, str] = {}
     for rel, blob in todo:
         if blob not in first:
             first[blob] = rel
     files = os.fspath(reg.store.files)
-    absent = _hash_objects(reg, files, list(first), first, progress)
+    checked = _Found()
+    absent = _hash_objects(reg, files, list(first), first, progress, trust, checked)
     if absent:
         from dsreg.remote.transfer import fetch_missing
 
         fetch_missing(reg, absent, progress=progress)
         # Fetched objects were verified on arrival; a second look costs little and keeps the
         # rule simple: nothing is linked that was not hashed here.
-        still = _hash_objects(reg, files, absent, first, no_progress)
+        still = _hash_objects(reg, files, absent, first, no_progress, {}, checked)
         if still:
             raise CorruptObjectError(
                 f"object {short(still[0])} for {first[still[0]]} is missing; it was not "
                 "checked out: run 'dsreg verify', then 'dsreg pull' or re-add"
             )
+    rows.stats.update(checked.stats)
+    return {blob: st for blob, (st, _safe) in checked.stats.items()}
 
 
 def _hash_objects(
-    reg: Registry, files: str, blobs: list[str], first: dict[str, str], progress: ProgressHook
+    reg: Registry,
+    files: str,
+    blobs: list[str],
+    first: dict[str, str],
+    progress: ProgressHook,
+    trust: dict[str, StatKey],
+    checked: _Found,
 ) -> list[str]:
-    """Re-hash objects (in workers); return the absent ones, raise on a corrupt one."""
+    """Re-hash objects (in workers) but the trusted ones whose stat matches; return the absent
+    ones, raise on a corrupt one; each one's stat (taken before hashing) goes to ``checked``."""
 
-    def work(lo: int, hi: int) -> tuple[int, list[str]]:
+    def work(lo: int, hi: int) -> tuple[int, list[str], _Rows]:
         absent = []
+        found: _Rows = []
+        clock = reg.state.clock_ns()  # before any stat of the chunk
         for blob in blobs[lo:hi]:
+            path = _object_path(files, blob)
             try:
-                got = hash_path(_object_path(files, blob))
+                before = key_of(os.stat(path))
+                got = blob if trust.get(blob) == before else hash_path(path)
             except FileNotFoundError:
                 absent.append(blob)
                 continue
             if got != blob:
                 raise _corrupt(reg, blob, first[blob])
-        return hi - lo, absent
+            found.append(_row(blob, before, clock))
+        return hi - lo, absent, found
 
     try:
-        return _in_pool(work, len(blobs), progress, "verifying")
+        return _in_pool(work, len(blobs), progress, "verifying", checked)
     except DsregError:
         raise  # an OSError too (errors.py), and already said
     except OSError as e:

@@ -262,20 +262,24 @@ def _fill(dfd: int, sfd: int, clone: Cloner | None) -> None:
         write_all(dfd, chunk)
 
 
-def copy_checked(src: str, blob: str, fd: int, name: str, clone: Cloner | None) -> str | None:
+def copy_checked(
+    src: str, blob: str, fd: int, name: str, clone: Cloner | None
+) -> tuple[str | None, os.stat_result | None]:
     """Copy (or, with ``clone``, clone) object ``src`` to a new ``name``, re-hashing it on the
     way: one read of the object for a small file. Returns the digest its bytes have (if that is
-    not ``blob``, nothing was created: the caller refuses it), or ``None`` if it is absent."""
+    not ``blob``, nothing was created: the caller refuses it), or ``None`` if it is absent; and
+    the object's stat taken before it was read (what a trust record of it holds)."""
     try:
         sfd = os.open(src, RD)
     except FileNotFoundError:
-        return None
+        return None, None
     try:
-        size = os.fstat(sfd).st_size
+        st = os.fstat(sfd)
+        size = st.st_size
         data = read_small(sfd, size) if size <= SMALL else None
         got = hash_bytes(data) if data is not None else hash_fd(sfd, size_hint=size)
         if got != blob:
-            return got
+            return got, None
 
         def fill(dfd: int) -> None:
             if clone is not None and clone.clone(dfd, sfd):
@@ -286,7 +290,7 @@ def copy_checked(src: str, blob: str, fd: int, name: str, clone: Cloner | None) 
                 _fill(dfd, sfd, None)
 
         _create(fd, name, fill)
-        return got
+        return got, st
     finally:
         os.close(sfd)
 

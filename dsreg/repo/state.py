@@ -7,6 +7,10 @@
   object of such a revision was in the store when the line was written; ``dsreg gc`` (which
   removes objects) and a ``dsreg verify`` that finds a problem forget every line, so a re-add
   after either stores what is missing again.
+- ``objects_v1``: an object's digest -> its ``(inode, size, mtime, ctime)`` when its bytes were
+  last known to hash to the digest (written by the add from bytes it hashed, or re-hashed
+  since), so a checkout links an object whose stat is unchanged without reading it
+  (``dsreg.repo.trust``; docs/concepts.md, "Guarantees").
 
 A damaged or missing database only costs speed: every lookup then misses. Each row carries a
 check (a CRC-32 of its other fields, ``_check``), and a row whose check does not match is a miss,
@@ -20,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -27,11 +32,21 @@ from pathlib import Path
 from dsreg.errors import StorageError
 from dsreg.objects.digest import is_digest
 
-__all__ = ["StatCache"]
+__all__ = ["StatCache", "StatKey"]
+
+# What an object's trust record holds: (inode, size, mtime_ns, ctime_ns).
+StatKey = tuple[int, int, int, int]
+# A trust record's value: the four fields, then a CRC-32 of the digest's 32 bytes and them.
+_OBJ = struct.Struct("<qqqq")
+_OBJ_CRC = struct.Struct("<I")
+_OBJ_LEN = _OBJ.size + _OBJ_CRC.size
+# Digests looked up per query (well under SQLite's limit on bound parameters).
+_IN = 900
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS files_v2 (path TEXT PRIMARY KEY, inode INTEGER, size INTEGER, "
     "mtime_ns INTEGER, ctime_ns INTEGER, digest TEXT, checksum TEXT) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS objects_v1 (digest BLOB PRIMARY KEY, stat BLOB) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS scans_v2 (fingerprint TEXT PRIMARY KEY, revision TEXT, "
     "snapshot TEXT, examples TEXT, checksum TEXT) WITHOUT ROWID",
     # Tables of earlier releases: dsreg 0.1.0's (no ctime) and rows without a check. Their
@@ -136,6 +151,63 @@ class StatCache:
             if con is not None:
                 with contextlib.suppress(sqlite3.Error):
                     con.close()
+
+    # -- objects' trust records -------------------------------------------------------------
+    def object_stats(self, hexes: list[str]) -> dict[str, StatKey]:
+        """The trust records of the objects ``hexes`` (64-hex digests): ``{hex: (inode, size,
+        mtime_ns, ctime_ns)}``. A record that fails its check (a CRC-32 of the digest and the
+        fields) is a miss, as is everything when the database is absent or damaged."""
+        out: dict[str, StatKey] = {}
+        try:
+            with self._connect(write=False) as con:
+                for lo in range(0, len(hexes), _IN):
+                    keys = [bytes.fromhex(h) for h in hexes[lo : lo + _IN]]
+                    marks = ",".join("?" * len(keys))
+                    for key, value in con.execute(
+                        f"SELECT digest, stat FROM objects_v1 WHERE digest IN ({marks})", keys
+                    ):
+                        if not (isinstance(key, bytes) and isinstance(value, bytes)):
+                            continue
+                        if len(key) != 32 or len(value) != _OBJ_LEN:
+                            continue
+                        fields = value[: _OBJ.size]
+                        if _OBJ_CRC.unpack_from(value, _OBJ.size)[0] != zlib.crc32(key + fields):
+                            continue
+                        ino, size, mtime, ctime = _OBJ.unpack(fields)
+                        out[key.hex()] = (ino, size, mtime, ctime)
+        except (sqlite3.Error, ValueError):
+            return {}
+        return out
+
+    def put_object_stats(self, rows: Iterable[tuple[str, StatKey]]) -> None:
+        """Write trust records ``(hex, (inode, size, mtime_ns, ctime_ns))`` in one short
+        transaction; errors only cost speed (the objects are re-hashed next time)."""
+        packed = []
+        for hexd, st in rows:
+            key = bytes.fromhex(hexd)
+            fields = _OBJ.pack(*st)
+            packed.append((key, fields + _OBJ_CRC.pack(zlib.crc32(key + fields))))
+        if not packed:
+            return
+        packed.sort()  # inserted in key order: a B-tree fills fastest that way
+        with contextlib.suppress(sqlite3.Error), self._connect(write=True) as con:
+            con.execute("BEGIN")
+            con.executemany("INSERT OR REPLACE INTO objects_v1 VALUES (?, ?)", packed)
+            con.execute("COMMIT")
+
+    def clock_ns(self) -> int | None:
+        """The file system's clock, now: the mtime ``state/clock`` gets when touched (the
+        clock and the granularity a file's ctime gets on this file system). ``None`` if it
+        cannot be touched (a read-only registry: nothing is recorded then)."""
+        path = self.path.parent / "clock"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):
+                os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+            os.utime(path)
+            return os.stat(path).st_mtime_ns
+        except OSError:
+            return None
 
     def scan_result(self, fingerprint: str) -> tuple[str, str, str] | None:
         """``(revision, snapshot, examples)`` an add made of a tree with this fingerprint."""

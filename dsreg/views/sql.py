@@ -64,21 +64,22 @@ __all__ = [
 
 # -- verified objects -----------------------------------------------------------------------------
 
-_Key = tuple[str, int, int, int]
+_Key = tuple[str, int, int, int, int]
 _VERIFIED: dict[_Key, str] = {}
 _LOCK = threading.Lock()
 
 
 def _stat_key(path: Path) -> _Key:
     st = os.stat(path)
-    return (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+    return (str(path), st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
 
 def verified_object(reg: Registry, digest: str) -> Path:
     """The path of a stored object whose bytes hash to ``digest``; hashed once per process.
 
-    The cache key is ``(path, inode, mtime, size)``: an object replaced or rewritten in place
-    (any write moves its mtime) is hashed again. Raises ``CorruptObjectError`` for wrong bytes,
+    The cache key is ``(path, inode, mtime, ctime, size)``: an object replaced or rewritten in
+    place (any write moves its mtime, and setting the mtime back moves its ctime) is hashed
+    again. Raises ``CorruptObjectError`` for wrong bytes,
     ``ObjectNotFoundError`` for a missing object.
     """
     path = reg.store.path(digest)

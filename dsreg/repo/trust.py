@@ -1,0 +1,130 @@
+"""Which objects a checkout may link without reading them again (docs/concepts.md, "Guarantees").
+
+An object is *vouched for* when dsreg knows its bytes hashed to its digest: the add hashed the
+very bytes it wrote, and every re-hash (a checkout's, ``--verify``'s) finds them again. The
+object's ``(inode, size, mtime, ctime)`` at that moment is its trust record
+(``StatCache.object_stats``); while the object's stat is still exactly that, nothing has written
+to it through the file system since (a write changes the mtime; restoring the mtime with
+``utime`` changes the ctime, which no call can set back; a replacement changes the inode), so
+a hard link, symbolic link or clone of it is made without reading it, as git trusts its index.
+Anything else re-hashes: no record, a record that fails its CRC-32, a stat that differs in any
+field, an object marked corrupt (``ObjectStore.mark_corrupt``), or ``verify=True``.
+
+What the stat cannot see is damage below the file system: a bit flipped on the disk, a write
+the device got wrong. No stat field changes then. That is what ``dsreg verify`` (every object
+re-hashed) and ``dsreg checkout --verify`` are for, and every command that reads an object's
+bytes (``open``, ``sql``, ``push``, a copy) hashes what it reads whatever the record says.
+
+A change must not be able to carry the recorded stat. File systems stamp times from a clock
+that ticks every few milliseconds, so a change in the same tick as a recorded stat could leave
+every field as it was (git's "racily clean" entries). So the file system's clock is read
+(``StatCache.clock_ns``, a file in ``state/`` touched) *before* each stat that becomes a record,
+and the record is *safe* only if its ctime and mtime are older than that reading: any change
+after the stat then falls in a later tick and gets a later ctime. A record that is not safe
+(the object changed in the clock's current tick: a checkout's own hard link, just made) is
+stat'ed again once the clock has moved past its ctime, and written only if that stat is the
+same. What no order of calls can close is a change between the moment the bytes were known
+good (written by the add, re-hashed, or linked by a checkout) and the stat: microseconds for a
+checkout, the add's own run for the objects it stages in its private folder under ``tmp/``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping
+
+from dsreg.objects.digest import PREFIX, hex_of, object_relpath
+from dsreg.repo.registry import Registry
+from dsreg.repo.state import StatKey
+
+__all__ = ["StatKey", "key_of", "record", "record_stored", "same_file", "trusted"]
+
+
+def key_of(st: os.stat_result) -> StatKey:
+    """The fields of a stat a trust record holds."""
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def same_file(a: StatKey, b: StatKey) -> bool:
+    """Whether ``b`` is ``a``'s file with no change but its ctime (and link count): what
+    making a hard link (or a clone) of it changes."""
+    return a[:3] == b[:3]
+
+
+def trusted(reg: Registry, digests: Iterable[str], *, verify: bool = False) -> dict[str, StatKey]:
+    """The trust records of ``digests`` (``{digest: (inode, size, mtime_ns, ctime_ns)}``): an
+    object whose stat equals its record may be linked without being read. Objects marked
+    corrupt have none; with ``verify``, nothing has."""
+    if verify:
+        return {}
+    wanted = sorted({hex_of(d) for d in digests})
+    if not wanted:
+        return {}
+    found = reg.state.object_stats(wanted)
+    for d in reg.store.marked_corrupt():
+        found.pop(hex_of(d), None)
+    return {PREFIX + h: st for h, st in found.items()}
+
+
+# How long ``record`` waits for the file system's clock to move past a racy record's times.
+_WAIT_S = 0.1
+
+
+def record(reg: Registry, rows: Mapping[str, tuple[StatKey, bool]]) -> int:
+    """Write trust records ``{digest: (stat, safe)}``: each stat taken after its object's bytes
+    were found to hash to its digest (or it was linked after that), with no change between but
+    a link; ``safe`` when it was taken after a reading of the file system's clock older than
+    its ctime and mtime. The others are stat'ed again once the clock has passed them and kept
+    only if unchanged. Returns how many were written."""
+    keep = [(hex_of(d), st) for d, (st, safe) in rows.items() if safe]
+    racy = {d: st for d, (st, safe) in rows.items() if not safe}
+    if racy:
+        newest = max(max(st[2], st[3]) for st in racy.values())
+        clock = _clock_after(reg, newest)
+        if clock is not None:
+            files = os.fspath(reg.store.files)
+            for d, st in racy.items():
+                try:
+                    now = key_of(os.stat(f"{files}/{object_relpath(d)}"))
+                except OSError:
+                    continue
+                if now == st:
+                    keep.append((hex_of(d), now))
+    reg.state.put_object_stats(keep)
+    return len(keep)
+
+
+def _clock_after(reg: Registry, t: int) -> int | None:
+    """The file system's clock once it reads later than ``t`` (``None`` if it cannot be read, or
+    does not move past ``t`` within ``_WAIT_S``: a clock set back)."""
+    deadline = time.monotonic() + _WAIT_S
+    while True:
+        clock = reg.state.clock_ns()
+        if clock is None or clock > t:
+            return clock
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.001)
+
+
+def record_stored(reg: Registry, sizes: Mapping[str, int]) -> int:
+    """Trust records for objects an add has just written and installed, from bytes it hashed as
+    it wrote them (``sizes``: digest -> the size of those bytes): each object stat'ed after one
+    reading of the file system's clock. An object of another size than the bytes written is not
+    recorded (it is re-hashed when a checkout needs it). Returns how many were written."""
+    if not sizes:
+        return 0
+    clock = reg.state.clock_ns()
+    if clock is None:
+        return 0
+    files = os.fspath(reg.store.files)
+    rows: dict[str, tuple[StatKey, bool]] = {}
+    for digest, size in sizes.items():
+        try:
+            key = key_of(os.stat(f"{files}/{object_relpath(digest)}"))
+        except OSError:
+            continue
+        if key[1] == size:
+            rows[digest] = (key, key[2] < clock and key[3] < clock)
+    return record(reg, rows)

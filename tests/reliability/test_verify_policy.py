@@ -1,0 +1,275 @@
+"""Which objects a checkout re-hashes, and that corrupt bytes are still refused (#15, "The
+first checkout after an add"; docs/concepts.md, "Guarantees": what a checkout re-hashes).
+
+A hard or symbolic link is made without reading an object whose stat is unchanged since its
+bytes were known to hash to its digest; every other way of reading an object's bytes hashes
+them. A byte flipped through the file system (with its mtime kept by ``os.utime`` or not)
+changes the object's stat, so every command refuses it. Damage below the file system changes
+no stat field: it is simulated here by writing the trust record of the damaged object's new
+stat (what the state would hold if the disk had flipped the bit), and the tests show what
+sees it (``--verify``, ``dsreg verify``, a copy, ``open``, ``sql``, ``push``) and what does
+not (a plain hard-link checkout: the documented limit).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import dsreg
+import dsreg.ops.checkout as checkout_mod
+from dsreg.errors import CorruptObjectError, DsregError
+from dsreg.objects.digest import hex_of
+from dsreg.repo.registry import Registry
+from dsreg.repo.trust import key_of
+
+LINKS = ("copy", "reflink", "hardlink", "symlink")
+
+
+def make_tree(root: Path, seed: int = 0) -> Path:
+    rng = np.random.default_rng(seed)
+    for c in ("cat", "dog"):
+        (root / c).mkdir(parents=True)
+        for i in range(4):
+            (root / c / f"{i}.bin").write_bytes(rng.bytes(int(rng.integers(200, 600))))
+    return root
+
+
+def flip(reg: Registry, digest: str, *, keep_mtime: bool) -> None:
+    """Flip one bit of an object in place (same inode, same size), through the file system;
+    with ``keep_mtime`` its mtime is set back afterwards, as ``touch -r`` would."""
+    p = reg.store.path(digest)
+    before = os.stat(p)
+    os.chmod(p, 0o644)
+    with open(p, "r+b") as f:
+        f.seek(before.st_size // 2)
+        b = f.read(1)
+        f.seek(before.st_size // 2)
+        f.write(bytes([b[0] ^ 0x01]))
+    os.chmod(p, 0o444)
+    if keep_mtime:
+        os.utime(p, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(p)
+    assert after.st_ino == before.st_ino and after.st_size == before.st_size
+    assert (after.st_mtime_ns == before.st_mtime_ns) == keep_mtime
+    assert after.st_ctime_ns != before.st_ctime_ns  # no call sets a ctime back
+
+
+def rot(reg: Registry, digest: str) -> None:
+    """Damage below the file system, simulated: a bit flipped, then the object's trust record
+    set to its new stat, which is what the stat check would see if the disk had flipped it
+    (no field changes)."""
+    flip(reg, digest, keep_mtime=True)
+    reg.state.put_object_stats([(hex_of(digest), key_of(os.stat(reg.store.path(digest))))])
+
+
+@pytest.fixture
+def pets(make_registry: Callable[..., Registry], tmp_path: Path) -> tuple[Registry, str]:
+    reg = make_registry()
+    dsreg.add("pets", make_tree(tmp_path / "tree"), tag="v1", registry=reg)
+    blob = dsreg.open("pets@v1", registry=reg)[0].blob
+    assert blob is not None
+    return reg, blob
+
+
+@pytest.fixture
+def hashed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The objects a checkout re-hashes before linking them (checkouts this small run in
+    threads, so the count is seen here)."""
+    seen: list[str] = []
+    real = checkout_mod.hash_path
+
+    def counting(path: str, **kw: int) -> str:
+        seen.append(path)
+        return real(path, **kw)
+
+    monkeypatch.setattr(checkout_mod, "hash_path", counting)
+    yield seen
+
+
+def served(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*.bin")] if folder.exists() else []
+
+
+@pytest.mark.parametrize("link", LINKS)
+@pytest.mark.parametrize("keep_mtime", [False, True])
+@pytest.mark.parametrize("linked_before", [False, True])
+def test_a_flipped_byte_is_refused_by_every_checkout(
+    pets: tuple[Registry, str], tmp_path: Path, link: str, keep_mtime: bool, linked_before: bool
+) -> None:
+    """After the add (or after a hard-link checkout, which changed every object's ctime and
+    recorded it), a byte flipped in an object is refused by a checkout of every link type,
+    into a new folder and as a switch; nothing of it is served and verify names it."""
+    reg, blob = pets
+    if linked_before:
+        dsreg.checkout("pets@v1", tmp_path / "first", link="hardlink", registry=reg)
+    flip(reg, blob, keep_mtime=keep_mtime)
+    out = tmp_path / "out"
+    with pytest.raises(CorruptObjectError, match="corrupt"):
+        dsreg.checkout("pets@v1", out, link=link, registry=reg)
+    assert served(out) == []
+    assert blob in {p.digest for p in dsreg.verify(registry=reg).problems}
+
+
+@pytest.mark.parametrize("link", ["hardlink", "symlink"])
+def test_a_switch_refuses_a_flipped_byte(
+    make_registry: Callable[..., Registry], tmp_path: Path, link: str
+) -> None:
+    reg = make_registry()
+    dsreg.add("pets", make_tree(tmp_path / "a", seed=1), tag="a", registry=reg)
+    dsreg.add("pets", make_tree(tmp_path / "b", seed=2), tag="b", registry=reg)
+    out = tmp_path / "out"
+    dsreg.checkout("pets@a", out, link=link, registry=reg)
+    before = {p: p.read_bytes() for p in served(out)}
+    blob = dsreg.open("pets@b", registry=reg)[0].blob
+    assert blob is not None
+    flip(reg, blob, keep_mtime=True)
+    with pytest.raises(CorruptObjectError):
+        dsreg.checkout("pets@b", out, link=link, registry=reg)
+    assert {p: p.read_bytes() for p in served(out)} == before  # the folder as it was
+
+
+@pytest.mark.parametrize("keep_mtime", [False, True])
+def test_open_sql_and_push_refuse_a_flipped_byte(
+    pets: tuple[Registry, str], tmp_path: Path, keep_mtime: bool
+) -> None:
+    reg, blob = pets
+    dsreg.checkout("pets@v1", tmp_path / "co", link="hardlink", registry=reg)
+    flip(reg, blob, keep_mtime=keep_mtime)
+    ds = dsreg.open("pets@v1", registry=reg)
+    with pytest.raises(CorruptObjectError):
+        ds[0].read_bytes()
+    dsreg.remote_add("origin", str(tmp_path / "remote"), default=True, registry=reg)
+    with pytest.raises(DsregError, match="corrupt"):
+        dsreg.push(registry=reg)
+    # sql reads the examples table (a Parquet object), hashed once per process: read before,
+    # flipped the same way, refused after.
+    query = 'SELECT count(*) AS n FROM "pets@v1"'
+    assert dsreg.sql(query, registry=reg).column("n").to_pylist() == [8]
+    examples = ds.snapshot.examples
+    flip(reg, examples, keep_mtime=keep_mtime)
+    with pytest.raises(CorruptObjectError):
+        dsreg.sql(query, registry=reg)
+
+
+def test_a_trusted_object_is_linked_without_being_read(
+    pets: tuple[Registry, str], tmp_path: Path, hashed: list[str]
+) -> None:
+    """The add's objects are linked unread; a hard link changes an object's ctime, and the
+    checkout records the new stat, so the next one links them unread too; ``verify=True``
+    re-hashes every one; a flipped object is the only one re-hashed."""
+    reg, blob = pets
+    path = reg.store.path(blob)
+    ctime = os.stat(path).st_ctime_ns
+    dsreg.checkout("pets@v1", tmp_path / "a", link="hardlink", registry=reg)
+    assert hashed == []
+    assert os.stat(path).st_ctime_ns != ctime  # the link changed it
+    dsreg.checkout("pets@v1", tmp_path / "b", link="hardlink", registry=reg)
+    dsreg.checkout("pets@v1", tmp_path / "c", link="symlink", registry=reg)
+    assert hashed == []
+    dsreg.checkout("pets@v1", tmp_path / "d", link="hardlink", verify=True, registry=reg)
+    assert len(set(hashed)) == 8
+    hashed.clear()
+    flip(reg, blob, keep_mtime=True)
+    with pytest.raises(CorruptObjectError):
+        dsreg.checkout("pets@v1", tmp_path / "e", link="hardlink", registry=reg)
+    assert [os.path.basename(p) for p in hashed] == [path.name]
+
+
+def test_damage_below_the_file_system(
+    pets: tuple[Registry, str], tmp_path: Path, cli: Callable[..., object]
+) -> None:
+    """What the stat cannot see: a plain hard-link checkout links the object (the documented
+    limit); ``--verify``, a copy, ``open``, ``dsreg verify`` refuse or name it; once anything
+    found it, it is marked and no checkout trusts it any more."""
+    reg, blob = pets
+    rot(reg, blob)
+    served_anyway = tmp_path / "plain"
+    dsreg.checkout("pets@v1", served_anyway, link="hardlink", registry=reg)
+    assert len(served(served_anyway)) == 8
+    for link in ("hardlink", "symlink"):
+        with pytest.raises(CorruptObjectError):
+            dsreg.checkout("pets@v1", tmp_path / f"v-{link}", link=link, verify=True, registry=reg)
+    with pytest.raises(CorruptObjectError):
+        dsreg.checkout("pets@v1", tmp_path / "copy", link="copy", registry=reg)
+    with pytest.raises(CorruptObjectError):
+        dsreg.open("pets@v1", registry=reg)[0].read_bytes()
+    # The refusals marked it corrupt: a plain hard-link checkout no longer trusts it.
+    with pytest.raises(CorruptObjectError):
+        dsreg.checkout("pets@v1", tmp_path / "after", link="hardlink", registry=reg)
+    assert [p.digest for p in dsreg.verify(registry=reg).problems] == [blob]
+
+
+def test_checkout_verify_on_the_command_line(
+    pets: tuple[Registry, str], tmp_path: Path, cli: Callable[..., object]
+) -> None:
+    reg, blob = pets
+    rot(reg, blob)
+    res = cli(
+        "checkout", "pets@v1", str(tmp_path / "o"), "--link", "hardlink", "--verify",
+        "--registry", str(reg.root),
+    )  # fmt: skip
+    assert res.exit_code == 1  # type: ignore[attr-defined]
+    assert "corrupt" in res.stderr  # type: ignore[attr-defined]
+    assert served(tmp_path / "o") == []
+
+
+DAMAGE = ("digest", "stat", "check", "short", "junk", "removed", "garbage file")
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(how=st.sampled_from(DAMAGE), at=st.integers(0, 40), bit=st.integers(0, 7))
+def test_a_damaged_trust_record_means_a_re_hash(
+    make_registry: Callable[..., Registry],
+    tmp_path_factory: pytest.TempPathFactory,
+    how: str,
+    at: int,
+    bit: int,
+) -> None:
+    """A record that would trust a rotten object, damaged (a bit flipped in its key, its
+    fields or its check, cut short, replaced, the database removed or overwritten): the
+    hard-link checkout re-hashes the object and refuses it."""
+    base = tmp_path_factory.mktemp("t")
+    reg = Registry.init(base / "reg")
+    dsreg.add("pets", make_tree(base / "tree"), tag="v1", registry=reg)
+    blob = dsreg.open("pets@v1", registry=reg)[0].blob
+    assert blob is not None
+    rot(reg, blob)
+    db = reg.root / "state" / "stat.sqlite"
+    key = bytes.fromhex(hex_of(blob))
+    if how in ("removed", "garbage file"):
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        if how == "garbage file":
+            db.write_bytes(os.urandom(4096))
+    else:
+        con = sqlite3.connect(db, isolation_level=None)
+        (value,) = con.execute("SELECT stat FROM objects_v1 WHERE digest = ?", (key,)).fetchone()
+        new_key, new_value = key, bytearray(value)
+        if how == "digest":
+            k = bytearray(key)
+            k[at % 32] ^= 1 << bit
+            new_key = bytes(k)
+        elif how == "stat":
+            new_value[at % 32] ^= 1 << bit
+        elif how == "check":
+            new_value[32 + at % 4] ^= 1 << bit
+        elif how == "short":
+            new_value = new_value[: at % 36]
+        else:
+            new_value = bytearray(os.urandom(36))
+        con.execute("DELETE FROM objects_v1 WHERE digest = ?", (key,))
+        con.execute("INSERT INTO objects_v1 VALUES (?, ?)", (new_key, bytes(new_value)))
+        con.close()
+    with pytest.raises(CorruptObjectError):
+        dsreg.checkout("pets@v1", base / "out", link="hardlink", registry=reg)
+    assert served(base / "out") == []
