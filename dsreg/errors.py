@@ -13,6 +13,7 @@ builtin a Python user would catch for it (as pyarrow's are), and carries its dat
     │   ├── DatasetFormatError         a source table or tree that cannot become a snapshot
     │   ├── ProbabilitiesError         predicted probabilities of the wrong shape or values
     │   ├── VotesError                 validation votes that cannot become an overlay
+    │   ├── RelabelingError            a relabeling (ReaL, counts, csv) that cannot become one
     │   ├── ReviewConflictError        a review answer the queue cannot take (voted already, …)
     │   ├── PredictionsError           model predictions that do not fit a revision
     │   └── QueryError                 a SQL query that DuckDB refused (its message included)
@@ -58,6 +59,7 @@ __all__ = [
     "ProbabilitiesError",
     "QueryError",
     "RegistryNotFoundError",
+    "RelabelingError",
     "RemoteError",
     "ReviewConflictError",
     "RevisionNotFoundError",
@@ -154,6 +156,11 @@ class VotesError(InvalidInputError):
     def __init__(self, message: str = "", *, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+class RelabelingError(InvalidInputError):
+    """A published relabeling (ImageNet-ReaL lists, rater counts) or a corrections CSV that
+    cannot become an overlay of the named snapshot."""
 
 
 class ReviewConflictError(InvalidInputError):

@@ -257,6 +257,7 @@ ERRORS_AS_BUILTINS: list[tuple[type[dsreg.DsregError], tuple[type[Exception], ..
     (dsreg.DatasetFormatError, (ValueError,)),
     (dsreg.ProbabilitiesError, (ValueError,)),
     (dsreg.VotesError, (ValueError,)),
+    (dsreg.RelabelingError, (ValueError,)),
     (dsreg.PredictionsError, (ValueError,)),
     (dsreg.QueryError, (ValueError,)),
     (dsreg.ReviewConflictError, (ValueError,)),

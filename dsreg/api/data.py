@@ -249,6 +249,61 @@ def import_votes(
     )
 
 
+def import_labels(
+    spec: str,
+    path: PathArg,
+    *,
+    format: str,
+    threshold: float = 0.5,
+    tag: str | None = None,
+    view: str | None = None,
+    force: bool = False,
+    command: str | None = None,
+    registry: RegistryArg = None,
+) -> OverlayResult:
+    """Store a relabeling of ``spec``'s snapshot as an overlay with label sets or label
+    distributions (docs/recipes-relabelings.md).
+
+    ``format``: ``real`` (ImageNet-ReaL's ``real.json``: a ``validated`` overlay, every row's
+    list in ``labels``), ``counts`` (an n x k ``.npy`` or Parquet of rater counts, as
+    CIFAR-10H's: ``validated``, the majority at share ``threshold`` decides, every row's
+    distribution in ``label_counts``) or ``csv`` (a user's corrections: a ``manual``
+    overlay). ``tag`` also tags ``<dataset>@<tag>`` in ``view`` (default ``cleaned``). The
+    result's ``summary`` counts each verdict under its name and says how rows were matched
+    (``match``: ``file_name``, ``position``, ``row`` or ``example_id``).
+    """
+    from dsreg.ops.overlay import import_labels as do_import
+
+    return do_import(
+        find_registry(registry),
+        spec,
+        path,
+        format=format,
+        threshold=threshold,
+        tag=tag,
+        view=view,
+        force=force,
+        command=(
+            command if command is not None else command_of("import_labels", spec, os.fspath(path))
+        ),
+    )
+
+
+def overlay_export(
+    digest: str, output: PathArg | None = None, *, registry: RegistryArg = None
+) -> str:
+    """Overlay ``digest``'s corrections as CSV (class indices; lists joined by ``;``), the
+    format ``import_labels(..., format="csv")`` reads back to the same overlay. Written to
+    ``output`` (atomically) when given; returned either way."""
+    from dsreg._util.fs import write_atomic
+    from dsreg.overlays.inspect import export_overlay
+
+    data = export_overlay(find_registry(registry), digest)
+    if output is not None:
+        write_atomic(output, data)
+    return data.decode("utf-8")
+
+
 def overlay_ls(dataset: str, *, registry: RegistryArg = None) -> list[OverlayRecord]:
     """A dataset's overlays, oldest first: those made for it and those its tags use."""
     from dsreg.model.names import check_name

@@ -149,6 +149,8 @@ def show(
     out(f"snapshot  {info.snapshot}")
     out(f"examples  {info.examples}")
     out(f"rows      {info.rows} of {info.snapshot_rows}")
+    if info.several_labels is not None:
+        out(f"labels    {info.several_labels} rows with more than one label that fits")
     k = len(info.classes)
     shown = ", ".join(info.classes[:10]) + (f", … ({k} in all)" if k > 10 else "")
     out(f"classes   {k}: {shown}")
@@ -229,7 +231,9 @@ def tag(
     ] = None,
     view: Annotated[
         str | None,
-        typer.Option(help="original, cleaned, corrected or honeypot (default: the source's)."),
+        typer.Option(
+            help="original, cleaned, corrected, honeypot or multilabel (default: the source's)."
+        ),
     ] = None,
     force: Annotated[
         bool, typer.Option(help="Move the tag if it exists (the log keeps it).")

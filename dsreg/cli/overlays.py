@@ -25,7 +25,7 @@ from dsreg.errors import InvalidInputError
 
 overlay_app = typer.Typer(
     name="overlay",
-    help="Label-correction overlays: list, show, import human validation votes.",
+    help="Label-correction overlays: list, show, export; import votes, relabelings, corrections.",
     context_settings=CONTEXT,
     no_args_is_help=True,
 )
@@ -179,6 +179,74 @@ def import_votes(
     out(f"errors         {s.get('errors', '')}")
     for v in ("non_error", "correctable", "multi_label", "neither", "non_agreement"):
         out(f"{v:<14} {s.get(v, 0)}")
+
+
+@overlay_app.command("import-labels", context_settings=CONTEXT)
+def import_labels(
+    spec: Annotated[str, typer.Argument(help="The revision whose snapshot the file is about.")],
+    file: Annotated[Path, typer.Argument(help="The relabeling or corrections file.")],
+    format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="real (ImageNet-ReaL real.json), counts (n x k rater counts, .npy or "
+            ".parquet, as CIFAR-10H) or csv (your own corrections: a manual overlay).",
+        ),
+    ],
+    threshold: Annotated[
+        float, typer.Option(help="counts: the share of raters a label needs to decide.")
+    ] = 0.5,
+    tag: TagOpt = None,
+    view: ViewOpt = None,
+    force: ForceOpt = False,
+    registry_path: RegistryOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Import a relabeling (label sets, rater counts) or your own corrections as an overlay."""
+    res = dsreg.import_labels(
+        spec,
+        file,
+        format=format,
+        threshold=threshold,
+        tag=tag,
+        view=view,
+        force=force,
+        command=command_line(),
+        registry=registry_path,
+    )
+    _say_tagged(res)
+    if json:
+        emit_json({**res.to_dict(), "tagged": res.tagged.revision if res.tagged else None})
+        return
+    s = res.summary
+    how = {
+        "file_name": "by ImageNet validation file name",
+        "position": "by position (row i is the file's entry i)",
+        "row": "by the 'row' column",
+        "example_id": "by the 'example_id' column",
+    }
+    out(f"overlay        {res.digest} ({res.kind})")
+    out(f"matched        {s['checked']} rows {how.get(s['match'], s['match'])}")
+    out(f"errors         {s['errors']}")
+    for v in ("non_error", "correctable", "multi_label", "neither", "non_agreement", "suspected"):
+        if v in s:
+            out(f"{v:<14} {s[v]}")
+
+
+@overlay_app.command("export", context_settings=CONTEXT)
+def export(
+    digest: Annotated[str, typer.Argument(help="Overlay digest or prefix (>= 6 hex).")],
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write to FILE (default: stdout).")
+    ] = None,
+    registry_path: RegistryOpt = None,
+) -> None:
+    """Write an overlay's corrections as CSV, which 'import-labels --format csv' reads back."""
+    text = dsreg.overlay_export(digest, output, registry=registry_path)
+    if output is None:
+        out(text.rstrip("\n"))
+    else:
+        say(f"Wrote {text.count(chr(10)) - 1} corrections to {output}")
 
 
 @overlay_app.command("ls", context_settings=CONTEXT)

@@ -97,7 +97,7 @@ def eval_(
     ],
     views: Annotated[
         str, typer.Option(help="Views to score, comma-separated.")
-    ] = "original,cleaned,corrected,honeypot",
+    ] = "original,cleaned,corrected,honeypot,multilabel",
     top_k: Annotated[
         str, typer.Option("--top-k", help="Top-k accuracies, e.g. 1,5 (k > 1 needs probabilities).")
     ] = "1",
@@ -107,7 +107,8 @@ def eval_(
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Accuracy of model predictions on original, cleaned, corrected and honeypot labels, each
+    """Accuracy of model predictions on original, cleaned, corrected and honeypot labels, set
+    accuracy on the multilabel view (ReaL accuracy), agreement with raters' counts, each
     model's rank per view, and how the ranking changes (Northcutt et al. 2021, Table 3)."""
     try:
         ks = [int(k) for k in _split(top_k, "--top-k")]
@@ -154,13 +155,23 @@ def _render_eval(report: dsreg.EvalReport) -> None:
     for v in shown:
         if v == "honeypot":
             headers += ["HONEYPOT given", "HONEYPOT corrected"]
+        elif v == "multilabel":
+            headers.append("SET (multilabel)")  # top-1 only: a prediction in the label set
+            continue
         else:
             headers.append(v.upper())
         headers += [f"{v.upper()} top-{k}" for k in report.top_k if k > 1]
+    human = any(m.human is not None for m in report.models)
+    if human:
+        headers += ["MAJORITY", "AGREEMENT", "CROSS-ENTROPY"]
     if "original" in shown and "corrected" in shown:
         headers.append("RANK original -> corrected")
     if "honeypot" in shown:
         headers.append("RANK honeypot given -> corrected")
+    if "original" in shown and "multilabel" in shown:
+        headers.append("RANK original -> set")
+    if human and "original" in shown:
+        headers.append("RANK original -> majority")
     rows = []
     for m in report.models:
         r = [m.model]
@@ -169,12 +180,22 @@ def _render_eval(report: dsreg.EvalReport) -> None:
             if v == "honeypot":
                 r.append(_pct(s.given_accuracy(1)) + _rk(s.given_rank))
             r.append(_pct(s.accuracy(1)) + _rk(s.rank))
-            r += [_pct(s.accuracy(k)) for k in report.top_k if k > 1]
+            if v != "multilabel":
+                r += [_pct(s.accuracy(k)) for k in report.top_k if k > 1]
+        hs = m.human
+        if human:
+            r.append("-" if hs is None else _pct(hs.majority_accuracy) + _rk(hs.rank))
+            r.append("-" if hs is None else _pct(hs.expected_agreement))
+            r.append("-" if hs is None or hs.cross_entropy is None else f"{hs.cross_entropy:.4f}")
         if "original" in shown and "corrected" in shown:
             r.append(_move(m.scores["original"].rank, m.scores["corrected"].rank))
         if "honeypot" in shown:
             h = m.scores["honeypot"]
             r.append(_move(h.given_rank, h.rank))
+        if "original" in shown and "multilabel" in shown:
+            r.append(_move(m.scores["original"].rank, m.scores["multilabel"].rank))
+        if human and "original" in shown:
+            r.append(_move(m.scores["original"].rank, hs.rank if hs else None))
         rows.append(r)
     out()
     out(table(rows, headers))

@@ -4,6 +4,11 @@ One row per corrected example, sorted by ``row``: ``row``, ``example_id`` and ``
 three checked against the base snapshot), ``suggested_label`` (null when none), ``verdict``,
 ``score`` (label quality, lower is worse; null when none), ``votes`` (struct of counts; null for
 detected overlays).
+
+Version 2 (``dsreg/overlay/2`` manifests) adds two columns after ``votes``: ``labels`` (list of
+class indices: every label that fits, as ImageNet-ReaL) and ``label_counts`` (list of
+``{label, count}``: the raters' distribution, as CIFAR-10H), both null where a row has none. A
+table without them is written exactly as before, so version 1 overlays keep their bytes.
 """
 
 from __future__ import annotations
@@ -13,7 +18,16 @@ from typing import Final
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["CORRECTIONS_SCHEMA", "COUNT_FIELDS", "VOTES_TYPE", "corrections_table"]
+__all__ = [
+    "CORRECTIONS_SCHEMA",
+    "CORRECTIONS_SCHEMA_2",
+    "COUNT_FIELDS",
+    "LABELS_TYPE",
+    "LABEL_COUNTS_TYPE",
+    "VOTES_TYPE",
+    "corrections_table",
+    "corrections_version",
+]
 
 COUNT_FIELDS: Final = ("given", "guessed", "both", "neither", "neutral", "off_topic")
 VOTES_TYPE: Final = pa.struct([pa.field(name, pa.int32()) for name in COUNT_FIELDS])
@@ -28,6 +42,36 @@ CORRECTIONS_SCHEMA: Final = pa.schema(
         pa.field("votes", VOTES_TYPE),
     ]
 )
+LABELS_TYPE: Final = pa.list_(pa.field("element", pa.int32(), nullable=False))
+# Counts of raters are whole numbers (CIFAR-10H's counts file is integers): int32, not float.
+LABEL_COUNTS_TYPE: Final = pa.list_(
+    pa.field(
+        "element",
+        pa.struct(
+            [
+                pa.field("label", pa.int32(), nullable=False),
+                pa.field("count", pa.int32(), nullable=False),
+            ]
+        ),
+        nullable=False,
+    )
+)
+CORRECTIONS_SCHEMA_2: Final = pa.schema(
+    [
+        *CORRECTIONS_SCHEMA,
+        pa.field("labels", LABELS_TYPE),
+        pa.field("label_counts", LABEL_COUNTS_TYPE),
+    ]
+)
+
+
+def corrections_version(schema: pa.Schema) -> int | None:
+    """1 or 2 for the two layouts of a corrections table (None: neither)."""
+    if schema.equals(CORRECTIONS_SCHEMA):
+        return 1
+    if schema.equals(CORRECTIONS_SCHEMA_2):
+        return 2
+    return None
 
 
 def corrections_table(
@@ -39,10 +83,14 @@ def corrections_table(
     verdict: list[str] | pa.Array,
     score: np.ndarray | None = None,
     votes: pa.Array | None = None,
+    labels: pa.Array | None = None,
+    label_counts: pa.Array | None = None,
 ) -> pa.Table:
     """Assemble a corrections table in the fixed schema, sorted by row.
 
-    ``suggested_label`` entries below 0 mean "none" (null).
+    ``suggested_label`` entries below 0 mean "none" (null). With ``labels`` or ``label_counts``
+    (Arrow lists, one entry per row, null where none) the table has version 2's columns;
+    without both it is a version 1 table, byte for byte what it always was.
     """
     n = len(rows)
     sug = (
@@ -66,4 +114,14 @@ def corrections_table(
         ],
         schema=CORRECTIONS_SCHEMA,
     )
+    if labels is not None or label_counts is not None:
+        table = table.append_column(
+            CORRECTIONS_SCHEMA_2.field("labels"),
+            pa.nulls(n, LABELS_TYPE) if labels is None else labels.cast(LABELS_TYPE),
+        ).append_column(
+            CORRECTIONS_SCHEMA_2.field("label_counts"),
+            pa.nulls(n, LABEL_COUNTS_TYPE)
+            if label_counts is None
+            else label_counts.cast(LABEL_COUNTS_TYPE),
+        )
     return table.sort_by("row")

@@ -29,7 +29,7 @@ __all__ = [
     "encode_manifest",
 ]
 
-View: TypeAlias = Literal["original", "cleaned", "corrected", "honeypot"]
+View: TypeAlias = Literal["original", "cleaned", "corrected", "honeypot", "multilabel"]
 OverlayKind: TypeAlias = Literal["detected", "validated", "manual"]
 VIEWS: tuple[View, ...] = get_args(View)
 KINDS: tuple[OverlayKind, ...] = get_args(OverlayKind)
@@ -40,6 +40,11 @@ ERRORS = frozenset(v for v in VERDICTS if v != "non_error")
 
 SNAPSHOT = "dsreg/snapshot/1"
 OVERLAY = "dsreg/overlay/1"
+# Version 2: the corrections table has the ``labels`` and ``label_counts`` columns
+# (model/corrections.py). Only such overlays are written as version 2, so every overlay made
+# before keeps its bytes and digest, and a dsreg that predates the columns refuses a version 2
+# overlay instead of ignoring what its raters said.
+OVERLAY_2 = "dsreg/overlay/2"
 REVISION = "dsreg/revision/1"
 
 
@@ -86,10 +91,11 @@ class Overlay:
     corrections: str
     producer: dict[str, Any]
     summary: dict[str, Any]
+    version: int = 1  # 2: its corrections table carries labels and label_counts
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": OVERLAY,
+            "schema": OVERLAY_2 if self.version == 2 else OVERLAY,
             "base": self.base,
             "kind": self.kind,
             "corrections": self.corrections,
@@ -105,6 +111,7 @@ class Overlay:
             corrections=d["corrections"],
             producer=d["producer"],
             summary=d["summary"],
+            version=2 if d.get("schema") == OVERLAY_2 else 1,
         )
 
 
@@ -138,6 +145,7 @@ Manifest: TypeAlias = Snapshot | Overlay | Revision
 _BY_SCHEMA: dict[str, tuple[str, type[Snapshot] | type[Overlay] | type[Revision]]] = {
     SNAPSHOT: ("snapshot", Snapshot),
     OVERLAY: ("overlay", Overlay),
+    OVERLAY_2: ("overlay", Overlay),
     REVISION: ("revision", Revision),
 }
 

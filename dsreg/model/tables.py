@@ -54,7 +54,7 @@ VIEW_COLUMNS = (
 # Names a metadata column may not take, compared as DuckDB compares identifiers (ASCII letters
 # without case): the fixed and the view's columns, the names corrections tables and reports put
 # beside them, and the column DuckDB numbers a Parquet file's rows in, which a view reads.
-RESERVED = frozenset((*BASE_COLUMNS, *VIEW_COLUMNS, "file_row_number"))
+RESERVED = frozenset((*BASE_COLUMNS, *VIEW_COLUMNS, "labels", "label_counts", "file_row_number"))
 # dsreg names its own relations in SQL with this prefix; no metadata column may start with it.
 RESERVED_PREFIX = "__dsreg"
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")

@@ -351,11 +351,13 @@ def _labels_csv(ds: Dataset) -> bytes:
     t = ds.labels()
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["row", "example_id", "label", "label_name", "given_label", "verdict"])
-    cols = [
-        t.column(c).to_pylist()
-        for c in ("row", "example_id", "label", "label_name", "given_label", "verdict")
-    ]
+    names = ["row", "example_id", "label", "label_name", "given_label", "verdict"]
+    # The multilabel view adds every label that fits, as class indices joined by ";".
+    names += ["labels"] if "labels" in t.column_names else []
+    w.writerow(names)
+    cols = [t.column(c).to_pylist() for c in names]
+    if "labels" in names:
+        cols[-1] = [";".join(map(str, v)) for v in cols[-1]]
     for r in zip(*cols, strict=True):
         w.writerow(["" if v is None else v for v in r])
     return buf.getvalue().encode()

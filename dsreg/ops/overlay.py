@@ -28,6 +28,7 @@ __all__ = [
     "check_tag_options",
     "check_vote_format",
     "detect",
+    "import_labels",
     "import_votes",
 ]
 
@@ -141,6 +142,34 @@ def import_votes(
     check_tag_options(tag, view)
     made = votes_overlay(
         reg, spec, Path(votes), format=format, threshold=threshold, command=command
+    )
+    return _result(made, _tag(reg, spec, made, tag, view, force, command), ())
+
+
+def import_labels(
+    reg: Registry,
+    spec: str,
+    path: str | os.PathLike[str],
+    *,
+    format: str,
+    threshold: float = 0.5,
+    tag: str | None = None,
+    view: str | None = None,
+    force: bool = False,
+    command: str = "",
+) -> OverlayResult:
+    """An overlay of ``spec``'s snapshot from a relabeling file (``real``, ``counts``) or a
+    corrections CSV (``csv``), tagged as ``<dataset>@<tag>`` in ``view`` (default cleaned)
+    when ``tag`` is given."""
+    from dsreg.overlays.create import LABEL_FORMATS, labels_overlay
+
+    if format not in LABEL_FORMATS:
+        raise InvalidInputError(
+            f"unknown --format {format!r}; choose one of {', '.join(LABEL_FORMATS)}"
+        )
+    check_tag_options(tag, view)
+    made = labels_overlay(
+        reg, spec, Path(path), format=format, threshold=threshold, command=command
     )
     return _result(made, _tag(reg, spec, made, tag, view, force, command), ())
 

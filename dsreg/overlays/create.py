@@ -19,7 +19,9 @@ from dsreg.repo.registry import Registry
 from dsreg.repo.tables import read_examples
 from dsreg.views.dataset import Dataset
 
-__all__ = ["CreatedOverlay", "detect_overlay", "votes_overlay"]
+__all__ = ["LABEL_FORMATS", "CreatedOverlay", "detect_overlay", "labels_overlay", "votes_overlay"]
+
+LABEL_FORMATS = ("real", "counts", "csv")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +91,61 @@ def votes_overlay(
         base=ds.snapshot_digest,
         revision=ds.digest,
         kind="validated",
+        summary={"rows": result.table.num_rows, **result.summary},
+    )
+
+
+def labels_overlay(
+    reg: Registry,
+    spec: str,
+    path: Path,
+    *,
+    format: str,
+    threshold: float = 0.5,
+    command: str = "",
+) -> CreatedOverlay:
+    """An overlay of ``spec``'s snapshot from a published relabeling (``real``: ImageNet-ReaL
+    lists; ``counts``: rater counts, as CIFAR-10H) or a user's corrections CSV (``csv``).
+    Relabelings make ``validated`` overlays, a user's CSV a ``manual`` one."""
+    from dsreg.overlays.corrections_csv import import_csv
+    from dsreg.overlays.relabel import import_counts, import_real
+
+    if not path.is_file():
+        raise InputPathError(f"{format} file {str(path)!r} does not exist; check the path")
+    ds = Dataset(reg, reg.resolve(spec))
+    examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
+    ids = examples.column("example_id").combine_chunks()
+    labels = examples.column("label").to_numpy()
+    if format == "real":
+        result = import_real(path, example_ids=ids, labels=labels, classes=ds.classes)
+    elif format == "counts":
+        result = import_counts(
+            path, example_ids=ids, labels=labels, classes=ds.classes, threshold=threshold
+        )
+    else:
+        result = import_csv(path, example_ids=ids, labels=labels, classes=ds.classes)
+    kind = "manual" if format == "csv" else "validated"
+    producer = {
+        "name": "dsreg.import-labels",
+        "version": __version__,
+        "params": dict(result.params),
+        "inputs": {"labels": hash_file(path)},
+    }
+    digest = write_overlay(
+        reg,
+        base=ds.snapshot_digest,
+        kind=kind,  # type: ignore[arg-type]
+        table=result.table,
+        producer=producer,
+        summary=dict(result.summary),
+        command=command,
+    )
+    return CreatedOverlay(
+        digest=digest,
+        dataset=ds.name,
+        base=ds.snapshot_digest,
+        revision=ds.digest,
+        kind=kind,
         summary={"rows": result.table.num_rows, **result.summary},
     )
 

@@ -14,7 +14,7 @@ from dsreg.model.manifests import VERDICTS, Overlay
 from dsreg.repo.registry import Registry
 from dsreg.repo.tables import read_corrections
 
-__all__ = ["SHOW_ORDERS", "Issue", "OverlayInfo", "ShowOrder", "describe_overlay", "ranked_issues"]
+__all__ = ["SHOW_ORDERS", "Issue", "OverlayInfo", "ShowOrder", "describe_overlay", "export_overlay", "ranked_issues"]
 
 # How ``overlay show`` lists corrections: by row, or worst label quality first.
 ShowOrder: TypeAlias = Literal["row", "score"]
@@ -119,3 +119,12 @@ def describe_overlay(
         corrections=tuple(corr.slice(0, max(rows, 0)).to_pylist()),
         total=corr.num_rows,
     )
+
+
+def export_overlay(reg: Registry, digest: str) -> bytes:
+    """Overlay ``digest``'s corrections as the CSV ``dsreg overlay import-labels --format csv``
+    reads back (``overlays.corrections_csv``)."""
+    from dsreg.overlays.corrections_csv import export_csv
+
+    ov = reg.overlay(reg.resolve_object(digest))
+    return export_csv(read_corrections(reg, ov))

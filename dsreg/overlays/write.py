@@ -17,7 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dsreg.errors import InvalidInputError
-from dsreg.model.corrections import CORRECTIONS_SCHEMA, VOTES_TYPE, corrections_table
+from dsreg.model.corrections import (
+    CORRECTIONS_SCHEMA,
+    VOTES_TYPE,
+    corrections_table,
+    corrections_version,
+)
 from dsreg.model.manifests import VERDICTS, Overlay, OverlayKind, Snapshot
 from dsreg.model.tables import parquet_bytes
 from dsreg.repo.registry import Registry
@@ -50,7 +55,7 @@ class OverlayRecord:
 def _check(
     table: pa.Table, *, kind: str, snap: Snapshot, ids: pa.Array, labels: np.ndarray
 ) -> None:
-    if table.schema != CORRECTIONS_SCHEMA:
+    if corrections_version(table.schema) is None:
         raise InvalidInputError(f"corrections table has schema {table.schema}, not the overlay's")
     rows = table.column("row").to_numpy()
     n = snap.rows
@@ -85,6 +90,8 @@ def _check(
             raise InvalidInputError(
                 f"suggested labels outside [0, {k}): {s[(s < 0) | (s >= k)][:5]}"
             )
+    if corrections_version(table.schema) == 2:
+        _check_label_lists(table, k)
     verdicts = set(table.column("verdict").to_pylist())
     wrong = sorted(verdicts - _ALLOWED[kind])
     if wrong:
@@ -96,6 +103,30 @@ def _check(
     )
     if pc.any(needs).as_py():
         raise InvalidInputError("suspected and correctable rows need a suggested label")
+
+
+def _check_label_lists(table: pa.Table, k: int) -> None:
+    """``labels`` and ``label_counts`` name classes of the snapshot, each once per row, with
+    counts of at least 0 (vectorised over the flattened lists)."""
+    for name, values in (
+        ("labels", pc.list_flatten(table.column("labels"))),
+        ("label_counts", pc.struct_field(pc.list_flatten(table.column("label_counts")), "label")),
+    ):
+        if len(values):
+            lo_hi = pc.min_max(values).as_py()
+            if lo_hi["min"] < 0 or lo_hi["max"] >= k:
+                raise InvalidInputError(
+                    f"{name} hold classes outside [0, {k}) (from {lo_hi['min']} to "
+                    f"{lo_hi['max']}); the snapshot names {k} classes"
+                )
+        col = table.column(name).combine_chunks()
+        parents = np.asarray(pc.list_parent_indices(col), dtype=np.int64)
+        key = parents * k + np.asarray(values, dtype=np.int64)
+        if len(key) > 1 and len(np.unique(key)) != len(key):
+            raise InvalidInputError(f"a row's {name} names the same class twice; name it once")
+    counts = pc.struct_field(pc.list_flatten(table.column("label_counts")), "count")
+    if len(counts) and pc.min(counts).as_py() < 0:
+        raise InvalidInputError("label_counts hold a negative count; counts are raters (>= 0)")
 
 
 def write_overlay(
@@ -125,7 +156,12 @@ def write_overlay(
     with reg.lock():
         corrections = reg.store.put_bytes(parquet_bytes(table))
         ov = Overlay(
-            base=base, kind=kind, corrections=corrections, producer=producer, summary=full_summary
+            base=base,
+            kind=kind,
+            corrections=corrections,
+            producer=producer,
+            summary=full_summary,
+            version=corrections_version(table.schema) or 1,
         )
         digest = reg.put_manifest(ov)
         reg.refs.record(snap.dataset, event="overlay", new=digest, command=command)

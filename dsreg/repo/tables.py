@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dsreg.errors import ManifestError
-from dsreg.model.corrections import CORRECTIONS_SCHEMA
+from dsreg.model.corrections import corrections_version
 from dsreg.model.manifests import VERDICTS, Overlay, Snapshot
 from dsreg.model.names import UNSAFE_PATH, is_safe_component
 from dsreg.model.tables import read_parquet_bytes
@@ -116,8 +116,14 @@ def read_corrections(reg: Registry, overlay: Overlay, *, base: Snapshot | None =
     data = reg.store.read_bytes(overlay.corrections)
     table = read_parquet_bytes(data, digest=overlay.corrections)
     what = f"corrections table {short(overlay.corrections)}"
-    if table.schema != CORRECTIONS_SCHEMA:
+    version = corrections_version(table.schema)
+    if version is None:
         raise ManifestError(f"{what} does not have the overlay schema")
+    if version != overlay.version:
+        raise ManifestError(
+            f"{what} has the columns of corrections version {version}, but its overlay "
+            f"manifest is version {overlay.version}; run 'dsreg verify'"
+        )
     # The caller may hold the base already (a Dataset does): its manifest is not read again.
     if base is None:
         base = reg.snapshot(overlay.base)
@@ -137,6 +143,16 @@ def read_corrections(reg: Registry, overlay: Overlay, *, base: Snapshot | None =
             lo_hi = pc.min_max(col).as_py()
             if lo_hi["min"] < 0 or lo_hi["max"] >= k:
                 raise ManifestError(f"{what}: {name} outside the snapshot's [0, {k})")
+    if version == 2:
+        flat = (
+            pc.list_flatten(table.column("labels")),
+            pc.struct_field(pc.list_flatten(table.column("label_counts")), "label"),
+        )
+        for col in flat:
+            if len(col):
+                lo_hi = pc.min_max(col).as_py()
+                if lo_hi["min"] < 0 or lo_hi["max"] >= k:
+                    raise ManifestError(f"{what}: labels outside the snapshot's [0, {k})")
     unknown = pc.invert(pc.is_in(table.column("verdict"), value_set=pa.array(VERDICTS)))
     if pc.any(unknown).as_py():
         raise ManifestError(f"{what} holds verdicts dsreg does not know; known: {VERDICTS}")

@@ -22,6 +22,7 @@ import pyarrow as pa
 from dsreg._version import __version__
 from dsreg.errors import InvalidInputError, PredictionsError
 from dsreg.model.manifests import VIEWS, View
+from dsreg.model.tables import as_numpy
 from dsreg.objects.hashing import hash_file
 from dsreg.repo.registry import Registry, Resolved
 from dsreg.report._json import stable_json
@@ -43,6 +44,7 @@ from dsreg.views.sparse import (
 
 __all__ = [
     "EvalReport",
+    "HumanScore",
     "ModelResult",
     "ViewScore",
     "evaluate",
@@ -95,6 +97,22 @@ class ViewScore:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HumanScore:
+    """One model against the raters' distributions (overlays with ``label_counts``), over the
+    ``rows`` that carry counts: accuracy against the majority label (the most chosen class,
+    the lowest index on a tie), expected agreement with a random rater (the mean share of
+    raters who chose the predicted class), and the mean cross-entropy of the model's
+    probabilities against the raters' distribution (None for predicted labels)."""
+
+    rows: int
+    majority_correct: int
+    majority_accuracy: float | None
+    expected_agreement: float | None
+    cross_entropy: float | None
+    rank: int | None = None  # by majority accuracy
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelResult:
     """One model: where its predictions came from, its score per view, its rank changes
     (positive: the model climbs that many places)."""
@@ -103,13 +121,30 @@ class ModelResult:
     predictions: PredictionsSource
     scores: dict[View, ViewScore]
     rank_change: dict[str, int | None] = field(default_factory=dict)
+    human: HumanScore | None = None
+
+    @property
+    def set_accuracy(self) -> float | None:
+        """Top-1 accuracy on the multilabel view: right when the prediction is in ``labels``
+        (ReaL accuracy, for an ImageNet-ReaL overlay)."""
+        s = self.scores.get("multilabel")
+        return None if s is None else s.accuracy(1)
 
     def to_dict(self) -> dict[str, Any]:
+        h = self.human
+        ml = self.scores.get("multilabel")
         return {
             "model": self.model,
             "predictions": self.predictions.to_dict(),
             "scores": {v: s.to_dict() for v, s in self.scores.items()},
             "rank_change": dict(self.rank_change),
+            "set_accuracy": self.set_accuracy,
+            "set_rows": None if ml is None else ml.rows,
+            "majority_accuracy": None if h is None else h.majority_accuracy,
+            "expected_agreement": None if h is None else h.expected_agreement,
+            "cross_entropy": None if h is None else h.cross_entropy,
+            "human_rows": None if h is None else h.rows,
+            "majority_rank": None if h is None else h.rank,
         }
 
 
@@ -149,8 +184,10 @@ class EvalReport:
         return stable_json(self.to_dict())
 
     def to_arrow(self) -> pa.Table:
-        """One row per (model, view): model, view, rows, rank, top<k> accuracy columns, and on
-        the honeypot the given-label accuracy and rank."""
+        """One row per (model, view): model, view, rows, rank, top<k> accuracy columns (on the
+        multilabel view, top1 is the set accuracy), on the honeypot the given-label accuracy
+        and rank, and the model's scores against the raters' distributions (the same on
+        every row of a model)."""
         rows: list[dict[str, Any]] = []
         for m in self.models:
             for v, s in m.scores.items():
@@ -159,6 +196,10 @@ class EvalReport:
                     r[f"top{k}"] = s.accuracy(k)
                 r["given_top1"] = s.given_accuracy(1)
                 r["given_rank"] = s.given_rank
+                h = m.human
+                r["majority_accuracy"] = None if h is None else h.majority_accuracy
+                r["expected_agreement"] = None if h is None else h.expected_agreement
+                r["cross_entropy"] = None if h is None else h.cross_entropy
                 rows.append(r)
         return pa.Table.from_pylist(rows)
 
@@ -186,7 +227,13 @@ def _hits(ranks: np.ndarray, k: int) -> int:
 
 
 def _score(
-    ranks: Ranks, vw: SparseView, top_k: Sequence[int], full: Mapping[int, int], *, probs: bool
+    ranks: Ranks,
+    vw: SparseView,
+    top_k: Sequence[int],
+    full: Mapping[int, int],
+    *,
+    probs: bool,
+    sets: SetTarget,
 ) -> ViewScore:
     """Counts over the few rows a view adds, drops or relabels; ``full[k]`` is the top-k count
     over every snapshot row, computed once per model."""
@@ -206,8 +253,76 @@ def _score(
             given_correct[k] = c
         if len(vw.relabel):
             c += _hits(s[vw.relabel_cand], k) - _hits(g[vw.relabel], k)
+        if vw.name == "multilabel":
+            if k > 1:  # a label set is scored on the top-1 prediction alone
+                correct[k] = None
+                continue
+            c += _set_hits(ranks, vw, sets) - _served_hits(ranks, vw)
         correct[k] = c
     return ViewScore(view=vw.name, rows=vw.size, correct=correct, given_correct=given_correct)
+
+
+def _served_hits(ranks: Ranks, vw: SparseView) -> int:
+    """Top-1 hits at the multilabel view's set rows on the single label it serves there
+    (what the count above holds for them, replaced by ``_set_hits``)."""
+    rel = vw.set_cand >= 0
+    return _hits(ranks.suggested[vw.set_cand[rel]], 1) + _hits(ranks.given[vw.set_rows[~rel]], 1)
+
+
+def _set_hits(ranks: Ranks, vw: SparseView, sets: SetTarget) -> int:
+    """How many set rows' top-1 prediction is in the row's ``labels`` list."""
+    if not len(vw.set_rows) or sets.lists is None or ranks.top1 is None:
+        return 0
+    top1 = ranks.top1[np.searchsorted(sets.rows, vw.set_rows)].astype(np.int64)
+    offsets = np.asarray(sets.lists.offsets, dtype=np.int64)
+    values = sets.values
+    start, stop = offsets[vw.set_index], offsets[vw.set_index + 1]
+    lengths = stop - start
+    parent = np.repeat(np.arange(len(top1)), lengths)
+    within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    hit = values[np.repeat(start - offsets[0], lengths) + within] == top1[parent]
+    return int(np.count_nonzero(np.bincount(parent[hit], minlength=len(top1))))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetTarget:
+    """The rows with label sets or counts (``Target.extra_rows``), every overlay's ``labels``
+    lists (``lists``, its values flat in ``values``), and per counted row its raters' total
+    and majority label."""
+
+    rows: np.ndarray
+    lists: pa.ListArray | None
+    values: np.ndarray
+    counted: np.ndarray  # positions in ``rows`` that carry counts (total > 0)
+    total: np.ndarray  # float64 raters, per counted row
+    majority: np.ndarray  # int64 majority label, per counted row
+    share: Any  # (counted index, label) -> share of raters: a scipy-free sparse lookup
+
+
+def _human(ranks: Ranks, target: Target, sets: SetTarget) -> HumanScore | None:
+    if not len(sets.counted):
+        return None
+    top1 = ranks.top1[sets.counted] if ranks.top1 is not None else np.empty(0, np.int32)
+    missing = np.flatnonzero(top1 < 0)
+    if len(missing):
+        rows = sets.rows[sets.counted[missing]]
+        raise PredictionsError(
+            f"predictions of model {ranks.source.model!r} miss {len(missing)} of the rows "
+            f"with rater counts, first rows {rows[:5].tolist()}; predict every row"
+        )
+    m = len(top1)
+    majority = int(np.count_nonzero(top1 == sets.majority))
+    agreement = float(sets.share(np.arange(m), top1.astype(np.int64)).mean())
+    xent = None
+    if ranks.xent is not None:
+        xent = float(np.mean(ranks.xent[sets.counted]))
+    return HumanScore(
+        rows=m,
+        majority_correct=majority,
+        majority_accuracy=majority / m,
+        expected_agreement=agreement,
+        cross_entropy=xent,
+    )
 
 
 def _ranks_of(values: Sequence[int | None]) -> list[int | None]:
@@ -232,8 +347,19 @@ def _rank(results: list[ModelResult], names: Sequence[View]) -> list[ModelResult
                 given_correct=s.given_correct,
                 given_rank=gr if s.given_correct is not None else None,
             )
+    majority = _ranks_of([m.human.majority_correct if m.human else None for m in results])
     out = []
-    for m in results:
+    for m, mr in zip(results, majority, strict=True):
+        human = m.human
+        if human is not None:
+            human = HumanScore(
+                rows=human.rows,
+                majority_correct=human.majority_correct,
+                majority_accuracy=human.majority_accuracy,
+                expected_agreement=human.expected_agreement,
+                cross_entropy=human.cross_entropy,
+                rank=mr,
+            )
         change: dict[str, int | None] = {}
         o, c, h = (m.scores.get(v) for v in ("original", "corrected", "honeypot"))
         if o is not None and c is not None:
@@ -244,18 +370,56 @@ def _rank(results: list[ModelResult], names: Sequence[View]) -> list[ModelResult
             change["honeypot_given_to_corrected"] = (
                 h.given_rank - h.rank if h.rank is not None and h.given_rank is not None else None
             )
+        ml = m.scores.get("multilabel")
+        if o is not None and ml is not None:
+            change["original_to_multilabel"] = (
+                o.rank - ml.rank if o.rank is not None and ml.rank is not None else None
+            )
+        if o is not None and human is not None:
+            change["original_to_majority"] = (
+                o.rank - human.rank if o.rank is not None and human.rank is not None else None
+            )
         out.append(
             ModelResult(
-                model=m.model, predictions=m.predictions, scores=m.scores, rank_change=change
+                model=m.model,
+                predictions=m.predictions,
+                scores=m.scores,
+                rank_change=change,
+                human=human,
             )
         )
     return out
 
 
-def _target(reg: Registry, resolved: Resolved) -> tuple[Target, Named, list[tuple[str, str]]]:
+def _target(
+    reg: Registry, resolved: Resolved
+) -> tuple[Target, Named, list[tuple[str, str]], SetTarget]:
     rev = load_revision(reg, resolved.revision)
     merged = rev.merged
     cand = merged.suggested >= 0
+    k = len(rev.classes)
+    none = np.empty(0, np.int64)
+    si = merged.set_index if len(merged.set_index) == len(merged.named) else none
+    ci = merged.count_index if len(merged.count_index) == len(merged.named) else none
+    has_set = si >= 0 if len(si) else np.zeros(len(merged.named), bool)
+    has_cnt = ci >= 0 if len(ci) else np.zeros(len(merged.named), bool)
+    extra = has_set | has_cnt
+    extra_rows = merged.named[extra]
+    # The winning rows' counts, flattened: entry e is at extra position parent[e].
+    parent, label, value = none, none, np.empty(0, np.float64)
+    if merged.counts is not None and has_cnt.any():
+        pos = np.flatnonzero(has_cnt[extra])
+        idx = ci[extra][pos]
+        offsets = np.asarray(merged.counts.offsets, dtype=np.int64)
+        items = merged.counts.values
+        labels_all = as_numpy(items.field("label")).astype(np.int64)
+        counts_all = as_numpy(items.field("count")).astype(np.float64)
+        start, lengths = offsets[idx], offsets[idx + 1] - offsets[idx]
+        within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        at = np.repeat(start, lengths) + within
+        parent = np.repeat(pos, lengths).astype(np.int64)
+        label, value = labels_all[at], counts_all[at]
+    sets = _set_target(extra_rows, merged, parent, label, value, k)
 
     def example_ids() -> pa.Array:
         return read_column(rev.examples, "example_id").combine_chunks()
@@ -266,8 +430,58 @@ def _target(reg: Registry, resolved: Resolved) -> tuple[Target, Named, list[tupl
         cand_rows=merged.named[cand],
         cand_suggested=merged.suggested[cand],
         example_ids=_cache(example_ids),
+        extra_rows=extra_rows,
+        count_parent=parent,
+        count_label=label,
+        count_value=value,
     )
-    return target, merged, list(rev.overlays)
+    return target, merged, list(rev.overlays), sets
+
+
+def _set_target(
+    rows: np.ndarray,
+    merged: Named,
+    parent: np.ndarray,
+    label: np.ndarray,
+    value: np.ndarray,
+    k: int,
+) -> SetTarget:
+    lists = merged.sets
+    values = (
+        as_numpy(lists.values).astype(np.int64)
+        if lists is not None and len(lists.values)
+        else np.empty(0, np.int64)
+    )
+    total = np.bincount(parent, weights=value, minlength=len(rows))
+    counted = np.flatnonzero(total > 0)
+    # Majority: the most chosen label of each row, the lowest index on a tie.
+    order = np.lexsort((label, -value, parent))
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = parent[order][1:] != parent[order][:-1]
+    majority = np.full(len(rows), -1, dtype=np.int64)
+    majority[parent[order][first]] = label[order][first]
+    keys = parent * k + label
+    by_key = np.argsort(keys, kind="stable")
+    sorted_keys = keys[by_key]
+
+    def share(i: np.ndarray, lab: np.ndarray) -> np.ndarray:
+        """Share of raters who chose ``lab`` at counted row ``i``."""
+        pos = counted[i]
+        key = pos * k + lab
+        j = np.minimum(np.searchsorted(sorted_keys, key), max(len(sorted_keys) - 1, 0))
+        found = sorted_keys[j] == key if len(sorted_keys) else np.zeros(len(key), bool)
+        got = np.where(found, value[by_key[j]] if len(by_key) else 0.0, 0.0)
+        return np.asarray(got / total[pos])
+
+    return SetTarget(
+        rows=rows,
+        lists=lists,
+        values=values,
+        counted=counted,
+        total=total[counted],
+        majority=majority[counted],
+        share=share,
+    )
 
 
 def _cache(fn: Any) -> Any:
@@ -321,8 +535,8 @@ def evaluate_revision(
             for _, p in inputs
             if isinstance(p, str | os.PathLike) and Path(p).is_file()
         }
-        target, merged, kinds = _target(reg, resolved)
-        return _score_all(resolved, target, merged, kinds, inputs, names, ks, digests)
+        target, merged, kinds, sets = _target(reg, resolved)
+        return _score_all(resolved, target, merged, kinds, sets, inputs, names, ks, digests)
 
 
 def _score_all(
@@ -330,6 +544,7 @@ def _score_all(
     target: Target,
     merged: Named,
     kinds: list[tuple[str, str]],
+    sets: SetTarget,
     inputs: Sequence[tuple[str, Predictions]],
     names: tuple[View, ...],
     ks: tuple[int, ...],
@@ -360,8 +575,15 @@ def _score_all(
                 )
         probs = ranks.source.kind == "probabilities"
         full = {k: _hits(ranks.given, k) for k in ks}
-        scores = {v: _score(ranks, vws[v], ks, full, probs=probs) for v in names}
-        results.append(ModelResult(model=model, predictions=ranks.source, scores=scores))
+        scores = {v: _score(ranks, vws[v], ks, full, probs=probs, sets=sets) for v in names}
+        results.append(
+            ModelResult(
+                model=model,
+                predictions=ranks.source,
+                scores=scores,
+                human=_human(ranks, target, sets),
+            )
+        )
     notes = []
     if not resolved.revision.overlays:
         notes.append(

@@ -24,6 +24,10 @@ def _columns(report: EvalReport) -> list[tuple[str, list[tuple[str, str]]]]:
     main: list[tuple[str, str]] = [
         (v, v) for v in ("original", "cleaned", "corrected") if v in report.views
     ]
+    if report.views.get("multilabel"):
+        main.append(("set (multilabel)", "multilabel"))
+    if any(m.human is not None for m in report.models):
+        main.append(("raters' majority", "human:majority"))
     panels: list[tuple[str, list[tuple[str, str]]]] = []
     if len(main) >= 1:
         panels.append(("all rows", main))
@@ -39,6 +43,9 @@ def _columns(report: EvalReport) -> list[tuple[str, list[tuple[str, str]]]]:
 
 def _value(report: EvalReport, model: int, key: str) -> tuple[int | None, float | None]:
     m = report.models[model]
+    if key == "human:majority":
+        h = m.human
+        return (None, None) if h is None else (h.rank, h.majority_accuracy)
     if key == "honeypot:given":
         s = m.scores["honeypot"]
         return s.given_rank, s.given_accuracy(1)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from tokenize import TokenError
 from typing import Any, TypeAlias
@@ -71,6 +71,13 @@ class Target:
     cand_rows: np.ndarray  # int64, sorted: rows some overlay names with a suggested label
     cand_suggested: np.ndarray  # int32, the suggested label at cand_rows
     example_ids: Callable[[], pa.Array]  # the snapshot's ids, read only when needed
+    # Rows overlays give label sets or rater counts (sorted): the model's top-1 is kept there;
+    # the counts, flattened (entry e: count_value[e] raters chose count_label[e] at
+    # extra_rows[count_parent[e]], sorted by parent), give each row's cross-entropy.
+    extra_rows: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    count_parent: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    count_label: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
+    count_value: np.ndarray = field(default_factory=lambda: np.empty(0, np.float64))
 
     @property
     def n(self) -> int:
@@ -90,6 +97,15 @@ class Ranks:
     source: PredictionsSource
     given: np.ndarray
     suggested: np.ndarray
+    top1: np.ndarray | None = None  # int32 at Target.extra_rows: the predicted class, -1 none
+    # float64 at Target.extra_rows: cross-entropy of the probabilities against the raters'
+    # distribution (nan where the row has no counts); None for predicted labels
+    xent: np.ndarray | None = None
+
+
+# Probabilities below this are taken as this in a cross-entropy (a model that gives a class
+# the raters chose probability 0 would otherwise score infinity).
+EPS = 1e-12
 
 
 class _Acc:
@@ -101,9 +117,55 @@ class _Acc:
         dtype = np.int16 if target.k < np.iinfo(np.int16).max else np.int32
         self.given = np.full(target.n, -1, dtype=dtype)
         self.suggested = np.full(len(target.cand_rows), -1, dtype=dtype)
+        m = len(target.extra_rows)
+        self.top1 = np.full(m, -1, dtype=np.int32)
+        self.xent = np.full(m, np.nan) if m else None
+        self.has_probs = False
 
     def ranks(self) -> Ranks:
-        return Ranks(source=self.source, given=self.given, suggested=self.suggested)
+        return Ranks(
+            source=self.source,
+            given=self.given,
+            suggested=self.suggested,
+            top1=self.top1 if len(self.top1) else None,
+            xent=self.xent if self.has_probs else None,
+        )
+
+    def _extras(self, pos: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(indices into extra_rows, offsets in the chunk) of the chunk's extra rows."""
+        rows = self.t.extra_rows
+        if not len(rows):
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        if isinstance(pos, slice):
+            lo, hi = np.searchsorted(rows, [pos.start, pos.stop])
+            return np.arange(lo, hi), rows[lo:hi] - pos.start
+        ei = np.searchsorted(rows, pos)
+        ok = ei < len(rows)
+        ok[ok] = rows[ei[ok]] == pos[ok]
+        return ei[ok], np.flatnonzero(ok)
+
+    def _cross_entropy(self, probs: np.ndarray, ei: np.ndarray, off: np.ndarray) -> None:
+        """Per extra row of the chunk that has counts: -sum_c p_raters(c) log q(c), with the
+        model's probabilities q normalised per row and clipped at ``EPS``."""
+        t = self.t
+        if not len(ei) or not len(t.count_parent) or self.xent is None:
+            return
+        where = np.full(len(t.extra_rows), -1, dtype=np.int64)
+        where[ei] = off
+        lo, hi = np.searchsorted(t.count_parent, [ei.min(), ei.max() + 1])
+        parent = t.count_parent[lo:hi]
+        at = where[parent]
+        ok = at >= 0
+        parent, at = parent[ok], at[ok]
+        label, value = t.count_label[lo:hi][ok], t.count_value[lo:hi][ok]
+        q = probs[at, label] / probs[at].sum(axis=1)
+        total = np.bincount(parent, weights=value, minlength=len(t.extra_rows))
+        part = np.bincount(
+            parent, weights=value * np.log(np.maximum(q, EPS)), minlength=len(t.extra_rows)
+        )
+        rated = np.unique(parent)
+        rated = rated[total[rated] > 0]
+        self.xent[rated] = -part[rated] / total[rated]
 
     def _candidates(self, pos: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(indices into cand_rows, offsets in the chunk) of the chunk's candidate rows."""
@@ -133,6 +195,9 @@ class _Acc:
         # A predicted label ranks the true one 0 (right) or "not first" (1): top-1 only.
         self._fresh(pos)
         self.given[pos] = pred != self.t.labels[pos]
+        ei, off = self._extras(pos)
+        if len(ei):
+            self.top1[ei] = pred[off]
         ci, off = self._candidates(pos)
         if len(ci):
             sug = self.t.cand_suggested[ci]
@@ -148,6 +213,11 @@ class _Acc:
                 f"first rows {rows[:5].tolist()}"
             )
         self.given[pos] = _rank_of(probs, self.t.labels[pos])
+        self.has_probs = True
+        ei, off = self._extras(pos)
+        if len(ei):
+            self.top1[ei] = np.argmax(probs[off], axis=1)
+            self._cross_entropy(probs, ei, off)
         ci, off = self._candidates(pos)
         if len(ci):
             sug = self.t.cand_suggested[ci]

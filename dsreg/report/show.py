@@ -60,9 +60,11 @@ class RevisionInfo:
     source: dict[str, Any]
     overlays: tuple[dict[str, Any], ...]
     manifest: Revision
+    several_labels: int | None = None  # multilabel view: rows with more than one label
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        extra = {} if self.several_labels is None else {"several_labels": self.several_labels}
+        return extra | {
             "revision": self.revision,
             "spec": self.spec,
             "dataset": self.dataset,
@@ -134,6 +136,7 @@ def describe_resolved(reg: Registry, resolved: Resolved) -> RevisionInfo:
         source=info["source"],
         overlays=tuple(info["overlays"]),
         manifest=ds.revision,
+        several_labels=info["several_labels"],
     )
 
 

@@ -45,6 +45,7 @@ class Example:
     blob: str | None
     size: int | None
     _dataset: Dataset = field(repr=False, compare=False)
+    labels: tuple[int, ...] | None = None  # the multilabel view: every label that fits
 
     @property
     def path(self) -> Path | None:
@@ -138,9 +139,9 @@ class Dataset:
         example_id, label, label_name, given_label, verdict, blob, size, suggested_label,
         suggested_label_name, score, votes_given, votes_guessed, votes_both, votes_neither,
         votes_neutral, votes_off_topic (of the last overlay naming the row; null where none
-        does), then the snapshot's metadata columns (``served_metadata``: a column
-        named like one of the view's, possible only in a table ``dsreg add`` did not make, is
-        left out)."""
+        does), (the multilabel view only) labels, then the snapshot's metadata columns
+        (``served_metadata``: a column named like one of the view's, possible only in a table
+        ``dsreg add`` did not make, is left out)."""
         from dsreg.views.rule import review_columns
 
         v = self._view
@@ -157,6 +158,8 @@ class Dataset:
             "size": ex.column("size"),
             **review_columns(v.rows, self._corrections, self.classes),
         }
+        if v.labels is not None:
+            cols["labels"] = v.labels
         for name in served_metadata(ex.column_names):
             cols[name] = ex.column(name)
         return pa.table(cols)
@@ -186,6 +189,7 @@ class Dataset:
             blob=blob,
             size=size,
             _dataset=self,
+            labels=None if v.labels is None else tuple(v.labels[i].as_py()),
         )
 
     def __iter__(self) -> Iterator[Example]:
@@ -223,7 +227,17 @@ class Dataset:
                 for d, ov in self.overlays
             ],
             "manifest": self.revision.to_dict(),
+            "several_labels": self._several_labels(),
         }
+
+    def _several_labels(self) -> int | None:
+        """The multilabel view: how many served rows have more than one label that fits."""
+        lists = self._view.labels
+        if lists is None:
+            return None
+        import pyarrow.compute as pc
+
+        return int(pc.sum(pc.greater(pc.list_value_length(lists), 1)).as_py() or 0)
 
     # -- loaders (dsreg.views.loaders; torch, datasets and pandas imported when called) --------
     def labels_array(self, align: str = "snapshot") -> np.ndarray:

@@ -5,6 +5,9 @@
 - ``corrected``: ``correctable`` and ``suspected`` rows take the suggested label; other error rows
   are removed.
 - ``honeypot``: only the ``correctable`` rows, with the corrected label.
+- ``multilabel``: every row but ``neither``, labelled as in ``corrected``, with ``labels``: the
+  ``labels`` list of the last overlay naming the row when it has one, else the served label
+  alone.
 
 The rule is implemented three times, side by side in this package:
 
@@ -32,7 +35,7 @@ import pyarrow.compute as pc
 from dsreg.model.corrections import COUNT_FIELDS
 from dsreg.model.manifests import VERDICTS, View
 
-__all__ = ["Merged", "ViewRows", "apply_view", "merge_overlays", "review_columns"]
+__all__ = ["Merged", "ViewRows", "apply_view", "label_lists", "merge_overlays", "review_columns"]
 
 _CODE = {v: i + 1 for i, v in enumerate(VERDICTS)}
 
@@ -59,6 +62,7 @@ def _int8(values: np.ndarray, valid: np.ndarray) -> pa.Array:
 
 _VERDICT_ARRAY = _strings(VERDICTS)  # code i + 1 is VERDICTS[i]; 0: no overlay names the row
 _SUSPECTED, _NON_ERROR, _CORRECTABLE = _CODE["suspected"], _CODE["non_error"], _CODE["correctable"]
+_NEITHER = _CODE["neither"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,6 +71,8 @@ class Merged:
 
     verdict: np.ndarray  # uint8, n; 0 where no overlay names the row
     suggested: np.ndarray  # int32, n; -1 where none
+    set_index: np.ndarray | None = None  # int64, n: index into ``sets``; -1 where no list
+    sets: pa.ListArray | None = None  # the ``labels`` lists of every overlay, concatenated
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,12 +83,16 @@ class ViewRows:
     label: np.ndarray  # int32, the label the view serves
     given_label: np.ndarray  # int32, the snapshot's label
     verdict: pa.Array  # dictionary<int8, string>, null where no overlay names the row
+    labels: pa.ListArray | None = None  # multilabel: every label that fits, per served row
 
 
 def merge_overlays(n: int, corrections: Sequence[pa.Table]) -> Merged:
     """Fold corrections tables in order; for a row named by several, the later one wins."""
     verdict = np.zeros(n, dtype=np.uint8)
     suggested = np.full(n, -1, dtype=np.int32)
+    set_index = np.full(n, -1, dtype=np.int64)
+    sets: list[pa.Array] = []
+    offset = 0
     for table in corrections:
         rows = table.column("row").to_numpy()
         # index_in maps verdict strings to codes in C; a name outside VERDICTS comes back null.
@@ -94,7 +104,49 @@ def merge_overlays(n: int, corrections: Sequence[pa.Table]) -> Merged:
         sug = table.column("suggested_label").fill_null(-1).to_numpy().astype(np.int32)
         verdict[rows] = codes
         suggested[rows] = sug
-    return Merged(verdict=verdict, suggested=suggested)
+        # The later overlay wins the row's list too: one without a list clears it.
+        set_index[rows] = -1
+        if "labels" in table.column_names:
+            col = table.column("labels").combine_chunks().cast(pa.list_(pa.int32()))
+            has = np.asarray(col.is_valid(), dtype=bool)
+            set_index[rows[has]] = offset + np.arange(len(col))[has]
+            sets.append(col)
+            offset += len(col)
+    merged_sets = pa.concat_arrays(sets) if sets else None
+    return Merged(verdict=verdict, suggested=suggested, set_index=set_index, sets=merged_sets)
+
+
+def _int32(values: np.ndarray) -> pa.Array:
+    """An int32 array from its buffer (no pandas, as ``_strings``)."""
+    data = np.ascontiguousarray(values, dtype=np.int32)
+    return pa.Array.from_buffers(pa.int32(), len(data), [None, pa.py_buffer(data)])
+
+
+def label_lists(label: np.ndarray, index: np.ndarray, sets: pa.ListArray | None) -> pa.ListArray:
+    """Per row: ``sets[index]`` where ``index >= 0``, else ``[label]``; vectorised, no
+    per-row Python (the multilabel view's ``labels`` column)."""
+    label = np.asarray(label, dtype=np.int32)
+    index = np.asarray(index, dtype=np.int64)
+    if sets is not None and len(sets):
+        # The raw values and offsets (a null list's slot is never indexed).
+        offs = np.asarray(sets.offsets, dtype=np.int64)
+        flat = np.asarray(
+            sets.values.slice(offs[0], offs[-1] - offs[0]).to_numpy(zero_copy_only=False),
+            dtype=np.int32,
+        )
+        offs = offs - offs[0]
+    else:
+        flat, offs = np.empty(0, np.int32), np.zeros(1, np.int64)
+    has = index >= 0
+    at = np.where(has, index, 0)
+    start = np.where(has, offs[at] if len(offs) > 1 else 0, len(flat) + np.arange(len(label)))
+    lengths = np.where(has, (offs[at + 1] - offs[at]) if len(offs) > 1 else 0, 1)
+    out_offs = np.zeros(len(label) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=out_offs[1:])
+    total = int(out_offs[-1])
+    within = np.arange(total, dtype=np.int64) - np.repeat(out_offs[:-1], lengths)
+    values = np.concatenate([flat, label])[np.repeat(start, lengths) + within]
+    return pa.ListArray.from_arrays(_int32(out_offs), _int32(values))
 
 
 def apply_view(view: View, labels: np.ndarray, merged: Merged) -> ViewRows:
@@ -110,18 +162,28 @@ def apply_view(view: View, labels: np.ndarray, merged: Merged) -> ViewRows:
         keep = ~is_error | relabel
     elif view == "honeypot":
         keep = (v == _CORRECTABLE) & (merged.suggested >= 0)
+    elif view == "multilabel":
+        keep = v != _NEITHER
     else:  # pragma: no cover - View is a closed Literal, checked by the schema
         raise ValueError(view)
     rows = np.flatnonzero(keep).astype(np.int64)
     given = labels[rows].astype(np.int32)
     label = given.copy()
-    if view in ("corrected", "honeypot"):
+    if view in ("corrected", "honeypot", "multilabel"):
         r = relabel[rows]
         label[r] = merged.suggested[rows][r]
     codes = v[rows].astype(np.int8) - 1
     # Dictionary-encoded (as stored): no per-row Python strings, a byte per row.
     verdict = pa.DictionaryArray.from_arrays(_int8(codes, codes >= 0), _VERDICT_ARRAY)
-    return ViewRows(rows=rows, label=label, given_label=given, verdict=verdict)
+    lists = None
+    if view == "multilabel":
+        index = (
+            merged.set_index[rows]
+            if merged.set_index is not None
+            else np.full(len(rows), -1, np.int64)
+        )
+        lists = label_lists(label, index, merged.sets)
+    return ViewRows(rows=rows, label=label, given_label=given, verdict=verdict, labels=lists)
 
 
 def _nullable(values: np.ndarray, valid: np.ndarray, type_: pa.DataType) -> pa.Array:

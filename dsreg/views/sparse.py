@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +44,11 @@ __all__ = [
 _NON_ERROR = VERDICTS.index("non_error") + 1
 _CORRECTABLE = VERDICTS.index("correctable") + 1
 _SUSPECTED = VERDICTS.index("suspected") + 1
+_NEITHER = VERDICTS.index("neither") + 1
+
+
+def _none() -> np.ndarray:
+    return np.empty(0, dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,6 +63,12 @@ class SparseView:
     relabel: np.ndarray
     relabel_cand: np.ndarray
     size: int
+    # multilabel: served rows whose last overlay gives a ``labels`` list (sorted), each one's
+    # index into ``Named.sets``, and (relabelled ones) its candidate index, else -1. A row's
+    # ``labels`` is its list if it has one, else its served label alone.
+    set_rows: np.ndarray = field(default_factory=_none)
+    set_index: np.ndarray = field(default_factory=_none)
+    set_cand: np.ndarray = field(default_factory=_none)
 
     def served(self, n: int) -> np.ndarray:
         """The served rows, in snapshot order (materialised: for tests and error messages)."""
@@ -76,6 +87,12 @@ class Named:
     named: np.ndarray  # int64, sorted: every row an overlay names
     verdict: np.ndarray  # uint8 code (1 + index in VERDICTS) of the last overlay naming it
     suggested: np.ndarray  # int32, -1 where that overlay suggests none
+    # Where that overlay gives ``labels`` / ``label_counts``: an index into ``sets`` /
+    # ``counts`` (every overlay's column, concatenated), -1 where it gives none.
+    set_index: np.ndarray = field(default_factory=_none)
+    sets: pa.ListArray | None = None
+    count_index: np.ndarray = field(default_factory=_none)
+    counts: pa.ListArray | None = None
 
 
 def _verdict_codes(col: pa.ChunkedArray) -> np.ndarray:
@@ -96,14 +113,37 @@ def _verdict_codes(col: pa.ChunkedArray) -> np.ndarray:
     return np.concatenate(out) if out else np.empty(0, np.uint8)
 
 
+def _lists(t: pa.Table, name: str, offset: int) -> tuple[np.ndarray, pa.Array | None]:
+    """Indices (``offset`` + position, -1 where null) into a table's list column ``name``."""
+    if name not in t.column_names:
+        return np.full(t.num_rows, -1, dtype=np.int64), None
+    col = t.column(name).combine_chunks()
+    has = as_numpy(col.is_valid())
+    return np.where(has, offset + np.arange(len(col), dtype=np.int64), -1), col
+
+
 def merge(tables: Sequence[pa.Table]) -> Named:
     """Fold corrections in order, the later overlay winning: ``rule.merge_overlays``, kept
-    sparse (no array of the snapshot's size) and vectorised (one verdict lookup per table)."""
-    rows, codes, sugg = [], [], []
+    sparse (no array of the snapshot's size) and vectorised (one verdict lookup per table).
+    The winning row's ``labels`` and ``label_counts`` come with it (version 2 tables)."""
+    rows, codes, sugg, si, ci = [], [], [], [], []
+    sets: list[pa.Array] = []
+    counts: list[pa.Array] = []
+    n_sets = n_counts = 0
     for t in tables:
         rows.append(as_numpy(t.column("row")).astype(np.int64, copy=False))
         codes.append(_verdict_codes(t.column("verdict")))
         sugg.append(as_numpy(t.column("suggested_label"), fill=-1).astype(np.int32))
+        idx, col = _lists(t, "labels", n_sets)
+        si.append(idx)
+        if col is not None:
+            sets.append(col)
+            n_sets += len(col)
+        idx, col = _lists(t, "label_counts", n_counts)
+        ci.append(idx)
+        if col is not None:
+            counts.append(col)
+            n_counts += len(col)
     if not tables:
         return Named(
             named=np.empty(0, np.int64),
@@ -111,14 +151,23 @@ def merge(tables: Sequence[pa.Table]) -> Named:
             suggested=np.empty(0, np.int32),
         )
     r, c, s = np.concatenate(rows), np.concatenate(codes), np.concatenate(sugg)
+    a, b = np.concatenate(si), np.concatenate(ci)
     if len(r) > 1 and not (r[1:] > r[:-1]).all():
         # A stable sort keeps overlay order among equal rows: the last of each run wins.
         order = np.argsort(r, kind="stable")
-        r, c, s = r[order], c[order], s[order]
+        r, c, s, a, b = r[order], c[order], s[order], a[order], b[order]
         last = np.ones(len(r), dtype=bool)
         last[:-1] = r[1:] != r[:-1]
-        r, c, s = r[last], c[last], s[last]
-    return Named(named=r, verdict=c, suggested=s)
+        r, c, s, a, b = r[last], c[last], s[last], a[last], b[last]
+    return Named(
+        named=r,
+        verdict=c,
+        suggested=s,
+        set_index=a,
+        sets=pa.concat_arrays(sets) if sets else None,
+        count_index=b,
+        counts=pa.concat_arrays(counts) if counts else None,
+    )
 
 
 def sparse_views(n: int, ov: Named, names: Iterable[View]) -> dict[View, SparseView]:
@@ -154,6 +203,21 @@ def sparse_views(n: int, ov: Named, names: Iterable[View]) -> dict[View, SparseV
                 relabel=rows[relabel],
                 relabel_cand=cand_index[relabel],
                 size=n - len(drop),
+            )
+        elif name == "multilabel":
+            drop = rows[v == _NEITHER]
+            si = ov.set_index if len(ov.set_index) == len(rows) else np.full(len(rows), -1)
+            listed = (si >= 0) & (v != _NEITHER)
+            out[name] = SparseView(
+                name=name,
+                complement=True,
+                rows=drop,
+                relabel=rows[relabel],
+                relabel_cand=cand_index[relabel],
+                size=n - len(drop),
+                set_rows=rows[listed],
+                set_index=si[listed],
+                set_cand=np.where(relabel[listed], cand_index[listed], -1),
             )
         elif name == "honeypot":
             take = (v == _CORRECTABLE) & (s >= 0)
@@ -210,7 +274,13 @@ def load_revision(reg: Registry, revision: Revision) -> LoadedRevision:
         labels_f = pool.submit(read_column, path, "label")
         # Verdicts stay dictionary-encoded, as stored: six strings, not millions.
         cols = ["row", "verdict", "suggested_label"]
-        tables = list(pool.map(lambda c: read_columns(c, cols, dictionary=["verdict"]), cpaths))
+        v2 = [*cols, "labels", "label_counts"]
+        tables = list(
+            pool.map(
+                lambda cv: read_columns(cv[0], v2 if cv[1] == 2 else cols, dictionary=["verdict"]),
+                [(c, ov.version) for c, (_, ov) in zip(cpaths, overlays, strict=True)],
+            )
+        )
         labels = as_numpy(labels_f.result()).astype(np.int32, copy=False)
     if len(labels) != snap.rows:
         raise ManifestError(

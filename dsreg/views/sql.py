@@ -127,17 +127,19 @@ def view_sql(
     """The ``SELECT`` that serves ``revision`` (in ``view``, default the revision's own).
 
     Columns: row, example_id, label, label_name, given_label, verdict, blob, size,
-    suggested_label, suggested_label_name, score, votes_<field> (one per ``COUNT_FIELDS``), then
-    the snapshot's metadata columns (``served_metadata``: none named like a view column or an
-    internal one). The objects it reads are verified first; ``locate`` says what DuckDB reads
-    for a table's digest (default: its path in the store, for any DuckDB).
+    suggested_label, suggested_label_name, score, votes_<field> (one per ``COUNT_FIELDS``),
+    (the multilabel view only) labels, then the snapshot's metadata columns
+    (``served_metadata``: none named like a view column or an internal one). The objects it
+    reads are verified first; ``locate`` says what DuckDB reads for a table's digest (default:
+    its path in the store, for any DuckDB).
     """
     chosen: View = view if view is not None else revision.view
     if chosen not in VIEWS:
         raise InvalidInputError(f"unknown view {chosen!r}; choose one of {', '.join(VIEWS)}")
     snap = reg.snapshot(revision.snapshot)
     examples = verified_object(reg, snap.examples)
-    tables = [reg.overlay(d).corrections for d in revision.overlays]
+    overlays = [reg.overlay(d) for d in revision.overlays]
+    tables = [ov.corrections for ov in overlays]
     corrections = [verified_object(reg, d) for d in tables]
     try:
         names = pq.read_schema(examples).names
@@ -162,9 +164,15 @@ def view_sql(
     # does (nor is any named like a view column): a column "given" or "e" stays its own.
     ex, co = "__dsreg_e", "__dsreg_c"
     joins = []
+    multilabel = chosen == "multilabel"
     for i, path in enumerate(corrections_at):
+        # The multilabel view reads the lists too (a version 1 table has none: NULL).
+        lists = ""
+        if multilabel:
+            lists = ", labels" if overlays[i].version == 2 else ", NULL::INTEGER[] AS labels"
         src = (
-            f'SELECT "row", verdict, suggested_label, score, votes FROM read_parquet({_lit(path)})'
+            f'SELECT "row", verdict, suggested_label, score, votes{lists} '
+            f"FROM read_parquet({_lit(path)})"
         )
         joins.append(f'LEFT JOIN ({src}) AS {co}{i} ON {co}{i}."row" = {ex}.file_row_number')
 
@@ -178,8 +186,9 @@ def view_sql(
     if corrections:
         verdict, suggested = latest("verdict"), latest("suggested_label")
         score, votes = latest("score"), latest("votes")
+        lists = latest("labels") if multilabel else ""
     else:
-        verdict, suggested = "NULL::VARCHAR", "NULL::INTEGER"
+        verdict, suggested, lists = "NULL::VARCHAR", "NULL::INTEGER", "NULL::INTEGER[]"
         score = "NULL::DOUBLE"
         votes = "NULL::STRUCT(" + ", ".join(f"{_ident(f)} INTEGER" for f in COUNT_FIELDS) + ")"
 
@@ -190,19 +199,25 @@ def view_sql(
         "cleaned": f"NOT {is_error}",
         "corrected": f"(NOT {is_error} OR {relabel})",
         "honeypot": "(__dsreg_v = 'correctable' AND __dsreg_s IS NOT NULL)",
+        "multilabel": "(__dsreg_v IS NULL OR __dsreg_v <> 'neither')",
     }[chosen]
     label = (
         f"CASE WHEN {relabel} THEN __dsreg_s ELSE __dsreg_given END"
-        if chosen in ("corrected", "honeypot")
+        if chosen in ("corrected", "honeypot", "multilabel")
         else "__dsreg_given"
     )
+    # multilabel: the last overlay's list where it gives one, else the served label alone.
+    labels_col = (
+        f", coalesce(__dsreg_l, [CAST({label} AS INTEGER)]) AS labels" if multilabel else ""
+    )
+    lists_col = f", {lists} AS __dsreg_l" if multilabel else ""
     meta_cols = "".join(f", {_ident(m)}" for m in meta)
     inner = (
         f'SELECT {ex}.file_row_number AS "row", {ex}.example_id, {ex}.label AS __dsreg_given, '
         f"{ex}.blob, {ex}.size"
         + "".join(f", {ex}.{_ident(m)}" for m in meta)
         + f", {verdict} AS __dsreg_v, {suggested} AS __dsreg_s, {score} AS __dsreg_score"
-        f", {votes} AS __dsreg_votes "
+        f", {votes} AS __dsreg_votes{lists_col} "
         f"FROM read_parquet({_lit(examples_at)}, file_row_number = true) AS {ex} " + " ".join(joins)
     )
     return (
@@ -215,7 +230,7 @@ def view_sql(
         + ", ".join(
             f"CAST(__dsreg_votes.{_ident(f)} AS INTEGER) AS votes_{f}" for f in COUNT_FIELDS
         )
-        + f"{meta_cols} "
+        + f"{labels_col}{meta_cols} "
         f"FROM ({inner}) WHERE {keep}"
     )
 

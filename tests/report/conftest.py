@@ -47,6 +47,10 @@ class LabelSet:
         computed the plain way."""
         t = self.view(view)
         rows = t.column("row").to_numpy()
+        if view == "multilabel":  # set accuracy: the top-1 prediction in the row's labels
+            top1 = pred if pred.ndim == 1 else np.argmax(pred, axis=1)
+            lists = t.column("labels").to_pylist()
+            return len(rows), sum(int(top1[r]) in s for r, s in zip(rows, lists, strict=True))
         want = t.column("given_label" if given else "label").to_numpy()
         if pred.ndim == 1:
             return len(rows), int((pred[rows] == want).sum())
@@ -83,7 +87,7 @@ def build(
     verdicts = np.asarray(
         ["suspected", "non_error", "correctable", "multi_label", "neither", "non_agreement"]
     )
-    for _ in range(overlays):
+    for i in range(overlays):
         rows = np.sort(rng.choice(len(ids), size=len(ids) // 3, replace=False))
         v = verdicts[rng.integers(0, len(verdicts), len(rows))]
         sug = (labels[rows] + rng.integers(1, max(k, 2), len(rows))) % k
@@ -96,6 +100,16 @@ def build(
             given_label=labels[rows],
             suggested_label=sug,
             verdict=list(v),
+            # The second overlay carries label sets (some rows none): the multilabel view.
+            labels=None
+            if i != 1
+            else pa.array(
+                [
+                    None if rng.random() < 0.3 else sorted(set(rng.integers(0, k, 3).tolist()))
+                    for _ in rows
+                ],
+                pa.list_(pa.int32()),
+            ),
         )
         d = write_overlay(reg, base=snap, kind="manual", table=table, producer=PRODUCER)
         if d not in ls.overlays:

@@ -34,7 +34,7 @@ def check_against_reference(ls: Any, report: Any, preds: dict[str, np.ndarray]) 
         for view in report.views:
             s = m.scores[view]
             for k in report.top_k:
-                if pred.ndim == 1 and k > 1:
+                if (pred.ndim == 1 or view == "multilabel") and k > 1:
                     assert s.correct[k] is None
                     continue
                 rows, correct = ls.reference(pred, view, k)
@@ -286,4 +286,4 @@ def test_the_report_as_a_table(make_labelset: Any) -> None:
     t = report.to_arrow()
     assert t.column_names[:6] == ["model", "view", "rows", "rank", "top1", "top3"]
     assert t.column("view").to_pylist() == list(VIEWS)
-    assert report.to_pandas().shape == (4, t.num_columns)
+    assert report.to_pandas().shape == (len(VIEWS), t.num_columns)

@@ -21,7 +21,12 @@ from hypothesis import strategies as st
 
 from dsreg.ingest.snapshot import add_source
 from dsreg.ingest.sources import Source
-from dsreg.model.corrections import COUNT_FIELDS, VOTES_TYPE, corrections_table
+from dsreg.model.corrections import (
+    COUNT_FIELDS,
+    VOTES_TYPE,
+    corrections_table,
+    corrections_version,
+)
 from dsreg.model.manifests import VERDICTS, VIEWS, Overlay, Revision
 from dsreg.model.tables import parquet_bytes
 from dsreg.overlays.write import write_overlay
@@ -66,6 +71,14 @@ def cases(draw: st.DrawFn) -> Case:
             for _ in rows
         ]
         r = np.asarray(rows, dtype=np.int64)
+        # Some overlays carry label sets (version 2): a list, empty or not, or none per row.
+        lists = None
+        if draw(st.booleans(), label="label sets"):
+            sets = [
+                draw(st.none() | st.lists(st.integers(0, k - 1), unique=True, max_size=k))
+                for _ in rows
+            ]
+            lists = pa.array(sets, pa.list_(pa.int32()))
         overlays.append(
             corrections_table(
                 rows=r,
@@ -75,6 +88,7 @@ def cases(draw: st.DrawFn) -> Case:
                 verdict=verdicts,
                 score=pa.array(scores, pa.float64()),
                 votes=pa.array(votes, VOTES_TYPE),
+                labels=lists,
             )
         )
     return Case(
@@ -119,6 +133,7 @@ def store_overlay(reg: Registry, snapshot: str, table: pa.Table) -> str:
         corrections=corrections,
         producer=PRODUCER,
         summary={"rows": table.num_rows},
+        version=corrections_version(table.schema) or 1,
     )
     return reg.put_manifest(overlay)
 
@@ -176,6 +191,18 @@ def test_numpy_sql_and_sparse_serve_the_same_view(case: Case) -> None:
                 assert case.labels[rows].tolist() == want.given_label.tolist(), view
                 verdicts = [VERDICTS[c - 1] if c else None for c in code[rows]]
                 assert verdicts == want.verdict.to_pylist(), view
+                if view == "multilabel":
+                    # Every label that fits: the last overlay's list, else the label alone.
+                    lists = {int(r): [int(label[r])] for r in rows}
+                    assert named.sets is not None or not len(sv.set_rows)
+                    for r, i in zip(sv.set_rows.tolist(), sv.set_index.tolist(), strict=True):
+                        lists[r] = named.sets[i].as_py()  # type: ignore[index]
+                    assert [lists[int(r)] for r in rows] == served.column("labels").to_pylist()
+                    assert want.labels is not None
+                    assert want.labels.to_pylist() == served.column("labels").to_pylist()
+                    assert "labels" in got.column_names
+                else:
+                    assert "labels" not in served.column_names
 
                 # Sparse from the tables in memory, against the numpy rule over the same stack.
                 ref = apply_view(view, case.labels, merged)
@@ -184,5 +211,24 @@ def test_numpy_sql_and_sparse_serve_the_same_view(case: Case) -> None:
                 label[relabel] = merged.suggested[relabel]
                 assert rows_mem.tolist() == ref.rows.tolist(), view
                 assert label[rows_mem].tolist() == ref.label.tolist(), view
+                if view == "multilabel":
+                    assert ref.labels is not None
+                    assert ref.labels.to_pylist() == python_lists(case, ref.rows, ref.label)
+
         finally:
             con.close()
+
+
+def python_lists(case: Case, rows: np.ndarray, label: np.ndarray) -> list[list[int]]:
+    """The multilabel view's lists by the rule in plain Python: the last overlay naming the row
+    decides; its list if it has one, else the served label alone."""
+    out = []
+    for r, lab in zip(rows.tolist(), label.tolist(), strict=True):
+        found: list[int] | None = None
+        for t in case.overlays:
+            hit = t.column("row").to_pylist()
+            if r in hit:
+                at = hit.index(r)
+                found = t.column("labels")[at].as_py() if "labels" in t.column_names else None
+        out.append([lab] if found is None else found)
+    return out

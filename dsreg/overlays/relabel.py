@@ -1,0 +1,279 @@
+"""Published relabelings in, the corrections table of a ``validated`` overlay out.
+
+Pure logic over arrays, like ``votes``: the caller passes the snapshot's example ids, labels and
+classes and stores what comes back. Two published formats:
+
+- ``real`` (ImageNet-ReaL, Beyer et al. 2020, ``real.json``): one list of class indices per
+  validation image, in file-name order. A row whose list holds its given label is
+  ``non_error``; a list of exactly one other label is ``correctable`` (that label suggested);
+  several labels without the given one ``multi_label``; an empty list ``neither``. Every row
+  keeps its whole list in ``labels``, so the multilabel view's set accuracy is ReaL accuracy.
+- ``counts`` (CIFAR-10H, Peterson et al. 2019, ``cifar10h-counts.npy``): an n x k array of
+  rater counts. With a threshold share t: the given label's share >= t is ``non_error``,
+  another label's share >= t is ``correctable`` (it suggested), else ``non_agreement``; every
+  row keeps its distribution in ``label_counts`` (the classes with a count above 0).
+
+Rows are matched to the file by ImageNet validation file name when every example id ends in
+one (whatever the folders or the row order), else by position; a file of another length than
+the snapshot is refused. Everything is vectorised: no Python per row beyond parsing the JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dsreg.errors import InputPathError, RelabelingError
+from dsreg.model.corrections import LABEL_COUNTS_TYPE, corrections_table
+from dsreg.overlays.match import imagenet_val_numbers
+
+__all__ = ["LabelImport", "counts_table", "import_counts", "import_real", "real_verdicts"]
+
+# Verdict codes of the two rules, in this order.
+_NAMES: Final = ("non_error", "correctable", "multi_label", "neither", "non_agreement")
+_NON_ERROR, _CORRECTABLE, _MULTI, _NEITHER, _NON_AGREEMENT = range(5)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LabelImport:
+    """The corrections of an imported relabeling, ready to be stored.
+
+    Attributes
+    ----------
+    table : pyarrow.Table
+        One row per snapshot row the file speaks of, sorted by ``row``, in the version 2
+        layout (``labels``, ``label_counts``).
+    summary : dict
+        ``checked`` (rows), ``match`` (how rows were matched), ``errors`` and one count per
+        verdict of the rule, every one present even when 0.
+    params : dict
+        Provenance for the overlay's producer: ``format``, ``match`` and the rule's parameters.
+    """
+
+    table: pa.Table
+    summary: dict[str, Any]
+    params: dict[str, Any]
+
+
+def _positions(example_ids: pa.Array, length: int, path: Path, what: str) -> tuple[np.ndarray, str]:
+    """For each snapshot row, its position in a file of ``length`` entries, and the match used."""
+    n = len(example_ids)
+    numbers = imagenet_val_numbers(example_ids)
+    if length != n:
+        raise RelabelingError(
+            f"{path} holds {length} {what}, but the snapshot has {n} rows; a relabeling must "
+            "speak of every row (ImageNet-ReaL's real.json has 50,000 lists, CIFAR-10H's "
+            "counts 10,000 rows): import it onto the snapshot it was made for"
+        )
+    if numbers is not None and numbers.min() >= 1 and numbers.max() <= length:
+        return numbers - 1, "file_name"
+    return np.arange(n, dtype=np.int64), "position"
+
+
+def _summary(codes: np.ndarray, names: Sequence[str], match: str) -> dict[str, Any]:
+    counts = np.bincount(codes, minlength=len(_NAMES))
+    out: dict[str, Any] = {"checked": len(codes), "match": match}
+    out["errors"] = int(len(codes) - counts[_NON_ERROR])
+    out |= {name: int(counts[_NAMES.index(name)]) for name in names}
+    return out
+
+
+def _verdict_strings(codes: np.ndarray) -> pa.Array:
+    return pa.DictionaryArray.from_arrays(
+        pa.array(codes.astype(np.int8)), pa.array(list(_NAMES))
+    ).cast(pa.string())
+
+
+# -- ImageNet-ReaL --------------------------------------------------------------------------------
+
+
+def _read_real(path: Path, k: int) -> pa.ListArray:
+    try:
+        data = json.loads(Path(path).read_bytes())
+    except OSError as e:
+        raise InputPathError(f"cannot read {path}: {e.strerror or e}; check the path") from e
+    except (ValueError, UnicodeDecodeError) as e:
+        raise RelabelingError(f"{path} is not JSON: {e}; real.json is a JSON list of lists") from e
+    if not isinstance(data, list) or not all(isinstance(x, list) for x in data):
+        raise RelabelingError(
+            f"{path} is not a JSON list of lists of class indices (ImageNet-ReaL's real.json)"
+        )
+    try:
+        lists = pa.array(data, pa.list_(pa.int32()))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+        raise RelabelingError(f"{path} holds something other than class indices: {e}") from e
+    values = lists.values
+    if len(values) and (
+        values.null_count or pc.min(values).as_py() < 0 or pc.max(values).as_py() >= k
+    ):
+        bad = values.filter(
+            pc.or_kleene(
+                pc.is_null(values), pc.or_(pc.less(values, 0), pc.greater_equal(values, k))
+            )
+        )
+        raise RelabelingError(
+            f"{path} names classes outside the snapshot's [0, {k}), first {bad[:5].to_pylist()}; "
+            "is it the relabeling of this dataset?"
+        )
+    return lists
+
+
+def real_verdicts(given: np.ndarray, lists: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
+    """The ReaL rule per row: (verdict code, suggested label or -1). ``lists[i]`` is row i's."""
+    n = len(given)
+    offsets = np.asarray(lists.offsets, dtype=np.int64)
+    lengths = np.diff(offsets)
+    flat = (
+        np.asarray(lists.values.to_numpy(zero_copy_only=False), dtype=np.int64)[
+            offsets[0] : offsets[-1]
+        ]
+        if len(lists.values)
+        else np.empty(0, np.int64)
+    )
+    parent = np.repeat(np.arange(n), lengths)
+    contains = np.bincount(parent[flat == given[parent]], minlength=n) > 0
+    codes = np.full(n, _MULTI, dtype=np.int64)
+    codes[lengths == 1] = _CORRECTABLE
+    codes[lengths == 0] = _NEITHER
+    codes[contains] = _NON_ERROR
+    suggested = np.full(n, -1, dtype=np.int64)
+    one = codes == _CORRECTABLE
+    suggested[one] = flat[offsets[:-1][one] - offsets[0]]
+    return codes, suggested
+
+
+def import_real(
+    path: Path, *, example_ids: pa.Array, labels: np.ndarray, classes: Sequence[str]
+) -> LabelImport:
+    """ImageNet-ReaL's ``real.json`` as the corrections of every snapshot row."""
+    lists = _read_real(path, len(classes))
+    pos, match = _positions(example_ids, len(lists), path, "label lists")
+    lists = lists.take(pa.array(pos))
+    codes, suggested = real_verdicts(np.asarray(labels, dtype=np.int64), lists)
+    n = len(labels)
+    table = corrections_table(
+        rows=np.arange(n, dtype=np.int64),
+        example_ids=example_ids,
+        given_label=labels,
+        suggested_label=suggested,
+        verdict=_verdict_strings(codes),
+        labels=lists,
+    )
+    names = ("non_error", "correctable", "multi_label", "neither")
+    return LabelImport(
+        table=table,
+        summary=_summary(codes, names, match),
+        params={"format": "real", "match": match},
+    )
+
+
+# -- CIFAR-10H ------------------------------------------------------------------------------------
+
+
+def _read_counts(path: Path, classes: Sequence[str]) -> np.ndarray:
+    k = len(classes)
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".npy":
+            arr = np.load(path, allow_pickle=False)
+        elif suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            t = pq.ParquetFile(path).read()
+            cols = list(classes) if all(c in t.column_names for c in classes) else t.column_names
+            arr = np.column_stack([np.asarray(t.column(c).to_numpy()) for c in cols])
+        else:
+            raise RelabelingError(
+                f"counts file {str(path)!r} has an unknown type {suffix!r}; use .npy or .parquet"
+            )
+    except FileNotFoundError as e:
+        raise InputPathError(f"counts file {str(path)!r} does not exist; check the path") from e
+    except (OSError, ValueError, EOFError, pa.ArrowException) as e:
+        raise RelabelingError(f"cannot read counts file {str(path)!r}: {e}") from e
+    if arr.ndim != 2 or arr.shape[1] != k or arr.dtype.kind not in "iuf":
+        raise RelabelingError(
+            f"counts file {str(path)!r} holds a {arr.dtype} array of shape {arr.shape}; give "
+            f"rows x classes = (n, {k}) rater counts, classes in the snapshot's order"
+        )
+    if arr.dtype.kind == "f" and (not np.isfinite(arr).all() or (arr != np.round(arr)).any()):
+        raise RelabelingError(
+            f"counts file {str(path)!r} holds fractions: give the raters' counts "
+            "(CIFAR-10H's cifar10h-counts.npy), not probabilities, so no rater is lost"
+        )
+    if arr.size and (arr.min() < 0 or arr.max() > np.iinfo(np.int32).max):
+        raise RelabelingError(f"counts file {str(path)!r} holds counts below 0 or above 2^31")
+    return np.asarray(arr, dtype=np.int64)
+
+
+def counts_table(counts: np.ndarray) -> pa.ListArray:
+    """Each row's distribution as ``label_counts``: a ``{label, count}`` per class counted."""
+    n = counts.shape[0]
+    nz_rows, nz_labels = np.nonzero(counts)
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.bincount(nz_rows, minlength=n), out=offsets[1:])
+    items = pa.StructArray.from_arrays(
+        [
+            pa.array(nz_labels.astype(np.int32)),
+            pa.array(counts[nz_rows, nz_labels].astype(np.int32)),
+        ],
+        fields=list(LABEL_COUNTS_TYPE.value_type),
+    )
+    return pa.ListArray.from_arrays(pa.array(offsets), items, type=LABEL_COUNTS_TYPE)
+
+
+def import_counts(
+    path: Path,
+    *,
+    example_ids: pa.Array,
+    labels: np.ndarray,
+    classes: Sequence[str],
+    threshold: float = 0.5,
+) -> LabelImport:
+    """Rater counts (CIFAR-10H's ``cifar10h-counts.npy``) as the corrections of every row with
+    at least one rater."""
+    if not 0 < threshold <= 1:
+        raise RelabelingError(
+            f"--threshold {threshold} is not a share of raters; give a number in (0, 1]"
+        )
+    raw = _read_counts(path, classes)
+    pos, match = _positions(example_ids, len(raw), path, "rows of counts")
+    counts = raw[pos]
+    given = np.asarray(labels, dtype=np.int64)
+    n = len(given)
+    total = counts.sum(axis=1)
+    rated = total > 0
+    share = counts / np.where(rated, total, 1)[:, None]
+    given_share = share[np.arange(n), given]
+    others = share.copy()
+    others[np.arange(n), given] = -1.0
+    best = np.argmax(others, axis=1)  # the first of equal shares, as argmax does
+    codes = np.full(n, _NON_AGREEMENT, dtype=np.int64)
+    codes[others[np.arange(n), best] >= threshold] = _CORRECTABLE
+    codes[given_share >= threshold] = _NON_ERROR
+    suggested = np.where(codes == _CORRECTABLE, best, -1)
+    keep = np.flatnonzero(rated)
+    table = corrections_table(
+        rows=keep,
+        example_ids=example_ids.take(pa.array(keep)),
+        given_label=labels[keep],
+        suggested_label=suggested[keep],
+        verdict=_verdict_strings(codes[keep]),
+        label_counts=counts_table(counts[keep]),
+    )
+    raters = np.unique(total[rated])
+    params: dict[str, Any] = {
+        "format": "counts",
+        "match": match,
+        "threshold": float(threshold),
+        "raters": int(raters[0]) if len(raters) == 1 else None,
+    }
+    summary = _summary(codes[keep], ("non_error", "correctable", "non_agreement"), match)
+    summary["unrated"] = int(n - len(keep))
+    return LabelImport(table=table, summary=summary, params=params)
