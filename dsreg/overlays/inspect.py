@@ -14,7 +14,15 @@ from dsreg.model.manifests import VERDICTS, Overlay
 from dsreg.repo.registry import Registry
 from dsreg.repo.tables import read_corrections
 
-__all__ = ["SHOW_ORDERS", "Issue", "OverlayInfo", "ShowOrder", "describe_overlay", "export_overlay", "ranked_issues"]
+__all__ = [
+    "SHOW_ORDERS",
+    "Issue",
+    "OverlayInfo",
+    "ShowOrder",
+    "describe_overlay",
+    "export_overlay",
+    "ranked_issues",
+]
 
 # How ``overlay show`` lists corrections: by row, or worst label quality first.
 ShowOrder: TypeAlias = Literal["row", "score"]
