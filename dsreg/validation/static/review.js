@@ -98,7 +98,7 @@
     }
   }
 
-  async function show(data) {
+  function show(data) {
     showProgress(data.progress);
     item = data.item;
     $("card").hidden = !item;
@@ -112,7 +112,8 @@
     $("row").textContent = String(item.row);
     $("score").textContent = item.score === null ? "none" : item.score.toFixed(4);
     showMetadata(item.metadata);
-    await showPayload(item);
+    // Not awaited: the answers stay live while the example loads.
+    showPayload(item).catch((e) => say(e.message));
   }
 
   async function act(path, body) {
@@ -123,7 +124,7 @@
     document.body.classList.add("busy");
     try {
       say("");
-      await show(await post(path, Object.assign({ reviewer: reviewer }, body)));
+      show(await post(path, Object.assign({ reviewer: reviewer }, body)));
     } catch (e) {
       say(e.message);
     } finally {
