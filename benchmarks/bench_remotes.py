@@ -1,7 +1,9 @@
-"""Remotes against DVC 3.x: push and pull of one ImageFolder tree through a local-directory remote.
+"""Remotes against DVC 3.x: push and pull of one ImageFolder tree through a local-directory remote,
+and reading a remote over HTTP on a fresh machine (``--suite read``: ``_remote_read.py``).
 
     python benchmarks/bench_remotes.py                   # 50,000 files, 1,000 classes, 3 reps
     python benchmarks/bench_remotes.py --files 5000 --reps 2
+    python benchmarks/bench_remotes.py --suite read      # 50,000 PNGs over HTTP vs dvc get
 
 Targets (docs/benchmarks.md):
 - ``dsreg push`` >= 2x faster than ``dvc push`` of the same tree to an empty remote;
@@ -9,7 +11,10 @@ Targets (docs/benchmarks.md):
   one), and ``dsreg pull`` + ``dsreg checkout`` >= 2x faster than ``dvc pull`` (fetch and
   workspace; both link by hard link);
 - a second push with nothing new >= 20x faster than the first, both as the push itself (timed
-  inside one process) and as the command line (with the interpreter's start-up).
+  inside one process) and as the command line (with the interpreter's start-up);
+- ``--suite read``: ``dsreg sql`` of a count over a remote revision of images, on a fresh
+  machine, downloads under 5% of the revision's bytes; the first ``dsreg.open`` over HTTP takes
+  at most 2x the time of ``dvc get`` of the same files from the same server.
 
 Both tools push from a warm store/cache (every file read once before the measurement) and pull
 from a warm remote; ``sync`` runs before every measurement, and the order of the tools alternates
@@ -28,6 +33,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from _common import (
@@ -113,10 +119,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=3, help="repetitions of each measurement (3)")
     ap.add_argument("--workdir", type=Path, help="where trees, stores and remotes go (a temp dir)")
     ap.add_argument("--json", type=Path, help="also write the results here as JSON")
+    ap.add_argument(
+        "--suite",
+        choices=("all", "pushpull", "read"),
+        default="all",
+        help="push/pull through a folder, reading over HTTP, or both (all)",
+    )
     args = ap.parse_args(argv)
     work = (args.workdir or Path(tempfile.mkdtemp(prefix="dsreg-bench-remotes-"))).absolute()
     work.mkdir(parents=True, exist_ok=True)
     say = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    ok = True
+    result: dict[str, object] = {"benchmark": "remotes", "machine": machine()}
+    if args.suite in ("all", "read"):
+        import _remote_read
+
+        result["read"], ok = _remote_read.run(
+            work, files=args.files, classes=args.classes, reps=args.reps, say=say
+        )
+    if args.suite in ("all", "pushpull"):
+        pushpull, pp_ok = _push_pull(args, work, say)
+        result.update(pushpull)
+        ok &= pp_ok
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0 if ok else 1
+
+
+def _push_pull(
+    args: argparse.Namespace, work: Path, say: Callable[[str], None]
+) -> tuple[dict, bool]:
+    """The push and pull measurements through local-directory remotes."""
 
     say(f"tree: {args.files} files in {args.classes} classes under {work}")
     tree = make_imagefolder(work / "tree", files=args.files, classes=args.classes)
@@ -205,7 +238,6 @@ def main(argv: list[str] | None = None) -> int:
     clear_runs(runs, say, settle=False)
 
     result = {
-        "benchmark": "remotes",
         "files": args.files,
         "classes": args.classes,
         "bytes": size,
@@ -214,9 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         "series": {k: v.to_dict() for k, v in s.items() if v.runs},
     }
     ok = _report(s, args, size, result)
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2) + "\n")
-    return 0 if ok else 1
+    return result, ok
 
 
 def _report(s: dict[str, Series], args: argparse.Namespace, size: int, result: dict) -> bool:

@@ -2,15 +2,16 @@
 object layout with ``hash_name="blake3"``), ``refs/<dataset>/<tag>`` and ``logs/<dataset>.jsonl``.
 
 Any URL a DVC remote accepts works: the filesystem comes from ``dvc.fs.get_cloud_fs`` (S3
-through dvc-s3, GCS, Azure, SSH, HTTP, WebDAV, HDFS, or a folder with DVC options), existence
-queries go through dvc-data's ``HashFileDB.oids_exist`` (which lists or probes, whichever is
-cheaper for the remote's size), and objects move with the filesystem's ``put_file`` /
-``get_file``. A plain folder path is reached through the ``os`` module alone (``_FolderFS``:
-the answers of DVC's local file system without importing DVC and fsspec, some 60 ms of every
-command's start-up). A folder remote (a disk or NAS mount) is laid out exactly as a registry,
-so it takes objects the way a registry does: staged, made durable with one ``syncfs`` per
-wave, moved into place without replacing any (dvc-objects copies local-to-local one file at a
-time, which would make the common NAS case the slowest).
+through dvc-s3, GCS, Azure, SSH, HTTP (read), WebDAV, HDFS, or a folder with DVC options),
+existence queries go through dvc-data's ``HashFileDB.oids_exist`` (which lists or probes,
+whichever is cheaper for the remote's size), and objects move with the filesystem's ``put_file`` /
+``get_file`` (many at once on an asynchronous file system: ``download.py``). A plain folder
+path is reached through the ``os`` module alone (``filesystem.FolderFS``: the answers of DVC's
+local file system without importing DVC and fsspec, some 60 ms of every command's start-up).
+A folder remote (a disk or NAS mount) is laid out exactly as a registry, so it takes objects
+the way a registry does: staged, made durable with one ``syncfs`` per wave, moved into place
+without replacing any (dvc-objects copies local-to-local one file at a time, which would make
+the common NAS case the slowest).
 
 Every byte sent is hashed on the way out (a damaged local object is never published) and every
 byte fetched is hashed before it is staged into the local store, so a corrupt or truncated
@@ -25,7 +26,7 @@ import os
 import secrets
 import shutil
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -46,6 +47,8 @@ from dsreg.objects.digest import (
     short,
 )
 from dsreg.objects.hashing import hash_bytes, hash_path
+from dsreg.remote.download import batched, download
+from dsreg.remote.filesystem import READ_ONLY, describe, open_filesystem
 from dsreg.remote.waves import WHOLE, parallel, read_whole, staged_waves
 
 if TYPE_CHECKING:
@@ -64,117 +67,13 @@ __all__ = [
 
 # Where a push lists the remote's tags for readers that cannot list folders (git's info/refs).
 INDEX = ("info", "refs")
-# Protocols of remotes that dsreg reads only: a registry published on a static web server.
-READ_ONLY = frozenset({"http", "https"})
-# The http(s) file systems opened in this process, by URL and options.
-_WEB: dict[str, tuple[Any, str]] = {}
+# Objects downloaded in one batch from an asynchronous file system (http, s3), then hashed.
+_BATCH = 1024
 # Up to this many objects are written one by one (each fsynced), without a staging batch.
 _FEW = 32
 # A folder remote is bound by the local kernel's file creation, which more threads than about
 # two per CPU only contend for (measured on 2 CPUs: 2-4 threads beat 8 and 16).
 _LOCAL_JOBS = max(2, min(16, (os.cpu_count() or 1) * 2))
-
-
-def is_plain_folder(url: str, options: dict[str, Any]) -> bool:
-    """A folder path with no DVC options: dvc-objects would give a ``LocalFileSystem`` rooted
-    at ``url`` as it is, and dsreg reaches such a remote through the ``os`` module alone."""
-    return not options and bool(url) and "://" not in url
-
-
-def open_filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
-    """The filesystem and root path of ``url``; nothing is contacted yet. A plain folder needs
-    neither DVC nor fsspec (importing them costs a command about a tenth of a second); any other
-    URL, or a folder with DVC options, is checked and opened by ``dvc.fs.get_cloud_fs``."""
-    if is_plain_folder(url, options):
-        return _FolderFS(), url
-    key = f"{url}\0{sorted(options.items())!r}"
-    if key in _WEB:
-        return _WEB[key]
-    from dvc.fs import get_cloud_fs
-
-    try:
-        cls, conf, path = get_cloud_fs(None, url=url, **options)
-        opened = cls(**conf), str(path)
-        if cls.protocol in READ_ONLY:
-            # One per process: its HTTP session (and kept-alive connections) serves every
-            # read, and is closed at exit, not left to a collector mid-run.
-            _WEB[key] = opened
-        return opened
-    except ImportError as e:
-        raise RemoteError(
-            f"remote URL {url!r} needs a DVC plugin that is not installed ({e}); "
-            "install it, e.g. pip install dvc-s3 (or dvc-gs, dvc-azure, dvc-ssh, …)"
-        ) from None
-    except Exception as e:  # dvc's ConfigError, voluptuous errors, URL parsing
-        raise RemoteError(
-            f"cannot use remote URL {url!r} with options {sorted(options)}: {describe(e)}; "
-            "give a folder path or a URL DVC accepts (s3://, gs://, azure://, ssh://, "
-            "https://, webdav://, hdfs://) and options DVC knows for it"
-        ) from None
-
-
-class _FolderFS:
-    """What ``RemoteStore`` asks of a folder's file system, with the ``os`` module: the same
-    answers as dvc-objects' ``LocalFileSystem`` (``find`` walks as it does, ``cat`` omits what
-    it cannot read), without importing DVC. Objects never go through it: a folder remote takes
-    them as a registry does (``RemoteStore._send_to_folder``), and fetches read them in place."""
-
-    protocol = "local"
-    sep = os.sep
-
-    @staticmethod
-    def join(*parts: str) -> str:
-        return os.path.join(*parts)
-
-    @staticmethod
-    def parts(path: str) -> tuple[str, ...]:
-        drive, rest = os.path.splitdrive(path.rstrip(os.sep))
-        out: list[str] = []
-        while True:
-            rest, part = os.path.split(rest)
-            if part:
-                out.append(part)
-                continue
-            if rest:
-                out.append(rest)
-            break
-        out.reverse()
-        return (drive, *out) if drive else tuple(out)
-
-    def relparts(self, path: str, start: str) -> tuple[str, ...]:
-        return self.parts(os.path.relpath(os.path.abspath(path), os.path.abspath(start)))
-
-    @staticmethod
-    def find(path: str) -> Iterator[str]:
-        """Every file below ``path`` (nothing if it is missing or not a folder), as ``os.walk``
-        finds them."""
-        for root, _dirs, files in os.walk(path):
-            root = os.path.normpath(root)
-            for name in files:
-                yield f"{root}{os.sep}{name}"
-
-    @staticmethod
-    def cat_file(path: str) -> bytes:
-        with open(path, "rb") as f:
-            return f.read()
-
-    def cat(self, paths: list[str], *, on_error: str = "raise") -> dict[str, bytes]:
-        out: dict[str, bytes] = {}
-        for p in paths:
-            try:
-                out[p] = self.cat_file(p)
-            except Exception:
-                if on_error != "omit":
-                    raise
-        return out
-
-
-def describe(e: BaseException) -> str:
-    if isinstance(e, OSError) and e.strerror:
-        where = f" ({e.filename})" if e.filename else ""
-        return f"{e.strerror}{where}"
-    text = str(e).strip()
-    return text or type(e).__name__
 
 
 def ref_value(data: bytes) -> str | bytes:
@@ -495,12 +394,16 @@ class RemoteStore:
         if not digests:
             return FetchReport()
 
-        def one(digest: str) -> tuple[str, str | None, int]:
-            """(digest, None if intact / "missing" / the digest its bytes hash to, size)."""
+        def one(item: tuple[str, str | None]) -> tuple[str, str | None, int]:
+            """(digest, None if intact / "missing" / the digest its bytes hash to, size) of
+            ``(digest, its download already made, if any)``."""
+            digest, downloaded = item
             rpath = self.object_path(digest)
             try:
                 if self.local:
                     src = rpath
+                elif downloaded is not None:
+                    src = downloaded
                 else:
                     src = os.fspath(scratch / f"get-{secrets.token_hex(8)}")
                     self.fs.get_file(rpath, src)
@@ -530,7 +433,24 @@ class RemoteStore:
             except Exception as e:
                 raise self.error(f"read object {short(digest)} from", e) from None
 
-        results = parallel(one, list(digests), jobs=jobs, task="fetching", progress=progress)
+        if self.local or not batched(self.fs):
+            items: list[tuple[str, str | None]] = [(d, None) for d in digests]
+            results = parallel(one, items, jobs=jobs, task="fetching", progress=progress)
+        else:
+            results = []
+            for lo in range(0, len(digests), _BATCH):
+                part = digests[lo : lo + _BATCH]
+                try:
+                    local = download(self.fs, [self.object_path(d) for d in part], scratch, jobs)
+                except Exception as e:
+                    raise self.error(f"read {len(part)} objects from", e) from None
+                results += [(d, "missing", 0) for d, p in zip(part, local, strict=True) if not p]
+                got = [(d, p) for d, p in zip(part, local, strict=True) if p]
+
+                def hook(task: str, n: int, total: int, lo: int = lo) -> None:
+                    progress(task, lo + n, len(digests))
+
+                results += parallel(one, got, jobs=jobs, task="fetching", progress=hook)
         missing = tuple(sorted(d for d, p, _ in results if p == "missing"))
         corrupt = tuple(sorted((d, p) for d, p, _ in results if p not in (None, "missing")))
         ok = [(d, s) for d, p, s in results if p is None]

@@ -19,7 +19,8 @@ import dsreg
 from dsreg import AddResult, Registry, RemoteError
 from dsreg.ops.maintenance import reachable
 from dsreg.remote import transfer
-from dsreg.remote.store import RemoteStore, _FolderFS
+from dsreg.remote.filesystem import FolderFS
+from dsreg.remote.store import RemoteStore
 from dsreg.remote.transfer import push
 
 # Modules a no-op push to a plain folder must not load.
@@ -151,7 +152,7 @@ def test_a_folder_is_read_as_dvcs_local_file_system_reads_it(tmp_path: Path) -> 
     plain = RemoteStore(name="r", url=str(root), options={})
     # With a DVC option the folder is opened by dvc.fs.get_cloud_fs, as before.
     viadvc = RemoteStore(name="r", url=str(root), options={"verify": False})
-    assert isinstance(plain.fs, _FolderFS) and not isinstance(viadvc.fs, _FolderFS)
+    assert isinstance(plain.fs, FolderFS) and not isinstance(viadvc.fs, FolderFS)
     assert plain.local and viadvc.local
     tags = {("pets", "v1"): digest, ("pets", "v2"): digest, ("cars", "v1"): digest}
     assert plain.refs() == viadvc.refs() == tags

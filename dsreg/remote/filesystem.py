@@ -1,0 +1,121 @@
+"""The file system of a remote URL: ``dvc.fs.get_cloud_fs`` for any URL a DVC remote accepts,
+and for a plain folder ``FolderFS``, the same answers through the ``os`` module alone (no DVC or
+fsspec import: some 60 ms of every command's start-up). Third-party errors are described here
+for the ``RemoteError`` that ``store.py`` raises."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from dsreg.errors import RemoteError
+
+__all__ = ["READ_ONLY", "FolderFS", "describe", "is_plain_folder", "open_filesystem"]
+
+# Protocols of remotes that dsreg reads only: a registry published on a static web server.
+READ_ONLY = frozenset({"http", "https"})
+# The http(s) file systems opened in this process, by URL and options.
+_WEB: dict[str, tuple[Any, str]] = {}
+
+
+def is_plain_folder(url: str, options: dict[str, Any]) -> bool:
+    """A folder path with no DVC options: dvc-objects would give a ``LocalFileSystem`` rooted
+    at ``url`` as it is, and dsreg reaches such a remote through the ``os`` module alone."""
+    return not options and bool(url) and "://" not in url
+
+
+def open_filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
+    """The filesystem and root path of ``url``; nothing is contacted yet. A plain folder needs
+    neither DVC nor fsspec (importing them costs a command about a tenth of a second); any other
+    URL, or a folder with DVC options, is checked and opened by ``dvc.fs.get_cloud_fs``."""
+    if is_plain_folder(url, options):
+        return FolderFS(), url
+    key = f"{url}\0{sorted(options.items())!r}"
+    if key in _WEB:
+        return _WEB[key]
+    from dvc.fs import get_cloud_fs
+
+    try:
+        cls, conf, path = get_cloud_fs(None, url=url, **options)
+        opened = cls(**conf), str(path)
+        if cls.protocol in READ_ONLY:
+            # One per process: its HTTP session (and kept-alive connections) serves every
+            # read, and is closed at exit, not left to a collector mid-run.
+            _WEB[key] = opened
+        return opened
+    except ImportError as e:
+        raise RemoteError(
+            f"remote URL {url!r} needs a DVC plugin that is not installed ({e}); "
+            "install it, e.g. pip install dvc-s3 (or dvc-gs, dvc-azure, dvc-ssh, …)"
+        ) from None
+    except Exception as e:  # dvc's ConfigError, voluptuous errors, URL parsing
+        raise RemoteError(
+            f"cannot use remote URL {url!r} with options {sorted(options)}: {describe(e)}; "
+            "give a folder path or a URL DVC accepts (s3://, gs://, azure://, ssh://, "
+            "https://, webdav://, hdfs://) and options DVC knows for it"
+        ) from None
+
+
+class FolderFS:
+    """What ``RemoteStore`` asks of a folder's file system, with the ``os`` module: the same
+    answers as dvc-objects' ``LocalFileSystem`` (``find`` walks as it does, ``cat`` omits what
+    it cannot read), without importing DVC. Objects never go through it: a folder remote takes
+    them as a registry does (``RemoteStore._send_to_folder``), and fetches read them in place."""
+
+    protocol = "local"
+    sep = os.sep
+
+    @staticmethod
+    def join(*parts: str) -> str:
+        return os.path.join(*parts)
+
+    @staticmethod
+    def parts(path: str) -> tuple[str, ...]:
+        drive, rest = os.path.splitdrive(path.rstrip(os.sep))
+        out: list[str] = []
+        while True:
+            rest, part = os.path.split(rest)
+            if part:
+                out.append(part)
+                continue
+            if rest:
+                out.append(rest)
+            break
+        out.reverse()
+        return (drive, *out) if drive else tuple(out)
+
+    def relparts(self, path: str, start: str) -> tuple[str, ...]:
+        return self.parts(os.path.relpath(os.path.abspath(path), os.path.abspath(start)))
+
+    @staticmethod
+    def find(path: str) -> Iterator[str]:
+        """Every file below ``path`` (nothing if it is missing or not a folder), as ``os.walk``
+        finds them."""
+        for root, _dirs, files in os.walk(path):
+            root = os.path.normpath(root)
+            for name in files:
+                yield f"{root}{os.sep}{name}"
+
+    @staticmethod
+    def cat_file(path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def cat(self, paths: list[str], *, on_error: str = "raise") -> dict[str, bytes]:
+        out: dict[str, bytes] = {}
+        for p in paths:
+            try:
+                out[p] = self.cat_file(p)
+            except Exception:
+                if on_error != "omit":
+                    raise
+        return out
+
+
+def describe(e: BaseException) -> str:
+    if isinstance(e, OSError) and e.strerror:
+        where = f" ({e.filename})" if e.filename else ""
+        return f"{e.strerror}{where}"
+    text = str(e).strip()
+    return text or type(e).__name__
