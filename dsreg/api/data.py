@@ -372,12 +372,13 @@ def evaluate(
     return report
 
 
-def diff(a: str, b: str, *, registry: RegistryArg = None) -> DiffResult:
+def diff(a: str, b: str, *, top: int = 10, registry: RegistryArg = None) -> DiffResult:
     """Rows only in ``a``, only in ``b``, and relabelled (with from -> to counts). Revisions of
-    one snapshot are matched by row, of different snapshots by ``example_id``."""
+    one snapshot are matched by row, of different snapshots by ``example_id``. ``samples``
+    lists the first ``top`` example ids of each kind of change, in snapshot order."""
     from dsreg.report.diff import diff as do_diff
 
-    return do_diff(find_registry(registry), a, b)
+    return do_diff(find_registry(registry), a, b, top=top)
 
 
 def cite(

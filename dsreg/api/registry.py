@@ -139,19 +139,50 @@ def log(dataset: str, *, registry: RegistryArg = None) -> RefLog:
 
 def tag(
     new: str,
-    source: str,
+    source: str | None = None,
     *,
     overlays: Sequence[str] | None = None,
     view: str | None = None,
     force: bool = False,
+    delete: bool = False,
     command: str | None = None,
     registry: RegistryArg = None,
 ) -> TagResult:
     """Name a revision, as ``git tag``: ``new`` (``dataset@tag``) at ``source`` (a spec or
     digest), plus ``overlays`` (digests or prefixes, applied in order) in ``view`` (default:
-    the source's). Tags are immutable: moving one needs ``force`` (the log keeps the old)."""
-    from dsreg.ops.tag import make_tag
+    the source's). Tags are immutable: moving one needs ``force`` (the log keeps the old).
 
+    ``delete=True`` removes tag ``new`` instead, as ``git tag -d`` (give no ``source``): the
+    ref log records it, no object is removed (the revision stays a gc root through that log
+    line until the log's expiry; ``gc`` decides), and the result's ``revision`` is what the
+    tag named. An unknown tag raises ``RevisionNotFoundError``."""
+    from dsreg.ops.tag import delete_tag, make_tag
+
+    if delete:
+        given = [
+            name
+            for name, value in (
+                (f"the source {source!r}", source),
+                ("overlays", overlays),
+                ("a view", view),
+                ("force", force),
+            )
+            if value
+        ]
+        if given:
+            raise InvalidInputError(
+                f"deleting tag {new!r} takes only the tag, not {' or '.join(given)}"
+            )
+        return delete_tag(
+            find_registry(registry),
+            new,
+            command=command if command is not None else f"dsreg.tag({new!r}, delete=True)",
+        )
+    if source is None:
+        raise InvalidInputError(
+            f"tag {new!r} needs the revision it names: dsreg tag {new} DATASET@TAG|DIGEST "
+            "(or --delete to remove it)"
+        )
     return make_tag(
         find_registry(registry),
         new,

@@ -143,13 +143,15 @@ def import_dvc(
     tag: str | None = None,
     force: bool = False,
     jobs: int | None = None,
+    classes: PathArg | Sequence[str] | None = None,
     progress: ProgressHook | None = None,
     command: str | None = None,
     registry: RegistryArg = None,
 ) -> ImportResult:
     """Import a DVC-tracked ImageFolder tree (or label file) ``path`` of git repository
     ``repo`` at ``rev`` as a snapshot of ``dataset`` (the command's ``--as``), with its
-    provenance: repository, requested rev, commit, path and DVC's md5."""
+    provenance: repository, requested rev, commit, path and DVC's md5. ``classes``: a label
+    file's class names, as ``add`` takes them (a list, or a file with one per line)."""
     from dsreg.ingest.dvc import import_dvc as do_import
 
     return do_import(
@@ -161,6 +163,7 @@ def import_dvc(
         tag=tag,
         force=force,
         jobs=jobs,
+        classes=classes,
         progress=progress or no_progress,
         command=command if command is not None else command_of("import_dvc", repo, path),
     )

@@ -9,6 +9,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from typing import Annotated
 
 # Before anything imports numpy: its OpenBLAS would start a thread per CPU that spins while
 # idle, taking CPU from dsreg's own worker processes; no command needs threaded BLAS (the
@@ -35,6 +36,33 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        # dsreg.__version__ is a literal in dsreg/_version.py: nothing heavy is imported.
+        import dsreg
+
+        sys.stdout.write(f"dsreg {dsreg.__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            callback=_print_version,
+            is_eager=True,
+            help="Print dsreg's version and exit.",
+        ),
+    ] = False,
+) -> None:
+    """A versioned registry for ML evaluation sets."""
+
+
 core.register(app)
 overlays.register(app)
 query.register(app)

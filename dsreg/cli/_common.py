@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -36,6 +38,14 @@ ReadRemoteOpt = Annotated[
         help="Read from this remote: a remote's name, or a URL or folder (no registry needed: "
         "objects go to the per-user cache, $DSREG_CACHE).",
         show_default=False,
+    ),
+]
+QuietOpt = Annotated[
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        help="No progress on stderr (a bar on a terminal, else a line every few seconds).",
     ),
 ]
 
@@ -76,11 +86,55 @@ def table(rows: list[list[str]], headers: list[str]) -> str:
     return "\n".join(lines)
 
 
+# Seconds between two progress lines when stderr is not a terminal (a log, CI): often enough
+# to show a long step is alive, rarely enough not to flood the log. The variable is for tests.
+PROGRESS_INTERVAL = 5.0
+
+
+def _interval() -> float:
+    try:
+        return max(0.0, float(os.environ.get("DSREG_PROGRESS_INTERVAL", PROGRESS_INTERVAL)))
+    except ValueError:
+        return PROGRESS_INTERVAL
+
+
+def progress_lines(interval: float | None = None) -> Hook:
+    """A hook that writes a line on stderr at most every ``interval`` seconds (the latest
+    report: ``task: done/total (pct%, elapsed)``), and a last line for a task that finishes
+    after one was written. A step shorter than ``interval`` writes nothing."""
+    every = _interval() if interval is None else interval
+    lock = threading.Lock()
+    start = time.monotonic()
+    last = [start]
+    shown: set[str] = set()
+
+    def hook(task: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        with lock:
+            finished = total > 0 and done >= total and task in shown
+            if not finished and now - last[0] < every:
+                return
+            last[0] = now
+            if finished:
+                shown.discard(task)
+            else:
+                shown.add(task)
+            pct = f"{100 * done // total}%, " if total > 0 else ""
+            sys.stderr.write(f"{task}: {done:,}/{total:,} ({pct}{now - start:.0f}s)\n")
+            sys.stderr.flush()
+
+    return hook
+
+
 @contextmanager
-def progress_bar() -> Iterator[Hook | None]:
-    """A rich progress bar on a terminal (stderr); none (``None``) when piped."""
-    if not sys.stderr.isatty():
+def progress_bar(*, quiet: bool = False) -> Iterator[Hook | None]:
+    """A rich progress bar on a terminal (stderr); when stderr is not a terminal, a line every
+    few seconds (``progress_lines``); nothing (``None``) with ``quiet``."""
+    if quiet:
         yield None
+        return
+    if not sys.stderr.isatty():
+        yield progress_lines()
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
@@ -103,7 +157,7 @@ def progress_bar() -> Iterator[Hook | None]:
 
 
 @contextmanager
-def lazy_progress_bar() -> Iterator[Hook]:
+def lazy_progress_bar(*, quiet: bool = False) -> Iterator[Hook]:
     """``progress_bar()``, opened at the first report: a push or pull with nothing to transfer
     reports nothing, and so never loads the progress bar's library (rich) on a terminal."""
     lock = threading.Lock()
@@ -113,7 +167,7 @@ def lazy_progress_bar() -> Iterator[Hook]:
         def hook(task: str, done: int, total: int) -> None:
             with lock:
                 if not bar:
-                    bar.append(stack.enter_context(progress_bar()))
+                    bar.append(stack.enter_context(progress_bar(quiet=quiet)))
                 if bar[0] is not None:
                     bar[0](task, done, total)
 

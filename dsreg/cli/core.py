@@ -13,6 +13,7 @@ import dsreg
 from dsreg.cli._common import (
     CONTEXT,
     JsonOpt,
+    QuietOpt,
     ReadRemoteOpt,
     RegistryOpt,
     command_line,
@@ -76,11 +77,12 @@ def add(
         str | None,
         typer.Option(help="The dataset creators' reference as plain text (as --citation)."),
     ] = None,
+    quiet: QuietOpt = False,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Add a test set as an immutable snapshot (content-addressed, deduplicated)."""
-    with progress_bar() as hook:
+    with progress_bar(quiet=quiet) as hook:
         res = dsreg.add(
             dataset,
             path,
@@ -220,8 +222,10 @@ def _printable(text: str) -> str:
 
 
 def tag(
-    new: Annotated[str, typer.Argument(help="The tag to create: dataset@tag.")],
-    source: Annotated[str, typer.Argument(help="What it names: a spec or digest.")],
+    new: Annotated[str, typer.Argument(help="The tag to create (or delete): dataset@tag.")],
+    source: Annotated[
+        str | None, typer.Argument(help="What it names: a spec or digest (not with --delete).")
+    ] = None,
     overlay: Annotated[
         list[str] | None,
         typer.Option(
@@ -238,16 +242,26 @@ def tag(
     force: Annotated[
         bool, typer.Option(help="Move the tag if it exists (the log keeps it).")
     ] = False,
+    delete: Annotated[
+        bool,
+        typer.Option(
+            "--delete",
+            "-d",
+            help="Delete the tag, as git tag -d. Logged; no object is removed: gc decides, "
+            "once the log line is older than the log's expiry.",
+        ),
+    ] = False,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
-    """Name a revision, as git tag: the new name first."""
+    """Name a revision, as git tag: the new name first. --delete removes a name."""
     res = dsreg.tag(
         new,
         source,
         overlays=overlay,
         view=view,
         force=force,
+        delete=delete,
         command=command_line(),
         registry=registry_path,
     )
@@ -255,6 +269,12 @@ def tag(
         emit_json(res.to_dict())
         return
     out(res.revision)
+    if res.deleted:
+        say(
+            f"Deleted tag {res.dataset}@{res.tag} (was {short(res.revision)}); the log keeps it "
+            f"and its objects stay until 'dsreg gc' finds nothing else keeps them"
+        )
+        return
     moved = (
         f" (moved from {short(res.previous)})"
         if res.previous and res.previous != res.revision
@@ -285,13 +305,14 @@ def checkout(
             "since it was last verified (a copy always re-hashes).",
         ),
     ] = False,
+    quiet: QuietOpt = False,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Materialise a revision as files plus a pin file PATH/.dsreg.json; switching a checkout
     touches only the files that differ, and finishes one that was interrupted. With --remote,
     what the revision lacks here is fetched from that remote, verified, first."""
-    with progress_bar() as hook:
+    with progress_bar(quiet=quiet) as hook:
         res = dsreg.checkout(
             spec,
             path,
@@ -305,6 +326,14 @@ def checkout(
         emit_json(res.to_dict())
         return
     out(res.revision)
+    if res.labels_csv is not None:
+        # A label-only set comes back as one file: say which, and what is in it.
+        say(
+            f"Checked out {spec} at {res.path}: wrote {res.labels_csv} ({res.labels_rows} rows: "
+            "row, example_id, label, label_name, given_label, verdict)"
+            + (f"; removed {res.removed} files" if res.removed else "")
+        )
+        return
     say(
         f"Checked out {spec} at {res.path}: {res.files} files "
         f"({res.added} written, {res.removed} removed, {res.unchanged} unchanged, {res.link})"
@@ -314,12 +343,13 @@ def checkout(
 def verify(
     spec: Annotated[str | None, typer.Argument(help="Verify what this revision reaches.")] = None,
     all_: Annotated[bool, typer.Option("--all", help="Verify every object (the default).")] = False,
+    quiet: QuietOpt = False,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Re-hash objects and check manifests against their schemas, and every tag and log line;
     exit 1 on any problem. Payloads a clone has not fetched yet are counted apart: not damage."""
-    with progress_bar() as hook:
+    with progress_bar(quiet=quiet) as hook:
         res = dsreg.verify(spec, all=all_, progress=hook, registry=registry_path)
     if json:
         emit_json(res.to_dict())

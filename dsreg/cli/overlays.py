@@ -41,6 +41,12 @@ def register(app: typer.Typer) -> None:
     app.add_typer(overlay_app)
 
 
+def _score(value: float | None) -> str:
+    """A label-quality score as printed: four significant digits, so that small scores stay
+    apart (``4e-05``, never ``0.0000``); empty for none."""
+    return "" if value is None else f"{value:.4g}"
+
+
 def _say_tagged(res: dsreg.OverlayResult) -> None:
     t = res.tagged
     if t is not None:
@@ -114,9 +120,13 @@ def detect(
         return
     s = res.summary
     if s.get("renormalized_rows"):
+        # Only rows further from 1 than float rounding are counted; say how far that is.
+        n = s["renormalized_rows"]
+        rows, were, their = (f"{n} rows", "were", "their") if n != 1 else ("1 row", "was", "its")
         say(
-            f"Note: {s['renormalized_rows']} rows of probabilities did not sum to 1 "
-            "(within 1e-3) and were renormalised."
+            f"Note: {rows} of probabilities summed to 1 only within 1e-3, further off than "
+            f"float rounding ({_score(res.details.sum_tolerance)} for this dtype and "
+            f"{res.details.k} classes), and {were} divided by {their} sum before detection."
         )
     out(f"overlay        {res.digest}")
     out(f"flagged        {s['rows']} of {res.details.n} rows ({filter_by}, ranked by {rank_by})")
@@ -134,7 +144,7 @@ def detect(
                         r["example_id"],
                         r["given"],
                         r["suggested"],
-                        f"{r['score']:.4f}",
+                        _score(r["score"]),
                     ]
                     for r in ranked
                 ],
@@ -337,7 +347,7 @@ def show(
                     name(r["given_label"]),
                     name(r["suggested_label"]),
                     r["verdict"],
-                    "" if r["score"] is None else f"{r['score']:.4f}",
+                    _score(r["score"]),
                 ]
                 for r in info.corrections
             ],

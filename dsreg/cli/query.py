@@ -73,7 +73,10 @@ def sql(
         remote=remote,
         registry=registry_path,
     )
-    if fmt == "table":
+    if output is not None:
+        # The data went to a file: say what is in it (stdout stays empty).
+        say(f"Wrote {rows} row{'s' if rows != 1 else ''} to {output} ({fmt})")
+    elif fmt == "table":
         say(f"({rows} rows)")
 
 
@@ -216,12 +219,15 @@ def _render_eval(report: dsreg.EvalReport) -> None:
 def diff(
     a: Annotated[str, typer.Argument(help="The first revision, e.g. cifar10-test@original.")],
     b: Annotated[str, typer.Argument(help="The second revision, e.g. cifar10-test@corrected-v1.")],
+    top: Annotated[
+        int, typer.Option(help="How many example ids of each kind of change to list (0: none).")
+    ] = 10,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Rows only in A, only in B, and relabelled (with a from -> to count table). Revisions of one
     snapshot are matched by row, of different snapshots by example_id."""
-    res = dsreg.diff(a, b, registry=registry_path)
+    res = dsreg.diff(a, b, top=top, registry=registry_path)
     if json:
         emit_json(res.to_dict())
         return

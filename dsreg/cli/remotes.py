@@ -11,6 +11,7 @@ import dsreg
 from dsreg.cli._common import (
     CONTEXT,
     JsonOpt,
+    QuietOpt,
     RegistryOpt,
     command_line,
     emit_json,
@@ -141,11 +142,12 @@ def push(
         bool,
         typer.Option(help="Move tags the remote holds at another digest (its log keeps them)."),
     ] = False,
+    quiet: QuietOpt = False,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Send revisions, everything they reach, then their tags; nothing the remote holds."""
-    with lazy_progress_bar() as hook:
+    with lazy_progress_bar(quiet=quiet) as hook:
         res = dsreg.push(
             specs,
             remote=remote,
@@ -179,11 +181,12 @@ def pull(
     force: Annotated[
         bool, typer.Option(help="Move local tags to the remote's digests (the log keeps them).")
     ] = False,
+    quiet: QuietOpt = False,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Fetch revisions and what they reach that is missing here, verified; then set the tags."""
-    with lazy_progress_bar() as hook:
+    with lazy_progress_bar(quiet=quiet) as hook:
         res = dsreg.pull(
             specs,
             remote=remote,
@@ -212,11 +215,12 @@ def clone(
     name: Annotated[str, typer.Option(help="Name of the remote in the new registry.")] = "origin",
     option: OptionOpt = None,
     jobs: JobsOpt = None,
+    quiet: QuietOpt = False,
     json: JsonOpt = False,
 ) -> None:
     """A new registry with the remote's tags, logs and manifests; payloads come on demand
     (pull, checkout or dsreg.open(..., remote=))."""
-    with lazy_progress_bar() as hook:
+    with lazy_progress_bar(quiet=quiet) as hook:
         res = dsreg.clone(
             url,
             path,
@@ -246,12 +250,20 @@ def import_dvc(
         bool, typer.Option(help="Move --tag if it exists (the log keeps it).")
     ] = False,
     jobs: JobsOpt = None,
+    classes: Annotated[
+        Path | None,
+        typer.Option(
+            help="A label file's class names, one per line (line i is class i), as for "
+            "'dsreg add'; a folder's class folders name them."
+        ),
+    ] = None,
+    quiet: QuietOpt = False,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Import a DVC-tracked ImageFolder tree (or label file) at a git revision as a snapshot,
     with its provenance: repository, requested rev, commit, path and DVC's md5."""
-    with progress_bar() as hook:
+    with progress_bar(quiet=quiet) as hook:
         res = dsreg.import_dvc(
             repo,
             path,
@@ -260,6 +272,7 @@ def import_dvc(
             tag=tag,
             force=force,
             jobs=jobs,
+            classes=classes,
             progress=hook,
             command=command_line(),
             registry=registry_path,

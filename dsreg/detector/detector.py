@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from dsreg.detector.count import ESTIMATION_METHODS, ProbsLike, Scan, count_issues, noise_rate_of
 from dsreg.detector.filter import check_filter_options, issue_mask
-from dsreg.detector.probs import ProbabilitySource, open_probabilities
+from dsreg.detector.probs import ProbabilitySource, open_probabilities, sum_tolerance
 from dsreg.detector.rank import check_rank_options, rank_issues
 from dsreg.errors import InvalidInputError
 
@@ -54,12 +54,15 @@ class Detection:
     issues_per_class : numpy.ndarray of int64, shape (k,)
         Flagged rows per given label.
     renormalized_rows : int
-        Rows of probabilities whose sum was off by more than float rounding (at most 1e-3)
-        and that were divided by it before detection.
+        Rows of probabilities whose sum was off from 1 by more than ``sum_tolerance`` (float
+        rounding; at most 1e-3) and that were divided by it before detection.
     params : dict
         JSON-able parameters that produced this result (for the overlay's provenance).
     n, k : int
         Rows and classes of the input.
+    sum_tolerance : float
+        The largest ``|row sum - 1|`` taken as float rounding for the input's dtype and ``k``
+        (:func:`dsreg.detector.probs.sum_tolerance`): rows further off were renormalised.
     """
 
     rows: npt.NDArray[np.int64]
@@ -74,6 +77,7 @@ class Detection:
     params: dict[str, Any] = field(default_factory=dict)
     n: int
     k: int
+    sum_tolerance: float = 0.0
 
     def __len__(self) -> int:
         return int(self.rows.size)
@@ -94,6 +98,7 @@ class Detection:
             "params": dict(self.params),
             "n": self.n,
             "k": self.k,
+            "sum_tolerance": self.sum_tolerance,
         }
 
     @classmethod
@@ -112,6 +117,7 @@ class Detection:
             params=dict(data["params"]),
             n=int(data["n"]),
             k=int(data["k"]),
+            sum_tolerance=float(data.get("sum_tolerance", 0.0)),
         )
 
 
@@ -225,4 +231,5 @@ def detect(
         params=params,
         n=scan.n,
         k=scan.k,
+        sum_tolerance=sum_tolerance(source.dtype, source.k),
     )

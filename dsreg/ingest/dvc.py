@@ -15,15 +15,16 @@ import contextlib
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.errors import DsregError, InputPathError, RemoteError, StorageError
+from dsreg.errors import DsregError, InputPathError, InvalidInputError, RemoteError, StorageError
 from dsreg.ingest.result import AddResult
 from dsreg.ingest.snapshot import add_locked
-from dsreg.ingest.sources import scan_imagefolder, scan_labels
+from dsreg.ingest.sources import read_classes, scan_imagefolder, scan_labels
 from dsreg.model.names import check_name
 from dsreg.objects.batch import STAGE_PREFIX
 from dsreg.repo.registry import Registry
@@ -83,13 +84,23 @@ def import_dvc(
     tag: str | None = None,
     force: bool = False,
     jobs: int | None = None,
+    classes: str | os.PathLike[str] | Sequence[str] | None = None,
     progress: ProgressHook = no_progress,
     command: str = "",
 ) -> ImportResult:
-    """Import ``path`` of ``repo`` at ``rev`` as a snapshot of ``dataset`` (tagged ``tag``)."""
+    """Import ``path`` of ``repo`` at ``rev`` as a snapshot of ``dataset`` (tagged ``tag``).
+
+    ``classes``: the class names of a label file, as ``dsreg add --classes`` takes them (a list,
+    or a file with one per line: line i is class i); a folder names its classes itself."""
     check_name(dataset, what="dataset name")
     if tag is not None:
         check_name(tag, what="tag name")
+    # Read before anything is downloaded: a bad classes file fails at once.
+    names: Sequence[str] | None
+    if classes is None or not isinstance(classes, str | os.PathLike):
+        names = classes
+    else:
+        names = read_classes(Path(classes))
     repo_id = _repo_id(repo)
     rel = _clean_path(path)
     fs = _open(repo_id, rev)
@@ -98,6 +109,11 @@ def import_dvc(
         info = _info(fs, rel, repo_id, rev)
         md5 = info.get("md5")
         is_dir = info.get("type") == "directory"
+        if is_dir and names is not None:
+            raise InvalidInputError(
+                f"{rel} of {repo_id} is a folder: its class folders name the classes; "
+                "--classes goes with a label file"
+            )
         # The download waits in a staging folder under the registry's lock (shared, as every
         # writer holds it): gc cannot run meanwhile, and removes one a killed import left
         # behind, as it does an add's staging.
@@ -116,7 +132,7 @@ def import_dvc(
                     source = scan_imagefolder(local)
                     layout = "imagefolder"
                 else:
-                    source = scan_labels(local, classes=None)
+                    source = scan_labels(local, classes=names)
                     layout = "labels"
                 provenance: dict[str, object] = {
                     "kind": "dvc",

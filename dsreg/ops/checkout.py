@@ -22,6 +22,7 @@ never follow a link inside the folder (``checkout_fs``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import os
@@ -98,9 +99,14 @@ class CheckoutResult:
     removed: int
     unchanged: int
     link: str
+    # A label-only set: the labels.csv written (its path) and its rows; None otherwise.
+    labels_csv: str | None = None
+    labels_rows: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "labels_csv": self.labels_csv,
+            "labels_rows": self.labels_rows,
             "revision": self.revision,
             "path": self.path,
             "files": self.files,
@@ -132,7 +138,10 @@ def checkout(
     # against what the first left.
     with _locked(target) as created:
         try:
-            return apply(reg, plan(ds, target, link=link), verify=verify, progress=progress)
+            res = apply(reg, plan(ds, target, link=link), verify=verify, progress=progress)
+            if res.labels_csv is not None:
+                res = dataclasses.replace(res, labels_rows=len(ds))
+            return res
         except BaseException:
             if created:
                 # Refused, or failed and emptied again: a folder this checkout made goes too.
@@ -189,6 +198,7 @@ def apply(
         removed=planned.removed,
         unchanged=planned.files - len(todo),
         link=planned.link,
+        labels_csv=str(target / LABELS_CSV) if planned.labels_csv is not None else None,
     )
 
 

@@ -1,17 +1,18 @@
-"""``dsreg tag NEW SRC``: name a revision, optionally adding overlays and choosing a view."""
+"""``dsreg tag NEW SRC``: name a revision, optionally adding overlays and choosing a view;
+``dsreg tag --delete NAME``: remove a name (logged; no object is removed, gc decides)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dsreg.errors import InvalidInputError, TagExistsError
+from dsreg.errors import DsregError, InvalidInputError, TagExistsError
 from dsreg.model.manifests import VIEWS, Revision, View
 from dsreg.model.names import parse_tag_target
 from dsreg.objects.digest import short
 from dsreg.repo.registry import Registry
 
-__all__ = ["TagResult", "make_revision", "make_tag"]
+__all__ = ["TagResult", "delete_tag", "make_revision", "make_tag"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -22,9 +23,11 @@ class TagResult:
     previous: str | None
     view: str
     overlays: tuple[str, ...]
+    deleted: bool = False  # the tag was removed; ``revision`` is what it pointed at
 
     def to_dict(self) -> dict[str, object]:
         return {
+            "deleted": self.deleted,
             "dataset": self.dataset,
             "tag": self.tag,
             "revision": self.revision,
@@ -106,4 +109,28 @@ def make_tag(
         previous=previous,
         view=rev.view,
         overlays=rev.overlays,
+    )
+
+
+def delete_tag(reg: Registry, name: str, *, command: str = "") -> TagResult:
+    """Remove tag ``name`` (``dataset@tag``), as ``git tag -d``: the ref log records it and
+    nothing else changes; the revision it named stays a gc root through that log line until
+    the log's expiry (``gc --prune-log-older-than``). ``RevisionNotFoundError`` if there is no
+    such tag."""
+    dataset, tag = parse_tag_target(name)
+    with reg.lock():
+        old = reg.refs.delete(dataset, tag, command=command)
+    try:
+        rev = reg.revision(old)
+        view, overlays = str(rev.view), rev.overlays
+    except DsregError:  # a tag naming a damaged or missing manifest is deleted all the same
+        view, overlays = "", ()
+    return TagResult(
+        dataset=dataset,
+        tag=tag,
+        revision=old,
+        previous=old,
+        view=view,
+        overlays=overlays,
+        deleted=True,
     )

@@ -31,7 +31,14 @@ from pathlib import Path
 from typing import Any
 
 from dsreg._util.fs import write_all
-from dsreg.errors import DsregError, InvalidInputError, ManifestError, StorageError, TagExistsError
+from dsreg.errors import (
+    DsregError,
+    InvalidInputError,
+    ManifestError,
+    RevisionNotFoundError,
+    StorageError,
+    TagExistsError,
+)
 from dsreg.model.names import check_name
 from dsreg.objects.digest import format_digest, is_digest, short
 
@@ -368,6 +375,53 @@ class RefStore:
                     "(the tag and its log are as they were): free space or fix the folder's "
                     "permissions and run the command again"
                 ) from e
+        return old
+
+    def delete(self, dataset: str, tag: str, *, command: str = "") -> str:
+        """Remove ``dataset@tag``; return the digest it pointed at. Logged like every move (event
+        ``delete``, ``old`` the digest, ``new`` none); no object is removed: what the tag kept
+        stays a gc root through the log line until the log's expiry, as git's reflog keeps a
+        deleted branch's commits. A tag that does not exist raises ``RevisionNotFoundError``.
+
+        The line is written first, then the tag removed; if removing fails the line is cut
+        back, and a crash between the two leaves the line alone, which the next delete of the
+        same tag finds as the log's last line and does not write again.
+        """
+        path = self.path(dataset, tag)
+        with self._locked(dataset):
+            old = self.get(dataset, tag)
+            if old is None:
+                tags = ", ".join(self.tags(dataset)) or "none"
+                raise RevisionNotFoundError(
+                    f"no tag {dataset}@{tag} to delete (tags of {dataset!r}: {tags}); "
+                    "see 'dsreg ls'",
+                    dataset=dataset,
+                    ref=tag,
+                )
+            entry = LogEntry.now(
+                dataset=dataset, tag=tag, old=old, new=None, command=command, event="delete"
+            )
+            try:
+                with _LogFile(self.logs / f"{dataset}.jsonl") as log:
+                    last = log.last_entry()
+                    try:
+                        if not (last is not None and _same_move(last, entry)):
+                            log.append(entry.to_line())
+                        os.unlink(path)
+                    except BaseException:
+                        log.rollback()
+                        raise
+                _fsync_dir(path.parent)
+            except DsregError:
+                raise
+            except OSError as e:
+                raise StorageError(
+                    f"cannot delete tag {dataset}@{tag}: {e.strerror or e}; nothing was changed "
+                    "(the tag and its log are as they were)"
+                ) from e
+            # A dataset left without tags is no longer listed by 'dsreg ls' (its log stays).
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()
         return old
 
     def _install(self, tmp: Path, path: Path, *, replace: bool, dataset: str) -> None:

@@ -14,13 +14,15 @@ from typing import Any
 
 import numpy as np
 
+from dsreg.errors import InvalidInputError
 from dsreg.repo.registry import Registry, Resolved
 from dsreg.views.sparse import LoadedRevision, SparseView, load_revision, sparse_views
 from dsreg.views.sql import Connection
 
-__all__ = ["DiffResult", "Transition", "diff"]
+__all__ = ["TOP", "DiffResult", "Transition", "diff"]
 
-_SAMPLES = 10
+#: How many example ids of each kind of change a diff lists by default (``--top``).
+TOP = 10
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,8 +39,8 @@ class Transition:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DiffResult:
-    """The difference of two revisions' views; ``samples`` hold the first example ids of each
-    kind of change, in snapshot order (query the views for all of them)."""
+    """The difference of two revisions' views; ``samples`` hold the first ``top`` example ids of
+    each kind of change, in snapshot order (query the views for all of them)."""
 
     a: str
     b: str
@@ -71,15 +73,18 @@ class DiffResult:
         }
 
 
-def diff(reg: Registry, a: str, b: str) -> DiffResult:
-    """Compare the views of revisions ``a`` and ``b`` (specs)."""
+def diff(reg: Registry, a: str, b: str, *, top: int = TOP) -> DiffResult:
+    """Compare the views of revisions ``a`` and ``b`` (specs); list the first ``top`` example
+    ids of each kind of change."""
+    if isinstance(top, bool) or not isinstance(top, int) or top < 0:
+        raise InvalidInputError(f"top {top!r} is not a count of rows: give 0 or more")
     ra, rb = reg.resolve(a), reg.resolve(b)
     if ra.revision.snapshot == rb.revision.snapshot:
-        return _diff_rows(reg, ra, rb)
-    return _diff_sql(reg, ra, rb, match="example_id")
+        return _diff_rows(reg, ra, rb, top=top)
+    return _diff_sql(reg, ra, rb, match="example_id", top=top)
 
 
-def _diff_rows(reg: Registry, ra: Resolved, rb: Resolved) -> DiffResult:
+def _diff_rows(reg: Registry, ra: Resolved, rb: Resolved, *, top: int = TOP) -> DiffResult:
     """One snapshot: two views can differ only at rows some overlay names, so only those rows
     (and the count of the rest) are compared; the snapshot's ids are read for the samples only."""
     la, lb = load_revision(reg, ra.revision), load_revision(reg, rb.revision)
@@ -104,9 +109,9 @@ def _diff_rows(reg: Registry, ra: Resolved, rb: Resolved) -> DiffResult:
     rest_a = rest if va.complement and not vb.complement else 0
     rest_b = rest if vb.complement and not va.complement else 0
     first = {
-        "only_a": _first(named[only_a], named if rest_a else None, n),
-        "only_b": _first(named[only_b], named if rest_b else None, n),
-        "relabelled": named[changed][:_SAMPLES],
+        "only_a": _first(named[only_a], named if rest_a else None, n, top),
+        "only_b": _first(named[only_b], named if rest_b else None, n, top),
+        "relabelled": named[changed][:top],
     }
     return DiffResult(
         a=ra.spec,
@@ -154,14 +159,15 @@ def _side(named: np.ndarray, vw: SparseView, rev: LoadedRevision) -> tuple[np.nd
     return served, label
 
 
-def _first(rows: np.ndarray, excluded: np.ndarray | None, n: int) -> np.ndarray:
-    """The first sample rows: ``rows``, plus (when ``excluded`` is given) the rows outside it."""
+def _first(rows: np.ndarray, excluded: np.ndarray | None, n: int, top: int) -> np.ndarray:
+    """The first ``top`` sample rows: ``rows``, plus (when ``excluded`` is given) the rows
+    outside it."""
     if excluded is None:
-        return rows[:_SAMPLES]
-    # The first _SAMPLES rows outside `excluded` lie below len(excluded) + _SAMPLES.
-    upto = np.arange(min(n, len(excluded) + _SAMPLES))
-    outside = upto[~_member(upto, excluded)][:_SAMPLES]
-    return np.union1d(rows[:_SAMPLES], outside)[:_SAMPLES]
+        return rows[:top]
+    # The first `top` rows outside `excluded` lie below len(excluded) + top.
+    upto = np.arange(min(n, len(excluded) + top))
+    outside = upto[~_member(upto, excluded)][:top]
+    return np.union1d(rows[:top], outside)[:top]
 
 
 def _ids_at(path: Path, rows: dict[str, np.ndarray]) -> dict[str, list[str]]:
@@ -183,7 +189,9 @@ def _ids_at(path: Path, rows: dict[str, np.ndarray]) -> dict[str, list[str]]:
     return out
 
 
-def _diff_sql(reg: Registry, ra: Resolved, rb: Resolved, *, match: str) -> DiffResult:
+def _diff_sql(
+    reg: Registry, ra: Resolved, rb: Resolved, *, match: str, top: int = TOP
+) -> DiffResult:
     """Any two revisions, through their DuckDB views, matched on ``match`` (a full outer join)."""
     with Connection(reg) as con:
         con.create_view("__dsreg_a", ra.revision)
@@ -215,7 +223,7 @@ def _diff_sql(reg: Registry, ra: Resolved, rb: Resolved, *, match: str) -> DiffR
         for kind in ("only_a", "only_b", "relabelled"):
             got = con.execute(
                 'SELECT example_id FROM __dsreg_diff WHERE change = ? ORDER BY "row", '
-                f"example_id LIMIT {_SAMPLES}",
+                f"example_id LIMIT {int(top)}",
                 [kind],
             ).fetchall()
             samples[kind] = [r[0] for r in got]

@@ -72,5 +72,5 @@ def test_re_adding_an_unchanged_tree_loads_no_data_library(
     first = dsreg.add("ds", tree, tag="v1", registry=reg)
     assert heavy_modules(tmp_path, "add", "ds", str(tree), "--tag", "v1") == []
     assert dsreg.open("ds@v1", registry=reg).digest == first.revision
-    for args in (["ls"], ["log", "ds"], ["tag", "-h"], ["--help"]):
+    for args in (["ls"], ["log", "ds"], ["tag", "-h"], ["--help"], ["--version"]):
         assert heavy_modules(tmp_path, *args) == [], args

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -217,3 +218,29 @@ def test_a_folder_that_is_no_repository_is_a_clear_error(
         dsreg.import_dvc(
             str(tmp_path / "absent"), "data", dataset="pets", registry=make_registry("b")
         )
+
+
+def test_import_dvc_classes_names_a_label_files_classes_in_order(
+    dvc_project: dict[str, str | Path], cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    repo = str(dvc_project["repo"])
+    assert cli("init").exit_code == 0
+    # The order given, not the sorted names: dog is class 0.
+    (tmp_path / "classes.txt").write_text("dog\ncat\nbird\n")
+    r = cli("import-dvc", repo, "labels.csv", "--as", "votes", "--rev", "v1",
+            "--classes", "classes.txt", "--tag", "v1")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert "3 examples, 3 classes" in r.stderr
+    ds = dsreg.open("votes@v1", registry=tmp_path / ".dsreg")
+    assert ds.classes == ("dog", "cat", "bird")
+    assert ds.labels().column("label").to_pylist() == [1, 0, 1]  # cat, dog, cat
+    # A label the file does not name, and a folder (which names its classes), are refused.
+    (tmp_path / "few.txt").write_text("dog\n")
+    r = cli("import-dvc", repo, "labels.csv", "--as", "few", "--rev", "v1", "--classes", "few.txt")
+    assert r.exit_code == 1 and r.stderr.startswith("Error: ") and "cat" in r.stderr
+    r = cli("import-dvc", repo, "data/val", "--as", "pets", "--rev", "v1",
+            "--classes", "classes.txt")  # fmt: skip
+    assert r.exit_code == 1
+    assert "is a folder: its class folders name the classes" in r.stderr
+    assert dsreg.ls(registry=tmp_path / ".dsreg") is not None
+    assert sorted(t.dataset for t in dsreg.ls(registry=tmp_path / ".dsreg")) == ["votes"]
