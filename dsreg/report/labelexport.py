@@ -1,9 +1,11 @@
 """``dsreg export``: a revision's labels as ``.npy``, CSV or Parquet, aligned to the snapshot's
 rows (-1 where the view removes a row) or to the view's.
 
-The rows stream from DuckDB in record batches: a ``.npy`` is filled in place through a memory
-map, CSV and Parquet are written a batch at a time, so nothing but a batch (and, for ``.npy``,
-the label vector's pages) is held, however large the set. The file appears whole or not at all:
+Bounded memory, however large the set: the view's ``(row, label)`` pairs stream from DuckDB
+(which reads only those columns) into one int64 vector over the snapshot's rows, -1 where the
+view has no row; CSV and Parquet then stream the snapshot's example ids from its verified
+examples table, a row group's batch at a time, beside that vector. Nothing is sorted or joined,
+and nothing but the label vector and one batch is held. The file appears whole or not at all:
 it is written beside its destination and renamed into place.
 """
 
@@ -15,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from dsreg.errors import InvalidInputError, StorageError
-from dsreg.model.manifests import Revision
 from dsreg.repo.registry import Registry
 from dsreg.views.loaders import check_align
-from dsreg.views.sql import Connection
+from dsreg.views.sql import Connection, verified_object
 
 __all__ = ["EXPORT_FORMATS", "ExportResult", "check_export_format", "export_labels"]
 
@@ -81,30 +84,34 @@ def export_labels(
     dest = Path(output)
     if dest.is_dir():
         raise InvalidInputError(f"{dest} is a folder; give a file name, e.g. {dest}/labels.{fmt}")
+    snap = reg.snapshot(r.revision.snapshot)
     with Connection(reg) as con:
         con.create_view("__dsreg_v", r.revision)
-        con.create_view("__dsreg_s", Revision(snapshot=r.revision.snapshot), view="original")
-        count = con.execute("SELECT count(*) FROM __dsreg_v").fetchall()[0][0]
-        n = int(count) if which == "view" else reg.snapshot(r.revision.snapshot).rows
-        removed = 0 if which == "view" else n - int(count)
-        try:
-            fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
-        except OSError as e:
-            raise StorageError(f"cannot write {dest}: {e.strerror}", path=str(dest)) from e
-        os.close(fd)
-        try:
-            os.chmod(tmp, 0o666 & ~_umask())  # as open() would make it, not mkstemp's 0600
-            if fmt == "npy":
-                _write_npy(con, tmp, n, snapshot=which == "snapshot")
-            else:
-                _write_table(con, tmp, fmt, snapshot=which == "snapshot")
-            _fsync(tmp)
-            os.replace(tmp, dest)
-        except OSError as e:
-            raise StorageError(f"cannot write {dest}: {e.strerror}", path=str(dest)) from e
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        labels = _label_vector(con, snap.rows)
+    kept = labels >= 0
+    count = int(kept.sum())
+    n = count if which == "view" else snap.rows
+    removed = 0 if which == "view" else snap.rows - count
+    try:
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    except OSError as e:
+        raise StorageError(f"cannot write {dest}: {e.strerror}", path=str(dest)) from e
+    os.close(fd)
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())  # as open() would make it, not mkstemp's 0600
+        if fmt == "npy":
+            with open(tmp, "wb") as f:  # np.save would add ".npy" to a name
+                np.save(f, labels if which == "snapshot" else labels[kept])
+        else:
+            examples = verified_object(reg, snap.examples)
+            _write_table(examples, tmp, fmt, labels, snap.classes, view=which == "view")
+        _fsync(tmp)
+        os.replace(tmp, dest)
+    except OSError as e:
+        raise StorageError(f"cannot write {dest}: {e.strerror}", path=str(dest)) from e
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
     return ExportResult(
         revision=r.digest, output=str(dest), format=fmt, align=which, rows=n, removed=removed
     )
@@ -124,48 +131,60 @@ def _fsync(path: str) -> None:
         os.close(fd)
 
 
-def _write_npy(con: Connection, path: str, n: int, *, snapshot: bool) -> None:
-    import numpy as np
-
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.int64, shape=(n,))
-    try:
-        if snapshot:
-            out[:] = -1
-            _, batches = con.batches('SELECT "row", label FROM __dsreg_v', rows=_BATCH)
-            for b in batches:
-                out[b.column(0).to_numpy()] = b.column(1).to_numpy()
-        else:
-            _, batches = con.batches('SELECT label FROM __dsreg_v ORDER BY "row"', rows=_BATCH)
-            at = 0
-            for b in batches:
-                out[at : at + b.num_rows] = b.column(0).to_numpy()
-                at += b.num_rows
-        out.flush()
-    finally:
-        del out
+def _label_vector(con: Connection, n: int) -> np.ndarray:
+    """The view's label of each snapshot row, -1 where the view has no such row."""
+    out = np.full(n, -1, dtype=np.int64)
+    _, batches = con.batches('SELECT "row", label FROM __dsreg_v', rows=_BATCH)
+    for b in batches:
+        out[b.column(0).to_numpy()] = b.column(1).to_numpy()
+    return out
 
 
-def _write_table(con: Connection, path: str, fmt: str, *, snapshot: bool) -> None:
-    if snapshot:
-        query = (
-            'SELECT s."row", s.example_id, coalesce(v.label, -1)::BIGINT AS label, v.label_name '
-            'FROM __dsreg_s s LEFT JOIN __dsreg_v v ON v."row" = s."row" ORDER BY s."row"'
-        )
-    else:
-        query = (
-            'SELECT "row", example_id, label::BIGINT AS label, label_name FROM __dsreg_v '
-            'ORDER BY "row"'
-        )
-    schema, batches = con.batches(query, rows=_BATCH)
+def _write_table(
+    examples: Path,
+    path: str,
+    fmt: str,
+    labels: np.ndarray,
+    classes: tuple[str, ...],
+    *,
+    view: bool,
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema(
+        [
+            ("row", pa.int64()),
+            ("example_id", pa.string()),
+            ("label", pa.int64()),
+            ("label_name", pa.string()),
+        ]
+    )
+    names = np.asarray(classes, dtype=object)
+    writer: Any
     if fmt == "parquet":
-        import pyarrow.parquet as pq
-
-        with pq.ParquetWriter(path, schema) as w:
-            for b in batches:
-                w.write_batch(b)
+        writer = pq.ParquetWriter(path, schema)
     else:
         import pyarrow.csv as pacsv
 
-        with pacsv.CSVWriter(path, schema) as w:
-            for b in batches:
-                w.write_batch(b)
+        writer = pacsv.CSVWriter(path, schema)
+    try:
+        source = pq.ParquetFile(examples)
+    except (pa.ArrowException, OSError) as e:
+        raise StorageError(f"cannot read the examples table {examples}: {e}") from e
+    with writer:
+        at = 0
+        for batch in source.iter_batches(batch_size=_BATCH, columns=["example_id"]):
+            k = batch.num_rows
+            lab = labels[at : at + k]
+            rows = np.arange(at, at + k, dtype=np.int64)
+            ids = batch.column(0)
+            at += k
+            if view:
+                keep = lab >= 0
+                rows, lab, ids = rows[keep], lab[keep], ids.filter(pa.array(keep))
+            missing = lab < 0
+            label_name = pa.array(names[np.where(missing, 0, lab)], pa.string(), mask=missing)
+            writer.write_batch(
+                pa.record_batch([rows, ids.cast(pa.string()), lab, label_name], schema=schema)
+            )
