@@ -24,6 +24,7 @@ from dsreg.model.manifests import encode_manifest
 from dsreg.model.tables import parquet_bytes
 from dsreg.objects.hashing import hash_bytes
 from dsreg.overlays.write import corrections_table, write_overlay
+from golden_sources import source_digests
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "digests.json"
 
@@ -186,3 +187,12 @@ def test_same_manifest_from_other_json_text_has_the_same_digest() -> None:
     )
     assert canonical_bytes(a) == canonical_bytes(b)
     assert hash_bytes(canonical_bytes(a)) == Revision(snapshot="blake3:" + "01" * 32).digest
+
+
+def test_label_file_and_table_sources_have_pinned_digests(
+    tmp_path: Path, golden: dict[str, Any]
+) -> None:
+    # Pinned with the whole-table writer, before ``dsreg add`` streamed (#15): the streaming
+    # writer must give every table, one row group or several, the same bytes.
+    reg = dsreg.init(registry=tmp_path / "reg")
+    assert source_digests(tmp_path, reg) == golden["sources"]
