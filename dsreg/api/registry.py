@@ -43,6 +43,7 @@ def add(
     label_column: str = "label",
     files: PathArg | None = None,
     classes: PathArg | Sequence[str] | None = None,
+    ids: PathArg | None = None,
     tag: str | None = None,
     force: bool = False,
     citation: PathArg | None = None,
@@ -58,7 +59,11 @@ def add(
     (``.parquet`` or ``.csv``) with ``id_column`` and ``label_column``, its payloads found at
     ``files/<example id>`` when ``files`` is given. ``classes``: the class names, a list or a
     file with one per line (line i is class i; not for a tree, whose folders name them).
+    ``ids``: with ``labels``, the example ids in row order (``ids.txt``, one per line, or
+    ``ids.json``, a list of strings); without it a label-only set's ids are its row numbers.
     ``tag`` points ``dataset@tag`` at the new revision (moving it needs ``force``).
+    Label-only sets (``labels``, or ``table`` without ``files``) are read, checked and written
+    a row group at a time, in bounded memory.
 
     ``citation`` (a BibTeX file) and ``credit`` (plain text) record the dataset creators'
     reference in the snapshot's source (``source.credit``): every ``dsreg.cite`` of any
@@ -73,7 +78,7 @@ def add(
     from dsreg.ingest.add import add as do_add
     from dsreg.ingest.add import check_sources
 
-    check_sources(path, labels=labels, table=table, files=files, classes=classes)
+    check_sources(path, labels=labels, table=table, files=files, classes=classes, ids=ids)
     source = next(x for x in (path, labels, table) if x is not None)
     return do_add(
         find_registry(registry),
@@ -85,6 +90,7 @@ def add(
         label_column=label_column,
         files=files,
         classes=classes,
+        ids=ids,
         tag=tag,
         force=force,
         citation=citation,

@@ -49,6 +49,13 @@ def add(
     labels: Annotated[
         Path | None, typer.Option(help="Label-only set: labels as .npy, .csv or .parquet.")
     ] = None,
+    ids: Annotated[
+        Path | None,
+        typer.Option(
+            help="With --labels: the example ids in row order, ids.txt (one per line) or "
+            "ids.json (a list of strings); default: the row numbers."
+        ),
+    ] = None,
     table_: Annotated[
         Path | None, typer.Option("--table", help="A table of examples (.parquet or .csv).")
     ] = None,
@@ -92,6 +99,7 @@ def add(
             label_column=label_column,
             files=files,
             classes=classes,
+            ids=ids,
             tag=tag,
             force=force,
             citation=citation,

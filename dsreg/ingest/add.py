@@ -29,6 +29,7 @@ def check_sources(
     table: PathArg | None,
     files: PathArg | None,
     classes: object,
+    ids: PathArg | None = None,
 ) -> None:
     """Refuse a request that names no source, several, or options that do not go with it."""
     if sum(x is not None for x in (path, labels, table)) != 1:
@@ -37,6 +38,10 @@ def check_sources(
         )
     if files is not None and table is None:
         raise InvalidInputError("--files goes with --table; an ImageFolder tree holds its files")
+    if ids is not None and labels is None:
+        raise InvalidInputError(
+            "--ids goes with --labels; a --table names its ids in a column, a folder by its paths"
+        )
     if path is not None and classes is not None:
         raise InvalidInputError("--classes goes with --labels or --table; folders name classes")
 
@@ -65,6 +70,7 @@ def add(
     label_column: str = "label",
     files: PathArg | None = None,
     classes: PathArg | Sequence[str] | None = None,
+    ids: PathArg | None = None,
     tag: str | None = None,
     force: bool = False,
     citation: PathArg | None = None,
@@ -73,7 +79,7 @@ def add(
     command: str = "",
 ) -> AddResult:
     """Store one source as a snapshot of ``dataset`` (see ``dsreg.add``)."""
-    check_sources(path, labels=labels, table=table, files=files, classes=classes)
+    check_sources(path, labels=labels, table=table, files=files, classes=classes, ids=ids)
     extra = read_credit(citation, credit)
     if path is not None:
         from dsreg.ingest.tree import add_tree
@@ -99,17 +105,38 @@ def add(
         names = classes
     else:
         names = sources.read_classes(Path(classes))
-    if labels is not None:
-        src = sources.scan_labels(Path(labels), classes=names)
-    else:
-        assert table is not None
-        src = sources.scan_table(
-            Path(table),
-            id_column=id_column,
-            label_column=label_column,
-            classes=names,
-            files=Path(files) if files is not None else None,
+    if labels is not None or files is None:
+        # Label-only sets stream a row group at a time, in bounded memory (#15).
+        from dsreg.ingest import stream
+        from dsreg.ingest.streamadd import add_stream
+
+        if labels is not None:
+            s = stream.labels_stream(
+                Path(labels), classes=names, ids=Path(ids) if ids is not None else None
+            )
+        else:
+            assert table is not None
+            s = stream.table_stream(
+                Path(table), id_column=id_column, label_column=label_column, classes=names
+            )
+        return add_stream(
+            reg,
+            dataset,
+            s,
+            tag=tag,
+            force=force,
+            progress=progress,
+            command=command,
+            extra_provenance=extra,
         )
+    assert table is not None
+    src = sources.scan_table(
+        Path(table),
+        id_column=id_column,
+        label_column=label_column,
+        classes=names,
+        files=Path(files) if files is not None else None,
+    )
     return add_source(
         reg,
         dataset,

@@ -8,8 +8,10 @@ gives the same digest; ``tests/golden`` pins them.
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -25,7 +27,9 @@ __all__ = [
     "BASE_COLUMNS",
     "RESERVED",
     "RESERVED_PREFIX",
+    "ROW_GROUP",
     "VIEW_COLUMNS",
+    "CanonicalWriter",
     "as_numpy",
     "base_schema",
     "check_metadata_names",
@@ -73,25 +77,97 @@ def base_schema() -> pa.Schema:
     )
 
 
+# The writer settings of every canonical table (fixed: they are part of every table's digest).
+_SETTINGS: dict[str, Any] = {
+    "compression": "zstd",
+    "compression_level": 3,
+    "use_dictionary": True,
+    "write_statistics": True,
+    "store_schema": False,
+    "version": "2.6",
+    "data_page_version": "1.0",
+}
+
+
 def parquet_bytes(table: pa.Table) -> bytes:
     """The canonical Parquet bytes of a table (fixed writer settings, no pandas/arrow metadata)."""
     table = table.replace_schema_metadata(None)
     buf = io.BytesIO()
-    pq.write_table(
-        table,
-        buf,
-        row_group_size=ROW_GROUP,
-        compression="zstd",
-        compression_level=3,
-        use_dictionary=True,
-        write_statistics=True,
-        store_schema=False,
-        version="2.6",
-        data_page_version="1.0",
-    )
+    pq.write_table(table, buf, row_group_size=ROW_GROUP, **_SETTINGS)
     # The footer's created_by names the pyarrow release: without it, the same table gets the
     # same digest whichever pyarrow wrote it (as long as the encoding itself is unchanged).
     return strip_created_by(buf.getvalue())
+
+
+class _Sink(Protocol):
+    def write(self, data: bytes, /) -> int: ...
+
+
+class _Tap:
+    """The file object pyarrow writes into: bytes pass to the sink, except while ``held`` (the
+    last row group and the footer, which ``CanonicalWriter.close`` rewrites first)."""
+
+    def __init__(self, sink: _Sink) -> None:
+        self.sink = sink
+        self.pos = 0
+        self.held: list[bytes] | None = None
+        self.closed = False
+
+    def write(self, data: bytes) -> int:
+        b = bytes(data)
+        self.pos += len(b)
+        if self.held is not None:
+            self.held.append(b)
+        else:
+            self.sink.write(b)
+        return len(b)
+
+    def tell(self) -> int:
+        return self.pos
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class CanonicalWriter:
+    """``parquet_bytes`` of a table given a row group at a time, into ``sink.write``.
+
+    ``write(group)`` takes exactly ``ROW_GROUP`` rows (fewer only for the last group); the
+    bytes equal ``parquet_bytes`` of the whole table when each group's columns are chunked as
+    that table's slices would be (Parquet page boundaries follow Arrow chunk boundaries). Only
+    one row group is held at a time."""
+
+    def __init__(self, sink: _Sink, schema: pa.Schema) -> None:
+        self._tap = _Tap(sink)
+        self._schema = schema.remove_metadata()
+        self._writer = pq.ParquetWriter(self._tap, self._schema, **_SETTINGS)
+        self._last = False
+        self.rows = 0
+
+    def write(self, group: pa.Table) -> None:
+        if self._last or len(group) > ROW_GROUP:
+            raise ValueError("row groups of ROW_GROUP rows, only the last one shorter")
+        self._last = len(group) < ROW_GROUP
+        self._writer.write_table(group.replace_schema_metadata(None), row_group_size=ROW_GROUP)
+        self.rows += len(group)
+
+    def abort(self) -> None:
+        """Give up: close the Parquet writer with nothing more reaching the sink."""
+        self._tap.held = []
+        with contextlib.suppress(pa.ArrowException, OSError, ValueError):
+            self._writer.close()
+        self._tap.held = None
+
+    def close(self) -> None:
+        """Write the last row group and the footer (without ``created_by``, as parquet_bytes)."""
+        self._tap.held = []
+        self._writer.close()
+        tail = b"".join(self._tap.held)
+        self._tap.held = None
+        self._tap.sink.write(strip_created_by(tail))
 
 
 def read_parquet_bytes(

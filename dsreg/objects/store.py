@@ -125,6 +125,12 @@ class ObjectStore:
         except OSError as e:
             raise StorageError(f"cannot read {src}: {e.strerror}") from e
 
+    def writer(self) -> ObjectWriter:
+        """A new object written as a stream: ``write`` bytes (hashed on the way), then
+        ``commit`` to install them under their digest, or ``discard``. As a context manager,
+        whatever is not committed is discarded (a refused add writes nothing)."""
+        return ObjectWriter(self, self._mktemp())
+
     def _put_stream(self, src: Path) -> str:
         hasher = Hasher()
         tmpname = self._mktemp()
@@ -380,6 +386,85 @@ class ObjectStore:
                 candidates=found,
             )
         return format_digest(found[0])
+
+
+class ObjectWriter:
+    """Bytes streamed into a staging file and hashed as they are written (``ObjectStore.writer``).
+
+    Memory stays bounded by what one ``write`` holds; the digest is of exactly the bytes
+    written, so what is installed is what was hashed."""
+
+    __slots__ = ("_file", "_hasher", "_store", "_tmp", "size")
+
+    def __init__(self, store: ObjectStore, tmp: Path) -> None:
+        self._store = store
+        self._tmp: Path | None = tmp
+        self._hasher = Hasher()
+        self.size = 0
+        try:
+            self._file = open(tmp, "wb")  # noqa: SIM115 - closed by commit or discard
+        except OSError as e:
+            raise StorageError(f"cannot write to {store.tmp}: {e.strerror}") from e
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        self._hasher.update(data)
+        try:
+            self._file.write(data)
+        except OSError as e:
+            raise StorageError(f"cannot write to {self._store.tmp}: {e.strerror or e}") from e
+        n = len(data) if not isinstance(data, memoryview) else data.nbytes
+        self.size += n
+        return n
+
+    @property
+    def path(self) -> Path:
+        """The staging file (complete up to the last ``flush``), for a caller re-reading it."""
+        if self._tmp is None:
+            raise StorageError("this object was already committed or discarded")
+        return self._tmp
+
+    def flush(self) -> None:
+        try:
+            self._file.flush()
+        except OSError as e:
+            raise StorageError(f"cannot write to {self._store.tmp}: {e.strerror or e}") from e
+
+    def peek(self) -> str:
+        """The digest of the bytes written so far."""
+        return self._hasher.digest()
+
+    def commit(self) -> str:
+        """Make the bytes durable and install them under their digest (kept if it exists)."""
+        digest = self._hasher.digest()
+        tmp = self._tmp
+        if tmp is None:
+            raise StorageError("this object was already committed or discarded")
+        try:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            if not self._store.has(digest):
+                self._store._link_into_place(tmp, digest)
+        except OSError as e:
+            raise StorageError(f"cannot store object {short(digest)}: {e.strerror or e}") from e
+        finally:
+            self.discard()
+        return digest
+
+    def discard(self) -> None:
+        """Drop the staged bytes (nothing of them reaches the store)."""
+        with contextlib.suppress(OSError):  # a full disk fails the close's flush too
+            self._file.close()
+        if self._tmp is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._tmp)
+            self._tmp = None
+
+    def __enter__(self) -> ObjectWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.discard()
 
 
 def _corrupt(digest: str, path: Path, actual: str) -> CorruptObjectError:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from golden_sources import source_digests
 
 import dsreg
 from dsreg import ManifestError, Overlay, Registry, Revision, Snapshot
@@ -24,7 +25,6 @@ from dsreg.model.manifests import encode_manifest
 from dsreg.model.tables import parquet_bytes
 from dsreg.objects.hashing import hash_bytes
 from dsreg.overlays.write import corrections_table, write_overlay
-from golden_sources import source_digests
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "digests.json"
 

@@ -1,0 +1,123 @@
+"""``dsreg add --labels/--table`` of label-only sets, streamed a row group at a time (#15)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import dsreg
+from dsreg import DatasetFormatError, InvalidInputError
+
+ROW_GROUP = 1 << 18
+
+
+def _examples(reg: dsreg.Registry, revision: str) -> pa.Table:
+    return dsreg.open(revision, registry=reg).labels()
+
+
+def test_a_set_larger_than_one_row_group_round_trips(tmp_path: Path) -> None:
+    reg = dsreg.init(registry=tmp_path / "reg")
+    n = 2 * ROW_GROUP + 17  # three row groups: what streams is what is read back
+    labels = np.random.default_rng(1).integers(0, 345, n).astype(np.int32)
+    np.save(tmp_path / "l.npy", labels)
+    ids = [f"q/{i:08d}.ndjson" for i in range(n)][::-1]
+    (tmp_path / "ids.txt").write_text("\n".join(ids) + "\n", encoding="utf-8")
+    r = dsreg.add("qd", labels=tmp_path / "l.npy", ids=tmp_path / "ids.txt", tag="v1", registry=reg)
+    assert r.rows == n and len(r.classes) == int(labels.max()) + 1
+    got = _examples(reg, r.revision)
+    assert got.column("example_id").to_pylist() == ids
+    assert np.array_equal(got.column("label").to_numpy(), labels)
+    stored = pq.ParquetFile(reg.store.path(r.examples))
+    assert [stored.metadata.row_group(i).num_rows for i in range(3)] == [ROW_GROUP] * 2 + [17]
+
+
+def test_ids_from_txt_json_and_a_table_give_one_examples_table(tmp_path: Path) -> None:
+    reg = dsreg.init(registry=tmp_path / "reg")
+    labels = np.array([2, 0, 1, 1], dtype=np.int64)
+    ids = ["a.jpg", "b/c.jpg", "d e,f.jpg", '"g".jpg']
+    np.save(tmp_path / "l.npy", labels)
+    (tmp_path / "ids.txt").write_text("\r\n".join(ids) + "\r\n", encoding="utf-8")
+    (tmp_path / "ids.json").write_text(json.dumps(ids), encoding="utf-8")
+    pq.write_table(pa.table({"example_id": ids, "label": labels}), tmp_path / "t.parquet")
+    txt = dsreg.add("a", labels=tmp_path / "l.npy", ids=tmp_path / "ids.txt", registry=reg)
+    js = dsreg.add("b", labels=tmp_path / "l.npy", ids=tmp_path / "ids.json", registry=reg)
+    tab = dsreg.add("c", table=tmp_path / "t.parquet", registry=reg)
+    assert txt.examples == js.examples == tab.examples
+    assert _examples(reg, txt.revision).column("example_id").to_pylist() == ids
+
+
+@pytest.mark.parametrize("suffix", [".txt", ".json"])
+def test_duplicate_ids_are_refused_naming_the_first(tmp_path: Path, suffix: str) -> None:
+    reg = dsreg.init(registry=tmp_path / "reg")
+    np.save(tmp_path / "l.npy", np.zeros(5, dtype=np.int64))
+    ids = ["x", "dup2", "dup1", "dup2", "dup1"]
+    f = tmp_path / f"ids{suffix}"
+    f.write_text(json.dumps(ids) if suffix == ".json" else "\n".join(ids), encoding="utf-8")
+    with pytest.raises(
+        DatasetFormatError,
+        match=r"2 example ids occur more than once, first "
+        r"\['dup1', 'dup2'\]",
+    ):
+        dsreg.add("d", labels=tmp_path / "l.npy", ids=f, tag="v1", registry=reg)
+    assert dsreg.ls(registry=reg) == []
+    assert list(reg.store) == []
+
+
+def test_as_many_ids_as_labels(tmp_path: Path) -> None:
+    reg = dsreg.init(registry=tmp_path / "reg")
+    np.save(tmp_path / "l.npy", np.zeros(3, dtype=np.int64))
+    (tmp_path / "ids.txt").write_text("a\nb\n", encoding="utf-8")
+    with pytest.raises(DatasetFormatError, match="holds 2 ids for the 3 labels"):
+        dsreg.add("d", labels=tmp_path / "l.npy", ids=tmp_path / "ids.txt", registry=reg)
+    (tmp_path / "ids.txt").write_text("a\nb\nc\nd\n", encoding="utf-8")
+    with pytest.raises(DatasetFormatError, match="holds 4 ids for the 3 labels"):
+        dsreg.add("d", labels=tmp_path / "l.npy", ids=tmp_path / "ids.txt", registry=reg)
+    with pytest.raises(InvalidInputError, match="--ids goes with --labels"):
+        dsreg.add("d", table=tmp_path / "l.npy", ids=tmp_path / "ids.txt", registry=reg)
+
+
+def test_duplicates_far_apart_in_a_big_table_are_found(tmp_path: Path) -> None:
+    reg = dsreg.init(registry=tmp_path / "reg")
+    n = ROW_GROUP + 10
+    ids = [f"{i}" for i in range(n)]
+    ids[-1] = "7"  # the same id in the first and the last row group
+    pq.write_table(
+        pa.table({"example_id": ids, "label": np.zeros(n, dtype=np.int32)}), tmp_path / "t.parquet"
+    )
+    with pytest.raises(
+        DatasetFormatError, match=r"1 example ids occur more than once, first \['7'\]"
+    ):
+        dsreg.add("d", table=tmp_path / "t.parquet", registry=reg)
+
+
+def test_labels_out_of_range_over_several_row_groups(tmp_path: Path) -> None:
+    reg = dsreg.init(registry=tmp_path / "reg")
+    labels = np.zeros(ROW_GROUP + 5, dtype=np.int64)
+    labels[3] = 9
+    labels[ROW_GROUP + 1] = -1
+    np.save(tmp_path / "l.npy", labels)
+    with pytest.raises(
+        DatasetFormatError,
+        match=r"2 labels are out of range \[0, 3\), first "
+        rf"\[9, -1\] at rows \[3, {ROW_GROUP + 1}\]",
+    ):
+        dsreg.add("d", labels=tmp_path / "l.npy", classes=["a", "b", "c"], registry=reg)
+
+
+def test_cli_add_with_ids(tmp_path: Path, cli: Callable[..., Any]) -> None:
+    np.save(tmp_path / "l.npy", np.array([1, 0], dtype=np.int64))
+    (tmp_path / "ids.txt").write_text("n01/a.JPEG\nn02/b.JPEG\n", encoding="utf-8")
+    assert cli("init").exit_code == 0
+    res = cli("add", "iv", "--labels", "l.npy", "--ids", "ids.txt", "--tag", "v1")
+    assert res.exit_code == 0, res.stderr
+    rows = dsreg.open("iv@v1", registry=tmp_path / ".dsreg").labels()
+    assert rows.column("example_id").to_pylist() == ["n01/a.JPEG", "n02/b.JPEG"]
+    bad = cli("add", "iv2", "--labels", "l.npy", "--ids", "l.npy")
+    assert bad.exit_code == 1 and "use .txt (one id per line) or .json" in bad.stderr
