@@ -164,7 +164,18 @@ def show(
     k = len(info.classes)
     shown = ", ".join(info.classes[:10]) + (f", … ({k} in all)" if k > 10 else "")
     out(f"classes   {k}: {shown}")
-    out(f"source    {info.source}")
+    source = dict(info.source)
+    credit = source.pop("credit", None) or {}
+    out(f"source    {source}")
+    if "text" in credit:
+        out(f"credit    {credit['text']}")
+    if "bibtex" in credit:
+        keys = [
+            line.split("{", 1)[1].rstrip(",")
+            for line in credit["bibtex"].splitlines()
+            if line.startswith("@")
+        ]
+        out(f"credit    BibTeX: {', '.join(keys)} (dsreg cite repeats the entries)")
     for o in info.overlays:
         note = " (unvalidated: corrected by the detector)" if o["kind"] == "detected" else ""
         out(f"overlay   {o['digest']}  {o['kind']}{note}, {o['rows']} rows, by {o['producer']}")

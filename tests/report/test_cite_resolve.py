@@ -70,9 +70,22 @@ def test_cite_cli_warns_when_there_is_no_remote_and_prints_the_command_with_one(
 ) -> None:
     labels, classes = _labels(tmp_path)
     assert cli("init").exit_code == 0
-    r = cli("add", "ants", "--labels", str(labels), "--classes", str(classes), "--tag", "v1")
+    r = cli(
+        "add",
+        "ants",
+        "--labels",
+        str(labels),
+        "--classes",
+        str(classes),
+        "--tag",
+        "v1",
+        "--credit",
+        "Ants by A. Lab.",
+    )
     assert r.exit_code == 0, r.stderr
+    assert "credit    Ants by A. Lab." in cli("show", "ants@v1").stdout
     r = cli("cite", "ants@v1", "--format", "text")
+    assert "Dataset: Ants by A. Lab." in r.stdout
     assert r.exit_code == 0 and "no remote" in r.stderr and "dsreg show <digest>" in r.stdout
     remote = tmp_path / "the remote"
     r = cli("cite", "ants@v1", "--format", "text", "--remote", str(remote))
