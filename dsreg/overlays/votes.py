@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from dsreg.errors import InputPathError, VotesError
 from dsreg.model.corrections import CORRECTIONS_SCHEMA, COUNT_FIELDS, VOTES_TYPE
-from dsreg.objects.digest import is_digest
+from dsreg.overlays.reviewed import check_queue, check_reviewers, queue_inputs
 
 __all__ = [
     "CORRECTIONS_SCHEMA",
@@ -206,7 +206,8 @@ def import_votes(
     reviewers = sorted({name for record in records for name in record.reviewers})
     if reviewers:
         params["reviewers"] = reviewers
-    return VoteImport(table=table, summary=summary, params=params, inputs=_inputs(path, records))
+    inputs = queue_inputs(path, [record.queue for record in records])
+    return VoteImport(table=table, summary=summary, params=params, inputs=inputs)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -373,41 +374,12 @@ def _parse_label_errors(path: Path, text: str, snapshot: _Snapshot) -> list[_Rec
                 given=-1 if given is None else given,
                 guessed=guessed,
                 counts=_mturk_counts(f"{where} ({ref})", raw["mturk"]),
-                reviewers=_reviewers(f"{where} ({ref})", raw.get("reviewers")),
-                queue=_queue(f"{where} ({ref})", raw.get("queue")),
+                reviewers=check_reviewers(f"{where} ({ref})", raw.get("reviewers")),
+                queue=check_queue(f"{where} ({ref})", raw.get("queue")),
             )
         )
     _refuse_unknown_labels(path, unknown_labels, snapshot)
     return records
-
-
-def _reviewers(where: str, value: object) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise VotesError(f"{where}: reviewers must be a list of names; got {value!r}")
-    return tuple(value)
-
-
-def _queue(where: str, value: object) -> str | None:
-    if value is None:
-        return None
-    if not isinstance(value, str) or not is_digest(value):
-        raise VotesError(f"{where}: queue must be an overlay digest (blake3:…); got {value!r}")
-    return value
-
-
-def _inputs(path: Path, records: Sequence[_Record]) -> dict[str, str]:
-    queues = {record.queue for record in records}
-    if queues == {None}:
-        return {}
-    if len(queues) != 1:
-        raise VotesError(
-            f"{path}: records name {len(queues)} different review queues "
-            f"({sorted(str(q) for q in queues)}); export one queue's votes per file"
-        )
-    queue = queues.pop()
-    return {} if queue is None else {"queue": queue}
 
 
 def _static_path(url: str) -> str | None:

@@ -114,3 +114,22 @@ def test_class_names_are_escaped_in_the_page(server: dsreg.ReviewServer) -> None
     page = _client(server).get("/")
     assert "<script>alert" not in page.text
     assert page.text.count("<script") == 1  # the page's own script, from /static
+
+
+def test_the_real_server_listens_on_loopback_and_guards_too(review_set: ReviewSet) -> None:
+    import httpx
+
+    with dsreg.review(review_set.spec, reviewer="al", registry=review_set.registry) as server:
+        assert server.url.startswith("http://127.0.0.1:")
+        assert "reviewer=al" in server.url and f"token={server.token}" in server.url
+        base = server.url.split("/?")[0]
+        with httpx.Client(base_url=base) as client:
+            assert client.get("/").status_code == 403
+            page = client.get(server.url.removeprefix(base), follow_redirects=True)
+            assert page.status_code == 200 and "dsreg review" in page.text
+            posted = client.post(
+                "/api/next", json={"reviewer": "al"}, headers={"X-Dsreg-Token": server.token}
+            )
+            assert posted.status_code == 200
+            assert posted.json()["item"]["row"] == review_set.flagged[0]
+    assert not server.running

@@ -1,0 +1,168 @@
+"""``dsreg review``'s server: time to serve the next item and to record a vote (fsync included).
+
+    python benchmarks/bench_review.py                     # 50,000 rows, 5,000 flagged
+    python benchmarks/bench_review.py --rows 5000 --flagged 500 --votes 500
+
+The set: ``--rows`` examples with small PNG payloads (8x8, made with Pillow), three classes;
+predicted probabilities that contradict the given label of ``--flagged`` rows, so ``dsreg
+detect`` flags about that many (the figure printed is the queue's real length). Then five
+reviewers work the queue through the app, ``--votes`` votes in all, each a ``POST /api/next``
+followed by a ``POST /api/vote`` (which appends, fsyncs and returns the next item).
+
+Measured per request, median and 95th percentile:
+
+- *server time*: the ASGI app called in process (Starlette's TestClient, no socket): what the
+  targets are about;
+- *loopback*: the same requests over HTTP to the uvicorn server ``dsreg.review`` starts (client,
+  socket and server), for information;
+- the votes log's append + fsync alone.
+
+Targets (issue #12): next item < 50 ms, vote with fsync < 20 ms (server time, medians). There is
+no other tool a user would run side by side for this (the alternative is a crowdsourcing
+platform), so the figures are against the targets only. Exit status 0 only if both pass.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import dsreg
+
+REVIEWERS = ("ana", "ben", "cho", "dev", "eli")
+
+
+def build(root: Path, rows: int, flagged: int) -> tuple[Path, str]:
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    labels = np.arange(rows) % 3
+    files = root / "files"
+    files.mkdir(parents=True)
+    lines = ["example_id,label"]
+    for i in range(rows):
+        pixels = rng.integers(0, 255, (8, 8, 3), dtype=np.uint8)
+        buf = io.BytesIO()
+        Image.fromarray(pixels, "RGB").save(buf, format="PNG")
+        (files / f"{i:06d}.png").write_bytes(buf.getvalue())
+        lines.append(f"{i:06d}.png,{labels[i]}")
+    (root / "examples.csv").write_text("\n".join(lines) + "\n")
+    reg = root / "reg"
+    dsreg.init(registry=reg)
+    dsreg.add("bench", table=root / "examples.csv", files=files, classes=["a", "b", "c"],
+              tag="v1", registry=reg)
+    probs = np.full((rows, 3), 0.05)
+    probs[np.arange(rows), labels] = 0.9
+    bad = rng.choice(rows, flagged, replace=False)
+    probs[bad] = 0.02
+    probs[bad, (labels[bad] + 1) % 3] = rng.uniform(0.8, 0.96, flagged)
+    probs /= probs.sum(axis=1, keepdims=True)
+    dsreg.detect("bench@v1", probs, tag="detected", registry=reg)
+    return reg, "bench@detected"
+
+
+def _stats(name: str, times: list[float]) -> float:
+    ms = sorted(t * 1000 for t in times)
+    median = statistics.median(ms)
+    p95 = ms[int(0.95 * (len(ms) - 1))]
+    print(f"  {name:<34} median {median:7.2f} ms   p95 {p95:7.2f} ms   n={len(ms)}")
+    return median
+
+
+def run(reg: Path, spec: str, votes: int) -> tuple[float, float]:
+    from starlette.testclient import TestClient
+
+    started = time.perf_counter()
+    server = dsreg.review(spec, votes_per_item=5, registry=reg)
+    opened = time.perf_counter() - started
+    queue = server.session.queue
+    print(f"queue: {len(queue.items)} items; session opened in {opened * 1000:.0f} ms")
+    client = TestClient(server.asgi(), base_url="http://127.0.0.1")
+    client.get(f"/?token={server.token}", follow_redirects=False)
+    headers = {"X-Dsreg-Token": server.token}
+    nexts: list[float] = []
+    votes_t: list[float] = []
+    rng = np.random.default_rng(1)
+    answers = ("given", "guessed", "both", "neither")
+    try:
+        for i in range(votes):
+            who = REVIEWERS[i % len(REVIEWERS)]
+            t0 = time.perf_counter()
+            got: Any = client.post("/api/next", json={"reviewer": who}, headers=headers)
+            nexts.append(time.perf_counter() - t0)
+            item = got.json()["item"]
+            if item is None:
+                break
+            body = {"reviewer": who, "row": item["row"], "answer": answers[rng.integers(4)]}
+            t0 = time.perf_counter()
+            done = client.post("/api/vote", json=body, headers=headers)
+            votes_t.append(time.perf_counter() - t0)
+            assert done.status_code == 200, done.text
+        print(f"server time (in process), after {len(votes_t)} votes:")
+        next_ms = _stats("POST /api/next", nexts)
+        vote_ms = _stats("POST /api/vote (fsync + next)", votes_t)
+        payload_t = []
+        for item in queue.items[:200]:
+            t0 = time.perf_counter()
+            client.get(f"/payload/{item.row}")
+            payload_t.append(time.perf_counter() - t0)
+        _stats("GET /payload/N (re-hashed)", payload_t)
+        log_t = []
+        for _ in range(200):
+            t0 = time.perf_counter()
+            server.session.log.append({"op": "bench"})
+            log_t.append(time.perf_counter() - t0)
+        _stats("votes log append + fsync alone", log_t)
+    finally:
+        client.close()
+        server.stop()
+    return next_ms, vote_ms
+
+
+def loopback(reg: Path, spec: str, requests: int) -> None:
+    import httpx
+
+    with dsreg.review(spec, votes_per_item=5, registry=reg) as server:
+        base = server.url.split("/?")[0]
+        with httpx.Client(base_url=base) as client:
+            client.get(server.url.removeprefix(base))
+            headers = {"X-Dsreg-Token": server.token, "Origin": base}
+            times = []
+            for i in range(requests):
+                t0 = time.perf_counter()
+                client.post("/api/next", json={"reviewer": f"loop{i % 7}"}, headers=headers)
+                times.append(time.perf_counter() - t0)
+    print("loopback HTTP (httpx -> uvicorn), for information:")
+    _stats("POST /api/next", times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=50_000)
+    parser.add_argument("--flagged", type=int, default=5_000)
+    parser.add_argument("--votes", type=int, default=2_000)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        reg, spec = build(Path(tmp), args.rows, args.flagged)
+        print(f"set: {args.rows} rows, built in {time.perf_counter() - t0:.1f} s")
+        next_ms, vote_ms = run(reg, spec, args.votes)
+        loopback(reg, spec, 300)
+    ok = next_ms < 50 and vote_ms < 20
+    print(
+        f"targets: next item {next_ms:.2f} ms < 50 ms {'PASS' if next_ms < 50 else 'FAIL'}; "
+        f"vote {vote_ms:.2f} ms < 20 ms {'PASS' if vote_ms < 20 else 'FAIL'}"
+    )
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
