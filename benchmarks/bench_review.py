@@ -57,8 +57,14 @@ def build(root: Path, rows: int, flagged: int) -> tuple[Path, str]:
     (root / "examples.csv").write_text("\n".join(lines) + "\n")
     reg = root / "reg"
     dsreg.init(registry=reg)
-    dsreg.add("bench", table=root / "examples.csv", files=files, classes=["a", "b", "c"],
-              tag="v1", registry=reg)
+    dsreg.add(
+        "bench",
+        table=root / "examples.csv",
+        files=files,
+        classes=["a", "b", "c"],
+        tag="v1",
+        registry=reg,
+    )
     probs = np.full((rows, 3), 0.05)
     probs[np.arange(rows), labels] = 0.9
     bad = rng.choice(rows, flagged, replace=False)
