@@ -7,6 +7,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any, Literal, overload
 
+from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.api.common import PathArg, RegistryArg, command_of, find_registry
 from dsreg.errors import InvalidInputError
 
@@ -163,6 +164,7 @@ def detect(
     view: str | None = None,
     force: bool = False,
     top: int = 10,
+    progress: ProgressHook | None = None,
     command: str | None = None,
     registry: RegistryArg = None,
 ) -> OverlayResult:
@@ -172,6 +174,7 @@ def detect(
     array or a ``.npy`` (memory-mapped) or Parquet file (read in chunks). The options are
     cleanlab's (see :func:`dsreg.detector.detector.detect`). ``tag`` also tags
     ``<dataset>@<tag>``: the revision plus the overlay, in ``view`` (default ``cleaned``).
+    ``progress(task, rows_done, n)`` hears of each pass over the probabilities.
 
     Returns
     -------
@@ -207,6 +210,7 @@ def detect(
         view=view,
         force=force,
         top=top,
+        progress=progress or no_progress,
         command=command if command is not None else command_of("detect", spec, where),
     )
 

@@ -12,10 +12,12 @@ import dsreg
 from dsreg.cli._common import (
     CONTEXT,
     JsonOpt,
+    QuietOpt,
     RegistryOpt,
     command_line,
     emit_json,
     out,
+    progress_bar,
     say,
     short,
     table,
@@ -85,6 +87,7 @@ def detect(
     view: ViewOpt = None,
     force: ForceOpt = False,
     top: Annotated[int, typer.Option(help="How many of the ranked issues to print.")] = 10,
+    quiet: QuietOpt = False,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
@@ -97,21 +100,23 @@ def detect(
             raise InvalidInputError(
                 f"--num-to-remove-per-class {num_to_remove_per_class!r} is not a list of integers"
             ) from None
-    res = dsreg.detect(
-        spec,
-        pred_probs,
-        filter_by=filter_by,
-        rank_by=rank_by,
-        frac_noise=frac_noise,
-        num_to_remove_per_class=per_class,
-        min_examples_per_class=min_examples_per_class,
-        tag=tag,
-        view=view,
-        force=force,
-        top=top,
-        command=command_line(),
-        registry=registry_path,
-    )
+    with progress_bar(quiet=quiet) as hook:
+        res = dsreg.detect(
+            spec,
+            pred_probs,
+            filter_by=filter_by,
+            rank_by=rank_by,
+            frac_noise=frac_noise,
+            num_to_remove_per_class=per_class,
+            min_examples_per_class=min_examples_per_class,
+            tag=tag,
+            view=view,
+            force=force,
+            top=top,
+            progress=hook,
+            command=command_line(),
+            registry=registry_path,
+        )
     _say_tagged(res)
     ranked = [i.to_dict() for i in res.top]
     if json:

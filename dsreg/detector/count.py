@@ -14,11 +14,13 @@ quantities confident learning needs in a few passes and keeps only ``n``-length 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
+from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.detector.probs import (
     FloatArray,
     IntArray,
@@ -149,6 +151,9 @@ class Scan:
         Rows per chunk. Results do not depend on it.
     need_max_other : bool, default False
         Also keep ``max_{j != label} p[i, j]`` from pass 1 (normalized margins of every row).
+    progress : callable, optional
+        ``progress(task, rows_done, n)`` after each chunk of each pass over the probabilities
+        (task ``"detecting, pass 1"``, ``"detecting, pass 2"``, ...); says nothing by default.
     """
 
     def __init__(
@@ -158,6 +163,7 @@ class Scan:
         *,
         chunk_rows: int | None = None,
         need_max_other: bool = False,
+        progress: ProgressHook = no_progress,
     ) -> None:
         self.source = open_probabilities(pred_probs)
         self.n, self.k = self.source.n, self.source.k
@@ -166,6 +172,8 @@ class Scan:
         self.chunk_rows = chunk_rows
         self.counts: Int64Array = np.bincount(self.labels, minlength=self.k).astype(np.int64)
         self.need_max_other = need_max_other
+        self.progress = progress
+        self._passes = 0
         self._pass1: tuple[FloatArray, IntArray, BoolArray, FloatArray | None] | None = None
         self._order: IntArray | None = None
         self._thresholds: FloatArray | None = None
@@ -173,9 +181,14 @@ class Scan:
         self._cj_counts: Int64Array | None = None
         self._calibrated: Int64Array | None = None
 
-    def chunks(self) -> Any:
-        """Validated ``(start, chunk)`` pairs; see :meth:`ProbabilitySource.chunks`."""
-        return self.source.chunks(self.chunk_rows)
+    def chunks(self) -> Iterator[tuple[int, FloatArray]]:
+        """Validated ``(start, chunk)`` pairs; see :meth:`ProbabilitySource.chunks`. Each call
+        is one pass, reported to ``progress`` chunk by chunk."""
+        self._passes += 1
+        task = f"detecting, pass {self._passes}"
+        for start, chunk in self.source.chunks(self.chunk_rows):
+            yield start, chunk
+            self.progress(task, start + len(chunk), self.n)
 
     # -- pass 1 -------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.detector.count import ESTIMATION_METHODS, ProbsLike, Scan, count_issues, noise_rate_of
 from dsreg.detector.filter import check_filter_options, issue_mask
 from dsreg.detector.probs import ProbabilitySource, open_probabilities, sum_tolerance
@@ -133,6 +134,7 @@ def detect(
     min_examples_per_class: int = 1,
     estimation_method: str = "off_diagonal",
     chunk_rows: int | None = None,
+    progress: ProgressHook = no_progress,
 ) -> Detection:
     """Find, rank and relabel the likely label errors of a labelled set.
 
@@ -160,6 +162,9 @@ def detect(
         :func:`~dsreg.detector.count.num_label_issues`.
     chunk_rows : int, optional
         Rows read per chunk (memory vs. per-call overhead); results do not depend on it.
+    progress : callable, optional
+        ``progress(task, rows_done, n)`` after each chunk of each pass over the probabilities
+        (``"detecting, pass 1"``, ...); the detector itself never prints.
 
     Returns
     -------
@@ -185,7 +190,9 @@ def detect(
     need_max_other = filter_by == "low_normalized_margin" or (
         rank_by == "normalized_margin" and not adjust
     )
-    scan = Scan(labels, source, chunk_rows=chunk_rows, need_max_other=need_max_other)
+    scan = Scan(
+        labels, source, chunk_rows=chunk_rows, need_max_other=need_max_other, progress=progress
+    )
     check_filter_options(
         scan.k,
         filter_by=filter_by,

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.detector.options import FILTER_BY, RANK_BY
 from dsreg.errors import InvalidInputError
 from dsreg.model.manifests import VIEWS
@@ -100,6 +101,7 @@ def detect(
     view: str | None = None,
     force: bool = False,
     top: int = 10,
+    progress: ProgressHook = no_progress,
     command: str = "",
 ) -> OverlayResult:
     """A ``detected`` overlay of ``spec`` (options: those of the detector), tagged as
@@ -112,7 +114,7 @@ def detect(
     )
     check_tag_options(tag, view)
     probs = Path(pred_probs) if isinstance(pred_probs, str | os.PathLike) else pred_probs
-    made = detect_overlay(reg, spec, probs, options=options, command=command)
+    made = detect_overlay(reg, spec, probs, options=options, progress=progress, command=command)
     tagged = _tag(reg, spec, made, tag, view, force, command)
     return _result(made, tagged, ranked_issues(reg, made.digest, top))
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dsreg._util.progress import ProgressHook, no_progress
 from dsreg._version import __version__
 from dsreg.errors import InputPathError
 from dsreg.model.corrections import corrections_table
@@ -156,10 +157,12 @@ def detect_overlay(
     probs: Path | np.ndarray,
     *,
     options: Mapping[str, Any] | None = None,
+    progress: ProgressHook = no_progress,
     command: str = "",
 ) -> CreatedOverlay:
     """A ``detected`` overlay of ``spec``: confident learning on out-of-sample probabilities
-    aligned with the revision's rows (its view's rows, in order)."""
+    aligned with the revision's rows (its view's rows, in order); ``progress`` hears of each
+    pass over them."""
     from dsreg.detector.detector import detect
     from dsreg.detector.probs import open_probabilities
 
@@ -168,7 +171,7 @@ def detect_overlay(
     if isinstance(probs, Path) and not probs.exists():
         raise InputPathError(f"probabilities file {str(probs)!r} does not exist; check the path")
     source = open_probabilities(probs)
-    det = detect(view.label, source, **dict(options or {}))
+    det = detect(view.label, source, progress=progress, **dict(options or {}))
     snap_rows = view.rows[det.rows]
     examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
     ids = examples.column("example_id").take(pa.array(snap_rows))

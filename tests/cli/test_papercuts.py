@@ -224,7 +224,11 @@ def test_progress_lines_on_stderr_when_not_a_terminal_and_quiet_silences_them(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     tree = make_imagefolder("tree", per_class=4)
-    line = re.compile(r"^(adding|checking out|verifying): [0-9,]+/[0-9,]+ \([0-9]+%, [0-9]+s\)$")
+    line = re.compile(
+        r"^(adding|checking out|verifying|detecting, pass [0-9]+): [0-9,]+/[0-9,]+ "
+        r"\([0-9]+%, [0-9]+s\)$"
+    )
+    np.save(tmp_path / "p.npy", np.array([[0.9, 0.1]] * 3 + [[0.2, 0.8]] * 3))
     # The default: a line every 5 s; a step this short says nothing but its result.
     r = cli("add", "pets", str(tree), "--tag", "v1")
     assert r.exit_code == 0 and not any(line.match(x) for x in r.stderr.splitlines())
@@ -233,12 +237,16 @@ def test_progress_lines_on_stderr_when_not_a_terminal_and_quiet_silences_them(
         (("add", "pets2", str(tree), "--tag", "v1"), "adding: 12/12 (100%"),
         (("checkout", "pets@v1", "out"), "checking out: 12/12 (100%"),
         (("verify",), "verifying: "),
+        (("detect", "toy@v1", "--pred-probs", "p.npy"), "detecting, pass "),
     ):
         r = cli(*args)
         assert r.exit_code == 0, r.stderr
         shown = [x for x in r.stderr.splitlines() if line.match(x)]
         assert shown and shown[-1].startswith(last), (args, r.stderr)
         assert not any(line.match(x) for x in r.stdout.splitlines())  # stdout is data only
+        if args[0] == "detect":  # every pass over the probabilities, to the last row
+            assert {x.split(":")[0] for x in shown} >= {"detecting, pass 1", "detecting, pass 2"}
+            assert all(x.split(": ")[1].startswith("6/6 (100%") for x in shown)
         quiet = cli(*args, "--quiet")
         assert quiet.exit_code == 0
         assert not any(line.match(x) for x in quiet.stderr.splitlines()), quiet.stderr
@@ -256,6 +264,9 @@ def test_the_library_reports_progress_through_its_hook_and_prints_nothing(
     dsreg.add("pets", tree, tag="v1", progress=lambda *a: seen.append(a), registry=reg)
     dsreg.checkout("pets@v1", tmp_path / "co", progress=lambda *a: seen.append(a), registry=reg)
     assert ("adding", 9, 9) in seen and ("checking out", 9, 9) in seen
+    probs = np.full((9, 3), 1 / 3)
+    dsreg.detect("pets@v1", probs, progress=lambda *a: seen.append(a), registry=reg)
+    assert ("detecting, pass 1", 9, 9) in seen
     out, err = capfd.readouterr()
     assert out == "" and err == ""
     assert os.environ.get("DSREG_PROGRESS_INTERVAL") is None
