@@ -93,9 +93,11 @@ if TYPE_CHECKING:
     from dsreg.remote.transfer import CloneResult, PullResult, PushResult, RefUpdate
     from dsreg.repo.refs import LogEntry
     from dsreg.repo.registry import Registry
+    from dsreg.report.agreement import Agreement, VerdictPair
     from dsreg.report.cite import Citation
     from dsreg.report.diff import DiffResult, Transition
     from dsreg.report.evaluate import EvalReport, ModelResult, ViewScore
+    from dsreg.report.human import HumanScore
     from dsreg.report.labelexport import ExportResult
     from dsreg.report.predictions import PredictionsSource
     from dsreg.report.show import ObjectInfo, RevisionInfo, TagRef
@@ -162,8 +164,10 @@ _WHERE: dict[str, tuple[str, ...]] = {
     "dsreg.repo.refs": ("LogEntry",),
     "dsreg.repo.registry": ("Registry",),
     "dsreg.report.cite": ("Citation",),
+    "dsreg.report.agreement": ("Agreement", "VerdictPair"),
     "dsreg.report.diff": ("DiffResult", "Transition"),
     "dsreg.report.evaluate": ("EvalReport", "ModelResult", "ViewScore"),
+    "dsreg.report.human": ("HumanScore",),
     "dsreg.report.labelexport": ("ExportResult",),
     "dsreg.report.predictions": ("PredictionsSource",),
     "dsreg.report.show": ("ObjectInfo", "RevisionInfo", "TagRef"),
@@ -192,6 +196,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "AddResult",
+    "Agreement",
     "AmbiguousDigestError",
     "CheckoutResult",
     "Citation",
@@ -209,6 +214,7 @@ __all__ = [
     "Example",
     "ExportResult",
     "GcResult",
+    "HumanScore",
     "ImportResult",
     "InputPathError",
     "IntegrityError",
@@ -252,6 +258,7 @@ __all__ = [
     "TagRef",
     "TagResult",
     "Transition",
+    "VerdictPair",
     "VerifyResult",
     "ViewScore",
     "VotesError",

@@ -246,9 +246,36 @@ def diff(
                 ["FROM", "TO", "ROWS"],
             )
         )
+    if res.corrections is not None:
+        _render_agreement(res.corrections)
     for kind, ids in res.samples.items():
         if ids:
             say(f"first {kind.replace('_', ' ')}: {', '.join(ids)}")
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{part} of {whole}" + (f" ({100 * part / whole:.1f}%)" if whole else "")
+
+
+def _render_agreement(c: dsreg.Agreement) -> None:
+    """How the two sides' corrections agree (one snapshot, different overlays)."""
+    out()
+    out(f"corrections  a names {c.named_a} rows, b names {c.named_b}, both {c.named_both}")
+    out(
+        table(
+            [[v.a or "-", v.b or "-", str(v.rows)] for v in c.verdicts],
+            ["A VERDICT", "B VERDICT", "ROWS"],
+        )
+    )
+    out(f"both call errors        {c.both_errors}")
+    out(
+        f"both relabel            {c.both_relabel}, same suggested label: "
+        + _share(c.same_suggestion, c.both_relabel)
+    )
+    if c.a_in_b_labels[0]:
+        out("a's label in b's set    " + _share(c.a_in_b_labels[1], c.a_in_b_labels[0]))
+    if c.b_in_a_labels[0]:
+        out("b's label in a's set    " + _share(c.b_in_a_labels[1], c.b_in_a_labels[0]))
 
 
 # -- cite -----------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import numpy as np
 
 from dsreg.errors import InvalidInputError
 from dsreg.repo.registry import Registry, Resolved
+from dsreg.report.agreement import Agreement, compare_corrections
 from dsreg.views.sparse import LoadedRevision, SparseView, load_revision, sparse_views
 from dsreg.views.sql import Connection
 
@@ -54,6 +55,8 @@ class DiffResult:
     relabelled: int
     transitions: tuple[Transition, ...]
     samples: dict[str, list[str]]
+    # One snapshot, different overlays: how the two correction sets agree (report/agreement.py)
+    corrections: Agreement | None = None
 
     @property
     def unchanged(self) -> int:
@@ -70,6 +73,7 @@ class DiffResult:
             "unchanged": self.unchanged,
             "transitions": [t.to_dict() for t in self.transitions],
             "samples": self.samples,
+            "corrections": None if self.corrections is None else self.corrections.to_dict(),
         }
 
 
@@ -126,6 +130,11 @@ def _diff_rows(reg: Registry, ra: Resolved, rb: Resolved, *, top: int = TOP) -> 
         relabelled=int(changed.sum()),
         transitions=tuple(Transition(source=f, target=t, count=c) for f, t, c in trans),
         samples=_ids_at(la.examples, first),
+        corrections=(
+            compare_corrections(la.merged, lb.merged)
+            if ra.revision.overlays != rb.revision.overlays
+            else None
+        ),
     )
 
 

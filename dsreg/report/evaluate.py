@@ -22,10 +22,10 @@ import pyarrow as pa
 from dsreg._version import __version__
 from dsreg.errors import InvalidInputError, PredictionsError
 from dsreg.model.manifests import VIEWS, View
-from dsreg.model.tables import as_numpy
 from dsreg.objects.hashing import hash_file
 from dsreg.repo.registry import Registry, Resolved
 from dsreg.report._json import stable_json
+from dsreg.report.human import HumanScore, SetTarget, human_score, set_target
 from dsreg.report.predictions import (
     Predictions,
     PredictionsSource,
@@ -36,6 +36,7 @@ from dsreg.report.predictions import (
 from dsreg.views.sparse import (
     Named,
     SparseView,
+    in_label_sets,
     load_revision,
     read_column,
     sparse_views,
@@ -94,22 +95,6 @@ class ViewScore:
             gc, ga = _topk(self.given_correct, self.rows)
             d["given"] = {"correct": gc, "accuracy": ga, "rank": self.given_rank}
         return d
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HumanScore:
-    """One model against the raters' distributions (overlays with ``label_counts``), over the
-    ``rows`` that carry counts: accuracy against the majority label (the most chosen class,
-    the lowest index on a tie), expected agreement with a random rater (the mean share of
-    raters who chose the predicted class), and the mean cross-entropy of the model's
-    probabilities against the raters' distribution (None for predicted labels)."""
-
-    rows: int
-    majority_correct: int
-    majority_accuracy: float | None
-    expected_agreement: float | None
-    cross_entropy: float | None
-    rank: int | None = None  # by majority accuracy
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -273,56 +258,8 @@ def _set_hits(ranks: Ranks, vw: SparseView, sets: SetTarget) -> int:
     """How many set rows' top-1 prediction is in the row's ``labels`` list."""
     if not len(vw.set_rows) or sets.lists is None or ranks.top1 is None:
         return 0
-    top1 = ranks.top1[np.searchsorted(sets.rows, vw.set_rows)].astype(np.int64)
-    offsets = np.asarray(sets.lists.offsets, dtype=np.int64)
-    values = sets.values
-    start, stop = offsets[vw.set_index], offsets[vw.set_index + 1]
-    lengths = stop - start
-    parent = np.repeat(np.arange(len(top1)), lengths)
-    within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    hit = values[np.repeat(start - offsets[0], lengths) + within] == top1[parent]
-    return int(np.count_nonzero(np.bincount(parent[hit], minlength=len(top1))))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SetTarget:
-    """The rows with label sets or counts (``Target.extra_rows``), every overlay's ``labels``
-    lists (``lists``, its values flat in ``values``), and per counted row its raters' total
-    and majority label."""
-
-    rows: np.ndarray
-    lists: pa.ListArray | None
-    values: np.ndarray
-    counted: np.ndarray  # positions in ``rows`` that carry counts (total > 0)
-    total: np.ndarray  # float64 raters, per counted row
-    majority: np.ndarray  # int64 majority label, per counted row
-    share: Any  # (counted index, label) -> share of raters: a scipy-free sparse lookup
-
-
-def _human(ranks: Ranks, target: Target, sets: SetTarget) -> HumanScore | None:
-    if not len(sets.counted):
-        return None
-    top1 = ranks.top1[sets.counted] if ranks.top1 is not None else np.empty(0, np.int32)
-    missing = np.flatnonzero(top1 < 0)
-    if len(missing):
-        rows = sets.rows[sets.counted[missing]]
-        raise PredictionsError(
-            f"predictions of model {ranks.source.model!r} miss {len(missing)} of the rows "
-            f"with rater counts, first rows {rows[:5].tolist()}; predict every row"
-        )
-    m = len(top1)
-    majority = int(np.count_nonzero(top1 == sets.majority))
-    agreement = float(sets.share(np.arange(m), top1.astype(np.int64)).mean())
-    xent = None
-    if ranks.xent is not None:
-        xent = float(np.mean(ranks.xent[sets.counted]))
-    return HumanScore(
-        rows=m,
-        majority_correct=majority,
-        majority_accuracy=majority / m,
-        expected_agreement=agreement,
-        cross_entropy=xent,
-    )
+    top1 = ranks.top1[np.searchsorted(sets.rows, vw.set_rows)]
+    return int(np.count_nonzero(in_label_sets(top1, vw.set_index, sets.lists)))
 
 
 def _ranks_of(values: Sequence[int | None]) -> list[int | None]:
@@ -397,29 +334,7 @@ def _target(
     rev = load_revision(reg, resolved.revision)
     merged = rev.merged
     cand = merged.suggested >= 0
-    k = len(rev.classes)
-    none = np.empty(0, np.int64)
-    si = merged.set_index if len(merged.set_index) == len(merged.named) else none
-    ci = merged.count_index if len(merged.count_index) == len(merged.named) else none
-    has_set = si >= 0 if len(si) else np.zeros(len(merged.named), bool)
-    has_cnt = ci >= 0 if len(ci) else np.zeros(len(merged.named), bool)
-    extra = has_set | has_cnt
-    extra_rows = merged.named[extra]
-    # The winning rows' counts, flattened: entry e is at extra position parent[e].
-    parent, label, value = none, none, np.empty(0, np.float64)
-    if merged.counts is not None and has_cnt.any():
-        pos = np.flatnonzero(has_cnt[extra])
-        idx = ci[extra][pos]
-        offsets = np.asarray(merged.counts.offsets, dtype=np.int64)
-        items = merged.counts.values
-        labels_all = as_numpy(items.field("label")).astype(np.int64)
-        counts_all = as_numpy(items.field("count")).astype(np.float64)
-        start, lengths = offsets[idx], offsets[idx + 1] - offsets[idx]
-        within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        at = np.repeat(start, lengths) + within
-        parent = np.repeat(pos, lengths).astype(np.int64)
-        label, value = labels_all[at], counts_all[at]
-    sets = _set_target(extra_rows, merged, parent, label, value, k)
+    sets = set_target(merged, len(rev.classes))
 
     def example_ids() -> pa.Array:
         return read_column(rev.examples, "example_id").combine_chunks()
@@ -430,58 +345,12 @@ def _target(
         cand_rows=merged.named[cand],
         cand_suggested=merged.suggested[cand],
         example_ids=_cache(example_ids),
-        extra_rows=extra_rows,
-        count_parent=parent,
-        count_label=label,
-        count_value=value,
+        extra_rows=sets.rows,
+        count_parent=sets.parent,
+        count_label=sets.label,
+        count_value=sets.value,
     )
     return target, merged, list(rev.overlays), sets
-
-
-def _set_target(
-    rows: np.ndarray,
-    merged: Named,
-    parent: np.ndarray,
-    label: np.ndarray,
-    value: np.ndarray,
-    k: int,
-) -> SetTarget:
-    lists = merged.sets
-    values = (
-        as_numpy(lists.values).astype(np.int64)
-        if lists is not None and len(lists.values)
-        else np.empty(0, np.int64)
-    )
-    total = np.bincount(parent, weights=value, minlength=len(rows))
-    counted = np.flatnonzero(total > 0)
-    # Majority: the most chosen label of each row, the lowest index on a tie.
-    order = np.lexsort((label, -value, parent))
-    first = np.ones(len(order), dtype=bool)
-    first[1:] = parent[order][1:] != parent[order][:-1]
-    majority = np.full(len(rows), -1, dtype=np.int64)
-    majority[parent[order][first]] = label[order][first]
-    keys = parent * k + label
-    by_key = np.argsort(keys, kind="stable")
-    sorted_keys = keys[by_key]
-
-    def share(i: np.ndarray, lab: np.ndarray) -> np.ndarray:
-        """Share of raters who chose ``lab`` at counted row ``i``."""
-        pos = counted[i]
-        key = pos * k + lab
-        j = np.minimum(np.searchsorted(sorted_keys, key), max(len(sorted_keys) - 1, 0))
-        found = sorted_keys[j] == key if len(sorted_keys) else np.zeros(len(key), bool)
-        got = np.where(found, value[by_key[j]] if len(by_key) else 0.0, 0.0)
-        return np.asarray(got / total[pos])
-
-    return SetTarget(
-        rows=rows,
-        lists=lists,
-        values=values,
-        counted=counted,
-        total=total[counted],
-        majority=majority[counted],
-        share=share,
-    )
 
 
 def _cache(fn: Any) -> Any:
@@ -581,7 +450,7 @@ def _score_all(
                 model=model,
                 predictions=ranks.source,
                 scores=scores,
-                human=_human(ranks, target, sets),
+                human=human_score(ranks, sets),
             )
         )
     notes = []

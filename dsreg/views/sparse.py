@@ -33,6 +33,7 @@ __all__ = [
     "LoadedRevision",
     "Named",
     "SparseView",
+    "in_label_sets",
     "load_revision",
     "merge",
     "read_column",
@@ -168,6 +169,22 @@ def merge(tables: Sequence[pa.Table]) -> Named:
         count_index=b,
         counts=pa.concat_arrays(counts) if counts else None,
     )
+
+
+def in_label_sets(labels: np.ndarray, index: np.ndarray, sets: pa.ListArray | None) -> np.ndarray:
+    """Whether ``labels[j]`` is in ``sets[index[j]]``, for every j (vectorised: one pass over
+    the lists' values; ``index`` must be >= 0)."""
+    out = np.zeros(len(labels), dtype=bool)
+    if sets is None or not len(labels):
+        return out
+    offsets = np.asarray(sets.offsets, dtype=np.int64)
+    values = as_numpy(sets.values).astype(np.int64, copy=False)
+    start, lengths = offsets[index], offsets[index + 1] - offsets[index]
+    parent = np.repeat(np.arange(len(labels)), lengths)
+    within = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    hit = values[np.repeat(start, lengths) + within] == np.asarray(labels, np.int64)[parent]
+    out[parent[hit]] = True
+    return out
 
 
 def sparse_views(n: int, ov: Named, names: Iterable[View]) -> dict[View, SparseView]:

@@ -9,6 +9,7 @@ import json
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -298,3 +299,41 @@ def test_cli_import_labels_json_counts_verdicts_and_export_prints_csv(
     r = cli("overlay", "import-labels", spec, str(tmp_path / "real.json"), "--format", "xml",
             "--registry", str(reg.root))  # fmt: skip
     assert r.exit_code == 1 and "Error: unknown --format 'xml'" in r.stderr
+
+
+def test_diff_of_two_relabelings_compares_their_corrections(
+    make_registry: Callable[..., Registry], tmp_path: Path, cli: Callable[..., Any]
+) -> None:
+    reg = make_registry()
+    spec = add_imagenet_like(reg, tmp_path, LABELS, by_class=False)
+    (tmp_path / "real.json").write_text(json.dumps(REAL))
+    (tmp_path / "mine.csv").write_text(
+        "row,suggested_label,verdict\n2,4,correctable\n3,tench,\n4,1,correctable\n6,,non_error\n"
+    )
+    mine = dsreg.import_labels(spec, tmp_path / "mine.csv", format="csv", tag="mine",
+                               view="corrected", registry=reg)  # fmt: skip
+    dsreg.import_labels(spec, tmp_path / "real.json", format="real", tag="real",
+                        view="multilabel", registry=reg)  # fmt: skip
+    assert mine.summary["match"] == "row" and mine.summary["correctable"] == 3
+    res = dsreg.diff("inval@mine", "inval@real", registry=reg)
+    c = res.corrections
+    assert c is not None
+    assert (c.named_a, c.named_b, c.named_both) == (4, 8, 4)
+    assert {(v.a, v.b): v.rows for v in c.verdicts} == {
+        (None, "non_error"): 4,
+        ("correctable", "correctable"): 1,
+        ("correctable", "multi_label"): 1,
+        ("correctable", "neither"): 1,
+        ("non_error", "neither"): 1,
+    }
+    assert c.both_errors == 3
+    assert (c.both_relabel, c.same_suggestion) == (1, 1)
+    # mine relabels rows 2 (4 in [4]), 3 (0 in [0, 4]) and 4 (1 not in [])
+    assert c.a_in_b_labels == (3, 2) and c.b_in_a_labels == (0, 0)
+    r = cli("diff", "inval@mine", "inval@real", "--registry", str(reg.root), "--json")
+    assert json.loads(r.stdout)["corrections"]["a_in_b_labels"] == {"rows": 3, "agree": 2}
+    r = cli("diff", "inval@mine", "inval@real", "--registry", str(reg.root))
+    assert "a's label in b's set    2 of 3 (66.7%)" in r.stdout
+    assert "both call errors        3" in r.stdout
+    # the same overlays on both sides: nothing to compare
+    assert dsreg.diff("inval@real", "inval@real", registry=reg).corrections is None
