@@ -101,7 +101,7 @@ if TYPE_CHECKING:
     from dsreg.report.labelexport import ExportResult
     from dsreg.report.predictions import PredictionsSource
     from dsreg.report.show import ObjectInfo, RevisionInfo, TagRef
-    from dsreg.validation.queue import Progress
+    from dsreg.validation.queue import ReviewProgress
     from dsreg.validation.server import ReviewServer
     from dsreg.views.dataset import Dataset, Example
     from dsreg.views.sql import Connection
@@ -171,7 +171,7 @@ _WHERE: dict[str, tuple[str, ...]] = {
     "dsreg.report.labelexport": ("ExportResult",),
     "dsreg.report.predictions": ("PredictionsSource",),
     "dsreg.report.show": ("ObjectInfo", "RevisionInfo", "TagRef"),
-    "dsreg.validation.queue": ("Progress",),
+    "dsreg.validation.queue": ("ReviewProgress",),
     "dsreg.validation.server": ("ReviewServer",),
     "dsreg.views.dataset": ("Dataset", "Example"),
     "dsreg.views.sql": ("Connection",),
@@ -236,7 +236,6 @@ __all__ = [
     "PredictionsSource",
     "ProbabilitiesError",
     "Problem",
-    "Progress",
     "ProgressHook",
     "PullResult",
     "PushResult",
@@ -248,6 +247,7 @@ __all__ = [
     "RemoteConfig",
     "RemoteError",
     "ReviewConflictError",
+    "ReviewProgress",
     "ReviewServer",
     "Revision",
     "RevisionInfo",

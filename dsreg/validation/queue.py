@@ -27,7 +27,7 @@ from typing import Any, Final
 from dsreg.errors import InvalidInputError, ReviewConflictError
 from dsreg.validation.votelog import VotesLog
 
-__all__ = ["ANSWERS", "Item", "Progress", "ReviewQueue", "check_reviewer"]
+__all__ = ["ANSWERS", "Item", "ReviewProgress", "ReviewQueue", "check_reviewer"]
 
 # The four answers of Northcutt, Athalye and Mueller's protocol, named as the label-errors
 # release names its vote counts.
@@ -50,7 +50,7 @@ class Item:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Progress:
+class ReviewProgress:
     """``you``: votes by this reviewer; ``everyone``: all votes; ``complete``: items with
     ``votes_per_item`` votes; ``remaining``: the others; ``items``: the queue's length."""
 
@@ -254,12 +254,12 @@ class ReviewQueue:
         return self._lease(name, reviewer, int(target["row"]), self._clock())
 
     # -- reading -----------------------------------------------------------------------------
-    def progress(self, name: str | None = None) -> Progress:
+    def progress(self, name: str | None = None) -> ReviewProgress:
         you = len(self._reviewers[name].votes) if name in self._reviewers else 0
         complete = sum(
             1 for item in self.items if self._counts.get(item.row, 0) >= self.votes_per_item
         )
-        return Progress(
+        return ReviewProgress(
             you=you,
             everyone=sum(self._counts.values()),
             complete=complete,
