@@ -39,8 +39,15 @@ def sql(
         str, typer.Argument(help='SQL; name a revision as a quoted identifier: "dataset@tag".')
     ],
     format: Annotated[
-        str, typer.Option("--format", "-f", help="table, csv, json or parquet.")
-    ] = "table",
+        str | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="table, csv, json or parquet (default: --output's suffix if one of those, "
+            "else table).",
+            show_default=False,
+        ),
+    ] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
     ] = None,
@@ -63,6 +70,10 @@ def sql(
     the snapshot's metadata columns. Read-only unless --allow-files. With --remote, the
     revisions resolve with that remote: only manifests and tables are fetched, never payloads."""
     fmt = "json" if json else format
+    if fmt is None:
+        # As dsreg.sql decides for a path: out.parquet is Parquet, not a text table.
+        suffix = output.suffix[1:] if output is not None else ""
+        fmt = suffix if suffix in ("csv", "json", "parquet") else "table"
     if fmt == "parquet" and output is None and sys.stdout.isatty():
         raise InvalidInputError("--format parquet writes binary: give --output FILE or pipe it")
     rows = dsreg.sql(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 import dsreg
@@ -149,6 +150,13 @@ def test_sql_output_says_rows_path_and_format(cli: Cli, toy: Path, tmp_path: Pat
     assert (tmp_path / "out.csv").read_text().splitlines()[0] == '"row","label_name"'
     r = cli("sql", 'SELECT 1 AS one FROM "toy@v1" LIMIT 1', "--output", "one.txt")
     assert r.stderr == "Wrote 1 row to one.txt (table)\n"
+    # Without --format, the output's suffix says which (as dsreg.sql decides for a path).
+    r = cli("sql", 'SELECT "row" FROM "toy@v1"', "-o", "rows.parquet")
+    assert r.stderr == "Wrote 6 rows to rows.parquet (parquet)\n"
+    assert pq.read_table(tmp_path / "rows.parquet").column("row").to_pylist() == list(range(6))
+    r = cli("sql", 'SELECT "row" FROM "toy@v1" LIMIT 2', "-o", "rows.json")
+    assert r.stderr == "Wrote 2 rows to rows.json (json)\n"
+    assert json.loads((tmp_path / "rows.json").read_text()) == [{"row": 0}, {"row": 1}]
 
 
 def test_a_label_only_checkout_says_it_wrote_labels_csv(
