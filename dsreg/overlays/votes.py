@@ -155,6 +155,29 @@ def import_votes(
         )
     snapshot = _Snapshot.build(dataset, example_ids, labels, classes)
 
+    if format == "csv":
+        from dsreg.overlays.votes_csv import fast_csv
+
+        fast = fast_csv(
+            path,
+            threshold=threshold,
+            ids=snapshot.ids,
+            labels=snapshot.labels,
+            classes=snapshot.classes,
+        )
+        if fast is not None:
+            table, per_verdict, raters = fast
+            return VoteImport(
+                table=table,
+                summary={
+                    "checked": table.num_rows,
+                    "errors": table.num_rows - per_verdict["non_error"],
+                    **per_verdict,
+                },
+                params={"format": format, "threshold": threshold, "raters": raters},
+                inputs={},
+            )
+
     text = _read_text(path)
     if format == "label-errors":
         records = _parse_label_errors(path, text, snapshot)
@@ -226,7 +249,7 @@ class _Record:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Snapshot:
     dataset: str
-    ids: pa.Array
+    ids: pa.ChunkedArray
     labels: np.ndarray[Any, np.dtype[np.integer[Any]]]
     classes: tuple[str, ...]
     by_name: dict[str, int]
@@ -240,13 +263,14 @@ class _Snapshot:
         labels: np.ndarray[Any, np.dtype[np.integer[Any]]],
         classes: Sequence[str],
     ) -> _Snapshot:
-        if isinstance(example_ids, pa.ChunkedArray):
-            example_ids = example_ids.combine_chunks()
         try:
+            # A chunked column stays chunked: 50 million ids are not copied into one array.
             ids = (
-                example_ids.cast(pa.string())
+                pa.chunked_array([example_ids]).cast(pa.string())
                 if isinstance(example_ids, pa.Array)
-                else pa.array(list(example_ids), pa.string())
+                else example_ids.cast(pa.string())
+                if isinstance(example_ids, pa.ChunkedArray)
+                else pa.chunked_array([pa.array(list(example_ids), pa.string())])
             )
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
             raise VotesError(f"example ids of {dataset!r} are not strings: {exc}") from exc
@@ -551,7 +575,7 @@ def _locate(path: Path, records: Sequence[_Record], snapshot: _Snapshot) -> list
         f"records name no example of {snapshot.dataset!r} ({len(snapshot.ids)} rows)",
         "A record names its example by the url path after /static/<name>/, a string id equal "
         "to an example id, or an integer id that is a row position; check that the file "
-        "belongs to this dataset",
+        "belongs to this dataset" + _ids_hint(records, snapshot),
     )
 
     first: dict[int, str] = {}
@@ -589,7 +613,23 @@ def _check_labels(
         "records give a label that differs from the label of the row they name in "
         f"{snapshot.dataset!r}",
         "The records are mapped to the wrong examples (or the file belongs to another "
-        "dataset, class order or revision); nothing was imported",
+        "dataset, class order or revision); nothing was imported" + _ids_hint(records, snapshot),
+    )
+
+
+def _ids_hint(records: Sequence[_Record], snapshot: _Snapshot) -> str:
+    """When records name rows by number and the snapshot's ids are paths: how to register the
+    set so that its ids are the release's (the numbers then name the right rows)."""
+    if not len(snapshot.ids) or all(record.row_id is None for record in records):
+        return ""
+    first = snapshot.example_id(0)
+    if _DIGITS.fullmatch(first):
+        return ""
+    return (
+        f". The records name examples by number (the release's file order), but the ids of "
+        f"{snapshot.dataset!r} are paths such as {first!r}, in another order: register the "
+        "set in the release's order with its ids, 'dsreg add NAME --labels labels.npy --ids "
+        "ids.txt' (one id per line, in row order), or give records that name example ids"
     )
 
 

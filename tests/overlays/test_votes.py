@@ -306,6 +306,28 @@ def test_integer_id_that_is_not_a_row_is_caught_by_the_label_check(
     )
 
 
+def test_rows_by_number_against_path_ids_say_how_to_register_the_ids(
+    write: Callable[..., Path],
+) -> None:
+    # IMDB-style: the release numbers its files, the snapshot was added as a tree (paths, in
+    # another order): the numbers name the wrong rows, and the error says what to do (#15).
+    ids = ["neg/0.txt", "pos/1.txt", "neg/2.txt"]
+    path = write([record(1, 0, 1, given=5, guessed=0, both=0, neither=0)])
+    with pytest.raises(VotesError, match="differs") as info:
+        run(path, labels=[0, 1, 0], ids=ids)
+    assert "are paths such as 'neg/0.txt'" in str(info.value)
+    assert "--ids ids.txt" in str(info.value)
+    path = write([record(7, 0, 1, given=5, guessed=0, both=0, neither=0)])
+    with pytest.raises(VotesError, match="name no example") as info:
+        run(path, labels=[0, 1, 0], ids=ids)
+    assert "--ids ids.txt" in str(info.value)
+    # numeric ids: no such advice
+    path = write([record(1, 0, 1, given=5, guessed=0, both=0, neither=0)])
+    with pytest.raises(VotesError, match="differs") as info:
+        run(path, labels=[0, 1, 0])
+    assert "--ids" not in str(info.value)
+
+
 def test_chunked_array_ids_are_accepted(write: Callable[..., Path]) -> None:
     path = write([record("b", 1, 0, given=3, guessed=0, both=0, neither=0)])
     ids = pa.chunked_array([["a"], ["b", "c"]])

@@ -1,0 +1,123 @@
+"""Votes CSV read column by column (#15) gives what the record-by-record reader gives."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dsreg.overlays.votes_csv as votes_csv
+from dsreg.model.tables import parquet_bytes
+from dsreg.objects.hashing import hash_bytes
+from dsreg.overlays.match import match_ids
+from dsreg.overlays.votes import VoteImport, import_votes
+
+CLASSES = ("cat", "dog", "eel", "7", "fox")
+N = 40
+IDS = [f"img/{i:03d}.png" for i in range(N)]
+LABELS = np.random.default_rng(0).integers(0, len(CLASSES), N)
+
+
+def _both(path: Path, threshold: int) -> tuple[Any, Any]:
+    """The columnar import and the record-by-record one (an exception stands for a refusal)."""
+
+    def run() -> VoteImport | str:
+        try:
+            return import_votes(
+                path,
+                format="csv",
+                threshold=threshold,
+                dataset="t",
+                example_ids=pa.chunked_array([IDS[:17], IDS[17:]]),
+                labels=LABELS,
+                classes=CLASSES,
+            )
+        except Exception as e:
+            return f"{type(e).__name__}: {e}"
+
+    fast = run()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(votes_csv, "fast_csv", lambda *a, **k: None)
+        slow = run()
+    return fast, slow
+
+
+@st.composite
+def vote_files(draw: st.DrawFn) -> list[list[str]]:
+    rows = draw(st.lists(st.integers(0, N - 1), min_size=1, max_size=12, unique=True))
+    out = []
+    for r in rows:
+        given = int(LABELS[r])
+        g_cell = draw(st.sampled_from([str(given), CLASSES[given]]))
+        if draw(st.integers(0, 9)) == 0:
+            g_cell = draw(st.sampled_from(["9", "Cat", " cat", "x"]))
+        sug = draw(st.none() | st.integers(0, len(CLASSES) - 1))
+        s_cell = "" if sug is None else draw(st.sampled_from([str(sug), CLASSES[sug]]))
+        counts = [str(draw(st.integers(0, 5))) for _ in range(4)]
+        if sug is None:
+            counts[1] = draw(st.sampled_from(["", "0"]))
+        if draw(st.integers(0, 6)) == 0:
+            counts[draw(st.integers(0, 3))] = draw(
+                st.sampled_from(["", "-1", "1.5", "99999999999"])
+            )
+        eid = IDS[r] if draw(st.integers(0, 12)) else draw(st.sampled_from(["nope", IDS[0]]))
+        out.append([eid, g_cell, s_cell, *counts])
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(lines=vote_files(), threshold=st.integers(1, 4))
+def test_columnar_import_equals_the_record_reader(
+    tmp_path_factory: pytest.TempPathFactory,
+    lines: list[list[str]],
+    threshold: int,
+) -> None:
+    path = tmp_path_factory.mktemp("v") / "votes.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(
+            ["example_id", "given_label", "suggested_label", "given", "guessed", "both", "neither"]
+        )
+        w.writerows(lines)
+    fast, slow = _both(path, threshold)
+    if isinstance(slow, str):
+        assert fast == slow
+        return
+    assert isinstance(fast, VoteImport)
+    assert fast.table.equals(slow.table)
+    assert hash_bytes(parquet_bytes(fast.table)) == hash_bytes(parquet_bytes(slow.table))
+    assert (fast.summary, fast.params, fast.inputs) == (slow.summary, slow.params, slow.inputs)
+
+
+def test_the_columnar_path_answers_a_clean_file(tmp_path: Path) -> None:
+    path = tmp_path / "votes.csv"
+    path.write_text(
+        "example_id,given_label,suggested_label,given,guessed,both,neither\n"
+        f"{IDS[3]},{LABELS[3]},,4,0,0,1\n"
+        f"{IDS[1]},{CLASSES[LABELS[1]]},eel,1,3,1,0\n",
+        encoding="utf-8",
+    )
+    got = votes_csv.fast_csv(
+        path, threshold=3, ids=pa.chunked_array([IDS]), labels=LABELS, classes=CLASSES
+    )
+    assert got is not None
+    table, summary, raters = got
+    assert table.column("row").to_pylist() == [1, 3]
+    assert table.column("verdict").to_pylist() == ["correctable", "non_error"]
+    assert summary["correctable"] == summary["non_error"] == 1 and raters == 5
+
+
+def test_match_ids_streams_the_snapshot_past_the_wanted_ids() -> None:
+    batches = [pa.table({"example_id": IDS[lo : lo + 7]}) for lo in range(0, N, 7)]
+    got = match_ids(batches, pa.array([IDS[30], "missing", IDS[0], IDS[30]]))
+    assert got.rows.tolist() == [30, -1, 0, 30] and got.twice == []
+    dup = match_ids(
+        [pa.table({"example_id": ["a", "b"]}), pa.table({"example_id": ["a"]})], pa.array(["a"])
+    )
+    assert dup.rows.tolist() == [0] and dup.twice == [("a", 0, 2)]
