@@ -164,10 +164,11 @@ def _hf_rows(root: str, digest: str, kind: str, reopen: Opener) -> Iterator[dict
 
 def to_hf(ds: Source, *, reopen: Opener, cache_dir: str | os.PathLike[str] | None = None) -> Any:
     """A ``datasets.Dataset`` of the view: ``label`` and ``given_label`` as ``ClassLabel`` with
-    the snapshot's class names, ``image`` (an ``Image`` feature) when every payload is an
-    image, else ``payload`` (bytes) when there are payloads; then the other columns of
-    ``ds.labels()``. Payload bytes are verified as they are read into the Arrow file that
-    ``datasets`` writes under ``cache_dir`` (default: its own cache)."""
+    the snapshot's class names (the multilabel view's ``labels`` as a list of them), ``image``
+    (an ``Image`` feature) when every payload is an image, else ``payload`` (bytes) when there
+    are payloads; then the other columns of ``ds.labels()``. Payload bytes are verified as they
+    are read into the Arrow file that ``datasets`` writes under ``cache_dir`` (default: its own
+    cache)."""
     try:
         import datasets
     except ImportError as e:
@@ -186,6 +187,8 @@ def to_hf(ds: Source, *, reopen: Opener, cache_dir: str | os.PathLike[str] | Non
     features = datasets.Features.from_arrow_schema(t.drop_columns(["blob", "size"]).schema)
     features["label"] = datasets.ClassLabel(names=names)
     features["given_label"] = datasets.ClassLabel(names=names)
+    if "labels" in features:  # the multilabel view's label sets
+        features["labels"] = datasets.Sequence(datasets.ClassLabel(names=names))
     if kind == "image":
         features["image"] = datasets.Image()
     elif kind == "binary":

@@ -144,6 +144,11 @@ def test_to_hf_has_class_labels_and_image_features(pics: Pics, tmp_path: Path) -
     first = hf[0]
     assert (np.asarray(first["image"]) == _pixels(pics.tree, first["example_id"])).all()
     assert hf.features["label"].int2str(first["label"]) == t.column("label_name")[0].as_py()
+    dsreg.tag("pics@multilabel", "pics@cleaned", view="multilabel", registry=pics.reg)
+    ml = dsreg.open("pics@multilabel", registry=pics.reg)
+    hf = ml.to_hf(cache_dir=tmp_path / "hf")
+    assert hf.features["labels"] == datasets.Sequence(datasets.ClassLabel(names=list(CLASSES)))
+    assert hf["labels"] == ml.labels().column("labels").to_pylist() and len(hf) == 11
 
 
 def test_to_hf_of_a_label_only_set_has_no_payload_column(
