@@ -281,6 +281,7 @@ def gc(
     *,
     dry_run: bool = False,
     prune_log_older_than: str | timedelta | None = None,
+    progress: ProgressHook | None = None,
     registry: RegistryArg = None,
 ) -> GcResult:
     """Remove objects that no tag, and no log line younger than the log's expiry, reaches;
@@ -289,7 +290,8 @@ def gc(
     A log line (a tag's old value, an overlay made) keeps what it names for the registry's
     ``[gc] log_expiry`` (default ``"90d"``, as git's reflog). ``prune_log_older_than``
     (``"90d"``, ``"2w"``, ``"now"``, or a ``timedelta``) is the explicit way to let lines older
-    than that go now: what only they name is then removed."""
+    than that go now: what only they name is then removed. ``progress(task, done, total)``
+    hears of each object removed."""
     from dsreg.ops.maintenance import collect_garbage
 
     if isinstance(prune_log_older_than, timedelta):
@@ -298,5 +300,8 @@ def gc(
             raise InvalidInputError(f"prune_log_older_than {prune_log_older_than} is negative")
         prune_log_older_than = f"{int(seconds)}s" if seconds else "now"
     return collect_garbage(
-        find_registry(registry), dry_run=dry_run, prune_log_older_than=prune_log_older_than
+        find_registry(registry),
+        dry_run=dry_run,
+        prune_log_older_than=prune_log_older_than,
+        progress=progress or no_progress,
     )

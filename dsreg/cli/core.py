@@ -402,14 +402,19 @@ def gc(
             "only they name is removed (default: the config's [gc] log_expiry, else 90d).",
         ),
     ] = None,
+    quiet: QuietOpt = False,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Remove objects that no tag, and no log line younger than the log's expiry (a moved
     tag's old value, an overlay made), reaches."""
-    res = dsreg.gc(
-        dry_run=dry_run, prune_log_older_than=prune_log_older_than, registry=registry_path
-    )
+    with progress_bar(quiet=quiet) as hook:
+        res = dsreg.gc(
+            dry_run=dry_run,
+            prune_log_older_than=prune_log_older_than,
+            progress=hook,
+            registry=registry_path,
+        )
     if json:
         emit_json(res.to_dict())
         return

@@ -199,7 +199,11 @@ class GcResult:
 
 
 def collect_garbage(
-    reg: Registry, *, dry_run: bool = False, prune_log_older_than: str | None = None
+    reg: Registry,
+    *,
+    dry_run: bool = False,
+    prune_log_older_than: str | None = None,
+    progress: ProgressHook = no_progress,
 ) -> GcResult:
     """Remove every object that no tag, and no log line younger than the log's expiry, reaches;
     never one a tag reaches.
@@ -208,7 +212,8 @@ def collect_garbage(
     the old value of a moved tag, an overlay made and not yet tagged. ``prune_log_older_than``
     (``90d``, ``2w``, ``now``, …) is the explicit way to let them go sooner; the log itself is
     never rewritten. If any reachable manifest or table cannot be read, nothing is removed:
-    what it would reach cannot be known.
+    what it would reach cannot be known. ``progress("removing", done, total)`` hears of each
+    object removed (``"sizing"`` on a dry run).
     """
     if prune_log_older_than is None:
         expiry_text = str(reg.config.get("gc", {}).get("log_expiry", DEFAULT_LOG_EXPIRY))
@@ -234,13 +239,15 @@ def collect_garbage(
             # about to be removed (state.py).
             reg.state.forget_scans()
         size = 0
-        for d in remove:
+        task = "sizing" if dry_run else "removing"
+        for i, d in enumerate(remove, start=1):
             try:
                 size += reg.store.path(d).stat().st_size
             except OSError:
                 continue
             if not dry_run:
                 reg.store.remove(d)
+            progress(task, i, len(remove))
         if not dry_run:
             _clean_tmp(reg)
         damaged = sum(len(reg.refs.log(ds).damaged) for ds in reg.refs.logged_datasets())

@@ -233,7 +233,7 @@ def test_progress_lines_on_stderr_when_not_a_terminal_and_quiet_silences_them(
 ) -> None:
     tree = make_imagefolder("tree", per_class=4)
     line = re.compile(
-        r"^(adding|checking out|verifying|detecting, pass [0-9]+): [0-9,]+/[0-9,]+ "
+        r"^(adding|checking out|verifying|removing|detecting, pass [0-9]+): [0-9,]+/[0-9,]+ "
         r"\([0-9]+%, [0-9]+s\)$"
     )
     np.save(tmp_path / "p.npy", np.array([[0.9, 0.1]] * 3 + [[0.2, 0.8]] * 3))
@@ -246,7 +246,10 @@ def test_progress_lines_on_stderr_when_not_a_terminal_and_quiet_silences_them(
         (("checkout", "pets@v1", "out"), "checking out: 12/12 (100%"),
         (("verify",), "verifying: "),
         (("detect", "toy@v1", "--pred-probs", "p.npy"), "detecting, pass "),
+        (("gc", "--prune-log-older-than", "now"), "removing: "),
     ):
+        if args[0] == "gc":  # something to remove: the tree added twice, one name left
+            assert cli("tag", "-d", "pets2@v1").exit_code == 0
         r = cli(*args)
         assert r.exit_code == 0, r.stderr
         shown = [x for x in r.stderr.splitlines() if line.match(x)]
