@@ -99,7 +99,7 @@ class VotesLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            created = _make_folders(path.parent)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as e:
             raise StorageError(
@@ -128,6 +128,17 @@ class VotesLog:
             ) from e
         self._fd: int | None = fd
         self._size = good
+        if created or good == 0:
+            # The log's name must survive a power cut as its records do: fsync the folders
+            # that hold it (from the registry's own down), once, when it is new.
+            try:
+                for folder in (path.parent, *created):
+                    _fsync_folder(folder)
+            except OSError as e:
+                self.close()
+                raise StorageError(
+                    f"cannot make the votes log {path} durable: {e.strerror}", path=str(path)
+                ) from e
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Write ``record`` (given its ``seq``) and fsync it; returns it as stored."""
@@ -158,6 +169,26 @@ class VotesLog:
             with contextlib.suppress(OSError):
                 os.close(self._fd)
             self._fd = None
+
+
+def _make_folders(folder: Path) -> list[Path]:
+    """Create ``folder`` and missing parents; the parents of the folders created (deepest
+    first), whose entries changed."""
+    missing = []
+    while not folder.is_dir():
+        missing.append(folder)
+        folder = folder.parent
+    for made in reversed(missing):
+        made.mkdir(exist_ok=True)
+    return [made.parent for made in missing]
+
+
+def _fsync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _read_all(fd: int) -> bytes:

@@ -231,3 +231,42 @@ def test_an_export_naming_two_queues_is_refused(
     out.write_text(json.dumps(records))
     with pytest.raises(dsreg.VotesError, match="queue must be an overlay digest"):
         dsreg.import_votes(review_set.spec, out, registry=review_set.registry)
+
+
+def test_random_interleavings_keep_the_rules_and_replay_alike(
+    make_review_set: Any, tmp_path: Path
+) -> None:
+    import numpy as np
+
+    review_set = make_review_set("random", rows=30, flagged=6)
+    rng = np.random.default_rng(7)
+    names = ["ann", "bo", "cy"]
+    server = dsreg.review(review_set.spec, votes_per_item=2, registry=review_set.registry)
+    try:
+        pages = {name: Page(server, name) for name in names}
+        for _ in range(80):
+            page = pages[names[int(rng.integers(3))]]
+            op = rng.choice(["next", "vote", "skip", "undo"], p=[0.2, 0.5, 0.1, 0.2])
+            item = page.next()["item"]
+            if op == "vote" and item is not None:
+                answer = ("given", "guessed", "both", "neither")[int(rng.integers(4))]
+                response = page.post("/api/vote", row=item["row"], answer=answer)
+            elif op == "skip" and item is not None:
+                response = page.post("/api/skip", row=item["row"])
+            elif op == "undo":
+                response = page.post("/api/undo")
+            else:
+                continue
+            assert response.status_code in (200, 409), response.text
+        before = {name: page.next()["progress"] for name, page in pages.items()}
+    finally:
+        server.stop()
+    out = tmp_path / "random.json"
+    dsreg.review_export(review_set.spec, out, registry=review_set.registry)
+    for record in json.loads(out.read_text()):
+        votes = sum(record["mturk"].values())
+        # One vote per reviewer per item, and never more than the item takes.
+        assert votes == len(record["reviewers"]) <= 2
+    with dsreg.review(review_set.spec, votes_per_item=2, registry=review_set.registry) as again:
+        after = {name: Page(again, name).next()["progress"] for name in names}
+    assert after == before
