@@ -49,10 +49,15 @@
       objectUrl = null;
     }
     if (!current.payload) {
+      const wrap = document.createElement("div");
+      wrap.className = "labelonly";
+      const id = document.createElement("code");
+      id.textContent = current.example_id;
       const note = document.createElement("p");
       note.className = "nopayload";
-      note.textContent = "Label-only example: no payload; see its id and metadata.";
-      box.append(note);
+      note.textContent = "Label-only example: judge it by its id and metadata.";
+      wrap.append(id, note);
+      box.append(wrap);
       return;
     }
     const response = await fetch(current.payload, { credentials: "same-origin" });
