@@ -286,3 +286,29 @@ def test_no_token_gets_403_and_cross_site_posts_are_refused(
         attacker.server_close()
     log = next((review_set.registry / "review").glob("*/votes.log"))
     assert b"eve" not in log.read_bytes()
+
+
+def test_an_item_filled_while_its_lease_ran_out_moves_the_page_on(
+    browsers: Callable[[], Any], review_set: ReviewSet
+) -> None:
+    with dsreg.review(
+        review_set.spec, votes_per_item=1, lease_seconds=0.3, registry=review_set.registry
+    ) as server:
+        alice = browsers().new_page()
+        alice.goto(server.url + "&reviewer=alice")
+        alice.wait_for_selector("#progress:has-text('You: 0')")
+        first = alice.text_content("#row")
+        time.sleep(0.5)  # alice's lease runs out; bob is given the same item and answers it
+        bob = browsers().new_page()
+        bob.goto(server.url + "&reviewer=bob")
+        bob.wait_for_selector("#progress:has-text('You: 0')")
+        assert bob.text_content("#row") == first
+        bob.click("button[data-answer='given']")
+        bob.wait_for_selector("#progress:has-text('You: 1')")
+        alice.click("button[data-answer='guessed']")
+        alice.wait_for_selector("#message:has-text('has its 1 votes already')")
+        deadline = time.monotonic() + 10
+        while alice.text_content("#row") == first:
+            assert time.monotonic() < deadline, "the page stayed on the filled item"
+            time.sleep(0.05)
+        assert "You: 0 answered" in (alice.text_content("#progress") or "")

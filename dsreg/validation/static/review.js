@@ -26,7 +26,9 @@
       data = { error: "the server answered " + response.status };
     }
     if (!response.ok) {
-      throw new Error(data && data.error ? data.error : "request failed: " + response.status);
+      const error = new Error(data && data.error ? data.error : "request failed: " + response.status);
+      error.status = response.status;
+      throw error;
     }
     return data;
   }
@@ -132,6 +134,14 @@
       show(await post(path, Object.assign({ reviewer: reviewer }, body)));
     } catch (e) {
       say(e.message);
+      if (e.status === 409 && path !== "/api/undo") {
+        // The item filled up while this reviewer held it too long: move on to the next.
+        try {
+          show(await post("/api/next", { reviewer: reviewer }));
+        } catch (again) {
+          say(again.message);
+        }
+      }
     } finally {
       busy = false;
       document.body.classList.remove("busy");
