@@ -13,10 +13,13 @@ table without them is written exactly as before, so version 1 overlays keep thei
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import numpy as np
 import pyarrow as pa
+
+from dsreg.model.arrays import from_numpy, string_array
 
 __all__ = [
     "CORRECTIONS_SCHEMA",
@@ -74,6 +77,24 @@ def corrections_version(schema: pa.Schema) -> int | None:
     return None
 
 
+def _strings(values: pa.Array | pa.ChunkedArray | Sequence[str]) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if isinstance(values, pa.Array):
+        return values.cast(pa.string())
+    return string_array(list(values))
+
+
+def _scores(score: np.ndarray | pa.Array | None, n: int) -> pa.Array:
+    if score is None:
+        return pa.nulls(n, pa.float64())
+    if isinstance(score, pa.ChunkedArray):
+        score = score.combine_chunks()
+    if isinstance(score, pa.Array):
+        return score.cast(pa.float64())
+    return from_numpy(score, pa.float64())
+
+
 def corrections_table(
     *,
     rows: np.ndarray,
@@ -81,7 +102,7 @@ def corrections_table(
     given_label: np.ndarray,
     suggested_label: np.ndarray | None,
     verdict: list[str] | pa.Array,
-    score: np.ndarray | None = None,
+    score: np.ndarray | pa.Array | None = None,
     votes: pa.Array | None = None,
     labels: pa.Array | None = None,
     label_counts: pa.Array | None = None,
@@ -93,23 +114,20 @@ def corrections_table(
     without both it is a version 1 table, byte for byte what it always was.
     """
     n = len(rows)
+    # Built from numpy buffers (model/arrays.py): no pandas import on the way.
     sug = (
         pa.nulls(n, pa.int32())
         if suggested_label is None
-        else pa.array(
-            np.asarray(suggested_label, dtype=np.int64),
-            pa.int64(),
-            mask=np.asarray(suggested_label) < 0,
-        ).cast(pa.int32())
+        else from_numpy(suggested_label, pa.int32(), valid=np.asarray(suggested_label) >= 0)
     )
     table = pa.Table.from_arrays(
         [
-            pa.array(rows, pa.int64()),
-            pa.array(example_ids, pa.string()),
-            pa.array(given_label, pa.int32()),
+            from_numpy(np.asarray(rows), pa.int64()),
+            _strings(example_ids),
+            from_numpy(np.asarray(given_label), pa.int32()),
             sug,
-            pa.array(verdict, pa.string()),
-            pa.nulls(n, pa.float64()) if score is None else pa.array(score, pa.float64()),
+            _strings(verdict),
+            _scores(score, n),
             pa.nulls(n, VOTES_TYPE) if votes is None else votes.cast(VOTES_TYPE),
         ],
         schema=CORRECTIONS_SCHEMA,

@@ -283,7 +283,11 @@ def as_numpy(col: pa.Array | pa.ChunkedArray, *, fill: int | None = None) -> np.
     at start-up, for a command that takes two), so null-free numeric buffers are viewed
     directly and nulls are filled in numpy."""
     if isinstance(col, pa.ChunkedArray):
-        col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+        # No chunks at all (an empty result): combine_chunks would import pandas.
+        if col.num_chunks == 0:
+            col = pa.nulls(0, col.type)
+        else:
+            col = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
     t = col.type
     if pa.types.is_boolean(t):
         return as_numpy(pc.cast(col, pa.int8()), fill=fill).astype(bool)
@@ -291,6 +295,8 @@ def as_numpy(col: pa.Array | pa.ChunkedArray, *, fill: int | None = None) -> np.
         return np.asarray(col.to_numpy(zero_copy_only=False))
     kind = "f" if pa.types.is_floating(t) else "i" if pa.types.is_signed_integer(t) else "u"
     dtype = np.dtype(f"{kind}{t.bit_width // 8}")
+    if not len(col):
+        return np.empty(0, dtype)
     values = np.frombuffer(
         col.buffers()[1], dtype=dtype, count=len(col), offset=col.offset * dtype.itemsize
     )

@@ -14,6 +14,7 @@ from dsreg._util.progress import ProgressHook, no_progress
 from dsreg._version import __version__
 from dsreg.errors import InputPathError
 from dsreg.model.corrections import corrections_table
+from dsreg.model.tables import as_numpy
 from dsreg.objects.hashing import hash_file
 from dsreg.overlays.write import write_overlay
 from dsreg.repo.registry import Registry
@@ -116,7 +117,7 @@ def labels_overlay(
     ds = Dataset(reg, reg.resolve(spec))
     examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
     ids = examples.column("example_id").combine_chunks()
-    labels = examples.column("label").to_numpy()
+    labels = as_numpy(examples.column("label"))
     if format == "real":
         result = import_real(path, example_ids=ids, labels=labels, classes=ds.classes)
     elif format == "counts":

@@ -20,6 +20,7 @@ the snapshot is refused. Everything is vectorised: no Python per row beyond pars
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,10 +29,11 @@ from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dsreg.errors import InputPathError, RelabelingError
+from dsreg.model.arrays import from_numpy, string_array
 from dsreg.model.corrections import LABEL_COUNTS_TYPE, corrections_table
+from dsreg.model.tables import as_numpy
 from dsreg.overlays.match import imagenet_val_numbers
 
 __all__ = ["LabelImport", "counts_table", "import_counts", "import_real", "real_verdicts"]
@@ -85,10 +87,13 @@ def _summary(codes: np.ndarray, names: Sequence[str], match: str) -> dict[str, A
     return out
 
 
+_NAME_ARRAY = string_array(_NAMES)
+
+
 def _verdict_strings(codes: np.ndarray) -> pa.Array:
-    return pa.DictionaryArray.from_arrays(
-        pa.array(codes.astype(np.int8)), pa.array(list(_NAMES))
-    ).cast(pa.string())
+    return pa.DictionaryArray.from_arrays(from_numpy(codes, pa.int8()), _NAME_ARRAY).cast(
+        pa.string()
+    )
 
 
 # -- ImageNet-ReaL --------------------------------------------------------------------------------
@@ -105,38 +110,32 @@ def _read_real(path: Path, k: int) -> pa.ListArray:
         raise RelabelingError(
             f"{path} is not a JSON list of lists of class indices (ImageNet-ReaL's real.json)"
         )
-    try:
-        lists = pa.array(data, pa.list_(pa.int32()))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
-        raise RelabelingError(f"{path} holds something other than class indices: {e}") from e
-    values = lists.values
-    if len(values) and (
-        values.null_count or pc.min(values).as_py() < 0 or pc.max(values).as_py() >= k
-    ):
-        bad = values.filter(
-            pc.or_kleene(
-                pc.is_null(values), pc.or_(pc.less(values, 0), pc.greater_equal(values, k))
-            )
-        )
+    # Flattened in C (itertools.chain, np.fromiter); the type check is the one pass in Python.
+    lengths = np.fromiter(map(len, data), dtype=np.int64, count=len(data))
+    flat_list = list(itertools.chain.from_iterable(data))
+    if not all(type(x) is int for x in flat_list):
+        bad = next(x for x in flat_list if type(x) is not int)
+        raise RelabelingError(f"{path} holds {bad!r}, not a class index; is it real.json?")
+    flat = np.fromiter(flat_list, dtype=np.int64, count=len(flat_list))
+    if len(flat) and (flat.min() < 0 or flat.max() >= k):
+        bad_values = flat[(flat < 0) | (flat >= k)][:5].tolist()
         raise RelabelingError(
-            f"{path} names classes outside the snapshot's [0, {k}), first {bad[:5].to_pylist()}; "
+            f"{path} names classes outside the snapshot's [0, {k}), first {bad_values}; "
             "is it the relabeling of this dataset?"
         )
+    offsets = np.zeros(len(data) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    lists = pa.ListArray.from_arrays(from_numpy(offsets, pa.int32()), from_numpy(flat, pa.int32()))
     return lists
 
 
 def real_verdicts(given: np.ndarray, lists: pa.ListArray) -> tuple[np.ndarray, np.ndarray]:
     """The ReaL rule per row: (verdict code, suggested label or -1). ``lists[i]`` is row i's."""
     n = len(given)
-    offsets = np.asarray(lists.offsets, dtype=np.int64)
+    offsets = as_numpy(lists.offsets).astype(np.int64)
     lengths = np.diff(offsets)
-    flat = (
-        np.asarray(lists.values.to_numpy(zero_copy_only=False), dtype=np.int64)[
-            offsets[0] : offsets[-1]
-        ]
-        if len(lists.values)
-        else np.empty(0, np.int64)
-    )
+    values = as_numpy(lists.values).astype(np.int64) if len(lists.values) else np.empty(0, np.int64)
+    flat = values[offsets[0] : offsets[-1]]
     parent = np.repeat(np.arange(n), lengths)
     contains = np.bincount(parent[flat == given[parent]], minlength=n) > 0
     codes = np.full(n, _MULTI, dtype=np.int64)
@@ -155,7 +154,7 @@ def import_real(
     """ImageNet-ReaL's ``real.json`` as the corrections of every snapshot row."""
     lists = _read_real(path, len(classes))
     pos, match = _positions(example_ids, len(lists), path, "label lists")
-    lists = lists.take(pa.array(pos))
+    lists = lists.take(from_numpy(pos, pa.int64()))
     codes, suggested = real_verdicts(np.asarray(labels, dtype=np.int64), lists)
     n = len(labels)
     table = corrections_table(
@@ -188,7 +187,7 @@ def _read_counts(path: Path, classes: Sequence[str]) -> np.ndarray:
 
             t = pq.ParquetFile(path).read()
             cols = list(classes) if all(c in t.column_names for c in classes) else t.column_names
-            arr = np.column_stack([np.asarray(t.column(c).to_numpy()) for c in cols])
+            arr = np.column_stack([as_numpy(t.column(c)) for c in cols])
         else:
             raise RelabelingError(
                 f"counts file {str(path)!r} has an unknown type {suffix!r}; use .npy or .parquet"
@@ -220,12 +219,12 @@ def counts_table(counts: np.ndarray) -> pa.ListArray:
     np.cumsum(np.bincount(nz_rows, minlength=n), out=offsets[1:])
     items = pa.StructArray.from_arrays(
         [
-            pa.array(nz_labels.astype(np.int32)),
-            pa.array(counts[nz_rows, nz_labels].astype(np.int32)),
+            from_numpy(nz_labels, pa.int32()),
+            from_numpy(counts[nz_rows, nz_labels], pa.int32()),
         ],
         fields=list(LABEL_COUNTS_TYPE.value_type),
     )
-    return pa.ListArray.from_arrays(pa.array(offsets), items, type=LABEL_COUNTS_TYPE)
+    return pa.ListArray.from_arrays(from_numpy(offsets, pa.int32()), items, type=LABEL_COUNTS_TYPE)
 
 
 def import_counts(
@@ -261,7 +260,7 @@ def import_counts(
     keep = np.flatnonzero(rated)
     table = corrections_table(
         rows=keep,
-        example_ids=example_ids.take(pa.array(keep)),
+        example_ids=example_ids.take(from_numpy(keep, pa.int64())),
         given_label=labels[keep],
         suggested_label=suggested[keep],
         verdict=_verdict_strings(codes[keep]),

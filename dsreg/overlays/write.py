@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dsreg.errors import InvalidInputError
+from dsreg.model.arrays import from_numpy, string_array
 from dsreg.model.corrections import (
     CORRECTIONS_SCHEMA,
     VOTES_TYPE,
@@ -24,7 +25,7 @@ from dsreg.model.corrections import (
     corrections_version,
 )
 from dsreg.model.manifests import VERDICTS, Overlay, OverlayKind, Snapshot
-from dsreg.model.tables import parquet_bytes
+from dsreg.model.tables import as_numpy, parquet_bytes
 from dsreg.repo.registry import Registry
 from dsreg.repo.tables import read_examples
 
@@ -57,7 +58,7 @@ def _check(
 ) -> None:
     if corrections_version(table.schema) is None:
         raise InvalidInputError(f"corrections table has schema {table.schema}, not the overlay's")
-    rows = table.column("row").to_numpy()
+    rows = as_numpy(table.column("row")).astype(np.int64, copy=False)
     n = snap.rows
     if len(rows) and (rows.min() < 0 or rows.max() >= n):
         bad = rows[(rows < 0) | (rows >= n)]
@@ -67,15 +68,15 @@ def _check(
     if len(rows) > 1 and not np.all(np.diff(rows) > 0):
         dup = np.unique(rows[1:][np.diff(rows) == 0])
         raise InvalidInputError(f"rows {dup[:5].tolist()} are corrected twice in one overlay")
-    want_ids = pc.take(ids, pa.array(rows))
+    want_ids = pc.take(ids, from_numpy(rows, pa.int64()))
     if not pc.all(pc.equal(want_ids, table.column("example_id"))).as_py() and len(rows):
-        mism = np.flatnonzero(~pc.equal(want_ids, table.column("example_id")).to_numpy(False))
+        mism = np.flatnonzero(~as_numpy(pc.equal(want_ids, table.column("example_id"))))
         first = [(int(rows[i]), table.column("example_id")[i].as_py()) for i in mism[:3]]
         raise InvalidInputError(
             f"{len(mism)} corrections name an example id that is not the base's at that row, "
             f"first (row, id) {first}"
         )
-    given = table.column("given_label").to_numpy()
+    given = as_numpy(table.column("given_label"))
     bad = np.flatnonzero(labels[rows] != given)
     if len(bad):
         raise InvalidInputError(
@@ -85,7 +86,7 @@ def _check(
     k = len(snap.classes)
     sug = table.column("suggested_label")
     if sug.null_count < len(sug):
-        s = sug.drop_null().to_numpy()
+        s = as_numpy(sug.drop_null())
         if s.min() < 0 or s.max() >= k:
             raise InvalidInputError(
                 f"suggested labels outside [0, {k}): {s[(s < 0) | (s >= k)][:5]}"
@@ -99,7 +100,8 @@ def _check(
             f"a {kind} overlay cannot hold verdicts {wrong}; allowed: {sorted(_ALLOWED[kind])}"
         )
     needs = pc.and_(
-        pc.is_in(table.column("verdict"), pa.array(["suspected", "correctable"])), pc.is_null(sug)
+        pc.is_in(table.column("verdict"), string_array(["suspected", "correctable"])),
+        pc.is_null(sug),
     )
     if pc.any(needs).as_py():
         raise InvalidInputError("suspected and correctable rows need a suggested label")
@@ -120,8 +122,8 @@ def _check_label_lists(table: pa.Table, k: int) -> None:
                     f"{lo_hi['max']}); the snapshot names {k} classes"
                 )
         col = table.column(name).combine_chunks()
-        parents = np.asarray(pc.list_parent_indices(col), dtype=np.int64)
-        key = parents * k + np.asarray(values, dtype=np.int64)
+        parents = as_numpy(pc.list_parent_indices(col)).astype(np.int64)
+        key = parents * k + as_numpy(values).astype(np.int64)
         if len(key) > 1 and len(np.unique(key)) != len(key):
             raise InvalidInputError(f"a row's {name} names the same class twice; name it once")
     counts = pc.struct_field(pc.list_flatten(table.column("label_counts")), "count")
@@ -147,7 +149,7 @@ def write_overlay(
         kind=kind,
         snap=snap,
         ids=examples.column("example_id").combine_chunks(),
-        labels=examples.column("label").to_numpy(),
+        labels=as_numpy(examples.column("label")),
     )
     counts = Counter(table.column("verdict").to_pylist())
     full_summary: dict[str, Any] = {"rows": table.num_rows}

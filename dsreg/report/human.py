@@ -65,7 +65,7 @@ def set_target(merged: Named, k: int) -> SetTarget:
     if merged.counts is not None and has_cnt.any():
         pos = np.flatnonzero(has_cnt[extra])
         idx = ci[extra][pos]
-        offsets = np.asarray(merged.counts.offsets, dtype=np.int64)
+        offsets = as_numpy(merged.counts.offsets).astype(np.int64)
         items = merged.counts.values
         labels_all = as_numpy(items.field("label")).astype(np.int64)
         counts_all = as_numpy(items.field("count")).astype(np.float64)

@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from dsreg.model.corrections import COUNT_FIELDS
 from dsreg.model.manifests import VERDICTS, View
+from dsreg.model.tables import as_numpy
 
 __all__ = ["Merged", "ViewRows", "apply_view", "label_lists", "merge_overlays", "review_columns"]
 
@@ -108,7 +109,7 @@ def merge_overlays(n: int, corrections: Sequence[pa.Table]) -> Merged:
         set_index[rows] = -1
         if "labels" in table.column_names:
             col = table.column("labels").combine_chunks().cast(pa.list_(pa.int32()))
-            has = np.asarray(col.is_valid(), dtype=bool)
+            has = as_numpy(col.is_valid())
             set_index[rows[has]] = offset + np.arange(len(col))[has]
             sets.append(col)
             offset += len(col)
@@ -129,11 +130,8 @@ def label_lists(label: np.ndarray, index: np.ndarray, sets: pa.ListArray | None)
     index = np.asarray(index, dtype=np.int64)
     if sets is not None and len(sets):
         # The raw values and offsets (a null list's slot is never indexed).
-        offs = np.asarray(sets.offsets, dtype=np.int64)
-        flat = np.asarray(
-            sets.values.slice(offs[0], offs[-1] - offs[0]).to_numpy(zero_copy_only=False),
-            dtype=np.int32,
-        )
+        offs = as_numpy(sets.offsets).astype(np.int64)
+        flat = as_numpy(sets.values.slice(offs[0], offs[-1] - offs[0])).astype(np.int32)
         offs = offs - offs[0]
     else:
         flat, offs = np.empty(0, np.int32), np.zeros(1, np.int64)

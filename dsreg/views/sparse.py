@@ -177,7 +177,7 @@ def in_label_sets(labels: np.ndarray, index: np.ndarray, sets: pa.ListArray | No
     out = np.zeros(len(labels), dtype=bool)
     if sets is None or not len(labels):
         return out
-    offsets = np.asarray(sets.offsets, dtype=np.int64)
+    offsets = as_numpy(sets.offsets).astype(np.int64)
     values = as_numpy(sets.values).astype(np.int64, copy=False)
     start, lengths = offsets[index], offsets[index + 1] - offsets[index]
     parent = np.repeat(np.arange(len(labels)), lengths)
