@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from dsreg.errors import DatasetFormatError, InputPathError
 from dsreg.ingest.sources import MAX_INFERRED_CLASSES, check_example_id
 from dsreg.model.names import UNSAFE_PATH
-from dsreg.model.tables import ROW_GROUP, base_schema, check_metadata_names
+from dsreg.model.tables import ROW_GROUP, base_schema, check_metadata_names, from_numpy
 
 __all__ = ["StreamSource", "Validation", "labels_stream", "read_ids", "table_stream"]
 
@@ -244,7 +244,7 @@ def _npy(path: Path, what: str) -> tuple[pa.Schema, Pieces, str]:
     def pieces(columns: list[str] | None) -> Iterator[pa.Table]:
         for lo in range(0, len(arr), ROW_GROUP):
             chunk = np.asarray(arr[lo : lo + ROW_GROUP], dtype=np.int64)
-            yield pa.table({"label": chunk})
+            yield pa.Table.from_arrays([from_numpy(chunk, pa.int64())], names=["label"])
 
     return pa.schema([pa.field("label", pa.int64())]), pieces, "npy"
 

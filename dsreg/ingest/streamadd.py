@@ -19,7 +19,7 @@ from dsreg.errors import DatasetFormatError
 from dsreg.ingest.result import AddResult, check_names, is_dry, refuse_tag
 from dsreg.ingest.stream import StreamSource, Validation, null_columns
 from dsreg.model.manifests import Revision, Snapshot
-from dsreg.model.tables import ROW_GROUP, CanonicalWriter, as_numpy, base_schema
+from dsreg.model.tables import ROW_GROUP, CanonicalWriter, as_numpy, base_schema, from_numpy
 from dsreg.repo.registry import Registry
 
 __all__ = ["add_stream"]
@@ -79,7 +79,9 @@ def add_stream(
                         if len(ids) < n:
                             _length_mismatch(src, start + len(ids), _labels_total(src))
                     else:
-                        ids = pc.cast(pa.array(np.arange(start, start + n)), pa.string())
+                        ids = pc.cast(
+                            from_numpy(np.arange(start, start + n), pa.int64()), pa.string()
+                        )
                     if hasher is not None:
                         v.ids(ids, hasher)
                     labels = _labels(group.column(src.label_column), classes, v, start)
@@ -225,7 +227,7 @@ def _labels(
     else:
         arr = as_numpy(col, fill=0).astype(np.int64, copy=False)
         v.int_labels(arr, start)
-    return pa.array(arr.astype(np.int32))
+    return from_numpy(arr, pa.int32())
 
 
 class _IdHasher:
@@ -237,7 +239,7 @@ class _IdHasher:
         self._con = duckdb.connect()
 
     def __call__(self, ids: pa.Array) -> np.ndarray:
-        table = pa.table({"x": ids})
+        table = pa.Table.from_arrays([ids], names=["x"])
         self._con.register("__dsreg_ids", table)
         try:
             got: Any = self._con.sql("SELECT hash(x) AS h FROM __dsreg_ids").fetchnumpy()["h"]
@@ -255,5 +257,5 @@ def _duplicates(path: Any, candidates: np.ndarray, hasher: _IdHasher | None) -> 
         ids = batch.column(0)
         hit = np.isin(hasher(ids), candidates)
         if hit.any():
-            counts.update(ids.filter(pa.array(hit)).to_pylist())
+            counts.update(ids.filter(from_numpy(hit, pa.bool_())).to_pylist())
     return sorted(k for k, c in counts.items() if c > 1)

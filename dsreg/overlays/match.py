@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dsreg.model.tables import as_numpy
+from dsreg.model.tables import as_numpy, from_numpy
 
 __all__ = ["IMAGENET_VAL", "IdMatch", "imagenet_val_numbers", "match_ids", "rows_by_id"]
 
@@ -33,7 +33,7 @@ def rows_by_id(snapshot_ids: pa.Array | pa.ChunkedArray, keys: pa.Array) -> np.n
     (snapshot ids are unique, so a key names at most one row)."""
     if isinstance(snapshot_ids, pa.Array):
         snapshot_ids = pa.chunked_array([snapshot_ids])
-    batches = (pa.table({"example_id": c}) for c in snapshot_ids.chunks)
+    batches = (pa.Table.from_arrays([c], names=["example_id"]) for c in snapshot_ids.chunks)
     return match_ids(batches, keys).rows
 
 
@@ -111,9 +111,9 @@ def match_ids(batches: Iterable[pa.RecordBatch | pa.Table], wanted: pa.Array) ->
             rows[keys[new]] = at[new]
             if "label" in batch.schema.names:
                 lab = batch.column(batch.schema.get_field_index("label"))
-                labels[keys[new]] = as_numpy(pc.take(lab, pa.array(at[new] - start))).astype(
-                    np.int64
-                )
+                labels[keys[new]] = as_numpy(
+                    pc.take(lab, from_numpy(at[new] - start, pa.int64()))
+                ).astype(np.int64)
             for k, r in zip(keys[~new].tolist(), at[~new].tolist(), strict=True):
                 twice.append((distinct[k].as_py(), int(rows[k]), r))
         start += len(ids)

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from dsreg.model.corrections import CORRECTIONS_SCHEMA, COUNT_FIELDS, VOTES_TYPE
-from dsreg.model.tables import as_numpy
+from dsreg.model.tables import as_numpy, from_numpy
 from dsreg.overlays.match import match_ids
 
 __all__ = ["fast_csv"]
@@ -84,7 +84,9 @@ def fast_csv(
         return None
     if (~has_sug_np & (counts["guessed"] > 0)).any() or (has_sug_np & ~present["guessed"]).any():
         return None
-    found = match_ids((pa.table({"example_id": c}) for c in ids.chunks), cols["example_id"])
+    found = match_ids(
+        (pa.Table.from_arrays([c], names=["example_id"]) for c in ids.chunks), cols["example_id"]
+    )
     rows = found.rows
     if found.twice or (rows < 0).any() or len(np.unique(rows)) != len(rows):
         return None
@@ -98,20 +100,18 @@ def fast_csv(
     fields = []
     for name in COUNT_FIELDS:
         if name in counts:
-            fields.append(
-                pa.array(counts[name][order].astype(np.int32), mask=~present[name][order])
-            )
+            fields.append(from_numpy(counts[name][order], pa.int32(), valid=present[name][order]))
         else:
             fields.append(pa.nulls(len(rows), pa.int32()))
     votes = pa.StructArray.from_arrays(fields, fields=list(VOTES_TYPE))
     m = len(rows)
     out = pa.Table.from_arrays(
         [
-            pa.array(rows[order], pa.int64()),
-            pc.take(cols["example_id"], pa.array(order)),
-            pa.array(given_label[order].astype(np.int32), pa.int32()),
-            pa.array(sug[order].astype(np.int32), pa.int32(), mask=~has_sug_np[order]),
-            pc.take(pa.array(_VERDICTS, pa.string()), pa.array(verdict_code[order])),
+            from_numpy(rows[order], pa.int64()),
+            pc.take(cols["example_id"], from_numpy(order, pa.int64())),
+            from_numpy(given_label[order], pa.int32()),
+            from_numpy(sug[order], pa.int32(), valid=has_sug_np[order]),
+            pc.take(pa.array(_VERDICTS, pa.string()), from_numpy(verdict_code[order], pa.int64())),
             pa.nulls(m, pa.float64()),
             votes,
         ],
@@ -148,7 +148,9 @@ def _count(cells: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
     present = as_numpy(pc.greater(pc.utf8_length(cells), 0))
     if not pc.all(pc.match_substring_regex(cells, "^[0-9]{0,10}$")).as_py():
         return None
-    values = as_numpy(pc.cast(pc.if_else(pa.array(present), cells, pa.scalar("0")), pa.int64()))
+    values = as_numpy(
+        pc.cast(pc.if_else(from_numpy(present, pa.bool_()), cells, pa.scalar("0")), pa.int64())
+    )
     if (values > _INT32_MAX).any():
         return None
     return values, present

@@ -142,16 +142,17 @@ class Dataset:
         does), (the multilabel view only) labels, then the snapshot's metadata columns
         (``served_metadata``: a column named like one of the view's, possible only in a table
         ``dsreg add`` did not make, is left out)."""
+        import pyarrow.compute as pc
+
         from dsreg.views.rule import review_columns
 
         v = self._view
         ex = self._examples.take(pa.array(v.rows))
-        names = np.asarray(self.classes, dtype=object)
         cols: dict[str, Any] = {
             "row": pa.array(v.rows, pa.int64()),
             "example_id": ex.column("example_id"),
             "label": pa.array(v.label, pa.int32()),
-            "label_name": pa.array(names[v.label], pa.string()),
+            "label_name": pc.take(pa.array(self.classes, pa.string()), pa.array(v.label)),
             "given_label": pa.array(v.given_label, pa.int32()),
             "verdict": v.verdict.cast(pa.string()),
             "blob": ex.column("blob"),
@@ -164,8 +165,29 @@ class Dataset:
             cols[name] = ex.column(name)
         return pa.table(cols)
 
+    def iter_batches(self, batch_size: int = 65_536) -> Iterator[pa.RecordBatch]:
+        """The view as Arrow record batches of at most ``batch_size`` rows, in snapshot order,
+        read from the examples table a batch at a time (bounded memory at any size): the
+        columns ``row, example_id, label, label_name, given_label, verdict, blob, size``
+        (``labels`` in the multilabel view), then the served metadata columns. The review
+        columns of ``labels()`` (suggested label, score, votes) are not streamed: read them
+        with ``labels()`` or SQL."""
+        from dsreg.views.batches import iter_view_batches
+
+        return iter_view_batches(
+            self.registry, self.snapshot, self._corrections, self.view, batch_size=batch_size
+        )
+
     def __len__(self) -> int:
-        return len(self._view.rows)
+        if "_view" in self.__dict__:
+            return len(self._view.rows)
+        # Counted from the rows overlays name (views.sparse), without reading the examples:
+        # len() of a 50-million-row view is work in the size of its corrections.
+        from dsreg.views.sparse import merge, sparse_views
+
+        return sparse_views(self.snapshot.rows, merge(self._corrections), [self.view])[
+            self.view
+        ].size
 
     def __getitem__(self, i: int) -> Example:
         v = self._view
