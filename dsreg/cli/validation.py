@@ -99,7 +99,7 @@ def review(
         registry=registry_path,
     )
     server.start()
-    progress = server.session.queue.progress()
+    progress = server.progress()
     if json:
         out(_json.dumps({"url": server.url, "items": progress.items}))
     else:

@@ -23,6 +23,7 @@ from starlette.applications import Starlette
 
 from dsreg.errors import InvalidInputError, StorageError
 from dsreg.validation.app import make_app
+from dsreg.validation.queue import ReviewProgress
 from dsreg.validation.session import ReviewSession
 
 __all__ = ["ReviewServer"]
@@ -80,6 +81,11 @@ class ReviewServer:
         if self.reviewer:
             query["reviewer"] = self.reviewer
         return f"http://{host}:{self.port}/?{urlencode(query)}"
+
+    def progress(self, reviewer: str | None = None) -> ReviewProgress:
+        """The queue's progress line: votes by ``reviewer`` and by everyone, items complete and
+        remaining."""
+        return self.session.queue.progress(reviewer)
 
     @property
     def running(self) -> bool:

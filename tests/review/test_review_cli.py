@@ -12,12 +12,17 @@ import dsreg
 
 
 def _vote(review_set: ReviewSet, answers: dict[str, str]) -> None:
+    """Each reviewer answers the first item, through the page's requests."""
+    from starlette.testclient import TestClient
+
     with dsreg.review(review_set.spec, registry=review_set.registry) as server:
-        queue = server.session.queue
+        client = TestClient(server.asgi(), base_url="http://127.0.0.1")
+        client.get(f"/?token={server.token}", follow_redirects=False)
+        headers = {"X-Dsreg-Token": server.token}
         for name, answer in answers.items():
-            item = queue.next_item(name)
-            assert item is not None
-            queue.vote(name, item.row, answer)
+            item = client.post("/api/next", json={"reviewer": name}, headers=headers)
+            body = {"reviewer": name, "row": item.json()["item"]["row"], "answer": answer}
+            assert client.post("/api/vote", json=body, headers=headers).status_code == 200
 
 
 def test_export_then_import_votes_equals_finish(

@@ -61,7 +61,7 @@ def test_cross_site_posts_are_refused(server: dsreg.ReviewServer, review_set: Re
     form = client.post("/api/vote", data=body, headers=header)
     assert form.status_code == 400 and "application/json" in form.json()["error"]
     assert client.get("/api/vote").status_code == 405
-    assert server.session.queue.progress().everyone == 0
+    assert server.progress().everyone == 0
     same = client.post("/api/vote", json=body, headers={**header, "Origin": BASE})
     assert same.status_code == 200
 
