@@ -196,3 +196,49 @@ def test_label_file_and_table_sources_have_pinned_digests(
     # writer must give every table, one row group or several, the same bytes.
     reg = dsreg.init(registry=tmp_path / "reg")
     assert source_digests(tmp_path, reg) == golden["sources"]
+
+
+# Version 2 (issue 13): an overlay whose corrections carry label sets and raters' counts, and a
+# revision in the multilabel view. Pinned when they were added; version 1 content is above.
+FIXED_OVERLAY_2 = Overlay(
+    base="blake3:" + "01" * 32,
+    kind="validated",
+    corrections="blake3:" + "cd" * 32,
+    producer={
+        "name": "dsreg.import-labels",
+        "version": "1",
+        "params": {"format": "real", "match": "file_name"},
+        "inputs": {"labels": "blake3:" + "ef" * 32},
+    },
+    summary={"rows": 3, "non_error": 1, "multi_label": 1, "neither": 1},
+    version=2,
+)
+FIXED_MULTILABEL = Revision(
+    snapshot="blake3:" + "01" * 32, overlays=("blake3:" + "02" * 32,), view="multilabel"
+)
+
+
+def _version_2_table() -> pa.Table:
+    from dsreg.model.corrections import LABEL_COUNTS_TYPE
+
+    return corrections_table(
+        rows=np.array([0, 3, 5]),
+        example_ids=["a/ILSVRC2012_val_00000001.JPEG", "b/x.JPEG", "c/y.JPEG"],
+        given_label=np.array([0, 1, 2]),
+        suggested_label=np.array([-1, -1, -1]),
+        verdict=["non_error", "multi_label", "neither"],
+        labels=pa.array([[0, 3], [2, 3], []], pa.list_(pa.int32())),
+        label_counts=pa.array(
+            [[{"label": 0, "count": 4}, {"label": 3, "count": 1}], None, None], LABEL_COUNTS_TYPE
+        ),
+    )
+
+
+def test_version_2_content_has_pinned_digests(golden: dict[str, Any]) -> None:
+    want = golden["version_2"]
+    table = _version_2_table()
+    assert hash_bytes(parquet_bytes(table)) == want["corrections"]
+    for name, manifest in (("overlay", FIXED_OVERLAY_2), ("revision", FIXED_MULTILABEL)):
+        data = encode_manifest(manifest)
+        assert data.decode("utf-8") == want[name]["canonical"], name
+        assert hash_bytes(data) == want[name]["digest"], name
