@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import csv
 import io
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -218,7 +217,10 @@ def import_csv(
         labels=lists,
         label_counts=counts,
     )
-    vc = Counter(table.column("verdict").to_pylist())
+    counted = pc.value_counts(table.column("verdict"))
+    vc = dict(
+        zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True)
+    )
     summary: dict[str, Any] = {"checked": table.num_rows, "match": match}
     summary["errors"] = table.num_rows - int(vc.get("non_error", 0))
     summary |= {v: int(vc.get(v, 0)) for v in VERDICTS}
