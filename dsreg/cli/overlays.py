@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json as _json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -343,6 +343,19 @@ def show(
     def name(i: int | None) -> str:
         return "" if i is None else info.classes[i]
 
+    # A version 2 overlay's label sets and raters' counts, as class names (labels; label:count).
+    sets = ov.version == 2
+
+    def lists(r: dict[str, Any]) -> list[str]:
+        if not sets:
+            return []
+        labels = r.get("labels")
+        counts = r.get("label_counts")
+        return [
+            "" if labels is None else ";".join(name(i) for i in labels),
+            "" if counts is None else ";".join(f"{name(c['label'])}:{c['count']}" for c in counts),
+        ]
+
     out(
         table(
             [
@@ -353,10 +366,12 @@ def show(
                     name(r["suggested_label"]),
                     r["verdict"],
                     _score(r["score"]),
+                    *lists(r),
                 ]
                 for r in info.corrections
             ],
-            ["ROW", "EXAMPLE", "GIVEN", "SUGGESTED", "VERDICT", "SCORE"],
+            ["ROW", "EXAMPLE", "GIVEN", "SUGGESTED", "VERDICT", "SCORE"]
+            + (["LABELS", "RATERS"] if sets else []),
         )
     )
     if not info.corrections and verdict is not None:

@@ -290,6 +290,9 @@ def test_cli_import_labels_json_counts_verdicts_and_export_prints_csv(
     assert r.exit_code == 0, r.stderr
     d = json.loads(r.stdout)
     assert d["summary"]["neither"] == 2 and d["summary"]["multi_label"] == 1
+    r = cli("overlay", "show", d["overlay"][:14], "--registry", str(reg.root))
+    assert r.exit_code == 0, r.stderr
+    assert "LABELS" in r.stdout and "goldfish;cock" in r.stdout  # row 1's ReaL set, by name
     r = cli("overlay", "export", d["overlay"][:14], "--registry", str(reg.root))
     assert r.exit_code == 0, r.stderr
     lines = r.stdout.splitlines()
