@@ -10,6 +10,7 @@ import os
 import stat
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +43,12 @@ _AT_FDCWD = -100
 _RENAME_NOREPLACE = 1
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644) -> None:
-    """Write ``data`` at ``path``: a temporary file in the same folder, fsynced, then renamed
-    over ``path``, so readers see the old bytes or the new ones, never a partial file.
+def write_atomic(
+    path: str | os.PathLike[str], data: bytes | Iterable[bytes], *, mode: int = 0o644
+) -> None:
+    """Write ``data`` (bytes, or chunks of them written as they come) at ``path``: a temporary
+    file in the same folder, fsynced, then renamed over ``path``, so readers see the old bytes
+    or the new ones, never a partial file.
 
     The folder is created if missing. ``OSError`` propagates: each caller names its own failure.
     """
@@ -53,7 +57,11 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o644
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.")
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if isinstance(data, bytes | bytearray | memoryview):
+                f.write(data)
+            else:
+                for chunk in data:
+                    f.write(chunk)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, mode)

@@ -368,7 +368,7 @@ def _switch(
 def _finish(planned: CheckoutPlan) -> None:
     """``labels.csv`` and the pin, last: the folder now holds what the pin says."""
     if planned.labels_csv is not None:
-        write_atomic(planned.target / LABELS_CSV, planned.labels_csv)
+        write_atomic(planned.target / LABELS_CSV, planned.labels_csv.chunks())
     write_atomic(planned.target / PIN, planned.pin)
 
 

@@ -17,8 +17,6 @@ one of them is checked here.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import re
@@ -35,6 +33,7 @@ from dsreg.objects.digest import is_digest, short
 from dsreg.objects.hashing import hash_hex
 from dsreg.ops.checkout_fs import TMP_PREFIX, ancestors, check_folders, is_tmp_name
 from dsreg.ops.checkout_journal import JOURNAL, Journal, read_journal
+from dsreg.ops.labels_csv import LabelsCsv
 from dsreg.repo.tables import has_payloads, is_tree, read_examples
 from dsreg.views.dataset import Dataset
 
@@ -95,7 +94,7 @@ class CheckoutPlan:
     leftovers_in: tuple[str, ...]  # folders ("" the root) to clear of temporary files
     files: int  # the target revision's file count
     removed: int  # files of ``remove`` the target does not have at all
-    labels_csv: bytes | None  # label-only sets: the view as labels.csv
+    labels_csv: LabelsCsv | None  # label-only sets: the view as labels.csv, streamed
     journal: bytes | None  # written first, removed after the pin
     pin: bytes  # the pin file to write last, validated
 
@@ -281,7 +280,7 @@ def plan(ds: Dataset, target: Path, *, link: LinkType = "reflink") -> CheckoutPl
         ),
         files=len(new),
         removed=sum(1 for p in remove if p not in new),
-        labels_csv=_labels_csv(ds) if layout == "labels" else None,
+        labels_csv=LabelsCsv(ds) if layout == "labels" else None,
         journal=(
             Journal(
                 from_revision=old_revision,
@@ -345,19 +344,3 @@ def _check_digests(place: tuple[tuple[str, str], ...]) -> None:
     for rel, blob in place:
         if not is_digest(blob):
             raise CorruptObjectError(f"the examples table names {blob!r} for {rel}: not a digest")
-
-
-def _labels_csv(ds: Dataset) -> bytes:
-    t = ds.labels()
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    names = ["row", "example_id", "label", "label_name", "given_label", "verdict"]
-    # The multilabel view adds every label that fits, as class indices joined by ";".
-    names += ["labels"] if "labels" in t.column_names else []
-    w.writerow(names)
-    cols = [t.column(c).to_pylist() for c in names]
-    if "labels" in names:
-        cols[-1] = [";".join(map(str, v)) for v in cols[-1]]
-    for r in zip(*cols, strict=True):
-        w.writerow(["" if v is None else v for v in r])
-    return buf.getvalue().encode()

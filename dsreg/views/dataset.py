@@ -181,9 +181,12 @@ class Dataset:
     def __len__(self) -> int:
         if "_view" in self.__dict__:
             return len(self._view.rows)
-        # Counted from the rows overlays name (views.sparse), without reading the examples:
-        # len() of a 50-million-row view is work in the size of its corrections.
+        # Counted from the rows overlays name (views.sparse), without decoding the examples:
+        # len() of a 50-million-row view is work in the size of its corrections. The examples
+        # object is still re-hashed (once): a damaged set is refused here as anywhere.
         from dsreg.views.sparse import merge, sparse_views
+
+        self._verified_path(self.snapshot.examples)
 
         return sparse_views(self.snapshot.rows, merge(self._corrections), [self.view])[
             self.view
