@@ -351,3 +351,33 @@ def test_sql_over_a_remote_fetches_no_payload_over_http(
     assert rows == [(5,)]
     fetched = {p.rsplit("/", 2)[-2] + p.rsplit("/", 1)[-1] for p in served.requested}
     assert not {d.removeprefix("blake3:") for d in published.payloads} & fetched
+
+
+def test_a_corrupt_object_on_s3_is_refused_and_never_served(
+    published: Published,
+    fresh: Fresh,
+    s3_endpoint: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import boto3
+
+    prefix = f"{tmp_path.name}/corrupt"
+    url = f"s3://lab/{prefix}"
+    dsreg.remote_add("s3", url, options={"endpointurl": s3_endpoint}, registry=published.reg)
+    dsreg.push(remote="s3", registry=published.reg)
+    blob = sorted(published.payloads)[0]
+    h = blob.removeprefix("blake3:")
+    key = f"{prefix}/files/blake3/{h[:2]}/{h[2:]}"
+    s3 = boto3.client("s3", endpoint_url=s3_endpoint, region_name="us-east-1")
+    data = bytearray(s3.get_object(Bucket="lab", Key=key)["Body"].read())
+    data[0] ^= 0x01
+    s3.put_object(Bucket="lab", Key=key, Body=bytes(data))
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+
+    code, _out, err = fresh.run("checkout", "pets@v1", "out", "--remote", url)
+    assert code == 1 and "corrupt" in err and blob in err
+    assert not (fresh.work / "out").exists()
+    assert blob not in fresh.cached()
+    with pytest.raises(CorruptObjectError, match=blob):
+        dsreg.open("pets@v1", remote=url)
