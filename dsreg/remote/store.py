@@ -69,6 +69,8 @@ __all__ = [
 INDEX = ("info", "refs")
 # Objects downloaded in one batch from an asynchronous file system (http, s3), then hashed.
 _BATCH = 1024
+# Downloads in flight at once from an http(s) remote by default.
+_WEB_JOBS = 64
 # Up to this many objects are written one by one (each fsynced), without a staging batch.
 _FEW = 32
 # A folder remote is bound by the local kernel's file creation, which more threads than about
@@ -140,6 +142,10 @@ class RemoteStore:
         )
 
     def default_jobs(self) -> int:
+        if self.read_only:
+            # Downloads from a web server wait on its latency, not on this machine: as many in
+            # flight as fsspec's own default batch (what 'dvc get' runs), in one event loop.
+            return _WEB_JOBS
         return _LOCAL_JOBS if self.local else int(getattr(self.fs, "jobs", _LOCAL_JOBS))
 
     # -- refs and logs (read here; remote/refs.py writes them) -------------------------------
@@ -450,7 +456,9 @@ class RemoteStore:
                 def hook(task: str, n: int, total: int, lo: int = lo) -> None:
                     progress(task, lo + n, len(digests))
 
-                results += parallel(one, got, jobs=jobs, task="fetching", progress=hook)
+                # Hashing and staging use the CPUs, whatever number downloads at once.
+                hashers = min(jobs, _LOCAL_JOBS)
+                results += parallel(one, got, jobs=hashers, task="fetching", progress=hook)
         missing = tuple(sorted(d for d, p, _ in results if p == "missing"))
         corrupt = tuple(sorted((d, p) for d, p, _ in results if p not in (None, "missing")))
         ok = [(d, s) for d, p, s in results if p is None]
