@@ -39,6 +39,7 @@ lock = threading.Lock()
 
 class Handler(http.server.SimpleHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as a real static server
+    disable_nagle_algorithm = True  # TCP_NODELAY, as nginx's tcp_nodelay (small files stall else)
 
     def list_directory(self, path):
         self.send_error(404, "No listing")

@@ -143,8 +143,8 @@ class RemoteStore:
 
     def default_jobs(self) -> int:
         if self.read_only:
-            # Downloads from a web server wait on its latency, not on this machine: as many in
-            # flight as fsspec's own default batch (what 'dvc get' runs), in one event loop.
+            # Downloads from a web server wait on its latency, not on this machine: many in
+            # flight, in one event loop (download.py).
             return _WEB_JOBS
         return _LOCAL_JOBS if self.local else int(getattr(self.fs, "jobs", _LOCAL_JOBS))
 
