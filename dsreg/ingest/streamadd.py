@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -63,6 +64,8 @@ def add_stream(
         with reg.store.writer() as out:
             writer = CanonicalWriter(out, schema)
             ids_left = _Rebatch(src.ids()) if src.ids is not None else None
+            pool = ThreadPoolExecutor(1)
+            pending: Future[None] | None = None
             try:
                 for group in _groups(src.pieces(None)):
                     n = len(group)
@@ -82,8 +85,12 @@ def add_stream(
                         ids = pc.cast(
                             from_numpy(np.arange(start, start + n), pa.int64()), pa.string()
                         )
+                    if pending is not None:
+                        pending.result()
                     if hasher is not None:
-                        v.ids(ids, hasher)
+                        # Checked on the other core while this group is written (Arrow, DuckDB
+                        # and the Parquet writer release the GIL); one group at a time, in order.
+                        pending = pool.submit(v.ids, ids, hasher)
                     labels = _labels(group.column(src.label_column), classes, v, start)
                     blob, size = null_columns(n)
                     meta = [group.column(c) for c in src.metadata]
@@ -95,9 +102,13 @@ def add_stream(
                     extra = ids_left.rest()
                     if extra:
                         _length_mismatch(src, v.rows + extra, v.rows)
+                if pending is not None:
+                    pending.result()
             except BaseException:
                 writer.abort()
                 raise
+            finally:
+                pool.shutdown(wait=True)
             writer.close()
             out.flush()
             v.finish_ids(lambda cand: _duplicates(out.path, cand, hasher))

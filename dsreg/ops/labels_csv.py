@@ -30,41 +30,50 @@ class LabelsCsv:
     def __init__(self, ds: Dataset) -> None:
         self._batches = ds.iter_batches(BATCH)
         self._multilabel = ds.view == "multilabel"
+        # Class names are quoted once, not per row; verdicts never need quoting.
+        self._names = _text(pa.array(ds.classes, pa.string()))
         names = [*COLUMNS, *(["labels"] if self._multilabel else [])]
         self._first: list[bytes] = [(",".join(names) + "\n").encode()]
         nxt = next(self._batches, None)
         if nxt is not None:
-            self._first.append(_csv(nxt, self._multilabel))
+            self._first.append(self._csv(nxt))
 
     def chunks(self) -> Iterator[bytes]:
         yield from self._first
         self._first = []
         for batch in self._batches:
-            yield _csv(batch, self._multilabel)
+            yield self._csv(batch)
+
+    def _csv(self, batch: pa.RecordBatch) -> bytes:
+        def col(name: str) -> pa.Array:
+            return batch.column(batch.schema.get_field_index(name))
+
+        cols = [
+            pc.cast(col("row"), pa.string()),
+            _text(col("example_id")),
+            pc.cast(col("label"), pa.string()),
+            pc.take(self._names, col("label")),
+            pc.cast(col("given_label"), pa.string()),
+            pc.fill_null(col("verdict"), ""),
+        ]
+        if self._multilabel:
+            lists = pc.cast(col("labels"), pa.list_(pa.string()))
+            cols.append(_text(pc.binary_join(lists, ";")))
+        line = pc.binary_join_element_wise(*cols, ",")
+        line = pc.binary_join_element_wise(line, "", "\n")  # each line ends in \n
+        line = pc.cast(line, pa.large_string())
+        if not len(line):
+            return b""
+        offsets, data = line.buffers()[1], line.buffers()[2]
+        off = np.frombuffer(offsets, dtype=np.int64, count=len(line) + 1, offset=line.offset * 8)
+        return memoryview(data)[int(off[0]) : int(off[-1])].tobytes()
 
 
 def _text(col: pa.Array) -> pa.Array:
-    """A column as CSV fields: text quoted where csv.writer quotes it, nulls empty."""
-    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-        col = pc.cast(col, pa.string())
+    """Text as CSV fields: quoted where csv.writer quotes it, nulls empty."""
     col = pc.fill_null(col, "")
     needs = pc.match_substring_regex(col, '[,"\n]')
     if pc.any(needs).as_py():
         quoted = pc.binary_join_element_wise('"', pc.replace_substring(col, '"', '""'), '"', "")
         col = pc.if_else(needs, quoted, col)
     return col
-
-
-def _csv(batch: pa.RecordBatch, multilabel: bool) -> bytes:
-    cols = [_text(batch.column(batch.schema.get_field_index(c))) for c in COLUMNS]
-    if multilabel:
-        lists = pc.cast(batch.column(batch.schema.get_field_index("labels")), pa.list_(pa.string()))
-        cols.append(_text(pc.binary_join(lists, ";")))
-    line = pc.binary_join_element_wise(*cols, ",")
-    line = pc.binary_join_element_wise(line, "", "\n")  # each line ends in \n
-    line = pc.cast(line, pa.large_string())
-    if not len(line):
-        return b""
-    offsets, data = line.buffers()[1], line.buffers()[2]
-    off = np.frombuffer(offsets, dtype=np.int64, count=len(line) + 1, offset=line.offset * 8)
-    return memoryview(data)[int(off[0]) : int(off[-1])].tobytes()
