@@ -4,7 +4,8 @@
     python benchmarks/bench_eval.py --rows 1000000 --reps 2
 
 The set: a label-only snapshot of ``--rows`` examples over ``--classes`` classes (ids "0"…"n-1",
-stored as the canonical examples Parquet through the library), a validated overlay of
+added as a user adds it, ``dsreg add --labels labels.npy --classes classes.txt`` through the
+command line, its time printed), a validated overlay of
 ``--corrections`` rows (a third ``non_error``, a third ``correctable`` with a suggested label, a
 third removed: ``multi_label``, ``neither``, ``non_agreement``), and one model's predictions of
 every row (80 % right on the given label; on correctable rows, 70 % predict the suggested label).
@@ -83,8 +84,6 @@ def generate(work: Path, *, rows: int, classes: int, corrections: int, seed: int
     import pyarrow.parquet as pq
 
     from dsreg.model.corrections import corrections_table
-    from dsreg.model.manifests import Revision, Snapshot
-    from dsreg.model.tables import base_schema, parquet_bytes
     from dsreg.ops.tag import make_tag
     from dsreg.overlays.write import write_overlay
     from dsreg.repo.registry import Registry
@@ -102,25 +101,41 @@ def generate(work: Path, *, rows: int, classes: int, corrections: int, seed: int
     work.mkdir(parents=True)
     rng = np.random.default_rng(seed)
     say(f"generating {rows:,} examples, {classes} classes, {corrections:,} corrections …")
-    reg = Registry.init(work / "reg")
     labels = rng.integers(0, classes, rows, dtype=np.int32)
     ids = pc.cast(pa.array(np.arange(rows, dtype=np.int64)), pa.string())
-    table = pa.Table.from_arrays(
-        [ids, pa.array(labels), pa.nulls(rows, pa.string()), pa.nulls(rows, pa.int64())],
-        schema=base_schema(),
-    )
-    # The canonical examples bytes, exactly as 'dsreg add --labels' writes them (one table).
-    data = parquet_bytes(table)
-    del table
-    examples = reg.store.put_bytes(data)
-    del data
     names = tuple(f"class{i:03d}" for i in range(classes))
-    snap = Snapshot(
-        dataset="bench", examples=examples, rows=rows, classes=names, source={"kind": "labels"}
+    # Built as a user builds it: 'dsreg add --labels' through the command line (#15), which
+    # streams the canonical examples Parquet a row group at a time.
+    np.save(work / "labels.npy", labels)
+    (work / "classes.txt").write_text("".join(f"{c}\n" for c in names))
+    import subprocess
+    import time
+
+    subprocess.run(
+        [*DSREG, "init", "--registry", str(work / "reg")], check=True, capture_output=True
     )
-    snap_digest = reg.put_manifest(snap)
-    rev = reg.put_manifest(Revision(snapshot=snap_digest))
-    reg.refs.set("bench", "original", rev, command="bench_eval.py")
+    t0 = time.perf_counter()
+    subprocess.run(
+        [
+            *DSREG,
+            "add",
+            "bench",
+            "--labels",
+            str(work / "labels.npy"),
+            "--classes",
+            str(work / "classes.txt"),
+            "--tag",
+            "original",
+            "--registry",
+            str(work / "reg"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    say(f"dsreg add --labels ({rows:,} rows, through the CLI): {time.perf_counter() - t0:.1f} s")
+    (work / "labels.npy").unlink()
+    reg = Registry(work / "reg")
+    snap_digest = reg.resolve("bench@original").revision.snapshot
 
     crow = np.sort(rng.choice(rows, corrections, replace=False))
     kind = rng.integers(0, 3, corrections)  # 0 non_error, 1 correctable, 2 removed
@@ -163,7 +178,7 @@ def generate(work: Path, *, rows: int, classes: int, corrections: int, seed: int
     )
     info = {
         "registry": str(reg.root),
-        "examples": str(reg.store.path(examples)),
+        "examples": str(reg.store.path(reg.snapshot(snap_digest).examples)),
         "corrections": str(reg.store.path(reg.overlay(ov).corrections)),
     }
     (work / "set.json").write_text(json.dumps(info))
