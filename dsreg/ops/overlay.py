@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.detector.options import FILTER_BY, RANK_BY
-from dsreg.errors import InvalidInputError
+from dsreg.errors import DsregError, InvalidInputError, TagExistsError
 from dsreg.model.manifests import VIEWS
 from dsreg.model.names import check_name
+from dsreg.objects.digest import short
 from dsreg.ops.tag import TagResult, make_tag
 from dsreg.overlays.create import CreatedOverlay
 from dsreg.overlays.inspect import Issue
@@ -27,6 +28,7 @@ __all__ = [
     "OverlayResult",
     "check_detect_options",
     "check_tag_options",
+    "check_tag_target",
     "check_vote_format",
     "detect",
     "import_labels",
@@ -66,6 +68,50 @@ def check_tag_options(tag: str | None, view: str | None) -> None:
         check_name(tag, what="tag name")
     if view is not None and view not in VIEWS:
         raise InvalidInputError(f"unknown view {view!r}; choose one of {', '.join(VIEWS)}")
+
+
+def check_tag_target(
+    reg: Registry,
+    spec: str,
+    tag: str | None,
+    view: str | None,
+    *,
+    force: bool,
+    producer: str,
+) -> None:
+    """Refuse, before any work, a ``tag`` that exists (unless ``force``): the overlay is neither
+    made nor stored. The one exception is a likely re-run: the tag names ``spec``'s revision
+    plus one overlay of ``spec``'s snapshot made by the same ``producer``, in the same view;
+    the work goes on and the tag is a no-op if the new overlay is that one (same inputs, same
+    digest), refused under the lock otherwise (``make_tag``, the guard against races too)."""
+    check_tag_options(tag, view)
+    if tag is None or force:
+        return
+    base = reg.resolve(spec)
+    old = reg.refs.get(base.dataset, tag)
+    if old is None:
+        return
+    try:
+        rev = reg.revision(old)
+        last = reg.overlay(rev.overlays[-1]) if rev.overlays else None
+    except DsregError:  # a damaged tag is refused like any other existing one
+        rev, last = None, None
+    if (
+        rev is not None
+        and last is not None
+        and rev.snapshot == base.revision.snapshot
+        and rev.overlays[:-1] == base.revision.overlays
+        and rev.view == (view or "cleaned")
+        and last.producer.get("name") == producer
+    ):
+        return
+    raise TagExistsError(
+        f"tag {base.dataset}@{tag} exists at {short(old)}; tags are immutable: choose another "
+        f"--tag name, or move it with --force (the log keeps {short(old)}). Nothing was done.",
+        dataset=base.dataset,
+        tag=tag,
+        existing=old,
+    )
 
 
 def _tag(
@@ -112,7 +158,7 @@ def detect(
     check_detect_options(
         str(options.get("filter_by", FILTER_BY[0])), str(options.get("rank_by", RANK_BY[0]))
     )
-    check_tag_options(tag, view)
+    check_tag_target(reg, spec, tag, view, force=force, producer="dsreg.detect")
     probs = Path(pred_probs) if isinstance(pred_probs, str | os.PathLike) else pred_probs
     made = detect_overlay(reg, spec, probs, options=options, progress=progress, command=command)
     tagged = _tag(reg, spec, made, tag, view, force, command)
@@ -141,7 +187,7 @@ def import_votes(
     from dsreg.overlays.create import votes_overlay
 
     check_vote_format(format)
-    check_tag_options(tag, view)
+    check_tag_target(reg, spec, tag, view, force=force, producer="dsreg.import-votes")
     made = votes_overlay(
         reg, spec, Path(votes), format=format, threshold=threshold, command=command
     )
@@ -169,7 +215,7 @@ def import_labels(
         raise InvalidInputError(
             f"unknown --format {format!r}; choose one of {', '.join(LABEL_FORMATS)}"
         )
-    check_tag_options(tag, view)
+    check_tag_target(reg, spec, tag, view, force=force, producer="dsreg.import-labels")
     made = labels_overlay(
         reg, spec, Path(path), format=format, threshold=threshold, command=command
     )

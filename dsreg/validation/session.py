@@ -26,7 +26,7 @@ from dsreg.errors import InvalidInputError, StorageError, VotesError
 from dsreg.model.manifests import VERDICTS, Overlay, Snapshot
 from dsreg.model.tables import served_metadata
 from dsreg.objects.digest import hex_of, short
-from dsreg.ops.overlay import OverlayResult, check_tag_options, import_votes
+from dsreg.ops.overlay import OverlayResult, check_tag_target, import_votes
 from dsreg.repo.registry import Registry, Resolved
 from dsreg.repo.tables import read_corrections, read_examples
 from dsreg.validation.queue import Item, ReviewQueue, tally
@@ -287,7 +287,7 @@ def finish_review(
 ) -> OverlayResult:
     """Store the votes about ``spec``'s queue as a ``validated`` overlay: ``import_votes`` of the
     bytes ``export_votes`` returns (and, with ``tag``, tag the revision plus it in ``view``)."""
-    check_tag_options(tag, view)
+    check_tag_target(reg, spec, tag, view, force=force, producer="dsreg.import-votes")
     data = export_votes(reg, spec, overlay=overlay)
     try:
         fd, name = tempfile.mkstemp(dir=reg.store.tmp, prefix="review-", suffix=".json")

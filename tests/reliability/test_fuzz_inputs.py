@@ -738,11 +738,28 @@ def test_fuzzed_pred_probs_for_detect(
     _run(cli, reg, "probabilities (detect)", *args)
 
 
-TAG_BUG = (
-    "an existing --tag of detect and import-votes is refused only after the overlay is stored "
-    "and logged: whether the tag already names the new revision (an idempotent re-run) is known "
-    "only once the overlay's digest is"
-)
+def _overlay_args(command: str, tmp_path: Path) -> list[str]:
+    """``dsreg COMMAND`` making an overlay of lab@original from a valid input file."""
+    if command == "detect":
+        raw = np.random.default_rng(0).random((N, len(CLASSES)))
+        np.save(tmp_path / "p.npy", raw / raw.sum(axis=1, keepdims=True))
+        return ["detect", "lab@original", "--pred-probs", "p.npy"]
+    if command == "import-votes":
+        votes = [
+            {
+                "id": 1,
+                "given_original_label": 1,
+                "our_guessed_label": 2,
+                "mturk": {"given": 0, "guessed": 4},
+            }
+        ]
+        (tmp_path / "v.json").write_text(json.dumps(votes))
+        return ["overlay", "import-votes", "lab@original", "v.json"]
+    (tmp_path / "mine.csv").write_text("row,suggested_label\n1,eel\n")
+    return ["overlay", "import-labels", "lab@original", "mine.csv", "--format", "csv"]
+
+
+COMMANDS = ["detect", "import-votes", "import-labels"]
 
 
 @pytest.mark.parametrize(
@@ -750,39 +767,49 @@ TAG_BUG = (
     [
         pytest.param(["--tag", "Bad Name"], id="invalid-tag-name"),
         pytest.param(["--tag", "ok", "--view", "nope"], id="invalid-view"),
-        pytest.param(
-            ["--tag", "original"],
-            id="tag-exists",
-            marks=pytest.mark.xfail(strict=True, reason=TAG_BUG),
-        ),
+        pytest.param(["--tag", "original"], id="tag-exists"),
         pytest.param(["--view", "cleaned"], id="view-without-tag"),
     ],
 )
-@pytest.mark.parametrize("command", ["detect", "import-votes"])
+@pytest.mark.parametrize("command", COMMANDS)
 def test_a_refused_tag_option_writes_nothing(
     cli: Cli, reg: Path, tmp_path: Path, command: str, options: list[str]
 ) -> None:
     """An overlay command refused for its --tag or --view stores no overlay and logs nothing
-    (found by test_fuzzed_pred_probs_for_detect)."""
-    raw = np.random.default_rng(0).random((N, len(CLASSES)))
-    np.save(tmp_path / "p.npy", raw / raw.sum(axis=1, keepdims=True))
-    votes = [
-        {
-            "id": 1,
-            "given_original_label": 1,
-            "our_guessed_label": 2,
-            "mturk": {"given": 0, "guessed": 4},
-        }
-    ]
-    (tmp_path / "v.json").write_text(json.dumps(votes))
-    if command == "detect":
-        args = ["detect", "lab@original", "--pred-probs", "p.npy", *options]
-    else:
-        args = ["overlay", "import-votes", "lab@original", "v.json", *options]
+    (found by test_fuzzed_pred_probs_for_detect): an existing tag is refused before the work."""
+    args = _overlay_args(command, tmp_path)
     before = _state(reg)
-    res = cli(*args)
+    res = cli(*args, *options)
     assert res.exit_code == 1 and res.stderr.startswith("Error: "), res.stderr
     assert _state(reg) == before, "a refused command wrote"
+    if "original" in options:
+        assert "tag lab@original exists" in res.stderr and "--force" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_existing_tag_is_refused_unless_a_rerun_or_forced(
+    cli: Cli, reg: Path, tmp_path: Path, command: str
+) -> None:
+    """The same command run again with the same --tag is a no-op; a tag naming something else
+    (here a revision with an overlay of another command) is refused before any work, and
+    --force moves it."""
+    args = _overlay_args(command, tmp_path)
+    first = cli(*args, "--tag", "fixed")
+    assert first.exit_code == 0, first.stderr
+    again = cli(*args, "--tag", "fixed", "--json")
+    assert again.exit_code == 0, again.stderr
+    other = "import-labels" if command != "import-labels" else "import-votes"
+    assert cli(*_overlay_args(other, tmp_path), "--tag", "theirs").exit_code == 0
+    before = _state(reg)
+    refused = cli(*args, "--tag", "theirs")
+    assert refused.exit_code == 1, refused.stderr
+    assert "tag lab@theirs exists" in refused.stderr and "--force" in refused.stderr
+    assert _state(reg) == before, "a refused command wrote"
+    forced = cli(*args, "--tag", "theirs", "--force", "--json")
+    assert forced.exit_code == 0, forced.stderr
+    theirs = dsreg.show("lab@theirs", registry=reg).revision
+    assert theirs == dsreg.show("lab@fixed", registry=reg).revision
+    assert json.loads(again.stdout)["overlay"] == json.loads(forced.stdout)["overlay"]
 
 
 @st.composite

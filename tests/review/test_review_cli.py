@@ -79,3 +79,22 @@ def test_bad_options_exit_1(cli: Any, review_set: ReviewSet) -> None:
     assert verdict.exit_code == 1 and "unknown verdict 'bogus'" in verdict.stderr
     plain = cli("review", "pets@v1", *reg)
     assert plain.exit_code == 1 and "has no overlay to review" in plain.stderr
+
+
+def test_finish_refuses_an_existing_tag_before_storing(
+    cli: Any, review_set: ReviewSet, registry_state: Any
+) -> None:
+    """--finish --tag NAME where NAME already names another revision: refused, naming the tag
+    and --force, with nothing stored or logged; --force then moves it."""
+    _vote(review_set, {"alice": "guessed", "bob": "guessed", "carol": "given"})
+    reg = ["--registry", str(review_set.registry)]
+    before = registry_state(review_set.registry)
+    refused = cli("review", review_set.spec, "--finish", "--threshold", "2", "--tag", "v1", *reg)
+    assert refused.exit_code == 1, refused.stderr
+    assert "tag pets@v1 exists" in refused.stderr and "--force" in refused.stderr
+    assert registry_state(review_set.registry) == before
+    forced = cli(
+        "review", review_set.spec, "--finish", "--threshold", "2", "--tag", "v1", "--force", *reg
+    )
+    assert forced.exit_code == 0, forced.stderr
+    assert len(dsreg.show("pets@v1", registry=review_set.registry).overlays) == 2
