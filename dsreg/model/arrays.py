@@ -12,27 +12,23 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["from_numpy", "string_array"]
-
-
-_NUMPY_OF = {
-    pa.int8(): np.int8,
-    pa.int32(): np.int32,
-    pa.int64(): np.int64,
-    pa.float64(): np.float64,
-}
+__all__ = ["from_numpy", "string_array"]  # from_numpy is re-exported by model.tables
 
 
 def from_numpy(
     values: np.ndarray, type_: pa.DataType, *, valid: np.ndarray | None = None
 ) -> pa.Array:
-    """A fixed-width Arrow array (int8, int32, int64 or float64) over numpy ``values``, null
-    where ``valid`` is false."""
-    data = np.ascontiguousarray(values, dtype=_NUMPY_OF[type_])
-    bitmap = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
-    return pa.Array.from_buffers(
-        type_, len(data), [bitmap, pa.py_buffer(data)], null_count=-1 if bitmap else 0
-    )
+    """A fixed-width Arrow array over numpy ``values`` (cast to ``type_``'s dtype), null where
+    ``valid`` is false. ``pa.array`` on a numpy array imports pandas to ask whether it is a
+    pandas object: a third of a second for a command that reads a table in one."""
+    bitmap = None
+    if valid is not None and not valid.all():
+        bitmap = pa.py_buffer(np.packbits(np.asarray(valid, dtype=bool), bitorder="little"))
+    if pa.types.is_boolean(type_):  # Arrow packs booleans into bits
+        bits = np.packbits(np.asarray(values, dtype=bool), bitorder="little")
+        return pa.Array.from_buffers(type_, len(values), [bitmap, pa.py_buffer(bits)])
+    data = np.ascontiguousarray(values, dtype=np.dtype(type_.to_pandas_dtype()))
+    return pa.Array.from_buffers(type_, len(data), [bitmap, pa.py_buffer(data)])
 
 
 def string_array(values: Sequence[str]) -> pa.Array:

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dsreg.errors import DatasetFormatError, ManifestError
+from dsreg.model.arrays import from_numpy
 from dsreg.model.corrections import COUNT_FIELDS
 from dsreg.model.parquet_footer import strip_created_by
 from dsreg.objects.digest import short
@@ -307,19 +308,3 @@ def as_numpy(col: pa.Array | pa.ChunkedArray, *, fill: int | None = None) -> np.
         col.offset : col.offset + len(col)
     ].astype(bool)
     return np.where(valid, values, fill if fill is not None else 0)
-
-
-def from_numpy(
-    values: np.ndarray, type_: pa.DataType, *, valid: np.ndarray | None = None
-) -> pa.Array:
-    """A fixed-width Arrow array over numpy ``values`` (cast to ``type_``'s dtype), null where
-    ``valid`` is false. ``pa.array`` on a numpy array imports pandas to ask whether it is a
-    pandas object: a third of a second for a command that reads a table in one."""
-    bitmap = None
-    if valid is not None and not valid.all():
-        bitmap = pa.py_buffer(np.packbits(np.asarray(valid, dtype=bool), bitorder="little"))
-    if pa.types.is_boolean(type_):  # Arrow packs booleans into bits
-        bits = np.packbits(np.asarray(values, dtype=bool), bitorder="little")
-        return pa.Array.from_buffers(type_, len(values), [bitmap, pa.py_buffer(bits)])
-    data = np.ascontiguousarray(values, dtype=np.dtype(type_.to_pandas_dtype()))
-    return pa.Array.from_buffers(type_, len(data), [bitmap, pa.py_buffer(data)])
