@@ -69,9 +69,10 @@ def votes_overlay(
         threshold=threshold,
         dataset=ds.name,
         example_ids=examples.column("example_id"),
-        labels=examples.column("label").to_numpy(),
+        labels=as_numpy(examples.column("label")),
         classes=ds.classes,
     )
+    del examples  # write_overlay reads what it checks: not two copies of 50M ids at once
     producer = {
         "name": "dsreg.import-votes",
         "version": __version__,

@@ -10,7 +10,8 @@ memory grows with the ids wanted, not with the snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -96,9 +97,8 @@ def match_ids(batches: Iterable[pa.RecordBatch | pa.Table], wanted: pa.Array) ->
     labels = np.full(len(distinct), -1, dtype=np.int64)
     twice: list[tuple[str, int, int]] = []
     start = 0
-    for batch in batches:
+    for batch, pos in _positions(batches, distinct):
         ids = batch.column(batch.schema.get_field_index("example_id"))
-        pos = pc.index_in(ids, value_set=distinct)
         hit = pc.is_valid(pos)
         if pc.any(hit).as_py():
             at = as_numpy(pc.indices_nonzero(hit)).astype(np.int64) + start
@@ -119,3 +119,26 @@ def match_ids(batches: Iterable[pa.RecordBatch | pa.Table], wanted: pa.Array) ->
         start += len(ids)
     back = as_numpy(pc.index_in(wanted, value_set=distinct)).astype(np.int64)
     return IdMatch(rows=rows[back], labels=labels[back], twice=twice)
+
+
+def _positions(
+    batches: Iterable[pa.RecordBatch | pa.Table], distinct: pa.Array
+) -> Iterator[tuple[pa.RecordBatch | pa.Table, pa.Array]]:
+    """Each batch with ``pc.index_in`` of its ids against ``distinct``, computed on two threads
+    (Arrow releases the GIL), a few batches ahead at most, in order."""
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    def probe(batch: pa.RecordBatch | pa.Table) -> pa.Array:
+        ids = batch.column(batch.schema.get_field_index("example_id"))
+        return pc.index_in(ids, value_set=distinct)
+
+    ahead: deque[tuple[pa.RecordBatch | pa.Table, Future[pa.Array]]] = deque()
+    with ThreadPoolExecutor(2) as pool:
+        for batch in batches:
+            ahead.append((batch, pool.submit(probe, batch)))
+            if len(ahead) >= 4:
+                b, f = ahead.popleft()
+                yield b, f.result()
+        while ahead:
+            b, f = ahead.popleft()
+            yield b, f.result()

@@ -1,10 +1,11 @@
 """``Dataset.iter_batches``: a view streamed as Arrow record batches, in bounded memory (#15).
 
 The snapshot's examples table is read a batch at a time from its verified bytes, and the view
-rule (``views.rule.apply_view``, the reference) is applied to each batch's slice of the merged
-overlays: positionally, with no per-row Python object. What stays in memory for the whole pass
-is the compressed examples object and the merged overlays (a byte and an int32 a row, plus the
-multilabel view's list index), never the decoded examples of the whole set.
+rule (``views.rule.apply_view``, the reference) is applied to each batch with the overlays
+merged for that batch's rows only (``views.rule.merge_overlays``'s fold, later overlays
+winning, done per batch from the corrections tables' sorted rows): positionally, with no
+per-row Python object. What stays in memory for the whole pass is the compressed examples
+object and the corrections, never an array the size of the snapshot.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dsreg.errors import InvalidInputError, ManifestError
-from dsreg.model.manifests import Snapshot, View
+from dsreg.model.manifests import VERDICTS, Snapshot, View
 from dsreg.model.tables import as_numpy, from_numpy, served_metadata
 from dsreg.objects.digest import short
 from dsreg.repo.registry import Registry
-from dsreg.views.rule import Merged, apply_view, merge_overlays
+from dsreg.views.rule import Merged, apply_view
 
 __all__ = ["iter_view_batches"]
 
@@ -39,7 +40,10 @@ def iter_view_batches(
     size``, ``labels`` (multilabel view), then the served metadata columns."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInputError(f"batch_size must be a whole number >= 1; got {batch_size!r}")
-    merged = merge_overlays(snap.rows, corrections)
+    named = [
+        _Named.of(t, offset) for t, offset in zip(corrections, _offsets(corrections), strict=True)
+    ]
+    sets = _sets(corrections)
     names = pa.array(snap.classes, pa.string())
     k = len(snap.classes)
     data = reg.store.read_bytes(snap.examples)
@@ -57,12 +61,7 @@ def iter_view_batches(
             labels = as_numpy(batch.column("label")).astype(np.int32, copy=False)
             if n and (labels.min() < 0 or labels.max() >= k):
                 raise ManifestError(f"{what} holds labels outside [0, {k})")
-            part = Merged(
-                verdict=merged.verdict[start : start + n],
-                suggested=merged.suggested[start : start + n],
-                set_index=None if merged.set_index is None else merged.set_index[start : start + n],
-                sets=merged.sets,
-            )
+            part = _merge_slice(named, sets, start, n)
             v = apply_view(view, labels, part)
             take = from_numpy(v.rows, pa.int64())
             cols: dict[str, pa.Array] = {
@@ -84,3 +83,63 @@ def iter_view_batches(
                 yield pa.RecordBatch.from_pydict(cols)
     except (pa.ArrowException, OSError) as e:
         raise ManifestError(f"{what} is not readable Parquet: {e}") from e
+
+
+class _Named:
+    """One corrections table as the fold needs it: sorted rows, verdict codes (as
+    ``merge_overlays`` numbers them: ``VERDICTS`` index + 1), suggested labels (-1: none) and
+    each row's index into the concatenated label lists (-1: none)."""
+
+    __slots__ = ("codes", "rows", "set_index", "sug")
+
+    def __init__(
+        self, rows: np.ndarray, codes: np.ndarray, sug: np.ndarray, set_index: np.ndarray
+    ) -> None:
+        self.rows, self.codes, self.sug, self.set_index = rows, codes, sug, set_index
+
+    @classmethod
+    def of(cls, table: pa.Table, offset: int) -> _Named:
+        rows = as_numpy(table.column("row")).astype(np.int64)
+        idx = pc.index_in(table.column("verdict"), value_set=pa.array(VERDICTS, pa.string()))
+        if idx.null_count:
+            bad = table.column("verdict").filter(pc.is_null(idx))[0].as_py()
+            raise ValueError(f"unknown verdict {bad!r}")
+        codes = (as_numpy(idx).astype(np.int64) + 1).astype(np.uint8)
+        sug = as_numpy(table.column("suggested_label"), fill=-1).astype(np.int32)
+        set_index = np.full(len(rows), -1, dtype=np.int64)
+        if "labels" in table.column_names:
+            has = as_numpy(pc.is_valid(table.column("labels"))).astype(bool)
+            set_index[has] = offset + np.flatnonzero(has)
+        return cls(rows, codes, sug, set_index)
+
+
+def _offsets(corrections: Sequence[pa.Table]) -> list[int]:
+    out, at = [], 0
+    for t in corrections:
+        out.append(at)
+        if "labels" in t.column_names:
+            at += t.num_rows
+    return out
+
+
+def _sets(corrections: Sequence[pa.Table]) -> pa.ListArray | None:
+    lists = [
+        t.column("labels").combine_chunks().cast(pa.list_(pa.int32()))
+        for t in corrections
+        if "labels" in t.column_names
+    ]
+    return pa.concat_arrays(lists) if lists else None
+
+
+def _merge_slice(named: Sequence[_Named], sets: pa.ListArray | None, start: int, n: int) -> Merged:
+    """``merge_overlays`` restricted to rows ``start .. start + n``."""
+    verdict = np.zeros(n, dtype=np.uint8)
+    suggested = np.full(n, -1, dtype=np.int32)
+    set_index = np.full(n, -1, dtype=np.int64)
+    for t in named:
+        lo, hi = np.searchsorted(t.rows, [start, start + n])
+        at = t.rows[lo:hi] - start
+        verdict[at] = t.codes[lo:hi]
+        suggested[at] = t.sug[lo:hi]
+        set_index[at] = t.set_index[lo:hi]
+    return Merged(verdict=verdict, suggested=suggested, set_index=set_index, sets=sets)

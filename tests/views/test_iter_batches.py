@@ -36,7 +36,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[dsreg.Registry, dsr
         max_size=20,
         unique_by=lambda t: t[0],
     ),
-    view=st.sampled_from(["original", "cleaned", "corrected", "honeypot"]),
+    view=st.sampled_from(["original", "cleaned", "corrected", "honeypot", "multilabel"]),
     batch=st.integers(1, 64),
 )
 def test_batches_equal_labels(
