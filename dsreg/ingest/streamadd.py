@@ -65,9 +65,10 @@ def add_stream(
             writer = CanonicalWriter(out, schema)
             ids_left = _Rebatch(src.ids()) if src.ids is not None else None
             pool = ThreadPoolExecutor(1)
+            pool_read = ThreadPoolExecutor(1)
             pending: Future[None] | None = None
             try:
-                for group in _groups(src.pieces(None)):
+                for group in _prefetch(_groups(src.pieces(None)), pool_read):
                     n = len(group)
                     start = v.rows
                     if src.id_column is not None:
@@ -109,6 +110,7 @@ def add_stream(
                 raise
             finally:
                 pool.shutdown(wait=True)
+                pool_read.shutdown(wait=True, cancel_futures=True)
             writer.close()
             out.flush()
             v.finish_ids(lambda cand: _duplicates(out.path, cand, hasher))
@@ -157,6 +159,18 @@ def _label_names(src: StreamSource) -> tuple[str, ...]:
     for piece in src.pieces([src.label_column]):
         seen.update(v for v in pc.unique(piece.column(0)).to_pylist() if v is not None)
     return tuple(sorted(seen))
+
+
+def _prefetch(groups: Iterator[pa.Table], pool: ThreadPoolExecutor) -> Iterator[pa.Table]:
+    """``groups``, the next one read on another thread while this one is written (reading and
+    decoding the source releases the GIL): one group ahead, so memory stays two groups."""
+    nxt = pool.submit(next, groups, None)
+    while True:
+        group = nxt.result()
+        if group is None:
+            return
+        nxt = pool.submit(next, groups, None)
+        yield group
 
 
 def _groups(pieces: Iterator[pa.Table]) -> Iterator[pa.Table]:
