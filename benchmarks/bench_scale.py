@@ -283,6 +283,14 @@ def main(argv: list[str] | None = None) -> int:
         ]
         for name, cmd in pair if rep % 2 == 0 else pair[::-1]:
             rec(name, run(cmd)[0])
+        # For information (no target): show, diff and verify of the registry holding the set.
+        for name, cmd in (
+            ("dsreg show (info)", [*DSREG, "show", "bench@corrected", "--registry", reg]),
+            ("dsreg diff (info)", [*DSREG, "diff", "bench@original", "bench@corrected",
+                                   "--registry", reg]),
+            ("dsreg verify (info)", [*DSREG, "verify", "--registry", reg]),
+        ):  # fmt: skip
+            rec(name, run(cmd)[0])
     return _report(s, args, votes)
 
 
@@ -309,16 +317,18 @@ def _report(s: dict[str, Series], args: argparse.Namespace, votes: int) -> int:
     )
     print(f"machine: {machine()}")
     for x in s.values():
+        runs = ", ".join(f"{m.seconds:.2f}" for m in x.runs)
         print(
-            f"  {x.name:<34} {x.seconds:8.2f} s   peak RSS {x.peak_rss_mib:8.0f} MiB   "
-            f"runs {', '.join(f'{m.seconds:.2f}' for m in x.runs)}"
+            f"  {x.name:<34} {x.seconds:8.2f} s ({x.cpu_seconds or 0:6.2f} s CPU)   "
+            f"peak RSS {x.peak_rss_mib:8.0f} MiB   runs {runs}"
         )
     gib = 1024.0
     checks: list[tuple[str, bool, str]] = []
 
     def ratio(a: str, b: str, target: float) -> None:
         r = s[a].seconds / s[b].seconds
-        checks.append((f"{a} / {b} <= {target}x", r <= target, f"{r:.2f}x"))
+        cpu = (s[a].cpu_seconds or 0) / (s[b].cpu_seconds or 1)
+        checks.append((f"{a} / {b} <= {target}x", r <= target, f"{r:.2f}x (CPU {cpu:.2f}x)"))
 
     ratio("dsreg add --table", "duckdb read + write Parquet", 2)
     checks.append(
@@ -341,7 +351,7 @@ def _report(s: dict[str, Series], args: argparse.Namespace, votes: int) -> int:
     ok = True
     for name, passed, got in checks:
         ok = ok and passed
-        print(f"  {name:<62} {got:>10}  {'PASS' if passed else 'FAIL'}")
+        print(f"  {name:<62} {got:>22}  {'PASS' if passed else 'FAIL'}")
     if args.json:
         args.json.write_text(
             json.dumps(
