@@ -10,9 +10,9 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 __all__ = [
     "CHUNK",
@@ -24,6 +24,7 @@ __all__ = [
     "move_noreplace",
     "read_small",
     "rename_dir_if_absent",
+    "replacing",
     "sync_filesystem",
     "syncfs",
     "write_all",
@@ -69,6 +70,50 @@ def write_atomic(
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+@contextlib.contextmanager
+def replacing(path: str | os.PathLike[str], *, text: bool = False) -> Iterator[IO[Any]]:
+    """A file to write a user's output ``path`` through: a temporary file beside it (same
+    folder, a name starting ``.<name>.``), fsynced and renamed over ``path`` when the block
+    ends normally, removed when it raises. A reader, or an interrupted or failed write,
+    never sees a partial ``path``, and an existing one stays whole until the new one is.
+
+    The file gets the mode ``open()`` would give a new file (0666 less the umask). A path that
+    is a symbolic link has its target replaced (the link stays); one that is not a regular file
+    (``/dev/stdout``, a pipe) is written in place, as there is nothing to replace.
+    ``OSError`` propagates: each caller names its own failure."""
+    target = os.path.realpath(path)
+    try:
+        special = not stat.S_ISREG(os.stat(target).st_mode)
+    except FileNotFoundError:
+        special = False
+    if special:
+        with open(target, "w" if text else "wb", **_text(text)) as f:
+            yield f
+        return
+    folder, name = os.path.split(target)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w" if text else "wb", **_text(text)) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def _text(text: bool) -> dict[str, Any]:
+    return {"encoding": "utf-8"} if text else {}
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def read_small(fd: int, size_hint: int) -> bytes | None:

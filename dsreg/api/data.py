@@ -299,12 +299,13 @@ def overlay_export(
     """Overlay ``digest``'s corrections as CSV (class indices; lists joined by ``;``), the
     format ``import_labels(..., format="csv")`` reads back to the same overlay. Written to
     ``output`` (atomically) when given; returned either way."""
-    from dsreg._util.fs import write_atomic
+    from dsreg._util.fs import replacing
     from dsreg.overlays.inspect import export_overlay
 
     data = export_overlay(find_registry(registry), digest)
     if output is not None:
-        write_atomic(output, data)
+        with replacing(output) as f:
+            f.write(data)
     return data.decode("utf-8")
 
 

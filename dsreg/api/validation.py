@@ -68,13 +68,14 @@ def review_export(
     records. Reads the votes log without disturbing a running server."""
     import json
 
-    from dsreg._util.fs import write_atomic
+    from dsreg._util.fs import replacing
     from dsreg.errors import InputPathError
     from dsreg.validation.session import export_votes
 
     data = export_votes(find_registry(registry), spec, overlay=overlay)
     try:
-        write_atomic(path, data)
+        with replacing(path) as f:
+            f.write(data)
     except OSError as e:
         raise InputPathError(
             f"cannot write {os.fspath(path)}: {e.strerror or e}; check the folder",

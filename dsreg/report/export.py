@@ -11,7 +11,8 @@ from typing import IO, Any
 
 import pyarrow as pa
 
-from dsreg.errors import InvalidInputError, StorageError
+from dsreg._util.fs import replacing
+from dsreg.errors import DsregError, InvalidInputError, StorageError
 from dsreg.repo.registry import Registry, Resolved
 from dsreg.views.sql import Connection
 
@@ -46,13 +47,15 @@ def write_query(
     with Connection(reg, allow_files=allow_files, resolve=resolve) as con:
         schema, batches = con.batches(query)
         if isinstance(output, str | os.PathLike):
-            binary = format in _BINARY
+            # Beside it, then renamed over it: a failing query or an interrupted write leaves
+            # no partial file, and an existing one whole.
             try:
-                f: IO[Any] = open(output, "wb") if binary else open(output, "w", encoding="utf-8")  # noqa: SIM115
+                with replacing(output, text=format not in _BINARY) as f:
+                    return _write(format, schema, batches, f)
+            except DsregError:
+                raise  # the query's own error (a corrupt object is an OSError too)
             except OSError as e:
                 raise StorageError(f"cannot write {output}: {e.strerror}", path=str(output)) from e
-            with f:
-                return _write(format, schema, batches, f)
         return _write_stream(format, schema, batches, output)
 
 

@@ -12,14 +12,14 @@ it is written beside its destination and renamed into place.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
-from dsreg.errors import InvalidInputError, StorageError
+from dsreg._util.fs import replacing
+from dsreg.errors import DsregError, InvalidInputError, StorageError
 from dsreg.repo.registry import Registry
 from dsreg.views.loaders import check_align
 from dsreg.views.sql import Connection, verified_object
@@ -93,42 +93,19 @@ def export_labels(
     n = count if which == "view" else snap.rows
     removed = 0 if which == "view" else snap.rows - count
     try:
-        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
-    except OSError as e:
-        raise StorageError(f"cannot write {dest}: {e.strerror}", path=str(dest)) from e
-    os.close(fd)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # as open() would make it, not mkstemp's 0600
-        if fmt == "npy":
-            with open(tmp, "wb") as f:  # np.save would add ".npy" to a name
+        with replacing(dest) as f:  # beside it, fsynced, renamed: never a partial file
+            if fmt == "npy":
                 np.save(f, labels if which == "snapshot" else labels[kept])
-        else:
-            examples = verified_object(reg, snap.examples)
-            _write_table(examples, tmp, fmt, labels, snap.classes, view=which == "view")
-        _fsync(tmp)
-        os.replace(tmp, dest)
+            else:
+                examples = verified_object(reg, snap.examples)
+                _write_table(examples, f, fmt, labels, snap.classes, view=which == "view")
+    except DsregError:
+        raise  # a corrupt or unreadable examples table says so itself
     except OSError as e:
         raise StorageError(f"cannot write {dest}: {e.strerror}", path=str(dest)) from e
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
     return ExportResult(
         revision=r.digest, output=str(dest), format=fmt, align=which, rows=n, removed=removed
     )
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _label_vector(con: Connection, n: int) -> np.ndarray:
@@ -142,7 +119,7 @@ def _label_vector(con: Connection, n: int) -> np.ndarray:
 
 def _write_table(
     examples: Path,
-    path: str,
+    path: IO[bytes],
     fmt: str,
     labels: np.ndarray,
     classes: tuple[str, ...],

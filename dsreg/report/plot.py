@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from dsreg._util.fs import replacing
 from dsreg.errors import InvalidInputError, StorageError
 from dsreg.report.evaluate import EvalReport
 
@@ -99,7 +100,8 @@ def plot_ranks(report: EvalReport, path: str | os.PathLike[str]) -> Path:
         meta: dict[str, Any] = (
             {"Date": None, "Creator": "dsreg"} if fmt == "svg" else {"Software": "dsreg"}
         )
-        fig.savefig(out, format=fmt, dpi=150, metadata=meta)
+        with replacing(out) as f:  # no partial chart, even if interrupted
+            fig.savefig(f, format=fmt, dpi=150, metadata=meta)
     except OSError as e:
         raise StorageError(f"cannot write {out}: {e.strerror}") from e
     finally:

@@ -490,7 +490,11 @@ class Connection:
                 yield from reader
             except duckdb.Error as e:
                 raise self._error(e, query) from e
-            except pa.ArrowException as e:
+            except DsregError:
+                raise
+            except (pa.ArrowException, OSError) as e:
+                # DuckDB's errors while the reader streams come through Arrow, some as a plain
+                # OSError (a failed cast): the query's failure, not a file's.
                 failure = self._files.take_failure()
                 if failure is not None:
                     raise failure from e

@@ -4,8 +4,16 @@ stderr, ``--json`` for machines, errors exit 1 with ``Error: …``."""
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -241,3 +249,99 @@ def test_cite_and_every_digest_it_carries_resolves_with_show(
 def test_cite_refuses_an_unknown_format(cli: Any, reg: Registry) -> None:
     res = run(cli, reg, "cite", "toy@original", "--format", "ris")
     assert res.exit_code == 1 and "unknown --format 'ris'" in res.stderr
+
+
+# A query whose first 300,000 rows stream out before a cast fails on the next one.
+FAILS_MIDWAY = (
+    "SELECT i, CASE WHEN i < 300000 THEN i ELSE CAST('x' || i::VARCHAR AS INTEGER) END AS v "
+    'FROM range(400000) t(i), (SELECT count(*) FROM "toy@original")'
+)
+
+
+def _beside(path: Path) -> list[str]:
+    return sorted(p.name for p in path.parent.iterdir() if p.name.startswith(f".{path.name}."))
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet", "table"])
+def test_sql_output_failing_midway_keeps_the_old_file(
+    cli: Any, reg: Registry, tmp_path: Path, fmt: str
+) -> None:
+    """A query failing after rows were written: exit 1, the existing -o FILE untouched, no
+    temporary file left, and no FILE made where there was none."""
+    out = tmp_path / f"rows.{fmt}"
+    out.write_bytes(b"precious\n")
+    res = run(cli, reg, "sql", FAILS_MIDWAY, "-f", fmt, "-o", str(out))
+    assert res.exit_code == 1 and res.stderr.startswith("Error: "), res.stderr
+    assert "Could not convert string 'x300000'" in res.stderr
+    assert out.read_bytes() == b"precious\n" and _beside(out) == []
+    fresh = tmp_path / f"new.{fmt}"
+    assert run(cli, reg, "sql", FAILS_MIDWAY, "-f", fmt, "-o", str(fresh)).exit_code == 1
+    assert not fresh.exists() and _beside(fresh) == []
+    ok = run(cli, reg, "sql", 'SELECT count(*) AS n FROM "toy@original"', "-f", fmt, "-o", str(out))
+    assert ok.exit_code == 0, ok.stderr
+    assert out.read_bytes() != b"precious\n" and _beside(out) == []
+    assert out.stat().st_mode & 0o777 == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@pytest.mark.slow
+def test_sql_output_killed_midway_keeps_the_old_file(
+    reg: Registry, tmp_path: Path, dsreg_env: Callable[..., dict[str, str]]
+) -> None:
+    """dsreg sql -o FILE killed (SIGKILL) while it writes: FILE keeps its old bytes."""
+    out = tmp_path / "rows.csv"
+    out.write_bytes(b"precious\n")
+    query = 'SELECT i, i * 2 AS j FROM range(20000000) t(i), (SELECT 1 FROM "toy@original" LIMIT 1)'
+    args = ["sql", query, "-o", str(out), "--registry", str(reg.root)]
+    with subprocess.Popen(
+        [sys.executable, "-c", "from dsreg.cli import main; main()", *args],
+        cwd=tmp_path,
+        env=dsreg_env(),
+    ) as proc:
+        deadline = time.monotonic() + 60
+        while not _beside(out) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert _beside(out), "the write never started (or finished before it was seen)"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert out.read_bytes() == b"precious\n"
+
+
+def test_eval_plot_failing_keeps_the_old_chart(
+    cli: Any, reg: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A chart write failing midway (a full disk): exit 1, the old chart whole, nothing beside."""
+    from matplotlib.figure import Figure
+
+    chart = tmp_path / "r.svg"
+    chart.write_bytes(b"<svg>old</svg>")
+
+    def full_disk(self: Any, fname: Any, **kwargs: Any) -> None:
+        fname.write(b"<svg>half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", full_disk)
+    res = run(cli, reg, "eval", "toy@corrected-v1", *_preds(tmp_path), "--plot", str(chart))
+    assert res.exit_code == 1 and "No space left on device" in res.stderr, res.stderr
+    assert chart.read_bytes() == b"<svg>old</svg>" and _beside(chart) == []
+
+
+def test_sql_output_to_a_pipe_writes_through_it(cli: Any, reg: Registry, tmp_path: Path) -> None:
+    """-o naming something that is not a regular file (a named pipe, /dev/stdout) writes into
+    it: there is no file to replace, and the pipe stays a pipe."""
+    fifo = tmp_path / "rows.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    res = run(
+        cli, reg, "sql", 'SELECT count(*) AS n FROM "toy@original"', "-f", "csv", "-o", str(fifo)
+    )
+    reader.join(timeout=30)
+    assert res.exit_code == 0, res.stderr
+    assert got == [b'"n"\n30\n'] and stat.S_ISFIFO(fifo.lstat().st_mode) and _beside(fifo) == []

@@ -3,6 +3,7 @@ Face ``datasets.Dataset``, pandas, label vectors aligned to the snapshot, and ``
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import pickle
@@ -228,3 +229,33 @@ def test_reading_labels_imports_no_loader_library(pics: Pics) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert proc.stdout.strip() == "[]"
+
+
+def test_export_failing_midway_keeps_the_old_file(
+    pics: Pics, cli: Callable[..., Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write failing after some bytes (a full disk): exit 1 naming the file, the existing
+    file whole, nothing left beside it; a symbolic link's target is what gets replaced."""
+    out = tmp_path / "labels.npy"
+    out.write_bytes(b"precious")
+    real_save = np.save
+
+    def full_disk(f: Any, arr: Any, *args: Any, **kwargs: Any) -> None:
+        f.write(b"\x93NUMPY half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(np, "save", full_disk)
+    reg = str(pics.reg.root)
+    r = cli("export", "pics@cleaned", "-o", str(out), "--registry", reg)
+    assert r.exit_code == 1 and f"cannot write {out}: No space left" in r.stderr, r.stderr
+    assert out.read_bytes() == b"precious"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".labels.npy.")]
+    monkeypatch.setattr(np, "save", real_save)
+    link = tmp_path / "link.npy"
+    link.symlink_to(out)
+    assert cli("export", "pics@cleaned", "-o", str(link), "--registry", reg).exit_code == 0
+    assert (
+        link.is_symlink()
+        and np.load(out).tolist()
+        == dsreg.open("pics@cleaned", registry=pics.reg).labels_array(align="snapshot").tolist()
+    )
