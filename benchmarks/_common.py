@@ -35,6 +35,7 @@ __all__ = [
     "Measurement",
     "Series",
     "check",
+    "evict",
     "fresh_dir",
     "machine",
     "make_imagefolder",
@@ -210,6 +211,29 @@ def clear_runs(path: Path, say: Callable[[str], None], *, settle: bool = True) -
     os.sync()
     if settle:
         time.sleep(SETTLE)
+
+
+def evict(*roots: Path) -> int:
+    """Drop every file under ``roots`` from the page cache (``sync``, then
+    ``POSIX_FADV_DONTNEED`` on each file), so the next reader reads them from disk: what
+    ``echo 1 > /proc/sys/vm/drop_caches`` does for these files, without root and without
+    disturbing anyone else's cache. Inodes and directory entries stay cached (dropping them
+    needs ``drop_caches``). Returns how many files were dropped."""
+    os.sync()
+    n = 0
+    for root in roots:
+        for d, _dirs, names in os.walk(root):
+            for f in names:
+                try:
+                    fd = os.open(os.path.join(d, f), os.O_RDONLY | os.O_NOFOLLOW)
+                except OSError:
+                    continue
+                try:
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    n += 1
+                finally:
+                    os.close(fd)
+    return n
 
 
 def warm(*roots: Path) -> None:

@@ -8,6 +8,12 @@ their caches) with no more peak memory; ``dsreg checkout --link hardlink`` >= 3x
 ``dvc checkout`` with ``cache.type hardlink``; re-adding the unchanged tree >= 10x faster than
 the first add. Exit status 0 only if every target passes.
 
+The user's order (#15), beside those warm figures: the tree dropped from the page cache
+(``evict``: ``POSIX_FADV_DONTNEED`` on every file, as ``drop_caches`` needs root), each tool's
+add, then at once its hard-link checkout into a new folder, nothing warmed or dropped between;
+then a cold checkout: the tool's cache dropped from the page cache, a checkout into another new
+folder. Targets: the checkouts >= 3x faster than DVC's, the cold add >= 5x.
+
 Both tools read the same tree, in the page cache (it was just written, the machine has room):
 the order of the tools alternates from one repetition to the next, and ``sync`` runs before
 every measurement so neither pays for the other's write-back. DVC's state database lives in a
@@ -36,6 +42,7 @@ from _common import (
     Series,
     check,
     clear_runs,
+    evict,
     fresh_dir,
     machine,
     make_imagefolder,
@@ -142,6 +149,12 @@ def main(argv: list[str] | None = None) -> int:
             "cp_r",
             "dsreg_checkout",
             "dvc_checkout",
+            "dsreg_flow_add",
+            "dvc_flow_add",
+            "dsreg_flow_checkout",
+            "dvc_flow_checkout",
+            "dsreg_cold_checkout",
+            "dvc_cold_checkout",
         )
     }
     regs: list[Path] = []
@@ -247,6 +260,41 @@ def main(argv: list[str] | None = None) -> int:
         n = sum(len(f) for _d, _s, f in os.walk(target)) - 1  # minus the pin file
         if n != args.files:
             raise SystemExit(f"dsreg checked out {n} files, expected {args.files}")
+
+    # The user's order: add a tree that is not in the page cache, then check out at once.
+    def dsreg_flow(rep: int) -> None:
+        reg = runs / f"dsreg-flow-{rep}"
+        _run([*DSREG, "init", "--registry", str(reg)], work)
+        evict(tree)
+        add = [*DSREG, "add", "bench", str(tree), "--tag", "v1", "--registry", str(reg)]
+        s["dsreg_flow_add"].runs.append(_m(add, work))
+        co = [*DSREG, "checkout", "bench@v1", "--link", "hardlink", "--registry", str(reg)]
+        s["dsreg_flow_checkout"].runs.append(_m([*co, str(runs / f"dsreg-flow-co-{rep}")], work))
+        flow_checked.append(runs / f"dsreg-flow-co-{rep}")
+        evict(reg / "files")
+        s["dsreg_cold_checkout"].runs.append(_m([*co, str(runs / f"dsreg-cold-co-{rep}")], work))
+        flow_checked.append(runs / f"dsreg-cold-co-{rep}")
+
+    def dvc_flow(rep: int) -> None:
+        proj = runs / f"dvc-flow-{rep}"
+        _dvc_project(proj, runs / f"dvc-flow-{rep}-site", "copy")
+        with _Borrowed(tree, proj):
+            evict(proj / "data")
+            s["dvc_flow_add"].runs.append(_m([*DVC, "add", "-q", "data"], proj))
+        _run([*DVC, "config", "cache.type", "hardlink"], proj)
+        s["dvc_flow_checkout"].runs.append(_m([*DVC, "checkout", "-q"], proj))
+        os.rename(proj / "data", runs / f"dvc-flow-co-{rep}")  # a new folder for the next one
+        evict(proj / ".dvc" / "cache")
+        s["dvc_cold_checkout"].runs.append(_m([*DVC, "checkout", "-q"], proj))
+
+    flow_checked: list[Path] = []
+    alternate("add, then checkout (cold)", args.reps, {"dsreg": dsreg_flow, "dvc": dvc_flow})
+    for folder in flow_checked:
+        n = sum(len(f) for _d, _s, f in os.walk(folder)) - 1
+        if n != args.files:
+            raise SystemExit(f"dsreg checked out {n} files into {folder}, expected {args.files}")
+    if _inodes(tree) != before:
+        raise SystemExit("the tree changed under the benchmark (inodes differ); results void")
     if not args.keep:
         clear_runs(runs, say, settle=False)
 
@@ -296,6 +344,24 @@ def _report(s: dict[str, Series], args: argparse.Namespace, size: int, result: d
         CHECKOUT_TARGET,
     )
     versus("re-add unchanged: first add / re-add", s["dsreg_add"], s["dsreg_readd"], READD_TARGET)
+    versus(
+        "cold add (tree not cached): dvc / dsreg",
+        s["dvc_flow_add"],
+        s["dsreg_flow_add"],
+        ADD_TARGET,
+    )
+    versus(
+        "checkout right after the add: dvc / dsreg",
+        s["dvc_flow_checkout"],
+        s["dsreg_flow_checkout"],
+        CHECKOUT_TARGET,
+    )
+    versus(
+        "checkout, cache not cached: dvc / dsreg",
+        s["dvc_cold_checkout"],
+        s["dsreg_cold_checkout"],
+        CHECKOUT_TARGET,
+    )
     ok = True
     for label, ratio, target, detail in checks:
         print(ratio_line(label, ratio, target, detail))
