@@ -17,7 +17,7 @@ from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import CorruptObjectError, StorageError
 from dsreg.ingest import treescan
 from dsreg.objects.batch import ObjectBatch, hash_files
-from dsreg.objects.digest import hex_of
+from dsreg.objects.digest import PREFIX
 from dsreg.repo.registry import Registry
 from dsreg.repo.trust import record_stored
 
@@ -178,10 +178,11 @@ def store_missing(
 def _vouch(reg: Registry, batch: ObjectBatch, got: list[str], sizes: list[int]) -> None:
     """Trust records for the objects the batch just installed: it wrote each from the bytes it
     hashed (``dsreg.repo.trust``), so the first checkout after an add need not read them."""
-    installed = set(batch.installed)
+    installed = batch.installed
     if installed:
-        want = {d: n for d, n in zip(got, sizes, strict=True) if hex_of(d) in installed}
-        record_stored(reg, want)
+        cut = len(PREFIX)
+        want = {d: n for d, n in zip(got, sizes, strict=True) if d[cut:] in installed}
+        record_stored(reg, want, {PREFIX + h: st for h, st in installed.items()})
 
 
 def _damaged(

@@ -51,6 +51,11 @@ from dsreg.objects.digest import ALGORITHM, PREFIX, layout
 from dsreg.objects.hashing import Hasher, hash_hex, hash_path
 
 R = TypeVar("R")
+# An object's (inode, size, mtime_ns, ctime_ns) right after this batch wrote it.
+Stat = tuple[int, int, int, int]
+# A staged object: where it is staged, its hex digest, its stat when written (None for one
+# staged outside the shards, whose own rename into place changes its ctime).
+Staged = tuple[str, str, Stat | None]
 
 __all__ = ["STAGE_PREFIX", "ObjectBatch", "hash_files"]
 
@@ -113,7 +118,7 @@ class ObjectBatch:
             shutil.rmtree(self._dir, ignore_errors=True)
             raise StorageError(f"cannot write to {tmp}: {e.strerror}") from e
         # (staging path, hex digest); list.append is atomic, so worker threads share it.
-        self._staged: list[tuple[str, str]] = []
+        self._staged: list[Staged] = []
         # Bytes staged since the last background flush (approximate: threads add unlocked).
         self._unflushed = 0
         self._stop = threading.Event()
@@ -126,13 +131,16 @@ class ObjectBatch:
         # Each worker process has its own copy; threads share this one (under the lock).
         self._behind: collections.deque[tuple[int, list[str]]] = collections.deque()
         self._behind_lock = threading.Lock()
-        # Hex digests of the objects the last ``commit`` installed (its own bytes, not another
-        # add's): the add records their stat (``dsreg.repo.trust``).
-        self._installed: list[str] = []
+        # The objects the last ``commit`` installed (its own bytes, not another add's): hex
+        # digest -> stat when written, still theirs (a shard folder renamed into place changes
+        # no file's ctime), or None (renamed one by one: stat them again). The add records them
+        # (``dsreg.repo.trust``).
+        self._installed: dict[str, Stat | None] = {}
 
     @property
-    def installed(self) -> list[str]:
-        """Hex digests of the objects the last ``commit`` installed."""
+    def installed(self) -> dict[str, Stat | None]:
+        """The objects the last ``commit`` installed: hex digest -> their stat when written, if
+        installing did not change it, else None."""
         return self._installed
 
     def __enter__(self) -> ObjectBatch:
@@ -170,9 +178,9 @@ class ObjectBatch:
         the bytes read. ``meanwhile()`` runs in this process while the workers work, and
         ``on_chunk(lo, digests)`` as each chunk's digests arrive."""
 
-        def work(lo: int, hi: int) -> tuple[list[str], list[tuple[str, str]], int, int]:
+        def work(lo: int, hi: int) -> tuple[list[str], list[Staged], int, int]:
             digests: list[str] = []
-            staged: list[tuple[str, str]] = []
+            staged: list[Staged] = []
             new_bytes = read = 0
             for k in range(lo, hi):
                 want = None if expect is None else expect[k]
@@ -182,12 +190,12 @@ class ObjectBatch:
                 if entry is not None:
                     staged.append(entry)
                     new_bytes += n
-            self._drop_behind([path for path, _hexd in staged])
+            self._drop_behind([entry[0] for entry in staged])
             return digests, staged, new_bytes, read
 
         total_read = 0
 
-        def take(r: tuple[list[str], list[tuple[str, str]], int, int]) -> list[str]:
+        def take(r: tuple[list[str], list[Staged], int, int]) -> list[str]:
             nonlocal total_read
             digests, staged, new_bytes, read = r
             self._adopt(staged, new_bytes)
@@ -201,7 +209,7 @@ class ObjectBatch:
 
     def _put_file(
         self, path: str, size_hint: int, expect: str | None = None
-    ) -> tuple[str, tuple[str, str] | None, int, int]:
+    ) -> tuple[str, Staged | None, int, int]:
         """The digest; what was staged (``(path, hex)``, or None) and its size; the file's
         size. Touches no shared state: it runs in worker threads and processes alike."""
         try:
@@ -228,9 +236,7 @@ class ObjectBatch:
             self._adopt([staged], len(data))
         return digest
 
-    def _hash_and_stage(
-        self, data: bytes, expect: str | None
-    ) -> tuple[str, tuple[str, str] | None]:
+    def _hash_and_stage(self, data: bytes, expect: str | None) -> tuple[str, Staged | None]:
         """The digest of ``data``, and what was staged: nothing if it is not ``expect`` (when
         given) or the store holds it already."""
         hexd = hash_hex(data)
@@ -248,7 +254,7 @@ class ObjectBatch:
             return False
         return True
 
-    def _stage(self, hexd: str, data: bytes) -> tuple[str, str] | None:
+    def _stage(self, hexd: str, data: bytes) -> Staged | None:
         shard, name = layout(hexd)
         path = f"{self._dir}/{shard}/{name}"
         try:
@@ -264,12 +270,15 @@ class ObjectBatch:
             with contextlib.suppress(OSError):
                 os.unlink(path)
             raise StorageError(f"cannot stage object {hexd[:12]}: {e.strerror}") from e
-        os.close(fd)
-        return path, hexd
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        return path, hexd, (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
     def _stage_stream(
         self, fd: int, src: str, expect: str | None = None
-    ) -> tuple[str, tuple[str, str] | None, int, int]:
+    ) -> tuple[str, Staged | None, int, int]:
         os.lseek(fd, 0, os.SEEK_SET)
         hasher = Hasher()
         path = f"{self._dir}/stream-{os.urandom(8).hex()}"
@@ -289,9 +298,9 @@ class ObjectBatch:
         if self._has(hexd) or (expect is not None and PREFIX + hexd != expect):
             os.unlink(path)
             return PREFIX + hexd, None, 0, size
-        return PREFIX + hexd, (path, hexd), size, size
+        return PREFIX + hexd, (path, hexd, None), size, size
 
-    def _adopt(self, staged: list[tuple[str, str]], n: int) -> None:
+    def _adopt(self, staged: list[Staged], n: int) -> None:
         # list.extend is atomic: worker threads (remote downloads) share the list.
         self._staged.extend(staged)
         self._written(n)
@@ -367,7 +376,7 @@ class ObjectBatch:
         """Make the staged objects durable and install them; return how many were new."""
         self._stop_flusher()
         staged, self._staged = self._staged, []
-        self._installed = []
+        self._installed = {}
         if not staged:
             return 0
         try:
@@ -375,23 +384,23 @@ class ObjectBatch:
                 raise self._flush_error
             syncfs(self._sync_fd)
             os.makedirs(self._files, exist_ok=True)
-            installed: list[str] = []
-            by_shard: dict[str, list[tuple[str, str]]] = {}
-            loose: list[tuple[str, str]] = []  # streamed objects, staged outside the shards
-            for path, hexd in staged:
-                if path.startswith(self._dir + "/stream-"):
-                    loose.append((path, hexd))
+            installed: dict[str, Stat | None] = {}
+            by_shard: dict[str, list[Staged]] = {}
+            loose: list[Staged] = []  # streamed objects, staged outside the shards
+            for entry in staged:
+                if entry[0].startswith(self._dir + "/stream-"):
+                    loose.append(entry)
                 else:
-                    by_shard.setdefault(layout(hexd)[0], []).append((path, hexd))
+                    by_shard.setdefault(layout(entry[1])[0], []).append(entry)
             for shard, items in by_shard.items():
                 if rename_dir_if_absent(f"{self._dir}/{shard}", f"{self._files}/{shard}"):
-                    installed.extend(h for _p, h in items)
+                    installed.update((h, st) for _p, h, st in items)
                     # An empty one in its place: a batch may stage and commit again.
                     os.mkdir(f"{self._dir}/{shard}")
                 else:
                     loose.extend(items)
             if loose:
-                for shard in {layout(h)[0] for _p, h in loose}:
+                for shard in {layout(h)[0] for _p, h, _st in loose}:
                     os.makedirs(f"{self._files}/{shard}", exist_ok=True)
                 with contextlib.closing(
                     map_chunks(
@@ -401,7 +410,7 @@ class ObjectBatch:
                     )
                 ) as results:
                     for _lo, moved in results:
-                        installed.extend(moved)
+                        installed.update((h, None) for h in moved)
             syncfs(self._sync_fd)  # the same file system: the names are durable
             self._shards = frozenset(os.listdir(self._files))
         except OSError as e:
@@ -410,9 +419,9 @@ class ObjectBatch:
         self._installed = installed
         return len(installed)
 
-    def _install(self, chunk: list[tuple[str, str]]) -> list[str]:
+    def _install(self, chunk: list[Staged]) -> list[str]:
         moved = []
-        for path, hexd in chunk:
+        for path, hexd, _st in chunk:
             shard, name = layout(hexd)
             if move_noreplace(path, f"{self._files}/{shard}/{name}"):
                 moved.append(hexd)

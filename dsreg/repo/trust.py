@@ -18,9 +18,12 @@ bytes (``open``, ``sql``, ``push``, a copy) hashes what it reads whatever the re
 A change must not be able to carry the recorded stat. File systems stamp times from a clock
 that ticks every few milliseconds, so a change in the same tick as a recorded stat could leave
 every field as it was (git's "racily clean" entries). So the file system's clock is read
-(``StatCache.clock_ns``, a file in ``state/`` touched) *before* each stat that becomes a record,
-and the record is *safe* only if its ctime and mtime are older than that reading: any change
-after the stat then falls in a later tick and gets a later ctime. A record that is not safe
+(``StatCache.clock_ns``, a file in ``state/`` touched) before each stat that a checkout makes a
+record of, and the record is *safe* only if its ctime and mtime are older than that reading: any
+change after the stat then falls in a later tick and gets a later ctime. An add records the stat
+each object had as it was written (``fstat`` of the staged file: renaming the staging folder
+into place changes no file's ctime; objects renamed one by one are stat'ed after), safe if
+older than the clock read after the objects are installed. A record that is not safe
 (the object changed in the clock's current tick: a checkout's own hard link, just made) is
 stat'ed again once the clock has moved past its ctime, and written only if that stat is the
 same. What no order of calls can close is a change between the moment the bytes were known
@@ -58,7 +61,8 @@ def trusted(reg: Registry, digests: Iterable[str], *, verify: bool = False) -> d
     corrupt have none; with ``verify``, nothing has."""
     if verify:
         return {}
-    wanted = sorted({hex_of(d) for d in digests})
+    cut = len(PREFIX)
+    wanted = sorted({d[cut:] for d in digests})  # full digests: the examples table checked them
     if not wanted:
         return {}
     found = reg.state.object_stats(wanted)
@@ -77,7 +81,8 @@ def record(reg: Registry, rows: Mapping[str, tuple[StatKey, bool]]) -> int:
     a link; ``safe`` when it was taken after a reading of the file system's clock older than
     its ctime and mtime. The others are stat'ed again once the clock has passed them and kept
     only if unchanged. Returns how many were written."""
-    keep = [(hex_of(d), st) for d, (st, safe) in rows.items() if safe]
+    cut = len(PREFIX)
+    keep = [(d[cut:], st) for d, (st, safe) in rows.items() if safe]
     racy = {d: st for d, (st, safe) in rows.items() if not safe}
     if racy:
         newest = max(max(st[2], st[3]) for st in racy.values())
@@ -90,7 +95,7 @@ def record(reg: Registry, rows: Mapping[str, tuple[StatKey, bool]]) -> int:
                 except OSError:
                     continue
                 if now == st:
-                    keep.append((hex_of(d), now))
+                    keep.append((d[cut:], now))
     reg.state.put_object_stats(keep)
     return len(keep)
 
@@ -108,11 +113,16 @@ def _clock_after(reg: Registry, t: int) -> int | None:
         time.sleep(0.001)
 
 
-def record_stored(reg: Registry, sizes: Mapping[str, int]) -> int:
+def record_stored(
+    reg: Registry, sizes: Mapping[str, int], written: Mapping[str, StatKey | None]
+) -> int:
     """Trust records for objects an add has just written and installed, from bytes it hashed as
-    it wrote them (``sizes``: digest -> the size of those bytes): each object stat'ed after one
-    reading of the file system's clock. An object of another size than the bytes written is not
-    recorded (it is re-hashed when a checkout needs it). Returns how many were written."""
+    it wrote them (``sizes``: digest -> the size of those bytes). ``written`` holds each one's
+    stat taken as it was written, when installing it did not change it (a staging folder
+    renamed into place); the others are stat'ed here. The clock is read first; a stat whose
+    times are not older is racy (``record``). An object of another size than the bytes
+    written is not recorded (it is re-hashed when a checkout needs it). Returns how many
+    were written."""
     if not sizes:
         return 0
     clock = reg.state.clock_ns()
@@ -121,10 +131,12 @@ def record_stored(reg: Registry, sizes: Mapping[str, int]) -> int:
     files = os.fspath(reg.store.files)
     rows: dict[str, tuple[StatKey, bool]] = {}
     for digest, size in sizes.items():
-        try:
-            key = key_of(os.stat(f"{files}/{object_relpath(digest)}"))
-        except OSError:
-            continue
+        key = written.get(digest)
+        if key is None:
+            try:
+                key = key_of(os.stat(f"{files}/{object_relpath(digest)}"))
+            except OSError:
+                continue
         if key[1] == size:
             rows[digest] = (key, key[2] < clock and key[3] < clock)
     return record(reg, rows)
