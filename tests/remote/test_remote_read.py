@@ -381,3 +381,18 @@ def test_a_corrupt_object_on_s3_is_refused_and_never_served(
     assert blob not in fresh.cached()
     with pytest.raises(CorruptObjectError, match=blob):
         dsreg.open("pets@v1", remote=url)
+
+
+def test_a_missing_object_on_an_http_remote_is_named(
+    published: Published, static_server: Callable[[Path], Served], fresh: Fresh, tmp_path: Path
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "reg").symlink_to(published.folder)
+    url = static_server(site).url
+    gone = sorted(published.payloads)[-1]
+    _object(published.folder, gone).unlink()
+    with pytest.raises(dsreg.ObjectNotFoundError, match=r"lacks 1 objects \(" + gone[7:19]):
+        dsreg.open("pets@v1", remote=url)
+    # Every other payload was fetched, verified and kept: a second try fetches none of them.
+    assert fresh.cached() == published.tables | (published.payloads - {gone})
