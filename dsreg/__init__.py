@@ -76,6 +76,7 @@ if TYPE_CHECKING:
         show,
         sql,
         tag,
+        untagged_datasets,
         verify,
     )
     from dsreg.detector.detector import Detection
@@ -145,6 +146,7 @@ _WHERE: dict[str, tuple[str, ...]] = {
         "show",
         "sql",
         "tag",
+        "untagged_datasets",
         "verify",
     ),
     "dsreg._util.progress": ("ProgressHook",),
@@ -295,5 +297,6 @@ __all__ = [
     "show",
     "sql",
     "tag",
+    "untagged_datasets",
     "verify",
 ]

@@ -32,7 +32,18 @@ from dsreg.api.data import (
     overlay_show,
     sql,
 )
-from dsreg.api.registry import add, checkout, gc, init, log, ls, show, tag, verify
+from dsreg.api.registry import (
+    add,
+    checkout,
+    gc,
+    init,
+    log,
+    ls,
+    show,
+    tag,
+    untagged_datasets,
+    verify,
+)
 from dsreg.api.remotes import clone, import_dvc, pull, push, remote_add, remote_ls, remote_remove
 from dsreg.api.validation import review, review_export, review_finish
 
@@ -69,5 +80,6 @@ __all__ = [
     "show",
     "sql",
     "tag",
+    "untagged_datasets",
     "verify",
 ]

@@ -115,6 +115,15 @@ def ls(*, remote: str | None = None, registry: RegistryArg = None) -> list[TagRe
     return list_tags(find_registry(registry))
 
 
+def untagged_datasets(*, registry: RegistryArg = None) -> list[str]:
+    """The datasets ``ls`` leaves out: those with a ref log but no tag (every tag deleted, or
+    none ever set), sorted. Their history is ``log(dataset)``; a revision a deleted tag named
+    stays until its log line is older than gc's log expiry, and ``tag`` brings it back."""
+    reg = find_registry(registry)
+    tagged = {ds for ds, _tag, _digest in reg.refs.all()}
+    return [ds for ds in reg.refs.logged_datasets() if ds not in tagged]
+
+
 def show(
     spec: str, *, remote: str | None = None, registry: RegistryArg = None
 ) -> RevisionInfo | ObjectInfo:

@@ -127,15 +127,32 @@ def ls(
     if json:
         emit_json([r.to_dict() for r in refs])
         return
-    if not refs:
+    # Datasets whose every tag was deleted are not listed, but their revisions remain (gc
+    # keeps what a log line younger than its expiry names): say so rather than "no datasets".
+    untagged = [] if remote is not None else dsreg.untagged_datasets(registry=registry_path)
+    if refs:
+        out(
+            table(
+                [[r.dataset, r.tag, short(r.revision)] for r in refs],
+                ["DATASET", "TAG", "REVISION"],
+            )
+        )
+    elif not untagged:
         say("No datasets yet: add one with 'dsreg add'.")
         return
-    out(
-        table(
-            [[r.dataset, r.tag, short(r.revision)] for r in refs],
-            ["DATASET", "TAG", "REVISION"],
+    if untagged:
+        names, first = ", ".join(untagged), untagged[0]
+        say(
+            (
+                f"Not listed, having a ref log but no tag left: {names}. "
+                if refs
+                else f"No tags: {names} {'has' if len(untagged) == 1 else 'have'} a ref log "
+                "but no tag left. "
+            )
+            + "What a deleted tag named stays until no log line younger than gc's log expiry "
+            f"names it: 'dsreg log {first}' shows what each tag named, and "
+            f"'dsreg tag {first}@NAME {first}@DIGEST' brings one back."
         )
-    )
 
 
 def show(

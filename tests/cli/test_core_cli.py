@@ -284,6 +284,35 @@ def test_tag_moves_only_with_force_and_the_log_keeps_the_old_value(
     assert cli("add", "ds", str(other), "--tag", "original", "--force").exit_code == 0
 
 
+def test_ls_after_every_tag_is_deleted_says_how_to_get_them_back(
+    cli: Cli, reg: Registry, val: Path
+) -> None:
+    """ls in a registry whose every tag was deleted: not "no datasets yet" (the snapshots are
+    still there), but which datasets have a log and how to bring a tag back, advice that works."""
+    empty = cli("ls")
+    assert empty.exit_code == 0 and "No datasets yet" in empty.stderr
+    res = _added(cli, "ds", str(val), "--tag", "original")
+    assert cli("tag", "-d", "ds@original").exit_code == 0
+    assert dsreg.untagged_datasets(registry=reg) == ["ds"]
+    gone = cli("ls")
+    assert gone.exit_code == 0 and gone.stdout == ""
+    assert "No datasets yet" not in gone.stderr
+    assert "No tags: ds has a ref log but no tag left" in gone.stderr
+    assert "'dsreg log ds'" in gone.stderr and "'dsreg tag ds@NAME ds@DIGEST'" in gone.stderr
+    assert cli("ls", "--json").stdout.strip() == "[]"
+    # Following the advice: the log names the digest, and tagging it brings the dataset back.
+    old = short(res["revision"])
+    assert old in cli("log", "ds").stdout
+    assert cli("tag", "ds@back", f"ds@{old}").exit_code == 0
+    assert cli("ls").stdout.split()[-3:] == ["ds", "back", old]
+    _added(cli, "other", str(val), "--tag", "v1")
+    assert cli("tag", "-d", "ds@back").exit_code == 0
+    partly = cli("ls")
+    now = short(dsreg.show("other@v1", registry=reg).revision)
+    assert partly.stdout.split()[-3:] == ["other", "v1", now]
+    assert "Not listed, having a ref log but no tag left: ds." in partly.stderr
+
+
 # -- bad input: a clear error naming the value, exit 1, nothing written -----------------------
 
 
