@@ -340,3 +340,51 @@ def test_diff_of_two_relabelings_compares_their_corrections(
     assert "both call errors        3" in r.stdout
     # the same overlays on both sides: nothing to compare
     assert dsreg.diff("inval@real", "inval@real", registry=reg).corrections is None
+
+
+def test_a_table_that_does_not_match_its_manifest_version_is_refused(
+    make_registry: Callable[..., Registry], tmp_path: Path
+) -> None:
+    """A version 2 manifest over a version 1 table (or the reverse), made by other code, is
+    refused on read: a reader never serves a table its manifest does not describe."""
+    from dsreg import ManifestError, Overlay, Revision
+    from dsreg.model.corrections import corrections_table
+    from dsreg.model.tables import parquet_bytes
+
+    reg = make_registry()
+    spec = add_imagenet_like(reg, tmp_path, LABELS, by_class=False)
+    snap = reg.resolve(spec).revision.snapshot
+    plain = corrections_table(
+        rows=np.array([0]),
+        example_ids=[reg_ids(reg, spec)[0]],
+        given_label=np.array([LABELS[0]]),
+        suggested_label=None,
+        verdict=["non_error"],
+    )
+    with_sets = corrections_table(
+        rows=np.array([0]),
+        example_ids=[reg_ids(reg, spec)[0]],
+        given_label=np.array([LABELS[0]]),
+        suggested_label=None,
+        verdict=["non_error"],
+        labels=pa.array([[0, 1]], pa.list_(pa.int32())),
+    )
+    producer = {"name": "x", "version": "1", "params": {}, "inputs": {}}
+    for table, version in ((plain, 2), (with_sets, 1)):
+        ov = reg.put_manifest(
+            Overlay(
+                base=snap,
+                kind="manual",
+                corrections=reg.store.put_bytes(parquet_bytes(table)),
+                producer=producer,
+                summary={"rows": 1},
+                version=version,
+            )
+        )
+        rev = reg.put_manifest(Revision(snapshot=snap, overlays=(ov,), view="multilabel"))
+        with pytest.raises(ManifestError, match="corrections version"):
+            dsreg.open(rev, registry=reg).labels()
+
+
+def reg_ids(reg: Registry, spec: str) -> list[str]:
+    return dsreg.open(spec, registry=reg).labels().column("example_id").to_pylist()
