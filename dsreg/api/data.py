@@ -304,6 +304,7 @@ def overlay_export(
 
     data = export_overlay(find_registry(registry), digest)
     if output is not None:
+        os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
         with replacing(output) as f:
             f.write(data)
     return data.decode("utf-8")

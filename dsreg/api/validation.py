@@ -74,6 +74,7 @@ def review_export(
 
     data = export_votes(find_registry(registry), spec, overlay=overlay)
     try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with replacing(path) as f:
             f.write(data)
     except OSError as e:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -299,6 +300,10 @@ def test_cli_import_labels_json_counts_verdicts_and_export_prints_csv(
     assert lines[0].split(",") == ["row", "example_id", "given_label", "suggested_label",
                                    "verdict", "labels", "label_counts"]  # fmt: skip
     assert len(lines) == 9 and lines[4].endswith(",multi_label,0;4,")
+    out = tmp_path / "new" / "real.csv"  # -o: the folder is made; the file replaced whole
+    r = cli("overlay", "export", d["overlay"][:14], "-o", str(out), "--registry", str(reg.root))
+    assert r.exit_code == 0, r.stderr
+    assert out.read_text().splitlines() == lines and os.listdir(out.parent) == ["real.csv"]
     r = cli("overlay", "import-labels", spec, str(tmp_path / "real.json"), "--format", "xml",
             "--registry", str(reg.root))  # fmt: skip
     assert r.exit_code == 1 and "Error: unknown --format 'xml'" in r.stderr
