@@ -20,6 +20,7 @@ from dsreg.objects.digest import short
 from dsreg.repo.registry import Registry
 
 __all__ = [
+    "check_example_columns",
     "check_examples_against",
     "has_payloads",
     "is_tree",
@@ -61,6 +62,14 @@ def check_examples_against(table: pa.Table, snap: Snapshot) -> None:
     what = f"examples table {short(snap.examples)} of {snap.dataset!r}"
     if table.num_rows != snap.rows:
         raise ManifestError(f"{what} has {table.num_rows} rows; its snapshot says {snap.rows}")
+    check_example_columns(table, snap)
+
+
+def check_example_columns(table: pa.Table | pa.RecordBatch, snap: Snapshot) -> None:
+    """``check_examples_against`` but the row count, on any run of the table's rows: a
+    reader that streams the table a batch at a time checks each batch with it (and the row
+    count from the Parquet footer), so no batch of a hostile table is served."""
+    what = f"examples table {short(snap.examples)} of {snap.dataset!r}"
     if is_tree(snap):
         unsafe = [c for c in snap.classes if not is_safe_component(c)]
         if unsafe:

@@ -22,6 +22,7 @@ from dsreg.model.manifests import VERDICTS, Snapshot, View
 from dsreg.model.tables import as_numpy, from_numpy, served_metadata
 from dsreg.objects.digest import short
 from dsreg.repo.registry import Registry
+from dsreg.repo.tables import check_example_columns
 from dsreg.views.rule import Merged, apply_view
 
 __all__ = ["iter_view_batches"]
@@ -45,7 +46,6 @@ def iter_view_batches(
     ]
     sets = _sets(corrections)
     names = pa.array(snap.classes, pa.string())
-    k = len(snap.classes)
     data = reg.store.read_bytes(snap.examples)
     what = f"examples table {short(snap.examples)} of {snap.dataset!r}"
     try:
@@ -58,9 +58,10 @@ def iter_view_batches(
         start = 0
         for batch in pf.iter_batches(batch_size=batch_size, use_threads=False):
             n = batch.num_rows
+            # The checks every reader of an examples table makes (ids, blobs, labels), batch
+            # by batch: a hostile table is refused before any of its rows is served.
+            check_example_columns(batch, snap)
             labels = as_numpy(batch.column("label")).astype(np.int32, copy=False)
-            if n and (labels.min() < 0 or labels.max() >= k):
-                raise ManifestError(f"{what} holds labels outside [0, {k})")
             part = _merge_slice(named, sets, start, n)
             v = apply_view(view, labels, part)
             take = from_numpy(v.rows, pa.int64())

@@ -87,6 +87,8 @@ def test_a_flipped_examples_table_is_never_parsed(
     with pytest.raises(CorruptObjectError, match=short(res.examples)):
         ds.labels()
     with pytest.raises(CorruptObjectError):
+        list(ds.iter_batches(2))
+    with pytest.raises(CorruptObjectError):
         len(ds)
     problems = dsreg.verify(registry=reg).problems
     assert res.examples in {p.digest for p in problems}
