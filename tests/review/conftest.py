@@ -1,85 +1,13 @@
-"""A small image test set with flagged rows: what every review test starts from."""
+"""The review tests' fixtures: a review set (``reviewset.py``) and a real Chromium."""
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-
-import dsreg
-
-XSS_CLASS = "<script>alert(1)</script>"
-CLASSES = ["cat", "dog", XSS_CLASS]
-
-
-@dataclass(frozen=True)
-class ReviewSet:
-    registry: Path
-    spec: str  # the detected revision: its last overlay is the queue
-    overlay: str
-    flagged: list[int]  # rows flagged, worst score first
-
-
-def _png(rng: np.random.Generator, color: tuple[int, int, int]) -> bytes:
-    from PIL import Image
-
-    pixels = np.clip(
-        rng.normal(0, 25, (32, 32, 3)) + np.array(color, dtype=np.float64), 0, 255
-    ).astype(np.uint8)
-    buf = io.BytesIO()
-    Image.fromarray(pixels, "RGB").save(buf, format="PNG")
-    return buf.getvalue()
-
-
-def build_review_set(
-    root: Path, *, rows: int = 30, flagged: int = 8, payloads: str = "png", seed: int = 0
-) -> ReviewSet:
-    """``rows`` examples of three classes (one named like a script tag), ``flagged`` of them
-    given a label their predicted probabilities contradict; detected and tagged ``@detected``.
-    ``payloads``: ``png`` (Pillow images), ``text`` or ``none`` (label-only)."""
-    rng = np.random.default_rng(seed)
-    labels = np.arange(rows) % 3
-    colors = [(200, 60, 60), (60, 160, 60), (60, 60, 200)]
-    src = root / "src"
-    files = src / "files"
-    files.mkdir(parents=True)
-    lines = ["example_id,label,note"]
-    for i in range(rows):
-        name = f"ex{i:05d}" + (".png" if payloads == "png" else ".txt")
-        if payloads == "png":
-            (files / name).write_bytes(_png(rng, colors[labels[i]]))
-        elif payloads == "text":
-            (files / name).write_text(f"text of example {i} <b>not bold</b>\n")
-        lines.append(f"{name},{labels[i]},note {i}")
-    (src / "examples.csv").write_text("\n".join(lines) + "\n")
-    reg = root / "reg"
-    dsreg.init(registry=reg)
-    dsreg.add(
-        "pets",
-        table=src / "examples.csv",
-        files=files if payloads != "none" else None,
-        classes=CLASSES,
-        tag="v1",
-        registry=reg,
-    )
-    probs = np.full((rows, 3), 0.05)
-    probs[np.arange(rows), labels] = 0.9
-    bad = rng.choice(rows, flagged, replace=False)
-    for rank, row in enumerate(bad):
-        wrong = (labels[row] + 1) % 3
-        probs[row] = 0.02
-        probs[row, wrong] = 0.96 - rank * 0.01
-    probs /= probs.sum(axis=1, keepdims=True)
-    res = dsreg.detect("pets@v1", probs, tag="detected", view="original", registry=reg)
-    assert res.summary["rows"] == flagged
-    return ReviewSet(
-        registry=reg, spec="pets@detected", overlay=res.digest, flagged=[int(r) for r in bad]
-    )
+from reviewset import ReviewSet, build_review_set
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import XSS_CLASS, ReviewSet
+from reviewset import XSS_CLASS, ReviewSet
 
 import dsreg
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ReviewSet
+from reviewset import ReviewSet
 from starlette.testclient import TestClient
 
 import dsreg

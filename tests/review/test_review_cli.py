@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import ReviewSet
+from reviewset import ReviewSet
 
 import dsreg
 

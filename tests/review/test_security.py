@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from conftest import ReviewSet
+from reviewset import ReviewSet
 from starlette.testclient import TestClient
 
 import dsreg
