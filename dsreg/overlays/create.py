@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,9 +12,11 @@ import pyarrow as pa
 
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg._version import __version__
-from dsreg.errors import InputPathError
+from dsreg.errors import InputPathError, ManifestError
 from dsreg.model.corrections import corrections_table
+from dsreg.model.manifests import Snapshot
 from dsreg.model.tables import as_numpy
+from dsreg.objects.digest import short
 from dsreg.objects.hashing import hash_file
 from dsreg.overlays.write import write_overlay
 from dsreg.repo.registry import Registry
@@ -59,20 +61,33 @@ def votes_overlay(
     command: str = "",
 ) -> CreatedOverlay:
     """A ``validated`` overlay of ``spec``'s snapshot from a votes file."""
-    from dsreg.overlays.votes import import_votes
+    from dsreg.overlays.votes import csv_votes, import_votes
 
     ds = Dataset(reg, reg.resolve(spec))
-    examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
-    result = import_votes(
-        path,
-        format=format,  # type: ignore[arg-type]
-        threshold=threshold,
-        dataset=ds.name,
-        example_ids=examples.column("example_id"),
-        labels=as_numpy(examples.column("label")),
-        classes=ds.classes,
-    )
-    del examples  # write_overlay reads what it checks: not two copies of 50M ids at once
+    result = None
+    usable = isinstance(threshold, int) and not isinstance(threshold, bool) and threshold >= 1
+    if format == "csv" and usable:
+        # Column by column, the snapshot streamed past the votes a row group at a time (#15):
+        # 50 million ids are never decoded at once. Any refusal goes the long way, for its
+        # messages.
+        result = csv_votes(
+            path,
+            threshold=threshold,
+            batches=lambda: _examples_batches(reg, ds.snapshot),
+            classes=ds.classes,
+        )
+    if result is None:
+        examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
+        result = import_votes(
+            path,
+            format=format,  # type: ignore[arg-type]
+            threshold=threshold,
+            dataset=ds.name,
+            example_ids=examples.column("example_id"),
+            labels=as_numpy(examples.column("label")),
+            classes=ds.classes,
+        )
+        del examples  # write_overlay reads what it checks: not two copies of the ids at once
     producer = {
         "name": "dsreg.import-votes",
         "version": __version__,
@@ -95,6 +110,23 @@ def votes_overlay(
         revision=ds.digest,
         kind="validated",
         summary={"rows": result.table.num_rows, **result.summary},
+    )
+
+
+def _examples_batches(reg: Registry, snap: Snapshot) -> Iterator[pa.RecordBatch]:
+    """A snapshot's ``example_id`` and ``label`` a row group at a time, from its verified
+    bytes (the compressed object is held, never the decoded columns of every row)."""
+    import pyarrow.parquet as pq
+
+    data = reg.store.read_bytes(snap.examples)
+    pf = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False)
+    if pf.metadata.num_rows != snap.rows:
+        raise ManifestError(
+            f"examples table {short(snap.examples)} has {pf.metadata.num_rows} rows; its "
+            f"snapshot says {snap.rows}"
+        )
+    yield from pf.iter_batches(
+        batch_size=1 << 18, columns=["example_id", "label"], use_threads=False
     )
 
 

@@ -98,7 +98,7 @@ def match_ids(batches: Iterable[pa.RecordBatch | pa.Table], wanted: pa.Array) ->
     twice: list[tuple[str, int, int]] = []
     start = 0
     for batch, pos in _positions(batches, distinct):
-        ids = batch.column(batch.schema.get_field_index("example_id"))
+        ids = batch.column("example_id")
         hit = pc.is_valid(pos)
         if pc.any(hit).as_py():
             at = as_numpy(pc.indices_nonzero(hit)).astype(np.int64) + start
@@ -109,8 +109,8 @@ def match_ids(batches: Iterable[pa.RecordBatch | pa.Table], wanted: pa.Array) ->
             first[1:] = keys[1:] != keys[:-1]
             new = first & (rows[keys] < 0)
             rows[keys[new]] = at[new]
-            if "label" in batch.schema.names:
-                lab = batch.column(batch.schema.get_field_index("label"))
+            if "label" in batch.column_names:
+                lab = batch.column("label")
                 labels[keys[new]] = as_numpy(
                     pc.take(lab, from_numpy(at[new] - start, pa.int64()))
                 ).astype(np.int64)
@@ -123,22 +123,39 @@ def match_ids(batches: Iterable[pa.RecordBatch | pa.Table], wanted: pa.Array) ->
 
 def _positions(
     batches: Iterable[pa.RecordBatch | pa.Table], distinct: pa.Array
-) -> Iterator[tuple[pa.RecordBatch | pa.Table, pa.Array]]:
-    """Each batch with ``pc.index_in`` of its ids against ``distinct``, computed on two threads
-    (Arrow releases the GIL), a few batches ahead at most, in order."""
+) -> Iterator[tuple[pa.Table, pa.ChunkedArray]]:
+    """The snapshot's batches gathered into runs of at least twice as many rows as ids wanted
+    (``pc.index_in`` builds its hash table of the wanted ids once per call: per 256 Ki-row
+    batch, 5 million wanted ids were hashed 190 times over 50 million rows), each with its
+    positions among ``distinct``; two runs probed at once on two threads (Arrow releases the
+    GIL), in order."""
     from concurrent.futures import Future, ThreadPoolExecutor
 
-    def probe(batch: pa.RecordBatch | pa.Table) -> pa.Array:
-        ids = batch.column(batch.schema.get_field_index("example_id"))
-        return pc.index_in(ids, value_set=distinct)
+    run_rows = max(1 << 20, 2 * len(distinct))
 
-    ahead: deque[tuple[pa.RecordBatch | pa.Table, Future[pa.Array]]] = deque()
-    with ThreadPoolExecutor(2) as pool:
+    def probe(table: pa.Table) -> pa.ChunkedArray:
+        return pc.index_in(table.column("example_id"), value_set=distinct)
+
+    def runs() -> Iterator[pa.Table]:
+        held: list[pa.Table] = []
+        have = 0
         for batch in batches:
-            ahead.append((batch, pool.submit(probe, batch)))
-            if len(ahead) >= 4:
-                b, f = ahead.popleft()
-                yield b, f.result()
+            t = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+            held.append(t.select([n for n in t.column_names if n in ("example_id", "label")]))
+            have += len(t)
+            if have >= run_rows:
+                yield pa.concat_tables(held)
+                held, have = [], 0
+        if held:
+            yield pa.concat_tables(held)
+
+    ahead: deque[tuple[pa.Table, Future[pa.ChunkedArray]]] = deque()
+    with ThreadPoolExecutor(2) as pool:
+        for table in runs():
+            ahead.append((table, pool.submit(probe, table)))
+            if len(ahead) >= 2:
+                t, f = ahead.popleft()
+                yield t, f.result()
         while ahead:
-            b, f = ahead.popleft()
-            yield b, f.result()
+            t, f = ahead.popleft()
+            yield t, f.result()

@@ -18,7 +18,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias, get_args
@@ -40,6 +40,7 @@ __all__ = [
     "Verdict",
     "VoteFormat",
     "VoteImport",
+    "csv_votes",
     "import_votes",
     "verdict_for",
 ]
@@ -156,27 +157,18 @@ def import_votes(
     snapshot = _Snapshot.build(dataset, example_ids, labels, classes)
 
     if format == "csv":
-        from dsreg.overlays.votes_csv import fast_csv
+        ids, labels_ = snapshot.ids, snapshot.labels
 
-        fast = fast_csv(
-            path,
-            threshold=threshold,
-            ids=snapshot.ids,
-            labels=snapshot.labels,
-            classes=snapshot.classes,
-        )
+        def batches() -> Iterator[pa.Table]:
+            start = 0
+            for chunk in ids.chunks:
+                lab = pa.array(np.asarray(labels_[start : start + len(chunk)], dtype=np.int64))
+                start += len(chunk)
+                yield pa.Table.from_arrays([chunk, lab], names=["example_id", "label"])
+
+        fast = csv_votes(path, threshold=threshold, batches=batches, classes=snapshot.classes)
         if fast is not None:
-            table, per_verdict, raters = fast
-            return VoteImport(
-                table=table,
-                summary={
-                    "checked": table.num_rows,
-                    "errors": table.num_rows - per_verdict["non_error"],
-                    **per_verdict,
-                },
-                params={"format": format, "threshold": threshold, "raters": raters},
-                inputs={},
-            )
+            return fast
 
     text = _read_text(path)
     if format == "label-errors":
@@ -614,6 +606,34 @@ def _check_labels(
         f"{snapshot.dataset!r}",
         "The records are mapped to the wrong examples (or the file belongs to another "
         "dataset, class order or revision); nothing was imported" + _ids_hint(records, snapshot),
+    )
+
+
+def csv_votes(
+    path: Path,
+    *,
+    threshold: int,
+    batches: Callable[[], Iterable[pa.Table | pa.RecordBatch]],
+    classes: tuple[str, ...],
+) -> VoteImport | None:
+    """A votes CSV imported column by column (``votes_csv.fast_csv``) against a snapshot read
+    in ``batches()`` (``example_id``, ``label``), or None when the file needs ``import_votes``'s
+    record-by-record path (every refusal goes there, for its messages)."""
+    from dsreg.overlays.votes_csv import fast_csv
+
+    fast = fast_csv(path, threshold=threshold, batches=batches, classes=classes)
+    if fast is None:
+        return None
+    table, per_verdict, raters = fast
+    return VoteImport(
+        table=table,
+        summary={
+            "checked": table.num_rows,
+            "errors": table.num_rows - per_verdict["non_error"],
+            **per_verdict,
+        },
+        params={"format": "csv", "threshold": threshold, "raters": raters},
+        inputs={},
     )
 
 

@@ -3,13 +3,16 @@
 ``fast_csv`` reads the file with Arrow, checks every rule of ``votes._parse_csv`` and
 ``votes._locate`` / ``_check_labels`` on whole columns, matches ids to rows with the shared
 join (``overlays.match.match_ids``) and builds the corrections table the record-by-record path
-builds, value for value (so the overlay digest is the same). It answers only for files that
+builds, value for value (so the overlay digest is the same). The snapshot comes in batches
+(``overlays.create.votes_overlay`` streams them from the examples table: 50 million ids are
+never decoded at once). It answers only for files that
 pass every check: on the first thing it does not accept it returns None, and the caller runs the
 record-by-record path, whose messages name the lines at fault.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +37,13 @@ def fast_csv(
     path: Path,
     *,
     threshold: int,
-    ids: pa.ChunkedArray,
-    labels: np.ndarray,
+    batches: Callable[[], Iterable[pa.Table | pa.RecordBatch]],
     classes: tuple[str, ...],
 ) -> tuple[pa.Table, dict[str, int], int | None] | None:
     """The corrections table, the verdict counts and the raters per record of a votes CSV, or
-    None when the file needs the record-by-record path (anything unusual, every refusal)."""
+    None when the file needs the record-by-record path (anything unusual, every refusal).
+    ``batches()`` yields the snapshot's ``example_id`` and ``label`` columns in row order, a
+    batch at a time (read only once the votes themselves pass)."""
     try:
         table = pacsv.read_csv(
             path,
@@ -84,13 +88,11 @@ def fast_csv(
         return None
     if (~has_sug_np & (counts["guessed"] > 0)).any() or (has_sug_np & ~present["guessed"]).any():
         return None
-    found = match_ids(
-        (pa.Table.from_arrays([c], names=["example_id"]) for c in ids.chunks), cols["example_id"]
-    )
+    found = match_ids(batches(), cols["example_id"])
     rows = found.rows
     if found.twice or (rows < 0).any() or len(np.unique(rows)) != len(rows):
         return None
-    if (labels[rows] != given_label).any():
+    if (found.labels != given_label).any():
         return None
 
     t = threshold

@@ -104,8 +104,12 @@ def test_the_columnar_path_answers_a_clean_file(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     got = votes_csv.fast_csv(
-        path, threshold=3, ids=pa.chunked_array([IDS]), labels=LABELS, classes=CLASSES
-    )
+        path,
+        threshold=3,
+        batches=lambda: [pa.table({"example_id": IDS[:20], "label": LABELS[:20]}),
+                         pa.table({"example_id": IDS[20:], "label": LABELS[20:]})],
+        classes=CLASSES,
+    )  # fmt: skip
     assert got is not None
     table, summary, raters = got
     assert table.column("row").to_pylist() == [1, 3]
@@ -121,3 +125,29 @@ def test_match_ids_streams_the_snapshot_past_the_wanted_ids() -> None:
         [pa.table({"example_id": ["a", "b"]}), pa.table({"example_id": ["a"]})], pa.array(["a"])
     )
     assert dup.rows.tolist() == [0] and dup.twice == [("a", 0, 2)]
+
+
+def test_import_votes_streamed_gives_the_record_readers_overlay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import dsreg
+
+    reg = dsreg.init(registry=tmp_path / "reg")
+    (tmp_path / "ids.txt").write_text("\n".join(IDS), encoding="utf-8")
+    np.save(tmp_path / "l.npy", LABELS)
+    dsreg.add("v", labels=tmp_path / "l.npy", ids=tmp_path / "ids.txt", classes=list(CLASSES),
+              tag="o", registry=reg)  # fmt: skip
+    path = tmp_path / "votes.csv"
+    lines = [f"{IDS[i]},{LABELS[i]},{(LABELS[i] + 1) % 5},{i % 6},{5 - i % 6},0,0" for i in
+             range(0, N, 3)]  # fmt: skip
+    path.write_text(
+        "example_id,given_label,suggested_label,given,guessed,both,neither\n" + "\n".join(lines),
+        encoding="utf-8",
+    )
+    fast = dsreg.import_votes("v@o", path, format="csv", registry=reg)
+    monkeypatch.setattr(votes_csv, "fast_csv", lambda *a, **k: None)
+    reg2 = dsreg.init(registry=tmp_path / "reg2")
+    dsreg.add("v", labels=tmp_path / "l.npy", ids=tmp_path / "ids.txt", classes=list(CLASSES),
+              tag="o", registry=reg2)  # fmt: skip
+    slow = dsreg.import_votes("v@o", path, format="csv", registry=reg2)
+    assert fast.digest == slow.digest and fast.summary == slow.summary
