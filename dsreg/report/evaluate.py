@@ -242,7 +242,7 @@ def _score(
             if k > 1:  # a label set is scored on the top-1 prediction alone
                 correct[k] = None
                 continue
-            c += _set_hits(ranks, vw, sets) - _served_hits(ranks, vw)
+            c += _set_hits(ranks, vw, sets) - _served_hits(ranks, vw) + _pair_gain(ranks, vw)
         correct[k] = c
     return ViewScore(view=vw.name, rows=vw.size, correct=correct, given_correct=given_correct)
 
@@ -252,6 +252,17 @@ def _served_hits(ranks: Ranks, vw: SparseView) -> int:
     (what the count above holds for them, replaced by ``_set_hits``)."""
     rel = vw.set_cand >= 0
     return _hits(ranks.suggested[vw.set_cand[rel]], 1) + _hits(ranks.given[vw.set_rows[~rel]], 1)
+
+
+def _pair_gain(ranks: Ranks, vw: SparseView) -> int:
+    """Top-1 hits the multilabel view's pair rows (``multi_label`` without a list: the given
+    and the suggested label fit) add to the count above, which scores them on the given label
+    alone: the rows whose top-1 is the suggested label and not the given one."""
+    if not len(vw.pair_rows):
+        return 0
+    given = ranks.given[vw.pair_rows]
+    suggested = ranks.suggested[vw.pair_cand]
+    return int(np.count_nonzero((suggested == 0) & (given != 0)))
 
 
 def _set_hits(ranks: Ranks, vw: SparseView, sets: SetTarget) -> int:

@@ -6,8 +6,9 @@
   are removed.
 - ``honeypot``: only the ``correctable`` rows, with the corrected label.
 - ``multilabel``: every row but ``neither``, labelled as in ``corrected``, with ``labels``: the
-  ``labels`` list of the last overlay naming the row when it has one, else the served label
-  alone.
+  ``labels`` list of the last overlay naming the row when it has one; else, for a
+  ``multi_label`` row with a suggested label (a votes overlay's "both fit"), the given and the
+  suggested label, ascending and once each; else the served label alone.
 
 The rule is implemented three times, side by side in this package:
 
@@ -63,7 +64,7 @@ def _int8(values: np.ndarray, valid: np.ndarray) -> pa.Array:
 
 _VERDICT_ARRAY = _strings(VERDICTS)  # code i + 1 is VERDICTS[i]; 0: no overlay names the row
 _SUSPECTED, _NON_ERROR, _CORRECTABLE = _CODE["suspected"], _CODE["non_error"], _CODE["correctable"]
-_NEITHER = _CODE["neither"]
+_NEITHER, _MULTI_LABEL = _CODE["neither"], _CODE["multi_label"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,11 +124,19 @@ def _int32(values: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.int32(), len(data), [None, pa.py_buffer(data)])
 
 
-def label_lists(label: np.ndarray, index: np.ndarray, sets: pa.ListArray | None) -> pa.ListArray:
-    """Per row: ``sets[index]`` where ``index >= 0``, else ``[label]``; vectorised, no
-    per-row Python (the multilabel view's ``labels`` column)."""
+def label_lists(
+    label: np.ndarray,
+    index: np.ndarray,
+    sets: pa.ListArray | None,
+    second: np.ndarray | None = None,
+) -> pa.ListArray:
+    """Per row: ``sets[index]`` where ``index >= 0``; else, where ``second >= 0``, the pair
+    ``label``, ``second`` ascending and once each (``[3, 5]``; ``[4]`` when both are 4); else
+    ``[label]``. Vectorised, no per-row Python (the multilabel view's ``labels`` column)."""
     label = np.asarray(label, dtype=np.int32)
     index = np.asarray(index, dtype=np.int64)
+    m = len(label)
+    other = np.full(m, -1, np.int32) if second is None else np.asarray(second, dtype=np.int32)
     if sets is not None and len(sets):
         # The raw values and offsets (a null list's slot is never indexed).
         offs = as_numpy(sets.offsets).astype(np.int64)
@@ -137,13 +146,21 @@ def label_lists(label: np.ndarray, index: np.ndarray, sets: pa.ListArray | None)
         flat, offs = np.empty(0, np.int32), np.zeros(1, np.int64)
     has = index >= 0
     at = np.where(has, index, 0)
-    start = np.where(has, offs[at] if len(offs) > 1 else 0, len(flat) + np.arange(len(label)))
-    lengths = np.where(has, (offs[at + 1] - offs[at]) if len(offs) > 1 else 0, 1)
-    out_offs = np.zeros(len(label) + 1, dtype=np.int64)
+    # Rows without a list read from a pair appended after the lists' values: (low, high),
+    # one of them when there is no second label or it equals the first.
+    pair = ~has & (other >= 0)
+    low = np.where(pair, np.minimum(label, other), label)
+    high = np.where(pair, np.maximum(label, other), label)
+    own = np.stack([low, high], axis=1).reshape(-1)
+    start = np.where(has, offs[at] if len(offs) > 1 else 0, len(flat) + 2 * np.arange(m))
+    lengths = np.where(
+        has, (offs[at + 1] - offs[at]) if len(offs) > 1 else 0, 1 + (pair & (low != high))
+    )
+    out_offs = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(lengths, out=out_offs[1:])
     total = int(out_offs[-1])
     within = np.arange(total, dtype=np.int64) - np.repeat(out_offs[:-1], lengths)
-    values = np.concatenate([flat, label])[np.repeat(start, lengths) + within]
+    values = np.concatenate([flat, own])[np.repeat(start, lengths) + within]
     return pa.ListArray.from_arrays(_int32(out_offs), _int32(values))
 
 
@@ -180,7 +197,12 @@ def apply_view(view: View, labels: np.ndarray, merged: Merged) -> ViewRows:
             if merged.set_index is not None
             else np.full(len(rows), -1, np.int64)
         )
-        lists = label_lists(label, index, merged.sets)
+        # A multi_label row without a list of its own: the given and the suggested label (the
+        # raters said both fit; a votes overlay stores the pair as verdict and suggestion).
+        # Such a row is never relabelled, so its served label is the given one.
+        pair = (v[rows] == _MULTI_LABEL) & (index < 0)
+        second = np.where(pair, merged.suggested[rows], -1)
+        lists = label_lists(label, index, merged.sets, second)
     return ViewRows(rows=rows, label=label, given_label=given, verdict=verdict, labels=lists)
 
 

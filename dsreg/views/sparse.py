@@ -46,6 +46,7 @@ _NON_ERROR = VERDICTS.index("non_error") + 1
 _CORRECTABLE = VERDICTS.index("correctable") + 1
 _SUSPECTED = VERDICTS.index("suspected") + 1
 _NEITHER = VERDICTS.index("neither") + 1
+_MULTI_LABEL = VERDICTS.index("multi_label") + 1
 
 
 def _none() -> np.ndarray:
@@ -65,11 +66,15 @@ class SparseView:
     relabel_cand: np.ndarray
     size: int
     # multilabel: served rows whose last overlay gives a ``labels`` list (sorted), each one's
-    # index into ``Named.sets``, and (relabelled ones) its candidate index, else -1. A row's
-    # ``labels`` is its list if it has one, else its served label alone.
+    # index into ``Named.sets``, and (relabelled ones) its candidate index, else -1; and the
+    # ``multi_label`` rows whose last overlay gives no list but a suggested label (sorted),
+    # each one's candidate index: their ``labels`` is the given and the suggested label. Any
+    # other row's ``labels`` is its served label alone.
     set_rows: np.ndarray = field(default_factory=_none)
     set_index: np.ndarray = field(default_factory=_none)
     set_cand: np.ndarray = field(default_factory=_none)
+    pair_rows: np.ndarray = field(default_factory=_none)
+    pair_cand: np.ndarray = field(default_factory=_none)
 
     def served(self, n: int) -> np.ndarray:
         """The served rows, in snapshot order (materialised: for tests and error messages)."""
@@ -225,6 +230,7 @@ def sparse_views(n: int, ov: Named, names: Iterable[View]) -> dict[View, SparseV
             drop = rows[v == _NEITHER]
             si = ov.set_index if len(ov.set_index) == len(rows) else np.full(len(rows), -1)
             listed = (si >= 0) & (v != _NEITHER)
+            pair = (si < 0) & (v == _MULTI_LABEL) & (s >= 0)
             out[name] = SparseView(
                 name=name,
                 complement=True,
@@ -235,6 +241,8 @@ def sparse_views(n: int, ov: Named, names: Iterable[View]) -> dict[View, SparseV
                 set_rows=rows[listed],
                 set_index=si[listed],
                 set_cand=np.where(relabel[listed], cand_index[listed], -1),
+                pair_rows=rows[pair],
+                pair_cand=cand_index[pair],
             )
         elif name == "honeypot":
             take = (v == _CORRECTABLE) & (s >= 0)

@@ -206,9 +206,16 @@ def view_sql(
         if chosen in ("corrected", "honeypot", "multilabel")
         else "__dsreg_given"
     )
-    # multilabel: the last overlay's list where it gives one, else the served label alone.
+    # multilabel: the last overlay's list where it gives one; else, for a multi_label row with
+    # a suggested label, the given and the suggested label ascending, once each; else the
+    # served label alone (a multi_label row is never relabelled: its served label is given).
+    g, s = "CAST(__dsreg_given AS INTEGER)", "CAST(__dsreg_s AS INTEGER)"
     labels_col = (
-        f", coalesce(__dsreg_l, [CAST({label} AS INTEGER)]) AS labels" if multilabel else ""
+        ", coalesce(__dsreg_l, CASE WHEN __dsreg_v = 'multi_label' AND __dsreg_s IS NOT NULL "
+        f"AND {s} <> {g} THEN [least({g}, {s}), greatest({g}, {s})] "
+        f"ELSE [CAST({label} AS INTEGER)] END) AS labels"
+        if multilabel
+        else ""
     )
     lists_col = f", {lists} AS __dsreg_l" if multilabel else ""
     meta_cols = "".join(f", {_ident(m)}" for m in meta)

@@ -56,10 +56,18 @@ def cases(draw: st.DrawFn) -> Case:
     overlays = []
     for _ in range(draw(st.integers(0, 3), label="overlays")):
         rows = sorted(draw(st.sets(st.integers(0, n - 1), max_size=n)))
-        verdicts = [draw(st.sampled_from(VERDICTS)) for _ in rows]
-        # -1: no suggestion, for any verdict (a suspected or correctable row without one is
-        # served as if it had none of its own; see store_overlay).
-        suggested = [draw(st.integers(-1, k - 1)) for _ in rows]
+        # A votes-like overlay (as import-votes writes it): the five categories, multi_label
+        # often, a suggested label (the raters' guessed label) on every row, no label sets.
+        votes_like = draw(st.booleans(), label="votes-like")
+        if votes_like:
+            pool = (*VERDICTS[1:], "multi_label", "multi_label")
+            verdicts = [draw(st.sampled_from(pool)) for _ in rows]
+            suggested = [draw(st.integers(0, k - 1)) for _ in rows]
+        else:
+            verdicts = [draw(st.sampled_from(VERDICTS)) for _ in rows]
+            # -1: no suggestion, for any verdict (a suspected or correctable row without one
+            # is served as if it had none of its own; see store_overlay).
+            suggested = [draw(st.integers(-1, k - 1)) for _ in rows]
         # Scores and votes ride along with the verdict (the review columns), null or not.
         scores = [draw(st.one_of(st.none(), st.floats(0, 1))) for _ in rows]
         votes = [
@@ -73,7 +81,7 @@ def cases(draw: st.DrawFn) -> Case:
         r = np.asarray(rows, dtype=np.int64)
         # Some overlays carry label sets (version 2): a list, empty or not, or none per row.
         lists = None
-        if draw(st.booleans(), label="label sets"):
+        if not votes_like and draw(st.booleans(), label="label sets"):
             sets = [
                 draw(st.none() | st.lists(st.integers(0, k - 1), unique=True, max_size=k))
                 for _ in rows
@@ -139,8 +147,8 @@ def store_overlay(reg: Registry, snapshot: str, table: pa.Table) -> str:
 
 
 @settings(max_examples=50, deadline=None)
-@given(case=cases())
-def test_numpy_sql_and_sparse_serve_the_same_view(case: Case) -> None:
+@given(case=cases(), batch=st.integers(1, 8))
+def test_numpy_sql_and_sparse_serve_the_same_view(case: Case, batch: int) -> None:
     n = len(case.labels)
     with tempfile.TemporaryDirectory() as tmp:
         reg = Registry.init(Path(tmp) / "reg")
@@ -192,17 +200,31 @@ def test_numpy_sql_and_sparse_serve_the_same_view(case: Case) -> None:
                 verdicts = [VERDICTS[c - 1] if c else None for c in code[rows]]
                 assert verdicts == want.verdict.to_pylist(), view
                 if view == "multilabel":
-                    # Every label that fits: the last overlay's list, else the label alone.
+                    # Every label that fits: the last overlay's list; else, on a multi_label
+                    # row with a suggestion, the given and the suggested label; else the label.
                     lists = {int(r): [int(label[r])] for r in rows}
                     assert named.sets is not None or not len(sv.set_rows)
                     for r, i in zip(sv.set_rows.tolist(), sv.set_index.tolist(), strict=True):
                         lists[r] = named.sets[i].as_py()  # type: ignore[index]
+                    for r, c in zip(sv.pair_rows.tolist(), sv.pair_cand.tolist(), strict=True):
+                        assert r not in sv.set_rows
+                        lists[r] = sorted({int(case.labels[r]), int(cand_labels[c])})
                     assert [lists[int(r)] for r in rows] == served.column("labels").to_pylist()
                     assert want.labels is not None
                     assert want.labels.to_pylist() == served.column("labels").to_pylist()
                     assert "labels" in got.column_names
+                    assert want.labels.to_pylist() == python_lists(case, want.rows, want.label)
                 else:
                     assert "labels" not in served.column_names
+
+                # Streamed in batches (iter_batches: rule.apply_view per batch): the same
+                # columns as labels(), batch boundaries anywhere.
+                batches = list(ds.iter_batches(batch))
+                if batches:
+                    streamed = pa.Table.from_batches(batches)
+                    assert streamed.equals(served.select(streamed.column_names)), view
+                else:
+                    assert served.num_rows == 0, view
 
                 # Sparse from the tables in memory, against the numpy rule over the same stack.
                 ref = apply_view(view, case.labels, merged)
@@ -221,7 +243,8 @@ def test_numpy_sql_and_sparse_serve_the_same_view(case: Case) -> None:
 
 def python_lists(case: Case, rows: np.ndarray, label: np.ndarray) -> list[list[int]]:
     """The multilabel view's lists by the rule in plain Python: the last overlay naming the row
-    decides; its list if it has one, else the served label alone."""
+    decides; its list if it has one; else, for a multi_label row with a suggested label, the
+    given and the suggested label, ascending, once each; else the served label alone."""
     out = []
     for r, lab in zip(rows.tolist(), label.tolist(), strict=True):
         found: list[int] | None = None
@@ -230,5 +253,9 @@ def python_lists(case: Case, rows: np.ndarray, label: np.ndarray) -> list[list[i
             if r in hit:
                 at = hit.index(r)
                 found = t.column("labels")[at].as_py() if "labels" in t.column_names else None
+                suggested = t.column("suggested_label")[at].as_py()
+                verdict = t.column("verdict")[at].as_py()
+                if found is None and verdict == "multi_label" and suggested is not None:
+                    found = sorted({int(case.labels[r]), suggested})
         out.append([lab] if found is None else found)
     return out
