@@ -107,7 +107,16 @@ class ObjectBatch:
         # several times slower than in 256 small ones.
         self._dir = f"{os.fspath(tmp)}/{STAGE_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
         try:
-            os.makedirs(self._dir)
+            # A push that ends removes the remote's tmp/ once it is empty: between makedirs
+            # creating tmp/ and creating the stage folder in it, another push may remove it
+            # again (ENOENT). Once the stage folder exists, tmp/ is not empty and stays.
+            for attempt in range(8):
+                try:
+                    os.makedirs(self._dir)
+                    break
+                except FileNotFoundError:
+                    if attempt == 7:
+                        raise
             for i in range(256):
                 os.mkdir(f"{self._dir}/{i:02x}")
             # Every syncfs of this batch goes through this descriptor, opened before anything is

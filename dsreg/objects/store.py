@@ -150,8 +150,16 @@ class ObjectStore:
 
     def _mktemp(self) -> Path:
         try:
-            self.tmp.mkdir(parents=True, exist_ok=True)
-            fd, name = tempfile.mkstemp(dir=self.tmp, prefix="obj-")
+            # tmp/ may be removed between the mkdir and the mkstemp by a push ending on the
+            # same remote (it removes an empty tmp/): make it again and retry.
+            for attempt in range(8):
+                try:
+                    self.tmp.mkdir(parents=True, exist_ok=True)
+                    fd, name = tempfile.mkstemp(dir=self.tmp, prefix="obj-")
+                    break
+                except FileNotFoundError:
+                    if attempt == 7:
+                        raise
         except OSError as e:
             raise StorageError(f"cannot write to {self.tmp}: {e.strerror}") from e
         os.close(fd)
