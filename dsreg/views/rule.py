@@ -136,31 +136,41 @@ def label_lists(
     label = np.asarray(label, dtype=np.int32)
     index = np.asarray(index, dtype=np.int64)
     m = len(label)
-    other = np.full(m, -1, np.int32) if second is None else np.asarray(second, dtype=np.int32)
-    if sets is not None and len(sets):
+    has = index >= 0
+    listed = np.flatnonzero(has)
+    if len(listed) and (sets is None or not len(sets)):
+        raise ValueError("label_lists: an index into no lists")
+    lengths = np.ones(m, dtype=np.int64)
+    flat, offs = np.empty(0, np.int32), np.zeros(1, np.int64)
+    if len(listed) and sets is not None:
         # The raw values and offsets (a null list's slot is never indexed).
         offs = as_numpy(sets.offsets).astype(np.int64)
         flat = as_numpy(sets.values.slice(offs[0], offs[-1] - offs[0])).astype(np.int32)
         offs = offs - offs[0]
-    else:
-        flat, offs = np.empty(0, np.int32), np.zeros(1, np.int64)
-    has = index >= 0
-    at = np.where(has, index, 0)
-    # Rows without a list read from a pair appended after the lists' values: (low, high),
-    # one of them when there is no second label or it equals the first.
-    pair = ~has & (other >= 0)
-    low = np.where(pair, np.minimum(label, other), label)
-    high = np.where(pair, np.maximum(label, other), label)
-    own = np.stack([low, high], axis=1).reshape(-1)
-    start = np.where(has, offs[at] if len(offs) > 1 else 0, len(flat) + 2 * np.arange(m))
-    lengths = np.where(
-        has, (offs[at + 1] - offs[at]) if len(offs) > 1 else 0, 1 + (pair & (low != high))
-    )
+        lengths[listed] = offs[index[listed] + 1] - offs[index[listed]]
+    # No second label: ``other`` is the label itself, and no row is a pair.
+    other = label if second is None else np.asarray(second, dtype=np.int32)
+    paired = np.flatnonzero(~has & (other >= 0) & (other != label))
+    lengths[paired] = 2
     out_offs = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(lengths, out=out_offs[1:])
-    total = int(out_offs[-1])
-    within = np.arange(total, dtype=np.int64) - np.repeat(out_offs[:-1], lengths)
-    values = np.concatenate([flat, own])[np.repeat(start, lengths) + within]
+    first = out_offs[:-1]
+    values = np.empty(int(out_offs[-1]), dtype=np.int32)
+    # Rows without a list: their label first (the lower of a pair), a pair's higher second.
+    alone = np.flatnonzero(~has)
+    values[first[alone]] = label[alone]
+    if len(paired):
+        lo = np.minimum(label[paired], other[paired])
+        hi = np.maximum(label[paired], other[paired])
+        values[first[paired]] = lo
+        values[first[paired] + 1] = hi
+    if len(listed):
+        lens = lengths[listed]
+        within = np.arange(int(lens.sum()), dtype=np.int64) - np.repeat(
+            np.cumsum(lens) - lens, lens
+        )
+        src = np.repeat(offs[index[listed]], lens) + within
+        values[np.repeat(first[listed], lens) + within] = flat[src]
     return pa.ListArray.from_arrays(_int32(out_offs), _int32(values))
 
 
