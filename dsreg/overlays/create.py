@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,19 +61,20 @@ def votes_overlay(
     command: str = "",
 ) -> CreatedOverlay:
     """A ``validated`` overlay of ``spec``'s snapshot from a votes file."""
-    from dsreg.overlays.votes import csv_votes, import_votes
+    from dsreg.overlays.votes import import_votes
+    from dsreg.overlays.votes_csv import csv_votes
 
     ds = Dataset(reg, reg.resolve(spec))
     result = None
     usable = isinstance(threshold, int) and not isinstance(threshold, bool) and threshold >= 1
     if format == "csv" and usable:
-        # Column by column, the snapshot streamed past the votes a row group at a time (#15):
-        # 50 million ids are never decoded at once. Any refusal goes the long way, for its
-        # messages.
+        # Read a block at a time and matched by a DuckDB hash join against the verified examples
+        # table (#15): 50 million ids are never decoded into Python at once. Any refusal goes
+        # the long way, for its messages.
         result = csv_votes(
             path,
             threshold=threshold,
-            batches=lambda: _examples_batches(reg, ds.snapshot),
+            examples=lambda: _examples_file(reg, ds.snapshot),
             classes=ds.classes,
         )
     if result is None:
@@ -113,21 +114,17 @@ def votes_overlay(
     )
 
 
-def _examples_batches(reg: Registry, snap: Snapshot) -> Iterator[pa.RecordBatch]:
-    """A snapshot's ``example_id`` and ``label`` a row group at a time, from its verified
-    bytes (the compressed object is held, never the decoded columns of every row)."""
+def _examples_file(reg: Registry, snap: Snapshot) -> Path:
+    """The path of a snapshot's examples table, its bytes re-hashed first, for DuckDB to read."""
     import pyarrow.parquet as pq
 
-    data = reg.store.read_bytes(snap.examples)
-    pf = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False)
-    if pf.metadata.num_rows != snap.rows:
+    path = reg.store.verified_path(snap.examples)
+    rows = pq.ParquetFile(path).metadata.num_rows
+    if rows != snap.rows:
         raise ManifestError(
-            f"examples table {short(snap.examples)} has {pf.metadata.num_rows} rows; its "
-            f"snapshot says {snap.rows}"
+            f"examples table {short(snap.examples)} has {rows} rows; its snapshot says {snap.rows}"
         )
-    yield from pf.iter_batches(
-        batch_size=1 << 18, columns=["example_id", "label"], use_threads=False
-    )
+    return path
 
 
 def labels_overlay(

@@ -1,53 +1,119 @@
-"""Votes CSV read column by column (#15): 5 million votes without a Python object per record.
+"""Votes CSV in, corrections out: the column-by-column import (#15) and the record-by-record
+parser whose messages name the lines at fault.
 
-``fast_csv`` reads the file with Arrow, checks every rule of ``votes._parse_csv`` and
-``votes._locate`` / ``_check_labels`` on whole columns, matches ids to rows with the shared
-join (``overlays.match.match_ids``) and builds the corrections table the record-by-record path
-builds, value for value (so the overlay digest is the same). The snapshot comes in batches
-(``overlays.create.votes_overlay`` streams them from the examples table: 50 million ids are
-never decoded at once). It answers only for files that
-pass every check: on the first thing it does not accept it returns None, and the caller runs the
-record-by-record path, whose messages name the lines at fault.
+``csv_votes`` reads the file with Arrow a block at a time (``pyarrow.csv.open_csv``), checks every
+rule of ``parse_csv`` and of the matching in ``votes`` on each block's columns, and
+keeps only what the corrections need (the ids, and the labels and counts as int32), never the
+file's seven string columns whole. Ids are matched to rows by a DuckDB hash join of the votes'
+ids against the snapshot's examples table, read by DuckDB's own Parquet reader (row groups on
+every thread, spilling under a memory cap): 50 million ids are never decoded into Python or
+Arrow at once. It builds the corrections table the record-by-record path builds, value for
+value (so the overlay digest is the same). It answers only for files that pass every check: on
+the first thing it does not accept it returns None, and the caller runs the record-by-record
+path (``import_votes``), whose messages name the lines at fault.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import csv
+import io
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from dsreg.errors import VotesError
 from dsreg.model.corrections import CORRECTIONS_SCHEMA, COUNT_FIELDS, VOTES_TYPE
 from dsreg.model.tables import as_numpy, from_numpy
-from dsreg.overlays.match import match_ids
+from dsreg.overlays.votes_base import (
+    DIGITS,
+    INT32_MAX,
+    Record,
+    VoteImport,
+    VoteSnapshot,
+    refuse_unknown_labels,
+)
 
-__all__ = ["fast_csv"]
+__all__ = ["csv_votes", "parse_csv"]
 
-_COLUMNS = ("example_id", "given_label", "suggested_label", "given", "guessed", "both", "neither")
-_COUNTS = ("given", "guessed", "both", "neither")
-_INT32_MAX = 2**31 - 1
-_VERDICTS = ("non_error", "correctable", "multi_label", "neither", "non_agreement")
+_CSV_HEADER: Final = "example_id,given_label,suggested_label,given,guessed,both,neither"
+_COLUMNS: Final = tuple(_CSV_HEADER.split(","))
+_COUNTS: Final = ("given", "guessed", "both", "neither")
+_VERDICTS: Final = ("non_error", "correctable", "multi_label", "neither", "non_agreement")
+# The CSV is read in blocks of this many bytes (about 400,000 votes of the usual width).
+_BLOCK: Final = 16 << 20
+# DuckDB's cap for the join: the hash table of 5 million votes' ids fits in it; beyond, it spills
+# to a temporary folder that is removed afterwards. Two threads at most on a shared machine
+# would leave cores idle on a bigger one: up to four.
+_MEMORY_LIMIT: Final = "768MB"
+_THREADS: Final = max(1, min(4, os.cpu_count() or 1))
+
+Examples = Callable[[], "Path | pa.Table"]
 
 
-def fast_csv(
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Block:
+    """What one block of the votes file contributes: the ids and the values as numbers."""
+
+    ids: pa.Array
+    given_label: np.ndarray
+    suggested: np.ndarray
+    has_suggested: np.ndarray
+    counts: dict[str, np.ndarray]
+    present: dict[str, np.ndarray]
+
+
+def csv_votes(
     path: Path,
     *,
     threshold: int,
-    batches: Callable[[], Iterable[pa.Table | pa.RecordBatch]],
+    examples: Examples,
     classes: tuple[str, ...],
-) -> tuple[pa.Table, dict[str, int], int | None] | None:
-    """The corrections table, the verdict counts and the raters per record of a votes CSV, or
-    None when the file needs the record-by-record path (anything unusual, every refusal).
-    ``batches()`` yields the snapshot's ``example_id`` and ``label`` columns in row order, a
-    batch at a time (read only once the votes themselves pass)."""
+) -> VoteImport | None:
+    """A votes CSV imported column by column, or None when the file needs ``import_votes``'s
+    record-by-record path (anything unusual, every refusal: its messages name the lines).
+
+    ``examples()`` gives the snapshot's ``example_id`` and ``label`` columns in row order: the
+    path of a verified Parquet file, or an Arrow table; it is called only once the votes
+    themselves pass."""
+    fast = _read(path, classes)
+    if fast is None:
+        return None
+    rows, labels = _join(fast.ids, examples())
+    if rows is None or labels is None or (labels != fast.given_label).any():
+        return None
+    order = np.argsort(rows, kind="stable")
+    by_row = rows[order]
+    if (by_row[1:] == by_row[:-1]).any():
+        return None  # an example voted twice
+    table, per_verdict, raters = _corrections(fast, rows, order, threshold)
+    return VoteImport(
+        table=table,
+        summary={
+            "checked": table.num_rows,
+            "errors": table.num_rows - per_verdict["non_error"],
+            **per_verdict,
+        },
+        params={"format": "csv", "threshold": threshold, "raters": raters},
+        inputs={},
+    )
+
+
+def _read(path: Path, classes: tuple[str, ...]) -> _Block | None:
+    """Every block of the file checked and reduced to numbers, joined; None for anything the
+    record-by-record path must judge."""
     try:
-        table = pacsv.read_csv(
+        reader = pacsv.open_csv(
             path,
-            read_options=pacsv.ReadOptions(encoding="utf8"),
+            read_options=pacsv.ReadOptions(encoding="utf8", block_size=_BLOCK),
             convert_options=pacsv.ConvertOptions(
                 column_types=dict.fromkeys(_COLUMNS, pa.string()),
                 strings_can_be_null=False,
@@ -56,14 +122,39 @@ def fast_csv(
         )
     except (pa.ArrowException, OSError, UnicodeDecodeError):
         return None
-    names = table.column_names
+    names = reader.schema.names
     if names and names[0].startswith("\ufeff"):
         return None
-    if sorted(names) != sorted(_COLUMNS) or not len(table):
+    if sorted(names) != sorted(_COLUMNS):
         return None
+    blocks: list[_Block] = []
+    try:
+        for batch in reader:
+            if not batch.num_rows:
+                continue
+            block = _block(batch, classes)
+            if block is None:
+                return None
+            blocks.append(block)
+    except (pa.ArrowException, OSError, UnicodeDecodeError):
+        return None
+    if not blocks:
+        return None
+    return _Block(
+        ids=pa.concat_arrays([b.ids for b in blocks]),
+        given_label=np.concatenate([b.given_label for b in blocks]),
+        suggested=np.concatenate([b.suggested for b in blocks]),
+        has_suggested=np.concatenate([b.has_suggested for b in blocks]),
+        counts={k: np.concatenate([b.counts[k] for b in blocks]) for k in _COUNTS},
+        present={k: np.concatenate([b.present[k] for b in blocks]) for k in _COUNTS},
+    )
+
+
+def _block(batch: pa.RecordBatch, classes: tuple[str, ...]) -> _Block | None:
+    """One block's columns checked by every rule of ``parse_csv``; None on the first doubt."""
     cols: dict[str, pa.Array] = {}
     for name in _COLUMNS:
-        col = table.column(name).combine_chunks()
+        col = batch.column(name)
         if col.null_count or not pc.all(pc.equal(pc.utf8_trim_whitespace(col), col)).as_py():
             return None  # cells with spaces around them: the other path strips them
         cols[name] = col
@@ -88,21 +179,73 @@ def fast_csv(
         return None
     if (~has_sug_np & (counts["guessed"] > 0)).any() or (has_sug_np & ~present["guessed"]).any():
         return None
-    found = match_ids(batches(), cols["example_id"])
-    rows = found.rows
-    if found.twice or (rows < 0).any() or len(np.unique(rows)) != len(rows):
-        return None
-    if (found.labels != given_label).any():
-        return None
+    return _Block(
+        ids=cols["example_id"],
+        given_label=given_label.astype(np.int32),
+        suggested=sug.astype(np.int32),
+        has_suggested=has_sug_np,
+        counts={k: v.astype(np.int32) for k, v in counts.items()},
+        present=present,
+    )
 
+
+def _join(ids: pa.Array, examples: Path | pa.Table) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The snapshot row and label of each voted id, by a DuckDB hash join built on the votes
+    and probed by the snapshot's rows; (None, None) unless every id names exactly one row."""
+    import duckdb
+
+    spill = tempfile.mkdtemp(prefix="dsreg-votes-")
+    con = duckdb.connect()
+    try:
+        con.execute("SET enable_progress_bar = false")
+        con.execute(f"SET memory_limit = '{_MEMORY_LIMIT}'")
+        con.execute(f"SET threads = {_THREADS}")
+        con.execute("SET preserve_insertion_order = false")
+        con.execute("SET temp_directory = ?", [spill])
+        votes = pa.table({"i": pa.array(np.arange(len(ids), dtype=np.int64)), "example_id": ids})
+        con.register("__dsreg_votes", votes)
+        if isinstance(examples, pa.Table):
+            rows = pa.array(np.arange(examples.num_rows, dtype=np.int64))
+            con.register("__dsreg_examples", examples.append_column("row", rows))
+            source = "SELECT example_id, label, row FROM __dsreg_examples"
+            params: list[Any] = []
+        else:
+            source = (
+                "SELECT example_id, label, file_row_number AS row "
+                "FROM read_parquet(?, file_row_number = true)"
+            )
+            params = [str(examples)]
+        got = con.execute(
+            f"SELECT v.i, e.row, e.label FROM __dsreg_votes AS v JOIN ({source}) AS e "
+            "ON e.example_id = v.example_id",
+            params,
+        ).fetchnumpy()
+    finally:
+        con.close()
+        shutil.rmtree(spill, ignore_errors=True)
+    at = np.asarray(got["i"], dtype=np.int64)
+    if len(at) != len(ids) or (np.bincount(at, minlength=len(ids)) != 1).any():
+        return None, None  # an unknown id, or a snapshot id at two rows: the messages say which
+    rows = np.empty(len(ids), dtype=np.int64)
+    labels = np.empty(len(ids), dtype=np.int64)
+    rows[at] = np.asarray(got["row"], dtype=np.int64)
+    labels[at] = np.asarray(got["label"], dtype=np.int64)
+    return rows, labels
+
+
+def _corrections(
+    fast: _Block, rows: np.ndarray, order: np.ndarray, threshold: int
+) -> tuple[pa.Table, dict[str, int], int | None]:
+    """The corrections table sorted by row (``order`` sorts ``rows``), the count of each
+    verdict, the raters per record."""
     t = threshold
-    g, q, b, n = (counts[k] for k in _COUNTS)
+    g, q, b, n = (fast.counts[k].astype(np.int64) for k in _COUNTS)
     verdict_code = np.select([g >= t, q >= t, b >= t, n >= t], [0, 1, 2, 3], default=4)
-    order = np.argsort(rows, kind="stable")
     fields = []
     for name in COUNT_FIELDS:
-        if name in counts:
-            fields.append(from_numpy(counts[name][order], pa.int32(), valid=present[name][order]))
+        if name in fast.counts:
+            values, valid = fast.counts[name][order], fast.present[name][order]
+            fields.append(from_numpy(values, pa.int32(), valid=valid))
         else:
             fields.append(pa.nulls(len(rows), pa.int32()))
     votes = pa.StructArray.from_arrays(fields, fields=list(VOTES_TYPE))
@@ -110,9 +253,9 @@ def fast_csv(
     out = pa.Table.from_arrays(
         [
             from_numpy(rows[order], pa.int64()),
-            pc.take(cols["example_id"], from_numpy(order, pa.int64())),
-            from_numpy(given_label[order], pa.int32()),
-            from_numpy(sug[order], pa.int32(), valid=has_sug_np[order]),
+            pc.take(fast.ids, from_numpy(order, pa.int64())),
+            from_numpy(fast.given_label[order], pa.int32()),
+            from_numpy(fast.suggested[order], pa.int32(), valid=fast.has_suggested[order]),
             pc.take(pa.array(_VERDICTS, pa.string()), from_numpy(verdict_code[order], pa.int64())),
             pa.nulls(m, pa.float64()),
             votes,
@@ -121,8 +264,9 @@ def fast_csv(
     )
     per = np.bincount(verdict_code, minlength=5)
     summary = {v: int(c) for v, c in zip(_VERDICTS, per, strict=True)}
-    totals = np.unique(sum((counts[k] for k in _COUNTS), np.zeros(m, dtype=np.int64)))
-    raters = int(totals[0]) if len(totals) == 1 and totals[0] != 0 else None
+    totals = g + q + b + n  # np.unique of 5 million totals: seconds (numpy hashes them)
+    same = len(totals) > 0 and totals.min() == totals.max() != 0
+    raters = int(totals[0]) if same else None
     return out, summary, raters
 
 
@@ -153,6 +297,89 @@ def _count(cells: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
     values = as_numpy(
         pc.cast(pc.if_else(from_numpy(present, pa.bool_()), cells, pa.scalar("0")), pa.int64())
     )
-    if (values > _INT32_MAX).any():
+    if (values > INT32_MAX).any():
         return None
     return values, present
+
+
+def parse_csv(path: Path, text: str, snapshot: VoteSnapshot) -> list[Record]:
+    """The records of a votes CSV, one per line; refuses the first malformed line by number
+    and every unknown label at once."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = [name.strip() for name in next(reader)]
+        lines = [(reader.line_num, line) for line in reader if any(cell.strip() for cell in line)]
+    except csv.Error as exc:
+        raise VotesError(f"{path} is not valid CSV: {exc} (line {reader.line_num})") from exc
+    if sorted(header) != sorted(_COLUMNS):
+        missing = [name for name in _COLUMNS if name not in header]
+        extra = [name for name in header if name not in _COLUMNS]
+        raise VotesError(
+            f"{path}: the CSV header must be {_CSV_HEADER}; missing {missing}, unexpected {extra}"
+        )
+    records: list[Record] = []
+    unknown_labels: list[str] = []
+    for line_num, line in lines:
+        where = f"{path}: line {line_num}"
+        if len(line) != len(header):
+            raise VotesError(f"{where} has {len(line)} fields; the header has {len(header)}")
+        cells = {name: cell.strip() for name, cell in zip(header, line, strict=True)}
+        example_id = cells["example_id"]
+        if not example_id:
+            raise VotesError(f"{where} has no example_id")
+        ref = f"line {line_num} ({example_id!r})"
+
+        given = _csv_label(snapshot, cells["given_label"])
+        if isinstance(given, str):
+            unknown_labels.append(f"{ref}: given label {given}")
+        guessed: int | str | None = None
+        if cells["suggested_label"]:
+            guessed = _csv_label(snapshot, cells["suggested_label"])
+            if isinstance(guessed, str):
+                unknown_labels.append(f"{ref}: suggested label {guessed}")
+
+        counts: dict[str, int | None] = dict.fromkeys(COUNT_FIELDS)
+        for name in ("given", "guessed", "both", "neither"):
+            cell = cells[name]
+            if not cell:
+                continue
+            if not DIGITS.fullmatch(cell) or int(cell) > INT32_MAX:
+                raise VotesError(f"{where}: {name} must be a whole number >= 0; got {cell!r}")
+            counts[name] = int(cell)
+        if counts["given"] is None:
+            raise VotesError(f"{where} has no 'given' count")
+        if not cells["suggested_label"] and counts["guessed"]:
+            raise VotesError(
+                f"{where} counts {counts['guessed']} votes for the suggested label but names "
+                "none; fill suggested_label or leave guessed empty"
+            )
+        if cells["suggested_label"] and counts["guessed"] is None:
+            raise VotesError(f"{where} names a suggested label but has no 'guessed' count")
+        records.append(
+            Record(
+                ref=ref,
+                keys=(example_id,),
+                row_id=None,
+                given=given if isinstance(given, int) else -1,
+                guessed=guessed if isinstance(guessed, int) else None,
+                counts=counts,
+            )
+        )
+    refuse_unknown_labels(path, unknown_labels, snapshot)
+    return records
+
+
+def _csv_label(snapshot: VoteSnapshot, cell: str) -> int | str:
+    """A class index, or why the cell is not one.
+
+    A CSV cell has no type, so ``"3"`` may be a class name or an index; when both readings
+    exist they must agree, else the cell is ambiguous (classes ``["1", "0"]``).
+    """
+    by_name = snapshot.class_index(cell)
+    by_index = int(cell) if DIGITS.fullmatch(cell) else None
+    if by_index is not None and by_index >= len(snapshot.classes):
+        by_index = None
+    if by_name is not None and by_index is not None and by_name != by_index:
+        return f"{cell!r} (class {by_name} by name, class {by_index} by index: ambiguous)"
+    found = by_name if by_name is not None else by_index
+    return found if found is not None else repr(cell)

@@ -43,7 +43,7 @@ def _both(path: Path, threshold: int) -> tuple[Any, Any]:
 
     fast = run()
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(votes_csv, "fast_csv", lambda *a, **k: None)
+        m.setattr(votes_csv, "csv_votes", lambda *a, **k: None)
         slow = run()
     return fast, slow
 
@@ -103,15 +103,14 @@ def test_the_columnar_path_answers_a_clean_file(tmp_path: Path) -> None:
         f"{IDS[1]},{CLASSES[LABELS[1]]},eel,1,3,1,0\n",
         encoding="utf-8",
     )
-    got = votes_csv.fast_csv(
+    got = votes_csv.csv_votes(
         path,
         threshold=3,
-        batches=lambda: [pa.table({"example_id": IDS[:20], "label": LABELS[:20]}),
-                         pa.table({"example_id": IDS[20:], "label": LABELS[20:]})],
+        examples=lambda: pa.table({"example_id": IDS, "label": LABELS}),
         classes=CLASSES,
-    )  # fmt: skip
+    )
     assert got is not None
-    table, summary, raters = got
+    table, summary, raters = got.table, got.summary, got.params["raters"]
     assert table.column("row").to_pylist() == [1, 3]
     assert table.column("verdict").to_pylist() == ["correctable", "non_error"]
     assert summary["correctable"] == summary["non_error"] == 1 and raters == 5
@@ -145,7 +144,7 @@ def test_import_votes_streamed_gives_the_record_readers_overlay(
         encoding="utf-8",
     )
     fast = dsreg.import_votes("v@o", path, format="csv", registry=reg)
-    monkeypatch.setattr(votes_csv, "fast_csv", lambda *a, **k: None)
+    monkeypatch.setattr(votes_csv, "csv_votes", lambda *a, **k: None)
     reg2 = dsreg.init(registry=tmp_path / "reg2")
     dsreg.add("v", labels=tmp_path / "l.npy", ids=tmp_path / "ids.txt", classes=list(CLASSES),
               tag="o", registry=reg2)  # fmt: skip
