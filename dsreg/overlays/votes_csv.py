@@ -20,7 +20,9 @@ import io
 import os
 import shutil
 import tempfile
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -127,26 +129,32 @@ def _read(path: Path, classes: tuple[str, ...]) -> _Block | None:
         return None
     if sorted(names) != sorted(_COLUMNS):
         return None
-    blocks: list[_Block] = []
-    try:
-        for batch in reader:
-            if not batch.num_rows:
-                continue
-            block = _block(batch, classes)
-            if block is None:
-                return None
-            blocks.append(block)
-    except (pa.ArrowException, OSError, UnicodeDecodeError):
+    blocks: list[_Block | None] = []
+    # Each block is checked on a second thread while the reader parses the next (Arrow's
+    # kernels release the GIL); a few blocks in flight at most.
+    with ThreadPoolExecutor(2) as pool:
+        ahead: deque[Future[_Block | None]] = deque()
+        try:
+            for batch in reader:
+                if batch.num_rows:
+                    ahead.append(pool.submit(_block, batch, classes))
+                while len(ahead) > 2:
+                    blocks.append(ahead.popleft().result())
+            blocks.extend(f.result() for f in ahead)
+        except (pa.ArrowException, OSError, UnicodeDecodeError):
+            return None
+    if any(b is None for b in blocks):
         return None
-    if not blocks:
+    done = [b for b in blocks if b is not None]
+    if not done:
         return None
     return _Block(
-        ids=pa.concat_arrays([b.ids for b in blocks]),
-        given_label=np.concatenate([b.given_label for b in blocks]),
-        suggested=np.concatenate([b.suggested for b in blocks]),
-        has_suggested=np.concatenate([b.has_suggested for b in blocks]),
-        counts={k: np.concatenate([b.counts[k] for b in blocks]) for k in _COUNTS},
-        present={k: np.concatenate([b.present[k] for b in blocks]) for k in _COUNTS},
+        ids=pa.concat_arrays([b.ids for b in done]),
+        given_label=np.concatenate([b.given_label for b in done]),
+        suggested=np.concatenate([b.suggested for b in done]),
+        has_suggested=np.concatenate([b.has_suggested for b in done]),
+        counts={k: np.concatenate([b.counts[k] for b in done]) for k in _COUNTS},
+        present={k: np.concatenate([b.present[k] for b in done]) for k in _COUNTS},
     )
 
 

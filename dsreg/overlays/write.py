@@ -9,6 +9,7 @@ null when none), ``votes`` (struct of counts; null for detected overlays).
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,7 +139,7 @@ def _check_label_lists(table: pa.Table, k: int) -> None:
 def _at_rows(reg: Registry, snap: Snapshot, rows: np.ndarray) -> tuple[pa.Array, np.ndarray]:
     """The example ids and labels at ``rows`` (sorted, inside the snapshot), read a row group at
     a time from the verified examples table: a check of 5 million corrections against 50
-    million rows holds one row group, not the snapshot's ids (#15)."""
+    million rows holds two row groups at a time, not the snapshot's ids (#15)."""
     import pyarrow.parquet as pq
 
     data = reg.store.read_bytes(snap.examples)
@@ -149,18 +150,30 @@ def _at_rows(reg: Registry, snap: Snapshot, rows: np.ndarray) -> tuple[pa.Array,
             raise ManifestError(
                 f"{what} has {pf.metadata.num_rows} rows; its snapshot says {snap.rows}"
             )
-        ids: list[pa.Array] = []
-        labels: list[np.ndarray] = []
+        spans = []
         start = 0
         for g in range(pf.num_row_groups):
             m = pf.metadata.row_group(g).num_rows
             lo, hi = np.searchsorted(rows, [start, start + m])
             if hi > lo:
-                t = pf.read_row_group(g, columns=["example_id", "label"], use_threads=False)
-                local = from_numpy(rows[lo:hi] - start, pa.int64())
-                ids.append(t.column(0).take(local).combine_chunks().cast(pa.string()))
-                labels.append(as_numpy(t.column(1).take(local)).astype(np.int64))
+                spans.append((g, start, int(lo), int(hi)))
             start += m
+
+        def gather(span: tuple[int, int, int, int]) -> tuple[pa.Array, np.ndarray]:
+            g, start, lo, hi = span
+            # A reader per call: one ParquetFile is not read from two threads at once.
+            own = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False)
+            t = own.read_row_group(g, columns=["example_id", "label"], use_threads=False)
+            local = from_numpy(rows[lo:hi] - start, pa.int64())
+            got = t.column(0).take(local).combine_chunks().cast(pa.string())
+            return got, as_numpy(t.column(1).take(local)).astype(np.int64)
+
+        # Two row groups decoded at once (Arrow releases the GIL): at 50 million rows the ids
+        # of every group are decoded, 2.6 s on one thread.
+        with ThreadPoolExecutor(2) as pool:
+            parts = list(pool.map(gather, spans))
+        ids = [p[0] for p in parts]
+        labels = [p[1] for p in parts]
     except (pa.ArrowException, OSError) as e:
         raise ManifestError(f"{what} is not readable Parquet: {e}") from e
     if not ids:
