@@ -51,8 +51,8 @@ from dsreg.objects.digest import ALGORITHM, PREFIX, layout
 from dsreg.objects.hashing import Hasher, hash_hex, hash_path
 
 R = TypeVar("R")
-# An object's (inode, size, mtime_ns, ctime_ns) right after this batch wrote it.
-Stat = tuple[int, int, int, int]
+# An object's (inode, size, mtime_ns, ctime_ns, nlink) right after this batch wrote it.
+Stat = tuple[int, int, int, int, int]
 # A staged object: where it is staged, its hex digest, its stat when written (None for one
 # staged outside the shards, whose own rename into place changes its ctime).
 Staged = tuple[str, str, Stat | None]
@@ -283,7 +283,7 @@ class ObjectBatch:
             st = os.fstat(fd)
         finally:
             os.close(fd)
-        return path, hexd, (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        return path, hexd, (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink)
 
     def _stage_stream(
         self, fd: int, src: str, expect: str | None = None

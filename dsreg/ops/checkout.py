@@ -5,11 +5,12 @@ folder, so an unchanged ImageFolder loader reads the view's labels. Table sets w
 come back at their example ids; label-only sets as ``labels.csv``. Switching a folder from one
 revision to another touches only the files that differ. A copy (or reflink) re-hashes every
 object as it reads it; a hard or symbolic link is made without reading an object whose trust
-record matches its stat (``dsreg.repo.trust``: written from bytes the add hashed, or re-hashed
-since, and unchanged through the file system since), and after re-hashing any other one;
+record vouches for its stat (``dsreg.repo.trust``: written from bytes the add hashed, or
+re-hashed since, and unchanged through the file system since but for links made or removed),
+and after re-hashing any other one, once per checkout however many files hold it;
 ``verify=True`` (``--verify``) re-hashes them all. Corrupt bytes found are never served (and a
 corrupt object is marked, so that adding its data again replaces it). A hard link changes the
-object's ctime: the checkout records the stat it has after the link.
+object's ctime and link count: the checkout records the stat it has after the link.
 
 A checkout is two steps: ``dsreg.ops.checkout_plan.plan`` compares the folder with the target
 and refuses before anything in it is touched; ``apply`` (here) executes the plan: verify the
@@ -61,7 +62,7 @@ from dsreg.ops.checkout_plan import (
     read_pin,
 )
 from dsreg.repo.registry import Registry, Resolved
-from dsreg.repo.trust import StatKey, key_of, record, same_file, trusted
+from dsreg.repo.trust import StatKey, key_of, record, same_file, trusted, vouches
 from dsreg.views.dataset import Dataset
 
 __all__ = [
@@ -399,11 +400,21 @@ def _verify_and_place(
     """Re-hash each object (unless a link is made of one whose trust record matches its stat)
     and link or copy it to its name in one pass, in workers; objects the store lacks are
     fetched (verified) from the default remote afterwards, re-hashed, and placed."""
-    todo, link = planned.place, planned.link
+    link = planned.link
     files = os.fspath(reg.store.files)
     root = os.fspath(planned.target)
     clone = Cloner() if link == "reflink" else None
     put = putter(link)
+    # Each object's first file, then the other files of the objects that several files hold
+    # (a dataset's duplicates): those are linked after every first one was re-hashed (or found
+    # trusted) and linked, trusting the stat each had after that, so none is re-hashed twice.
+    firsts: list[tuple[str, str]] = []
+    repeats: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for rel, blob in planned.place:
+        (repeats if blob in seen else firsts).append((rel, blob))
+        seen.add(blob)
+    todo: _Todo = firsts
 
     def one(src: str, blob: str, fd: int, name: str) -> tuple[str | None, StatKey | None]:
         """The digest the object's bytes have (``blob`` when trusted) or None if it is absent,
@@ -415,7 +426,7 @@ def _verify_and_place(
             before = key_of(os.stat(src))
             # The stat is taken before the bytes are hashed: a change while they are read
             # shows in the next stat.
-            got = blob if trust.get(blob) == before else hash_path(src)
+            got = blob if vouches(trust.get(blob), before) else hash_path(src)
         except FileNotFoundError:
             return None, None
         if got != blob:
@@ -451,7 +462,16 @@ def _verify_and_place(
                 raise
         return hi - lo, absent, found + (_after_links(reg, linked) if linked else [])
 
-    deferred = _in_pool(work, len(todo), progress, "checking out", rows)
+    total = len(planned.place)
+    deferred = _in_pool(work, len(todo), _offset(progress, 0, total), "checking out", rows)
+    if repeats and link in _TRUSTING:
+        # What this checkout found good, as each object's stat is now: its stat after its
+        # links, or the stat it was found trusted or re-hashed with (a symbolic link).
+        trust = {**trust, **{b: st for b, (st, _safe) in rows.stats.items() if b not in rows.bad}}
+    if repeats:
+        todo = repeats
+        progress_at = _offset(progress, len(firsts), total)
+        deferred += _in_pool(work, len(todo), progress_at, "checking out", rows)
     if deferred:
         # Fetched just now and re-hashed below; placed (and so linked) after: no record.
         _verify_objects(reg, deferred, progress, {}, _Found())
@@ -487,6 +507,17 @@ def _in_pool(
             done += k
             progress(task, done, n)
     return leftovers
+
+
+def _offset(progress: ProgressHook, done: int, total: int) -> ProgressHook:
+    """``progress`` for a part of a task that starts after ``done`` of its ``total`` items."""
+    if not done and progress is no_progress:
+        return progress
+
+    def at(task: str, k: int, _n: int) -> None:
+        progress(task, done + k, total)
+
+    return at
 
 
 def _object_path(files: str, blob: str) -> str:
@@ -555,7 +586,7 @@ def _hash_objects(
             path = _object_path(files, blob)
             try:
                 before = key_of(os.stat(path))
-                got = blob if trust.get(blob) == before else hash_path(path)
+                got = blob if vouches(trust.get(blob), before) else hash_path(path)
             except FileNotFoundError:
                 absent.append(blob)
                 continue

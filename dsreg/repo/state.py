@@ -7,10 +7,11 @@
   object of such a revision was in the store when the line was written; ``dsreg gc`` (which
   removes objects) and a ``dsreg verify`` that finds a problem forget every line, so a re-add
   after either stores what is missing again.
-- ``objects_v1``: an object's digest -> its ``(inode, size, mtime, ctime)`` when its bytes were
-  last known to hash to the digest (written by the add from bytes it hashed, or re-hashed
-  since), so a checkout links an object whose stat is unchanged without reading it
-  (``dsreg.repo.trust``; docs/concepts.md, "Guarantees").
+- ``objects_v2``: an object's digest -> its ``(inode, size, mtime, ctime, link count)`` when its
+  bytes were last known to hash to the digest (written by the add from bytes it hashed, or
+  re-hashed since), so a checkout links an object whose stat is unchanged (but for a ctime
+  that a link made or removed explains) without reading it (``dsreg.repo.trust``;
+  docs/concepts.md, "Guarantees").
 
 A damaged or missing database only costs speed: every lookup then misses. Each row carries a
 check (a CRC-32 of its other fields, ``_check``), and a row whose check does not match is a miss,
@@ -34,10 +35,10 @@ from dsreg.objects.digest import is_digest
 
 __all__ = ["StatCache", "StatKey"]
 
-# What an object's trust record holds: (inode, size, mtime_ns, ctime_ns).
-StatKey = tuple[int, int, int, int]
-# A trust record's value: the four fields, then a CRC-32 of the digest's 32 bytes and them.
-_OBJ = struct.Struct("<qqqq")
+# What an object's trust record holds: (inode, size, mtime_ns, ctime_ns, nlink).
+StatKey = tuple[int, int, int, int, int]
+# A trust record's value: the five fields, then a CRC-32 of the digest's 32 bytes and them.
+_OBJ = struct.Struct("<qqqqq")
 _OBJ_CRC = struct.Struct("<I")
 _OBJ_LEN = _OBJ.size + _OBJ_CRC.size
 # Digests looked up per query (well under SQLite's limit on bound parameters).
@@ -46,14 +47,15 @@ _IN = 900
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS files_v2 (path TEXT PRIMARY KEY, inode INTEGER, size INTEGER, "
     "mtime_ns INTEGER, ctime_ns INTEGER, digest TEXT, checksum TEXT) WITHOUT ROWID",
-    "CREATE TABLE IF NOT EXISTS objects_v1 (digest BLOB PRIMARY KEY, stat BLOB) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS objects_v2 (digest BLOB PRIMARY KEY, stat BLOB) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS scans_v2 (fingerprint TEXT PRIMARY KEY, revision TEXT, "
     "snapshot TEXT, examples TEXT, checksum TEXT) WITHOUT ROWID",
-    # Tables of earlier releases: dsreg 0.1.0's (no ctime) and rows without a check. Their
-    # entries are not trusted any more.
+    # Tables of earlier releases: dsreg 0.1.0's (no ctime), rows without a check, and trust
+    # records without the link count (objects_v1). Their entries are not trusted any more.
     "DROP TABLE IF EXISTS stat",
     "DROP TABLE IF EXISTS files",
     "DROP TABLE IF EXISTS scans",
+    "DROP TABLE IF EXISTS objects_v1",
 )
 
 
@@ -155,8 +157,8 @@ class StatCache:
     # -- objects' trust records -------------------------------------------------------------
     def object_stats(self, hexes: list[str]) -> dict[str, StatKey]:
         """The trust records of the objects ``hexes`` (64-hex digests): ``{hex: (inode, size,
-        mtime_ns, ctime_ns)}``. A record that fails its check (a CRC-32 of the digest and the
-        fields) is a miss, as is everything when the database is absent or damaged."""
+        mtime_ns, ctime_ns, nlink)}``. A record that fails its check (a CRC-32 of the digest and
+        the fields) is a miss, as is everything when the database is absent or damaged."""
         out: dict[str, StatKey] = {}
         try:
             with self._connect(write=False) as con:
@@ -164,7 +166,7 @@ class StatCache:
                     keys = [bytes.fromhex(h) for h in hexes[lo : lo + _IN]]
                     marks = ",".join("?" * len(keys))
                     for key, value in con.execute(
-                        f"SELECT digest, stat FROM objects_v1 WHERE digest IN ({marks})", keys
+                        f"SELECT digest, stat FROM objects_v2 WHERE digest IN ({marks})", keys
                     ):
                         if not (isinstance(key, bytes) and isinstance(value, bytes)):
                             continue
@@ -173,14 +175,14 @@ class StatCache:
                         fields = value[: _OBJ.size]
                         if _OBJ_CRC.unpack_from(value, _OBJ.size)[0] != zlib.crc32(key + fields):
                             continue
-                        ino, size, mtime, ctime = _OBJ.unpack(fields)
-                        out[key.hex()] = (ino, size, mtime, ctime)
+                        ino, size, mtime, ctime, nlink = _OBJ.unpack(fields)
+                        out[key.hex()] = (ino, size, mtime, ctime, nlink)
         except (sqlite3.Error, ValueError):
             return {}
         return out
 
     def put_object_stats(self, rows: Iterable[tuple[str, StatKey]]) -> None:
-        """Write trust records ``(hex, (inode, size, mtime_ns, ctime_ns))`` in one short
+        """Write trust records ``(hex, (inode, size, mtime_ns, ctime_ns, nlink))`` in one short
         transaction; errors only cost speed (the objects are re-hashed next time)."""
         packed = []
         for hexd, st in rows:
@@ -192,7 +194,7 @@ class StatCache:
         packed.sort()  # inserted in key order: a B-tree fills fastest that way
         with contextlib.suppress(sqlite3.Error), self._connect(write=True) as con:
             con.execute("BEGIN")
-            con.executemany("INSERT OR REPLACE INTO objects_v1 VALUES (?, ?)", packed)
+            con.executemany("INSERT OR REPLACE INTO objects_v2 VALUES (?, ?)", packed)
             con.execute("COMMIT")
 
     def clock_ns(self) -> int | None:

@@ -2,13 +2,21 @@
 
 An object is *vouched for* when dsreg knows its bytes hashed to its digest: the add hashed the
 very bytes it wrote, and every re-hash (a checkout's, ``--verify``'s) finds them again. The
-object's ``(inode, size, mtime, ctime)`` at that moment is its trust record
-(``StatCache.object_stats``); while the object's stat is still exactly that, nothing has written
-to it through the file system since (a write changes the mtime; restoring the mtime with
-``utime`` changes the ctime, which no call can set back; a replacement changes the inode), so
-a hard link, symbolic link or clone of it is made without reading it, as git trusts its index.
-Anything else re-hashes: no record, a record that fails its CRC-32, a stat that differs in any
-field, an object marked corrupt (``ObjectStore.mark_corrupt``), or ``verify=True``.
+object's ``(inode, size, mtime, ctime, link count)`` at that moment is its trust record
+(``StatCache.object_stats``). While the object's stat is still that, nothing has written to it
+through the file system since (a write changes the mtime; restoring the mtime with ``utime``
+changes the ctime, which no call can set back; a replacement changes the inode), so a hard
+link, symbolic link or clone of it is made without reading it, as git trusts its index.
+Making or removing a hard link of the object changes its ctime too, and its link count: a
+stat whose ctime differs from the record's while its link count differs too is trusted
+(``vouches``), the ctime change explained by a link made or removed (a checkout linked it, a
+hard-linked checkout was deleted), as git's ``core.trustctime = false`` explains ctime changes
+away. What that lets through that the strict rule did not: an edit that restores the mtime
+(``touch -r``, ``rsync -t``) *and* coincides with a link-count change; a deliberate
+mtime-restoring edit is the documented limit of any stat check already. Anything else
+re-hashes: no record, a record that fails its CRC-32, a stat whose inode, size or mtime
+differs, or whose ctime differs with the same link count, an object marked corrupt
+(``ObjectStore.mark_corrupt``), or ``verify=True``.
 
 What the stat cannot see is damage below the file system: a bit flipped on the disk, a write
 the device got wrong. No stat field changes then. That is what ``dsreg verify`` (every object
@@ -41,24 +49,31 @@ from dsreg.objects.digest import PREFIX, hex_of, object_relpath
 from dsreg.repo.registry import Registry
 from dsreg.repo.state import StatKey
 
-__all__ = ["StatKey", "key_of", "record", "record_stored", "same_file", "trusted"]
+__all__ = ["StatKey", "key_of", "record", "record_stored", "same_file", "trusted", "vouches"]
 
 
 def key_of(st: os.stat_result) -> StatKey:
     """The fields of a stat a trust record holds."""
-    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink)
+
+
+def vouches(rec: StatKey | None, now: StatKey) -> bool:
+    """Whether trust record ``rec`` lets an object whose stat is ``now`` be linked unread: the
+    same inode, size and mtime, and the same ctime or, if not, another link count (the ctime
+    change explained by a hard link made or removed since)."""
+    return rec is not None and rec[:3] == now[:3] and (rec[3] == now[3] or rec[4] != now[4])
 
 
 def same_file(a: StatKey, b: StatKey) -> bool:
-    """Whether ``b`` is ``a``'s file with no change but its ctime (and link count): what
-    making a hard link (or a clone) of it changes."""
+    """Whether ``b`` is ``a``'s file with no change but its ctime and link count: what making
+    a hard link (or a clone) of it changes."""
     return a[:3] == b[:3]
 
 
 def trusted(reg: Registry, digests: Iterable[str], *, verify: bool = False) -> dict[str, StatKey]:
-    """The trust records of ``digests`` (``{digest: (inode, size, mtime_ns, ctime_ns)}``): an
-    object whose stat equals its record may be linked without being read. Objects marked
-    corrupt have none; with ``verify``, nothing has."""
+    """The trust records of ``digests`` (``{digest: (inode, size, mtime_ns, ctime_ns,
+    nlink)}``): an object whose stat its record ``vouches`` for may be linked unread.
+    Objects marked corrupt have none; with ``verify``, nothing has."""
     if verify:
         return {}
     cut = len(PREFIX)

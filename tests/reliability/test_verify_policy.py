@@ -2,7 +2,8 @@
 first checkout after an add"; docs/concepts.md, "Guarantees": what a checkout re-hashes).
 
 A hard or symbolic link is made without reading an object whose stat is unchanged since its
-bytes were known to hash to its digest; every other way of reading an object's bytes hashes
+bytes were known to hash to its digest (but for a ctime change that a change of its link count
+explains: a hard link made or removed); every other way of reading an object's bytes hashes
 them. A byte flipped through the file system (with its mtime kept by ``os.utime`` or not)
 changes the object's stat, so every command refuses it. Damage below the file system changes
 no stat field: it is simulated here by writing the trust record of the damaged object's new
@@ -14,6 +15,7 @@ not (a plain hard-link checkout: the documented limit).
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -253,23 +255,138 @@ def test_a_damaged_trust_record_means_a_re_hash(
             db.write_bytes(os.urandom(4096))
     else:
         con = sqlite3.connect(db, isolation_level=None)
-        (value,) = con.execute("SELECT stat FROM objects_v1 WHERE digest = ?", (key,)).fetchone()
+        (value,) = con.execute("SELECT stat FROM objects_v2 WHERE digest = ?", (key,)).fetchone()
         new_key, new_value = key, bytearray(value)
         if how == "digest":
             k = bytearray(key)
             k[at % 32] ^= 1 << bit
             new_key = bytes(k)
         elif how == "stat":
-            new_value[at % 32] ^= 1 << bit
+            new_value[at % 40] ^= 1 << bit
         elif how == "check":
-            new_value[32 + at % 4] ^= 1 << bit
+            new_value[40 + at % 4] ^= 1 << bit
         elif how == "short":
-            new_value = new_value[: at % 36]
+            new_value = new_value[: at % 44]
         else:
-            new_value = bytearray(os.urandom(36))
-        con.execute("DELETE FROM objects_v1 WHERE digest = ?", (key,))
-        con.execute("INSERT INTO objects_v1 VALUES (?, ?)", (new_key, bytes(new_value)))
+            new_value = bytearray(os.urandom(44))
+        con.execute("DELETE FROM objects_v2 WHERE digest = ?", (key,))
+        con.execute("INSERT INTO objects_v2 VALUES (?, ?)", (new_key, bytes(new_value)))
         con.close()
     with pytest.raises(CorruptObjectError):
         dsreg.checkout("pets@v1", base / "out", link="hardlink", registry=reg)
     assert served(base / "out") == []
+
+
+def test_a_deleted_hard_link_checkout_costs_no_re_hash(
+    pets: tuple[Registry, str], tmp_path: Path, hashed: list[str]
+) -> None:
+    """Deleting a hard-linked checkout changes every object's ctime and link count, unrecorded;
+    the link count explains the ctime, so the next hard-link checkout links every object
+    unread, and the one after it too."""
+    reg, blob = pets
+    path = reg.store.path(blob)
+    first = tmp_path / "first"
+    dsreg.checkout("pets@v1", first, link="hardlink", registry=reg)
+    linked = os.stat(path)
+    shutil.rmtree(first)
+    now = os.stat(path)
+    assert now.st_ctime_ns != linked.st_ctime_ns and now.st_nlink == linked.st_nlink - 1
+    for name in ("again", "third"):
+        res = dsreg.checkout("pets@v1", tmp_path / name, link="hardlink", registry=reg)
+        assert res.added == 8 and len(served(tmp_path / name)) == 8
+        assert (tmp_path / name / "cat" / "0.bin").read_bytes() == (
+            tmp_path / "tree" / "cat" / "0.bin"
+        ).read_bytes()
+    assert hashed == []
+    shutil.rmtree(tmp_path / "again")
+    dsreg.checkout("pets@v1", tmp_path / "sym", link="symlink", registry=reg)
+    assert hashed == []
+
+
+@pytest.mark.parametrize("keep_mtime", [False, True])
+def test_after_a_deleted_checkout_a_flip_without_a_link_change_is_refused(
+    pets: tuple[Registry, str], tmp_path: Path, hashed: list[str], keep_mtime: bool
+) -> None:
+    """A hard-linked checkout deleted, another made (recording the stats after its links),
+    then a byte flipped with the link count left as recorded: refused, mtime set back or not."""
+    reg, blob = pets
+    dsreg.checkout("pets@v1", tmp_path / "first", link="hardlink", registry=reg)
+    shutil.rmtree(tmp_path / "first")
+    dsreg.checkout("pets@v1", tmp_path / "second", link="hardlink", registry=reg)
+    assert hashed == []
+    flip(reg, blob, keep_mtime=keep_mtime)
+    for link in ("hardlink", "symlink"):
+        with pytest.raises(CorruptObjectError):
+            dsreg.checkout("pets@v1", tmp_path / f"out-{link}", link=link, registry=reg)
+        assert served(tmp_path / f"out-{link}") == []
+
+
+def test_a_flip_that_keeps_the_mtime_across_a_link_change_is_the_documented_limit(
+    pets: tuple[Registry, str], tmp_path: Path
+) -> None:
+    """What trusting a link-count change lets through (docs/concepts.md, "Guarantees"): a byte
+    flipped with its mtime set back *and* a hard link removed since the record is linked by a
+    plain hard-link checkout, as damage below the file system is; with the mtime not set back it
+    is refused; ``--verify``, a copy, ``open`` and ``dsreg verify`` refuse or name it, and once
+    found it is never trusted again."""
+    reg, blob = pets
+    dsreg.checkout("pets@v1", tmp_path / "first", link="hardlink", registry=reg)
+    shutil.rmtree(tmp_path / "first")
+    flip(reg, blob, keep_mtime=False)
+    with pytest.raises(CorruptObjectError):
+        dsreg.checkout("pets@v1", tmp_path / "refused", link="hardlink", registry=reg)
+    # Repaired by adding the data again (it replaces a marked object), linked and removed.
+    dsreg.add("pets", tmp_path / "tree", registry=reg)
+    dsreg.checkout("pets@v1", tmp_path / "second", link="hardlink", registry=reg)
+    shutil.rmtree(tmp_path / "second")
+    flip(reg, blob, keep_mtime=True)
+    dsreg.checkout("pets@v1", tmp_path / "plain", link="hardlink", registry=reg)
+    assert len(served(tmp_path / "plain")) == 8
+    with pytest.raises(CorruptObjectError):
+        dsreg.checkout("pets@v1", tmp_path / "v", link="hardlink", verify=True, registry=reg)
+    with pytest.raises(CorruptObjectError):
+        dsreg.open("pets@v1", registry=reg)[0].read_bytes()
+    with pytest.raises(CorruptObjectError):
+        dsreg.checkout("pets@v1", tmp_path / "after", link="hardlink", registry=reg)
+    assert [p.digest for p in dsreg.verify(registry=reg).problems] == [blob]
+
+
+@pytest.mark.parametrize("link", ["hardlink", "symlink"])
+@pytest.mark.parametrize("recorded", [True, False])
+def test_duplicate_files_are_re_hashed_once(
+    make_registry: Callable[..., Registry],
+    tmp_path: Path,
+    hashed: list[str],
+    link: str,
+    recorded: bool,
+) -> None:
+    """A dataset holding the same bytes in several files: one object, read at most once by a
+    checkout (once when it has no trust record, never when it has), however many files hold
+    it; a flipped byte in it is still refused."""
+    reg = make_registry()
+    tree = make_tree(tmp_path / "tree")
+    same = (tree / "cat" / "0.bin").read_bytes()
+    for c in ("cat", "dog"):
+        for i in range(4, 8):
+            (tree / c / f"{i}.bin").write_bytes(same)
+    dsreg.add("dups", tree, tag="v1", registry=reg)
+    if not recorded:
+        state = reg.root / "state" / "stat.sqlite"
+        con = sqlite3.connect(state, isolation_level=None)
+        con.execute("DELETE FROM objects_v2")
+        con.close()
+    out = tmp_path / "out"
+    res = dsreg.checkout("dups@v1", out, link=link, registry=reg)
+    assert res.files == 16 and len(served(out)) == 16
+    assert all(p.read_bytes() == (tree / p.relative_to(out)).read_bytes() for p in served(out))
+    assert len(hashed) == len(set(hashed)) == (0 if recorded else 8)
+    hashed.clear()
+    dsreg.checkout("dups@v1", tmp_path / "again", link=link, registry=reg)
+    assert hashed == []
+    ds = dsreg.open("dups@v1", registry=reg)
+    blobs = [ds[i].blob for i in range(len(ds))]
+    blob = max(set(blobs), key=blobs.count)  # the object nine files hold
+    assert blob is not None and blobs.count(blob) == 9
+    flip(reg, blob, keep_mtime=True)
+    with pytest.raises(CorruptObjectError):
+        dsreg.checkout("dups@v1", tmp_path / "bad", link=link, registry=reg)
