@@ -150,3 +150,31 @@ def test_import_votes_streamed_gives_the_record_readers_overlay(
               tag="o", registry=reg2)  # fmt: skip
     slow = dsreg.import_votes("v@o", path, format="csv", registry=reg2)
     assert fast.digest == slow.digest and fast.summary == slow.summary
+
+
+def test_the_join_leaves_no_file_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """DuckDB's spill folder is a temporary one, removed after the join; nothing lands in the
+    working directory."""
+    import tempfile
+
+    import dsreg
+
+    reg = dsreg.init(registry=tmp_path / "reg")
+    (tmp_path / "ids.txt").write_text("\n".join(IDS), encoding="utf-8")
+    np.save(tmp_path / "l.npy", LABELS)
+    dsreg.add("v", labels=tmp_path / "l.npy", ids=tmp_path / "ids.txt", classes=list(CLASSES),
+              tag="o", registry=reg)  # fmt: skip
+    path = tmp_path / "votes.csv"
+    path.write_text(
+        "example_id,given_label,suggested_label,given,guessed,both,neither\n"
+        f"{IDS[5]},{LABELS[5]},,5,0,0,0\n",
+        encoding="utf-8",
+    )
+    scratch, cwd = tmp_path / "scratch", tmp_path / "cwd"
+    scratch.mkdir()
+    cwd.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.chdir(cwd)
+    got = dsreg.import_votes("v@o", path, format="csv", registry=reg)
+    assert got.summary["non_error"] == 1
+    assert list(scratch.iterdir()) == [] and list(cwd.iterdir()) == []
