@@ -221,11 +221,25 @@ class ObjectStore:
             ) from None
         except OSError as e:
             raise StorageError(f"cannot read object {short(digest)}: {e.strerror}") from e
+        self.check_bytes(digest, data)
+        return data
+
+    def check_bytes(self, digest: str, data: bytes | memoryview) -> None:
+        """Raise ``CorruptObjectError`` (and mark the object) unless ``data`` hashes to
+        ``digest``: for a caller that read the object's bytes itself (memory-mapped, so that a
+        large table is parsed where it lies rather than copied into a Python object)."""
         got = hash_bytes(data)
         if got != digest:
             self.mark_corrupt(digest)
-            raise _corrupt(digest, path, got)
-        return data
+            raise _corrupt(digest, self.path(digest), got)
+
+    def not_found(self, digest: str) -> ObjectNotFoundError:
+        """The error for an object absent from the store, with the advice."""
+        return ObjectNotFoundError(
+            f"object {short(digest)} is not in this registry ({self.path(digest)}); "
+            "pull it from a remote or add the data again",
+            digest=digest,
+        )
 
     def verified_path(self, digest: str) -> Path:
         """The object's path after re-hashing its bytes."""

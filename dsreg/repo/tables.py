@@ -11,11 +11,12 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dsreg.errors import ManifestError
+from dsreg.errors import ManifestError, StorageError
+from dsreg.model.arrays import string_array
 from dsreg.model.corrections import corrections_version
 from dsreg.model.manifests import VERDICTS, Overlay, Snapshot
 from dsreg.model.names import UNSAFE_PATH, is_safe_component
-from dsreg.model.tables import read_parquet_bytes
+from dsreg.model.tables import read_parquet_mapped
 from dsreg.objects.digest import short
 from dsreg.repo.registry import Registry
 
@@ -36,10 +37,23 @@ def read_examples(
 ) -> pa.Table:
     """A snapshot's examples table, re-hashed before it is parsed, and checked against the
     manifest that names it (``check_examples_against``) before anyone indexes with it."""
-    data = reg.store.read_bytes(snap.examples)
-    table = read_parquet_bytes(data, digest=snap.examples, columns=columns)
+    table = read_parquet_mapped(_mapped(reg, snap.examples), digest=snap.examples, columns=columns)
     check_examples_against(table, snap)
     return table
+
+
+def _mapped(reg: Registry, digest: str) -> pa.Buffer:
+    """The object's bytes, memory-mapped (not copied into a Python object) and re-hashed
+    before anyone parses them: the bytes parsed are the bytes hashed."""
+    try:
+        buf = pa.memory_map(str(reg.store.path(digest))).read_buffer()
+    except FileNotFoundError:
+        raise reg.store.not_found(digest) from None
+    except OSError as e:
+        raise StorageError(f"cannot read object {short(digest)}: {e}") from e
+    with memoryview(buf) as view:
+        reg.store.check_bytes(digest, view)
+    return buf
 
 
 def is_tree(snap: Snapshot) -> bool:
@@ -122,8 +136,7 @@ def read_corrections(reg: Registry, overlay: Overlay, *, base: Snapshot | None =
     """An overlay's corrections table, re-hashed before it is parsed, and checked against its
     base snapshot: rows sorted, unique and inside the snapshot, labels within its classes,
     verdicts known. (Checked against the base's example ids and labels when it is written.)"""
-    data = reg.store.read_bytes(overlay.corrections)
-    table = read_parquet_bytes(data, digest=overlay.corrections)
+    table = read_parquet_mapped(_mapped(reg, overlay.corrections), digest=overlay.corrections)
     what = f"corrections table {short(overlay.corrections)}"
     version = corrections_version(table.schema)
     if version is None:
@@ -162,7 +175,7 @@ def read_corrections(reg: Registry, overlay: Overlay, *, base: Snapshot | None =
                 lo_hi = pc.min_max(col).as_py()
                 if lo_hi["min"] < 0 or lo_hi["max"] >= k:
                     raise ManifestError(f"{what}: labels outside the snapshot's [0, {k})")
-    unknown = pc.invert(pc.is_in(table.column("verdict"), value_set=pa.array(VERDICTS)))
+    unknown = pc.invert(pc.is_in(table.column("verdict"), value_set=string_array(VERDICTS)))
     if pc.any(unknown).as_py():
         raise ManifestError(f"{what} holds verdicts dsreg does not know; known: {VERDICTS}")
     return table

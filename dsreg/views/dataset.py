@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from dsreg.model.arrays import from_numpy, string_array
 from dsreg.model.manifests import Overlay, Snapshot, View
-from dsreg.model.tables import served_metadata
+from dsreg.model.tables import as_numpy, served_metadata
 from dsreg.objects.digest import short
 from dsreg.repo.registry import Registry, Resolved
 from dsreg.repo.tables import read_corrections, read_examples
@@ -115,7 +116,7 @@ class Dataset:
         from dsreg.views.rule import apply_view, merge_overlays
 
         merged = merge_overlays(self.snapshot.rows, self._corrections)
-        labels = self._examples.column("label").to_numpy()
+        labels = as_numpy(self._examples.column("label"))
         return apply_view(self.view, labels, merged)
 
     def view_rows(self) -> ViewRows:
@@ -147,13 +148,19 @@ class Dataset:
         from dsreg.views.rule import review_columns
 
         v = self._view
-        ex = self._examples.take(pa.array(v.rows))
+        ex = self._examples
+        if len(v.rows) != ex.num_rows:
+            # A boolean filter copies runs of rows (cheaper than a gather by position).
+            keep = np.zeros(ex.num_rows, dtype=bool)
+            keep[v.rows] = True
+            ex = ex.filter(from_numpy(keep, pa.bool_()))
+        label = from_numpy(v.label, pa.int32())
         cols: dict[str, Any] = {
-            "row": pa.array(v.rows, pa.int64()),
+            "row": from_numpy(v.rows, pa.int64()),
             "example_id": ex.column("example_id"),
-            "label": pa.array(v.label, pa.int32()),
-            "label_name": pc.take(pa.array(self.classes, pa.string()), pa.array(v.label)),
-            "given_label": pa.array(v.given_label, pa.int32()),
+            "label": label,
+            "label_name": pc.take(string_array(self.classes), label),
+            "given_label": from_numpy(v.given_label, pa.int32()),
             "verdict": v.verdict.cast(pa.string()),
             "blob": ex.column("blob"),
             "size": ex.column("size"),

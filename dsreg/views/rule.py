@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dsreg.model.arrays import from_numpy, string_array
 from dsreg.model.corrections import COUNT_FIELDS
 from dsreg.model.manifests import VERDICTS, View
 from dsreg.model.tables import as_numpy
@@ -89,23 +90,29 @@ class ViewRows:
 
 
 def merge_overlays(n: int, corrections: Sequence[pa.Table]) -> Merged:
-    """Fold corrections tables in order; for a row named by several, the later one wins."""
+    """Fold corrections tables in order; for a row named by several, the later one wins.
+
+    ``set_index`` (8 bytes a row) is allocated only when some overlay holds ``labels`` lists:
+    ``None`` otherwise, which ``apply_view`` reads as "no row has a list"."""
     verdict = np.zeros(n, dtype=np.uint8)
     suggested = np.full(n, -1, dtype=np.int32)
-    set_index = np.full(n, -1, dtype=np.int64)
+    any_lists = any("labels" in t.column_names for t in corrections)
+    set_index = np.full(n, -1, dtype=np.int64) if any_lists else None
     sets: list[pa.Array] = []
     offset = 0
     for table in corrections:
-        rows = table.column("row").to_numpy()
+        rows = as_numpy(table.column("row"))
         # index_in maps verdict strings to codes in C; a name outside VERDICTS comes back null.
         idx = pc.index_in(table.column("verdict"), value_set=_VERDICT_ARRAY)
         if idx.null_count:
             bad = table.column("verdict").filter(pc.is_null(idx))[0].as_py()
             raise ValueError(f"unknown verdict {bad!r}")
-        codes = idx.to_numpy().astype(np.uint8) + 1
-        sug = table.column("suggested_label").fill_null(-1).to_numpy().astype(np.int32)
+        codes = as_numpy(idx).astype(np.uint8) + 1
+        sug = as_numpy(table.column("suggested_label"), fill=-1).astype(np.int32)
         verdict[rows] = codes
         suggested[rows] = sug
+        if set_index is None:
+            continue
         # The later overlay wins the row's list too: one without a list clears it.
         set_index[rows] = -1
         if "labels" in table.column_names:
@@ -126,14 +133,21 @@ def _int32(values: np.ndarray) -> pa.Array:
 
 def label_lists(
     label: np.ndarray,
-    index: np.ndarray,
+    index: np.ndarray | None,
     sets: pa.ListArray | None,
     second: np.ndarray | None = None,
 ) -> pa.ListArray:
     """Per row: ``sets[index]`` where ``index >= 0``; else, where ``second >= 0``, the pair
     ``label``, ``second`` ascending and once each (``[3, 5]``; ``[4]`` when both are 4); else
-    ``[label]``. Vectorised, no per-row Python (the multilabel view's ``labels`` column)."""
+    ``[label]``. Vectorised, no per-row Python (the multilabel view's ``labels`` column).
+    ``index=None``: no row has a list of its own (with no ``second`` either, each row's list is
+    its label alone, built without an index the size of the rows)."""
     label = np.asarray(label, dtype=np.int32)
+    if index is None and second is None:
+        offsets = np.arange(len(label) + 1, dtype=np.int32)
+        return pa.ListArray.from_arrays(_int32(offsets), _int32(label))
+    if index is None:
+        index = np.full(len(label), -1, np.int64)
     index = np.asarray(index, dtype=np.int64)
     m = len(label)
     has = index >= 0
@@ -191,38 +205,73 @@ def apply_view(view: View, labels: np.ndarray, merged: Merged) -> ViewRows:
         keep = v != _NEITHER
     else:  # pragma: no cover - View is a closed Literal, checked by the schema
         raise ValueError(view)
-    rows = np.flatnonzero(keep).astype(np.int64)
-    given = labels[rows].astype(np.int32)
+    # Every row kept (the original view; a corrected view that only relabels): no gathers.
+    every = bool(keep.all())
+    rows = np.arange(len(labels), dtype=np.int64) if every else np.flatnonzero(keep)
+    rows = rows.astype(np.int64, copy=False)
+    given = np.asarray(labels if every else labels[rows]).astype(np.int32, copy=every)
     label = given.copy()
     if view in ("corrected", "honeypot", "multilabel"):
-        r = relabel[rows]
-        label[r] = merged.suggested[rows][r]
-    codes = v[rows].astype(np.int8) - 1
+        r = np.flatnonzero(relabel if every else relabel[rows])
+        label[r] = merged.suggested[rows[r]]
+    codes = np.subtract(v if every else v[rows], 1, dtype=np.int8, casting="unsafe")
     # Dictionary-encoded (as stored): no per-row Python strings, a byte per row.
     verdict = pa.DictionaryArray.from_arrays(_int8(codes, codes >= 0), _VERDICT_ARRAY)
     lists = None
     if view == "multilabel":
-        index = (
-            merged.set_index[rows]
-            if merged.set_index is not None
-            else np.full(len(rows), -1, np.int64)
-        )
+        index = None
+        if merged.set_index is not None:
+            index = merged.set_index if every else merged.set_index[rows]
         # A multi_label row without a list of its own: the given and the suggested label (the
         # raters said both fit; a votes overlay stores the pair as verdict and suggestion).
         # Such a row is never relabelled, so its served label is the given one.
-        pair = (v[rows] == _MULTI_LABEL) & (index < 0)
-        second = np.where(pair, merged.suggested[rows], -1)
+        pair = (v if every else v[rows]) == _MULTI_LABEL
+        if index is not None:
+            pair &= index < 0
+        second = None
+        if pair.any():
+            second = np.where(pair, merged.suggested if every else merged.suggested[rows], -1)
         lists = label_lists(label, index, merged.sets, second)
     return ViewRows(rows=rows, label=label, given_label=given, verdict=verdict, labels=lists)
 
 
-def _nullable(values: np.ndarray, valid: np.ndarray, type_: pa.DataType) -> pa.Array:
-    """A fixed-width array, null where ``valid`` is false, from its buffers (no pandas)."""
-    bitmap = np.packbits(valid, bitorder="little")
-    data = np.ascontiguousarray(values, dtype=type_.to_pandas_dtype())
-    return pa.Array.from_buffers(
-        type_, len(values), [pa.py_buffer(bitmap), pa.py_buffer(data)], null_count=-1
-    )
+def _named(
+    rows: np.ndarray, corrections: Sequence[pa.Table]
+) -> tuple[np.ndarray, list[tuple[int, np.ndarray, np.ndarray]]]:
+    """The served positions some overlay names (sorted) and, per table, the positions it wins
+    (the last table naming a row) with its own row indices there: (positions, [(table,
+    positions, indices)]). Work in the size of the corrections."""
+    n = len(rows)
+    pos_parts: list[np.ndarray] = []
+    src_parts: list[np.ndarray] = []
+    at_parts: list[np.ndarray] = []
+    for t, table in enumerate(corrections):
+        named = as_numpy(table.column("row"))
+        if not len(named) or not n:
+            continue
+        # Both sorted: each named row's place among the served rows, if it is served.
+        pos = np.searchsorted(rows, named)
+        hit = pos < n
+        hit[hit] = rows[pos[hit]] == named[hit]
+        pos_parts.append(pos[hit])
+        src_parts.append(np.full(int(hit.sum()), t, dtype=np.int32))
+        at_parts.append(np.flatnonzero(hit))
+    if not pos_parts:
+        return np.empty(0, np.int64), []
+    if len(pos_parts) == 1:  # one table: its positions are sorted and unique already
+        return pos_parts[0], [(int(src_parts[0][0]) if len(src_parts[0]) else 0, pos_parts[0],
+                               at_parts[0])]  # fmt: skip
+    pos = np.concatenate(pos_parts)
+    src = np.concatenate(src_parts)
+    at = np.concatenate(at_parts)
+    # Stable sort by position: a position's entries stay in table order, the last one wins.
+    order = np.argsort(pos, kind="stable")
+    pos, src, at = pos[order], src[order], at[order]
+    last = np.ones(len(pos), dtype=bool)
+    last[:-1] = pos[1:] != pos[:-1]
+    pos, src, at = pos[last], src[last], at[last]
+    wins = [(t, pos[src == t], at[src == t]) for t in np.unique(src).tolist()]
+    return pos, wins
 
 
 def review_columns(
@@ -230,54 +279,64 @@ def review_columns(
 ) -> dict[str, pa.Array]:
     """What a reviewer needs of the served ``rows`` (sorted snapshot positions): the suggested
     label, its name, the score and the vote counts of the last overlay naming each row, null
-    where no overlay names it (or that overlay holds none). Work in the size of ``rows`` and
-    of the corrections, never of the snapshot."""
+    where no overlay names it (or that overlay holds none). The values are gathered for the
+    named rows only (work in the size of the corrections) and scattered into null columns
+    the length of ``rows``."""
     n = len(rows)
-    # Per served row: which table names it last (-1: none) and at which position.
-    owner = np.full(n, -1, dtype=np.int32)
-    at = np.zeros(n, dtype=np.int64)
-    for t, table in enumerate(corrections):
-        named = table.column("row").to_numpy()
-        if not len(named) or not n:
-            continue
-        # Both sorted: each named row's place among the served rows, if it is served.
-        pos = np.searchsorted(rows, named)
-        hit = pos < n
-        hit[hit] = rows[pos[hit]] == named[hit]
-        owner[pos[hit]] = t
-        at[pos[hit]] = np.flatnonzero(hit)
-    sug = np.zeros(n, dtype=np.int32)
-    sug_ok = np.zeros(n, dtype=bool)
-    score = np.zeros(n, dtype=np.float64)
-    score_ok = np.zeros(n, dtype=bool)
-    votes = {f: np.zeros(n, dtype=np.int32) for f in COUNT_FIELDS}
-    votes_ok = {f: np.zeros(n, dtype=bool) for f in COUNT_FIELDS}
-
-    def gather(col: pa.ChunkedArray | pa.Array, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        picked = col.take(pa.array(idx, pa.int64()))
-        if isinstance(picked, pa.ChunkedArray):
-            picked = picked.combine_chunks()
-        ok = np.asarray(picked.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-        return picked.fill_null(0).to_numpy(zero_copy_only=False), ok
-
-    for t, table in enumerate(corrections):
-        mine = np.flatnonzero(owner == t)
-        if not len(mine):
-            continue
-        idx = at[mine]
-        sug[mine], sug_ok[mine] = gather(table.column("suggested_label"), idx)
-        score[mine], score_ok[mine] = gather(table.column("score"), idx)
-        struct = table.column("votes").take(pa.array(idx, pa.int64())).combine_chunks()
-        for f in COUNT_FIELDS:
-            # A null struct (a detected overlay's row) has null counts.
-            field = pc.if_else(struct.is_valid(), struct.field(f), None)
-            votes[f][mine], votes_ok[f][mine] = gather(field, np.arange(len(mine)))
-    suggested = _nullable(sug, sug_ok, pa.int32())
-    out: dict[str, pa.Array] = {
-        "suggested_label": suggested,
-        "suggested_label_name": _strings(classes).take(suggested),
-        "score": _nullable(score, score_ok, pa.float64()),
+    pos, wins = _named(rows, corrections)
+    fields: dict[str, tuple[pa.DataType, list[np.ndarray], list[np.ndarray]]] = {
+        name: (type_, [], [])
+        for name, type_ in (
+            ("suggested_label", pa.int32()),
+            ("score", pa.float64()),
+            *((f"votes_{f}", pa.int32()) for f in COUNT_FIELDS),
+        )
     }
-    for f in COUNT_FIELDS:
-        out[f"votes_{f}"] = _nullable(votes[f], votes_ok[f], pa.int32())
+
+    def gather(name: str, col: pa.ChunkedArray | pa.Array) -> None:
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+        type_, values, oks = fields[name]
+        values.append(as_numpy(col.cast(type_), fill=0))
+        oks.append(as_numpy(col.is_valid()))
+
+    order: list[np.ndarray] = []
+    for t, where, idx in wins:
+        table = corrections[t]
+        take = from_numpy(idx, pa.int64())
+        order.append(where)
+        gather("suggested_label", table.column("suggested_label").take(take))
+        gather("score", table.column("score").take(take))
+        struct = table.column("votes").take(take).combine_chunks()
+        # flatten: a null struct (a detected overlay's row) has null counts.
+        flat = struct.flatten()
+        for f in COUNT_FIELDS:
+            gather(f"votes_{f}", flat[struct.type.get_field_index(f)])
+    # Back in position order (each table's positions are sorted; the tables interleave).
+    perm = None
+    if len(order) > 1:
+        perm = np.argsort(np.concatenate(order), kind="stable")
+    # One index the length of the rows, null where no overlay names the row, else the row's
+    # place among the named ones; each column is its few values taken through it (Arrow's
+    # pool allocates the output, the rows no overlay names cost a null bit and a zero).
+    bits = np.zeros(n, dtype=bool)
+    bits[pos] = True
+    at = np.zeros(n, dtype=np.int32)
+    at[pos] = np.arange(len(pos), dtype=np.int32)
+    index = pa.Array.from_buffers(
+        pa.int32(),
+        n,
+        [pa.py_buffer(np.packbits(bits, bitorder="little")), pa.py_buffer(at)],
+        null_count=n - len(pos),
+    )
+    del bits, at
+    out: dict[str, pa.Array] = {}
+    for name, (type_, values, oks) in fields.items():
+        v = np.concatenate(values) if values else np.empty(0)
+        ok = np.concatenate(oks) if oks else np.empty(0, bool)
+        if perm is not None:
+            v, ok = v[perm], ok[perm]
+        out[name] = from_numpy(v, type_, valid=ok).take(index) if ok.any() else pa.nulls(n, type_)
+        if name == "suggested_label":
+            out["suggested_label_name"] = string_array(classes).take(out[name])
     return out
