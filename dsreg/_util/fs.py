@@ -67,9 +67,12 @@ def write_atomic(
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
+    except BaseException:
+        # Only a write that did not land leaves a temporary file to remove. After the rename
+        # there is none, and a failing unlink must not turn a written file into an error.
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
+        raise
 
 
 @contextlib.contextmanager
@@ -101,9 +104,10 @@ def replacing(path: str | os.PathLike[str], *, text: bool = False) -> Iterator[I
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
+    except BaseException:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
+        raise
 
 
 def _text(text: bool) -> dict[str, Any]:
