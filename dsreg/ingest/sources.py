@@ -32,6 +32,7 @@ __all__ = [
     "Source",
     "check_example_id",
     "imagefolder_source",
+    "map_label_npy",
     "read_classes",
     "scan_imagefolder",
     "scan_labels",
@@ -226,27 +227,34 @@ def _check_range(arr: np.ndarray, k: int, what: str) -> None:
         )
 
 
+def map_label_npy(path: Path, what: str) -> np.ndarray:
+    """A ``.npy`` file of labels, memory-mapped: a 1-D array of integers, else a clear error.
+    Mapped, so a header claiming more data than the file holds is refused before anything is
+    allocated for it; the caller reads it whole or a slice at a time."""
+    try:
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError, SyntaxError, TokenError) as e:
+        # EOFError: an empty or truncated file ("No data left in file"); SyntaxError and
+        # TokenError: a damaged header (numpy tokenizes a version 1 or 2 header again).
+        why = f"its header is damaged ({e.args[0]})" if isinstance(e, TokenError) else e
+        raise DatasetFormatError(
+            f"cannot read {what} as a .npy array: {why}; save the labels with numpy.save"
+        ) from e
+    if arr.ndim != 1 or arr.dtype.kind not in "iu":
+        raise DatasetFormatError(
+            f"{what} holds a {arr.dtype} array of shape {arr.shape}; "
+            "expected a 1-D array of integer class indices"
+        )
+    return arr
+
+
 def scan_labels(path: Path, *, classes: Sequence[str] | None) -> Source:
     """A label-only set: ``.npy`` (1-D integers), or CSV/Parquet with one column or ``label``."""
     _exists(path, "labels file")
     what = f"labels file {str(path)!r}"
     if path.suffix.lower() == ".npy":
-        try:
-            # Mapped first: a header claiming more data than the file holds is refused before
-            # anything is allocated for it; the labels are then read whole.
-            arr = np.array(np.load(path, mmap_mode="r", allow_pickle=False))
-        except (OSError, ValueError, EOFError, SyntaxError, TokenError) as e:
-            # EOFError: an empty or truncated file ("No data left in file"); SyntaxError and
-            # TokenError: a damaged header (numpy tokenizes a version 1 or 2 header again).
-            why = f"its header is damaged ({e.args[0]})" if isinstance(e, TokenError) else e
-            raise DatasetFormatError(
-                f"cannot read {what} as a .npy array: {why}; save the labels with numpy.save"
-            ) from e
-        if arr.ndim != 1 or arr.dtype.kind not in "iu":
-            raise DatasetFormatError(
-                f"{what} holds a {arr.dtype} array of shape {arr.shape}; "
-                "expected a 1-D array of integer class indices"
-            )
+        # Read whole once mapped and checked.
+        arr = np.array(map_label_npy(path, what))
         col: pa.Array | pa.ChunkedArray = pa.array(arr.astype(np.int64))
         fmt = "npy"
     else:

@@ -27,7 +27,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from dsreg.errors import DatasetFormatError, InputPathError
-from dsreg.ingest.sources import MAX_INFERRED_CLASSES, check_example_id
+from dsreg.ingest.sources import MAX_INFERRED_CLASSES, check_example_id, map_label_npy
 from dsreg.model.names import UNSAFE_PATH
 from dsreg.model.tables import ROW_GROUP, base_schema, check_metadata_names, from_numpy
 
@@ -224,22 +224,8 @@ def labels_stream(
 
 
 def _npy(path: Path, what: str) -> tuple[pa.Schema, Pieces, str]:
-    from tokenize import TokenError
-
-    try:
-        # Mapped: a header claiming more data than the file holds is refused before anything
-        # is allocated for it, and the labels are read a row group at a time.
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError, EOFError, SyntaxError, TokenError) as e:
-        why = f"its header is damaged ({e.args[0]})" if isinstance(e, TokenError) else e
-        raise DatasetFormatError(
-            f"cannot read {what} as a .npy array: {why}; save the labels with numpy.save"
-        ) from e
-    if arr.ndim != 1 or arr.dtype.kind not in "iu":
-        raise DatasetFormatError(
-            f"{what} holds a {arr.dtype} array of shape {arr.shape}; "
-            "expected a 1-D array of integer class indices"
-        )
+    # Mapped: the labels are read a row group at a time.
+    arr = map_label_npy(path, what)
 
     def pieces(columns: list[str] | None) -> Iterator[pa.Table]:
         for lo in range(0, len(arr), ROW_GROUP):
