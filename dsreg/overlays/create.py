@@ -89,28 +89,16 @@ def votes_overlay(
             classes=ds.classes,
         )
         del examples  # write_overlay reads what it checks: not two copies of the ids at once
-    producer = {
-        "name": "dsreg.import-votes",
-        "version": __version__,
-        "params": dict(result.params),
-        "inputs": {"votes": hash_file(path), **result.inputs},
-    }
-    digest = write_overlay(
+    return _store(
         reg,
-        base=ds.snapshot_digest,
+        ds,
         kind="validated",
         table=result.table,
-        producer=producer,
-        summary=dict(result.summary),
+        name="dsreg.import-votes",
+        params=result.params,
+        inputs={"votes": hash_file(path), **result.inputs},
+        summary=result.summary,
         command=command,
-    )
-    return CreatedOverlay(
-        digest=digest,
-        dataset=ds.name,
-        base=ds.snapshot_digest,
-        revision=ds.digest,
-        kind="validated",
-        summary={"rows": result.table.num_rows, **result.summary},
     )
 
 
@@ -156,29 +144,16 @@ def labels_overlay(
         )
     else:
         result = import_csv(path, example_ids=ids, labels=labels, classes=ds.classes)
-    kind = "manual" if format == "csv" else "validated"
-    producer = {
-        "name": "dsreg.import-labels",
-        "version": __version__,
-        "params": dict(result.params),
-        "inputs": {"labels": hash_file(path)},
-    }
-    digest = write_overlay(
+    return _store(
         reg,
-        base=ds.snapshot_digest,
-        kind=kind,  # type: ignore[arg-type]
+        ds,
+        kind="manual" if format == "csv" else "validated",
         table=result.table,
-        producer=producer,
-        summary=dict(result.summary),
+        name="dsreg.import-labels",
+        params=result.params,
+        inputs={"labels": hash_file(path)},
+        summary=result.summary,
         command=command,
-    )
-    return CreatedOverlay(
-        digest=digest,
-        dataset=ds.name,
-        base=ds.snapshot_digest,
-        revision=ds.digest,
-        kind=kind,
-        summary={"rows": result.table.num_rows, **result.summary},
     )
 
 
@@ -215,27 +190,49 @@ def detect_overlay(
         verdict=["suspected"] * len(snap_rows),
         score=np.asarray(det.scores, dtype=np.float64),
     )
-    inputs = {"labels": ds.digest, "pred_probs": source.digest()}
-    producer = {
-        "name": "dsreg.detect",
-        "version": __version__,
-        "params": dict(det.params),
-        "inputs": inputs,
-    }
     per_class = {ds.classes[i]: int(c) for i, c in enumerate(det.issues_per_class) if c}
-    summary = {
-        "noise_rate": float(det.noise_rate),
-        "num_label_issues_estimate": int(det.num_issues_estimate),
-        "issues_per_class": per_class,
-        "renormalized_rows": int(det.renormalized_rows),
-    }
+    return _store(
+        reg,
+        ds,
+        kind="detected",
+        table=table,
+        name="dsreg.detect",
+        params=det.params,
+        inputs={"labels": ds.digest, "pred_probs": source.digest()},
+        summary={
+            "noise_rate": float(det.noise_rate),
+            "num_label_issues_estimate": int(det.num_issues_estimate),
+            "issues_per_class": per_class,
+            "renormalized_rows": int(det.renormalized_rows),
+        },
+        command=command,
+        details=det,
+    )
+
+
+def _store(
+    reg: Registry,
+    ds: Dataset,
+    *,
+    kind: str,
+    table: pa.Table,
+    name: str,
+    params: Mapping[str, Any],
+    inputs: dict[str, Any],
+    summary: Mapping[str, Any],
+    command: str,
+    details: Any = None,
+) -> CreatedOverlay:
+    """Store ``table`` as an overlay of ``ds``'s snapshot made by producer ``name`` (this
+    version of dsreg, with ``params`` and ``inputs``): what every overlay maker ends with."""
+    producer = {"name": name, "version": __version__, "params": dict(params), "inputs": inputs}
     digest = write_overlay(
         reg,
         base=ds.snapshot_digest,
-        kind="detected",
+        kind=kind,  # type: ignore[arg-type]
         table=table,
         producer=producer,
-        summary=summary,
+        summary=dict(summary),
         command=command,
     )
     return CreatedOverlay(
@@ -243,7 +240,7 @@ def detect_overlay(
         dataset=ds.name,
         base=ds.snapshot_digest,
         revision=ds.digest,
-        kind="detected",
-        summary={"rows": len(snap_rows), **summary},
-        details=det,
+        kind=kind,
+        summary={"rows": table.num_rows, **summary},
+        details=details,
     )
