@@ -232,7 +232,7 @@ def map_label_npy(path: Path, what: str) -> np.ndarray:
     Mapped, so a header claiming more data than the file holds is refused before anything is
     allocated for it; the caller reads it whole or a slice at a time."""
     try:
-        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        arr: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError, SyntaxError, TokenError) as e:
         # EOFError: an empty or truncated file ("No data left in file"); SyntaxError and
         # TokenError: a damaged header (numpy tokenizes a version 1 or 2 header again).
