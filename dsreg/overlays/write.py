@@ -29,6 +29,7 @@ from dsreg.model.manifests import VERDICTS, Overlay, OverlayKind, Snapshot
 from dsreg.model.tables import as_numpy, parquet_bytes
 from dsreg.objects.digest import short
 from dsreg.repo.registry import Registry
+from dsreg.repo.tables import examples_parquet
 
 __all__ = [
     "CORRECTIONS_SCHEMA",
@@ -142,14 +143,9 @@ def _at_rows(reg: Registry, snap: Snapshot, rows: np.ndarray) -> tuple[pa.Array,
     million rows holds two row groups at a time, not the snapshot's ids (#15)."""
     import pyarrow.parquet as pq
 
-    data = reg.store.read_bytes(snap.examples)
+    data, pf = examples_parquet(reg, snap)
     what = f"examples table {short(snap.examples)} of {snap.dataset!r}"
     try:
-        pf = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False)
-        if pf.metadata.num_rows != snap.rows:
-            raise ManifestError(
-                f"{what} has {pf.metadata.num_rows} rows; its snapshot says {snap.rows}"
-            )
         spans = []
         start = 0
         for g in range(pf.num_row_groups):

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from dsreg.errors import ManifestError, StorageError
 from dsreg.model.arrays import string_array
@@ -23,6 +24,7 @@ from dsreg.repo.registry import Registry
 __all__ = [
     "check_example_columns",
     "check_examples_against",
+    "examples_parquet",
     "has_payloads",
     "is_tree",
     "read_corrections",
@@ -40,6 +42,24 @@ def read_examples(
     table = read_parquet_mapped(_mapped(reg, snap.examples), digest=snap.examples, columns=columns)
     check_examples_against(table, snap)
     return table
+
+
+def examples_parquet(reg: Registry, snap: Snapshot) -> tuple[pa.Buffer, pq.ParquetFile]:
+    """A snapshot's examples table to read a row group or a batch at a time: its bytes
+    memory-mapped and re-hashed first, and a reader over them whose row count is the
+    manifest's. The caller checks what it reads (``check_example_columns``); the buffer lets
+    it open one reader per thread."""
+    data = _mapped(reg, snap.examples)
+    what = f"examples table {short(snap.examples)} of {snap.dataset!r}"
+    try:
+        pf = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False)
+    except (pa.ArrowException, OSError) as e:
+        raise ManifestError(f"{what} is not readable Parquet: {e}") from e
+    if pf.metadata.num_rows != snap.rows:
+        raise ManifestError(
+            f"{what} has {pf.metadata.num_rows} rows; its snapshot says {snap.rows}"
+        )
+    return data, pf
 
 
 def _mapped(reg: Registry, digest: str) -> pa.Buffer:

@@ -15,14 +15,13 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from dsreg.errors import InvalidInputError, ManifestError
 from dsreg.model.manifests import VERDICTS, Snapshot, View
 from dsreg.model.tables import as_numpy, from_numpy, served_metadata
 from dsreg.objects.digest import short
 from dsreg.repo.registry import Registry
-from dsreg.repo.tables import check_example_columns
+from dsreg.repo.tables import check_example_columns, examples_parquet
 from dsreg.views.rule import Merged, apply_view
 
 __all__ = ["iter_view_batches"]
@@ -46,14 +45,9 @@ def iter_view_batches(
     ]
     sets = _sets(corrections)
     names = pa.array(snap.classes, pa.string())
-    data = reg.store.read_bytes(snap.examples)
+    _data, pf = examples_parquet(reg, snap)
     what = f"examples table {short(snap.examples)} of {snap.dataset!r}"
     try:
-        pf = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False)
-        if pf.metadata.num_rows != snap.rows:
-            raise ManifestError(
-                f"{what} has {pf.metadata.num_rows} rows; its snapshot says {snap.rows}"
-            )
         meta = served_metadata(pf.schema_arrow.names)
         start = 0
         for batch in pf.iter_batches(batch_size=batch_size, use_threads=False):
