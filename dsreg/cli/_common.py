@@ -11,9 +11,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
 
 import typer
+
+if TYPE_CHECKING:
+    from dsreg import OverlayResult
 
 # The library finds the registry (``Registry.find``: --registry, else $DSREG_REGISTRY, else
 # .dsreg here or above, else $DSREG_HOME), in the one place a Python caller's is found too, so
@@ -76,6 +79,19 @@ def say(text: str) -> None:
 def short(digest: str) -> str:
     """A digest as shown: its first 12 hex characters."""
     return digest.partition(":")[2][:12] if ":" in digest else digest[:12]
+
+
+def say_tagged(res: OverlayResult) -> None:
+    """The tag a command that made an overlay set, if any, on stderr."""
+    t = res.tagged
+    if t is not None:
+        say(f"Tagged {t.dataset}@{t.tag} -> {short(t.revision)} [{t.view}]")
+
+
+def overlay_json(res: OverlayResult, **extra: Any) -> dict[str, Any]:
+    """What ``--json`` prints of a command that made an overlay: the overlay, and the
+    revision the tag names (null without one)."""
+    return {**res.to_dict(), "tagged": res.tagged.revision if res.tagged else None, **extra}
 
 
 def table(rows: list[list[str]], headers: list[str]) -> str:

@@ -17,8 +17,10 @@ from dsreg.cli._common import (
     command_line,
     emit_json,
     out,
+    overlay_json,
     progress_bar,
     say,
+    say_tagged,
     short,
     table,
 )
@@ -47,12 +49,6 @@ def _score(value: float | None) -> str:
     """A label-quality score as printed: four significant digits, so that small scores stay
     apart (``4e-05``, never ``0.0000``); empty for none."""
     return "" if value is None else f"{value:.4g}"
-
-
-def _say_tagged(res: dsreg.OverlayResult) -> None:
-    t = res.tagged
-    if t is not None:
-        say(f"Tagged {t.dataset}@{t.tag} -> {short(t.revision)} [{t.view}]")
 
 
 def detect(
@@ -117,11 +113,10 @@ def detect(
             command=command_line(),
             registry=registry_path,
         )
-    _say_tagged(res)
+    say_tagged(res)
     ranked = [i.to_dict() for i in res.top]
     if json:
-        tagged = res.tagged.revision if res.tagged else None
-        emit_json({**res.to_dict(), "tagged": tagged, "top": ranked})
+        emit_json(overlay_json(res, top=ranked))
         return
     s = res.summary
     if s.get("renormalized_rows"):
@@ -184,9 +179,9 @@ def import_votes(
         command=command_line(),
         registry=registry_path,
     )
-    _say_tagged(res)
+    say_tagged(res)
     if json:
-        emit_json({**res.to_dict(), "tagged": res.tagged.revision if res.tagged else None})
+        emit_json(overlay_json(res))
         return
     s = res.summary
     out(f"overlay        {res.digest}")
@@ -229,9 +224,9 @@ def import_labels(
         command=command_line(),
         registry=registry_path,
     )
-    _say_tagged(res)
+    say_tagged(res)
     if json:
-        emit_json({**res.to_dict(), "tagged": res.tagged.revision if res.tagged else None})
+        emit_json(overlay_json(res))
         return
     s = res.summary
     how = {

@@ -10,7 +10,17 @@ from typing import Annotated
 import typer
 
 import dsreg
-from dsreg.cli._common import CONTEXT, JsonOpt, RegistryOpt, command_line, emit_json, out, say
+from dsreg.cli._common import (
+    CONTEXT,
+    JsonOpt,
+    RegistryOpt,
+    command_line,
+    emit_json,
+    out,
+    overlay_json,
+    say,
+    say_tagged,
+)
 from dsreg.errors import InvalidInputError
 
 
@@ -77,11 +87,9 @@ def review(
             command=command_line(),
             registry=registry_path,
         )
-        if res.tagged is not None:
-            t = res.tagged
-            say(f"Tagged {t.dataset}@{t.tag} -> {t.revision.partition(':')[2][:12]} [{t.view}]")
+        say_tagged(res)
         if json:
-            emit_json({**res.to_dict(), "tagged": res.tagged.revision if res.tagged else None})
+            emit_json(overlay_json(res))
             return
         out(f"overlay        {res.digest}")
         for key, value in res.summary.items():
