@@ -132,16 +132,9 @@ class ObjectStore:
         return ObjectWriter(self, self._mktemp())
 
     def _put_stream(self, src: Path) -> str:
-        hasher = Hasher()
         tmpname = self._mktemp()
         try:
-            with open(tmpname, "wb") as out, open(src, "rb") as s:
-                while chunk := s.read(CHUNK):
-                    hasher.update(chunk)
-                    out.write(chunk)
-                out.flush()
-                os.fsync(out.fileno())
-            digest = hasher.digest()
+            digest = _write_hashed(tmpname, src)
             self._link_into_place(tmpname, digest)
             return digest
         finally:
@@ -335,19 +328,7 @@ class ObjectStore:
             return False
         tmpname = self._mktemp()
         try:
-            hasher = Hasher()
-            with open(tmpname, "wb") as out:
-                if isinstance(source, bytes):
-                    hasher.update(source)
-                    out.write(source)
-                else:
-                    with open(source, "rb") as src:
-                        while chunk := src.read(CHUNK):
-                            hasher.update(chunk)
-                            out.write(chunk)
-                out.flush()
-                os.fsync(out.fileno())
-            got = hasher.digest()
+            got = _write_hashed(tmpname, source)
             if got != digest:
                 raise CorruptObjectError(
                     f"the bytes offered to repair object {short(digest)} hash to {short(got)}; "
@@ -497,3 +478,21 @@ def _corrupt(digest: str, path: Path, actual: str) -> CorruptObjectError:
         path=str(path),
         actual=actual,
     )
+
+
+def _write_hashed(tmpname: Path, source: bytes | Path) -> str:
+    """Write ``source`` (bytes, or a file's bytes read a chunk at a time) to ``tmpname``,
+    fsynced, hashing what is written; the digest of the bytes written."""
+    hasher = Hasher()
+    with open(tmpname, "wb") as out:
+        if isinstance(source, bytes):
+            hasher.update(source)
+            out.write(source)
+        else:
+            with open(source, "rb") as src:
+                while chunk := src.read(CHUNK):
+                    hasher.update(chunk)
+                    out.write(chunk)
+        out.flush()
+        os.fsync(out.fileno())
+    return hasher.digest()
