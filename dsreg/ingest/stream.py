@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 
 from dsreg.errors import DatasetFormatError, InputPathError
 from dsreg.ingest.sources import MAX_INFERRED_CLASSES, check_example_id, map_label_npy
-from dsreg.model.names import UNSAFE_PATH
+from dsreg.model.arrays import first_unsafe
 from dsreg.model.tables import ROW_GROUP, base_schema, check_metadata_names, from_numpy
 
 __all__ = ["StreamSource", "Validation", "labels_stream", "read_ids", "table_stream"]
@@ -317,10 +317,8 @@ class Validation:
 
     def ids(self, ids: pa.Array, hasher: Callable[[pa.Array], np.ndarray]) -> None:
         self.null_ids += ids.null_count
-        if self.unsafe is None and len(ids):
-            bad = pc.match_substring_regex(ids, UNSAFE_PATH)
-            if bad.true_count:
-                self.unsafe = ids.filter(bad)[0].as_py()
+        if self.unsafe is None:
+            self.unsafe = first_unsafe(ids)
         self.hashes.append(hasher(ids))
 
     def int_labels(self, arr: np.ndarray, start: int) -> None:

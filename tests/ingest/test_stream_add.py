@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -121,3 +122,27 @@ def test_cli_add_with_ids(tmp_path: Path, cli: Callable[..., Any]) -> None:
     assert rows.column("example_id").to_pylist() == ["n01/a.JPEG", "n02/b.JPEG"]
     bad = cli("add", "iv2", "--labels", "l.npy", "--ids", "l.npy")
     assert bad.exit_code == 1 and "use .txt (one id per line) or .json" in bad.stderr
+
+
+@pytest.mark.parametrize("bad", ["", "/abs", "a/../b", "..", "a\\b", "a\x00b", "a//b", "x/"])
+def test_an_unsafe_id_in_a_later_row_group_is_refused(tmp_path: Path, bad: str) -> None:
+    reg = dsreg.init(registry=tmp_path / "reg")
+    n = ROW_GROUP + 10
+    ids = [f"{i}" for i in range(n)]
+    ids[ROW_GROUP + 3] = bad  # the second row group: a slice of the source, not its start
+    table = pa.table({"example_id": ids, "label": np.zeros(n, dtype=np.int32)})
+    pq.write_table(table, tmp_path / "t.parquet")
+    with pytest.raises(dsreg.InputPathError, match=re.escape(f"example id {bad!r} is unsafe")):
+        dsreg.add("d", table=tmp_path / "t.parquet", registry=reg)
+    assert dsreg.ls(registry=reg) == [] and list(reg.store) == []
+
+
+def test_ids_with_dots_and_slashes_that_stay_inside_are_accepted(tmp_path: Path) -> None:
+    reg = dsreg.init(registry=tmp_path / "reg")
+    ids = ["a.b", ".hidden", "a..b", "...", "c/d.e", "f/.g", "h/..i"]
+    pq.write_table(
+        pa.table({"example_id": ids, "label": np.zeros(len(ids), dtype=np.int32)}),
+        tmp_path / "t.parquet",
+    )
+    r = dsreg.add("d", table=tmp_path / "t.parquet", registry=reg)
+    assert _examples(reg, r.revision).column("example_id").to_pylist() == ids
