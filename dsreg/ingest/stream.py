@@ -4,8 +4,10 @@ written and hashed a row group at a time (#15).
 A 50-million-row label file never becomes Python lists: each batch of rows is checked (ids safe
 and present, labels within the classes), written as the next row group of the canonical
 examples table and hashed on the way into the store's staging file, in one pass. Uniqueness of
-the ids is kept as one 64-bit hash per row (8 bytes a row), sorted once at the end; rows whose
-hashes collide are compared as strings, from the staged table, before anything is installed.
+the ids is kept as one 64-bit hash per row (8 bytes a row): each row group's hashes sorted and
+split by their top bits as it streams by, each of those ranges sorted on its own at the end (on
+both cores, never one copy of them all); rows whose hashes collide are compared as strings, from
+the staged table, before anything is installed.
 The table's bytes are those the whole-table writer gave (``tests/golden``, "sources"): the
 source is read in the batches ``pq.read_table`` and ``pacsv.read_csv`` made, and the fixed
 columns are one chunk per row group, as the whole table's slices were.
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +41,8 @@ __all__ = ["StreamSource", "Validation", "labels_stream", "read_ids", "table_str
 READ_BATCH = 1 << 17
 # ids.txt is read this many bytes at a time.
 IDS_BLOCK = 1 << 24
+# The ids' hashes are kept in 16 ranges of their top 4 bits, sorted one range at a time.
+_RANGE_STARTS = np.arange(1, 16, dtype=np.uint64) << np.uint64(60)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -307,7 +312,9 @@ class Validation:
     rows: int = 0
     null_ids: int = 0
     unsafe: str | None = None
-    hashes: list[np.ndarray] = field(default_factory=list)
+    hashes: list[list[np.ndarray]] = field(
+        default_factory=lambda: [[] for _ in range(len(_RANGE_STARTS) + 1)]
+    )
     label_max: int = -1
     bad_labels: int = 0
     bad_first: list[int] = field(default_factory=list)
@@ -319,7 +326,12 @@ class Validation:
         self.null_ids += ids.null_count
         if self.unsafe is None:
             self.unsafe = first_unsafe(ids)
-        self.hashes.append(hasher(ids))
+        h = hasher(ids)
+        h.sort()
+        parts = np.split(h, np.searchsorted(h, _RANGE_STARTS))
+        for held, part in zip(self.hashes, parts, strict=True):
+            if len(part):
+                held.append(part)
 
     def int_labels(self, arr: np.ndarray, start: int) -> None:
         k = len(self.classes) if self.classes is not None else None
@@ -338,14 +350,11 @@ class Validation:
             raise DatasetFormatError(f"{self.what}: {self.null_ids} rows have no {self.id_name}")
         if self.unsafe is not None:
             check_example_id(self.unsafe)
-        if not self.hashes:
-            return
-        h = np.concatenate(self.hashes)
-        self.hashes = []
-        h.sort()
-        same = h[1:] == h[:-1]
-        if same.any():
-            dup = duplicates(np.unique(h[1:][same]))
+        ranges, self.hashes = self.hashes, []
+        with ThreadPoolExecutor(2) as pool:  # numpy sorts without the GIL
+            repeated = [r for r in pool.map(_repeated, ranges) if len(r)]
+        if repeated:
+            dup = duplicates(np.concatenate(repeated))
             if dup:
                 raise DatasetFormatError(
                     f"{self.what}: {len(dup)} example ids occur more than once, first "
@@ -385,6 +394,17 @@ class Validation:
                 "give a --classes file naming every class"
             )
         return names
+
+
+def _repeated(parts: list[np.ndarray]) -> np.ndarray:
+    """The hashes found more than once in ``parts`` (each sorted), sorted and unique."""
+    if not parts:
+        return np.empty(0, dtype=np.uint64)
+    h = np.concatenate(parts)
+    parts.clear()
+    h.sort()
+    same = h[1:] == h[:-1]
+    return np.unique(h[1:][same])
 
 
 def null_columns(n: int) -> tuple[pa.Array, pa.Array]:
