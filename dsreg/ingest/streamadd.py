@@ -25,6 +25,8 @@ from dsreg.repo.registry import Registry
 
 __all__ = ["add_stream"]
 
+_INT32_MAX = (1 << 31) - 1
+
 
 def add_stream(
     reg: Registry,
@@ -250,6 +252,13 @@ def _labels(
             v.unknown.update(pc.unique(col.filter(missing)).to_pylist())
         arr = as_numpy(idx, fill=0).astype(np.int64)
     else:
+        k = len(classes) if classes is not None else _INT32_MAX
+        if len(col) and not col.null_count:
+            lo_hi = pc.min_max(col).as_py()
+            if lo_hi["min"] >= 0 and lo_hi["max"] < min(k, _INT32_MAX):
+                # Every label in range (the usual case): one cast, no numpy copies.
+                v.label_max = max(v.label_max, lo_hi["max"])
+                return pc.cast(col, pa.int32()).combine_chunks()
         arr = as_numpy(col, fill=0).astype(np.int64, copy=False)
         v.int_labels(arr, start)
     return from_numpy(arr, pa.int32())
