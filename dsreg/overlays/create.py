@@ -18,7 +18,7 @@ from dsreg.model.manifests import Snapshot
 from dsreg.model.tables import as_numpy
 from dsreg.objects.digest import short
 from dsreg.objects.hashing import hash_file
-from dsreg.overlays.write import write_overlay
+from dsreg.overlays.write import JoinedRows, write_overlay
 from dsreg.repo.registry import Registry
 from dsreg.repo.tables import read_examples
 from dsreg.views.dataset import Dataset
@@ -66,17 +66,23 @@ def votes_overlay(
 
     ds = Dataset(reg, reg.resolve(spec))
     result = None
+    joined = None
     usable = isinstance(threshold, int) and not isinstance(threshold, bool) and threshold >= 1
     if format == "csv" and usable:
         # Read a block at a time and matched by a DuckDB hash join against the verified examples
-        # table (#15): 50 million ids are never decoded into Python at once. Any refusal goes
-        # the long way, for its messages.
+        # table (#15): 50 million ids are never decoded into Python at once. A file it does not
+        # read as it is goes the long way, for its messages.
         result = csv_votes(
             path,
             threshold=threshold,
             examples=lambda: _examples_file(reg, ds.snapshot),
             classes=ds.classes,
+            dataset=ds.name,
         )
+        if result is not None and result.joined_labels is not None:
+            # The join over the verified examples object is the row check: write_overlay does
+            # not decode those 50 million ids again (docs/votes.md).
+            joined = JoinedRows(examples=ds.snapshot.examples, labels=result.joined_labels)
     if result is None:
         examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
         result = import_votes(
@@ -99,6 +105,7 @@ def votes_overlay(
         inputs={"votes": hash_file(path), **result.inputs},
         summary=result.summary,
         command=command,
+        joined=joined,
     )
 
 
@@ -222,9 +229,11 @@ def _store(
     summary: Mapping[str, Any],
     command: str,
     details: Any = None,
+    joined: JoinedRows | None = None,
 ) -> CreatedOverlay:
     """Store ``table`` as an overlay of ``ds``'s snapshot made by producer ``name`` (this
-    version of dsreg, with ``params`` and ``inputs``): what every overlay maker ends with."""
+    version of dsreg, with ``params`` and ``inputs``): what every overlay maker ends with.
+    ``joined``: what the producer's join read, the row check (`write_overlay`)."""
     producer = {"name": name, "version": __version__, "params": dict(params), "inputs": inputs}
     digest = write_overlay(
         reg,
@@ -234,6 +243,7 @@ def _store(
         producer=producer,
         summary=dict(summary),
         command=command,
+        joined=joined,
     )
     return CreatedOverlay(
         digest=digest,

@@ -33,7 +33,9 @@ from dsreg.overlays.votes_base import (
     Record,
     VoteImport,
     VoteSnapshot,
-    refuse,
+    refuse_label_mismatch,
+    refuse_twice,
+    refuse_unknown_ids,
     refuse_unknown_labels,
 )
 
@@ -135,6 +137,7 @@ def import_votes(
             threshold=threshold,
             examples=lambda: pa.table({"example_id": snapshot.ids, "label": snapshot.labels}),
             classes=snapshot.classes,
+            dataset=snapshot.dataset,
         )
         if fast is not None:
             return fast
@@ -350,13 +353,8 @@ def _locate(path: Path, records: Sequence[Record], snapshot: VoteSnapshot) -> li
                 tried.append(f"row {record.row_id}")
             unknown.append(f"{record.ref} (tried {', '.join(tried) or 'nothing'})")
         rows.append(-1 if row is None else row)
-    refuse(
-        path,
-        unknown,
-        f"records name no example of {snapshot.dataset!r} ({len(snapshot.ids)} rows)",
-        "A record names its example by the url path after /static/<name>/, a string id equal "
-        "to an example id, or an integer id that is a row position; check that the file "
-        "belongs to this dataset" + _ids_hint(records, snapshot),
+    refuse_unknown_ids(
+        path, unknown, snapshot.dataset, len(snapshot.ids), _ids_hint(records, snapshot)
     )
 
     first: dict[int, str] = {}
@@ -368,12 +366,7 @@ def _locate(path: Path, records: Sequence[Record], snapshot: VoteSnapshot) -> li
             )
         else:
             first[row] = record.ref
-    refuse(
-        path,
-        twice,
-        "examples are voted more than once",
-        "Keep one record per example, or merge their counts before importing",
-    )
+    refuse_twice(path, twice)
     return rows
 
 
@@ -388,14 +381,7 @@ def _check_labels(
                 f"{record.ref} -> row {row} ({snapshot.example_id(row)!r}): file says "
                 f"{snapshot.describe(record.given)}, snapshot says {snapshot.describe(label)}"
             )
-    refuse(
-        path,
-        mismatches,
-        "records give a label that differs from the label of the row they name in "
-        f"{snapshot.dataset!r}",
-        "The records are mapped to the wrong examples (or the file belongs to another "
-        "dataset, class order or revision); nothing was imported" + _ids_hint(records, snapshot),
-    )
+    refuse_label_mismatch(path, mismatches, snapshot.dataset, _ids_hint(records, snapshot))
 
 
 def _ids_hint(records: Sequence[Record], snapshot: VoteSnapshot) -> str:

@@ -22,7 +22,11 @@ __all__ = [
     "Record",
     "VoteImport",
     "VoteSnapshot",
+    "describe_label",
     "refuse",
+    "refuse_label_mismatch",
+    "refuse_twice",
+    "refuse_unknown_ids",
     "refuse_unknown_labels",
 ]
 
@@ -51,12 +55,17 @@ class VoteImport:
     inputs : dict of str to str
         Digests the votes were cast about, for the producer's inputs: ``queue``, the overlay
         whose flagged rows were reviewed, when the records name it (``dsreg review``).
+    joined_labels : ndarray of int64, shape (m,), or None
+        The snapshot's label at each row of ``table`` (in its order) as the columnar reader's
+        join read them from the examples it was given; None from the record-by-record reader.
+        ``votes_overlay`` hands them to ``write_overlay`` as the row check (`JoinedRows`).
     """
 
     table: pa.Table
     summary: dict[str, int]
     params: dict[str, str | int | list[str] | None]
     inputs: dict[str, str] = field(default_factory=dict)
+    joined_labels: np.ndarray | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -148,9 +157,14 @@ class VoteSnapshot:
         return None
 
     def describe(self, label: int) -> str:
-        if 0 <= label < len(self.classes):
-            return f"{label} ({self.classes[label]!r})"
-        return str(label)
+        return describe_label(self.classes, label)
+
+
+def describe_label(classes: Sequence[str], label: int) -> str:
+    """A label as messages show it: its index and its class name."""
+    if 0 <= label < len(classes):
+        return f"{label} ({classes[label]!r})"
+    return str(label)
 
 
 def refuse_unknown_labels(path: Path, problems: list[str], snapshot: VoteSnapshot) -> None:
@@ -164,9 +178,54 @@ def refuse_unknown_labels(path: Path, problems: list[str], snapshot: VoteSnapsho
     )
 
 
-def refuse(path: Path, problems: Sequence[str], headline: str, hint: str) -> None:
-    if not problems:
+def refuse_unknown_ids(
+    path: Path, problems: Sequence[str], dataset: str, rows: int, hint: str = "", *, count: int = 0
+) -> None:
+    """Records that name no example (``hint``: how to register a set named by row numbers)."""
+    refuse(
+        path,
+        problems,
+        f"records name no example of {dataset!r} ({rows} rows)",
+        "A record names its example by the url path after /static/<name>/, a string id equal "
+        "to an example id, or an integer id that is a row position; check that the file "
+        "belongs to this dataset" + hint,
+        count=count,
+    )
+
+
+def refuse_twice(path: Path, problems: Sequence[str], *, count: int = 0) -> None:
+    """Examples that more than one record votes on."""
+    refuse(
+        path,
+        problems,
+        "examples are voted more than once",
+        "Keep one record per example, or merge their counts before importing",
+        count=count,
+    )
+
+
+def refuse_label_mismatch(
+    path: Path, problems: Sequence[str], dataset: str, hint: str = "", *, count: int = 0
+) -> None:
+    """Records whose given label is not the snapshot's label of the row they name."""
+    refuse(
+        path,
+        problems,
+        f"records give a label that differs from the label of the row they name in {dataset!r}",
+        "The records are mapped to the wrong examples (or the file belongs to another "
+        "dataset, class order or revision); nothing was imported" + hint,
+        count=count,
+    )
+
+
+def refuse(
+    path: Path, problems: Sequence[str], headline: str, hint: str, *, count: int = 0
+) -> None:
+    """Raise a `VotesError` for ``problems`` (the first `SHOWN` of them named) unless there are
+    none; ``count`` is their number when ``problems`` holds only the first few."""
+    total = max(count, len(problems))
+    if not total:
         return
     shown = "; ".join(problems[:SHOWN])
-    more = f"; and {len(problems) - SHOWN} more" if len(problems) > SHOWN else ""
-    raise VotesError(f"{path}: {len(problems)} {headline}: {shown}{more}. {hint}")
+    more = f"; and {total - SHOWN} more" if total > SHOWN else ""
+    raise VotesError(f"{path}: {total} {headline}: {shown}{more}. {hint}")

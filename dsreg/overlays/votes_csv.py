@@ -38,9 +38,14 @@ from dsreg.model.tables import as_numpy, from_numpy
 from dsreg.overlays.votes_base import (
     DIGITS,
     INT32_MAX,
+    SHOWN,
     Record,
     VoteImport,
     VoteSnapshot,
+    describe_label,
+    refuse_label_mismatch,
+    refuse_twice,
+    refuse_unknown_ids,
     refuse_unknown_labels,
 )
 
@@ -79,23 +84,41 @@ def csv_votes(
     threshold: int,
     examples: Examples,
     classes: tuple[str, ...],
+    dataset: str,
 ) -> VoteImport | None:
     """A votes CSV imported column by column, or None when the file needs ``import_votes``'s
-    record-by-record path (anything unusual, every refusal: its messages name the lines).
+    record-by-record path (anything unusual in the file itself: its messages name the lines).
 
     ``examples()`` gives the snapshot's ``example_id`` and ``label`` columns in row order: the
     path of a verified Parquet file, or an Arrow table; it is called only once the votes
-    themselves pass."""
+    themselves pass. A file that reads cleanly but does not fit the snapshot (an unknown id,
+    an example voted twice, a given label that differs from the snapshot's) is refused here,
+    with the record-by-record reader's message word for word: the lines it names are found by
+    one streaming pass over the file, so a refusal holds no more than an import does.
+
+    Raises
+    ------
+    VotesError
+        An unknown example id, an example voted twice, or a given label that is not the
+        snapshot's.
+    """
     fast = _read(path, classes)
     if fast is None:
         return None
-    rows, labels = _join(fast.ids, examples())
-    if rows is None or labels is None or (labels != fast.given_label).any():
-        return None
+    source = examples()
+    joined = _join(fast.ids, source)
+    if joined is None:
+        return None  # a snapshot id at two rows: the other path's message says which
+    rows, labels = joined
+    unknown = np.flatnonzero(rows < 0)
     order = np.argsort(rows, kind="stable")
     by_row = rows[order]
-    if (by_row[1:] == by_row[:-1]).any():
-        return None  # an example voted twice
+    again = np.flatnonzero(by_row[1:] == by_row[:-1]) + 1 if not len(unknown) else unknown[:0]
+    wrong = np.flatnonzero(labels != fast.given_label) if not len(again) else again[:0]
+    if len(unknown) or len(again) or len(wrong):
+        n = source.num_rows if isinstance(source, pa.Table) else _parquet_rows(source)
+        if not _refuse(path, fast, rows, labels, order, unknown, again, wrong, dataset, n, classes):
+            return None
     table, per_verdict, raters = _corrections(fast, rows, order, threshold)
     return VoteImport(
         table=table,
@@ -106,7 +129,101 @@ def csv_votes(
         },
         params={"format": "csv", "threshold": threshold, "raters": raters},
         inputs={},
+        joined_labels=labels[order],
     )
+
+
+def _parquet_rows(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return int(pq.ParquetFile(path).metadata.num_rows)
+
+
+def _refuse(
+    path: Path,
+    fast: _Block,
+    rows: np.ndarray,
+    labels: np.ndarray,
+    order: np.ndarray,
+    unknown: np.ndarray,
+    again: np.ndarray,
+    wrong: np.ndarray,
+    dataset: str,
+    n: int,
+    classes: tuple[str, ...],
+) -> bool:
+    """Raise the record-by-record reader's refusal for the first kind of problem found:
+    ``unknown`` records (file order), ``again`` (positions in ``order`` whose row the position
+    before it already holds), ``wrong`` labels (file order). False when the lines to name cannot
+    be told apart by the streaming pass (the caller then takes the record-by-record path)."""
+    if len(unknown):
+        lines = _lines(path, unknown[:SHOWN], fast.ids)
+        if lines is None:
+            return False
+        shown = [f"{lines[i]} (tried {_id(fast, i)!r})" for i in unknown[:SHOWN].tolist()]
+        refuse_unknown_ids(path, shown, dataset, n, count=len(unknown))
+    if len(again):
+        # ``order`` sorts the rows stably, so the record before each repeat in ``order`` is
+        # either the first record voting on that row or another repeat of it.
+        starts = np.ones(len(order), dtype=bool)
+        starts[again] = False
+        first_at = order[np.maximum.accumulate(np.where(starts, np.arange(len(order)), 0))]
+        repeats = order[again]
+        by_file = np.argsort(repeats, kind="stable")[:SHOWN]
+        pairs = [(int(first_at[again[j]]), int(repeats[j])) for j in by_file.tolist()]
+        lines = _lines(path, np.array(sorted({i for p in pairs for i in p})), fast.ids)
+        if lines is None:
+            return False
+        shown = [
+            f"row {int(rows[b])} ({_id(fast, b)!r}) by {lines[a]} and {lines[b]}" for a, b in pairs
+        ]
+        refuse_twice(path, shown, count=len(again))
+    if len(wrong):
+        lines = _lines(path, wrong[:SHOWN], fast.ids)
+        if lines is None:
+            return False
+        shown = [
+            f"{lines[i]} -> row {int(rows[i])} ({_id(fast, i)!r}): file says "
+            f"{describe_label(classes, int(fast.given_label[i]))}, snapshot says "
+            f"{describe_label(classes, int(labels[i]))}"
+            for i in wrong[:SHOWN].tolist()
+        ]
+        refuse_label_mismatch(path, shown, dataset, count=len(wrong))
+    return False
+
+
+def _id(fast: _Block, i: int) -> str:
+    return str(fast.ids[i].as_py())
+
+
+def _lines(path: Path, records: np.ndarray, ids: pa.Array) -> dict[int, str] | None:
+    """How the record-by-record reader names each of ``records`` (indices in file order):
+    ``line N ('id')``, found by one streaming pass of Python's csv reader that stops after the
+    last of them. None if a record's id there is not the one the columnar reader read."""
+    want = set(records.tolist())
+    if not want:
+        return {}
+    last = max(want)
+    out: dict[int, str] = {}
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as f:
+            reader = csv.reader(f)
+            header = [name.strip() for name in next(reader)]
+            col = header.index("example_id")
+            i = 0
+            for line in reader:
+                if not any(cell.strip() for cell in line):
+                    continue
+                if i in want:
+                    if len(line) != len(header) or line[col].strip() != ids[i].as_py():
+                        return None
+                    out[i] = f"line {reader.line_num} ({line[col].strip()!r})"
+                    if i == last:
+                        break
+                i += 1
+    except (OSError, UnicodeDecodeError, csv.Error, StopIteration, ValueError):
+        return None
+    return out if len(out) == len(want) else None
 
 
 def _read(path: Path, classes: tuple[str, ...]) -> _Block | None:
@@ -197,9 +314,9 @@ def _block(batch: pa.RecordBatch, classes: tuple[str, ...]) -> _Block | None:
     )
 
 
-def _join(ids: pa.Array, examples: Path | pa.Table) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """The snapshot row and label of each voted id, by a DuckDB hash join built on the votes
-    and probed by the snapshot's rows; (None, None) unless every id names exactly one row."""
+def _join(ids: pa.Array, examples: Path | pa.Table) -> tuple[np.ndarray, np.ndarray] | None:
+    """The snapshot row and label of each voted id (-1 for an unknown id), by a DuckDB hash join
+    built on the votes and probed by the snapshot's rows; None if an id names two rows."""
     import duckdb
 
     spill = tempfile.mkdtemp(prefix="dsreg-votes-")
@@ -232,10 +349,10 @@ def _join(ids: pa.Array, examples: Path | pa.Table) -> tuple[np.ndarray | None, 
         con.close()
         shutil.rmtree(spill, ignore_errors=True)
     at = np.asarray(got["i"], dtype=np.int64)
-    if len(at) != len(ids) or (np.bincount(at, minlength=len(ids)) != 1).any():
-        return None, None  # an unknown id, or a snapshot id at two rows: the messages say which
-    rows = np.empty(len(ids), dtype=np.int64)
-    labels = np.empty(len(ids), dtype=np.int64)
+    if len(at) > len(ids) or (len(at) and np.bincount(at, minlength=len(ids)).max() > 1):
+        return None  # a snapshot id at two rows: the record-by-record path's message says which
+    rows = np.full(len(ids), -1, dtype=np.int64)
+    labels = np.full(len(ids), -1, dtype=np.int64)
     rows[at] = np.asarray(got["row"], dtype=np.int64)
     labels[at] = np.asarray(got["label"], dtype=np.int64)
     return rows, labels

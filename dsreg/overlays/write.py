@@ -34,6 +34,7 @@ from dsreg.repo.tables import examples_parquet
 __all__ = [
     "CORRECTIONS_SCHEMA",
     "VOTES_TYPE",
+    "JoinedRows",
     "OverlayRecord",
     "corrections_table",
     "list_overlays",
@@ -55,12 +56,35 @@ class OverlayRecord:
     overlay: Overlay
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JoinedRows:
+    """What a producer's join read from the base snapshot's examples object: the row check of a
+    table whose rows came from that join, so that ``write_overlay`` does not decode the same
+    examples a second time (#15).
+
+    The producer joined its ``example_id`` column to the snapshot's ``example_id`` on equality,
+    reading the examples object ``examples`` after re-hashing it, and took each matched row's
+    position as ``row`` and its label as ``labels``: by construction each ``row`` holds the
+    table's ``example_id``, and ``write_overlay`` checks ``given_label`` against ``labels``.
+
+    Attributes
+    ----------
+    examples : str
+        Digest of the examples object the join read; must be the base snapshot's.
+    labels : ndarray of int, shape (m,)
+        The snapshot's label at each row of the table, in the table's order.
+    """
+
+    examples: str
+    labels: np.ndarray
+
+
 def _check(
     table: pa.Table,
     *,
     kind: str,
     snap: Snapshot,
-    gather: Callable[[np.ndarray], tuple[pa.Array, np.ndarray]],
+    gather: Callable[[np.ndarray], tuple[pa.Array | None, np.ndarray]],
 ) -> None:
     if corrections_version(table.schema) is None:
         raise InvalidInputError(f"corrections table has schema {table.schema}, not the overlay's")
@@ -75,7 +99,11 @@ def _check(
         dup = np.unique(rows[1:][np.diff(rows) == 0])
         raise InvalidInputError(f"rows {dup[:5].tolist()} are corrected twice in one overlay")
     want_ids, at_labels = gather(rows)
-    if not pc.all(pc.equal(want_ids, table.column("example_id"))).as_py() and len(rows):
+    if (
+        want_ids is not None
+        and len(rows)
+        and not pc.all(pc.equal(want_ids, table.column("example_id"))).as_py()
+    ):
         mism = np.flatnonzero(~as_numpy(pc.equal(want_ids, table.column("example_id"))))
         first = [(int(rows[i]), table.column("example_id")[i].as_py()) for i in mism[:3]]
         raise InvalidInputError(
@@ -99,7 +127,7 @@ def _check(
             )
     if corrections_version(table.schema) == 2:
         _check_label_lists(table, k)
-    verdicts = set(table.column("verdict").to_pylist())
+    verdicts = set(pc.unique(table.column("verdict")).to_pylist())
     wrong = sorted(verdicts - _ALLOWED[kind])
     if wrong:
         raise InvalidInputError(
@@ -186,10 +214,31 @@ def write_overlay(
     producer: dict[str, Any],
     summary: dict[str, Any] | None = None,
     command: str = "",
+    joined: JoinedRows | None = None,
 ) -> str:
-    """Check ``table`` against the base snapshot, store it and the overlay; return its digest."""
+    """Check ``table`` against the base snapshot, store it and the overlay; return its digest.
+
+    Each correction's ``example_id`` and ``given_label`` are checked against the examples table
+    at its ``row``, re-read a row group at a time; or, when the rows came from a join over the
+    base's verified examples object (``joined``), against what that join read: the ids are its
+    keys, and the labels it returned are compared with ``given_label``.
+    """
     snap = reg.snapshot(base)
-    _check(table, kind=kind, snap=snap, gather=lambda rows: _at_rows(reg, snap, rows))
+    if joined is not None and (
+        joined.examples != snap.examples or len(joined.labels) != table.num_rows
+    ):
+        raise InvalidInputError(
+            f"the rows were joined against examples {short(joined.examples)} "
+            f"({len(joined.labels)} labels), not the {table.num_rows} rows of "
+            f"{short(snap.examples)}, the examples of {short(base)}"
+        )
+
+    def gather(rows: np.ndarray) -> tuple[pa.Array | None, np.ndarray]:
+        if joined is None:
+            return _at_rows(reg, snap, rows)
+        return None, np.asarray(joined.labels)
+
+    _check(table, kind=kind, snap=snap, gather=gather)
     vc = pc.value_counts(table.column("verdict"))
     counts = dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True))
     full_summary: dict[str, Any] = {"rows": table.num_rows}

@@ -11,7 +11,7 @@ import pytest
 import dsreg
 from dsreg import CorruptObjectError, InvalidInputError, Registry, VotesError
 from dsreg.model.corrections import corrections_table
-from dsreg.overlays.write import write_overlay
+from dsreg.overlays.write import JoinedRows, write_overlay
 
 CIFAR = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
@@ -199,6 +199,44 @@ def test_corrections_that_contradict_the_base_are_refused(
             reg, base=base, kind="validated", table=suspected_in_validated, producer=producer
         )
     assert dsreg.overlay_ls("toy", registry=reg) == []
+
+
+def test_a_joined_row_check_compares_the_labels_the_join_read(
+    make_registry: Callable[..., Registry], tmp_path: Path
+) -> None:
+    """A producer whose rows came from a join over the base's examples object hands over the
+    labels that join read: given labels that differ from them, or a join over another examples
+    object, are refused; labels that agree are stored."""
+    reg = make_registry()
+    add_labels(reg, tmp_path, "toy", np.array([0, 1, 2, 0]), ["a", "b", "c"])
+    add_labels(reg, tmp_path, "other", np.array([0, 1, 2, 1]), ["a", "b", "c"])
+    base = dsreg.open("toy@original", registry=reg).snapshot_digest
+    examples = dsreg.open("toy@original", registry=reg).snapshot.examples
+    elsewhere = dsreg.open("other@original", registry=reg).snapshot.examples
+    producer = {"name": "test", "version": "1", "params": {}, "inputs": {}}
+    table = corrections_table(
+        rows=np.array([1, 2]),
+        example_ids=["1", "2"],
+        given_label=np.array([1, 2]),
+        suggested_label=np.array([0, 0]),
+        verdict=["correctable", "correctable"],
+    )
+
+    def store(examples: str, labels: list[int]) -> str:
+        joined = JoinedRows(examples=examples, labels=np.array(labels))
+        return write_overlay(
+            reg, base=base, kind="manual", table=table, producer=producer, joined=joined
+        )
+
+    with pytest.raises(InvalidInputError, match="not the snapshot's"):
+        store(examples, [1, 0])
+    with pytest.raises(InvalidInputError, match="joined against examples"):
+        store(elsewhere, [1, 2])
+    with pytest.raises(InvalidInputError, match="joined against examples"):
+        store(examples, [1])
+    assert dsreg.overlay_ls("toy", registry=reg) == []
+    digest = store(examples, [1, 2])
+    assert [c["row"] for c in corrections(reg, digest)] == [1, 2]
 
 
 def test_a_corrupted_overlay_is_never_served(

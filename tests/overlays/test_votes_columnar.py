@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dsreg.overlays.votes_csv as votes_csv
+from dsreg.errors import VotesError
 from dsreg.model.tables import parquet_bytes
 from dsreg.objects.hashing import hash_bytes
 from dsreg.overlays.match import match_ids
@@ -67,6 +68,10 @@ def vote_files(draw: st.DrawFn) -> list[list[str]]:
                 st.sampled_from(["", "-1", "1.5", "99999999999"])
             )
         eid = IDS[r] if draw(st.integers(0, 12)) else draw(st.sampled_from(["nope", IDS[0]]))
+        if draw(st.integers(0, 12)) == 0:
+            eid = IDS[(r + 1) % N]  # the label given is another row's: a mismatch, mostly
+        if draw(st.integers(0, 8)) == 0:
+            out.append([])  # a blank line: the line numbers in messages count it
         out.append([eid, g_cell, s_cell, *counts])
     return out
 
@@ -108,6 +113,7 @@ def test_the_columnar_path_answers_a_clean_file(tmp_path: Path) -> None:
         threshold=3,
         examples=lambda: pa.table({"example_id": IDS, "label": LABELS}),
         classes=CLASSES,
+        dataset="t",
     )
     assert got is not None
     table, summary, raters = got.table, got.summary, got.params["raters"]
@@ -178,3 +184,46 @@ def test_the_join_leaves_no_file_behind(tmp_path: Path, monkeypatch: pytest.Monk
     got = dsreg.import_votes("v@o", path, format="csv", registry=reg)
     assert got.summary["non_error"] == 1
     assert list(scratch.iterdir()) == [] and list(cwd.iterdir()) == []
+
+
+@pytest.mark.parametrize("problem", ["unknown", "twice", "label"])
+def test_a_refusal_is_worded_by_the_columnar_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, problem: str
+) -> None:
+    """Unknown ids, examples voted twice and given labels that differ are refused without the
+    record-by-record reader (which holds the whole file and the snapshot's ids), in its words:
+    the lines named count blank lines, and the count covers every offending record."""
+    lines = [f"{IDS[i]},{LABELS[i]},,4,0,0,1" for i in range(N)]
+    for k in range(7):
+        i = 3 + 5 * k
+        if problem == "unknown":
+            lines[i] = f"nope{k},{LABELS[i]},,4,0,0,1"
+        elif problem == "twice":
+            lines[i] = f"{IDS[k % 2]},{LABELS[k % 2]},,4,0,0,1"
+        else:
+            lines[i] = f"{IDS[i]},{(LABELS[i] + 1) % len(CLASSES)},,4,0,0,1"
+    lines[10:10] = ["", ""]
+    path = tmp_path / "votes.csv"
+    path.write_text(
+        "example_id,given_label,suggested_label,given,guessed,both,neither\n" + "\n".join(lines),
+        encoding="utf-8",
+    )
+    fast, slow = _both(path, 3)
+    assert isinstance(slow, str) and slow.startswith(f"VotesError: {path}: 7 ")
+    assert fast == slow
+
+    def no_record_reader(*a: Any, **k: Any) -> Any:
+        raise AssertionError("the record-by-record reader ran")
+
+    monkeypatch.setattr(votes_csv, "parse_csv", no_record_reader)
+    with pytest.raises(VotesError) as got:
+        import_votes(
+            path,
+            format="csv",
+            threshold=3,
+            dataset="t",
+            example_ids=pa.chunked_array([IDS]),
+            labels=LABELS,
+            classes=CLASSES,
+        )
+    assert f"{type(got.value).__name__}: {got.value}" == slow
