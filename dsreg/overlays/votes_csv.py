@@ -111,7 +111,7 @@ def csv_votes(
         return None  # a snapshot id at two rows: the other path's message says which
     rows, labels = joined
     unknown = np.flatnonzero(rows < 0)
-    order = np.argsort(rows, kind="stable")
+    order = np.argsort(rows, kind="stable")  # fast on rows sorted already
     by_row = rows[order]
     again = np.flatnonzero(by_row[1:] == by_row[:-1]) + 1 if not len(unknown) else unknown[:0]
     wrong = np.flatnonzero(labels != fast.given_label) if not len(again) else again[:0]
@@ -119,7 +119,8 @@ def csv_votes(
         n = source.num_rows if isinstance(source, pa.Table) else _parquet_rows(source)
         if not _refuse(path, fast, rows, labels, order, unknown, again, wrong, dataset, n, classes):
             return None
-    table, per_verdict, raters = _corrections(fast, rows, order, threshold)
+    in_order = len(rows) < 2 or bool((rows[1:] > rows[:-1]).all())
+    table, per_verdict, raters = _corrections(fast, rows, None if in_order else order, threshold)
     return VoteImport(
         table=table,
         summary={
@@ -129,7 +130,7 @@ def csv_votes(
         },
         params={"format": "csv", "threshold": threshold, "raters": raters},
         inputs={},
-        joined_labels=labels[order],
+        joined_labels=labels if in_order else labels[order],
     )
 
 
@@ -277,19 +278,28 @@ def _read(path: Path, classes: tuple[str, ...]) -> _Block | None:
 
 def _block(batch: pa.RecordBatch, classes: tuple[str, ...]) -> _Block | None:
     """One block's columns checked by every rule of ``parse_csv``; None on the first doubt."""
-    cols: dict[str, pa.Array] = {}
-    for name in _COLUMNS:
-        col = batch.column(name)
-        if col.null_count or not pc.all(pc.equal(pc.utf8_trim_whitespace(col), col)).as_py():
-            return None  # cells with spaces around them: the other path strips them
-        cols[name] = col
-    if not pc.all(pc.greater(pc.utf8_length(cols["example_id"]), 0)).as_py():
+    cols = {name: batch.column(name) for name in _COLUMNS}
+    if any(col.null_count for col in cols.values()):
+        return None
+    # Cells with spaces around them go the other path, which strips them. Only the ids need
+    # looking at: a label cell is taken only as a class name or ASCII digits, a count only as
+    # ASCII digits, so neither can have spaces around it unless a class name has.
+    padded = ["example_id"] + (
+        ["given_label", "suggested_label"] if any(c != c.strip() for c in classes) else []
+    )
+    for name in padded:
+        col = cols[name]
+        if not pc.all(pc.equal(pc.utf8_trim_whitespace(col), col)).as_py():
+            return None
+    if pc.min(pc.binary_length(cols["example_id"])).as_py() == 0:
         return None
     given_label = _labels(cols["given_label"], classes)
     if given_label is None:
         return None
-    has_sug = pc.greater(pc.utf8_length(cols["suggested_label"]), 0)
-    sug = _labels(pc.if_else(has_sug, cols["suggested_label"], pa.scalar("0")), classes)
+    has_sug = pc.greater(pc.binary_length(cols["suggested_label"]), 0)
+    all_sug = pc.all(has_sug).as_py()
+    sug_cells = cols["suggested_label"]
+    sug = _labels(sug_cells if all_sug else pc.if_else(has_sug, sug_cells, pa.scalar("0")), classes)
     if sug is None:
         return None
     counts: dict[str, np.ndarray] = {}
@@ -359,29 +369,38 @@ def _join(ids: pa.Array, examples: Path | pa.Table) -> tuple[np.ndarray, np.ndar
 
 
 def _corrections(
-    fast: _Block, rows: np.ndarray, order: np.ndarray, threshold: int
+    fast: _Block, rows: np.ndarray, order: np.ndarray | None, threshold: int
 ) -> tuple[pa.Table, dict[str, int], int | None]:
-    """The corrections table sorted by row (``order`` sorts ``rows``), the count of each
-    verdict, the raters per record."""
+    """The corrections table sorted by row (``order`` sorts ``rows``; None when they are sorted
+    already, as in a file written in row order), the count of each verdict, the raters per
+    record."""
+
+    def by_row(values: np.ndarray) -> np.ndarray:
+        return values if order is None else values[order]
+
     t = threshold
-    g, q, b, n = (fast.counts[k].astype(np.int64) for k in _COUNTS)
-    verdict_code = np.select([g >= t, q >= t, b >= t, n >= t], [0, 1, 2, 3], default=4)
+    g, q, b, n = (fast.counts[k] for k in _COUNTS)
+    # The rule's first match wins: the codes are set from the last test to the first.
+    verdict_code = np.full(len(rows), 4, dtype=np.int8)
+    for code, count in ((3, n), (2, b), (1, q), (0, g)):
+        verdict_code[count >= t] = code
     fields = []
     for name in COUNT_FIELDS:
         if name in fast.counts:
-            values, valid = fast.counts[name][order], fast.present[name][order]
+            values, valid = by_row(fast.counts[name]), by_row(fast.present[name])
             fields.append(from_numpy(values, pa.int32(), valid=valid))
         else:
             fields.append(pa.nulls(len(rows), pa.int32()))
     votes = pa.StructArray.from_arrays(fields, fields=list(VOTES_TYPE))
     m = len(rows)
+    ids = fast.ids if order is None else pc.take(fast.ids, from_numpy(order, pa.int64()))
     out = pa.Table.from_arrays(
         [
-            from_numpy(rows[order], pa.int64()),
-            pc.take(fast.ids, from_numpy(order, pa.int64())),
-            from_numpy(fast.given_label[order], pa.int32()),
-            from_numpy(fast.suggested[order], pa.int32(), valid=fast.has_suggested[order]),
-            pc.take(pa.array(_VERDICTS, pa.string()), from_numpy(verdict_code[order], pa.int64())),
+            from_numpy(by_row(rows), pa.int64()),
+            ids,
+            from_numpy(by_row(fast.given_label), pa.int32()),
+            from_numpy(by_row(fast.suggested), pa.int32(), valid=by_row(fast.has_suggested)),
+            pc.take(pa.array(_VERDICTS, pa.string()), from_numpy(by_row(verdict_code), pa.int8())),
             pa.nulls(m, pa.float64()),
             votes,
         ],
@@ -389,7 +408,8 @@ def _corrections(
     )
     per = np.bincount(verdict_code, minlength=5)
     summary = {v: int(c) for v, c in zip(_VERDICTS, per, strict=True)}
-    totals = g + q + b + n  # np.unique of 5 million totals: seconds (numpy hashes them)
+    # np.unique of 5 million totals: seconds (numpy hashes them); a min and a max instead.
+    totals = g.astype(np.int64) + q + b + n
     same = len(totals) > 0 and totals.min() == totals.max() != 0
     raters = int(totals[0]) if same else None
     return out, summary, raters
@@ -400,8 +420,13 @@ def _labels(cells: pa.Array, classes: tuple[str, ...]) -> np.ndarray | None:
     None for any cell that needs the other path (a name that matches only without case, an
     ambiguous or unknown label)."""
     k = len(classes)
+    # ASCII digits, one to nine of them (``ascii_is_decimal`` is false on an empty cell).
+    digits = pc.and_(pc.ascii_is_decimal(cells), pc.less_equal(pc.binary_length(cells), 9))
+    if pc.all(digits).as_py() and not any(_is_index(c) for c in classes):
+        # Every cell reads as an index and no class name does: no cell can be ambiguous.
+        index = as_numpy(pc.cast(cells, pa.int64()))
+        return index if not len(index) or index.max() < k else None
     by_name = pc.index_in(cells, value_set=pa.array(classes, pa.string()))
-    digits = pc.match_substring_regex(cells, "^[0-9]{1,9}$")
     as_int: Any = pc.if_else(digits, cells, pa.scalar("-1"))
     index = as_numpy(pc.cast(as_int, pa.int64()))
     index = np.where(index < k, index, -1)
@@ -414,17 +439,28 @@ def _labels(cells: pa.Array, classes: tuple[str, ...]) -> np.ndarray | None:
     return out
 
 
+def _is_index(name: str) -> bool:
+    """Whether a class name also reads as a class index (``parse_csv``'s ambiguity)."""
+    return bool(DIGITS.fullmatch(name))
+
+
 def _count(cells: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
     """Whole-number cells (empty: absent) as int64 values and a presence mask."""
-    present = as_numpy(pc.greater(pc.utf8_length(cells), 0))
-    if not pc.all(pc.match_substring_regex(cells, "^[0-9]{0,10}$")).as_py():
+    lengths = pc.binary_length(cells)
+    if len(cells) and pc.max(lengths).as_py() > 10:
         return None
-    values = as_numpy(
-        pc.cast(pc.if_else(from_numpy(present, pa.bool_()), cells, pa.scalar("0")), pa.int64())
-    )
-    if (values > INT32_MAX).any():
+    present = pc.greater(lengths, 0)
+    if pc.all(present).as_py():
+        if not pc.all(pc.ascii_is_decimal(cells)).as_py():
+            return None
+        values = as_numpy(pc.cast(cells, pa.int64()))
+    else:
+        if not pc.all(pc.or_(pc.invert(present), pc.ascii_is_decimal(cells))).as_py():
+            return None
+        values = as_numpy(pc.cast(pc.if_else(present, cells, pa.scalar("0")), pa.int64()))
+    if len(values) and values.max() > INT32_MAX:
         return None
-    return values, present
+    return values, as_numpy(present)
 
 
 def parse_csv(path: Path, text: str, snapshot: VoteSnapshot) -> list[Record]:
