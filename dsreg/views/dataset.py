@@ -263,13 +263,19 @@ class Dataset:
         }
 
     def _several_labels(self) -> int | None:
-        """The multilabel view: how many served rows have more than one label that fits."""
-        lists = self._view.labels
-        if lists is None:
+        """The multilabel view: how many served rows have more than one label that fits.
+        Counted a batch at a time (``iter_batches``), or from the view already built: ``show``
+        of a 50-million-row set never holds the whole view (#15)."""
+        if self.view != "multilabel":
             return None
         import pyarrow.compute as pc
 
-        return int(pc.sum(pc.greater(pc.list_value_length(lists), 1)).as_py() or 0)
+        def several(lists: pa.Array | pa.ChunkedArray) -> int:
+            return int(pc.sum(pc.greater(pc.list_value_length(lists), 1)).as_py() or 0)
+
+        if "_view" in self.__dict__ and self._view.labels is not None:
+            return several(self._view.labels)
+        return sum(several(b.column("labels")) for b in self.iter_batches(1 << 18))
 
     # -- loaders (dsreg.views.loaders; torch, datasets and pandas imported when called) --------
     def labels_array(self, align: str = "snapshot") -> np.ndarray:
