@@ -45,7 +45,10 @@ _RENAME_NOREPLACE = 1
 
 
 def write_atomic(
-    path: str | os.PathLike[str], data: bytes | Iterable[bytes], *, mode: int = 0o644
+    path: str | os.PathLike[str],
+    data: bytes | Iterable[bytes | memoryview],
+    *,
+    mode: int = 0o644,
 ) -> None:
     """Write ``data`` (bytes, or chunks of them written as they come) at ``path``: a temporary
     file in the same folder, fsynced, then renamed over ``path``, so readers see the old bytes
