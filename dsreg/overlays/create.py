@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,12 @@ def votes_overlay(
     ds = Dataset(reg, reg.resolve(spec))
     result = None
     joined = None
+    # The file's digest (the producer's input) is taken on a second thread while it is read and
+    # matched: BLAKE3 releases the GIL, and neither the reading nor the join keeps both cores
+    # busy all the time. A file that cannot be read is reported by the readers, not here.
+    pool = ThreadPoolExecutor(1)
+    votes_digest = pool.submit(hash_file, path)
+    pool.shutdown(wait=False)
     usable = isinstance(threshold, int) and not isinstance(threshold, bool) and threshold >= 1
     if format == "csv" and usable:
         # Read a block at a time and matched by a DuckDB hash join against the verified examples
@@ -102,7 +109,7 @@ def votes_overlay(
         table=result.table,
         name="dsreg.import-votes",
         params=result.params,
-        inputs={"votes": hash_file(path), **result.inputs},
+        inputs={"votes": votes_digest.result(), **result.inputs},
         summary=result.summary,
         command=command,
         joined=joined,
