@@ -17,7 +17,7 @@ import numpy as np
 from dsreg.errors import InvalidInputError
 from dsreg.repo.registry import Registry, Resolved
 from dsreg.report.agreement import Agreement, compare_corrections
-from dsreg.views.sparse import LoadedRevision, SparseView, load_revision, sparse_views
+from dsreg.views.sparse import Named, SparseView, labels_at, load_corrections, sparse_views
 from dsreg.views.sql import Connection
 
 __all__ = ["TOP", "DiffResult", "Transition", "diff"]
@@ -90,20 +90,23 @@ def diff(reg: Registry, a: str, b: str, *, top: int = TOP) -> DiffResult:
 
 def _diff_rows(reg: Registry, ra: Resolved, rb: Resolved, *, top: int = TOP) -> DiffResult:
     """One snapshot: two views can differ only at rows some overlay names, so only those rows
-    (and the count of the rest) are compared; the snapshot's ids are read for the samples only."""
-    la, lb = load_revision(reg, ra.revision), load_revision(reg, rb.revision)
-    n = len(la.labels)
-    va = sparse_views(n, la.merged, [ra.revision.view])[ra.revision.view]
-    vb = sparse_views(n, lb.merged, [rb.revision.view])[rb.revision.view]
-    named = _union(la.merged.named, lb.merged.named)
-    served_a, label_a = _side(named, va, la)
-    served_b, label_b = _side(named, vb, lb)
+    (and the count of the rest) are compared: the snapshot's labels are read at those rows, a
+    batch at a time, and its ids for the samples only (memory in the size of the corrections)."""
+    snap = reg.snapshot(ra.revision.snapshot)
+    ma, mb = load_corrections(reg, ra.revision), load_corrections(reg, rb.revision)
+    n = snap.rows
+    va = sparse_views(n, ma, [ra.revision.view])[ra.revision.view]
+    vb = sparse_views(n, mb, [rb.revision.view])[rb.revision.view]
+    named = _union(ma.named, mb.named)
+    given = labels_at(reg, snap, named)
+    served_a, label_a = _side(named, va, ma, given)
+    served_b, label_b = _side(named, vb, mb, given)
     # Rows no overlay names: served by a view that keeps "every row except", with given labels.
     rest = n - len(named)
     only_a = served_a & ~served_b
     only_b = served_b & ~served_a
     changed = served_a & served_b & (label_a != label_b)
-    names = la.classes
+    names = snap.classes
     k = len(names)
     pairs = np.bincount(label_a[changed].astype(np.int64) * k + label_b[changed], minlength=k * k)
     trans = sorted(
@@ -129,11 +132,9 @@ def _diff_rows(reg: Registry, ra: Resolved, rb: Resolved, *, top: int = TOP) -> 
         only_b=int(only_b.sum()) + rest_b,
         relabelled=int(changed.sum()),
         transitions=tuple(Transition(source=f, target=t, count=c) for f, t, c in trans),
-        samples=_ids_at(la.examples, first),
+        samples=_ids_at(reg.store.path(snap.examples), first),
         corrections=(
-            compare_corrections(la.merged, lb.merged)
-            if ra.revision.overlays != rb.revision.overlays
-            else None
+            compare_corrections(ma, mb) if ra.revision.overlays != rb.revision.overlays else None
         ),
     )
 
@@ -157,14 +158,17 @@ def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray(b[at] == a)
 
 
-def _side(named: np.ndarray, vw: SparseView, rev: LoadedRevision) -> tuple[np.ndarray, np.ndarray]:
-    """At the ``named`` rows: whether ``vw`` serves each, and the label it serves."""
+def _side(
+    named: np.ndarray, vw: SparseView, merged: Named, given: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """At the ``named`` rows (``given``: their snapshot labels): whether ``vw`` serves each,
+    and the label it serves."""
     listed = _member(named, vw.rows)
     served = ~listed if vw.complement else listed
-    label = rev.labels[named].copy()
+    label = given.copy()
     rel = _member(named, vw.relabel)
-    at = np.searchsorted(rev.merged.named, named[rel])
-    label[rel] = rev.merged.suggested[at]
+    at = np.searchsorted(merged.named, named[rel])
+    label[rel] = merged.suggested[at]
     return served, label
 
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dsreg.errors import InvalidInputError, ManifestError
-from dsreg.model.manifests import VERDICTS, VIEWS, Revision, View
+from dsreg.model.manifests import VERDICTS, VIEWS, Revision, Snapshot, View
 from dsreg.model.tables import as_numpy
 from dsreg.objects.digest import short
 from dsreg.repo.registry import Registry
@@ -34,6 +34,8 @@ __all__ = [
     "Named",
     "SparseView",
     "in_label_sets",
+    "labels_at",
+    "load_corrections",
     "load_revision",
     "merge",
     "read_column",
@@ -119,20 +121,37 @@ def _verdict_codes(col: pa.ChunkedArray) -> np.ndarray:
     return np.concatenate(out) if out else np.empty(0, np.uint8)
 
 
-def _lists(t: pa.Table, name: str, offset: int) -> tuple[np.ndarray, pa.Array | None]:
-    """Indices (``offset`` + position, -1 where null) into a table's list column ``name``."""
+def _lists(t: pa.Table, name: str, offset: int) -> tuple[np.ndarray | None, pa.Array | None]:
+    """Indices (``offset`` + position, -1 where null) into a table's list column ``name``;
+    ``None`` for both if it has no such column."""
     if name not in t.column_names:
-        return np.full(t.num_rows, -1, dtype=np.int64), None
+        return None, None
     col = t.column(name).combine_chunks()
     has = as_numpy(col.is_valid())
     return np.where(has, offset + np.arange(len(col), dtype=np.int64), -1), col
+
+
+def _index(parts: list[np.ndarray | None], rows: list[np.ndarray]) -> np.ndarray:
+    """The tables' list indices end to end (-1 for a table without the column); empty when
+    no table has one (readers take a short index as none): not a -1 for each named row, 8
+    bytes a row (40 MB at 5 million corrections)."""
+    if all(p is None for p in parts):
+        return _none()
+    return np.concatenate(
+        [
+            np.full(len(r), -1, np.int64) if p is None else p
+            for p, r in zip(parts, rows, strict=True)
+        ]
+    )
 
 
 def merge(tables: Sequence[pa.Table]) -> Named:
     """Fold corrections in order, the later overlay winning: ``rule.merge_overlays``, kept
     sparse (no array of the snapshot's size) and vectorised (one verdict lookup per table).
     The winning row's ``labels`` and ``label_counts`` come with it (version 2 tables)."""
-    rows, codes, sugg, si, ci = [], [], [], [], []
+    rows, codes, sugg = [], [], []
+    si: list[np.ndarray | None] = []
+    ci: list[np.ndarray | None] = []
     sets: list[pa.Array] = []
     counts: list[pa.Array] = []
     n_sets = n_counts = 0
@@ -157,14 +176,16 @@ def merge(tables: Sequence[pa.Table]) -> Named:
             suggested=np.empty(0, np.int32),
         )
     r, c, s = np.concatenate(rows), np.concatenate(codes), np.concatenate(sugg)
-    a, b = np.concatenate(si), np.concatenate(ci)
+    a, b = _index(si, rows), _index(ci, rows)
     if len(r) > 1 and not (r[1:] > r[:-1]).all():
         # A stable sort keeps overlay order among equal rows: the last of each run wins.
         order = np.argsort(r, kind="stable")
-        r, c, s, a, b = r[order], c[order], s[order], a[order], b[order]
+        r, c, s = r[order], c[order], s[order]
+        a, b = (x[order] if len(x) else x for x in (a, b))
         last = np.ones(len(r), dtype=bool)
         last[:-1] = r[1:] != r[:-1]
-        r, c, s, a, b = r[last], c[last], s[last], a[last], b[last]
+        r, c, s = r[last], c[last], s[last]
+        a, b = (x[last] if len(x) else x for x in (a, b))
     return Named(
         named=r,
         verdict=c,
@@ -297,25 +318,60 @@ def load_revision(reg: Registry, revision: Revision) -> LoadedRevision:
     # The labels and the corrections are read side by side (pyarrow decodes without the GIL).
     with ThreadPoolExecutor(max_workers=2) as pool:
         labels_f = pool.submit(read_column, path, "label")
-        # Verdicts stay dictionary-encoded, as stored: six strings, not millions.
-        cols = ["row", "verdict", "suggested_label"]
-        v2 = [*cols, "labels", "label_counts"]
-        tables = list(
-            pool.map(
-                lambda cv: read_columns(cv[0], v2 if cv[1] == 2 else cols, dictionary=["verdict"]),
-                [(c, ov.version) for c, (_, ov) in zip(cpaths, overlays, strict=True)],
-            )
-        )
+        tables = list(pool.map(_read_overlay, cpaths, [ov.version for _, ov in overlays]))
         labels = as_numpy(labels_f.result()).astype(np.int32, copy=False)
     if len(labels) != snap.rows:
-        raise ManifestError(
-            f"examples table {short(snap.examples)} has {len(labels)} rows, its snapshot says "
-            f"{snap.rows}; run 'dsreg verify'"
-        )
+        raise ManifestError(_rows_differ(snap.examples, len(labels), snap.rows))
     return LoadedRevision(
         labels=labels,
         classes=snap.classes,
         merged=merge(tables),
         overlays=tuple((d, ov.kind) for d, ov in overlays),
         examples=path,
+    )
+
+
+def load_corrections(reg: Registry, revision: Revision) -> Named:
+    """A revision's overlays merged, each corrections table verified first: ``load_revision``
+    without the snapshot's labels (``dsreg diff`` reads those at the named rows only)."""
+    overlays = [reg.overlay(d) for d in revision.overlays]
+    return merge(
+        [_read_overlay(verified_object(reg, ov.corrections), ov.version) for ov in overlays]
+    )
+
+
+def labels_at(reg: Registry, snap: Snapshot, rows: np.ndarray) -> np.ndarray:
+    """The snapshot's labels at ``rows`` (sorted), its examples table verified, then read a
+    batch at a time: memory in the size of ``rows``, not of the snapshot."""
+    path = verified_object(reg, snap.examples)
+    out = np.empty(len(rows), dtype=np.int32)
+    start = 0
+    try:
+        pf = pq.ParquetFile(path)
+        for batch in pf.iter_batches(batch_size=1 << 20, columns=["label"], use_threads=False):
+            m = batch.num_rows
+            lo, hi = np.searchsorted(rows, [start, start + m])
+            if hi > lo:
+                out[lo:hi] = as_numpy(batch.column(0))[rows[lo:hi] - start]
+            start += m
+    except (pa.ArrowException, OSError) as e:
+        raise ManifestError(f"cannot read the labels of {path}: {e}; run 'dsreg verify'") from e
+    if start != snap.rows:
+        raise ManifestError(_rows_differ(snap.examples, start, snap.rows))
+    return out
+
+
+def _read_overlay(path: Path, version: int) -> pa.Table:
+    """The columns of a verified corrections table the view rule reads; verdicts stay
+    dictionary-encoded, as stored: six strings, not millions."""
+    cols = ["row", "verdict", "suggested_label"]
+    if version == 2:
+        cols += ["labels", "label_counts"]
+    return read_columns(path, cols, dictionary=["verdict"])
+
+
+def _rows_differ(examples: str, got: int, want: int) -> str:
+    return (
+        f"examples table {short(examples)} has {got} rows, its snapshot says {want}; "
+        "run 'dsreg verify'"
     )
