@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from dsreg.model.names import UNSAFE_PATH
 
 # from_numpy is re-exported by model.tables
-__all__ = ["first_unsafe", "from_numpy", "string_array"]
+__all__ = ["first_unsafe", "from_numpy", "null_array", "scattered", "string_array"]
 
 
 def from_numpy(
@@ -73,3 +73,34 @@ def _may_be_unsafe(chunk: pa.Array) -> bool:
         return True  # an empty id (or a null, which the regex passes)
     text = memoryview(data)[int(ends[0]) : int(ends[-1])].tobytes()
     return any(b in text for b in _UNSAFE_BYTES)
+
+
+def null_array(type_: pa.DataType, n: int) -> pa.Array:
+    """``n`` nulls of a fixed-width or string/binary ``type_`` over zeroed numpy buffers.
+
+    ``pa.nulls`` fills a buffer from Arrow's pool (every page written); ``np.zeros`` of this
+    size is fresh zero pages from the kernel, costing nothing until something reads them: a
+    50-million-row table's all-null ``blob`` and ``size`` (a label-only set) take no time and no
+    memory to serve. Other types fall back to ``pa.nulls``."""
+    bitmap = pa.py_buffer(np.zeros((n + 7) // 8, dtype=np.uint8))
+    if pa.types.is_string(type_) or pa.types.is_binary(type_):
+        offsets = pa.py_buffer(np.zeros(n + 1, dtype=np.int32))
+        return pa.Array.from_buffers(type_, n, [bitmap, offsets, pa.py_buffer(b"")], null_count=n)
+    if pa.types.is_integer(type_) or pa.types.is_floating(type_):
+        data = pa.py_buffer(np.zeros(n * type_.bit_width // 8, dtype=np.uint8))
+        return pa.Array.from_buffers(type_, n, [bitmap, data], null_count=n)
+    return pa.nulls(n, type_)
+
+
+def scattered(
+    n: int, at: np.ndarray, values: np.ndarray, type_: pa.DataType, *, bitmap: pa.Buffer | None
+) -> pa.Array:
+    """A fixed-width array of ``n`` slots holding ``values`` at positions ``at`` (zero
+    elsewhere), its validity ``bitmap`` (Arrow's little-endian bits; ``None``: all valid).
+
+    One scatter into zeroed pages: the slots never written cost nothing to fill (against
+    ``take`` through a null-bitmapped index, which writes every slot)."""
+    data = np.zeros(n, dtype=np.dtype(type_.to_pandas_dtype()))
+    data[at] = values
+    nulls = -1 if bitmap is not None else 0
+    return pa.Array.from_buffers(type_, n, [bitmap, pa.py_buffer(data)], null_count=nulls)

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dsreg.errors import DatasetFormatError, ManifestError
-from dsreg.model.arrays import from_numpy
+from dsreg.model.arrays import from_numpy, null_array
 from dsreg.model.corrections import COUNT_FIELDS
 from dsreg.model.parquet_footer import strip_created_by
 from dsreg.objects.digest import short
@@ -221,18 +221,59 @@ def read_parquet_mapped(
                 range(lo, hi), columns=cols, use_threads=True, use_pandas_metadata=False
             )
 
+        # A column whose every chunk's statistics count only nulls (a label-only set's blob
+        # and size) is not decoded: its nulls are made over zeroed pages (model.arrays).
+        schema = meta.schema.to_arrow_schema()
+        empty = _all_null(meta, schema) & set(cols if cols is not None else schema.names)
+        if empty:
+            cols = [c for c in (cols if cols is not None else schema.names) if c not in empty]
         if workers == 1:
             table = run(0, groups)
         else:
             with concurrent.futures.ThreadPoolExecutor(workers) as pool:
                 parts = list(pool.map(run, cuts[:-1], cuts[1:]))
             table = pa.concat_tables(parts)
+        if empty:
+            n = meta.num_rows
+            wanted = [
+                c
+                for c in (list(columns) if columns else schema.names)
+                if c in empty or c in table.column_names
+            ]
+            fields = [table.schema.field(c) if c not in empty else schema.field(c) for c in wanted]
+            table = pa.Table.from_arrays(
+                [
+                    null_array(schema.field(c).type, n) if c in empty else table.column(c)
+                    for c in wanted
+                ],
+                schema=pa.schema(fields, metadata=table.schema.metadata),
+            )
     except (pa.ArrowException, OSError) as e:
         raise ManifestError(f"table {short(digest)} is not readable Parquet: {e}") from e
     absent = [c for c in columns or () if c not in table.column_names]
     if absent:
         raise ManifestError(f"table {short(digest)} has no column {absent[0]!r}")
     return table
+
+
+def _all_null(meta: pq.FileMetaData, schema: pa.Schema) -> set[str]:
+    """Top-level flat columns whose statistics, in every row group, count as many nulls as
+    the group has rows (only such a column: none when statistics are absent)."""
+    flat = {f.name for f in schema if not pa.types.is_nested(f.type)}
+    if not meta.num_row_groups:
+        return set()
+    out = set(flat)
+    for g in range(meta.num_row_groups):
+        rg = meta.row_group(g)
+        for i in range(rg.num_columns):
+            c = rg.column(i)
+            name = c.path_in_schema
+            if name not in out:
+                continue
+            st = c.statistics
+            if st is None or not st.has_null_count or st.null_count != rg.num_rows:
+                out.discard(name)
+    return out
 
 
 def fold_case(name: str) -> str:

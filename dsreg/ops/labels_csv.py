@@ -139,7 +139,7 @@ class LabelsCsv:
             pc.cast(col("label"), pa.string()),
             pc.take(self._names, col("label")),
             pc.cast(col("given_label"), pa.string()),
-            pc.fill_null(col("verdict"), ""),
+            pc.fill_null(col("verdict").cast(pa.string()), ""),
         ]
         if self._multilabel:
             lists = pc.cast(col("labels"), pa.list_(pa.string()))

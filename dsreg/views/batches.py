@@ -65,9 +65,10 @@ def iter_view_batches(
                 "row": from_numpy(v.rows + start, pa.int64()),
                 "example_id": pick(batch.column("example_id")),
                 "label": label,
-                "label_name": pc.take(names, label),
+                # Dictionaries over the classes and the verdicts, as in ``labels()``.
+                "label_name": pa.DictionaryArray.from_arrays(label, names),
                 "given_label": from_numpy(v.given_label, pa.int32()),
-                "verdict": v.verdict.cast(pa.string()),
+                "verdict": v.verdict,
                 "blob": pick(batch.column("blob")),
                 "size": pick(batch.column("size")),
             }

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from dsreg.model.arrays import from_numpy, string_array
+from dsreg.model.arrays import from_numpy, null_array, string_array
 from dsreg.model.manifests import Overlay, Snapshot, View
 from dsreg.model.tables import as_numpy, served_metadata
 from dsreg.objects.digest import short
@@ -143,25 +143,36 @@ class Dataset:
         does), (the multilabel view only) labels, then the snapshot's metadata columns
         (``served_metadata``: a column named like one of the view's, possible only in a table
         ``dsreg add`` did not make, is left out)."""
-        import pyarrow.compute as pc
-
         from dsreg.views.rule import review_columns
 
         v = self._view
         ex = self._examples
-        if len(v.rows) != ex.num_rows:
-            # A boolean filter copies runs of rows (cheaper than a gather by position).
+        n = len(v.rows)
+        if n != ex.num_rows:
+            # A boolean filter copies runs of rows (cheaper than a gather by position); a
+            # column of nulls only (a label-only set's blob and size) is made anew at the
+            # view's length instead of filtered.
             keep = np.zeros(ex.num_rows, dtype=bool)
             keep[v.rows] = True
-            ex = ex.filter(from_numpy(keep, pa.bool_()))
+            mask = from_numpy(keep, pa.bool_())
+            ex = pa.table(
+                {
+                    name: null_array(col.type, n)
+                    if col.null_count == len(col)
+                    else col.filter(mask)
+                    for name, col in zip(ex.column_names, ex.columns, strict=True)
+                }
+            )
         label = from_numpy(v.label, pa.int32())
         cols: dict[str, Any] = {
             "row": from_numpy(v.rows, pa.int64()),
             "example_id": ex.column("example_id"),
             "label": label,
-            "label_name": pc.take(string_array(self.classes), label),
+            # Names as a dictionary over the classes, sharing the labels' buffer (pandas: a
+            # category), as the verdicts are: no per-row strings (docs/loaders.md).
+            "label_name": pa.DictionaryArray.from_arrays(label, string_array(self.classes)),
             "given_label": from_numpy(v.given_label, pa.int32()),
-            "verdict": v.verdict.cast(pa.string()),
+            "verdict": v.verdict,
             "blob": ex.column("blob"),
             "size": ex.column("size"),
             **review_columns(v.rows, self._corrections, self.classes),

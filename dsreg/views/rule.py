@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dsreg.model.arrays import from_numpy, string_array
+from dsreg.model.arrays import from_numpy, null_array, scattered, string_array
 from dsreg.model.corrections import COUNT_FIELDS
 from dsreg.model.manifests import VERDICTS, View
 from dsreg.model.tables import as_numpy
@@ -274,6 +274,13 @@ def _named(
     return pos, wins
 
 
+def _bitmap(n: int, at: np.ndarray) -> pa.Buffer:
+    """Arrow validity bits for ``n`` slots, set at positions ``at``."""
+    bits = np.zeros(n, dtype=bool)
+    bits[at] = True
+    return pa.py_buffer(np.packbits(bits, bitorder="little"))
+
+
 def review_columns(
     rows: np.ndarray, corrections: Sequence[pa.Table], classes: Sequence[str]
 ) -> dict[str, pa.Array]:
@@ -316,27 +323,27 @@ def review_columns(
     perm = None
     if len(order) > 1:
         perm = np.argsort(np.concatenate(order), kind="stable")
-    # One index the length of the rows, null where no overlay names the row, else the row's
-    # place among the named ones; each column is its few values taken through it (Arrow's
-    # pool allocates the output, the rows no overlay names cost a null bit and a zero).
-    bits = np.zeros(n, dtype=bool)
-    bits[pos] = True
-    at = np.zeros(n, dtype=np.int32)
-    at[pos] = np.arange(len(pos), dtype=np.int32)
-    index = pa.Array.from_buffers(
-        pa.int32(),
-        n,
-        [pa.py_buffer(np.packbits(bits, bitorder="little")), pa.py_buffer(at)],
-        null_count=n - len(pos),
-    )
-    del bits, at
+    # Each column is its few values scattered into zeroed pages the length of the rows (the
+    # rows no overlay names cost nothing to fill); the names are a dictionary over the classes
+    # sharing the suggested labels' buffer. One validity bitmap serves every column whose
+    # values are all present (the usual case), null exactly where no overlay names the row.
+    named: pa.Buffer | None = None
     out: dict[str, pa.Array] = {}
     for name, (type_, values, oks) in fields.items():
         v = np.concatenate(values) if values else np.empty(0)
         ok = np.concatenate(oks) if oks else np.empty(0, bool)
         if perm is not None:
             v, ok = v[perm], ok[perm]
-        out[name] = from_numpy(v, type_, valid=ok).take(index) if ok.any() else pa.nulls(n, type_)
+        if not ok.any():
+            out[name] = null_array(type_, n)
+        elif ok.all():
+            if named is None:
+                named = _bitmap(n, pos)
+            out[name] = scattered(n, pos, v, type_, bitmap=named)
+        else:
+            out[name] = scattered(n, pos[ok], v[ok], type_, bitmap=_bitmap(n, pos[ok]))
         if name == "suggested_label":
-            out["suggested_label_name"] = string_array(classes).take(out[name])
+            out["suggested_label_name"] = pa.DictionaryArray.from_arrays(
+                out[name], string_array(classes)
+            )
     return out
