@@ -33,7 +33,7 @@ from pathlib import Path
 from dsreg.errors import StorageError
 from dsreg.objects.digest import is_digest
 
-__all__ = ["StatCache", "StatKey"]
+__all__ = ["StatCache", "StatKey", "decode_record"]
 
 # What an object's trust record holds: (inode, size, mtime_ns, ctime_ns, nlink).
 StatKey = tuple[int, int, int, int, int]
@@ -57,6 +57,18 @@ _SCHEMA = (
     "DROP TABLE IF EXISTS scans",
     "DROP TABLE IF EXISTS objects_v1",
 )
+
+
+def decode_record(key: bytes, value: object) -> StatKey | None:
+    """A trust record's fields, ``None`` unless ``value`` is one whose check (a CRC-32 of the
+    32-byte digest ``key`` and the fields) holds."""
+    if not isinstance(value, bytes) or len(key) != 32 or len(value) != _OBJ_LEN:
+        return None
+    fields = value[: _OBJ.size]
+    if _OBJ_CRC.unpack_from(value, _OBJ.size)[0] != zlib.crc32(key + fields):
+        return None
+    ino, size, mtime, ctime, nlink = _OBJ.unpack(fields)
+    return (ino, size, mtime, ctime, nlink)
 
 
 def _check(*fields: object) -> str:
@@ -160,23 +172,37 @@ class StatCache:
         mtime_ns, ctime_ns, nlink)}``. A record that fails its check (a CRC-32 of the digest and
         the fields) is a miss, as is everything when the database is absent or damaged."""
         out: dict[str, StatKey] = {}
+        for key, value in self.object_records(hexes).items():
+            st = decode_record(key, value)
+            if st is not None:
+                out[key.hex()] = st
+        return out
+
+    def object_records(self, hexes: list[str]) -> dict[bytes, object]:
+        """The trust records of the objects ``hexes`` as stored, neither checked nor decoded:
+        ``{32-byte digest: value}`` (``decode_record`` checks and decodes one, so a checkout
+        does that in the workers that need each record). One pass over the table when the
+        request names at least a quarter of its rows (a checkout of most of the store), else
+        lookups by key. Nothing when the database is absent or damaged."""
+        out: dict[bytes, object] = {}
         try:
+            keys = [bytes.fromhex(h) for h in hexes]
             with self._connect(write=False) as con:
-                for lo in range(0, len(hexes), _IN):
-                    keys = [bytes.fromhex(h) for h in hexes[lo : lo + _IN]]
-                    marks = ",".join("?" * len(keys))
+                (rows,) = con.execute("SELECT count(*) FROM objects_v2").fetchone()
+                if rows <= 4 * len(keys):
+                    want = set(keys)
+                    for key, value in con.execute("SELECT digest, stat FROM objects_v2"):
+                        if key in want:
+                            out[key] = value
+                    return out
+                for lo in range(0, len(keys), _IN):
+                    part = keys[lo : lo + _IN]
+                    marks = ",".join("?" * len(part))
                     for key, value in con.execute(
-                        f"SELECT digest, stat FROM objects_v2 WHERE digest IN ({marks})", keys
+                        f"SELECT digest, stat FROM objects_v2 WHERE digest IN ({marks})", part
                     ):
-                        if not (isinstance(key, bytes) and isinstance(value, bytes)):
-                            continue
-                        if len(key) != 32 or len(value) != _OBJ_LEN:
-                            continue
-                        fields = value[: _OBJ.size]
-                        if _OBJ_CRC.unpack_from(value, _OBJ.size)[0] != zlib.crc32(key + fields):
-                            continue
-                        ino, size, mtime, ctime, nlink = _OBJ.unpack(fields)
-                        out[key.hex()] = (ino, size, mtime, ctime, nlink)
+                        if isinstance(key, bytes):
+                            out[key] = value
         except (sqlite3.Error, ValueError):
             return {}
         return out
@@ -184,18 +210,42 @@ class StatCache:
     def put_object_stats(self, rows: Iterable[tuple[str, StatKey]]) -> None:
         """Write trust records ``(hex, (inode, size, mtime_ns, ctime_ns, nlink))`` in one short
         transaction; errors only cost speed (the objects are re-hashed next time)."""
-        packed = []
-        for hexd, st in rows:
-            key = bytes.fromhex(hexd)
-            fields = _OBJ.pack(*st)
-            packed.append((key, fields + _OBJ_CRC.pack(zlib.crc32(key + fields))))
-        if not packed:
-            return
-        packed.sort()  # inserted in key order: a B-tree fills fastest that way
-        with contextlib.suppress(sqlite3.Error), self._connect(write=True) as con:
-            con.execute("BEGIN")
-            con.executemany("INSERT OR REPLACE INTO objects_v2 VALUES (?, ?)", packed)
-            con.execute("COMMIT")
+        with self.object_writer() as put:
+            put(rows)
+
+    @contextlib.contextmanager
+    def object_writer(self) -> Iterator[Callable[[Iterable[tuple[str, StatKey]]], None]]:
+        """``put(rows)`` (as ``put_object_stats``) as often as needed on one connection, each
+        call its own short transaction; errors only cost speed."""
+        con: sqlite3.Connection | None = None
+
+        def put(rows: Iterable[tuple[str, StatKey]]) -> None:
+            nonlocal con
+            packed = []
+            for hexd, st in rows:
+                key = bytes.fromhex(hexd)
+                fields = _OBJ.pack(*st)
+                packed.append((key, fields + _OBJ_CRC.pack(zlib.crc32(key + fields))))
+            if not packed:
+                return
+            packed.sort()  # inserted in key order: a B-tree fills fastest that way
+            try:
+                if con is None:
+                    con = self._open(write=True)
+                con.execute("BEGIN")
+                con.executemany("INSERT OR REPLACE INTO objects_v2 VALUES (?, ?)", packed)
+                con.execute("COMMIT")
+            except sqlite3.Error:
+                with contextlib.suppress(sqlite3.Error):
+                    if con is not None:
+                        con.rollback()
+
+        try:
+            yield put
+        finally:
+            if con is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    con.close()
 
     def clock_ns(self) -> int | None:
         """The file system's clock, now: the mtime ``state/clock`` gets when touched (the

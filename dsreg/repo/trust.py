@@ -41,15 +41,28 @@ checkout, the add's own run for the objects it stages in its private folder unde
 
 from __future__ import annotations
 
+import contextlib
 import os
+import queue
+import threading
 import time
 from collections.abc import Iterable, Mapping
 
 from dsreg.objects.digest import PREFIX, hex_of, object_relpath
 from dsreg.repo.registry import Registry
-from dsreg.repo.state import StatKey
+from dsreg.repo.state import StatKey, decode_record
 
-__all__ = ["StatKey", "key_of", "record", "record_stored", "same_file", "trusted", "vouches"]
+__all__ = [
+    "Recorder",
+    "Records",
+    "StatKey",
+    "key_of",
+    "record",
+    "record_stored",
+    "same_file",
+    "trusted",
+    "vouches",
+]
 
 
 def key_of(st: os.stat_result) -> StatKey:
@@ -70,20 +83,48 @@ def same_file(a: StatKey, b: StatKey) -> bool:
     return a[:3] == b[:3]
 
 
-def trusted(reg: Registry, digests: Iterable[str], *, verify: bool = False) -> dict[str, StatKey]:
-    """The trust records of ``digests`` (``{digest: (inode, size, mtime_ns, ctime_ns,
-    nlink)}``): an object whose stat its record ``vouches`` for may be linked unread.
-    Objects marked corrupt have none; with ``verify``, nothing has."""
+class Records:
+    """The trust records a checkout looked up: ``get(digest)`` checks (its CRC-32) and decodes
+    one when it is asked for, so that work happens in the workers that link the objects, side
+    by side, not in one pass before they start. ``seeing(stats)`` is the same records with
+    ``stats`` (what this checkout found good: an object's stat after its links) in front."""
+
+    __slots__ = ("_raw", "_seen")
+
+    def __init__(
+        self, raw: Mapping[bytes, object] | None = None, seen: Mapping[str, StatKey] | None = None
+    ) -> None:
+        self._raw: Mapping[bytes, object] = raw or {}
+        self._seen: Mapping[str, StatKey] = seen or {}
+
+    def get(self, digest: str) -> StatKey | None:
+        """Object ``digest``'s record (``None``: none, or one whose check fails)."""
+        st = self._seen.get(digest)
+        if st is not None:
+            return st
+        if not self._raw:
+            return None
+        key = bytes.fromhex(digest[len(PREFIX) :])
+        value = self._raw.get(key)
+        return None if value is None else decode_record(key, value)
+
+    def seeing(self, stats: Mapping[str, StatKey]) -> Records:
+        return Records(self._raw, {**self._seen, **stats})
+
+
+def trusted(reg: Registry, digests: Iterable[str], *, verify: bool = False) -> Records:
+    """The trust records of ``digests``: an object whose stat its record ``vouches`` for may be
+    linked unread. Objects marked corrupt have none; with ``verify``, nothing has."""
     if verify:
-        return {}
+        return Records()
     cut = len(PREFIX)
     wanted = sorted({d[cut:] for d in digests})  # full digests: the examples table checked them
     if not wanted:
-        return {}
-    found = reg.state.object_stats(wanted)
+        return Records()
+    found = reg.state.object_records(wanted)
     for d in reg.store.marked_corrupt():
-        found.pop(hex_of(d), None)
-    return {PREFIX + h: st for h, st in found.items()}
+        found.pop(bytes.fromhex(hex_of(d)), None)
+    return Records(found)
 
 
 # How long ``record`` waits for the file system's clock to move past a racy record's times.
@@ -96,6 +137,62 @@ def record(reg: Registry, rows: Mapping[str, tuple[StatKey, bool]]) -> int:
     a link; ``safe`` when it was taken after a reading of the file system's clock older than
     its ctime and mtime. The others are stat'ed again once the clock has passed them and kept
     only if unchanged. Returns how many were written."""
+    keep = _settled(reg, rows)
+    reg.state.put_object_stats(keep)
+    return len(keep)
+
+
+# Rows a ``Recorder`` writes in one transaction, at least (but the last).
+_BATCH = 8192
+
+
+class Recorder:
+    """``record`` in a thread, while the checkout's workers still link: ``put(rows)`` hands it
+    a worker's rows as they arrive, ``close()`` waits for every one to be written (one
+    connection, a short transaction per batch). The thread starts on the first ``put``: a
+    checkout forks its workers before any row arrives, so none is forked with it running."""
+
+    __slots__ = ("_queue", "_reg", "_thread")
+
+    def __init__(self, reg: Registry) -> None:
+        self._reg = reg
+        self._queue: queue.SimpleQueue[dict[str, tuple[StatKey, bool]] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def put(self, rows: dict[str, tuple[StatKey, bool]]) -> None:
+        if not rows:
+            return
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="dsreg-trust", daemon=True)
+            self._thread.start()
+        self._queue.put(rows)
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def _run(self) -> None:
+        with self._reg.state.object_writer() as write:
+            done = False
+            while not done:
+                rows: dict[str, tuple[StatKey, bool]] = {}
+                # A transaction per _BATCH rows at least (each one rewrites the pages its
+                # rows fall in: random keys touch most of the table's).
+                while len(rows) < _BATCH:
+                    more = self._queue.get()
+                    if more is None:
+                        done = True
+                        break
+                    rows.update(more)
+                with contextlib.suppress(OSError):
+                    write(_settled(self._reg, rows))
+
+
+def _settled(reg: Registry, rows: Mapping[str, tuple[StatKey, bool]]) -> list[tuple[str, StatKey]]:
+    """The rows of ``record`` that may be written: the safe ones, and the others whose stat is
+    unchanged once the clock has passed them."""
     cut = len(PREFIX)
     keep = [(d[cut:], st) for d, (st, safe) in rows.items() if safe]
     racy = {d: st for d, (st, safe) in rows.items() if not safe}
@@ -111,8 +208,7 @@ def record(reg: Registry, rows: Mapping[str, tuple[StatKey, bool]]) -> int:
                     continue
                 if now == st:
                     keep.append((d[cut:], now))
-    reg.state.put_object_stats(keep)
-    return len(keep)
+    return keep
 
 
 def _clock_after(reg: Registry, t: int) -> int | None:

@@ -390,3 +390,55 @@ def test_duplicate_files_are_re_hashed_once(
     flip(reg, blob, keep_mtime=True)
     with pytest.raises(CorruptObjectError):
         dsreg.checkout("dups@v1", tmp_path / "bad", link=link, registry=reg)
+
+
+@pytest.mark.parametrize("others", [0, 6])
+def test_records_are_found_however_many_others_the_state_holds(
+    make_registry: Callable[..., Registry], tmp_path: Path, hashed: list[str], others: int
+) -> None:
+    """A checkout reads its objects' trust records in one pass over the state when they are
+    most of it, and by key when other datasets' records outnumber them: either way a hard-link
+    checkout after a deleted one re-hashes nothing, and a flipped byte is refused."""
+    reg = make_registry()
+    for i in range(others):
+        dsreg.add(f"other{i}", make_tree(tmp_path / f"o{i}", seed=10 + i), tag="v1", registry=reg)
+    dsreg.add("pets", make_tree(tmp_path / "tree"), tag="v1", registry=reg)
+    dsreg.checkout("pets@v1", tmp_path / "first", link="hardlink", registry=reg)
+    shutil.rmtree(tmp_path / "first")
+    hashed.clear()
+    dsreg.checkout("pets@v1", tmp_path / "second", link="hardlink", registry=reg)
+    assert hashed == [] and len(served(tmp_path / "second")) == 8
+    blob = dsreg.open("pets@v1", registry=reg)[0].blob
+    assert blob is not None
+    flip(reg, blob, keep_mtime=True)
+    with pytest.raises(CorruptObjectError):
+        dsreg.checkout("pets@v1", tmp_path / "third", link="hardlink", registry=reg)
+    assert served(tmp_path / "third") == []
+
+
+def test_worker_processes_record_the_stat_after_their_links(
+    pets: tuple[Registry, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In worker processes (a large checkout's way), each object's trust record is written as
+    its chunk comes back, with its stat after the link; after the checkout is deleted the next
+    one links from those records, and a flipped byte is still refused there."""
+    import dsreg._util.parallel as parallel
+
+    monkeypatch.setattr(parallel, "FORK_MIN", 1)
+    monkeypatch.setenv("DSREG_JOBS", "2")
+    reg, blob = pets
+    blobs = sorted({e.blob for e in dsreg.open("pets@v1", registry=reg) if e.blob})
+
+    def records_match() -> bool:
+        rec = reg.state.object_stats([hex_of(b) for b in blobs])
+        return rec == {hex_of(b): key_of(os.stat(reg.store.path(b))) for b in blobs}
+
+    dsreg.checkout("pets@v1", tmp_path / "first", link="hardlink", registry=reg)
+    assert records_match()
+    shutil.rmtree(tmp_path / "first")
+    dsreg.checkout("pets@v1", tmp_path / "second", link="hardlink", registry=reg)
+    assert records_match() and len(served(tmp_path / "second")) == 8
+    flip(reg, blob, keep_mtime=True)
+    with pytest.raises(CorruptObjectError):
+        dsreg.checkout("pets@v1", tmp_path / "third", link="hardlink", registry=reg)
+    assert served(tmp_path / "third") == []
