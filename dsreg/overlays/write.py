@@ -238,14 +238,19 @@ def write_overlay(
             return _at_rows(reg, snap, rows)
         return None, np.asarray(joined.labels)
 
-    _check(table, kind=kind, snap=snap, gather=gather)
+    # The canonical encoding (pyarrow, one thread, the GIL released) runs on a second thread
+    # while the table is checked; its bytes are used only once the check has passed.
+    with ThreadPoolExecutor(1) as pool:
+        encoded = pool.submit(parquet_bytes, table)
+        _check(table, kind=kind, snap=snap, gather=gather)
+        data = encoded.result()
     vc = pc.value_counts(table.column("verdict"))
     counts = dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True))
     full_summary: dict[str, Any] = {"rows": table.num_rows}
     full_summary.update({v: counts.get(v, 0) for v in VERDICTS if v in _ALLOWED[kind]})
     full_summary.update(summary or {})
     with reg.lock():
-        corrections = reg.store.put_bytes(parquet_bytes(table))
+        corrections = reg.store.put_bytes(data)
         ov = Overlay(
             base=base,
             kind=kind,
