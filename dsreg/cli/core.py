@@ -117,6 +117,12 @@ def add(
         f"Added {at}: {res.rows} examples, {len(res.classes)} classes, {res.files} files "
         f"({res.new_objects} new); snapshot {short(res.snapshot)}, revision {short(res.revision)}"
     )
+    if not tag:
+        # Tags are the roots: say what an untagged revision means and how to name it.
+        say(
+            "Not tagged: 'dsreg ls' does not list it and 'dsreg gc' may remove it; name it "
+            f"with: dsreg tag {dataset}@<tag> {res.revision}"
+        )
 
 
 def ls(

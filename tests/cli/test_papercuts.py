@@ -281,3 +281,21 @@ def test_the_library_reports_progress_through_its_hook_and_prints_nothing(
     out, err = capfd.readouterr()
     assert out == "" and err == ""
     assert os.environ.get("DSREG_PROGRESS_INTERVAL") is None
+
+
+# -- add without --tag -----------------------------------------------------------------------
+
+
+def test_add_without_tag_says_how_to_name_the_revision(cli: Cli, toy: Path, tmp_path: Path) -> None:
+    np.save(tmp_path / "more.npy", np.array([1, 0, 1]))
+    r = cli("add", "more", "--labels", "more.npy", "--classes", "classes.txt")
+    assert r.exit_code == 0, r.stderr
+    revision = r.stdout.strip()
+    assert f"dsreg tag more@<tag> {revision}" in r.stderr
+    assert "'dsreg ls' does not list it" in r.stderr
+    # the command it prints works, and then ls lists the dataset
+    assert cli("tag", "more@v1", revision).exit_code == 0
+    assert "more" in cli("ls").stdout
+    # with --tag, no such line
+    r = cli("add", "other", "--labels", "more.npy", "--classes", "classes.txt", "--tag", "v1")
+    assert r.exit_code == 0 and "Not tagged" not in r.stderr
