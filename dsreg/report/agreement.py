@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from dsreg.model.manifests import VERDICTS
-from dsreg.views.sparse import Named, in_label_sets
+from dsreg.views.sparse import Named, in_label_sets, union_rows
 
 __all__ = ["Agreement", "VerdictPair", "compare_corrections"]
 
@@ -93,7 +93,7 @@ def _in_other(
 
 def compare_corrections(a: Named, b: Named) -> Agreement:
     """Compare the merged corrections of two revisions of one snapshot."""
-    named = np.union1d(a.named, b.named)
+    named = union_rows(a.named, b.named)
     ca, sa, la = _at(named, a)
     cb, sb, lb = _at(named, b)
     m = len(VERDICTS) + 1

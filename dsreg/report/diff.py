@@ -17,7 +17,14 @@ import numpy as np
 from dsreg.errors import InvalidInputError
 from dsreg.repo.registry import Registry, Resolved
 from dsreg.report.agreement import Agreement, compare_corrections
-from dsreg.views.sparse import Named, SparseView, labels_at, load_corrections, sparse_views
+from dsreg.views.sparse import (
+    Named,
+    SparseView,
+    labels_at,
+    load_corrections,
+    sparse_views,
+    union_rows,
+)
 from dsreg.views.sql import Connection
 
 __all__ = ["TOP", "DiffResult", "Transition", "diff"]
@@ -97,7 +104,7 @@ def _diff_rows(reg: Registry, ra: Resolved, rb: Resolved, *, top: int = TOP) -> 
     n = snap.rows
     va = sparse_views(n, ma, [ra.revision.view])[ra.revision.view]
     vb = sparse_views(n, mb, [rb.revision.view])[rb.revision.view]
-    named = _union(ma.named, mb.named)
+    named = union_rows(ma.named, mb.named)
     given = labels_at(reg, snap, named)
     served_a, label_a = _side(named, va, ma, given)
     served_b, label_b = _side(named, vb, mb, given)
@@ -137,17 +144,6 @@ def _diff_rows(reg: Registry, ra: Resolved, rb: Resolved, *, top: int = TOP) -> 
             compare_corrections(ma, mb) if ra.revision.overlays != rb.revision.overlays else None
         ),
     )
-
-
-def _union(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The sorted union of two sorted arrays of distinct rows (a merge, not a hash)."""
-    if np.array_equal(a, b):
-        return a
-    c = np.concatenate([a, b])
-    c.sort(kind="stable")  # two sorted runs: timsort merges them in linear time
-    keep = np.ones(len(c), dtype=bool)
-    keep[1:] = c[1:] != c[:-1]
-    return c[keep]
 
 
 def _member(a: np.ndarray, b: np.ndarray) -> np.ndarray:
