@@ -33,8 +33,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from dsreg.errors import VotesError
+from dsreg.model.arrays import from_numpy, string_array
 from dsreg.model.corrections import CORRECTIONS_SCHEMA, COUNT_FIELDS, VOTES_TYPE
-from dsreg.model.tables import as_numpy, from_numpy
+from dsreg.model.tables import as_numpy
 from dsreg.overlays.votes_base import (
     DIGITS,
     INT32_MAX,
@@ -296,10 +297,10 @@ def _block(batch: pa.RecordBatch, classes: tuple[str, ...]) -> _Block | None:
     given_label = _labels(cols["given_label"], classes)
     if given_label is None:
         return None
-    has_sug = pc.greater(pc.binary_length(cols["suggested_label"]), 0)
+    has_sug = pc.greater(pc.binary_length(cols["suggested_label"]), _int(0))
     all_sug = pc.all(has_sug).as_py()
     sug_cells = cols["suggested_label"]
-    sug = _labels(sug_cells if all_sug else pc.if_else(has_sug, sug_cells, pa.scalar("0")), classes)
+    sug = _labels(sug_cells if all_sug else pc.if_else(has_sug, sug_cells, _text("0")), classes)
     if sug is None:
         return None
     counts: dict[str, np.ndarray] = {}
@@ -337,10 +338,10 @@ def _join(ids: pa.Array, examples: Path | pa.Table) -> tuple[np.ndarray, np.ndar
         con.execute(f"SET threads = {_THREADS}")
         con.execute("SET preserve_insertion_order = false")
         con.execute("SET temp_directory = ?", [spill])
-        votes = pa.table({"i": pa.array(np.arange(len(ids), dtype=np.int64)), "example_id": ids})
+        votes = pa.table({"i": from_numpy(np.arange(len(ids)), pa.int64()), "example_id": ids})
         con.register("__dsreg_votes", votes)
         if isinstance(examples, pa.Table):
-            rows = pa.array(np.arange(examples.num_rows, dtype=np.int64))
+            rows = from_numpy(np.arange(examples.num_rows), pa.int64())
             con.register("__dsreg_examples", examples.append_column("row", rows))
             source = "SELECT example_id, label, row FROM __dsreg_examples"
             params: list[Any] = []
@@ -400,7 +401,7 @@ def _corrections(
             ids,
             from_numpy(by_row(fast.given_label), pa.int32()),
             from_numpy(by_row(fast.suggested), pa.int32(), valid=by_row(fast.has_suggested)),
-            pc.take(pa.array(_VERDICTS, pa.string()), from_numpy(by_row(verdict_code), pa.int8())),
+            pc.take(string_array(_VERDICTS), from_numpy(by_row(verdict_code), pa.int8())),
             pa.nulls(m, pa.float64()),
             votes,
         ],
@@ -421,13 +422,13 @@ def _labels(cells: pa.Array, classes: tuple[str, ...]) -> np.ndarray | None:
     ambiguous or unknown label)."""
     k = len(classes)
     # ASCII digits, one to nine of them (``ascii_is_decimal`` is false on an empty cell).
-    digits = pc.and_(pc.ascii_is_decimal(cells), pc.less_equal(pc.binary_length(cells), 9))
+    digits = pc.and_(pc.ascii_is_decimal(cells), pc.less_equal(pc.binary_length(cells), _int(9)))
     if pc.all(digits).as_py() and not any(_is_index(c) for c in classes):
         # Every cell reads as an index and no class name does: no cell can be ambiguous.
         index = as_numpy(pc.cast(cells, pa.int64()))
         return index if not len(index) or index.max() < k else None
-    by_name = pc.index_in(cells, value_set=pa.array(classes, pa.string()))
-    as_int: Any = pc.if_else(digits, cells, pa.scalar("-1"))
+    by_name = pc.index_in(cells, value_set=string_array(classes))
+    as_int: Any = pc.if_else(digits, cells, _text("-1"))
     index = as_numpy(pc.cast(as_int, pa.int64()))
     index = np.where(index < k, index, -1)
     name = as_numpy(by_name, fill=-1).astype(np.int64)
@@ -437,6 +438,17 @@ def _labels(cells: pa.Array, classes: tuple[str, ...]) -> np.ndarray | None:
     if (out < 0).any():
         return None
     return out
+
+
+def _int(value: int) -> pa.Scalar:
+    """An int32 scalar made from a numpy buffer: ``pa.scalar`` and Python numbers handed to
+    compute functions make pyarrow import pandas (0.2 s of every import; model/arrays.py)."""
+    return from_numpy(np.array([value]), pa.int32())[0]
+
+
+def _text(value: str) -> pa.Scalar:
+    """A string scalar made without ``pa.scalar`` (see ``_int``)."""
+    return string_array([value])[0]
 
 
 def _is_index(name: str) -> bool:
@@ -449,7 +461,7 @@ def _count(cells: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
     lengths = pc.binary_length(cells)
     if len(cells) and pc.max(lengths).as_py() > 10:
         return None
-    present = pc.greater(lengths, 0)
+    present = pc.greater(lengths, _int(0))
     if pc.all(present).as_py():
         if not pc.all(pc.ascii_is_decimal(cells)).as_py():
             return None
@@ -457,7 +469,7 @@ def _count(cells: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
     else:
         if not pc.all(pc.or_(pc.invert(present), pc.ascii_is_decimal(cells))).as_py():
             return None
-        values = as_numpy(pc.cast(pc.if_else(present, cells, pa.scalar("0")), pa.int64()))
+        values = as_numpy(pc.cast(pc.if_else(present, cells, _text("0")), pa.int64()))
     if len(values) and values.max() > INT32_MAX:
         return None
     return values, as_numpy(present)

@@ -233,3 +233,38 @@ def test_a_refusal_is_worded_by_the_columnar_path(
             classes=CLASSES,
         )
     assert f"{type(got.value).__name__}: {got.value}" == slow
+
+
+IMPORT_SCRIPT = """
+import sys, dsreg
+got = dsreg.import_votes("v@o", sys.argv[2], format="csv", registry=sys.argv[1])
+print(got.summary["checked"], "pandas" in sys.modules)
+"""
+
+
+def test_a_csv_import_does_not_import_pandas(tmp_path: Path) -> None:
+    """pyarrow imports pandas behind ``pa.scalar``, ``pa.array`` and Python numbers handed to
+    compute functions: 0.2 s of every import (#15). The columnar path makes none."""
+    import subprocess
+    import sys
+
+    import dsreg
+
+    reg = dsreg.init(registry=tmp_path / "reg")
+    (tmp_path / "ids.txt").write_text("\n".join(IDS), encoding="utf-8")
+    np.save(tmp_path / "l.npy", LABELS)
+    dsreg.add("v", labels=tmp_path / "l.npy", ids=tmp_path / "ids.txt", classes=list(CLASSES),
+              tag="o", registry=reg)  # fmt: skip
+    path = tmp_path / "votes.csv"
+    path.write_text(
+        "example_id,given_label,suggested_label,given,guessed,both,neither\n"
+        f"{IDS[5]},{LABELS[5]},,5,0,0,0\n{IDS[7]},{CLASSES[LABELS[7]]},fox,1,4,,\n",
+        encoding="utf-8",
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT_SCRIPT, str(reg.root), str(path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out == "2 False\n", out
