@@ -8,7 +8,9 @@ machine.
 
 Probabilities are read in row chunks through :class:`Scan`, which computes the per-row
 quantities confident learning needs in a few passes and keeps only ``n``-length vectors; the
-``(n, k)`` matrix itself is never copied. See ``docs/detector.md``.
+``(n, k)`` matrix itself is never copied. The arithmetic on the resulting ``(k, k)`` joint
+(calibration, rounding) is :mod:`dsreg.detector.joint`'s; its functions are re-exported here, as
+in ``cleanlab.count``. See ``docs/detector.md``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,15 @@ import numpy as np
 import numpy.typing as npt
 
 from dsreg._util.progress import ProgressHook, no_progress
+from dsreg.detector.joint import (
+    FLOATING_POINT_COMPARISON,
+    Int64Array,
+    calibrate_confident_joint,
+    check_joint,
+    normalise_joint,
+    round_preserving_row_totals,
+    round_preserving_sum,
+)
 from dsreg.detector.probs import (
     FloatArray,
     IntArray,
@@ -46,15 +57,12 @@ __all__ = [
 ]
 
 # cleanlab.internal.constants
-FLOATING_POINT_COMPARISON = 1e-6
 CONFIDENT_THRESHOLDS_LOWER_BOUND = 2 * FLOATING_POINT_COMPARISON
-TINY_VALUE = 1e-100
 
 ESTIMATION_METHODS = ("off_diagonal", "off_diagonal_calibrated", "off_diagonal_custom")
 
 ProbsLike = npt.ArrayLike | str | os.PathLike[str] | ProbabilitySource
 BoolArray = npt.NDArray[np.bool_]
-Int64Array = npt.NDArray[np.int64]
 
 
 def _index_dtype(k: int) -> np.dtype[Any]:
@@ -344,127 +352,6 @@ class Scan:
         return self._calibrated.copy()
 
 
-def round_preserving_sum(iterable: npt.ArrayLike) -> npt.NDArray[np.int_]:
-    """Round floats to ints keeping their (rounded) sum; cleanlab's, with a stable sort.
-
-    Parameters
-    ----------
-    iterable : array_like of float, shape (m,)
-
-    Returns
-    -------
-    numpy.ndarray of int, shape (m,)
-    """
-    floats = np.asarray(iterable, dtype=float)
-    ints = floats.round()
-    orig_sum = np.sum(floats).round()
-    int_sum = np.sum(ints).round()
-    while abs(int_sum - orig_sum) > FLOATING_POINT_COMPARISON:
-        diff = np.round(orig_sum - int_sum)
-        increment = -1 if int(diff < 0.0) else 1
-        changes = min(int(abs(diff)), len(floats))
-        # Stable where cleanlab's is not: which of two equal remainders gets the extra unit.
-        indices = np.argsort(floats - ints, kind="stable")[::-increment][:changes]
-        for i in indices:
-            ints[i] = ints[i] + increment
-        int_sum = np.sum(ints).round()
-    return ints.astype(int)
-
-
-def round_preserving_row_totals(confident_joint: npt.ArrayLike) -> npt.NDArray[np.int_]:
-    """Round a ``(k, k)`` float matrix to ints, preserving each row's total.
-
-    Parameters
-    ----------
-    confident_joint : array_like of float, shape (k, k)
-
-    Returns
-    -------
-    numpy.ndarray of int, shape (k, k)
-    """
-    # round_preserving_sum applied to every row at once (cleanlab loops in Python). The same
-    # floats: each row's total is numpy's pairwise sum of that row, which a C-ordered
-    # row-wise reduction reproduces; integer-valued totals are exact in any order. Only the
-    # *set* of entries adjusted matters, and a stable argsort per row picks the same set.
-    floats = np.array(confident_joint, dtype=float, order="C", ndmin=2)
-    ints = floats.round()
-    orig_sum = floats.sum(axis=1).round()
-    int_sum = ints.sum(axis=1).round()
-    width = floats.shape[1]
-    todo = np.flatnonzero(np.abs(int_sum - orig_sum) > FLOATING_POINT_COMPARISON)
-    while todo.size:
-        diff = np.round(orig_sum[todo] - int_sum[todo])
-        increment = np.where(diff < 0.0, -1.0, 1.0)
-        changes = np.minimum(np.abs(diff).astype(np.int64), width)
-        order = np.argsort(floats[todo] - ints[todo], axis=1, kind="stable")
-        position = np.empty_like(order)
-        np.put_along_axis(position, order, np.arange(width)[None, :], axis=1)
-        # +1 goes to the last ``changes`` of the ascending order, -1 to the first ones.
-        chosen = np.where(
-            increment[:, None] > 0,
-            position >= (width - changes)[:, None],
-            position < changes[:, None],
-        )
-        ints[todo] += chosen * increment[:, None]
-        int_sum[todo] = ints[todo].sum(axis=1).round()
-        todo = todo[np.abs(int_sum[todo] - orig_sum[todo]) > FLOATING_POINT_COMPARISON]
-    return ints.astype(int)
-
-
-def _label_counts(labels: npt.ArrayLike, k: int) -> Int64Array:
-    array = np.asarray(labels)
-    if array.ndim != 1 or array.dtype.kind not in "iu":
-        raise ProbabilitiesError(
-            f"labels must be a 1-D array of integer class indices, got {array.dtype} "
-            f"of shape {array.shape}"
-        )
-    if array.size and (array.min() < 0 or array.max() >= k):
-        raise ProbabilitiesError(
-            f"labels must lie in [0, {k}) to match a ({k}, {k}) confident joint; "
-            f"got values from {array.min()} to {array.max()}"
-        )
-    return np.bincount(array.astype(np.intp), minlength=k).astype(np.int64)
-
-
-def check_joint(confident_joint: npt.ArrayLike, k: int | None = None) -> npt.NDArray[Any]:
-    cj = np.asarray(confident_joint)
-    if cj.ndim != 2 or cj.shape[0] != cj.shape[1] or (k is not None and cj.shape[0] != k):
-        want = f"({k}, {k})" if k is not None else "(k, k)"
-        raise InvalidInputError(f"confident_joint must have shape {want}, got {cj.shape}")
-    if cj.dtype.kind not in "iuf" or not np.isfinite(cj).all() or (cj < 0).any():
-        raise InvalidInputError("confident_joint must hold finite, non-negative counts")
-    return cj
-
-
-def calibrate_confident_joint(
-    confident_joint: npt.ArrayLike, labels: npt.ArrayLike
-) -> npt.NDArray[np.int_]:
-    """Scale a confident joint so rows sum to the label counts and the total is ``n``.
-
-    Parameters
-    ----------
-    confident_joint : array_like, shape (k, k)
-        ``confident_joint[given, true]`` counts.
-    labels : array_like of int, shape (n,)
-        Given labels.
-
-    Returns
-    -------
-    numpy.ndarray of int, shape (k, k)
-        Rounded so that every row total is preserved.
-    """
-    cj = check_joint(confident_joint)
-    label_counts = _label_counts(labels, len(cj))
-    # Same expression, operand order and layouts as cleanlab, for identical rounding.
-    calibrated_cj = (cj.T / np.clip(cj.sum(axis=1), a_min=TINY_VALUE, a_max=None) * label_counts).T
-    calibrated_cj = (
-        calibrated_cj
-        / np.clip(np.sum(calibrated_cj), a_min=TINY_VALUE, a_max=None)
-        * sum(label_counts)
-    )
-    return round_preserving_row_totals(calibrated_cj)
-
-
 def get_confident_thresholds(
     labels: npt.ArrayLike, pred_probs: ProbsLike, *, chunk_rows: int | None = None
 ) -> FloatArray:
@@ -551,17 +438,12 @@ def estimate_joint(
         calibrated = Scan(labels, pred_probs, chunk_rows=chunk_rows).confident_joint()
     else:
         calibrated = calibrate_confident_joint(confident_joint, labels)
-    return _normalise_joint(calibrated)
-
-
-def _normalise_joint(calibrated: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
-    total = np.clip(float(np.sum(calibrated)), a_min=TINY_VALUE, a_max=None)
-    return np.asarray(calibrated / total, dtype=np.float64)
+    return normalise_joint(calibrated)
 
 
 def _fraction_off_diagonal(scan: Scan, confident_joint: npt.ArrayLike | None) -> float:
     cj = scan.confident_joint() if confident_joint is None else confident_joint
-    joint = _normalise_joint(calibrate_confident_joint(cj, scan.labels))
+    joint = normalise_joint(calibrate_confident_joint(cj, scan.labels))
     return float(1.0 - joint.trace())
 
 

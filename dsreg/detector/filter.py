@@ -13,14 +13,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dsreg.detector.count import (
-    BoolArray,
-    ProbsLike,
-    Scan,
-    check_joint,
-    count_issues,
-    round_preserving_row_totals,
-)
+from dsreg.detector.count import BoolArray, ProbsLike, Scan, count_issues
+from dsreg.detector.joint import check_joint, round_preserving_row_totals
 from dsreg.detector.options import FILTER_BY
 from dsreg.detector.probs import FloatArray, IntArray
 from dsreg.errors import InvalidInputError
