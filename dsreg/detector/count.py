@@ -32,13 +32,8 @@ from dsreg.detector.joint import (
     round_preserving_row_totals,
     round_preserving_sum,
 )
-from dsreg.detector.probs import (
-    FloatArray,
-    IntArray,
-    ProbabilitySource,
-    first_values,
-    open_probabilities,
-)
+from dsreg.detector.probs import open_probabilities
+from dsreg.detector.source import FloatArray, IntArray, ProbabilitySource, first_values
 from dsreg.errors import InvalidInputError, ProbabilitiesError
 
 __all__ = [

@@ -16,7 +16,7 @@ import numpy.typing as npt
 from dsreg.detector.count import BoolArray, ProbsLike, Scan, count_issues
 from dsreg.detector.joint import check_joint, round_preserving_row_totals
 from dsreg.detector.options import FILTER_BY
-from dsreg.detector.probs import FloatArray, IntArray
+from dsreg.detector.source import FloatArray, IntArray
 from dsreg.errors import InvalidInputError
 
 __all__ = ["FILTER_BY", "find_label_issues", "find_predicted_neq_given"]

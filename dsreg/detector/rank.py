@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from dsreg.detector.count import BoolArray, ProbsLike, Scan
 from dsreg.detector.options import RANK_BY
-from dsreg.detector.probs import FloatArray, IntArray
+from dsreg.detector.source import FloatArray, IntArray
 from dsreg.errors import InvalidInputError
 
 __all__ = [
