@@ -100,7 +100,7 @@ if TYPE_CHECKING:
     from dsreg.report.evaluate import EvalReport, ModelResult, ViewScore
     from dsreg.report.human import HumanScore
     from dsreg.report.labelexport import ExportResult
-    from dsreg.report.predictions import PredictionsSource
+    from dsreg.report.ranks import PredictionsSource
     from dsreg.report.show import ObjectInfo, RevisionInfo, TagRef
     from dsreg.validation.queue import ReviewProgress
     from dsreg.validation.server import ReviewServer
@@ -171,7 +171,7 @@ _WHERE: dict[str, tuple[str, ...]] = {
     "dsreg.report.evaluate": ("EvalReport", "ModelResult", "ViewScore"),
     "dsreg.report.human": ("HumanScore",),
     "dsreg.report.labelexport": ("ExportResult",),
-    "dsreg.report.predictions": ("PredictionsSource",),
+    "dsreg.report.ranks": ("PredictionsSource",),
     "dsreg.report.show": ("ObjectInfo", "RevisionInfo", "TagRef"),
     "dsreg.validation.queue": ("ReviewProgress",),
     "dsreg.validation.server": ("ReviewServer",),

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from dsreg.errors import PredictionsError
 from dsreg.model.tables import as_numpy
-from dsreg.report.predictions import Ranks
+from dsreg.report.ranks import Ranks
 from dsreg.views.sparse import Named
 
 __all__ = ["HumanScore", "SetTarget", "human_score", "set_target"]
