@@ -5,7 +5,7 @@ not moved) until every check has passed.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -26,6 +26,10 @@ from dsreg.repo.registry import Registry
 __all__ = ["add_stream"]
 
 _INT32_MAX = (1 << 31) - 1
+# Row groups read ahead, and checked behind, the one being written: a few groups of slack
+# between the threads (one group is 256 Ki rows, a few MB), so that one thread waiting for
+# a core does not stall the others on a busy machine.
+AHEAD = 3
 
 
 def add_stream(
@@ -68,7 +72,7 @@ def add_stream(
             ids_left = _Rebatch(src.ids()) if src.ids is not None else None
             pool = ThreadPoolExecutor(1)
             pool_read = ThreadPoolExecutor(1)
-            pending: Future[None] | None = None
+            pending: deque[Future[None]] = deque()
             try:
                 for group in _prefetch(_groups(src.pieces(None)), pool_read):
                     n = len(group)
@@ -88,12 +92,12 @@ def add_stream(
                         ids = pc.cast(
                             from_numpy(np.arange(start, start + n), pa.int64()), pa.string()
                         )
-                    if pending is not None:
-                        pending.result()
+                    while len(pending) >= AHEAD:
+                        pending.popleft().result()
                     if hasher is not None:
-                        # Checked on the other core while this group is written (Arrow, DuckDB
+                        # Checked on another thread while this group is written (Arrow, DuckDB
                         # and the Parquet writer release the GIL); one group at a time, in order.
-                        pending = pool.submit(v.ids, ids, hasher)
+                        pending.append(pool.submit(v.ids, ids, hasher))
                     labels = _labels(group.column(src.label_column), classes, v, start)
                     blob, size = null_columns(n)
                     meta = [group.column(c) for c in src.metadata]
@@ -105,8 +109,8 @@ def add_stream(
                     extra = ids_left.rest()
                     if extra:
                         _length_mismatch(src, v.rows + extra, v.rows)
-                if pending is not None:
-                    pending.result()
+                while pending:
+                    pending.popleft().result()
             except BaseException:
                 writer.abort()
                 raise
@@ -164,14 +168,14 @@ def _label_names(src: StreamSource) -> tuple[str, ...]:
 
 
 def _prefetch(groups: Iterator[pa.Table], pool: ThreadPoolExecutor) -> Iterator[pa.Table]:
-    """``groups``, the next one read on another thread while this one is written (reading and
-    decoding the source releases the GIL): one group ahead, so memory stays two groups."""
-    nxt = pool.submit(next, groups, None)
+    """``groups``, the next ones read on another thread while this one is written (reading and
+    decoding the source releases the GIL): ``AHEAD`` groups ahead, in order (one thread)."""
+    ahead = deque(pool.submit(next, groups, None) for _ in range(AHEAD))
     while True:
-        group = nxt.result()
+        group = ahead.popleft().result()
         if group is None:
             return
-        nxt = pool.submit(next, groups, None)
+        ahead.append(pool.submit(next, groups, None))
         yield group
 
 

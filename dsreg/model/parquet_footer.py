@@ -9,7 +9,7 @@ treat the writer as unknown), and the rest of the bytes untouched.
 
 from __future__ import annotations
 
-__all__ = ["strip_created_by"]
+__all__ = ["read_varint", "skip_value", "strip_created_by", "varint_bytes"]
 
 _MAGIC = b"PAR1"
 _CREATED_BY = 6
@@ -32,16 +32,16 @@ def strip_created_by(data: bytes) -> bytes:
         if delta:
             fid = last + delta
         else:
-            zz, pos = _varint(footer, pos)
+            zz, pos = read_varint(footer, pos)
             fid = (zz >> 1) ^ -(zz & 1)
-        pos = _skip(footer, pos, t)
+        pos = skip_value(footer, pos, t)
         if fid == _CREATED_BY and t == _BINARY:
             rest = footer[pos:]
             if rest[0] != 0 and rest[0] >> 4:
                 # The next field's id was written relative to 6; rewrite it relative to ``last``.
                 nt, nid = rest[0] & 0x0F, fid + (rest[0] >> 4)
                 d = nid - last
-                head2 = bytes([d << 4 | nt]) if d <= 15 else bytes([nt]) + _varint_bytes(nid * 2)
+                head2 = bytes([d << 4 | nt]) if d <= 15 else bytes([nt]) + varint_bytes(nid * 2)
                 rest = head2 + rest[1:]
             new = footer[:head_at] + rest
             return data[:start] + new + len(new).to_bytes(4, "little") + _MAGIC
@@ -49,7 +49,7 @@ def strip_created_by(data: bytes) -> bytes:
     return data
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     shift = result = 0
     while True:
         b = buf[pos]
@@ -60,7 +60,7 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _varint_bytes(n: int) -> bytes:
+def varint_bytes(n: int) -> bytes:
     out = bytearray()
     while n > 0x7F:
         out.append(n & 0x7F | 0x80)
@@ -69,36 +69,36 @@ def _varint_bytes(n: int) -> bytes:
     return bytes(out)
 
 
-def _skip(buf: bytes, pos: int, t: int) -> int:
+def skip_value(buf: bytes | memoryview, pos: int, t: int) -> int:
     """The position after a value of compact type ``t`` starting at ``pos``."""
     if t in (1, 2):  # a struct field's boolean lives in its header byte
         return pos
     if t == 3:
         return pos + 1
     if t in (4, 5, 6):
-        return _varint(buf, pos)[1]
+        return read_varint(buf, pos)[1]
     if t == 7:
         return pos + 8
     if t == 8:
-        size, pos = _varint(buf, pos)
+        size, pos = read_varint(buf, pos)
         return pos + size
     if t in (9, 10):
         head = buf[pos]
         pos += 1
         size, et = head >> 4, head & 0x0F
         if size == 15:
-            size, pos = _varint(buf, pos)
+            size, pos = read_varint(buf, pos)
         for _ in range(size):
-            pos = pos + 1 if et in (1, 2) else _skip(buf, pos, et)
+            pos = pos + 1 if et in (1, 2) else skip_value(buf, pos, et)
         return pos
     if t == 11:
-        size, pos = _varint(buf, pos)
+        size, pos = read_varint(buf, pos)
         if size:
             kt, vt = buf[pos] >> 4, buf[pos] & 0x0F
             pos += 1
             for _ in range(size):
-                pos = pos + 1 if kt in (1, 2) else _skip(buf, pos, kt)
-                pos = pos + 1 if vt in (1, 2) else _skip(buf, pos, vt)
+                pos = pos + 1 if kt in (1, 2) else skip_value(buf, pos, kt)
+                pos = pos + 1 if vt in (1, 2) else skip_value(buf, pos, vt)
         return pos
     if t == 12:
         while True:
@@ -107,6 +107,6 @@ def _skip(buf: bytes, pos: int, t: int) -> int:
             if head == 0:
                 return pos
             if not head >> 4:
-                pos = _varint(buf, pos)[1]
-            pos = _skip(buf, pos, head & 0x0F)
+                pos = read_varint(buf, pos)[1]
+            pos = skip_value(buf, pos, head & 0x0F)
     raise ValueError(f"unknown Thrift compact type {t} in the Parquet footer")

@@ -8,8 +8,8 @@ gives the same digest; ``tests/golden`` pins them.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
-import contextlib
 import io
 import os
 from collections.abc import Sequence
@@ -24,6 +24,7 @@ from dsreg.errors import DatasetFormatError, ManifestError
 from dsreg.model.arrays import from_numpy, null_array
 from dsreg.model.corrections import COUNT_FIELDS
 from dsreg.model.parquet_footer import strip_created_by
+from dsreg.model.parquet_join import MAGIC, RowGroupJoiner
 from dsreg.objects.digest import short
 
 __all__ = [
@@ -104,36 +105,15 @@ def parquet_bytes(table: pa.Table) -> bytes:
 
 
 class _Sink(Protocol):
-    def write(self, data: bytes, /) -> int: ...
+    def write(self, data: bytes | memoryview, /) -> int: ...
 
 
-class _Tap:
-    """The file object pyarrow writes into: bytes pass to the sink, except while ``held`` (the
-    last row group and the footer, which ``CanonicalWriter.close`` rewrites first)."""
-
-    def __init__(self, sink: _Sink) -> None:
-        self.sink = sink
-        self.pos = 0
-        self.held: list[bytes] | None = None
-        self.closed = False
-
-    def write(self, data: bytes) -> int:
-        b = bytes(data)
-        self.pos += len(b)
-        if self.held is not None:
-            self.held.append(b)
-        else:
-            self.sink.write(b)
-        return len(b)
-
-    def tell(self) -> int:
-        return self.pos
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.closed = True
+def _encode_group(group: pa.Table, schema: pa.Schema) -> pa.Buffer:
+    """One row group as a Parquet file of its own (``parquet_join`` joins them)."""
+    out = pa.BufferOutputStream()
+    with pq.ParquetWriter(out, schema, **_SETTINGS) as writer:
+        writer.write_table(group, row_group_size=ROW_GROUP)
+    return out.getvalue()
 
 
 class CanonicalWriter:
@@ -141,13 +121,22 @@ class CanonicalWriter:
 
     ``write(group)`` takes exactly ``ROW_GROUP`` rows (fewer only for the last group); the
     bytes equal ``parquet_bytes`` of the whole table when each group's columns are chunked as
-    that table's slices would be (Parquet page boundaries follow Arrow chunk boundaries). Only
-    one row group is held at a time."""
+    that table's slices would be (Parquet page boundaries follow Arrow chunk boundaries).
 
-    def __init__(self, sink: _Sink, schema: pa.Schema) -> None:
-        self._tap = _Tap(sink)
+    The encoder (pyarrow's, one thread per file) is most of the cost of writing a table. It runs
+    off the caller's thread, so the caller prepares the next group meanwhile, on ``threads``
+    threads (default: the cores, at most 4), each group a file of its own, joined in order
+    (``model.parquet_join``: the same bytes as one writer's). At most ``threads + 1`` groups are
+    held at a time."""
+
+    def __init__(self, sink: _Sink, schema: pa.Schema, *, threads: int | None = None) -> None:
+        self._sink = sink
         self._schema = schema.remove_metadata()
-        self._writer = pq.ParquetWriter(self._tap, self._schema, **_SETTINGS)
+        threads = threads or max(1, min(4, os.cpu_count() or 1))
+        self._threads = threads
+        self._pool = concurrent.futures.ThreadPoolExecutor(threads)
+        self._pending: collections.deque[concurrent.futures.Future[pa.Buffer]] = collections.deque()
+        self._joiner = RowGroupJoiner()
         self._last = False
         self.rows = 0
 
@@ -155,23 +144,38 @@ class CanonicalWriter:
         if self._last or len(group) > ROW_GROUP:
             raise ValueError("row groups of ROW_GROUP rows, only the last one shorter")
         self._last = len(group) < ROW_GROUP
-        self._writer.write_table(group.replace_schema_metadata(None), row_group_size=ROW_GROUP)
+        table = group.replace_schema_metadata(None)
+        self._pending.append(self._pool.submit(_encode_group, table, self._schema))
         self.rows += len(group)
+        while len(self._pending) > self._threads:
+            self._put(self._pending.popleft().result())
+
+    def _put(self, part: pa.Buffer) -> None:
+        if not self._joiner.groups:
+            self._sink.write(MAGIC)
+        self._sink.write(self._joiner.add(part))
 
     def abort(self) -> None:
-        """Give up: close the Parquet writer with nothing more reaching the sink."""
-        self._tap.held = []
-        with contextlib.suppress(pa.ArrowException, OSError, ValueError):
-            self._writer.close()
-        self._tap.held = None
+        """Give up: stop encoding, with nothing more reaching the sink."""
+        for future in self._pending:
+            future.cancel()
+        self._pending.clear()
+        self._pool.shutdown(wait=True)
 
     def close(self) -> None:
-        """Write the last row group and the footer (without ``created_by``, as parquet_bytes)."""
-        self._tap.held = []
-        self._writer.close()
-        tail = b"".join(self._tap.held)
-        self._tap.held = None
-        self._tap.sink.write(strip_created_by(tail))
+        """Write the groups still encoding and the footer (without ``created_by``, as
+        ``parquet_bytes``)."""
+        try:
+            while self._pending:
+                self._put(self._pending.popleft().result())
+        finally:
+            self._pool.shutdown(wait=True)
+        if not self._joiner.groups:  # no rows: one writer's file without row groups
+            out = pa.BufferOutputStream()
+            pq.ParquetWriter(out, self._schema, **_SETTINGS).close()
+            self._sink.write(strip_created_by(out.getvalue().to_pybytes()))
+            return
+        self._sink.write(strip_created_by(self._joiner.footer()))
 
 
 def read_parquet_bytes(
