@@ -64,6 +64,7 @@ def votes_overlay(
     """A ``validated`` overlay of ``spec``'s snapshot from a votes file."""
     from dsreg.overlays.votes import import_votes
     from dsreg.overlays.votes_csv import csv_votes
+    from dsreg.overlays.votes_lines import check_csv
 
     ds = Dataset(reg, reg.resolve(spec))
     result = None
@@ -90,6 +91,11 @@ def votes_overlay(
             # The join over the verified examples object is the row check: write_overlay does
             # not decode those 50 million ids again (docs/votes.md).
             joined = JoinedRows(examples=ds.snapshot.examples, labels=result.joined_labels)
+    if result is None and format == "csv" and usable:
+        # What the record-by-record reader refuses before it matches any row (a malformed line,
+        # a label that is not a class, no votes) is refused by a streaming pass first, with
+        # the same message: not after reading the snapshot's ids (#15).
+        check_csv(path, dataset=ds.name, classes=ds.classes)
     if result is None:
         examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
         result = import_votes(

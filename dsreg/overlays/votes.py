@@ -146,11 +146,13 @@ def import_votes(
     if format == "label-errors":
         records = _parse_label_errors(path, text, snapshot)
     else:
-        from dsreg.overlays.votes_csv import parse_csv
+        from dsreg.overlays.votes_lines import parse_csv
 
         records = parse_csv(path, text, snapshot)
     if not records:
-        raise VotesError(f"{path} holds no votes; expected at least one record")
+        from dsreg.overlays.votes_lines import no_votes
+
+        raise no_votes(path)
 
     rows = _locate(path, records, snapshot)
     _check_labels(path, records, rows, snapshot)

@@ -167,7 +167,9 @@ def describe_label(classes: Sequence[str], label: int) -> str:
     return str(label)
 
 
-def refuse_unknown_labels(path: Path, problems: list[str], snapshot: VoteSnapshot) -> None:
+def refuse_unknown_labels(
+    path: Path, problems: list[str], snapshot: VoteSnapshot, *, count: int = 0
+) -> None:
     shown = list(snapshot.classes[:10]) + (["…"] if len(snapshot.classes) > 10 else [])
     refuse(
         path,
@@ -175,6 +177,7 @@ def refuse_unknown_labels(path: Path, problems: list[str], snapshot: VoteSnapsho
         f"labels are not classes of {snapshot.dataset!r}",
         f"Labels are class names (exact, or the only match ignoring case) or indices 0.."
         f"{len(snapshot.classes) - 1} into the snapshot's classes {shown}",
+        count=count,
     )
 
 

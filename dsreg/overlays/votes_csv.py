@@ -1,5 +1,5 @@
-"""Votes CSV in, corrections out: the column-by-column import (#15) and the record-by-record
-parser whose messages name the lines at fault.
+"""Votes CSV in, corrections out: the column-by-column import (#15). The record-by-record
+parser, whose messages name the lines at fault, is ``votes_lines``.
 
 ``csv_votes`` reads the file with Arrow a block at a time (``pyarrow.csv.open_csv``), checks every
 rule of ``parse_csv`` and of the matching in ``votes`` on each block's columns, and
@@ -16,7 +16,6 @@ path (``import_votes``), whose messages name the lines at fault.
 from __future__ import annotations
 
 import csv
-import io
 import os
 import shutil
 import tempfile
@@ -32,7 +31,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from dsreg.errors import VotesError
 from dsreg.model.arrays import from_numpy, string_array
 from dsreg.model.corrections import CORRECTIONS_SCHEMA, COUNT_FIELDS, VOTES_TYPE
 from dsreg.model.tables import as_numpy
@@ -40,20 +38,17 @@ from dsreg.overlays.votes_base import (
     DIGITS,
     INT32_MAX,
     SHOWN,
-    Record,
     VoteImport,
-    VoteSnapshot,
     describe_label,
     refuse_label_mismatch,
     refuse_twice,
     refuse_unknown_ids,
-    refuse_unknown_labels,
 )
+from dsreg.overlays.votes_lines import CSV_COLUMNS
 
-__all__ = ["csv_votes", "parse_csv"]
+__all__ = ["csv_votes"]
 
-_CSV_HEADER: Final = "example_id,given_label,suggested_label,given,guessed,both,neither"
-_COLUMNS: Final = tuple(_CSV_HEADER.split(","))
+_COLUMNS: Final = CSV_COLUMNS
 _COUNTS: Final = ("given", "guessed", "both", "neither")
 _VERDICTS: Final = ("non_error", "correctable", "multi_label", "neither", "non_agreement")
 # The CSV is read in blocks of this many bytes (about 400,000 votes of the usual width).
@@ -473,86 +468,3 @@ def _count(cells: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
     if len(values) and values.max() > INT32_MAX:
         return None
     return values, as_numpy(present)
-
-
-def parse_csv(path: Path, text: str, snapshot: VoteSnapshot) -> list[Record]:
-    """The records of a votes CSV, one per line; refuses the first malformed line by number
-    and every unknown label at once."""
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = [name.strip() for name in next(reader)]
-        lines = [(reader.line_num, line) for line in reader if any(cell.strip() for cell in line)]
-    except csv.Error as exc:
-        raise VotesError(f"{path} is not valid CSV: {exc} (line {reader.line_num})") from exc
-    if sorted(header) != sorted(_COLUMNS):
-        missing = [name for name in _COLUMNS if name not in header]
-        extra = [name for name in header if name not in _COLUMNS]
-        raise VotesError(
-            f"{path}: the CSV header must be {_CSV_HEADER}; missing {missing}, unexpected {extra}"
-        )
-    records: list[Record] = []
-    unknown_labels: list[str] = []
-    for line_num, line in lines:
-        where = f"{path}: line {line_num}"
-        if len(line) != len(header):
-            raise VotesError(f"{where} has {len(line)} fields; the header has {len(header)}")
-        cells = {name: cell.strip() for name, cell in zip(header, line, strict=True)}
-        example_id = cells["example_id"]
-        if not example_id:
-            raise VotesError(f"{where} has no example_id")
-        ref = f"line {line_num} ({example_id!r})"
-
-        given = _csv_label(snapshot, cells["given_label"])
-        if isinstance(given, str):
-            unknown_labels.append(f"{ref}: given label {given}")
-        guessed: int | str | None = None
-        if cells["suggested_label"]:
-            guessed = _csv_label(snapshot, cells["suggested_label"])
-            if isinstance(guessed, str):
-                unknown_labels.append(f"{ref}: suggested label {guessed}")
-
-        counts: dict[str, int | None] = dict.fromkeys(COUNT_FIELDS)
-        for name in ("given", "guessed", "both", "neither"):
-            cell = cells[name]
-            if not cell:
-                continue
-            if not DIGITS.fullmatch(cell) or int(cell) > INT32_MAX:
-                raise VotesError(f"{where}: {name} must be a whole number >= 0; got {cell!r}")
-            counts[name] = int(cell)
-        if counts["given"] is None:
-            raise VotesError(f"{where} has no 'given' count")
-        if not cells["suggested_label"] and counts["guessed"]:
-            raise VotesError(
-                f"{where} counts {counts['guessed']} votes for the suggested label but names "
-                "none; fill suggested_label or leave guessed empty"
-            )
-        if cells["suggested_label"] and counts["guessed"] is None:
-            raise VotesError(f"{where} names a suggested label but has no 'guessed' count")
-        records.append(
-            Record(
-                ref=ref,
-                keys=(example_id,),
-                row_id=None,
-                given=given if isinstance(given, int) else -1,
-                guessed=guessed if isinstance(guessed, int) else None,
-                counts=counts,
-            )
-        )
-    refuse_unknown_labels(path, unknown_labels, snapshot)
-    return records
-
-
-def _csv_label(snapshot: VoteSnapshot, cell: str) -> int | str:
-    """A class index, or why the cell is not one.
-
-    A CSV cell has no type, so ``"3"`` may be a class name or an index; when both readings
-    exist they must agree, else the cell is ambiguous (classes ``["1", "0"]``).
-    """
-    by_name = snapshot.class_index(cell)
-    by_index = int(cell) if DIGITS.fullmatch(cell) else None
-    if by_index is not None and by_index >= len(snapshot.classes):
-        by_index = None
-    if by_name is not None and by_index is not None and by_name != by_index:
-        return f"{cell!r} (class {by_name} by name, class {by_index} by index: ambiguous)"
-    found = by_name if by_name is not None else by_index
-    return found if found is not None else repr(cell)

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dsreg.overlays.votes_csv as votes_csv
+import dsreg.overlays.votes_lines as votes_lines
 from dsreg.errors import VotesError
 from dsreg.model.tables import parquet_bytes
 from dsreg.objects.hashing import hash_bytes
@@ -27,7 +28,9 @@ IDS = [f"img/{i:03d}.png" for i in range(N)]
 LABELS = np.random.default_rng(0).integers(0, len(CLASSES), N)
 
 
-def _both(path: Path, threshold: int, classes: tuple[str, ...] = CLASSES) -> tuple[Any, Any]:
+def _both(
+    path: Path, threshold: int, classes: tuple[str, ...] = CLASSES, dataset: str = "t"
+) -> tuple[Any, Any]:
     """The columnar import and the record-by-record one (an exception stands for a refusal)."""
 
     def run() -> VoteImport | str:
@@ -36,7 +39,7 @@ def _both(path: Path, threshold: int, classes: tuple[str, ...] = CLASSES) -> tup
                 path,
                 format="csv",
                 threshold=threshold,
-                dataset="t",
+                dataset=dataset,
                 example_ids=pa.chunked_array([IDS[:17], IDS[17:]]),
                 labels=LABELS,
                 classes=classes,
@@ -97,6 +100,15 @@ def test_columnar_import_equals_the_record_reader(
         )
         w.writerows(lines)
     fast, slow = _both(path, threshold, classes)
+    try:
+        votes_lines.check_csv(path, dataset="t", classes=classes)
+        checked = None
+    except VotesError as e:
+        checked = f"VotesError: {e}"
+    if checked is not None:
+        assert checked == slow  # the streaming check refuses what the record reader does
+    elif isinstance(slow, str):
+        assert any(m in slow for m in ("no example", "more than once", "differs from the label"))
     if isinstance(slow, str):
         assert fast == slow
         return
@@ -221,7 +233,7 @@ def test_a_refusal_is_worded_by_the_columnar_path(
     def no_record_reader(*a: Any, **k: Any) -> Any:
         raise AssertionError("the record-by-record reader ran")
 
-    monkeypatch.setattr(votes_csv, "parse_csv", no_record_reader)
+    monkeypatch.setattr(votes_lines, "parse_csv", no_record_reader)
     with pytest.raises(VotesError) as got:
         import_votes(
             path,
@@ -268,3 +280,45 @@ def test_a_csv_import_does_not_import_pandas(tmp_path: Path) -> None:
         check=True,
     ).stdout
     assert out == "2 False\n", out
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        f"{IDS[4]},wolf,,5,0,0,0",  # a label that is not a class
+        f"{IDS[4]},cat,,five,0,0,0",  # a count that is not a number
+        f"{IDS[4]},cat,,5,0,0",  # a field missing
+    ],
+)
+def test_a_malformed_file_is_refused_before_the_snapshot_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, line: str
+) -> None:
+    """A file the record-by-record reader refuses line by line is refused by a streaming pass
+    over the file, in the same words, without reading the snapshot's example ids (at 50M rows,
+    the memory of the whole import)."""
+    import dsreg
+    import dsreg.overlays.create as create
+
+    reg = dsreg.init(registry=tmp_path / "reg")
+    (tmp_path / "ids.txt").write_text("\n".join(IDS), encoding="utf-8")
+    np.save(tmp_path / "l.npy", LABELS)
+    dsreg.add("v", labels=tmp_path / "l.npy", ids=tmp_path / "ids.txt", classes=list(CLASSES),
+              tag="o", registry=reg)  # fmt: skip
+    path = tmp_path / "votes.csv"
+    good = [f"{IDS[i]},{LABELS[i]},,5,0,0,0" for i in range(8)]
+    path.write_text(
+        "example_id,given_label,suggested_label,given,guessed,both,neither\n"
+        + "\n".join([*good[:3], "", line, *good[5:]]),
+        encoding="utf-8",
+    )
+    _, slow = _both(path, 3, dataset="v")
+    assert isinstance(slow, str) and "line 6" in slow
+
+    def no_snapshot_ids(*a: Any, **k: Any) -> Any:
+        raise AssertionError("the snapshot's ids were read")
+
+    monkeypatch.setattr(create, "read_examples", no_snapshot_ids)
+    with pytest.raises(VotesError) as got:
+        dsreg.import_votes("v@o", path, format="csv", registry=reg)
+    assert f"VotesError: {got.value}" == slow
+    assert dsreg.overlay_ls("v", registry=reg) == []
