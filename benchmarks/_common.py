@@ -35,6 +35,7 @@ __all__ = [
     "Measurement",
     "Series",
     "check",
+    "dvc_project",
     "evict",
     "fresh_dir",
     "machine",
@@ -386,3 +387,20 @@ def run_tool(cmd: list[str], cwd: Path) -> str:
 def measure_tool(cmd: list[str], cwd: Path, *, sample_memory: bool = True) -> Measurement:
     """``measure`` in ``TOOL_ENV``."""
     return measure(cmd, cwd=cwd, env=TOOL_ENV, sample_memory=sample_memory)
+
+
+def dvc_project(proj: Path, site: Path, *, cache_type: str) -> None:
+    """A fresh git + DVC project at ``proj``: no analytics or update check, its state in
+    ``site`` (``core.site_cache_dir``, emptied: no run reuses an earlier one's hashes), and
+    ``cache.type`` set to ``cache_type``."""
+    fresh_dir(proj)
+    fresh_dir(site)
+    run_tool(["git", "init", "-q"], proj)
+    run_tool([*DVC, "init", "-q"], proj)
+    for key, value in (
+        ("core.analytics", "false"),
+        ("core.check_update", "false"),
+        ("core.site_cache_dir", str(site)),
+        ("cache.type", cache_type),
+    ):
+        run_tool([*DVC, "config", key, value], proj)

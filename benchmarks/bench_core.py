@@ -42,6 +42,7 @@ from _common import (
     Series,
     check,
     clear_runs,
+    dvc_project,
     evict,
     fresh_dir,
     machine,
@@ -70,20 +71,6 @@ def _m_memory(cmd: list[str], cwd: Path) -> Measurement:
 ADD_TARGET = 5.0
 CHECKOUT_TARGET = 3.0
 READD_TARGET = 10.0
-
-
-def _dvc_project(proj: Path, site: Path, cache_type: str) -> None:
-    fresh_dir(proj)
-    fresh_dir(site)
-    _run(["git", "init", "-q"], proj)
-    _run([*DVC, "init", "-q"], proj)
-    for key, value in (
-        ("core.analytics", "false"),
-        ("core.check_update", "false"),
-        ("core.site_cache_dir", str(site)),
-        ("cache.type", cache_type),
-    ):
-        _run([*DVC, "config", key, value], proj)
 
 
 class _Borrowed:
@@ -191,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     def dvc_add(rep: int, *, memory: bool = False) -> None:
         name = f"dvc-mem-{rep}" if memory else f"dvc-add-{rep}"
         proj = runs / name
-        _dvc_project(proj, runs / f"{name}-site", "copy")
+        dvc_project(proj, runs / f"{name}-site", cache_type="copy")
         cmd = [*DVC, "add", "-q", "data"]
         with _Borrowed(tree, proj):
             warm(proj / "data")
@@ -228,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     # files are links: removing them frees no inode).
     co_proj = runs / "dvc-co"
     if "dvc" in tools:
-        _dvc_project(co_proj, runs / "dvc-co-site", "copy")
+        dvc_project(co_proj, runs / "dvc-co-site", cache_type="copy")
         with _Borrowed(tree, co_proj):
             _run([*DVC, "add", "-q", "data"], co_proj)
         _run([*DVC, "config", "cache.type", "hardlink"], co_proj)
@@ -277,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def dvc_flow(rep: int) -> None:
         proj = runs / f"dvc-flow-{rep}"
-        _dvc_project(proj, runs / f"dvc-flow-{rep}-site", "copy")
+        dvc_project(proj, runs / f"dvc-flow-{rep}-site", cache_type="copy")
         with _Borrowed(tree, proj):
             evict(proj / "data")
             s["dvc_flow_add"].runs.append(_m([*DVC, "add", "-q", "data"], proj))

@@ -43,6 +43,7 @@ from _common import (
     Series,
     check,
     clear_runs,
+    dvc_project,
     fresh_dir,
     machine,
     make_imagefolder,
@@ -88,17 +89,7 @@ def _dvc_project(proj: Path, tree: Path, remote: Path, site: Path) -> None:
     """A DVC project whose cache holds the tree. The tree is moved in for ``dvc add`` (with
     copies, so its files stay its own) and back out, so both tools read the very same files;
     pulls then check out by hard link, as dsreg's do."""
-    fresh_dir(proj)
-    fresh_dir(site)
-    _run(["git", "init", "-q"], proj)
-    _run([*DVC, "init", "-q"], proj)
-    for key, value in (
-        ("core.analytics", "false"),
-        ("core.check_update", "false"),
-        ("core.site_cache_dir", str(site)),
-        ("cache.type", "copy"),
-    ):
-        _run([*DVC, "config", key, value], proj)
+    dvc_project(proj, site, cache_type="copy")
     _run([*DVC, "remote", "add", "-d", "bench", str(remote)], proj)
     os.rename(tree, proj / "data")
     try:
