@@ -81,17 +81,16 @@ def short(digest: str) -> str:
     return digest.partition(":")[2][:12] if ":" in digest else digest[:12]
 
 
-def say_tagged(res: OverlayResult) -> None:
-    """The tag a command that made an overlay set, if any, on stderr."""
+def overlay_made(res: OverlayResult, *, json: bool, **extra: Any) -> bool:
+    """What every command that made an overlay says first: the tag it set, if any, on stderr;
+    with ``--json``, the overlay, the revision the tag names (null without one) and ``extra``
+    on stdout. True when that is all there is to print (``--json``)."""
     t = res.tagged
     if t is not None:
         say(f"Tagged {t.dataset}@{t.tag} -> {short(t.revision)} [{t.view}]")
-
-
-def overlay_json(res: OverlayResult, **extra: Any) -> dict[str, Any]:
-    """What ``--json`` prints of a command that made an overlay: the overlay, and the
-    revision the tag names (null without one)."""
-    return {**res.to_dict(), "tagged": res.tagged.revision if res.tagged else None, **extra}
+    if json:
+        emit_json({**res.to_dict(), "tagged": t.revision if t else None, **extra})
+    return json
 
 
 def table(rows: list[list[str]], headers: list[str]) -> str:

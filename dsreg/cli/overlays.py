@@ -17,10 +17,9 @@ from dsreg.cli._common import (
     command_line,
     emit_json,
     out,
-    overlay_json,
+    overlay_made,
     progress_bar,
     say,
-    say_tagged,
     short,
     table,
 )
@@ -113,10 +112,8 @@ def detect(
             command=command_line(),
             registry=registry_path,
         )
-    say_tagged(res)
     ranked = [i.to_dict() for i in res.top]
-    if json:
-        emit_json(overlay_json(res, top=ranked))
+    if overlay_made(res, json=json, top=ranked):
         return
     s = res.summary
     if s.get("renormalized_rows"):
@@ -179,9 +176,7 @@ def import_votes(
         command=command_line(),
         registry=registry_path,
     )
-    say_tagged(res)
-    if json:
-        emit_json(overlay_json(res))
+    if overlay_made(res, json=json):
         return
     s = res.summary
     out(f"overlay        {res.digest}")
@@ -224,9 +219,7 @@ def import_labels(
         command=command_line(),
         registry=registry_path,
     )
-    say_tagged(res)
-    if json:
-        emit_json(overlay_json(res))
+    if overlay_made(res, json=json):
         return
     s = res.summary
     how = {

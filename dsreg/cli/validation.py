@@ -15,11 +15,9 @@ from dsreg.cli._common import (
     JsonOpt,
     RegistryOpt,
     command_line,
-    emit_json,
     out,
-    overlay_json,
+    overlay_made,
     say,
-    say_tagged,
 )
 from dsreg.errors import InvalidInputError
 
@@ -87,9 +85,7 @@ def review(
             command=command_line(),
             registry=registry_path,
         )
-        say_tagged(res)
-        if json:
-            emit_json(overlay_json(res))
+        if overlay_made(res, json=json):
             return
         out(f"overlay        {res.digest}")
         for key, value in res.summary.items():
