@@ -129,6 +129,18 @@ def remote_remove(
     say(f"Removed remote {res.name} ({res.url})")
 
 
+def _tags_moved(res: dsreg.PushResult | dsreg.PullResult, *, json: bool) -> bool:
+    """What push and pull both print first: with ``--json`` the whole result, else each tag
+    written as a line of data (``dataset@tag<TAB>revision<TAB>status``). True when the JSON is
+    all there is to print."""
+    if json:
+        emit_json(res.to_dict())
+        return True
+    for r in res.refs:
+        out(f"{r.dataset}@{r.tag}\t{r.revision}\t{r.status}")
+    return False
+
+
 def push(
     specs: Annotated[
         list[str] | None,
@@ -157,11 +169,8 @@ def push(
             command=command_line(),
             registry=registry_path,
         )
-    if json:
-        emit_json(res.to_dict())
+    if _tags_moved(res, json=json):
         return
-    for r in res.refs:
-        out(f"{r.dataset}@{r.tag}\t{r.revision}\t{r.status}")
     say(
         f"Pushed {len(res.revisions)} revisions to {res.remote}: {res.sent} objects sent "
         f"({_size(res.bytes)}), {res.already} already there; "
@@ -196,11 +205,8 @@ def pull(
             command=command_line(),
             registry=registry_path,
         )
-    if json:
-        emit_json(res.to_dict())
+    if _tags_moved(res, json=json):
         return
-    for r in res.refs:
-        out(f"{r.dataset}@{r.tag}\t{r.revision}\t{r.status}")
     say(
         f"Pulled {len(res.revisions)} revisions from {res.remote}: {res.fetched} objects "
         f"fetched ({_size(res.bytes)}), all verified"
