@@ -39,12 +39,13 @@ from dsreg.overlays.votes_base import (
     INT32_MAX,
     SHOWN,
     VoteImport,
+    VoteSnapshot,
     describe_label,
     refuse_label_mismatch,
     refuse_twice,
     refuse_unknown_ids,
 )
-from dsreg.overlays.votes_lines import CSV_COLUMNS
+from dsreg.overlays.votes_lines import CSV_COLUMNS, csv_label
 
 __all__ = ["csv_votes"]
 
@@ -58,6 +59,9 @@ _BLOCK: Final = 16 << 20
 # would leave cores idle on a bigger one: up to four.
 _MEMORY_LIMIT: Final = "768MB"
 _THREADS: Final = max(1, min(4, os.cpu_count() or 1))
+# A label column with more distinct cells than this goes the record-by-record way (a column of
+# labels has about as many as the classes, spelt one way or two).
+_DISTINCT: Final = 1 << 16
 
 Examples = Callable[[], "Path | pa.Table"]
 
@@ -98,7 +102,11 @@ def csv_votes(
         An unknown example id, an example voted twice, or a given label that is not the
         snapshot's.
     """
-    fast = _read(path, classes)
+    # The classes as the record reader looks labels up (exact, without case, by index).
+    snapshot = VoteSnapshot.build(
+        dataset, pa.chunked_array([], pa.string()), np.empty(0, dtype=np.int64), classes
+    )
+    fast = _read(path, snapshot)
     if fast is None:
         return None
     source = examples()
@@ -223,7 +231,7 @@ def _lines(path: Path, records: np.ndarray, ids: pa.Array) -> dict[int, str] | N
     return out if len(out) == len(want) else None
 
 
-def _read(path: Path, classes: tuple[str, ...]) -> _Block | None:
+def _read(path: Path, snapshot: VoteSnapshot) -> _Block | None:
     """Every block of the file checked and reduced to numbers, joined; None for anything the
     record-by-record path must judge."""
     try:
@@ -251,7 +259,7 @@ def _read(path: Path, classes: tuple[str, ...]) -> _Block | None:
         try:
             for batch in reader:
                 if batch.num_rows:
-                    ahead.append(pool.submit(_block, batch, classes))
+                    ahead.append(pool.submit(_block, batch, snapshot))
                 while len(ahead) > 2:
                     blocks.append(ahead.popleft().result())
             blocks.extend(f.result() for f in ahead)
@@ -272,30 +280,25 @@ def _read(path: Path, classes: tuple[str, ...]) -> _Block | None:
     )
 
 
-def _block(batch: pa.RecordBatch, classes: tuple[str, ...]) -> _Block | None:
+def _block(batch: pa.RecordBatch, snapshot: VoteSnapshot) -> _Block | None:
     """One block's columns checked by every rule of ``parse_csv``; None on the first doubt."""
     cols = {name: batch.column(name) for name in _COLUMNS}
     if any(col.null_count for col in cols.values()):
         return None
-    # Cells with spaces around them go the other path, which strips them. Only the ids need
-    # looking at: a label cell is taken only as a class name or ASCII digits, a count only as
-    # ASCII digits, so neither can have spaces around it unless a class name has.
-    padded = ["example_id"] + (
-        ["given_label", "suggested_label"] if any(c != c.strip() for c in classes) else []
-    )
-    for name in padded:
-        col = cols[name]
-        if not pc.all(pc.equal(pc.utf8_trim_whitespace(col), col)).as_py():
-            return None
+    # Ids with spaces around them go the other path, which strips them (label cells are read
+    # stripped, as it reads them; a count is taken only as ASCII digits).
+    ids = cols["example_id"]
+    if not pc.all(pc.equal(pc.utf8_trim_whitespace(ids), ids)).as_py():
+        return None
     if pc.min(pc.binary_length(cols["example_id"])).as_py() == 0:
         return None
-    given_label = _labels(cols["given_label"], classes)
+    given_label = _labels(cols["given_label"], snapshot)
     if given_label is None:
         return None
     has_sug = pc.greater(pc.binary_length(cols["suggested_label"]), _int(0))
     all_sug = pc.all(has_sug).as_py()
     sug_cells = cols["suggested_label"]
-    sug = _labels(sug_cells if all_sug else pc.if_else(has_sug, sug_cells, _text("0")), classes)
+    sug = _labels(sug_cells if all_sug else pc.if_else(has_sug, sug_cells, _text("0")), snapshot)
     if sug is None:
         return None
     counts: dict[str, np.ndarray] = {}
@@ -411,28 +414,25 @@ def _corrections(
     return out, summary, raters
 
 
-def _labels(cells: pa.Array, classes: tuple[str, ...]) -> np.ndarray | None:
-    """Class indices of label cells (exact names, or digits below k, agreeing when both), or
-    None for any cell that needs the other path (a name that matches only without case, an
-    ambiguous or unknown label)."""
-    k = len(classes)
+def _labels(cells: pa.Array, snapshot: VoteSnapshot) -> np.ndarray | None:
+    """Class indices of label cells, read by the record reader's own rule (``_csv_label`` of the
+    cell stripped: an exact name, the only name matching without case, or an index; agreeing
+    when a cell is both), or None for any cell it does not accept (ambiguous, not a class)."""
+    classes = snapshot.classes
     # ASCII digits, one to nine of them (``ascii_is_decimal`` is false on an empty cell).
     digits = pc.and_(pc.ascii_is_decimal(cells), pc.less_equal(pc.binary_length(cells), _int(9)))
     if pc.all(digits).as_py() and not any(_is_index(c) for c in classes):
         # Every cell reads as an index and no class name does: no cell can be ambiguous.
         index = as_numpy(pc.cast(cells, pa.int64()))
-        return index if not len(index) or index.max() < k else None
-    by_name = pc.index_in(cells, value_set=string_array(classes))
-    as_int: Any = pc.if_else(digits, cells, _text("-1"))
-    index = as_numpy(pc.cast(as_int, pa.int64()))
-    index = np.where(index < k, index, -1)
-    name = as_numpy(by_name, fill=-1).astype(np.int64)
-    if ((name >= 0) & (index >= 0) & (name != index)).any():
+        return index if not len(index) or index.max() < len(classes) else None
+    # Otherwise each distinct cell once, in Python (a column of labels has few distinct ones).
+    encoded = pc.dictionary_encode(cells)
+    if len(encoded.dictionary) > _DISTINCT:
         return None
-    out = np.where(name >= 0, name, index)
-    if (out < 0).any():
+    found = [csv_label(snapshot, cell.strip()) for cell in encoded.dictionary.to_pylist()]
+    if any(isinstance(f, str) for f in found):
         return None
-    return out
+    return np.array(found, dtype=np.int64)[as_numpy(encoded.indices).astype(np.int64)]
 
 
 def _int(value: int) -> pa.Scalar:

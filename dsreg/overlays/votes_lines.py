@@ -29,7 +29,7 @@ from dsreg.overlays.votes_base import (
     refuse_unknown_labels,
 )
 
-__all__ = ["CSV_COLUMNS", "CSV_HEADER", "check_csv", "no_votes", "parse_csv"]
+__all__ = ["CSV_COLUMNS", "CSV_HEADER", "check_csv", "csv_label", "no_votes", "parse_csv"]
 
 CSV_HEADER: Final = "example_id,given_label,suggested_label,given,guessed,both,neither"
 CSV_COLUMNS: Final = tuple(CSV_HEADER.split(","))
@@ -150,12 +150,12 @@ def _record(
         raise VotesError(f"{where} has no example_id")
     ref = f"line {line_num} ({example_id!r})"
 
-    given = _csv_label(snapshot, cells["given_label"])
+    given = csv_label(snapshot, cells["given_label"])
     if isinstance(given, str):
         unknown.add(f"{ref}: given label {given}")
     guessed: int | str | None = None
     if cells["suggested_label"]:
-        guessed = _csv_label(snapshot, cells["suggested_label"])
+        guessed = csv_label(snapshot, cells["suggested_label"])
         if isinstance(guessed, str):
             unknown.add(f"{ref}: suggested label {guessed}")
 
@@ -186,7 +186,7 @@ def _record(
     )
 
 
-def _csv_label(snapshot: VoteSnapshot, cell: str) -> int | str:
+def csv_label(snapshot: VoteSnapshot, cell: str) -> int | str:
     """A class index, or why the cell is not one.
 
     A CSV cell has no type, so ``"3"`` may be a class name or an index; when both readings

@@ -322,3 +322,32 @@ def test_a_malformed_file_is_refused_before_the_snapshot_is_read(
         dsreg.import_votes("v@o", path, format="csv", registry=reg)
     assert f"VotesError: {got.value}" == slow
     assert dsreg.overlay_ls("v", registry=reg) == []
+
+
+def test_labels_spelt_as_the_record_reader_accepts_them_stay_columnar(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Labels with spaces around them or in another case (the only class matching without
+    case) are read by the columnar path as the record reader reads them: same table, and the
+    record reader is never run."""
+    lines = [
+        f"{IDS[2]}, {CLASSES[LABELS[2]].upper()} ,Eel,1,4,0,0",
+        f"{IDS[9]},{LABELS[9]}, FOX ,3,2,0,0",
+        f"{IDS[11]},{CLASSES[LABELS[11]].title()},,5,,,",
+    ]
+    path = tmp_path / "votes.csv"
+    path.write_text(
+        "example_id,given_label,suggested_label,given,guessed,both,neither\n" + "\n".join(lines),
+        encoding="utf-8",
+    )
+    fast, slow = _both(path, 3)
+    assert isinstance(slow, VoteImport) and isinstance(fast, VoteImport)
+    assert fast.table.equals(slow.table)
+    assert fast.table.column("suggested_label").to_pylist() == [2, 4, None]
+
+    def no_record_reader(*a: Any, **k: Any) -> Any:
+        raise AssertionError("the record-by-record reader ran")
+
+    monkeypatch.setattr(votes_lines, "parse_csv", no_record_reader)
+    again, _ = _both(path, 3)
+    assert isinstance(again, VoteImport) and again.table.equals(slow.table)
