@@ -37,7 +37,9 @@ BATCH = 1 << 18
 # writer per thread: a few batches of text in memory at any time.
 WORKERS = max(1, min(4, os.cpu_count() or 1))
 AHEAD = 2
-_PLAIN = pacsv.WriteOptions(include_header=False, quoting_style="none")
+# Arrow's writer formats a whole batch at once (its default, 1,024 rows at a time, costs a
+# third more CPU in per-slice casts).
+_PLAIN = pacsv.WriteOptions(include_header=False, quoting_style="none", batch_size=BATCH)
 
 
 class LabelsCsv:
