@@ -46,6 +46,7 @@ from dsreg._util.fs import (
     write_all,
 )
 from dsreg._util.parallel import map_chunks
+from dsreg._util.readahead import ReadAhead
 from dsreg.errors import StorageError
 from dsreg.objects.digest import ALGORITHM, PREFIX, layout
 from dsreg.objects.hashing import Hasher, hash_hex, hash_path
@@ -191,14 +192,16 @@ class ObjectBatch:
             digests: list[str] = []
             staged: list[Staged] = []
             new_bytes = read = 0
-            for k in range(lo, hi):
-                want = None if expect is None else expect[k]
-                digest, entry, n, size = self._put_file(paths[k], sizes[k], want)
-                digests.append(digest)
-                read += size
-                if entry is not None:
-                    staged.append(entry)
-                    new_bytes += n
+            with ReadAhead(paths, lo, hi) as ahead:
+                for k in range(lo, hi):
+                    want = None if expect is None else expect[k]
+                    fd = ahead.take(k)
+                    digest, entry, n, size = self._put_file(paths[k], sizes[k], want, fd)
+                    digests.append(digest)
+                    read += size
+                    if entry is not None:
+                        staged.append(entry)
+                        new_bytes += n
             self._drop_behind([entry[0] for entry in staged])
             return digests, staged, new_bytes, read
 
@@ -217,14 +220,16 @@ class ObjectBatch:
         return out, total_read
 
     def _put_file(
-        self, path: str, size_hint: int, expect: str | None = None
+        self, path: str, size_hint: int, expect: str | None = None, fd: int | None = None
     ) -> tuple[str, Staged | None, int, int]:
         """The digest; what was staged (``(path, hex)``, or None) and its size; the file's
-        size. Touches no shared state: it runs in worker threads and processes alike."""
-        try:
-            fd = os.open(path, RD)
-        except OSError as e:
-            raise StorageError(f"cannot read {path}: {e.strerror}") from e
+        size. ``fd``: the file opened already (``ReadAhead``), closed here. Touches no shared
+        state: it runs in worker threads and processes alike."""
+        if fd is None:
+            try:
+                fd = os.open(path, RD)
+            except OSError as e:
+                raise StorageError(f"cannot read {path}: {e.strerror}") from e
         try:
             data = read_small(fd, size_hint)
             if data is None:

@@ -213,3 +213,39 @@ def test_a_write_back_error_aborts_the_batch_and_installs_nothing(
     assert calls >= 1
     assert set(reg.store) == before
     assert _stage_dirs(reg) == []
+
+
+@pytest.mark.parametrize("workers", [False, True])
+@pytest.mark.parametrize("window", [0, 1, 32])
+def test_read_ahead_changes_no_digest_and_no_refusal(
+    make_registry: Callable[..., Registry],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    workers: bool,
+    window: int,
+) -> None:
+    """An add opens files ahead of the one it hashes (``_util.readahead``): however far ahead
+    (none, one, 32), in threads or worker processes, the revision's digest and every object's
+    bytes are the same."""
+    import dsreg._util.parallel as parallel
+    import dsreg._util.readahead as readahead
+
+    monkeypatch.setattr(readahead, "WINDOW", window)
+    if workers:
+        monkeypatch.setattr(parallel, "FORK_MIN", 1)
+        monkeypatch.setenv("DSREG_JOBS", "2")
+    tree = tmp_path / "tree"
+    for c in range(3):
+        (tree / f"c{c}").mkdir(parents=True)
+        for i in range(150):
+            (tree / f"c{c}" / f"{i}.bin").write_bytes(bytes([c, i % 256]) * (50 + i))
+    reg = make_registry()
+    added = dsreg.add("ra", tree, tag="v1", registry=reg)
+    # The digest of this tree with no read-ahead at all, in one process.
+    monkeypatch.setattr(readahead, "WINDOW", 0)
+    monkeypatch.setenv("DSREG_JOBS", "1")
+    plain = dsreg.add("ra", tree, tag="v2", registry=make_registry())
+    assert added.revision == plain.revision
+    for e in dsreg.open("ra@v1", registry=reg):
+        assert e.blob is not None
+        assert reg.store.path(e.blob).read_bytes() == (tree / e.path).read_bytes()
