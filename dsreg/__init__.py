@@ -110,45 +110,10 @@ if TYPE_CHECKING:
 # Imported on first use (PEP 562): every ``dsreg`` command imports this package first, and
 # pyarrow, DuckDB and the metadata lookup behind __version__ would otherwise cost each command
 # a large part of a second before it does anything. ``dsreg.api`` itself is light: it imports
-# what a function needs when it is called.
+# what a function needs when it is called. Its functions are the names of ``__all__`` that are
+# neither errors nor listed here (see below).
 _WHERE: dict[str, tuple[str, ...]] = {
     "dsreg._version": ("__version__",),
-    "dsreg.api": (
-        "add",
-        "checkout",
-        "cite",
-        "clone",
-        "connect",
-        "detect",
-        "diff",
-        "evaluate",
-        "export",
-        "find_registry",
-        "gc",
-        "import_dvc",
-        "import_labels",
-        "import_votes",
-        "init",
-        "log",
-        "ls",
-        "open",
-        "overlay_export",
-        "overlay_ls",
-        "overlay_show",
-        "pull",
-        "push",
-        "remote_add",
-        "remote_ls",
-        "remote_remove",
-        "review",
-        "review_export",
-        "review_finish",
-        "show",
-        "sql",
-        "tag",
-        "untagged_datasets",
-        "verify",
-    ),
     "dsreg._util.progress": ("ProgressHook",),
     "dsreg.detector.detector": ("Detection",),
     "dsreg.ingest.dvc": ("ImportResult",),
@@ -300,3 +265,10 @@ __all__ = [
     "untagged_datasets",
     "verify",
 ]
+
+# The functions of dsreg.api are written out twice above, as literals on purpose: type checkers
+# and IDEs read the TYPE_CHECKING import (their types) and ``__all__`` (what ``dsreg`` exports)
+# without running anything, and reading ``dsreg.api.__all__`` here would import dsreg.api on
+# ``import dsreg``. The lazy map, read only at run time, takes them from ``__all__``: every
+# public name that is neither defined here (the errors) nor listed in _WHERE.
+_LAZY.update({name: "dsreg.api" for name in __all__ if name not in _LAZY and name not in globals()})

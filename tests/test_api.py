@@ -355,3 +355,17 @@ def test_import_dsreg_stays_light() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert proc.stdout.strip() == "[]"
+
+
+def test_every_public_name_resolves_and_every_command_function_is_public() -> None:
+    """``dsreg.X`` works for every name ``dsreg`` exports (and ``dir`` lists), and every function
+    of ``dsreg.api`` (one per command) is one of them: the lazy map cannot drift from the lists
+    type checkers read."""
+    import dsreg.api
+
+    for name in dsreg.__all__:
+        assert getattr(dsreg, name) is not None, name
+    assert set(dsreg.__all__) <= set(dir(dsreg))
+    assert set(dsreg.api.__all__) <= set(dsreg.__all__)
+    for name in dsreg.api.__all__:
+        assert getattr(dsreg, name) is getattr(dsreg.api, name), name
