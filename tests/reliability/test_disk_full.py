@@ -17,16 +17,13 @@ and say why. The tmpfs is unmounted however the tests end.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-import traceback
 from collections.abc import Callable, Iterator
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,8 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
-from dsreg.cli import main as dsreg_main
+from inprocess import add_labels, add_labels_args, check_tags, ok, run
 
 pytestmark = pytest.mark.slow
 
@@ -45,40 +41,6 @@ LAST_PAGES = 16  # and each of its last pages
 N = 5_000  # rows of the label-only dataset
 K = 4  # its classes
 SEED = 77
-
-
-@dataclass
-class Ran:
-    code: int
-    out: str
-    err: str
-    crash: str | None = None  # the traceback of an exception that escaped the command line
-
-
-def _main(*args: str) -> Ran:
-    """``dsreg ARGS`` in this process. An exception other than SystemExit is a crash: the user
-    would see a traceback."""
-    out, err = io.StringIO(), io.StringIO()
-    code, crash = 0, None
-    saved = sys.argv
-    sys.argv = ["dsreg", *args]
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            try:
-                dsreg_main(list(args))
-            except SystemExit as e:
-                code = int(e.code or 0) if not isinstance(e.code, str) else 1
-            except BaseException:  # reported, with its traceback
-                code, crash = -1, traceback.format_exc()
-    finally:
-        sys.argv = saved
-    return Ran(code, out.getvalue(), err.getvalue(), crash)
-
-
-def _ok(*args: str) -> Ran:
-    res = _main(*args)
-    assert res.code == 0, (args, res.code, res.out, res.err, res.crash)
-    return res
 
 
 @pytest.fixture(scope="module")
@@ -210,21 +172,6 @@ def _nothing(reg: Path, inp: dict[str, Path]) -> None:
     pass
 
 
-def _labels(reg: Path, inp: dict[str, Path]) -> None:
-    _ok(
-        "add",
-        "lab",
-        "--labels",
-        str(inp["labels"]),
-        "--classes",
-        str(inp["classes"]),
-        "--tag",
-        "original",
-        "--registry",
-        str(reg),
-    )
-
-
 CASES = [
     Case(
         "add-tree",
@@ -252,30 +199,20 @@ CASES = [
     Case(
         "add-labels",
         _nothing,
-        lambda inp: [
-            "add",
-            "lab",
-            "--labels",
-            str(inp["labels"]),
-            "--classes",
-            str(inp["classes"]),
-            "--tag",
-            "original",
-            "--json",
-        ],
+        lambda inp: [*add_labels_args(inp), "--json"],
         ("snapshot", "revision"),
         ("lab", "original"),
     ),
     Case(
         "tag",
-        _labels,
+        add_labels,
         lambda inp: ["tag", "lab@paper", "lab@original", "--view", "cleaned", "--json"],
         ("revision",),
         ("lab", "paper"),
     ),
     Case(
         "import-votes",
-        _labels,
+        add_labels,
         lambda inp: [
             "overlay",
             "import-votes",
@@ -290,7 +227,7 @@ CASES = [
     ),
     Case(
         "detect",
-        _labels,
+        add_labels,
         lambda inp: [
             "detect",
             "lab@original",
@@ -324,12 +261,9 @@ def _tag_state(reg: Path, dataset: str, tag: str) -> tuple[str | None, int]:
 def _check_visible(reg: Path, case: Case, where: str) -> str | None:
     """verify passes, every tag names a stored object, and the case's tag exists exactly when
     its one log line does. Returns the digest the tag names."""
-    check = _main("verify", "--registry", str(reg))
+    check = run("verify", "--registry", str(reg))
     assert check.code == 0 and check.crash is None, (where, check.out, check.err, check.crash)
-    for p in (reg / "refs").rglob("*"):
-        if p.is_file():
-            h = p.read_text().strip().removeprefix("blake3:")
-            assert (reg / "files" / "blake3" / h[:2] / h[2:]).is_file(), (where, p)
+    check_tags(reg, where)
     named, lines = _tag_state(reg, *case.tag)
     assert lines == (named is not None), (where, "tag", named, "log lines", lines)
     return named
@@ -343,13 +277,13 @@ def test_a_full_disk_at_any_point_is_a_clear_error_and_leaves_nothing_partial(
 
     def fresh() -> None:
         _clear(small_fs)
-        _ok("init", "--registry", str(reg))
+        ok("init", "--registry", str(reg))
         case.prepare(reg, inputs)
 
     args = [*case.args(inputs), "--registry", str(reg)]
     fresh()
     before = _free(small_fs)
-    clean = _ok(*args)
+    clean = ok(*args)
     need = before - _free(small_fs)
     expected = tuple(json.loads(clean.out)[k] for k in case.keys)
     assert need > 0
@@ -367,7 +301,7 @@ def test_a_full_disk_at_any_point_is_a_clear_error_and_leaves_nothing_partial(
         where = f"{case.name} with {leave} of {need} bytes free"
         fresh()
         filler = _fill(small_fs, leave)
-        res = _main(*args)
+        res = run(*args)
         assert res.crash is None, (where, res.crash)
         assert res.code in (0, 1), (where, res.code, res.err)
         if res.code == 1:
@@ -383,7 +317,7 @@ def test_a_full_disk_at_any_point_is_a_clear_error_and_leaves_nothing_partial(
             assert named is None, (where, "a refused command left its tag", named)
 
         filler.unlink()
-        again = _main(*args)
+        again = run(*args)
         assert again.code == 0 and again.crash is None, (where, again.err, again.crash)
         assert tuple(json.loads(again.out)[k] for k in case.keys) == expected, where
         assert _check_visible(reg, case, where + ", run again") is not None

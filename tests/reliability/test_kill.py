@@ -22,7 +22,6 @@ slow). Each test prints its rounds and how many kills landed before the command 
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import random
@@ -33,18 +32,16 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from inprocess import Ran, add_labels, add_labels_args, check_tags, ok, run
 
 import dsreg
-from dsreg.cli import main as dsreg_main
 
 pytestmark = pytest.mark.slow
 
@@ -71,39 +68,6 @@ TREE_CLASSES, TREE_PER_CLASS = 10, 250  # 2,500 files: an add uses its worker pr
 
 
 # -- running dsreg -----------------------------------------------------------------------------
-
-
-@dataclass
-class Ran:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-def _main(*args: str) -> Ran:
-    """``dsreg ARGS`` in this process; an exception other than SystemExit is a traceback."""
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
-    saved = sys.argv
-    sys.argv = ["dsreg", *args]
-    try:
-        with redirect_stdout(out), redirect_stderr(err):
-            try:
-                dsreg_main(list(args))
-            except SystemExit as e:
-                code = int(e.code or 0)
-    finally:
-        sys.argv = saved
-    return Ran(code, out.getvalue(), err.getvalue())
-
-
-def _ok(*args: str) -> Ran:
-    res = _main(*args)
-    assert res.code == 0, (args, res.code, res.out, res.err)
-    return res
 
 
 def _env() -> dict[str, str]:
@@ -183,18 +147,6 @@ def _listing(root: Path) -> list[str]:
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
 
 
-def _check_tags(reg: Path) -> None:
-    """Every tag names an object the store holds."""
-    refs = reg / "refs"
-    for p in refs.rglob("*") if refs.is_dir() else ():
-        if p.is_dir():
-            continue
-        digest = p.read_text().strip()
-        assert digest.startswith("blake3:"), (p, digest)
-        h = digest.removeprefix("blake3:")
-        assert (reg / "files" / "blake3" / h[:2] / h[2:]).is_file(), f"{p} -> missing {digest}"
-
-
 def _check_no_junk(reg: Path) -> None:
     """Age tmp/'s entries past gc's grace period, gc, and find nothing but the registry's own."""
     tmp = reg / "tmp"
@@ -203,7 +155,7 @@ def _check_no_junk(reg: Path) -> None:
         os.utime(p, (old, old), follow_symlinks=False)
     if tmp.is_dir():
         os.utime(tmp, (old, old))
-    _ok("gc", "--registry", str(reg))
+    ok("gc", "--registry", str(reg))
     left = sorted(os.listdir(tmp)) if tmp.is_dir() else []
     assert left == [], f"gc left {left} in tmp/"
     assert set(os.listdir(reg)) <= ROOT_ENTRIES, sorted(os.listdir(reg))
@@ -298,21 +250,6 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
-def _add_labels(reg: Path, inp: dict[str, Path]) -> None:
-    _ok(
-        "add",
-        "lab",
-        "--labels",
-        str(inp["labels"]),
-        "--classes",
-        str(inp["classes"]),
-        "--tag",
-        "original",
-        "--registry",
-        str(reg),
-    )
-
-
 # -- the commands -------------------------------------------------------------------------------
 
 Args = Callable[[Path, Path, dict[str, Path]], list[str]]  # (registry, round folder, inputs)
@@ -351,22 +288,18 @@ def _nothing(reg: Path, inp: dict[str, Path]) -> None:
     pass
 
 
-def _prepare_labels(reg: Path, inp: dict[str, Path]) -> None:
-    _add_labels(reg, inp)
-
-
 def _prepare_gc(reg: Path, inp: dict[str, Path]) -> None:
     # The tree's objects become garbage once its tag moves on and the log may let them go.
-    _ok("add", "big", str(inp["tree"]), "--tag", "t", "--registry", str(reg))
-    _ok("add", "big", str(inp["tree2"]), "--tag", "t", "--force", "--registry", str(reg))
-    _add_labels(reg, inp)
-    _ok("detect", "lab@original", "--pred-probs", str(inp["probs"]), "--registry", str(reg))
+    ok("add", "big", str(inp["tree"]), "--tag", "t", "--registry", str(reg))
+    ok("add", "big", str(inp["tree2"]), "--tag", "t", "--force", "--registry", str(reg))
+    add_labels(reg, inp)
+    ok("detect", "lab@original", "--pred-probs", str(inp["probs"]), "--registry", str(reg))
 
 
 def _prepare_push(reg: Path, inp: dict[str, Path]) -> None:
-    _ok("add", "big", str(inp["tree"]), "--tag", "original", "--registry", str(reg))
-    _add_labels(reg, inp)
-    _ok(
+    ok("add", "big", str(inp["tree"]), "--tag", "original", "--registry", str(reg))
+    add_labels(reg, inp)
+    ok(
         "detect",
         "lab@original",
         "--pred-probs",
@@ -382,7 +315,7 @@ def _check_remote(where: Path) -> None:
     """A remote's tags come last: every tag it holds names an object it holds."""
     remote = where / "remote"
     if remote.is_dir():
-        _check_tags(remote)
+        check_tags(remote)
 
 
 CASES = [
@@ -396,17 +329,7 @@ CASES = [
     Case(
         "add-labels",
         _nothing,
-        lambda reg, where, inp: [
-            "add",
-            "lab",
-            "--labels",
-            str(inp["labels"]),
-            "--classes",
-            str(inp["classes"]),
-            "--tag",
-            "original",
-            "--json",
-        ],
+        lambda reg, where, inp: [*add_labels_args(inp), "--json"],
         _digests("snapshot", "revision"),
         ("lab", "original"),
     ),
@@ -427,14 +350,14 @@ CASES = [
     ),
     Case(
         "tag",
-        _prepare_labels,
+        add_labels,
         lambda reg, where, inp: ["tag", "lab@paper", "lab@original", "--view", "cleaned", "--json"],
         _digests("revision"),
         ("lab", "paper"),
     ),
     Case(
         "import-votes",
-        _prepare_labels,
+        add_labels,
         lambda reg, where, inp: [
             "overlay",
             "import-votes",
@@ -449,7 +372,7 @@ CASES = [
     ),
     Case(
         "detect",
-        _prepare_labels,
+        add_labels,
         lambda reg, where, inp: [
             "detect",
             "lab@original",
@@ -481,7 +404,7 @@ CASES = [
 
 def _kill_rounds(case: Case, base: Path, inp: dict[str, Path]) -> dict[str, int]:
     pristine = base / "pristine" / ".dsreg"
-    _ok("init", "--registry", str(pristine))
+    ok("init", "--registry", str(pristine))
     case.prepare(pristine, inp)
 
     def fresh(name: str) -> tuple[Path, Path]:
@@ -514,19 +437,19 @@ def _kill_rounds(case: Case, base: Path, inp: dict[str, Path]) -> dict[str, int]
             stats["finished_first"] += 1
         where_ = f"{case.name}, round {r}"
 
-        check = _main("verify", "--registry", str(reg))
-        assert check.code == 0, (where_, check.out, check.err)
-        _check_tags(reg)
+        check = run("verify", "--registry", str(reg))
+        assert check.code == 0, (where_, check.out, check.err, check.crash)
+        check_tags(reg, where_)
         if case.name == "push":
             _check_remote(where)
 
-        again = _main(*args)
-        assert again.code == 0, (where_, again.out, again.err)
+        again = run(*args)
+        assert again.code == 0, (where_, again.out, again.err, again.crash)
         assert case.outcome(reg, where, again) == expected, where_
         if case.tag is not None:
             assert _tag_lines(reg, *case.tag) == 1, (where_, "log lines of", case.tag)
         _check_no_junk(reg)
-        assert _main("verify", "--registry", str(reg)).code == 0, where_
+        assert run("verify", "--registry", str(reg)).code == 0, where_
         shutil.rmtree(where)
     print(f"\n{case.name}: {stats}")
     return stats
@@ -555,25 +478,25 @@ def dvc_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env |= {"DVC_NO_ANALYTICS": "1", "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0"}
 
-    def run(*args: str) -> None:
+    def tool(*args: str) -> None:
         cmd = [sys.executable, "-m", "dvc", *args[1:]] if args[0] == "dvc" else list(args)
         proc = subprocess.run(cmd, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, (args, proc.stdout, proc.stderr)
 
-    run("git", "init", "-q")
-    run("git", "config", "user.name", "dsreg tests")
-    run("git", "config", "user.email", "tests@dsreg.invalid")
-    run("git", "config", "commit.gpgsign", "false")
-    run("dvc", "init", "-q")
-    run("dvc", "config", "core.analytics", "false")
+    tool("git", "init", "-q")
+    tool("git", "config", "user.name", "dsreg tests")
+    tool("git", "config", "user.email", "tests@dsreg.invalid")
+    tool("git", "config", "commit.gpgsign", "false")
+    tool("dvc", "init", "-q")
+    tool("dvc", "config", "core.analytics", "false")
     rng = np.random.default_rng(SEED)
     for c in range(4):
         (repo / "data" / "val" / f"c{c}").mkdir(parents=True)
         for i in range(100):
             (repo / "data" / "val" / f"c{c}" / f"{i}.bin").write_bytes(rng.bytes(200))
-    run("dvc", "add", "-q", "data/val")
-    run("git", "add", "-A")
-    run("git", "commit", "-q", "-m", "v1")
+    tool("dvc", "add", "-q", "data/val")
+    tool("git", "add", "-A")
+    tool("git", "commit", "-q", "-m", "v1")
     yield repo
     mp.undo()
 
@@ -612,8 +535,8 @@ def test_what_a_killed_push_staged_in_the_remote_goes_once_stale(
     once the staging is older than a day (a running push touches it far more often), the next
     push leaves the remote's tmp/ empty."""
     reg, remote = tmp_path / ".dsreg", tmp_path / "remote"
-    _ok("init", "--registry", str(reg))
-    _ok("add", "big", str(inputs["tree"]), "--tag", "original", "--registry", str(reg))
+    ok("init", "--registry", str(reg))
+    ok("add", "big", str(inputs["tree"]), "--tag", "original", "--registry", str(reg))
     args = [
         sys.executable,
         "-c",
@@ -645,10 +568,10 @@ def test_what_a_killed_push_staged_in_the_remote_goes_once_stale(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    _ok("push", "-r", str(remote), "--registry", str(reg))  # to the end
+    ok("push", "-r", str(remote), "--registry", str(reg))  # to the end
     old = time.time() - 2 * 86400
     for p in [*(remote / "tmp").rglob("*"), remote / "tmp"]:
         os.utime(p, (old, old), follow_symlinks=False)
-    _ok("push", "-r", str(remote), "--registry", str(reg))
+    ok("push", "-r", str(remote), "--registry", str(reg))
     left = sorted(os.listdir(remote / "tmp")) if (remote / "tmp").is_dir() else []
     assert left == [], f"the remote's tmp/ still holds {left}"
