@@ -45,6 +45,9 @@ __all__ = [
     "view_rows",
 ]
 
+#: Rows of the label column ``labels_at`` decodes at a time.
+LABELS_BATCH = 1 << 20
+
 _NON_ERROR = VERDICTS.index("non_error") + 1
 _CORRECTABLE = VERDICTS.index("correctable") + 1
 _SUSPECTED = VERDICTS.index("suspected") + 1
@@ -361,7 +364,8 @@ def labels_at(reg: Registry, snap: Snapshot, rows: np.ndarray) -> np.ndarray:
     start = 0
     try:
         pf = pq.ParquetFile(path)
-        for batch in pf.iter_batches(batch_size=1 << 20, columns=["label"], use_threads=False):
+        batches = pf.iter_batches(batch_size=LABELS_BATCH, columns=["label"], use_threads=False)
+        for batch in batches:
             m = batch.num_rows
             lo, hi = np.searchsorted(rows, [start, start + m])
             if hi > lo:

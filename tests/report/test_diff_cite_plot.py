@@ -47,9 +47,14 @@ def test_diff_of_two_views_of_one_snapshot_matches_rows(make_labelset: Any) -> N
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_diff_by_rows_equals_a_full_outer_join_of_the_views(make_labelset: Any, seed: int) -> None:
+def test_diff_by_rows_equals_a_full_outer_join_of_the_views(
+    make_labelset: Any, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from dsreg.report.diff import _diff_rows, _diff_sql
+    from dsreg.views import sparse
 
+    # The labels at the named rows are read a few rows at a time: many batches, some empty.
+    monkeypatch.setattr(sparse, "LABELS_BATCH", 3 + seed * 4)
     ls = make_labelset(n=70, seed=seed, overlays=2)
     # Revisions over different overlay lists too: the first overlay only, in every view.
     for view in ("original", "cleaned", "corrected", "honeypot"):
