@@ -27,9 +27,11 @@ __all__ = ["add_stream"]
 
 _INT32_MAX = (1 << 31) - 1
 # Row groups read ahead, and checked behind, the one being written: a few groups of slack
-# between the threads (one group is 256 Ki rows, a few MB), so that one thread waiting for
-# a core does not stall the others on a busy machine.
+# between the threads (a label-only group of 256 Ki rows is a few MB), so that one thread
+# waiting for a core does not stall the others on a busy machine. A source whose groups are
+# larger than WIDE bytes (many metadata columns) is read one group ahead only.
 AHEAD = 3
+WIDE = 64 << 20
 
 
 def add_stream(
@@ -169,13 +171,18 @@ def _label_names(src: StreamSource) -> tuple[str, ...]:
 
 def _prefetch(groups: Iterator[pa.Table], pool: ThreadPoolExecutor) -> Iterator[pa.Table]:
     """``groups``, the next ones read on another thread while this one is written (reading and
-    decoding the source releases the GIL): ``AHEAD`` groups ahead, in order (one thread)."""
-    ahead = deque(pool.submit(next, groups, None) for _ in range(AHEAD))
+    decoding the source releases the GIL): ``AHEAD`` groups ahead (one for a wide source), in
+    order (one thread)."""
+    ahead = deque([pool.submit(next, groups, None)])
+    depth = AHEAD
     while True:
         group = ahead.popleft().result()
         if group is None:
             return
-        ahead.append(pool.submit(next, groups, None))
+        if group.nbytes > WIDE:
+            depth = 1
+        while len(ahead) < depth:
+            ahead.append(pool.submit(next, groups, None))
         yield group
 
 

@@ -108,6 +108,10 @@ class _Sink(Protocol):
     def write(self, data: bytes | memoryview, /) -> int: ...
 
 
+# The bytes of row groups CanonicalWriter holds while they are encoded (beyond the first).
+IN_FLIGHT = 256 << 20
+
+
 def _encode_group(group: pa.Table, schema: pa.Schema) -> pa.Buffer:
     """One row group as a Parquet file of its own (``parquet_join`` joins them)."""
     out = pa.BufferOutputStream()
@@ -127,7 +131,8 @@ class CanonicalWriter:
     off the caller's thread, so the caller prepares the next group meanwhile, on ``threads``
     threads (default: the cores, at most 4), each group a file of its own, joined in order
     (``model.parquet_join``: the same bytes as one writer's). At most ``threads + 1`` groups are
-    held at a time."""
+    held at a time, and while more than one is, at most ``IN_FLIGHT`` bytes of them (a wide
+    table's groups are encoded fewer at a time)."""
 
     def __init__(self, sink: _Sink, schema: pa.Schema, *, threads: int | None = None) -> None:
         self._sink = sink
@@ -136,6 +141,7 @@ class CanonicalWriter:
         self._threads = threads
         self._pool = concurrent.futures.ThreadPoolExecutor(threads)
         self._pending: collections.deque[concurrent.futures.Future[pa.Buffer]] = collections.deque()
+        self._sizes: collections.deque[int] = collections.deque()
         self._joiner = RowGroupJoiner()
         self._last = False
         self.rows = 0
@@ -146,8 +152,12 @@ class CanonicalWriter:
         self._last = len(group) < ROW_GROUP
         table = group.replace_schema_metadata(None)
         self._pending.append(self._pool.submit(_encode_group, table, self._schema))
+        self._sizes.append(table.nbytes)
         self.rows += len(group)
-        while len(self._pending) > self._threads:
+        while len(self._pending) > self._threads or (
+            len(self._pending) > 1 and sum(self._sizes) > IN_FLIGHT
+        ):
+            self._sizes.popleft()
             self._put(self._pending.popleft().result())
 
     def _put(self, part: pa.Buffer) -> None:

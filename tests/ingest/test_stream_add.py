@@ -23,7 +23,13 @@ def _examples(reg: dsreg.Registry, revision: str) -> pa.Table:
     return dsreg.open(revision, registry=reg).labels()
 
 
-def test_a_set_larger_than_one_row_group_round_trips(tmp_path: Path) -> None:
+@pytest.mark.parametrize("wide", [False, True])
+def test_a_set_larger_than_one_row_group_round_trips(
+    tmp_path: Path, wide: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if wide:  # read one group ahead, encoded one at a time, as a source of wide rows is
+        monkeypatch.setattr("dsreg.ingest.streamadd.WIDE", 1)
+        monkeypatch.setattr("dsreg.model.tables.IN_FLIGHT", 1)
     reg = dsreg.init(registry=tmp_path / "reg")
     n = 2 * ROW_GROUP + 17  # three row groups: what streams is what is read back
     labels = np.random.default_rng(1).integers(0, 345, n).astype(np.int32)
@@ -37,6 +43,15 @@ def test_a_set_larger_than_one_row_group_round_trips(tmp_path: Path) -> None:
     assert np.array_equal(got.column("label").to_numpy(), labels)
     stored = pq.ParquetFile(reg.store.path(r.examples))
     assert [stored.metadata.row_group(i).num_rows for i in range(3)] == [ROW_GROUP] * 2 + [17]
+    if wide:  # the same bytes either way
+        monkeypatch.undo()
+        again = dsreg.add(
+            "qd",
+            labels=tmp_path / "l.npy",
+            ids=tmp_path / "ids.txt",
+            registry=dsreg.init(registry=tmp_path / "r2"),
+        )
+        assert again.examples == r.examples
 
 
 def test_ids_from_txt_json_and_a_table_give_one_examples_table(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dsreg.model import tables
 from dsreg.model.parquet_footer import strip_created_by
 from dsreg.model.parquet_join import MAGIC, RowGroupJoiner
 from dsreg.model.tables import ROW_GROUP, CanonicalWriter, base_schema, parquet_bytes
@@ -73,8 +74,12 @@ def test_joined_row_groups_are_the_one_writers_bytes(n: int, rows: int) -> None:
     assert _joined(table, rows) == _one_writer(table, rows)
 
 
-@pytest.mark.parametrize("threads", [1, 2, 3])
-def test_canonical_writer_gives_parquet_bytes(threads: int) -> None:
+@pytest.mark.parametrize(("threads", "in_flight"), [(1, None), (2, None), (3, None), (3, 1)])
+def test_canonical_writer_gives_parquet_bytes(
+    threads: int, in_flight: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if in_flight is not None:  # groups "wider" than the limit: encoded one at a time
+        monkeypatch.setattr(tables, "IN_FLIGHT", in_flight)
     n = 2 * ROW_GROUP + 5
     rng = np.random.default_rng(threads)
     table = (
