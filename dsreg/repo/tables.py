@@ -152,13 +152,28 @@ def check_example_columns(table: pa.Table | pa.RecordBatch, snap: Snapshot) -> N
             raise ManifestError(f"{what}: some blobs are not blake3 digests")
 
 
-def read_corrections(reg: Registry, overlay: Overlay, *, base: Snapshot | None = None) -> pa.Table:
+#: The columns of a corrections table the view rule reads (``rule_only``), and every column
+#: ``read_corrections`` checks: a table read with these only is checked as a whole one is.
+RULE_COLUMNS = ("row", "given_label", "suggested_label", "verdict", "labels", "label_counts")
+
+
+def read_corrections(
+    reg: Registry, overlay: Overlay, *, base: Snapshot | None = None, rule_only: bool = False
+) -> pa.Table:
     """An overlay's corrections table, re-hashed before it is parsed, and checked against its
     base snapshot: rows sorted, unique and inside the snapshot, labels within its classes,
-    verdicts known. (Checked against the base's example ids and labels when it is written.)"""
-    table = read_parquet_mapped(_mapped(reg, overlay.corrections), digest=overlay.corrections)
+    verdicts known. (Checked against the base's example ids and labels when it is written.)
+
+    ``rule_only``: only the ``RULE_COLUMNS`` it has are decoded (not the ids, scores and votes:
+    two thirds of a votes overlay's table), with the same checks; ``len`` of a view and its
+    ``iter_batches`` need no more."""
+    data = _mapped(reg, overlay.corrections)
     what = f"corrections table {short(overlay.corrections)}"
-    version = corrections_version(table.schema)
+    try:
+        schema = pq.read_schema(pa.BufferReader(data))
+    except (pa.ArrowException, OSError) as e:
+        raise ManifestError(f"{what} is not readable Parquet: {e}") from e
+    version = corrections_version(schema)
     if version is None:
         raise ManifestError(f"{what} does not have the overlay schema")
     if version != overlay.version:
@@ -166,6 +181,8 @@ def read_corrections(reg: Registry, overlay: Overlay, *, base: Snapshot | None =
             f"{what} has the columns of corrections version {version}, but its overlay "
             f"manifest is version {overlay.version}; run 'dsreg verify'"
         )
+    columns = [c for c in schema.names if c in RULE_COLUMNS] if rule_only else None
+    table = read_parquet_mapped(data, digest=overlay.corrections, columns=columns)
     # The caller may hold the base already (a Dataset does): its manifest is not read again.
     if base is None:
         base = reg.snapshot(overlay.base)

@@ -112,6 +112,17 @@ class Dataset:
         return [read_corrections(self.registry, ov, base=self.snapshot) for _, ov in self.overlays]
 
     @functools.cached_property
+    def _rule_corrections(self) -> list[pa.Table]:
+        """The corrections' view-rule columns (``read_corrections(rule_only=True)``, checked
+        the same way): what ``len`` and ``iter_batches`` read; the whole tables if read."""
+        if "_corrections" in self.__dict__:
+            return self._corrections
+        return [
+            read_corrections(self.registry, ov, base=self.snapshot, rule_only=True)
+            for _, ov in self.overlays
+        ]
+
+    @functools.cached_property
     def _view(self) -> ViewRows:
         from dsreg.views.rule import apply_view, merge_overlays
 
@@ -193,7 +204,7 @@ class Dataset:
         from dsreg.views.batches import iter_view_batches
 
         return iter_view_batches(
-            self.registry, self.snapshot, self._corrections, self.view, batch_size=batch_size
+            self.registry, self.snapshot, self._rule_corrections, self.view, batch_size=batch_size
         )
 
     def __len__(self) -> int:
@@ -206,7 +217,7 @@ class Dataset:
 
         self._verified_path(self.snapshot.examples)
 
-        return sparse_views(self.snapshot.rows, merge(self._corrections), [self.view])[
+        return sparse_views(self.snapshot.rows, merge(self._rule_corrections), [self.view])[
             self.view
         ].size
 
