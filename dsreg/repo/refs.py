@@ -7,7 +7,8 @@ A tag and its log line are written as one step, under the dataset's lock (git wr
 its reflog under one lock): the line is appended and made durable first, then the tag is
 installed; if installing fails, the log is cut back to its length before, so a failure leaves
 neither. A crash between the two leaves the line alone, and the next ``set`` of that same move
-finds it as the log's last line and installs the tag without writing it again.
+finds it as the tag's last line in the log (other events may follow it) and installs the tag
+without writing it again.
 
 Reading never trusts the log: a line that is not an entry (torn by a crash, not UTF-8, of the
 wrong types, or naming another dataset) is skipped and reported in ``RefLog.damaged``.
@@ -354,7 +355,7 @@ class RefStore:
             try:
                 with _LogFile(self.logs / f"{dataset}.jsonl") as log:
                     # A crash after the line and before the tag: the line stands for this move.
-                    last = log.last_entry()
+                    last = log.last_move(tag)
                     pending = last is not None and _same_move(last, entry)
                     tmp = self._write_tmp(digest + "\n")
                     try:
@@ -403,7 +404,7 @@ class RefStore:
             )
             try:
                 with _LogFile(self.logs / f"{dataset}.jsonl") as log:
-                    last = log.last_entry()
+                    last = log.last_move(tag)
                     try:
                         if not (last is not None and _same_move(last, entry)):
                             log.append(entry.to_line())
@@ -533,17 +534,27 @@ class _LogFile:
         with contextlib.suppress(OSError):
             os.close(self.fd)
 
-    def last_entry(self) -> LogEntry | None:
-        """The log's last line, if it is a whole entry."""
+    def last_move(self, tag: str) -> LogEntry | None:
+        """The last whole entry, within the log's tail, that moves or deletes ``tag``.
+
+        Not just the last line: a command that logs an event moving no tag before its tag (an
+        overlay made by ``detect --tag``) writes that event again when it is re-run after a
+        crash between its tag's line and the tag itself, so the pending line is no longer last.
+        """
         if self.start == 0:
             return None
         n = min(self.start, _TAIL)
         tail = os.pread(self.fd, n, self.start - n)
         if not tail.endswith(b"\n"):
-            return None
-        line = tail[:-1].rpartition(b"\n")[2]
-        entries = parse_log(line)
-        return entries[0] if entries else None
+            return None  # a torn last line: no move is pending behind it
+        lines = tail[:-1].split(b"\n")
+        if n < self.start:
+            lines = lines[1:]  # the first may be cut by the window
+        for line in reversed(lines):
+            entries = parse_log(line)
+            if entries and entries[0].tag == tag:
+                return entries[0]
+        return None
 
     def append(self, text: str) -> None:
         """Write ``text`` at the end and fsync; on failure, cut the log back and raise."""

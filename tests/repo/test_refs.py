@@ -70,3 +70,27 @@ def test_a_clone_starts_its_log_with_the_remote_history(
     log = Registry(Path(cloned.registry)).refs.log("pets")
     assert log[: len(history)] == history
     assert [(e.tag, e.event) for e in log[len(history) :]] == [("v1", "tag")]  # the clone's own
+
+
+def test_a_tag_line_left_by_a_crash_is_not_written_again_after_other_events(
+    make_registry: Callable[..., Registry],
+) -> None:
+    """``detect --tag`` logs its overlay, then the tag's line, then installs the tag. Killed
+    between the line and the tag, its re-run logs the overlay again before the tag: the
+    pending tag line is not the last one any more, and must still not be written twice."""
+    reg = make_registry()
+    digest = "blake3:" + "c" * 64
+    overlay = "blake3:" + "d" * 64
+    reg.refs.record("pets", event="overlay", new=overlay, command="dsreg detect")
+    pending = LogEntry.now(dataset="pets", tag="found", old=None, new=digest, command="c")
+    reg.refs.append_log("pets", [pending])  # the line written, the tag not installed (a crash)
+    assert reg.refs.get("pets", "found") is None
+    reg.refs.record("pets", event="overlay", new=overlay, command="dsreg detect")  # the re-run
+    assert reg.refs.set("pets", "found", digest, command="c") is None
+    assert reg.refs.get("pets", "found") == digest
+    moves = [e for e in reg.refs.log("pets") if e.tag == "found"]
+    assert len(moves) == 1
+    # a later, different move of the same tag is logged as usual
+    other = "blake3:" + "e" * 64
+    reg.refs.set("pets", "found", other, force=True, command="c")
+    assert [e.new for e in reg.refs.log("pets") if e.tag == "found"] == [digest, other]
