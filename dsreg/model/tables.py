@@ -213,12 +213,20 @@ def read_parquet_bytes(
 
 
 def read_parquet_mapped(
-    data: pa.Buffer, *, digest: str, columns: Sequence[str] | None = None
+    data: pa.Buffer,
+    *,
+    digest: str,
+    columns: Sequence[str] | None = None,
+    keep: np.ndarray | None = None,
 ) -> pa.Table:
     """Parse Parquet held in an Arrow buffer already verified against ``digest`` (a memory
     map of the object: ``repo.tables.read_examples``), decoding its columns on Arrow's
     threads. Unlike ``read_parquet_bytes`` no Python object backs the bytes, so a worker
-    dropping its reference never needs the GIL (the reason that one decodes on one thread)."""
+    dropping its reference never needs the GIL (the reason that one decodes on one thread).
+
+    ``keep`` (a boolean per row of the file): only those rows, each row group filtered as
+    it is decoded, so the whole file's columns are never held beside the rows kept (a view
+    of 50 million rows that removes a few: 0.5 GB of ids decoded once, not twice)."""
     cols = list(columns) if columns else None
     try:
         meta = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False).metadata
@@ -229,11 +237,24 @@ def read_parquet_mapped(
         workers = max(1, min(os.cpu_count() or 1, groups))
         cuts = [groups * i // workers for i in range(workers + 1)]
 
+        if keep is not None and len(keep) != meta.num_rows:
+            raise ManifestError(
+                f"table {short(digest)} has {meta.num_rows} rows; {len(keep)} were selected"
+            )
+        starts = np.cumsum([0] + [meta.row_group(g).num_rows for g in range(groups)])
+
         def run(lo: int, hi: int) -> pa.Table:
             pf = pq.ParquetFile(pa.BufferReader(data), metadata=meta, pre_buffer=False)
-            return pf.read_row_groups(
-                range(lo, hi), columns=cols, use_threads=True, use_pandas_metadata=False
-            )
+            if keep is None:
+                return pf.read_row_groups(
+                    range(lo, hi), columns=cols, use_threads=True, use_pandas_metadata=False
+                )
+            parts = []
+            for g in range(lo, hi):
+                mask = keep[starts[g] : starts[g + 1]]
+                part = pf.read_row_group(g, columns=cols, use_threads=True)
+                parts.append(part if mask.all() else part.filter(from_numpy(mask, pa.bool_())))
+            return pa.concat_tables(parts) if parts else pf.schema_arrow.empty_table()
 
         # A column whose every chunk's statistics count only nulls (a label-only set's blob
         # and size) is not decoded: its nulls are made over zeroed pages (model.arrays).
@@ -248,7 +269,7 @@ def read_parquet_mapped(
                 parts = list(pool.map(run, cuts[:-1], cuts[1:]))
             table = pa.concat_tables(parts)
         if empty:
-            n = meta.num_rows
+            n = meta.num_rows if keep is None else int(np.count_nonzero(keep))
             wanted = [
                 c
                 for c in (list(columns) if columns else schema.names)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -35,12 +36,30 @@ _DIGEST_RE = "^blake3:[0-9a-f]{64}$"
 
 
 def read_examples(
-    reg: Registry, snap: Snapshot, *, columns: Sequence[str] | None = None
+    reg: Registry,
+    snap: Snapshot,
+    *,
+    columns: Sequence[str] | None = None,
+    keep: np.ndarray | None = None,
 ) -> pa.Table:
     """A snapshot's examples table, re-hashed before it is parsed, and checked against the
-    manifest that names it (``check_examples_against``) before anyone indexes with it."""
-    table = read_parquet_mapped(_mapped(reg, snap.examples), digest=snap.examples, columns=columns)
-    check_examples_against(table, snap)
+    manifest that names it (``check_examples_against``) before anyone indexes with it.
+
+    ``keep`` (a boolean per snapshot row): only those rows, filtered as each row group is
+    decoded (``read_parquet_mapped``); the row count checked is the file's, the columns'
+    checks run on the rows read."""
+    data = _mapped(reg, snap.examples)
+    if keep is None:
+        table = read_parquet_mapped(data, digest=snap.examples, columns=columns)
+        check_examples_against(table, snap)
+        return table
+    if len(keep) != snap.rows:
+        raise ManifestError(
+            f"examples table {short(snap.examples)} of {snap.dataset!r}: {len(keep)} rows "
+            f"selected of a snapshot of {snap.rows}"
+        )
+    table = read_parquet_mapped(data, digest=snap.examples, columns=columns, keep=keep)
+    check_example_columns(table, snap)
     return table
 
 

@@ -127,7 +127,10 @@ class Dataset:
         from dsreg.views.rule import apply_view, merge_overlays
 
         merged = merge_overlays(self.snapshot.rows, self._corrections)
-        labels = as_numpy(self._examples.column("label"))
+        if "_examples" in self.__dict__:
+            labels = as_numpy(self._examples.column("label"))
+        else:  # the rule needs the labels only: labels() then reads the view's rows alone
+            labels = as_numpy(read_examples(self.registry, self.snapshot, columns=["label"])[0])
         return apply_view(self.view, labels, merged)
 
     def view_rows(self) -> ViewRows:
@@ -157,13 +160,18 @@ class Dataset:
         from dsreg.views.rule import review_columns
 
         v = self._view
-        ex = self._examples
         n = len(v.rows)
-        if n != ex.num_rows:
-            # A boolean filter copies runs of rows (cheaper than a gather by position); a
-            # column of nulls only (a label-only set's blob and size) is made anew at the
-            # view's length instead of filtered.
-            keep = np.zeros(ex.num_rows, dtype=bool)
+        if n == self.snapshot.rows:
+            ex = self._examples
+        elif "_examples" not in self.__dict__:
+            # Only the view's rows are decoded, each row group filtered as it is read.
+            keep = np.zeros(self.snapshot.rows, dtype=bool)
+            keep[v.rows] = True
+            ex = read_examples(self.registry, self.snapshot, keep=keep)
+        else:
+            # Read already (ds[i]): a boolean filter copies runs of rows; a column of nulls
+            # only (a label-only set's blob and size) is made anew at the view's length.
+            keep = np.zeros(self._examples.num_rows, dtype=bool)
             keep[v.rows] = True
             mask = from_numpy(keep, pa.bool_())
             ex = pa.table(
@@ -171,7 +179,9 @@ class Dataset:
                     name: null_array(col.type, n)
                     if col.null_count == len(col)
                     else col.filter(mask)
-                    for name, col in zip(ex.column_names, ex.columns, strict=True)
+                    for name, col in zip(
+                        self._examples.column_names, self._examples.columns, strict=True
+                    )
                 }
             )
         label = from_numpy(v.label, pa.int32())

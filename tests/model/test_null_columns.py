@@ -56,3 +56,17 @@ def test_null_array_equals_arrows_nulls(type_: pa.DataType) -> None:
     assert a.equals(pa.nulls(1000, type_))
     assert a.null_count == 1000
     assert a.slice(10, 5).to_pylist() == [None] * 5
+
+
+def test_rows_kept_as_each_row_group_is_read() -> None:
+    import numpy as np
+
+    t = pa.table({"example_id": [f"e{i}" for i in range(10)], "blob": pa.nulls(10, pa.string())})
+    data = _parquet(t)  # row groups of 3 rows
+    keep = np.array([1, 0, 1, 1, 1, 1, 0, 0, 0, 1], dtype=bool)
+    got = read_parquet_mapped(data, digest="blake3:" + "0" * 64, keep=keep)
+    want = pq.read_table(pa.BufferReader(data)).filter(pa.array(keep))
+    assert got.equals(want)
+    assert got.column("example_id").to_pylist() == ["e0", "e2", "e3", "e4", "e5", "e9"]
+    none = read_parquet_mapped(data, digest="blake3:" + "0" * 64, keep=np.zeros(10, bool))
+    assert none.num_rows == 0 and none.schema == want.schema
