@@ -233,6 +233,15 @@ def diff(
     top: Annotated[
         int, typer.Option(help="How many example ids of each kind of change to list (0: none).")
     ] = 10,
+    pairs: Annotated[
+        int,
+        typer.Option(
+            help="How many from -> to label pairs to list, the most frequent first (0: all; "
+            "--json lists all).",
+            min=0,
+            metavar="<int>",
+        ),
+    ] = 20,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
@@ -250,13 +259,13 @@ def diff(
     out(f"relabelled  {res.relabelled}")
     out(f"unchanged   {res.unchanged}")
     if res.transitions:
+        shown = res.transitions[:pairs] if pairs else res.transitions
         out()
-        out(
-            table(
-                [[t.source, t.target, str(t.count)] for t in res.transitions],
-                ["FROM", "TO", "ROWS"],
-            )
-        )
+        out(table([[t.source, t.target, str(t.count)] for t in shown], ["FROM", "TO", "ROWS"]))
+        if len(shown) < len(res.transitions):
+            more = len(res.transitions) - len(shown)
+            rows = sum(t.count for t in res.transitions[len(shown) :])
+            out(f"... {more} more pairs ({rows} rows): --pairs 0 or --json lists them all")
     if res.corrections is not None:
         _render_agreement(res.corrections)
     for kind, ids in res.samples.items():

@@ -139,6 +139,35 @@ def test_diff_top_lists_that_many_changed_rows(cli: Cli, toy: Path, tmp_path: Pa
     assert res.samples["relabelled"] == ["0", "1", "2"] and res.relabelled == 6
 
 
+def test_diff_lists_the_most_frequent_label_pairs_first(
+    cli: Cli, toy: Path, tmp_path: Path
+) -> None:
+    probs = np.array([[0.1, 0.9]] * 3 + [[0.9, 0.1]] * 2 + [[0.1, 0.9]])  # 3 cat->dog, 2 dog->cat
+    np.save(tmp_path / "p.npy", probs)
+    r = cli("detect", "toy@v1", "--pred-probs", "p.npy", "--filter-by", "predicted_neq_given",
+            "--tag", "fixed", "--view", "corrected")  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+
+    def pairs(*args: str) -> tuple[list[list[str]], str]:
+        r = cli("diff", "toy@v1", "toy@fixed", *args)
+        assert r.exit_code == 0, r.stderr
+        lines = r.stdout.splitlines()
+        at = next(i for i, x in enumerate(lines) if x.split() == ["FROM", "TO", "ROWS"])
+        end = next((i for i in range(at + 1, len(lines)) if not lines[i].strip()), len(lines))
+        rows = [x.split() for x in lines[at + 1 : end] if not x.startswith("...")]
+        more = [x for x in lines if x.startswith("...")]
+        return rows, more[0] if more else ""
+
+    assert pairs() == ([["cat", "dog", "3"], ["dog", "cat", "2"]], "")
+    assert pairs("--pairs", "1") == (
+        [["cat", "dog", "3"]],
+        "... 1 more pairs (2 rows): --pairs 0 or --json lists them all",
+    )
+    assert pairs("--pairs", "0")[0] == [["cat", "dog", "3"], ["dog", "cat", "2"]]
+    r = cli("diff", "toy@v1", "toy@fixed", "--pairs", "-1")
+    assert r.exit_code == 1 and "--pairs" in r.stderr
+
+
 # -- what was written ---------------------------------------------------------------------------
 
 
