@@ -111,4 +111,9 @@ def clear_journal(target: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(target / JOURNAL)
     except OSError as e:
-        raise StorageError(f"cannot remove {target / JOURNAL}: {e.strerror}") from e
+        # The folder holds the revision its pin names; the journal left says so to the next
+        # checkout of it, which finishes (and removes it).
+        raise StorageError(
+            f"cannot remove {target / JOURNAL}: {e.strerror}; run 'dsreg checkout' into it "
+            "again, of any revision, to finish"
+        ) from e
