@@ -126,7 +126,8 @@ class Dataset:
     def _view(self) -> ViewRows:
         from dsreg.views.rule import apply_view, merge_overlays
 
-        merged = merge_overlays(self.snapshot.rows, self._corrections)
+        # The rule's columns of the corrections only (the whole tables if read already).
+        merged = merge_overlays(self.snapshot.rows, self._rule_corrections)
         if "_examples" in self.__dict__:
             labels = as_numpy(self._examples.column("label"))
         else:  # the rule needs the labels only: labels() then reads the view's rows alone
@@ -149,14 +150,17 @@ class Dataset:
 
         return query_revision(self.registry, self.revision, query, allow_files=allow_files)
 
-    def labels(self) -> pa.Table:
-        """The view as a table, the columns of its SQL view (docs/queries.md, "Columns"): row,
-        example_id, label, label_name, given_label, verdict, blob, size, suggested_label,
-        suggested_label_name, score, votes_given, votes_guessed, votes_both, votes_neither,
-        votes_neutral, votes_off_topic (of the last overlay naming the row; null where none
-        does), (the multilabel view only) labels, then the snapshot's metadata columns
+    def labels(self, *, review: bool = False) -> pa.Table:
+        """The view as a table: row, example_id, label, label_name, given_label, verdict, blob,
+        size, (the multilabel view only) labels, then the snapshot's metadata columns
         (``served_metadata``: a column named like one of the view's, possible only in a table
-        ``dsreg add`` did not make, is left out)."""
+        ``dsreg add`` did not make, is left out): the columns ``iter_batches`` streams.
+
+        ``review=True`` adds, after ``size``, what a reviewer reads of the last overlay naming
+        each row (null where none does): suggested_label, suggested_label_name, score,
+        votes_given, votes_guessed, votes_both, votes_neither, votes_neutral, votes_off_topic;
+        the columns of the revision's SQL view (docs/queries.md, "Columns"). Off by default:
+        at 50 million rows they are 1.3 GB that evaluating against the labels never reads."""
         from dsreg.views.rule import review_columns
 
         v = self._view
@@ -196,8 +200,9 @@ class Dataset:
             "verdict": v.verdict,
             "blob": ex.column("blob"),
             "size": ex.column("size"),
-            **review_columns(v.rows, self._corrections, self.classes),
         }
+        if review:
+            cols.update(review_columns(v.rows, self._corrections, self.classes))
         if v.labels is not None:
             cols["labels"] = v.labels
         for name in served_metadata(ex.column_names):
@@ -208,9 +213,9 @@ class Dataset:
         """The view as Arrow record batches of at most ``batch_size`` rows, in snapshot order,
         read from the examples table a batch at a time (bounded memory at any size): the
         columns ``row, example_id, label, label_name, given_label, verdict, blob, size``
-        (``labels`` in the multilabel view), then the served metadata columns. The review
-        columns of ``labels()`` (suggested label, score, votes) are not streamed: read them
-        with ``labels()`` or SQL."""
+        (``labels`` in the multilabel view), then the served metadata columns: ``labels()``
+        a batch at a time. The review columns (``labels(review=True)``) are not streamed:
+        read them with ``labels(review=True)`` or SQL."""
         from dsreg.views.batches import iter_view_batches
 
         return iter_view_batches(
@@ -318,11 +323,11 @@ class Dataset:
 
         return labels_array(self, align)
 
-    def to_pandas(self) -> pd.DataFrame:
-        """``labels()`` as a pandas DataFrame."""
+    def to_pandas(self, *, review: bool = False) -> pd.DataFrame:
+        """``labels(review=review)`` as a pandas DataFrame."""
         from dsreg.views.loaders import to_pandas
 
-        return to_pandas(self)
+        return to_pandas(self, review=review)
 
     def to_torch(
         self,

@@ -61,7 +61,7 @@ class Source(Protocol):
     def name(self) -> str: ...
     @property
     def classes(self) -> tuple[str, ...]: ...
-    def labels(self) -> pa.Table: ...
+    def labels(self, *, review: bool = False) -> pa.Table: ...
     def view_rows(self) -> ViewRows: ...
     def __len__(self) -> int: ...
     def __getitem__(self, i: int) -> Any: ...
@@ -129,13 +129,13 @@ def labels_array(ds: Source, align: str = "snapshot") -> np.ndarray:
     return out
 
 
-def to_pandas(ds: Source) -> pd.DataFrame:
-    """``ds.labels()`` as a pandas DataFrame (pandas' own Arrow conversion)."""
+def to_pandas(ds: Source, *, review: bool = False) -> pd.DataFrame:
+    """``ds.labels(review=review)`` as a pandas DataFrame (pandas' own Arrow conversion)."""
     try:
         import pandas  # noqa: F401
     except ImportError as e:
         raise missing_extra("pandas", "pandas", e) from e
-    frame: pd.DataFrame = ds.labels().to_pandas()
+    frame: pd.DataFrame = ds.labels(review=review).to_pandas()
     return frame
 
 

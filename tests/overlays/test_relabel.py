@@ -106,7 +106,7 @@ def test_real_json_matched_by_file_name_serves_the_multilabel_view_everywhere(
     assert by_name == want
     # SQL serves the same table
     got = ds.sql('SELECT * FROM this ORDER BY "row"')
-    assert t.cast(got.schema).equals(got)  # names and verdicts: dictionaries in labels()
+    assert ds.labels(review=True).cast(got.schema).equals(got)  # names: dictionaries
     # dsreg show counts rows with several labels; checkout writes them to labels.csv
     info = dsreg.show("inval@real", registry=reg)
     assert info.several_labels == 3 and info.view == "multilabel" and info.rows == 6

@@ -494,7 +494,7 @@ def _tag_views(reg: Registry, dataset: str, snapshot: str, labels: np.ndarray) -
 
 def _served(reg: Registry, spec: str) -> tuple[pa.Table, pa.Table]:
     sql = dsreg.sql(f'SELECT * FROM "{spec}" ORDER BY "row"', registry=reg)
-    return sql, Dataset(reg, reg.resolve(spec)).labels()
+    return sql, Dataset(reg, reg.resolve(spec)).labels(review=True)
 
 
 @settings(

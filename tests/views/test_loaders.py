@@ -89,6 +89,10 @@ def test_labels_array_is_aligned_to_the_snapshot_with_minus_one_for_removed_rows
     frame = ds.to_pandas()
     assert frame["example_id"].tolist() == t.column("example_id").to_pylist()
     assert frame["label_name"].tolist() == t.column("label_name").to_pylist()
+    assert str(frame["label_name"].dtype) == "category" and "score" not in frame.columns
+    reviewed = dsreg.open("pics@corrected", registry=pics.reg).to_pandas(review=True)
+    assert {"suggested_label", "score", "votes_given"} <= set(reviewed.columns)
+    assert "dog" in reviewed["suggested_label_name"].dropna().tolist()  # cat1, relabelled
 
 
 def _as_array(img: Any) -> np.ndarray:

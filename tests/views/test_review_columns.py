@@ -101,7 +101,7 @@ def test_dataset_labels_has_the_same_columns_and_values_as_sql(
     for view in ("original", "cleaned", "corrected", "honeypot"):
         dsreg.tag(f"toy@r-{view}", "toy@reviewed", view=view, registry=reg)
         ds = dsreg.open(f"toy@r-{view}", registry=reg)
-        served = ds.labels()
+        served = ds.labels(review=True)
         got = ds.sql('SELECT * FROM this ORDER BY "row"')
         # The names and verdicts are dictionaries (a category in pandas), strings in SQL.
         assert served.schema.field("suggested_label_name").type == pa.dictionary(
@@ -110,7 +110,7 @@ def test_dataset_labels_has_the_same_columns_and_values_as_sql(
         assert served.cast(got.schema).equals(got), view
         assert got.to_pylist() == served.to_pylist(), view
     # verdict where it was; the others after size, before the snapshot's metadata.
-    names = dsreg.open("toy@reviewed", registry=reg).labels().column_names
+    names = dsreg.open("toy@reviewed", registry=reg).labels(review=True).column_names
     assert names[5:8] == ["verdict", "blob", "size"]
     assert names[8 : 7 + len(REVIEW)] == list(REVIEW[1:])
 

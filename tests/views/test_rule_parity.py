@@ -178,7 +178,7 @@ def test_numpy_sql_and_sparse_serve_the_same_view(case: Case, batch: int) -> Non
 
                 # numpy: the reference.
                 want = ds.view_rows()
-                served = ds.labels()
+                served = ds.labels(review=True)
 
                 # DuckDB: the same table, column for column (ids, names, metadata included).
                 con.create_view("v", revision)
@@ -221,10 +221,13 @@ def test_numpy_sql_and_sparse_serve_the_same_view(case: Case, batch: int) -> Non
 
                 # Streamed in batches (iter_batches: rule.apply_view per batch): the same
                 # columns as labels(), batch boundaries anywhere.
+                # labels() without the review columns is exactly the stream.
+                plain = ds.labels()
+                assert plain.equals(served.select(plain.column_names)), view
+                assert not {"score", "suggested_label"} & set(plain.column_names)
                 batches = list(ds.iter_batches(batch))
                 if batches:
-                    streamed = pa.Table.from_batches(batches)
-                    assert streamed.equals(served.select(streamed.column_names)), view
+                    assert pa.Table.from_batches(batches).equals(plain), view
                 else:
                     assert served.num_rows == 0, view
 
