@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from dsreg.model.arrays import from_numpy, null_array, string_array
 from dsreg.model.manifests import Overlay, Snapshot, View
-from dsreg.model.tables import as_numpy, served_metadata
+from dsreg.model.tables import served_metadata
 from dsreg.objects.digest import short
 from dsreg.repo.registry import Registry, Resolved
 from dsreg.repo.tables import read_corrections, read_examples
@@ -124,15 +124,19 @@ class Dataset:
 
     @functools.cached_property
     def _view(self) -> ViewRows:
-        from dsreg.views.rule import apply_view, merge_overlays
+        from dsreg.views.rule import apply_view, kept_values, merge_overlays, view_mask
 
         # The rule's columns of the corrections only (the whole tables if read already).
         merged = merge_overlays(self.snapshot.rows, self._rule_corrections)
+        mask = view_mask(self.view, merged)
         if "_examples" in self.__dict__:
-            labels = as_numpy(self._examples.column("label"))
+            col = self._examples.column("label")
         else:  # the rule needs the labels only: labels() then reads the view's rows alone
-            labels = as_numpy(read_examples(self.registry, self.snapshot, columns=["label"])[0])
-        return apply_view(self.view, labels, merged)
+            col = read_examples(self.registry, self.snapshot, columns=["label"]).column("label")
+        # The kept rows' labels taken chunk by chunk (no copy of the whole column first).
+        kept = kept_values(col, mask[0])
+        del col
+        return apply_view(self.view, None, merged, mask=mask, kept_labels=kept)
 
     def view_rows(self) -> ViewRows:
         """The view's rows (snapshot positions), labels, given labels and verdicts, as arrays."""

@@ -38,7 +38,16 @@ from dsreg.model.corrections import COUNT_FIELDS
 from dsreg.model.manifests import VERDICTS, View
 from dsreg.model.tables import as_numpy
 
-__all__ = ["Merged", "ViewRows", "apply_view", "label_lists", "merge_overlays", "review_columns"]
+__all__ = [
+    "Merged",
+    "ViewRows",
+    "apply_view",
+    "kept_values",
+    "label_lists",
+    "merge_overlays",
+    "review_columns",
+    "view_mask",
+]
 
 _CODE = {v: i + 1 for i, v in enumerate(VERDICTS)}
 
@@ -83,7 +92,7 @@ class Merged:
     """Per snapshot row: the verdict code and suggested label of the last overlay naming it."""
 
     verdict: np.ndarray  # uint8, n; 0 where no overlay names the row
-    suggested: np.ndarray  # int32, n; -1 where none
+    suggested: np.ndarray  # int16 (int32 past 32,767 classes), n; -1 where none
     set_index: np.ndarray | None = None  # int64, n: index into ``sets``; -1 where no list
     sets: pa.ListArray | None = None  # the ``labels`` lists of every overlay, concatenated
 
@@ -105,12 +114,15 @@ def merge_overlays(n: int, corrections: Sequence[pa.Table]) -> Merged:
     ``set_index`` (8 bytes a row) is allocated only when some overlay holds ``labels`` lists:
     ``None`` otherwise, which ``apply_view`` reads as "no row has a list"."""
     verdict = np.zeros(n, dtype=np.uint8)
-    suggested = np.full(n, -1, dtype=np.int32)
+    sugs = [as_numpy(t.column("suggested_label"), fill=-1) for t in corrections]
+    # int16 when every suggestion fits (fewer than 32,768 classes): 2 bytes a row, not 4.
+    wide = any(len(x) and int(x.max()) > np.iinfo(np.int16).max for x in sugs)
+    suggested = np.full(n, -1, dtype=np.int32 if wide else np.int16)
     any_lists = any("labels" in t.column_names for t in corrections)
     set_index = np.full(n, -1, dtype=np.int64) if any_lists else None
     sets: list[pa.Array] = []
     offset = 0
-    for table in corrections:
+    for table, sug in zip(corrections, sugs, strict=True):
         rows = as_numpy(table.column("row"))
         # index_in maps verdict strings to codes in C; a name outside VERDICTS comes back null.
         idx = pc.index_in(table.column("verdict"), value_set=_VERDICT_ARRAY)
@@ -118,7 +130,6 @@ def merge_overlays(n: int, corrections: Sequence[pa.Table]) -> Merged:
             bad = table.column("verdict").filter(pc.is_null(idx))[0].as_py()
             raise ValueError(f"unknown verdict {bad!r}")
         codes = as_numpy(idx).astype(np.uint8) + 1
-        sug = as_numpy(table.column("suggested_label"), fill=-1).astype(np.int32)
         verdict[rows] = codes
         suggested[rows] = sug
         if set_index is None:
@@ -198,15 +209,17 @@ def label_lists(
     return pa.ListArray.from_arrays(_int32(out_offs), _int32(values))
 
 
-def apply_view(view: View, labels: np.ndarray, merged: Merged) -> ViewRows:
-    """The rows and labels of ``view`` over a snapshot's ``labels`` and its merged overlays."""
+def view_mask(view: View, merged: Merged) -> tuple[np.ndarray, np.ndarray]:
+    """The rows ``view`` keeps and the rows it relabels (booleans per snapshot row), from the
+    merged overlays alone: a reader may read only the kept rows' labels (``apply_view``'s
+    ``kept_labels``)."""
     v = merged.verdict
     # Masks by lookup on the verdict codes, combined in place: a few bytes a row in all (at
     # 50 million rows each temporary mask is 50 MB of fresh pages).
     relabel = _RELABEL[v]
     np.logical_and(relabel, merged.suggested >= 0, out=relabel)
     if view == "original":
-        keep = np.ones(len(labels), dtype=bool)
+        keep = np.ones(len(v), dtype=bool)
     elif view == "cleaned":
         keep = _NOT_ERROR[v]
     elif view == "corrected":
@@ -219,11 +232,56 @@ def apply_view(view: View, labels: np.ndarray, merged: Merged) -> ViewRows:
         keep = _NOT_NEITHER[v]
     else:  # pragma: no cover - View is a closed Literal, checked by the schema
         raise ValueError(view)
+    return keep, relabel
+
+
+def kept_values(col: pa.ChunkedArray, keep: np.ndarray) -> np.ndarray:
+    """An integer column's values at the rows ``keep`` marks, as int32, taken chunk by chunk
+    into one array: a column read in many chunks (a row group each) is never combined first
+    (at 50 million rows a 200 MB copy)."""
+    out = np.empty(int(np.count_nonzero(keep)), dtype=np.int32)
+    at = start = 0
+    for chunk in col.chunks:
+        values = as_numpy(chunk)
+        m = keep[start : start + len(chunk)]
+        start += len(chunk)
+        k = int(np.count_nonzero(m))
+        np.compress(m, values, out=out[at : at + k])
+        at += k
+    if start != len(keep):
+        raise ValueError(f"a column of {start} rows for a mask of {len(keep)}")
+    return out
+
+
+def apply_view(
+    view: View,
+    labels: np.ndarray | None,
+    merged: Merged,
+    *,
+    mask: tuple[np.ndarray, np.ndarray] | None = None,
+    kept_labels: np.ndarray | Callable[[], np.ndarray] | None = None,
+) -> ViewRows:
+    """The rows and labels of ``view`` over a snapshot's ``labels`` and its merged overlays.
+
+    ``mask``: ``view_mask(view, merged)`` made already. ``kept_labels`` (instead of
+    ``labels``): the snapshot's labels at the kept rows only, in order (read so), or a
+    function giving them, called once the rows are known (a read running meanwhile)."""
+    v = merged.verdict
+    keep, relabel = mask if mask is not None else view_mask(view, merged)
     # Every row kept (the original view; a corrected view that only relabels): no gathers.
     every = bool(keep.all())
-    rows = np.arange(len(labels), dtype=np.int64) if every else np.flatnonzero(keep)
+    rows = np.arange(len(v), dtype=np.int64) if every else np.flatnonzero(keep)
     rows = rows.astype(np.int64, copy=False)
-    given = np.asarray(labels if every else labels[rows]).astype(np.int32, copy=every)
+    if kept_labels is not None:
+        if callable(kept_labels):
+            kept_labels = kept_labels()
+        if len(kept_labels) != len(rows):
+            raise ValueError(f"{len(kept_labels)} labels read for a view of {len(rows)} rows")
+        given = np.asarray(kept_labels).astype(np.int32, copy=False)
+    elif labels is None:
+        raise ValueError("apply_view needs labels or kept_labels")
+    else:
+        given = np.asarray(labels if every else labels[rows]).astype(np.int32, copy=every)
     label = given.copy()
     if view in ("corrected", "honeypot", "multilabel"):
         r = np.flatnonzero(relabel if every else relabel[rows])

@@ -179,6 +179,10 @@ def test_numpy_sql_and_sparse_serve_the_same_view(case: Case, batch: int) -> Non
                 # numpy: the reference.
                 want = ds.view_rows()
                 served = ds.labels(review=True)
+                # A fresh Dataset reads the examples at the view's rows only (the mask from
+                # the overlays first): the same table as after view_rows() above.
+                fresh = Dataset(reg, reg.resolve(reg.put_manifest(revision)))
+                assert fresh.labels(review=True).equals(served), view
 
                 # DuckDB: the same table, column for column (ids, names, metadata included).
                 con.create_view("v", revision)
