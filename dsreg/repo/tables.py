@@ -28,6 +28,7 @@ __all__ = [
     "examples_parquet",
     "has_payloads",
     "is_tree",
+    "map_examples",
     "read_corrections",
     "read_examples",
 ]
@@ -41,14 +42,17 @@ def read_examples(
     *,
     columns: Sequence[str] | None = None,
     keep: np.ndarray | None = None,
+    data: pa.Buffer | None = None,
 ) -> pa.Table:
     """A snapshot's examples table, re-hashed before it is parsed, and checked against the
     manifest that names it (``check_examples_against``) before anyone indexes with it.
 
     ``keep`` (a boolean per snapshot row): only those rows, filtered as each row group is
     decoded (``read_parquet_mapped``); the row count checked is the file's, the columns'
-    checks run on the rows read."""
-    data = _mapped(reg, snap.examples)
+    checks run on the rows read. ``data``: the object's bytes from ``map_examples`` (mapped
+    and re-hashed once, for a reader that reads the table twice)."""
+    if data is None:
+        data = _mapped(reg, snap.examples)
     if keep is None:
         table = read_parquet_mapped(data, digest=snap.examples, columns=columns)
         check_examples_against(table, snap)
@@ -79,6 +83,12 @@ def examples_parquet(reg: Registry, snap: Snapshot) -> tuple[pa.Buffer, pq.Parqu
             f"{what} has {pf.metadata.num_rows} rows; its snapshot says {snap.rows}"
         )
     return data, pf
+
+
+def map_examples(reg: Registry, snap: Snapshot) -> pa.Buffer:
+    """A snapshot's examples object memory-mapped and re-hashed (``read_examples``' ``data``):
+    its bytes as they were when hashed, however many times they are parsed."""
+    return _mapped(reg, snap.examples)
 
 
 def _mapped(reg: Registry, digest: str) -> pa.Buffer:

@@ -21,7 +21,7 @@ from dsreg.model.manifests import Overlay, Snapshot, View
 from dsreg.model.tables import served_metadata
 from dsreg.objects.digest import short
 from dsreg.repo.registry import Registry, Resolved
-from dsreg.repo.tables import read_corrections, read_examples
+from dsreg.repo.tables import map_examples, read_corrections, read_examples
 
 if TYPE_CHECKING:
     import datasets
@@ -105,7 +105,15 @@ class Dataset:
     # -- data -------------------------------------------------------------------------------
     @functools.cached_property
     def _examples(self) -> pa.Table:
-        return read_examples(self.registry, self.snapshot)
+        return read_examples(self.registry, self.snapshot, data=self._examples_data)
+
+    @property
+    def _examples_data(self) -> pa.Buffer | None:
+        """The examples object's bytes mapped and re-hashed for the call under way (set by
+        ``labels()``, which reads the label column and then the view's rows: one mapping,
+        one hash), else None: every other read maps and re-hashes the object itself."""
+        data: pa.Buffer | None = self.__dict__.get("_call_data")
+        return data
 
     @functools.cached_property
     def _corrections(self) -> list[pa.Table]:
@@ -132,7 +140,9 @@ class Dataset:
         if "_examples" in self.__dict__:
             col = self._examples.column("label")
         else:  # the rule needs the labels only: labels() then reads the view's rows alone
-            col = read_examples(self.registry, self.snapshot, columns=["label"]).column("label")
+            col = read_examples(
+                self.registry, self.snapshot, columns=["label"], data=self._examples_data
+            ).column("label")
         # The kept rows' labels taken chunk by chunk (no copy of the whole column first).
         kept = kept_values(col, mask[0])
         del col
@@ -165,6 +175,15 @@ class Dataset:
         votes_given, votes_guessed, votes_both, votes_neither, votes_neutral, votes_off_topic;
         the columns of the revision's SQL view (docs/queries.md, "Columns"). Off by default:
         at 50 million rows they are 1.3 GB that evaluating against the labels never reads."""
+        if "_view" in self.__dict__ and "_examples" in self.__dict__:
+            return self._labels(review=review)
+        self.__dict__["_call_data"] = map_examples(self.registry, self.snapshot)
+        try:
+            return self._labels(review=review)
+        finally:
+            del self.__dict__["_call_data"]
+
+    def _labels(self, *, review: bool) -> pa.Table:
         from dsreg.views.rule import review_columns
 
         v = self._view
@@ -175,7 +194,7 @@ class Dataset:
             # Only the view's rows are decoded, each row group filtered as it is read.
             keep = np.zeros(self.snapshot.rows, dtype=bool)
             keep[v.rows] = True
-            ex = read_examples(self.registry, self.snapshot, keep=keep)
+            ex = read_examples(self.registry, self.snapshot, keep=keep, data=self._examples_data)
         else:
             # Read already (ds[i]): a boolean filter copies runs of rows; a column of nulls
             # only (a label-only set's blob and size) is made anew at the view's length.
