@@ -9,7 +9,13 @@ treat the writer as unknown), and the rest of the bytes untouched.
 
 from __future__ import annotations
 
-__all__ = ["read_varint", "skip_value", "strip_created_by", "varint_bytes"]
+__all__ = [
+    "read_field_header",
+    "read_varint",
+    "skip_value",
+    "strip_created_by",
+    "varint_bytes",
+]
 
 _MAGIC = b"PAR1"
 _CREATED_BY = 6
@@ -26,14 +32,7 @@ def strip_created_by(data: bytes) -> bytes:
     pos, last = 0, 0
     while footer[pos] != 0:
         head_at = pos
-        head = footer[pos]
-        pos += 1
-        t, delta = head & 0x0F, head >> 4
-        if delta:
-            fid = last + delta
-        else:
-            zz, pos = read_varint(footer, pos)
-            fid = (zz >> 1) ^ -(zz & 1)
+        fid, t, pos = read_field_header(footer, pos, last)
         pos = skip_value(footer, pos, t)
         if fid == _CREATED_BY and t == _BINARY:
             rest = footer[pos:]
@@ -47,6 +46,18 @@ def strip_created_by(data: bytes) -> bytes:
             return data[:start] + new + len(new).to_bytes(4, "little") + _MAGIC
         last = fid
     return data
+
+
+def read_field_header(buf: bytes | memoryview, pos: int, last: int) -> tuple[int, int, int]:
+    """The compact-protocol field header at ``pos`` (not a struct's stop byte), ``last`` the
+    previous field's id in the struct: (field id, type, position of the value)."""
+    head = buf[pos]
+    pos += 1
+    t, delta = head & 0x0F, head >> 4
+    if delta:
+        return last + delta, t, pos
+    zz, pos = read_varint(buf, pos)
+    return (zz >> 1) ^ -(zz & 1), t, pos
 
 
 def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Union
 
-from dsreg.model.parquet_footer import read_varint, skip_value, varint_bytes
+from dsreg.model.parquet_footer import read_field_header, read_varint, skip_value, varint_bytes
 
 __all__ = ["MAGIC", "RowGroupJoiner"]
 
@@ -37,17 +37,10 @@ def _copy_struct(buf: memoryview, pos: int, out: bytearray, rules: Rules) -> int
     last = 0
     while True:
         start = pos
-        head = buf[pos]
-        pos += 1
-        if head == 0:
+        if buf[pos] == 0:
             out.append(0)
-            return pos
-        t, delta = head & 0x0F, head >> 4
-        if delta:
-            fid = last + delta
-        else:
-            zz, pos = read_varint(buf, pos)
-            fid = (zz >> 1) ^ -(zz & 1)
+            return pos + 1
+        fid, t, pos = read_field_header(buf, pos, last)
         last = fid
         out += buf[start:pos]  # the field header: same id, same type
         rule = rules.get(fid)
@@ -98,14 +91,7 @@ def _fields(buf: memoryview, pos: int = 0) -> list[tuple[int, int, int, int]]:
     out, last = [], 0
     while buf[pos] != 0:
         start = pos
-        head = buf[pos]
-        pos += 1
-        t, delta = head & 0x0F, head >> 4
-        if delta:
-            fid = last + delta
-        else:
-            zz, pos = read_varint(buf, pos)
-            fid = (zz >> 1) ^ -(zz & 1)
+        fid, t, pos = read_field_header(buf, pos, last)
         last = fid
         out.append((fid, t, start, pos))
         pos = skip_value(buf, pos, t)
