@@ -29,6 +29,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from dsreg.errors import StorageError
 from dsreg.objects.digest import is_digest
@@ -139,20 +140,31 @@ class StatCache:
     def writer(self) -> Iterator[Callable[[list[tuple[str, int, int, int, int, str]]], None]]:
         """``put(rows)`` as often as needed on one connection, each call its own short
         transaction (so concurrent adds are never held up for long); errors only cost speed."""
+        with self._transactions(
+            "INSERT OR REPLACE INTO files_v2 VALUES (?, ?, ?, ?, ?, ?, ?)"
+        ) as run:
+
+            def put(rows: list[tuple[str, int, int, int, int, str]]) -> None:
+                run([(*r, _check(*r)) for r in rows])
+
+            yield put
+
+    @contextlib.contextmanager
+    def _transactions(self, sql: str) -> Iterator[Callable[[list[tuple[Any, ...]]], None]]:
+        """``run(params)``: ``sql`` executed for each of ``params`` in one short transaction, on
+        one connection opened at the first rows and closed at the end; a failed transaction is
+        rolled back and dropped (the state only saves work)."""
         con: sqlite3.Connection | None = None
 
-        def put(rows: list[tuple[str, int, int, int, int, str]]) -> None:
+        def run(params: list[tuple[Any, ...]]) -> None:
             nonlocal con
-            if not rows:
+            if not params:
                 return
             try:
                 if con is None:
                     con = self._open(write=True)
                 con.execute("BEGIN")
-                con.executemany(
-                    "INSERT OR REPLACE INTO files_v2 VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [(*r, _check(*r)) for r in rows],
-                )
+                con.executemany(sql, params)
                 con.execute("COMMIT")
             except sqlite3.Error:
                 with contextlib.suppress(sqlite3.Error):
@@ -160,7 +172,7 @@ class StatCache:
                         con.rollback()
 
         try:
-            yield put
+            yield run
         finally:
             if con is not None:
                 with contextlib.suppress(sqlite3.Error):
@@ -217,35 +229,18 @@ class StatCache:
     def object_writer(self) -> Iterator[Callable[[Iterable[tuple[str, StatKey]]], None]]:
         """``put(rows)`` (as ``put_object_stats``) as often as needed on one connection, each
         call its own short transaction; errors only cost speed."""
-        con: sqlite3.Connection | None = None
+        with self._transactions("INSERT OR REPLACE INTO objects_v2 VALUES (?, ?)") as run:
 
-        def put(rows: Iterable[tuple[str, StatKey]]) -> None:
-            nonlocal con
-            packed = []
-            for hexd, st in rows:
-                key = bytes.fromhex(hexd)
-                fields = _OBJ.pack(*st)
-                packed.append((key, fields + _OBJ_CRC.pack(zlib.crc32(key + fields))))
-            if not packed:
-                return
-            packed.sort()  # inserted in key order: a B-tree fills fastest that way
-            try:
-                if con is None:
-                    con = self._open(write=True)
-                con.execute("BEGIN")
-                con.executemany("INSERT OR REPLACE INTO objects_v2 VALUES (?, ?)", packed)
-                con.execute("COMMIT")
-            except sqlite3.Error:
-                with contextlib.suppress(sqlite3.Error):
-                    if con is not None:
-                        con.rollback()
+            def put(rows: Iterable[tuple[str, StatKey]]) -> None:
+                packed = []
+                for hexd, st in rows:
+                    key = bytes.fromhex(hexd)
+                    fields = _OBJ.pack(*st)
+                    packed.append((key, fields + _OBJ_CRC.pack(zlib.crc32(key + fields))))
+                packed.sort()  # inserted in key order: a B-tree fills fastest that way
+                run(packed)
 
-        try:
             yield put
-        finally:
-            if con is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    con.close()
 
     def clock_ns(self) -> int | None:
         """The file system's clock, now: the mtime ``state/clock`` gets when touched (the
