@@ -206,10 +206,7 @@ def read_parquet_bytes(
         )
     except (pa.ArrowException, OSError) as e:
         raise ManifestError(f"table {short(digest)} is not readable Parquet: {e}") from e
-    absent = [c for c in columns or () if c not in table.column_names]
-    if absent:
-        raise ManifestError(f"table {short(digest)} has no column {absent[0]!r}")
-    return table
+    return _with_columns(table, columns, digest)
 
 
 def read_parquet_mapped(
@@ -285,6 +282,11 @@ def read_parquet_mapped(
             )
     except (pa.ArrowException, OSError) as e:
         raise ManifestError(f"table {short(digest)} is not readable Parquet: {e}") from e
+    return _with_columns(table, columns, digest)
+
+
+def _with_columns(table: pa.Table, columns: Sequence[str] | None, digest: str) -> pa.Table:
+    """``table``, refused if it lacks a column the caller asked for."""
     absent = [c for c in columns or () if c not in table.column_names]
     if absent:
         raise ManifestError(f"table {short(digest)} has no column {absent[0]!r}")

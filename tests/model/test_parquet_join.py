@@ -14,17 +14,7 @@ import pytest
 from dsreg.model import tables
 from dsreg.model.parquet_footer import strip_created_by
 from dsreg.model.parquet_join import MAGIC, RowGroupJoiner
-from dsreg.model.tables import ROW_GROUP, CanonicalWriter, base_schema, parquet_bytes
-
-SETTINGS = {
-    "compression": "zstd",
-    "compression_level": 3,
-    "use_dictionary": True,
-    "write_statistics": True,
-    "store_schema": False,
-    "version": "2.6",
-    "data_page_version": "1.0",
-}
+from dsreg.model.tables import _SETTINGS, ROW_GROUP, CanonicalWriter, base_schema, parquet_bytes
 
 
 def _table(n: int, *, seed: int = 0) -> pa.Table:
@@ -54,7 +44,7 @@ def _table(n: int, *, seed: int = 0) -> pa.Table:
 
 def _one_writer(table: pa.Table, rows: int) -> bytes:
     buf = io.BytesIO()
-    pq.write_table(table, buf, row_group_size=rows, **SETTINGS)
+    pq.write_table(table, buf, row_group_size=rows, **_SETTINGS)
     return strip_created_by(buf.getvalue())
 
 
@@ -62,7 +52,7 @@ def _joined(table: pa.Table, rows: int) -> bytes:
     joiner, out = RowGroupJoiner(), [MAGIC]
     for lo in range(0, len(table), rows):
         part = io.BytesIO()
-        pq.write_table(table.slice(lo, rows), part, row_group_size=rows, **SETTINGS)
+        pq.write_table(table.slice(lo, rows), part, row_group_size=rows, **_SETTINGS)
         out.append(bytes(joiner.add(part.getvalue())))
     return b"".join(out) + strip_created_by(joiner.footer())
 
