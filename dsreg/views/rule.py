@@ -52,27 +52,7 @@ __all__ = [
 _CODE = {v: i + 1 for i, v in enumerate(VERDICTS)}
 
 
-def _strings(values: Sequence[str]) -> pa.Array:
-    """A string array built from its buffers: ``pa.array`` of a Python list (or of numpy) makes
-    pyarrow import pandas, a third of a second, on the first use of this module."""
-    data = [v.encode("utf-8") for v in values]
-    offsets = np.cumsum([0, *(len(b) for b in data)], dtype=np.int32)
-    return pa.Array.from_buffers(
-        pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
-    )
-
-
-def _int8(values: np.ndarray, valid: np.ndarray) -> pa.Array:
-    """An int8 array, null where ``valid`` is false, from its buffers (no pandas, as above)."""
-    bitmap = np.packbits(valid, bitorder="little")
-    return pa.Array.from_buffers(
-        pa.int8(),
-        len(values),
-        [pa.py_buffer(bitmap), pa.py_buffer(np.ascontiguousarray(values, dtype=np.int8))],
-    )
-
-
-_VERDICT_ARRAY = _strings(VERDICTS)  # code i + 1 is VERDICTS[i]; 0: no overlay names the row
+_VERDICT_ARRAY = string_array(VERDICTS)  # code i + 1 is VERDICTS[i]; 0: no overlay names the row
 _NEITHER, _MULTI_LABEL = _CODE["neither"], _CODE["multi_label"]
 
 
@@ -146,12 +126,6 @@ def merge_overlays(n: int, corrections: Sequence[pa.Table]) -> Merged:
     return Merged(verdict=verdict, suggested=suggested, set_index=set_index, sets=merged_sets)
 
 
-def _int32(values: np.ndarray) -> pa.Array:
-    """An int32 array from its buffer (no pandas, as ``_strings``)."""
-    data = np.ascontiguousarray(values, dtype=np.int32)
-    return pa.Array.from_buffers(pa.int32(), len(data), [None, pa.py_buffer(data)])
-
-
 def label_lists(
     label: np.ndarray,
     index: np.ndarray | None,
@@ -166,7 +140,9 @@ def label_lists(
     label = np.asarray(label, dtype=np.int32)
     if index is None and second is None:
         offsets = np.arange(len(label) + 1, dtype=np.int32)
-        return pa.ListArray.from_arrays(_int32(offsets), _int32(label))
+        return pa.ListArray.from_arrays(
+            from_numpy(offsets, pa.int32()), from_numpy(label, pa.int32())
+        )
     if index is None:
         index = np.full(len(label), -1, np.int64)
     index = np.asarray(index, dtype=np.int64)
@@ -206,7 +182,9 @@ def label_lists(
         )
         src = np.repeat(offs[index[listed]], lens) + within
         values[np.repeat(first[listed], lens) + within] = flat[src]
-    return pa.ListArray.from_arrays(_int32(out_offs), _int32(values))
+    return pa.ListArray.from_arrays(
+        from_numpy(out_offs, pa.int32()), from_numpy(values, pa.int32())
+    )
 
 
 def view_mask(view: View, merged: Merged) -> tuple[np.ndarray, np.ndarray]:
@@ -259,13 +237,12 @@ def apply_view(
     merged: Merged,
     *,
     mask: tuple[np.ndarray, np.ndarray] | None = None,
-    kept_labels: np.ndarray | Callable[[], np.ndarray] | None = None,
+    kept_labels: np.ndarray | None = None,
 ) -> ViewRows:
     """The rows and labels of ``view`` over a snapshot's ``labels`` and its merged overlays.
 
     ``mask``: ``view_mask(view, merged)`` made already. ``kept_labels`` (instead of
-    ``labels``): the snapshot's labels at the kept rows only, in order (read so), or a
-    function giving them, called once the rows are known (a read running meanwhile)."""
+    ``labels``): the snapshot's labels at the kept rows only, in order (``kept_values``)."""
     v = merged.verdict
     keep, relabel = mask if mask is not None else view_mask(view, merged)
     # Every row kept (the original view; a corrected view that only relabels): no gathers.
@@ -273,8 +250,6 @@ def apply_view(
     rows = np.arange(len(v), dtype=np.int64) if every else np.flatnonzero(keep)
     rows = rows.astype(np.int64, copy=False)
     if kept_labels is not None:
-        if callable(kept_labels):
-            kept_labels = kept_labels()
         if len(kept_labels) != len(rows):
             raise ValueError(f"{len(kept_labels)} labels read for a view of {len(rows)} rows")
         given = np.asarray(kept_labels).astype(np.int32, copy=False)
@@ -290,7 +265,9 @@ def apply_view(
     codes = (v.copy() if every else v[rows]).view(np.int8)
     codes -= 1
     # Dictionary-encoded (as stored): no per-row Python strings, a byte per row.
-    verdict = pa.DictionaryArray.from_arrays(_int8(codes, codes >= 0), _VERDICT_ARRAY)
+    verdict = pa.DictionaryArray.from_arrays(
+        from_numpy(codes, pa.int8(), valid=codes >= 0), _VERDICT_ARRAY
+    )
     lists = None
     if view == "multilabel":
         index = None
