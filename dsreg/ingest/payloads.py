@@ -16,10 +16,10 @@ from typing import NamedTuple
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import CorruptObjectError, StorageError
 from dsreg.ingest import treescan
-from dsreg.objects.batch import ObjectBatch, hash_files
+from dsreg.objects.batch import ObjectBatch, Staged, hash_files
 from dsreg.objects.digest import PREFIX
 from dsreg.repo.registry import Registry
-from dsreg.repo.trust import record_stored
+from dsreg.repo.trust import StagedRecords, record_stored
 
 __all__ = ["Payload", "store_missing", "store_payloads", "tree_payloads"]
 
@@ -127,7 +127,10 @@ def store_payloads(
     with writer:
         if todo:
             sizes = [payloads[rows[j]].size for j in todo]  # type: ignore[union-attr]
-            with reg.store.batch() if write else contextlib.nullcontext() as batch:
+            with (
+                reg.store.batch() if write else contextlib.nullcontext() as batch,
+                StagedRecords(reg) as vouch,
+            ):
                 got, new = _read_files(
                     [keys[j] for j in todo],
                     sizes,
@@ -136,9 +139,13 @@ def store_payloads(
                     "adding" if write else "hashing",
                     meanwhile=meanwhile,
                     on_chunk=remember,
+                    on_staged=vouch.staged,
                 )
                 if batch is not None:
-                    _vouch(reg, batch, got, sizes)
+                    # Trust records (``dsreg.repo.trust``): the batch wrote each object from
+                    # the bytes it hashed, so the first checkout after an add need not read
+                    # them. Most were written as the objects were staged.
+                    vouch.finish(batch.installed)
             for j, digest in zip(todo, got, strict=True):
                 out[rows[j]] = digest
             # Objects that were already stored under a digest just computed: trusted no more
@@ -232,15 +239,18 @@ def _read_files(
     *,
     meanwhile: Callable[[], None] | None = None,
     on_chunk: Callable[[int, list[str]], None] | None = None,
+    on_staged: Callable[[list[Staged]], None] | None = None,
 ) -> tuple[list[str], int]:
     """Each file's digest (read in parallel: worker processes for many files, else threads);
-    with ``batch``, its bytes are staged and installed too. Returns the digests and how many
-    objects were new."""
+    with ``batch``, its bytes are staged and installed too (``on_staged``: as
+    ``ObjectBatch.put_files``). Returns the digests and how many objects were new."""
 
     def report(done: int) -> None:
         progress(task, done, len(paths))
 
     if batch is None:
         return hash_files(paths, sizes, report, meanwhile=meanwhile, on_chunk=on_chunk), 0
-    out, _read = batch.put_files(paths, sizes, report, meanwhile=meanwhile, on_chunk=on_chunk)
+    out, _read = batch.put_files(
+        paths, sizes, report, meanwhile=meanwhile, on_chunk=on_chunk, on_staged=on_staged
+    )
     return out, batch.commit()

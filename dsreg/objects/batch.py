@@ -58,7 +58,7 @@ Stat = tuple[int, int, int, int, int]
 # staged outside the shards, whose own rename into place changes its ctime).
 Staged = tuple[str, str, Stat | None]
 
-__all__ = ["STAGE_PREFIX", "ObjectBatch", "hash_files"]
+__all__ = ["STAGE_PREFIX", "ObjectBatch", "Staged", "hash_files"]
 
 # Staging folders under tmp/: one per batch; a crash can leave one behind for gc to remove.
 STAGE_PREFIX = "stage-"
@@ -105,7 +105,8 @@ class ObjectBatch:
         except FileNotFoundError:
             self._shards = frozenset()
         # Sharded like files/: creating files in one folder of tens of thousands of entries is
-        # several times slower than in 256 small ones.
+        # several times slower than in 256 small ones. A shard's folder is made when its first
+        # object is staged (``_stage``).
         self._dir = f"{os.fspath(tmp)}/{STAGE_PREFIX}{os.getpid()}-{os.urandom(4).hex()}"
         try:
             # A push that ends removes the remote's tmp/ once it is empty: between makedirs
@@ -118,8 +119,6 @@ class ObjectBatch:
                 except FileNotFoundError:
                     if attempt == 7:
                         raise
-            for i in range(256):
-                os.mkdir(f"{self._dir}/{i:02x}")
             # Every syncfs of this batch goes through this descriptor, opened before anything is
             # written: syncfs reports a write-back error to each descriptor open when it
             # happened, once (errseq), so no flush can consume an error the barrier needs.
@@ -180,13 +179,15 @@ class ObjectBatch:
         jobs: int | None = None,
         meanwhile: Callable[[], None] | None = None,
         on_chunk: Callable[[int, list[str]], None] | None = None,
+        on_staged: Callable[[list[Staged]], None] | None = None,
     ) -> tuple[list[str], int]:
         """``put_file`` for many files at once, in parallel: in ``jobs`` (default: one per CPU)
         forked worker processes when there are enough files (see ``forkpool``), else in
         threads. ``report(done)`` after each chunk. With ``expect``, a file is staged only if
         it hashes to ``expect[i]``. Returns each file's digest, in the order of ``paths``, and
-        the bytes read. ``meanwhile()`` runs in this process while the workers work, and
-        ``on_chunk(lo, digests)`` as each chunk's digests arrive."""
+        the bytes read. ``meanwhile()`` runs in this process while the workers work,
+        ``on_chunk(lo, digests)`` as each chunk's digests arrive, and ``on_staged(entries)``
+        with what each chunk staged (``(path, hex, stat when written)``)."""
 
         def work(lo: int, hi: int) -> tuple[list[str], list[Staged], int, int]:
             digests: list[str] = []
@@ -212,6 +213,8 @@ class ObjectBatch:
             digests, staged, new_bytes, read = r
             self._adopt(staged, new_bytes)
             total_read += read
+            if on_staged is not None and staged:
+                on_staged(staged)
             return digests
 
         out = _digests_by_chunk(
@@ -272,7 +275,14 @@ class ObjectBatch:
         shard, name = layout(hexd)
         path = f"{self._dir}/{shard}/{name}"
         try:
-            fd = os.open(path, WR_NEW, READ_ONLY)
+            try:
+                fd = os.open(path, WR_NEW, READ_ONLY)
+            except FileNotFoundError:
+                # The shard's first object (threads and workers may race here: the folder
+                # exists either way). The staging folder itself exists: __init__ made it.
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(f"{self._dir}/{shard}")
+                fd = os.open(path, WR_NEW, READ_ONLY)
         except FileExistsError:
             return None  # the same bytes, staged by this batch from another file
         except OSError as e:
@@ -408,9 +418,9 @@ class ObjectBatch:
                     by_shard.setdefault(layout(entry[1])[0], []).append(entry)
             for shard, items in by_shard.items():
                 if rename_dir_if_absent(f"{self._dir}/{shard}", f"{self._files}/{shard}"):
+                    # The next object staged in this shard (a batch may stage and commit
+                    # again) makes its folder anew.
                     installed.update((h, st) for _p, h, st in items)
-                    # An empty one in its place: a batch may stage and commit again.
-                    os.mkdir(f"{self._dir}/{shard}")
                 else:
                     loose.extend(items)
             if loose:

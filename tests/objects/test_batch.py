@@ -249,3 +249,30 @@ def test_read_ahead_changes_no_digest_and_no_refusal(
     for e in dsreg.open("ra@v1", registry=reg):
         assert e.blob is not None
         assert reg.store.path(e.blob).read_bytes() == (tree / e.path).read_bytes()
+
+
+def test_read_ahead_raises_a_low_descriptor_limit(tmp_path: Path) -> None:
+    """With the common soft limit of 1,024 descriptors (or less), read-ahead would keep only a
+    64th of it in flight per worker: it raises the soft limit towards the hard one first, for
+    this process only, and keeps its full window."""
+    import subprocess
+
+    code = (
+        "import resource\n"
+        "from dsreg._util import readahead\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))\n"
+        "w = readahead._window()\n"
+        "now = resource.getrlimit(resource.RLIMIT_NOFILE)[0]\n"
+        "print(w, now, hard)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=tmp_path
+    ).stdout.split()
+    window, soft, hard = (int(x) for x in out)
+    from dsreg._util import readahead
+
+    if hard == -1 or hard >= 64 * readahead.WINDOW:
+        assert (window, soft) == (readahead.WINDOW, 64 * readahead.WINDOW)
+    else:  # a hard limit below what the window wants: as far as it goes
+        assert soft == hard and window == min(readahead.WINDOW, hard // 64)

@@ -442,3 +442,35 @@ def test_worker_processes_record_the_stat_after_their_links(
     with pytest.raises(CorruptObjectError):
         dsreg.checkout("pets@v1", tmp_path / "third", link="hardlink", registry=reg)
     assert served(tmp_path / "third") == []
+
+
+@pytest.mark.parametrize("shards_exist", [False, True])
+def test_records_written_while_the_add_reads_vouch_after_it(
+    make_registry: Callable[..., Registry],
+    tmp_path: Path,
+    hashed: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    shards_exist: bool,
+) -> None:
+    """An add writes its trust records while it still reads files, before its objects are
+    installed (``trust.StagedRecords``; here after every chunk). Into a new registry (whole
+    staging folders renamed into place) or one whose shard folders exist (each object renamed
+    on its own, which changes its ctime), every record holds its object's stat once the add
+    is done, the first checkout re-hashes nothing, and a flipped byte is still refused."""
+    import dsreg.repo.trust as trust
+
+    monkeypatch.setattr(trust, "_EARLY", 1)
+    reg = make_registry()
+    if shards_exist:
+        for i in range(256):
+            (reg.store.files / "blake3" / f"{i:02x}").mkdir(parents=True, exist_ok=True)
+    dsreg.add("pets", make_tree(tmp_path / "tree"), tag="v1", registry=reg)
+    blobs = sorted({e.blob for e in dsreg.open("pets@v1", registry=reg) if e.blob})
+    assert len(blobs) == 8
+    rec = reg.state.object_stats([hex_of(b) for b in blobs])
+    assert rec == {hex_of(b): key_of(os.stat(reg.store.path(b))) for b in blobs}
+    dsreg.checkout("pets@v1", tmp_path / "first", link="hardlink", registry=reg)
+    assert hashed == [] and len(served(tmp_path / "first")) == 8
+    flip(reg, blobs[0], keep_mtime=True)
+    with pytest.raises(CorruptObjectError):
+        dsreg.checkout("pets@v1", tmp_path / "second", link="hardlink", registry=reg)
