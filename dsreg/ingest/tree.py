@@ -9,6 +9,7 @@ one forgotten since by ``gc`` or ``verify``) goes the whole way through ``ingest
 
 from __future__ import annotations
 
+from dsreg._util.parallel import gc_paused
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.ingest.result import AddResult, check_names, is_dry, refuse_tag
 from dsreg.ingest.treescan import TreeScan
@@ -42,7 +43,7 @@ def add_tree(
     fingerprint = scan.fingerprint(dataset, version)
     # Under the registry's lock: gc (which forgets every fingerprint) cannot run between the
     # lookup and the tag.
-    with reg.lock():
+    with reg.lock(), gc_paused():
         known = reg.state.scan_result(fingerprint)
         # The revision manifest was stored last; its presence is a cheap check that the state
         # belongs to this registry's store. While an object found corrupt waits for repair,

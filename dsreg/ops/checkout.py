@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, TypeAlias, TypeVar
 
 from dsreg._util.fs import write_atomic
-from dsreg._util.parallel import map_chunks
+from dsreg._util.parallel import gc_paused, map_chunks
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import CorruptObjectError, DsregError, StorageError
 from dsreg.objects.digest import object_relpath, short
@@ -140,7 +140,7 @@ def checkout(
     # is created (empty) first. Everything that reads the folder (pin, journal, files) comes
     # after, so two checkouts of one folder run one after the other, the second planning
     # against what the first left.
-    with _locked(target) as created:
+    with _locked(target) as created, gc_paused():
         try:
             res = apply(reg, plan(ds, target, link=link), verify=verify, progress=progress)
             if res.labels_csv is not None:
