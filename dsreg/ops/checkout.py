@@ -58,6 +58,7 @@ from dsreg.ops.checkout_plan import (
     CheckoutPlan,
     LinkType,
     check_folder,
+    is_own_temp,
     plan,
     read_pin,
 )
@@ -185,6 +186,7 @@ def apply(
         checked = _verify_objects(reg, todo, progress, trust, rows)
     root_fd = open_root(target)
     try:
+        _clear_own_temps(root_fd)
         if planned.journal is not None:
             write_journal(target, planned.journal)
         if planned.fresh:
@@ -394,6 +396,15 @@ def _switch(
             f"{short(planned.revision)} (recorded in {JOURNAL}): run 'dsreg checkout' into it "
             "again, of any revision, to finish"
         ) from e
+
+
+def _clear_own_temps(root_fd: int) -> None:
+    """Remove what a checkout killed while it wrote its pin, journal or ``labels.csv``
+    atomically left in the folder's root (``is_own_temp``): one listing of the root."""
+    for name in os.listdir(root_fd):
+        if is_own_temp(name):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name, dir_fd=root_fd)
 
 
 def _finish(planned: CheckoutPlan) -> None:

@@ -46,6 +46,7 @@ __all__ = [
     "LinkType",
     "check_folder",
     "file_map",
+    "is_own_temp",
     "layout_of",
     "plan",
     "read_pin",
@@ -62,6 +63,19 @@ _OWN = (
     rf"|(?:^|/){re.escape(TMP_PREFIX)}[0-9a-f]{{10}}(?:/|$)"
 )
 _REFUSED = re.compile(rf"{UNSAFE_PATH}|{_OWN}", re.MULTILINE)
+# What an atomic write (``write_atomic``: ``.NAME.`` and ``mkstemp``'s 8 characters) of
+# dsreg's own files in the folder's root leaves when the checkout is killed mid-write.
+_OWN_TEMP = re.compile(
+    "|".join(rf"\.{re.escape(n)}\.[a-z0-9_]{{8}}" for n in (PIN, JOURNAL, LABELS_CSV))
+)
+
+
+def is_own_temp(name: str) -> bool:
+    """Whether ``name`` (in a checkout folder's root) is what a killed atomic write of the pin,
+    the journal or ``labels.csv`` left: removed by the next checkout, never the user's."""
+    return _OWN_TEMP.fullmatch(name) is not None
+
+
 # NAME_MAX of Linux and most file systems, in bytes.
 _NAME_MAX = 255
 
@@ -217,7 +231,11 @@ def plan(ds: Dataset, target: Path, *, link: LinkType = "reflink") -> CheckoutPl
     if target.exists():
         old_pin = read_pin(target)
         journal = read_journal(target)
-        if old_pin is None and journal is None and any(target.iterdir()):
+        if (
+            old_pin is None
+            and journal is None
+            and any(not is_own_temp(p.name) for p in target.iterdir())
+        ):
             raise InputPathError(
                 f"{target} is not empty and holds no {PIN}; check out into an empty or new folder"
             )

@@ -267,3 +267,31 @@ def test_a_failed_switch_says_what_the_folder_holds(world: dict[str, Any], tmp_p
     assert (target / JOURNAL).exists()
     checkout(reg, reg.resolve("ds@c"), target, link="copy")
     assert_holds(reg, target, "ds@c", "copy", world["views"])
+
+
+@pytest.mark.parametrize("switch", [False, True])
+def test_what_a_killed_atomic_write_left_is_removed_by_the_next_checkout(
+    world: dict[str, Any], tmp_path: Path, switch: bool
+) -> None:
+    """A checkout killed while it wrote its journal, pin or ``labels.csv`` (``write_atomic``:
+    a temporary ``.NAME.xxxxxxxx`` beside the file) leaves that temporary file. The next
+    checkout removes them: in a folder holding a checkout (a switch killed while it wrote its
+    journal or pin), and in a new folder that holds nothing else (a first checkout killed while
+    it wrote its journal), which is not refused as a folder of the user's. A user's file of
+    another name stays. (``test_checkout_kill.py`` kills at random moments; this is the
+    deterministic case.)"""
+    reg: Registry = world["reg"]
+    target = tmp_path / "target"
+    target.mkdir()
+    left = ["..dsreg.journal.k2x_9a0b"]
+    if switch:
+        checkout(reg, reg.resolve("ds@a"), target, link="copy")
+        left = ["..dsreg.json.gg77ux7r", ".labels.csv.abcdefgh", *left]
+    for name in left:
+        (target / name).write_bytes(b'{"schema": "dsreg/pin/1"')  # cut short by the kill
+    checkout(reg, reg.resolve("ds@b"), target, link="copy")
+    assert_holds(reg, target, "ds@b", "copy", world["views"])
+    assert not [n for n in os.listdir(target) if n in left]
+    (target / ".dsreg.json.bak").write_bytes(b"mine")
+    checkout(reg, reg.resolve("ds@a"), target, link="copy")
+    assert (target / ".dsreg.json.bak").read_bytes() == b"mine"
