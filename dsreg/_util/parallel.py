@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import gc
 import os
 import pickle
+import queue
 import selectors
 import signal
 import struct
@@ -33,7 +35,7 @@ from typing import Any, TypeVar
 
 from dsreg.errors import DsregError, StorageError
 
-__all__ = ["default_jobs", "fork_map", "forking", "gc_paused", "map_chunks"]
+__all__ = ["Behind", "default_jobs", "fork_map", "forking", "gc_paused", "map_chunks"]
 
 R = TypeVar("R")
 
@@ -69,6 +71,46 @@ def gc_paused() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+class Behind:
+    """Calls run one after the other on a thread of their own, in the order made: what the
+    parent of ``fork_map``'s workers does with each answer that need not hold up the next (an
+    add writes the state of each chunk's files). The thread starts with the first call, so it
+    is never forked (workers are forked before any answer arrives). ``close()`` waits for every
+    call, then raises the first error one raised (the calls after it are skipped)."""
+
+    __slots__ = ("_error", "_queue", "_thread")
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def __call__(self, fn: Callable[..., None], *args: Any) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="dsreg-behind", daemon=True)
+            self._thread.start()
+        self._queue.put((fn, args))
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            if self._error is None:
+                try:
+                    item[0](*item[1])
+                except BaseException as e:  # raised by close(), in the caller's thread
+                    self._error = e
 
 
 def default_jobs() -> int:
@@ -182,6 +224,7 @@ def fork_map(
         for _ in range(n_jobs):
             with _PIPES_LOCK:
                 res_r, res_w = os.pipe()
+                _roomy(res_w)
                 _PIPES.update((res_r, res_w, task_r))
                 pid = os.fork()
                 if pid == 0:  # pragma: no cover - runs in the child (coverage cannot see it)
@@ -211,6 +254,24 @@ def fork_map(
                 _PIPES.discard(task_r)
             _PIPES.difference_update(workers)
         _stop(workers, kill=not finished)
+
+
+# Bytes a worker's result pipe holds before the worker waits for the parent to read (Linux's
+# default is 64 KiB, two chunks' answers: a parent busy for a moment, writing the state of the
+# chunks before, would stop both workers).
+_PIPE_BYTES = 1 << 20
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
+
+
+def _roomy(fd: int) -> None:
+    """A pipe's capacity raised towards ``_PIPE_BYTES`` (as far as the system allows)."""
+    size = _PIPE_BYTES
+    while size > 1 << 16:
+        try:
+            fcntl.fcntl(fd, _F_SETPIPE_SZ, size)
+            return
+        except OSError:  # above /proc/sys/fs/pipe-max-size, or the user's pipe quota
+            size //= 2
 
 
 def _child(fn: Callable[[int], Any], task_r: int, res_w: int) -> None:  # pragma: no cover

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from dsreg._util.parallel import Behind
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import CorruptObjectError, StorageError
 from dsreg.ingest import treescan
@@ -124,6 +125,10 @@ def store_payloads(
             put(fresh)
             fresh.clear()
 
+    # The state is written on a thread of its own as the chunks arrive: this thread goes on
+    # reading the workers' answers, so no worker waits on a full pipe while a transaction
+    # commits.
+    behind = Behind()
     with writer:
         if todo:
             sizes = [payloads[rows[j]].size for j in todo]  # type: ignore[union-attr]
@@ -131,16 +136,19 @@ def store_payloads(
                 reg.store.batch() if write else contextlib.nullcontext() as batch,
                 StagedRecords(reg) as vouch,
             ):
-                got, new = _read_files(
-                    [keys[j] for j in todo],
-                    sizes,
-                    batch,
-                    progress,
-                    "adding" if write else "hashing",
-                    meanwhile=meanwhile,
-                    on_chunk=remember,
-                    on_staged=vouch.staged,
-                )
+                try:
+                    got, new = _read_files(
+                        [keys[j] for j in todo],
+                        sizes,
+                        batch,
+                        progress,
+                        "adding" if write else "hashing",
+                        meanwhile=meanwhile,
+                        on_chunk=lambda lo, digests: behind(remember, lo, digests),
+                        on_staged=lambda entries: behind(vouch.staged, entries),
+                    )
+                finally:
+                    behind.close()
                 if batch is not None:
                     # Trust records (``dsreg.repo.trust``): the batch wrote each object from
                     # the bytes it hashed, so the first checkout after an add need not read

@@ -91,7 +91,9 @@ class StatCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         elif not self.path.exists():
             raise sqlite3.OperationalError("no state yet")
-        con = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        # Any one thread at a time: an add writes from a thread of its own (``Behind``) and
+        # the calling thread goes on after it has finished.
+        con = sqlite3.connect(self.path, timeout=60, isolation_level=None, check_same_thread=False)
         try:
             if write:
                 con.execute("PRAGMA journal_mode=WAL")
