@@ -18,9 +18,8 @@ from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import CorruptObjectError, StorageError
 from dsreg.ingest import treescan
 from dsreg.objects.batch import ObjectBatch, Staged, hash_files
-from dsreg.objects.digest import PREFIX
 from dsreg.repo.registry import Registry
-from dsreg.repo.trust import StagedRecords, record_stored
+from dsreg.repo.trust import StagedRecords
 
 __all__ = ["Payload", "store_missing", "store_payloads", "tree_payloads"]
 
@@ -179,25 +178,17 @@ def store_missing(
         return repaired
     todo = [j for j, i in enumerate(rows) if digests[i] in gone]
     sizes = [payloads[rows[j]].size for j in todo]  # type: ignore[union-attr]
-    with reg.store.batch() as batch:
-        got, new = _read_files([keys[j] for j in todo], sizes, batch, no_progress, "adding")
-        _vouch(reg, batch, got, sizes)
+    with reg.store.batch() as batch, StagedRecords(reg) as vouch:
+        got, new = _read_files(
+            [keys[j] for j in todo], sizes, batch, no_progress, "adding", on_staged=vouch.staged
+        )
+        vouch.finish(batch.installed)
         for j, digest in zip(todo, got, strict=True):
             if digest != digests[rows[j]]:
                 raise StorageError(
                     f"{keys[j]} changed while it was being added; nothing was tagged: add again"
                 )
     return new + repaired
-
-
-def _vouch(reg: Registry, batch: ObjectBatch, got: list[str], sizes: list[int]) -> None:
-    """Trust records for the objects the batch just installed: it wrote each from the bytes it
-    hashed (``dsreg.repo.trust``), so the first checkout after an add need not read them."""
-    installed = batch.installed
-    if installed:
-        cut = len(PREFIX)
-        want = {d: n for d, n in zip(got, sizes, strict=True) if d[cut:] in installed}
-        record_stored(reg, want, {PREFIX + h: st for h, st in installed.items()})
 
 
 def _damaged(

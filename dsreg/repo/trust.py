@@ -302,7 +302,7 @@ class StagedRecords:
         sizes = {d: st[1] for d, st in kept.items()}
         # The size each was written with; a streamed object's is not known here: any size.
         sizes.update((PREFIX + h, self._sizes.get(h, -1)) for h in restat)
-        return record_stored(self._reg, sizes, {**kept, **dict.fromkeys(sizes.keys() - kept)})
+        return record_stored(self._reg, sizes, kept)  # the others are stat'ed there
 
 
 # Staged objects per early write of ``StagedRecords`` (one clock reading and one transaction;
