@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dsreg._util.pages import numpy_small_pages
 from dsreg.errors import (
     AmbiguousDigestError,
     ConfigError,
@@ -39,6 +40,12 @@ from dsreg.errors import (
     TagExistsError,
     VotesError,
 )
+
+# numpy's huge-page advice off for this process, before anything here imports numpy: dsreg's
+# large arrays are touched once, and a fresh huge page costs several times what small pages do
+# in a VM that returns free memory to its host (dsreg._util.pages; NUMPY_MADVISE_HUGEPAGE, when
+# set, is left as it is).
+numpy_small_pages()
 
 if TYPE_CHECKING:
     from dsreg._util.progress import ProgressHook
