@@ -9,8 +9,8 @@ masks), so huge pages save few TLB misses, and the first touch is what costs:
 - in a virtual machine that hands free memory back to its host (a balloon with free page
   reporting: Firecracker, WSL2, many cloud VMs), every fresh huge page is 512 host faults and a
   2 MiB clear; on this project's benchmark VM, touching 2 GiB took 4.7 s in huge pages against
-  0.8 s in 4 KiB pages, and ``dsreg.open(...).labels()`` of a 50-million-row view 4.0-5.2 s
-  against 2.3-2.6 s (docs/benchmarks.md, "Session 8");
+  0.8 s in 4 KiB pages, and ``dsreg.open(...).labels()`` of a 50-million-row view 3.5-5.3 s
+  against 2.0-2.6 s (docs/benchmarks.md, "Session 8");
 - where memory is fragmented, a huge page can stall in direct compaction (``defrag``'s default,
   ``madvise``, compacts for advised regions on the fault itself).
 
