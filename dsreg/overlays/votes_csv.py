@@ -8,9 +8,10 @@ file's seven string columns whole. Ids are matched to rows by a DuckDB hash join
 ids against the snapshot's examples table, read by DuckDB's own Parquet reader (row groups on
 every thread, spilling under a memory cap): 50 million ids are never decoded into Python or
 Arrow at once. It builds the corrections table the record-by-record path builds, value for
-value (so the overlay digest is the same). It answers only for files that pass every check: on
-the first thing it does not accept it returns None, and the caller runs the record-by-record
-path (``import_votes``), whose messages name the lines at fault.
+value (so the overlay digest is the same). It answers for files that pass every check, and
+refuses, in the record reader's words, label cells that are not classes and records that do not
+fit the snapshot; on anything else it does not accept it returns None, and the caller runs the
+record-by-record path (``import_votes``), whose messages name the lines at fault.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from dsreg.overlays.votes_base import (
     refuse_label_mismatch,
     refuse_twice,
     refuse_unknown_ids,
+    refuse_unknown_labels,
 )
 from dsreg.overlays.votes_lines import CSV_COLUMNS, csv_label
 
@@ -76,6 +78,10 @@ class _Block:
     has_suggested: np.ndarray
     counts: dict[str, np.ndarray]
     present: dict[str, np.ndarray]
+    # Label cells that are not classes, as the record reader words them: (record, 0 for
+    # given_label or 1 for suggested_label, why). Records are numbered in the block, then
+    # (``_read``) in the file.
+    unknown: tuple[tuple[int, int, str], ...] = ()
 
 
 def csv_votes(
@@ -99,8 +105,8 @@ def csv_votes(
     Raises
     ------
     VotesError
-        An unknown example id, an example voted twice, or a given label that is not the
-        snapshot's.
+        Label cells that are not classes (refused before the snapshot is read), an unknown
+        example id, an example voted twice, or a given label that is not the snapshot's.
     """
     # The classes as the record reader looks labels up (exact, without case, by index).
     snapshot = VoteSnapshot.build(
@@ -108,6 +114,10 @@ def csv_votes(
     )
     fast = _read(path, snapshot)
     if fast is None:
+        return None
+    # parse_csv refuses labels that are not classes before any id is matched: so here, before
+    # the snapshot is read. False: the lines cannot be named (the other path).
+    if fast.unknown and not _refuse_labels(path, fast, snapshot):
         return None
     source = examples()
     joined = _join(fast.ids, source)
@@ -197,14 +207,33 @@ def _refuse(
     return False
 
 
+def _refuse_labels(path: Path, fast: _Block, snapshot: VoteSnapshot) -> bool:
+    """Raise the record reader's refusal of label cells that are not classes: every one
+    counted, the first ``SHOWN`` named by line, in file order (a record's given label before
+    its suggested one). False when the lines cannot be named: the whole file is read by
+    Python's csv reader first, as ``parse_csv`` reads it, so a syntax error anywhere (which it
+    would report instead) sends the file the other way."""
+    shown = sorted(fast.unknown)[:SHOWN]
+    lines = _lines(path, np.array(sorted({r for r, _c, _w in shown})), fast.ids, whole=True)
+    if lines is None:
+        return False
+    column = ("given", "suggested")
+    problems = [f"{lines[r]}: {column[c]} label {why}" for r, c, why in shown]
+    refuse_unknown_labels(path, problems, snapshot, count=len(fast.unknown))
+    return False
+
+
 def _id(fast: _Block, i: int) -> str:
     return str(fast.ids[i].as_py())
 
 
-def _lines(path: Path, records: np.ndarray, ids: pa.Array) -> dict[int, str] | None:
+def _lines(
+    path: Path, records: np.ndarray, ids: pa.Array, *, whole: bool = False
+) -> dict[int, str] | None:
     """How the record-by-record reader names each of ``records`` (indices in file order):
     ``line N ('id')``, found by one streaming pass of Python's csv reader that stops after the
-    last of them. None if a record's id there is not the one the columnar reader read."""
+    last of them (with ``whole``, at the end of the file: a syntax error anywhere is None). None
+    if a record's id there is not the one the columnar reader read."""
     want = set(records.tolist())
     if not want:
         return {}
@@ -223,7 +252,7 @@ def _lines(path: Path, records: np.ndarray, ids: pa.Array) -> dict[int, str] | N
                     if len(line) != len(header) or line[col].strip() != ids[i].as_py():
                         return None
                     out[i] = f"line {reader.line_num} ({line[col].strip()!r})"
-                    if i == last:
+                    if i == last and not whole:
                         break
                 i += 1
     except (OSError, UnicodeDecodeError, csv.Error, StopIteration, ValueError):
@@ -270,7 +299,13 @@ def _read(path: Path, snapshot: VoteSnapshot) -> _Block | None:
     done = [b for b in blocks if b is not None]
     if not done:
         return None
+    unknown: list[tuple[int, int, str]] = []
+    start = 0
+    for b in done:
+        unknown.extend((start + r, c, why) for r, c, why in b.unknown)
+        start += len(b.ids)
     return _Block(
+        unknown=tuple(unknown),
         ids=pa.concat_arrays([b.ids for b in done]),
         given_label=np.concatenate([b.given_label for b in done]),
         suggested=np.concatenate([b.suggested for b in done]),
@@ -292,15 +327,22 @@ def _block(batch: pa.RecordBatch, snapshot: VoteSnapshot) -> _Block | None:
         return None
     if pc.min(pc.binary_length(cols["example_id"])).as_py() == 0:
         return None
-    given_label = _labels(cols["given_label"], snapshot)
-    if given_label is None:
+    read = _labels(cols["given_label"], snapshot)
+    if read is None:
         return None
+    given_label, bad_given = read
     has_sug = pc.greater(pc.binary_length(cols["suggested_label"]), _int(0))
     all_sug = pc.all(has_sug).as_py()
     sug_cells = cols["suggested_label"]
-    sug = _labels(sug_cells if all_sug else pc.if_else(has_sug, sug_cells, _text("0")), snapshot)
-    if sug is None:
+    read = _labels(sug_cells if all_sug else pc.if_else(has_sug, sug_cells, _text("0")), snapshot)
+    if read is None:
         return None
+    sug, bad_sug = read
+    has_sug_np = as_numpy(has_sug)
+    if any(not has_sug_np[r] for r in bad_sug):
+        return None  # the "0" standing in for an empty cell is no class here: the other path
+    given_bad = [(r, 0, why) for r, why in bad_given.items()]
+    unknown = tuple(sorted(given_bad + [(r, 1, why) for r, why in bad_sug.items()]))
     counts: dict[str, np.ndarray] = {}
     present: dict[str, np.ndarray] = {}
     for name in _COUNTS:
@@ -308,12 +350,12 @@ def _block(batch: pa.RecordBatch, snapshot: VoteSnapshot) -> _Block | None:
         if got is None:
             return None
         counts[name], present[name] = got
-    has_sug_np = as_numpy(has_sug)
     if not present["given"].all():
         return None
     if (~has_sug_np & (counts["guessed"] > 0)).any() or (has_sug_np & ~present["guessed"]).any():
         return None
     return _Block(
+        unknown=unknown,
         ids=cols["example_id"],
         given_label=given_label.astype(np.int32),
         suggested=sug.astype(np.int32),
@@ -414,25 +456,40 @@ def _corrections(
     return out, summary, raters
 
 
-def _labels(cells: pa.Array, snapshot: VoteSnapshot) -> np.ndarray | None:
-    """Class indices of label cells, read by the record reader's own rule (``_csv_label`` of the
+def _labels(cells: pa.Array, snapshot: VoteSnapshot) -> tuple[np.ndarray, dict[int, str]] | None:
+    """Class indices of label cells, read by the record reader's own rule (``csv_label`` of the
     cell stripped: an exact name, the only name matching without case, or an index; agreeing
-    when a cell is both), or None for any cell it does not accept (ambiguous, not a class)."""
+    when a cell is both), and the cells it does not accept (ambiguous, not a class): position
+    -> ``csv_label``'s words (their index is -1). None when there are too many distinct
+    cells to look up."""
     classes = snapshot.classes
     # ASCII digits, one to nine of them (``ascii_is_decimal`` is false on an empty cell).
     digits = pc.and_(pc.ascii_is_decimal(cells), pc.less_equal(pc.binary_length(cells), _int(9)))
     if pc.all(digits).as_py() and not any(_is_index(c) for c in classes):
-        # Every cell reads as an index and no class name does: no cell can be ambiguous.
+        # Every cell reads as an index and no class name does: no cell can be ambiguous, and
+        # one that is no index of a class is ``csv_label``'s repr of it.
         index = as_numpy(pc.cast(cells, pa.int64()))
-        return index if not len(index) or index.max() < len(classes) else None
+        if not len(index) or index.max() < len(classes):
+            return index, {}
+        bad = np.flatnonzero(index >= len(classes))
+        words = {int(r): repr(cells[int(r)].as_py()) for r in bad[:SHOWN]}
+        # Only the first few are worded (the message names no more); the rest are counted.
+        words.update(dict.fromkeys(bad[SHOWN:].tolist(), ""))
+        index = index.copy()
+        index[bad] = -1
+        return index, words
     # Otherwise each distinct cell once, in Python (a column of labels has few distinct ones).
     encoded = pc.dictionary_encode(cells)
     if len(encoded.dictionary) > _DISTINCT:
         return None
     found = [csv_label(snapshot, cell.strip()) for cell in encoded.dictionary.to_pylist()]
-    if any(isinstance(f, str) for f in found):
-        return None
-    return np.array(found, dtype=np.int64)[as_numpy(encoded.indices).astype(np.int64)]
+    codes = as_numpy(encoded.indices).astype(np.int64)
+    index = np.array([-1 if isinstance(f, str) else f for f in found], dtype=np.int64)[codes]
+    refused = [k for k, f in enumerate(found) if isinstance(f, str)]
+    if not refused:
+        return index, {}
+    bad = np.flatnonzero(np.isin(codes, refused))
+    return index, {int(r): str(found[codes[r]]) for r in bad.tolist()}
 
 
 def _int(value: int) -> pa.Scalar:
