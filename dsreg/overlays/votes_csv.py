@@ -78,9 +78,10 @@ class _Block:
     has_suggested: np.ndarray
     counts: dict[str, np.ndarray]
     present: dict[str, np.ndarray]
-    # Label cells that are not classes, as the record reader words them: (record, 0 for
-    # given_label or 1 for suggested_label, why). Records are numbered in the block, then
-    # (``_read``) in the file.
+    # Label cells that are not classes: how many, and the first ``SHOWN`` as the record reader
+    # words them, (record, 0 for given_label or 1 for suggested_label, why). Records are
+    # numbered in the block, then (``_read``) in the file.
+    unknown_count: int = 0
     unknown: tuple[tuple[int, int, str], ...] = ()
 
 
@@ -117,7 +118,7 @@ def csv_votes(
         return None
     # parse_csv refuses labels that are not classes before any id is matched: so here, before
     # the snapshot is read. False: the lines cannot be named (the other path).
-    if fast.unknown and not _refuse_labels(path, fast, snapshot):
+    if fast.unknown_count and not _refuse_labels(path, fast, snapshot):
         return None
     source = examples()
     joined = _join(fast.ids, source)
@@ -213,13 +214,13 @@ def _refuse_labels(path: Path, fast: _Block, snapshot: VoteSnapshot) -> bool:
     its suggested one). False when the lines cannot be named: the whole file is read by
     Python's csv reader first, as ``parse_csv`` reads it, so a syntax error anywhere (which it
     would report instead) sends the file the other way."""
-    shown = sorted(fast.unknown)[:SHOWN]
+    shown = fast.unknown
     lines = _lines(path, np.array(sorted({r for r, _c, _w in shown})), fast.ids, whole=True)
     if lines is None:
         return False
     column = ("given", "suggested")
     problems = [f"{lines[r]}: {column[c]} label {why}" for r, c, why in shown]
-    refuse_unknown_labels(path, problems, snapshot, count=len(fast.unknown))
+    refuse_unknown_labels(path, problems, snapshot, count=fast.unknown_count)
     return False
 
 
@@ -305,7 +306,8 @@ def _read(path: Path, snapshot: VoteSnapshot) -> _Block | None:
         unknown.extend((start + r, c, why) for r, c, why in b.unknown)
         start += len(b.ids)
     return _Block(
-        unknown=tuple(unknown),
+        unknown_count=sum(b.unknown_count for b in done),
+        unknown=tuple(unknown[:SHOWN]),
         ids=pa.concat_arrays([b.ids for b in done]),
         given_label=np.concatenate([b.given_label for b in done]),
         suggested=np.concatenate([b.suggested for b in done]),
@@ -339,10 +341,16 @@ def _block(batch: pa.RecordBatch, snapshot: VoteSnapshot) -> _Block | None:
         return None
     sug, bad_sug = read
     has_sug_np = as_numpy(has_sug)
-    if any(not has_sug_np[r] for r in bad_sug):
+    if not has_sug_np[bad_sug].all():
         return None  # the "0" standing in for an empty cell is no class here: the other path
-    given_bad = [(r, 0, why) for r, why in bad_given.items()]
-    unknown = tuple(sorted(given_bad + [(r, 1, why) for r, why in bad_sug.items()]))
+    # Only the first few are worded, by the record reader's own csv_label; the rest counted.
+    first = sorted(
+        [(int(r), 0) for r in bad_given[:SHOWN]] + [(int(r), 1) for r in bad_sug[:SHOWN]]
+    )[:SHOWN]
+    label_cols = (cols["given_label"], cols["suggested_label"])
+    unknown = tuple(
+        (r, c, str(csv_label(snapshot, label_cols[c][r].as_py().strip()))) for r, c in first
+    )
     counts: dict[str, np.ndarray] = {}
     present: dict[str, np.ndarray] = {}
     for name in _COUNTS:
@@ -355,6 +363,7 @@ def _block(batch: pa.RecordBatch, snapshot: VoteSnapshot) -> _Block | None:
     if (~has_sug_np & (counts["guessed"] > 0)).any() or (has_sug_np & ~present["guessed"]).any():
         return None
     return _Block(
+        unknown_count=len(bad_given) + len(bad_sug),
         unknown=unknown,
         ids=cols["example_id"],
         given_label=given_label.astype(np.int32),
@@ -456,28 +465,22 @@ def _corrections(
     return out, summary, raters
 
 
-def _labels(cells: pa.Array, snapshot: VoteSnapshot) -> tuple[np.ndarray, dict[int, str]] | None:
+def _labels(cells: pa.Array, snapshot: VoteSnapshot) -> tuple[np.ndarray, np.ndarray] | None:
     """Class indices of label cells, read by the record reader's own rule (``csv_label`` of the
     cell stripped: an exact name, the only name matching without case, or an index; agreeing
-    when a cell is both), and the cells it does not accept (ambiguous, not a class): position
-    -> ``csv_label``'s words (their index is -1). None when there are too many distinct
-    cells to look up."""
+    when a cell is both), and the positions of the cells it does not accept (ambiguous, not a
+    class; their index is -1). None when there are too many distinct cells to look up."""
     classes = snapshot.classes
     # ASCII digits, one to nine of them (``ascii_is_decimal`` is false on an empty cell).
     digits = pc.and_(pc.ascii_is_decimal(cells), pc.less_equal(pc.binary_length(cells), _int(9)))
     if pc.all(digits).as_py() and not any(_is_index(c) for c in classes):
-        # Every cell reads as an index and no class name does: no cell can be ambiguous, and
-        # one that is no index of a class is ``csv_label``'s repr of it.
+        # Every cell reads as an index and no class name does: no cell can be ambiguous.
         index = as_numpy(pc.cast(cells, pa.int64()))
-        if not len(index) or index.max() < len(classes):
-            return index, {}
         bad = np.flatnonzero(index >= len(classes))
-        words = {int(r): repr(cells[int(r)].as_py()) for r in bad[:SHOWN]}
-        # Only the first few are worded (the message names no more); the rest are counted.
-        words.update(dict.fromkeys(bad[SHOWN:].tolist(), ""))
-        index = index.copy()
-        index[bad] = -1
-        return index, words
+        if len(bad):
+            index = index.copy()
+            index[bad] = -1
+        return index, bad
     # Otherwise each distinct cell once, in Python (a column of labels has few distinct ones).
     encoded = pc.dictionary_encode(cells)
     if len(encoded.dictionary) > _DISTINCT:
@@ -485,11 +488,7 @@ def _labels(cells: pa.Array, snapshot: VoteSnapshot) -> tuple[np.ndarray, dict[i
     found = [csv_label(snapshot, cell.strip()) for cell in encoded.dictionary.to_pylist()]
     codes = as_numpy(encoded.indices).astype(np.int64)
     index = np.array([-1 if isinstance(f, str) else f for f in found], dtype=np.int64)[codes]
-    refused = [k for k, f in enumerate(found) if isinstance(f, str)]
-    if not refused:
-        return index, {}
-    bad = np.flatnonzero(np.isin(codes, refused))
-    return index, {int(r): str(found[codes[r]]) for r in bad.tolist()}
+    return index, np.flatnonzero(index < 0)
 
 
 def _int(value: int) -> pa.Scalar:

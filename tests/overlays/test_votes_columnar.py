@@ -289,6 +289,24 @@ def test_labels_that_are_not_classes_are_refused_by_the_columnar_path(
     assert f"VotesError: {got.value}" == slow
 
 
+@pytest.mark.parametrize("classes", [CLASSES, PLAIN])
+def test_a_file_of_nothing_but_unknown_labels_is_counted_whole(
+    tmp_path: Path, classes: tuple[str, ...]
+) -> None:
+    """Every label of every line not a class (votes meant for another dataset): every cell is
+    counted and the first five named, as the record reader does."""
+    lines = [f"{IDS[i]},{len(classes) + 10 + i},x{i},1,4,0,0" for i in range(N)]
+    path = tmp_path / "votes.csv"
+    path.write_text(
+        "example_id,given_label,suggested_label,given,guessed,both,neither\n" + "\n".join(lines),
+        encoding="utf-8",
+    )
+    fast, slow = _both(path, 3, classes)
+    assert isinstance(slow, str) and slow.startswith(f"VotesError: {path}: {2 * N} labels ")
+    assert f"; and {2 * N - 5} more" in slow
+    assert fast == slow
+
+
 IMPORT_SCRIPT = """
 import sys, dsreg
 got = dsreg.import_votes("v@o", sys.argv[2], format="csv", registry=sys.argv[1])
