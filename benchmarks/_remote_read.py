@@ -1,4 +1,4 @@
-"""Reading a remote over HTTP on a fresh machine (issue 14): ``bench_remotes.py --suite read``.
+"""Reading a remote over HTTP on a fresh machine: ``bench_remotes.py --suite read``.
 
 One static web server on loopback (a subprocess: ``http.server``, HTTP/1.1 keep-alive, no
 directory listings, counting the bytes of every file it serves) publishes both a pushed dsreg

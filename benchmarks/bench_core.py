@@ -8,7 +8,7 @@ their caches) with no more peak memory; ``dsreg checkout --link hardlink`` >= 3x
 ``dvc checkout`` with ``cache.type hardlink``; re-adding the unchanged tree >= 10x faster than
 the first add. Exit status 0 only if every target passes.
 
-The user's order (#15), beside those warm figures: the tree dropped from the page cache
+The user's order, beside those warm figures: the tree dropped from the page cache
 (``evict``: ``POSIX_FADV_DONTNEED`` on every file, as ``drop_caches`` needs root), each tool's
 add, then at once its hard-link checkout into a new folder, nothing warmed or dropped between;
 then a cold checkout: the tool's cache dropped from the page cache, a checkout into another new

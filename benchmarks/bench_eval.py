@@ -104,7 +104,7 @@ def generate(work: Path, *, rows: int, classes: int, corrections: int, seed: int
     labels = rng.integers(0, classes, rows, dtype=np.int32)
     ids = pc.cast(pa.array(np.arange(rows, dtype=np.int64)), pa.string())
     names = tuple(f"class{i:03d}" for i in range(classes))
-    # Built as a user builds it: 'dsreg add --labels' through the command line (#15), which
+    # Built as a user builds it: 'dsreg add --labels' through the command line, which
     # streams the canonical examples Parquet a row group at a time.
     np.save(work / "labels.npy", labels)
     (work / "classes.txt").write_text("".join(f"{c}\n" for c in names))

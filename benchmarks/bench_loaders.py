@@ -9,7 +9,7 @@ Both yield ``(numpy array, label)`` through the same transform and the default c
 256, read in the same order; each full pass is timed with 0 workers and with 2 (fork), the two
 loaders alternating, the median of ``--reps`` passes reported. dsreg re-hashes every payload it
 reads (a corrupt object raises rather than returning wrong bytes); the folder Dataset trusts
-the file system. No target (the issue sets none): reported for information. The image tree,
+the file system. No target: reported for information. The image tree,
 the registry and the checkout are kept in ``--workdir`` and reused.
 """
 

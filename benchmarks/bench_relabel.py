@@ -1,4 +1,4 @@
-"""Relabelings (issue 13): importing ImageNet-ReaL and CIFAR-10H files and scoring against them,
+"""Relabelings: importing ImageNet-ReaL and CIFAR-10H files and scoring against them,
 against the plain scripts a user would write instead (timm's ``real_labels.py`` does the ReaL
 part in a Python loop).
 
@@ -27,8 +27,9 @@ interpreter start-up and imports count:
   the CIFAR-10H revision with probabilities (majority accuracy, expected agreement, cross-entropy)
   vs numpy computing those three.
 
-Targets (the issue): each dsreg command under 1 s. The ratios are for information: the baselines
-store nothing and compute one figure. Every run checks that dsreg and the baseline agree.
+Targets (docs/benchmarks.md): each dsreg command under 1 s. The ratios are for information: the
+baselines store nothing and compute one figure. Every run checks that dsreg and the baseline
+agree.
 """
 
 from __future__ import annotations

@@ -17,9 +17,10 @@ Measured per request, median and 95th percentile:
   socket and server), for information;
 - the votes log's append + fsync alone.
 
-Targets (issue #12): next item < 50 ms, vote with fsync < 20 ms (server time, medians). There is
-no other tool a user would run side by side for this (the alternative is a crowdsourcing
-platform), so the figures are against the targets only. Exit status 0 only if both pass.
+Targets (docs/benchmarks.md): next item < 50 ms, vote with fsync < 20 ms (server time, medians).
+There is no other tool a user would run side by side for this (the alternative is a
+crowdsourcing platform), so the figures are against the targets only. Exit status 0 only if
+both pass.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A 50-million-row label-only set end to end, each step beside DuckDB doing the same work (#15).
+"""A 50-million-row label-only set end to end, each step beside DuckDB doing the same work.
 
     python benchmarks/bench_scale.py                         # 50,000,000 rows, 5,000,000 votes
     python benchmarks/bench_scale.py --rows 5000000 --reps 1  # a quick run while developing
@@ -23,7 +23,7 @@ alternating, medians of ``--reps``:
 - ``dsreg checkout bench@corrected DIR`` (``labels.csv``), against DuckDB's
   ``COPY (SELECT … FROM read_parquet(examples)) TO 'labels.csv'``.
 
-Targets (issue #15): add <= 2x DuckDB and < 1.5 GB; import-votes <= 2x DuckDB and < 1.5 GB;
+Targets (docs/benchmarks.md): add <= 2x DuckDB and < 1.5 GB; import-votes <= 2x DuckDB and < 1.5 GB;
 tag < 0.3 s; labels() < 5 s; iter_batches < 1 GB; checkout <= 2x DuckDB's COPY. Exit status
 0 only if every target passes.
 """

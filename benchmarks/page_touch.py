@@ -1,4 +1,5 @@
-"""What a fresh page costs on this machine against a reused one (docs/benchmarks.md, session 3).
+"""What a fresh page costs on this machine against a reused one (docs/benchmarks.md, "Reading the
+figures").
 
     python benchmarks/page_touch.py            # 4096 MiB
     python benchmarks/page_touch.py --mib 800
