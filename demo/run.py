@@ -1,14 +1,27 @@
 """`make demo`: the main job, end to end, offline, on scikit-learn's bundled handwritten digits.
 
-It writes the 1,797 8x8 digit images as PNG files in an ImageFolder tree, adds them to a local
-registry, tags, checks out, opens the revision from Python, runs the confident-learning detector
-on out-of-sample probabilities from cross-validation, tags a cleaned and a corrected revision,
-and (when `dsreg eval` is present) scores several models against original, cleaned and corrected
-labels. Every step is a real `dsreg` command, echoed as a user would type it.
+The digits are clean, so the demo makes them a test set that has decayed the way real ones
+have: it flips 10% of the labels by a class-conditional noise matrix (each class loses 10% of
+its images to two or three other classes, as in the confident-learning paper's experiments)
+and writes the 1,797 images as PNG files in an ImageFolder tree under their noisy labels.
+Then, each step a real `dsreg` command echoed as a user would type it:
+
+1. the tree is registered (content-addressed, immutable), tagged and checked out;
+2. six models of different capacity are trained by 5-fold cross-validation on the noisy labels,
+   as a benchmark's models would be, and give out-of-sample probabilities;
+3. the confident-learning detector flags likely label errors; the demo knows which labels it
+   flipped, so it prints the detector's precision and recall against them;
+4. five simulated raters per flagged image answer the review protocol (given label fits,
+   suggested label fits, both, neither), each wrong one time in ten, and their votes become a
+   `validated` overlay, exactly as votes collected with `dsreg review` would;
+5. the checkout switches to the corrected labels (only the relabelled files move), the registry
+   is verified, and every model is scored on original, cleaned, corrected and honeypot labels,
+   with the ranks that change between them, in the text and in a chart.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import shutil
@@ -20,8 +33,14 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "out"
+# DSREG_DEMO_OUT moves the demo's files elsewhere (the test suite runs it in a temporary folder).
+OUT = Path(os.environ.get("DSREG_DEMO_OUT") or HERE / "out").resolve()
 DSREG = str(Path(sys.executable).with_name("dsreg"))
+
+NOISE_RATE = 0.10  # the share of each class's labels flipped
+RATERS = 5  # raters per flagged image, as in the label-errors study
+RATER_ERROR = 0.10  # each rater answers at random this often
+SEED = 0
 
 
 def run(*args: str) -> str:
@@ -36,62 +55,119 @@ def run(*args: str) -> str:
     return proc.stdout.strip()
 
 
-def write_digits(root: Path) -> tuple[np.ndarray, np.ndarray]:
-    """The digits as 8-bit grayscale PNGs, one folder per class, named by their index."""
-    from PIL import Image
-    from sklearn.datasets import load_digits
+def noise_matrix(classes: int, rate: float, rng: np.random.Generator) -> np.ndarray:
+    """P(given label | true label): `1 - rate` on the diagonal, `rate` spread over 2-3 classes.
 
-    digits = load_digits()
-    images = np.clip(np.rint(digits.images * (255 / 16)), 0, 255).astype(np.uint8)
-    for i, (img, y) in enumerate(zip(images, digits.target, strict=True)):
+    Class-conditional noise as the confident-learning paper generates it: every class keeps the
+    same share of its labels and loses the rest to a few other classes (a sparse matrix: most
+    off-diagonal rates are zero), so the errors are systematic confusions, not uniform noise.
+    """
+    t = np.zeros((classes, classes))
+    for true in range(classes):
+        others = np.array([c for c in range(classes) if c != true])
+        targets = rng.choice(others, size=int(rng.integers(2, 4)), replace=False)
+        t[true, true] = 1.0 - rate
+        t[true, targets] = rate * rng.dirichlet(np.ones(len(targets)))
+    return t
+
+
+def flip_labels(y: np.ndarray, t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Noisy labels with exactly round(t[i, j] * n_i) images of class i given label j."""
+    noisy = y.copy()
+    for true in range(t.shape[0]):
+        rows = rng.permutation(np.flatnonzero(y == true))
+        counts = np.rint(t[true] * len(rows)).astype(int)
+        counts[true] = 0
+        start = 0
+        for given, n in enumerate(counts):
+            noisy[rows[start : start + n]] = given
+            start += n
+    return noisy
+
+
+def write_digits(root: Path, images: np.ndarray, labels: np.ndarray) -> None:
+    """The digits as 8-bit grayscale PNGs, one folder per (noisy) class, named by their index."""
+    from PIL import Image
+
+    for i, (img, y) in enumerate(zip(images, labels, strict=True)):
         d = root / str(int(y))
         d.mkdir(parents=True, exist_ok=True)
         Image.fromarray(img, mode="L").save(d / f"{i:04d}.png", optimize=False)
-    return digits.data, digits.target
 
 
-def out_of_sample(models: dict[str, object], x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
-    """5-fold cross-validated probabilities: every row predicted by a model that never saw it."""
-    from sklearn.model_selection import StratifiedKFold, cross_val_predict
-
-    folds = StratifiedKFold(n_splits=5, shuffle=True, random_state=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return {
-            name: cross_val_predict(m, x, y, cv=folds, method="predict_proba")  # type: ignore[arg-type]
-            for name, m in models.items()
-        }
-
-
-def main() -> None:
+def models() -> dict[str, object]:
+    """Six classifiers from low to high capacity, as a benchmark's entries would differ."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.naive_bayes import GaussianNB
     from sklearn.neighbors import KNeighborsClassifier
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
     from sklearn.svm import SVC
+    from sklearn.tree import DecisionTreeClassifier
+
+    return {
+        "naive-bayes": GaussianNB(),
+        "tree": DecisionTreeClassifier(random_state=SEED),
+        "logreg": make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)),
+        "knn-1": KNeighborsClassifier(n_neighbors=1),
+        "knn-15": KNeighborsClassifier(n_neighbors=15),
+        "svm": make_pipeline(StandardScaler(), SVC(probability=True, random_state=SEED)),
+    }
+
+
+def out_of_sample(x: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+    """5-fold cross-validated probabilities: every row predicted by a model that never saw it."""
+    from sklearn.model_selection import StratifiedKFold, cross_val_predict
+
+    folds = StratifiedKFold(n_splits=5, shuffle=True, random_state=SEED)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {
+            name: cross_val_predict(m, x, y, cv=folds, method="predict_proba")  # type: ignore[arg-type]
+            for name, m in models().items()
+        }
+
+
+def rater_votes(true: int, given: int, suggested: int, rng: np.random.Generator) -> dict[str, int]:
+    """Five raters' answers to one flagged image, each right unless it answers at random."""
+    answers = {"given": 0, "guessed": 0, "both": 0, "neither": 0}
+    truth = "given" if true == given else "guessed" if true == suggested else "neither"
+    for _ in range(RATERS):
+        answer = str(rng.choice(list(answers))) if rng.random() < RATER_ERROR else truth
+        answers[answer] += 1
+    return answers
+
+
+def main() -> None:
+    from sklearn.datasets import load_digits
 
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(parents=True)
     os.environ.pop("DSREG_HOME", None)
     os.environ.pop("DSREG_REGISTRY", None)
+    rng = np.random.default_rng(SEED)
 
-    print("== 1. A test set: scikit-learn's handwritten digits as an ImageFolder tree")
-    x, y = write_digits(OUT / "digits")
+    print("== 1. A test set with label errors: the digits, 10% of their labels flipped")
+    digits = load_digits()
+    x, y = digits.data, digits.target
+    t = noise_matrix(10, NOISE_RATE, rng)
+    noisy = flip_labels(y, t, rng)
+    images = np.clip(np.rint(digits.images * (255 / 16)), 0, 255).astype(np.uint8)
+    write_digits(OUT / "digits", images, noisy)
+    flipped = noisy != y
+    pairs = sorted({(int(a), int(b)) for a, b in zip(y[flipped], noisy[flipped], strict=True)})
     print(f"wrote {len(y)} PNG files in 10 class folders under {OUT / 'digits'}")
+    print(f"flipped {int(flipped.sum())} labels ({flipped.mean():.1%}), class-conditionally:")
+    print("  true -> given: " + ", ".join(f"{a}->{b}" for a, b in pairs))
 
     print("\n== 2. Register it: content-addressed, immutable, tagged")
     run("init")
     run("add", "digits", "digits", "--tag", "original")
     run("add", "digits", "digits", "--tag", "original")  # unchanged tree: nothing new
-    run("tag", "digits@paper-2026", "digits@original")
-    run("ls")
     run("show", "digits@original")
 
     print("\n== 3. Check it out: the ImageFolder layout back, byte-identical, pinned")
     run("checkout", "digits@original", "checkout", "--link", "hardlink")
-    pin = (OUT / "checkout" / ".dsreg.json").read_text()
-    print(pin)
     same = all(
         (OUT / "checkout" / p.relative_to(OUT / "digits")).read_bytes() == p.read_bytes()
         for p in (OUT / "digits").rglob("*.png")
@@ -100,60 +176,79 @@ def main() -> None:
     if not same:
         sys.exit("demo: checkout differs from the source")
 
-    print("\n== 4. A data loader opens the pinned revision")
     import dsreg
 
     os.chdir(OUT)
     ds = dsreg.open("digits@original")
-    print(f">>> ds = dsreg.open('digits@original')\n>>> ds.digest\n{ds.digest!r}")
-    print(f">>> len(ds)\n{len(ds)}\n>>> ds[0]\n{ds[0]!r}")
-    print(f">>> ds[0].read_bytes()[:8]\n{ds[0].read_bytes()[:8]!r}")
-    print(f">>> ds.labels().slice(0, 3).to_pylist()[0]\n{ds.labels().slice(0, 3).to_pylist()[0]}")
+    print(f">>> dsreg.open('digits@original').digest\n{ds.digest!r}")
+    # Rows of the snapshot are in ImageFolder order (class folder, then file name); the file
+    # names hold the source index, which lines the models and the truth up with the rows.
+    ids = ds.labels().column("example_id").to_pylist()
+    order = np.asarray([int(Path(e).stem) for e in ids])
 
-    # Rows of the snapshot are in ImageFolder order (class folder, then file name); line the
-    # models' predictions up with them through the file names (which hold the source index).
-    order = np.asarray([int(Path(e).stem) for e in ds.labels().column("example_id").to_pylist()])
-    models = {
-        "logreg": make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000)),
-        "svm": make_pipeline(StandardScaler(), SVC(probability=True, random_state=0)),
-        "knn": KNeighborsClassifier(n_neighbors=5),
-        "naive-bayes": GaussianNB(),
-    }
-    print("\n== 5. Out-of-sample probabilities from 5-fold cross-validation (4 models)")
-    probs = {name: p[order] for name, p in out_of_sample(models, x, y).items()}
+    print("\n== 4. Six models, trained by 5-fold cross-validation on the noisy labels")
+    probs = {name: p[order] for name, p in out_of_sample(x, noisy).items()}
     preds_dir = OUT / "predictions"
     preds_dir.mkdir()
     for name, p in probs.items():
         np.save(preds_dir / f"{name}.npy", p.astype(np.float64))
-        acc = float((p.argmax(1) == y[order]).mean())
-        print(f"{name:<12} cross-validated accuracy {acc:.4f}")
-    # The detector takes one model's out-of-sample probabilities, as in the label-errors study.
-    np.save(OUT / "pyx.npy", probs["logreg"])
+        print(f"{name:<12} accuracy on the noisy labels {np.mean(p.argmax(1) == noisy[order]):.4f}")
+    # The detector takes the six models' mean probabilities, so that no one model's own
+    # mistakes decide which rows are flagged (and then favour it on the honeypot).
+    np.save(OUT / "pyx.npy", np.mean(list(probs.values()), axis=0))
 
-    print("\n== 6. Confident learning finds likely label errors: a 'detected' overlay")
+    print("\n== 5. Confident learning flags likely label errors (the models' mean probabilities)")
     run(
         "detect", "digits@original", "--pred-probs", "pyx.npy",
-        "--tag", "cleaned-v1", "--view", "cleaned",
+        "--tag", "detected", "--view", "corrected",
     )  # fmt: skip
-    overlay = dsreg.open("digits@cleaned-v1").revision.overlays[0]
+    table = dsreg.open("digits@detected").labels()
+    flagged = np.zeros(len(ids), dtype=bool)
+    verdicts = np.asarray(table.column("verdict").to_pylist()) == "suspected"
+    flagged[np.asarray(table.column("row").to_pylist())[verdicts]] = True
+    true_errors = flipped[order]
+    hits = int((flagged & true_errors).sum())
+    print(
+        f"against the {int(true_errors.sum())} flipped labels: precision "
+        f"{hits / max(int(flagged.sum()), 1):.2f} ({hits} of {int(flagged.sum())} flagged are "
+        f"flips), recall {hits / int(true_errors.sum()):.2f} ({hits} flips found)"
+    )
+
+    print("\n== 6. People check the flagged images; their votes become a 'validated' overlay")
+    print(f"(simulated: {RATERS} raters an image, each answering at random one time in ten;")
+    print(" a team would answer in the browser: dsreg review digits@detected)")
+    review = dsreg.open("digits@detected").labels(review=True)
+    records = []
+    for row, verdict, given, suggested in zip(
+        review.column("row").to_pylist(),
+        review.column("verdict").to_pylist(),
+        review.column("given_label").to_pylist(),
+        review.column("suggested_label").to_pylist(),
+        strict=True,
+    ):
+        if verdict != "suspected":
+            continue
+        mturk = rater_votes(int(y[order[row]]), given, suggested, rng)
+        records.append(
+            {"id": row, "url": ids[row], "given_original_label": given,
+             "our_guessed_label": suggested, "mturk": mturk}
+        )  # fmt: skip
+    (OUT / "votes.json").write_text(json.dumps(records))
     run(
-        "tag", "digits@corrected-v1", "digits@original",
-        "--overlay", overlay[7:19], "--view", "corrected",
+        "overlay", "import-votes", "digits@original", "votes.json", "--threshold", "3",
+        "--tag", "corrected", "--view", "corrected",
     )  # fmt: skip
-    run("overlay", "ls", "digits")
-    run("show", "digits@corrected-v1")
+    run("tag", "digits@cleaned", "digits@corrected", "--view", "cleaned")
 
     print("\n== 7. Switch the checkout to the corrected labels: only relabelled files move")
-    run("checkout", "digits@corrected-v1", "checkout")
+    run("checkout", "digits@corrected", "checkout", "--link", "hardlink")
     run("verify")
 
-    help_text = subprocess.run([DSREG, "--help"], text=True, capture_output=True).stdout
-    if " eval " in help_text or "\n  eval" in help_text or "│ eval" in help_text:
-        print("\n== 8. Accuracy against original, cleaned and corrected labels, and the re-ranking")
-        files = [str(preds_dir / f"{n}.npy") for n in probs]
-        run("eval", "digits@corrected-v1", *files, "--plot", "ranks.png")
-        print(f"rank plot written to {OUT / 'ranks.png'}")
-        run("cite", "digits@corrected-v1", "--format", "text")
+    print("\n== 8. Every model on original, cleaned, corrected and honeypot labels")
+    files = [str(preds_dir / f"{n}.npy") for n in probs]
+    run("eval", "digits@corrected", *files, "--plot", "ranks.png")
+    print(f"rank chart written to {OUT / 'ranks.png'}")
+    run("cite", "digits@corrected", "--format", "text")
     print("\nDemo complete: registry at", OUT / ".dsreg")
 
 
