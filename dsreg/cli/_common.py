@@ -54,6 +54,17 @@ QuietOpt = Annotated[
     ),
 ]
 
+# add and import-dvc: ids that look alike are refused unless this is given.
+AllowLookalikeIdsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-lookalike-ids",
+        help="Keep example ids that differ only in Unicode normalisation (NFC/NFD) or in "
+        "trailing whitespace of a path part, which are otherwise refused: a checkout on macOS "
+        "or Windows writes them to one file.",
+    ),
+]
+
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 Hook: TypeAlias = Callable[[str, int, int], None]

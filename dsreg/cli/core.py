@@ -11,6 +11,7 @@ import typer
 import dsreg
 from dsreg.cli._common import (
     CONTEXT,
+    AllowLookalikeIdsOpt,
     JsonOpt,
     QuietOpt,
     ReadRemoteOpt,
@@ -85,6 +86,7 @@ def add(
         str | None,
         typer.Option(help="The dataset creators' reference as plain text (as --citation)."),
     ] = None,
+    allow_lookalike_ids: AllowLookalikeIdsOpt = False,
     quiet: QuietOpt = False,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
@@ -108,6 +110,7 @@ def add(
             progress=hook,
             command=command_line(),
             registry=registry_path,
+            allow_lookalike_ids=allow_lookalike_ids,
         )
     if json:
         emit_json(res.to_dict())
