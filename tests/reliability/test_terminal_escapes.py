@@ -309,3 +309,27 @@ def test_an_error_quoting_a_value_is_escaped(
     shown(run("diff", "a@b", "a@c", "--top", value), code=1)
     shown(run(value.replace("\x00", "")), code=1)
     shown(run("show", value, "--registry", str(where)), code=1)
+
+
+def test_an_ids_file_with_a_lone_surrogate_is_refused_not_a_traceback(tmp_path: Path) -> None:
+    """JSON may escape half of a UTF-16 pair ("\\ud800"), which no UTF-8 text holds: the only
+    way a lone surrogate reaches dsreg from data. Refused, naming it escaped; nothing stored."""
+    np.save(tmp_path / "l.npy", np.array([0, 1]))
+    (tmp_path / "ids.json").write_text('["\\ud800x", "b"]')
+    reg = str(tmp_path / "reg")
+    shown(run("init", "--registry", reg))
+    res = shown(
+        run(
+            "add",
+            "d",
+            "--labels",
+            str(tmp_path / "l.npy"),
+            "--ids",
+            str(tmp_path / "ids.json"),
+            "--registry",
+            reg,
+        ),
+        code=1,
+    )
+    assert "'\\ud800x'" in res.err and res.err.count("\n") == 1
+    assert dsreg.ls(registry=reg) == []
