@@ -51,6 +51,7 @@ def add(
     progress: ProgressHook | None = None,
     command: str | None = None,
     registry: RegistryArg = None,
+    allow_lookalike_ids: bool = False,
 ) -> AddResult:
     """Add a test set as an immutable snapshot of ``dataset`` (content-addressed, deduplicated).
 
@@ -68,6 +69,12 @@ def add(
     ``citation`` (a BibTeX file) and ``credit`` (plain text) record the dataset creators'
     reference in the snapshot's source (``source.credit``): every ``dsreg.cite`` of any
     revision of it repeats the reference. The same data with another credit is another snapshot.
+
+    Example ids must be unique in their spelling: ids that differ only in Unicode normalisation
+    (NFC and NFD) or in whitespace ending a path part (``"a.png"`` and ``"a.png "``) would be
+    one file in a checkout on macOS or Windows, and are refused (``DatasetFormatError`` naming
+    both; nothing is written). ``allow_lookalike_ids=True`` keeps them as they are. Ids that
+    differ only in case are kept either way.
 
     Returns
     -------
@@ -97,6 +104,7 @@ def add(
         credit=credit,
         progress=progress or no_progress,
         command=command if command is not None else command_of("add", dataset, os.fspath(source)),
+        allow_lookalike_ids=allow_lookalike_ids,
     )
 
 

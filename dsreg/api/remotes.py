@@ -147,11 +147,13 @@ def import_dvc(
     progress: ProgressHook | None = None,
     command: str | None = None,
     registry: RegistryArg = None,
+    allow_lookalike_ids: bool = False,
 ) -> ImportResult:
     """Import a DVC-tracked ImageFolder tree (or label file) ``path`` of git repository
     ``repo`` at ``rev`` as a snapshot of ``dataset`` (the command's ``--as``), with its
     provenance: repository, requested rev, commit, path and DVC's md5. ``classes``: a label
-    file's class names, as ``add`` takes them (a list, or a file with one per line)."""
+    file's class names, as ``add`` takes them (a list, or a file with one per line).
+    ``allow_lookalike_ids``: as ``add``'s."""
     from dsreg.ingest.dvc import import_dvc as do_import
 
     return do_import(
@@ -166,4 +168,5 @@ def import_dvc(
         classes=classes,
         progress=progress or no_progress,
         command=command if command is not None else command_of("import_dvc", repo, path),
+        allow_lookalike_ids=allow_lookalike_ids,
     )

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import sys
 from collections.abc import Iterator
@@ -24,7 +25,8 @@ from typer._click.exceptions import ClickException
 from typer.main import get_command_name
 
 from dsreg.cli import core, overlays, query, remotes, validation
-from dsreg.cli._common import CONTEXT
+from dsreg.cli._common import CONTEXT, say
+from dsreg.cli._text import printable
 from dsreg.errors import DsregError
 
 app = typer.Typer(
@@ -105,7 +107,8 @@ def main(argv: list[str] | None = None) -> None:
         with _only_the_command(sys.argv[1:] if argv is None else argv):
             code = app(args=argv, prog_name="dsreg", standalone_mode=False)
     except DsregError as e:
-        sys.stderr.write(f"Error: {e}\n")
+        # A message may quote anything (a path, a value from a file): through the sanitiser.
+        say(f"Error: {e}")
         sys.exit(1)
     except typer.Abort:
         sys.stderr.write("Aborted.\n")
@@ -113,8 +116,11 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Exit as e:
         sys.exit(e.exit_code)
     except ClickException as e:
-        # Usage errors are bad input too: the same exit status 1, a message that names the value.
-        e.show()
+        # Usage errors are bad input too: the same exit status 1, a message that names the value
+        # (which click quotes with repr; the usage line and hint are sanitised all the same).
+        shown = io.StringIO()
+        e.show(file=shown)
+        sys.stderr.write(printable(shown.getvalue(), keep="\n"))
         sys.exit(1)
     except BrokenPipeError:
         sys.exit(0)

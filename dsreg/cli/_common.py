@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
 
 import typer
 
+from dsreg.cli._text import json_safe, printable
+
 if TYPE_CHECKING:
     from dsreg import OverlayResult
 
@@ -52,6 +54,17 @@ QuietOpt = Annotated[
     ),
 ]
 
+# add and import-dvc: ids that look alike are refused unless this is given.
+AllowLookalikeIdsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-lookalike-ids",
+        help="Keep example ids that differ only in Unicode normalisation (NFC/NFD) or in "
+        "trailing whitespace of a path part, which are otherwise refused: a checkout on macOS "
+        "or Windows writes them to one file.",
+    ),
+]
+
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 Hook: TypeAlias = Callable[[str, int, int], None]
@@ -63,17 +76,26 @@ def command_line() -> str:
 
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
+    """``--json``: exact once parsed, and nothing in it a terminal would act on."""
+    write_json(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def write_json(text: str) -> None:
+    """JSON text made elsewhere (``json_safe``) to stdout."""
+    sys.stdout.write(json_safe(text))
+
+
+# Every line goes through the sanitiser, whatever it quotes: a value that a command forgot to
+# pass through ``printable`` still cannot reach the terminal raw. (A value inside a line is
+# passed through ``printable`` as well, so that a newline in it cannot start a line of its own.)
 def out(text: str = "") -> None:
-    """Data: stdout."""
-    sys.stdout.write(text + "\n")
+    """Data: stdout (newlines and tabs kept, every other control character escaped)."""
+    sys.stdout.write(printable(text, keep="\n\t") + "\n")
 
 
 def say(text: str) -> None:
-    """Messages: stderr."""
-    sys.stderr.write(text + "\n")
+    """Messages: stderr (as ``out``)."""
+    sys.stderr.write(printable(text, keep="\n\t") + "\n")
 
 
 def short(digest: str) -> str:
@@ -94,6 +116,10 @@ def overlay_made(res: OverlayResult, *, json: bool, **extra: Any) -> bool:
 
 
 def table(rows: list[list[str]], headers: list[str]) -> str:
+    """Columns aligned by spaces, a header line first; each cell through ``printable`` (a
+    newline or tab in a value is escaped, not a line or column of its own)."""
+    headers = [printable(str(h)) for h in headers]
+    rows = [[printable(str(c)) for c in r] for r in rows]
     widths = [max(len(str(x)) for x in col) for col in zip(headers, *rows, strict=False)]
     lines = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     for r in rows:
@@ -135,7 +161,7 @@ def progress_lines(interval: float | None = None) -> Hook:
             else:
                 shown.add(task)
             pct = f"{100 * done // total}%, " if total > 0 else ""
-            sys.stderr.write(f"{task}: {done:,}/{total:,} ({pct}{now - start:.0f}s)\n")
+            sys.stderr.write(f"{printable(task)}: {done:,}/{total:,} ({pct}{now - start:.0f}s)\n")
             sys.stderr.flush()
 
     return hook
@@ -151,6 +177,7 @@ def progress_bar(*, quiet: bool = False) -> Iterator[Hook | None]:
     if not sys.stderr.isatty():
         yield progress_lines()
         return
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
     with Progress(
@@ -165,7 +192,8 @@ def progress_bar(*, quiet: bool = False) -> Iterator[Hook | None]:
 
         def hook(task: str, done: int, total: int) -> None:
             if task not in tasks:
-                tasks[task] = bar.add_task(task, total=total)
+                # The description is rich markup: a "[bold]" in it is shown, not obeyed.
+                tasks[task] = bar.add_task(escape(printable(task)), total=total)
             bar.update(tasks[task], completed=done, total=total)
 
         yield hook

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json as _json
-import re
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +11,7 @@ import typer
 import dsreg
 from dsreg.cli._common import (
     CONTEXT,
+    AllowLookalikeIdsOpt,
     JsonOpt,
     QuietOpt,
     ReadRemoteOpt,
@@ -23,7 +23,9 @@ from dsreg.cli._common import (
     say,
     short,
     table,
+    write_json,
 )
+from dsreg.cli._text import printable
 
 
 def register(app: typer.Typer) -> None:
@@ -84,6 +86,7 @@ def add(
         str | None,
         typer.Option(help="The dataset creators' reference as plain text (as --citation)."),
     ] = None,
+    allow_lookalike_ids: AllowLookalikeIdsOpt = False,
     quiet: QuietOpt = False,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
@@ -107,6 +110,7 @@ def add(
             progress=hook,
             command=command_line(),
             registry=registry_path,
+            allow_lookalike_ids=allow_lookalike_ids,
         )
     if json:
         emit_json(res.to_dict())
@@ -185,23 +189,24 @@ def show(
     if info.several_labels is not None:
         out(f"labels    {info.several_labels} rows with more than one label that fits")
     k = len(info.classes)
-    shown = ", ".join(info.classes[:10]) + (f", … ({k} in all)" if k > 10 else "")
+    shown = ", ".join(map(printable, info.classes[:10])) + (f", … ({k} in all)" if k > 10 else "")
     out(f"classes   {k}: {shown}")
     source = dict(info.source)
     credit = source.pop("credit", None) or {}
     out(f"source    {source}")
     if "text" in credit:
-        out(f"credit    {credit['text']}")
+        out(f"credit    {printable(credit['text'])}")
     if "bibtex" in credit:
         keys = [
             line.split("{", 1)[1].rstrip(",")
             for line in credit["bibtex"].splitlines()
             if line.startswith("@")
         ]
-        out(f"credit    BibTeX: {', '.join(keys)} (dsreg cite repeats the entries)")
+        out(f"credit    BibTeX: {', '.join(map(printable, keys))} (dsreg cite repeats the entries)")
     for o in info.overlays:
         note = " (unvalidated: corrected by the detector)" if o["kind"] == "detected" else ""
-        out(f"overlay   {o['digest']}  {o['kind']}{note}, {o['rows']} rows, by {o['producer']}")
+        by = printable(str(o["producer"]))
+        out(f"overlay   {o['digest']}  {o['kind']}{note}, {o['rows']} rows, by {by}")
 
 
 def _render_object(info: dsreg.ObjectInfo) -> None:
@@ -209,7 +214,7 @@ def _render_object(info: dsreg.ObjectInfo) -> None:
     if info.dataset is not None:
         out(f"dataset   {info.dataset}")
     if info.manifest is not None:
-        out(_json.dumps(info.manifest, indent=2, sort_keys=True))
+        write_json(_json.dumps(info.manifest, indent=2, sort_keys=True) + "\n")
     elif info.size is not None:
         out(f"size      {info.size} bytes")
 
@@ -227,13 +232,13 @@ def log(
     else:
         rows = [
             [
-                _printable(e.time),
-                _printable(e.user),
-                _printable(e.event),
+                e.time,
+                e.user,
+                e.event,
                 e.tag or "",
                 short(e.old) if e.old else "-",
                 short(e.new) if e.new else "-",
-                _printable(e.command),
+                e.command,
             ]
             for e in entries
         ]
@@ -246,21 +251,6 @@ def log(
             + (", …" if n > 5 else "")
             + "); 'dsreg verify' names them."
         )
-
-
-# Terminal escape sequences (CSI ``ESC [ … final``, OSC ``ESC ] … BEL/ST``, and two-character
-# ones), then every control character (C0, DEL, C1), lone surrogate and bidirectional override:
-# a log line is anyone's text, and printed raw it could rewrite the terminal or what it shows.
-_ESCAPES = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]?|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x9b[0-?]*[ -/]*[@-~]?"
-    r"|\x9d[^\x07\x1b\x9c]*(?:\x07|\x9c)?|\x1b[ -~]?"
-)
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
-def _printable(text: str) -> str:
-    """``text`` without terminal escape sequences or control characters: safe to print."""
-    return _CONTROLS.sub("", _ESCAPES.sub("", text))
 
 
 def tag(
@@ -397,7 +387,7 @@ def verify(
         emit_json(res.to_dict())
     else:
         for p in res.problems:
-            out(f"{_printable(p.digest)}  {_printable(p.problem)}")
+            out(f"{printable(p.digest)}  {printable(p.problem)}")
         if res.not_fetched:
             n = len(res.not_fetched)
             say(

@@ -23,6 +23,7 @@ from dsreg.cli._common import (
     short,
     table,
 )
+from dsreg.cli._text import printable, write_file_format
 from dsreg.detector.options import FILTER_BY, RANK_BY
 from dsreg.errors import InvalidInputError
 
@@ -130,7 +131,8 @@ def detect(
     out(f"noise rate     {s['noise_rate']:.4f} (estimated fraction of wrong labels)")
     out(f"estimate       {s['num_label_issues_estimate']} label issues (cleanlab num_label_issues)")
     if s["issues_per_class"]:
-        out("per class      " + ", ".join(f"{k}: {v}" for k, v in s["issues_per_class"].items()))
+        per_class = s["issues_per_class"].items()
+        out("per class      " + ", ".join(f"{printable(k)}: {v}" for k, v in per_class))
     if ranked:
         out("")
         out(
@@ -247,7 +249,8 @@ def export(
     """Write an overlay's corrections as CSV, which 'import-labels --format csv' reads back."""
     text = dsreg.overlay_export(digest, output, registry=registry_path)
     if output is None:
-        out(text.rstrip("\n"))
+        # A file format: exact into a pipe or file, escaped on a terminal.
+        write_file_format(text)
     else:
         say(f"Wrote {text.count(chr(10)) - 1} corrections to {output}")
 
@@ -321,10 +324,8 @@ def show(
     out(f"overlay   {info.digest}")
     out(f"kind      {ov.kind}" + (" (unvalidated)" if ov.kind == "detected" else ""))
     out(f"base      {ov.base} ({info.dataset})")
-    out(
-        f"producer  {ov.producer['name']} {ov.producer['version']} "
-        + _json.dumps(ov.producer["params"], sort_keys=True)
-    )
+    name_version = printable(f"{ov.producer['name']} {ov.producer['version']}")
+    out(f"producer  {name_version} " + _json.dumps(ov.producer["params"], sort_keys=True))
     out(f"summary   {_json.dumps(ov.summary, sort_keys=True)}")
     out("")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -19,7 +19,9 @@ from dsreg.cli._common import (
     say,
     short,
     table,
+    write_json,
 )
+from dsreg.cli._text import SafeStream, printable, write_file_format
 from dsreg.errors import InvalidInputError
 
 
@@ -76,10 +78,22 @@ def sql(
         fmt = suffix if suffix in ("csv", "json", "parquet") else "table"
     if fmt == "parquet" and output is None and sys.stdout.isatty():
         raise InvalidInputError("--format parquet writes binary: give --output FILE or pipe it")
+    if fmt == "table" and output is None:
+        _sql_table(dsreg.sql(query, allow_files=allow_files, remote=remote, registry=registry_path))
+        return
+    target: Any = output
+    if output is None:
+        # JSON is exact either way (its own escapes); CSV is exact into a pipe or file and
+        # escaped on a terminal; Parquet never reaches one.
+        target = sys.stdout
+        if fmt == "json":
+            target = SafeStream(sys.stdout, json=True)
+        elif fmt == "csv" and sys.stdout.isatty():
+            target = SafeStream(sys.stdout)
     rows = dsreg.sql(
         query,
         format=fmt,
-        output=output if output is not None else sys.stdout,
+        output=target,
         allow_files=allow_files,
         remote=remote,
         registry=registry_path,
@@ -87,8 +101,14 @@ def sql(
     if output is not None:
         # The data went to a file: say what is in it (stdout stays empty).
         say(f"Wrote {rows} row{'s' if rows != 1 else ''} to {output} ({fmt})")
-    elif fmt == "table":
-        say(f"({rows} rows)")
+
+
+def _sql_table(result: Any) -> None:
+    """A query's rows as a text table: every cell through the sanitiser (a value is data)."""
+    columns = [c.to_pylist() for c in result.columns]
+    rows = [["NULL" if v is None else str(v) for v in r] for r in zip(*columns, strict=True)]
+    out(table(rows, list(result.column_names)))
+    say(f"({len(rows)} rows)")
 
 
 # -- eval -----------------------------------------------------------------------------------------
@@ -139,7 +159,7 @@ def eval_(
     if plot is not None:
         say(f"Wrote the rank chart to {plot}")
     if json:
-        sys.stdout.write(report.to_json())
+        write_json(report.to_json())
         return
     _render_eval(report)
 
@@ -217,7 +237,8 @@ def _render_eval(report: dsreg.EvalReport) -> None:
     for m in report.models:
         p = m.predictions
         where = p.file if p.file else f"({p.format})"
-        out(f"predictions  {m.model}: {p.digest or '-'}  {where}  [{p.kind}]")
+        model, where = printable(m.model), printable(where)
+        out(f"predictions  {model}: {p.digest or '-'}  {where}  [{p.kind}]")
     if report.views.get("honeypot") == 0 and report.overlays:
         say("Note: the honeypot is empty: no overlay of this revision has correctable rows")
     for note in report.notes:
@@ -270,7 +291,7 @@ def diff(
         _render_agreement(res.corrections)
     for kind, ids in res.samples.items():
         if ids:
-            say(f"first {kind.replace('_', ' ')}: {', '.join(ids)}")
+            say(f"first {kind.replace('_', ' ')}: {', '.join(map(printable, ids))}")
 
 
 def _share(part: int, whole: int) -> str:
@@ -328,7 +349,7 @@ def cite(
     if json:
         emit_json({**c.to_dict(), "format": c.format, "citation": text})
         return
-    sys.stdout.write(text)
+    write_file_format(text)
     say(f"Cited {c.name} at revision {short(c.revision)}")
     if c.remote is None:
         say(

@@ -10,6 +10,7 @@ import typer
 import dsreg
 from dsreg.cli._common import (
     CONTEXT,
+    AllowLookalikeIdsOpt,
     JsonOpt,
     QuietOpt,
     RegistryOpt,
@@ -263,6 +264,7 @@ def import_dvc(
             "'dsreg add'; a folder's class folders name them."
         ),
     ] = None,
+    allow_lookalike_ids: AllowLookalikeIdsOpt = False,
     quiet: QuietOpt = False,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
@@ -282,6 +284,7 @@ def import_dvc(
             progress=hook,
             command=command_line(),
             registry=registry_path,
+            allow_lookalike_ids=allow_lookalike_ids,
         )
     if json:
         emit_json(res.to_dict())

@@ -18,6 +18,7 @@ from dsreg.cli._common import (
     out,
     overlay_made,
     say,
+    write_json,
 )
 from dsreg.errors import InvalidInputError
 
@@ -105,7 +106,7 @@ def review(
     server.start()
     progress = server.progress()
     if json:
-        out(_json.dumps({"url": server.url, "items": progress.items}))
+        write_json(_json.dumps({"url": server.url, "items": progress.items}) + "\n")
     else:
         say(
             f"Reviewing {progress.items} items of {spec} ({progress.everyone} votes so far); "

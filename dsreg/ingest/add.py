@@ -77,6 +77,7 @@ def add(
     credit: str | None = None,
     progress: ProgressHook = no_progress,
     command: str = "",
+    allow_lookalike_ids: bool = False,
 ) -> AddResult:
     """Store one source as a snapshot of ``dataset`` (see ``dsreg.add``)."""
     check_sources(path, labels=labels, table=table, files=files, classes=classes, ids=ids)
@@ -96,6 +97,7 @@ def add(
                 progress=progress,
                 command=command,
                 extra_provenance=extra,
+                allow_lookalike_ids=allow_lookalike_ids,
             )
     from dsreg.ingest import sources
     from dsreg.ingest.snapshot import add_source
@@ -128,6 +130,7 @@ def add(
             progress=progress,
             command=command,
             extra_provenance=extra,
+            allow_lookalike_ids=allow_lookalike_ids,
         )
     assert table is not None
     src = sources.scan_table(
@@ -136,6 +139,7 @@ def add(
         label_column=label_column,
         classes=names,
         files=Path(files) if files is not None else None,
+        allow_lookalike_ids=allow_lookalike_ids,
     )
     return add_source(
         reg,

@@ -25,7 +25,7 @@ from dsreg.errors import DsregError, InputPathError, InvalidInputError, RemoteEr
 from dsreg.ingest.result import AddResult
 from dsreg.ingest.snapshot import add_locked
 from dsreg.ingest.sources import read_classes, scan_imagefolder, scan_labels
-from dsreg.model.names import check_name
+from dsreg.model.names import check_lookalike_ids, check_name
 from dsreg.objects.batch import STAGE_PREFIX
 from dsreg.repo.registry import Registry
 
@@ -87,11 +87,14 @@ def import_dvc(
     classes: str | os.PathLike[str] | Sequence[str] | None = None,
     progress: ProgressHook = no_progress,
     command: str = "",
+    allow_lookalike_ids: bool = False,
 ) -> ImportResult:
     """Import ``path`` of ``repo`` at ``rev`` as a snapshot of ``dataset`` (tagged ``tag``).
 
     ``classes``: the class names of a label file, as ``dsreg add --classes`` takes them (a list,
-    or a file with one per line: line i is class i); a folder names its classes itself."""
+    or a file with one per line: line i is class i); a folder names its classes itself. A
+    folder's paths of one spelling (``names.id_spelling``) are refused, as ``dsreg add``
+    refuses them, unless ``allow_lookalike_ids``."""
     check_name(dataset, what="dataset name")
     if tag is not None:
         check_name(tag, what="tag name")
@@ -130,6 +133,8 @@ def import_dvc(
                 _download(fs, rel, local, is_dir=is_dir, jobs=jobs, progress=progress, what=repo_id)
                 if is_dir:
                     source = scan_imagefolder(local)
+                    if not allow_lookalike_ids:
+                        check_lookalike_ids(source.ids, what=f"{rel} of {repo_id}")
                     layout = "imagefolder"
                 else:
                     source = scan_labels(local, classes=names)

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from dsreg.errors import DatasetFormatError, InputPathError
 from dsreg.ingest.payloads import Payload, tree_payloads
 from dsreg.ingest.treescan import TreeScan, scan_tree
-from dsreg.model.names import is_safe_relpath
+from dsreg.model.names import check_lookalike_ids, is_safe_relpath
 from dsreg.model.tables import check_metadata_names
 
 __all__ = [
@@ -287,8 +287,10 @@ def scan_table(
     label_column: str,
     classes: Sequence[str] | None,
     files: Path | None,
+    allow_lookalike_ids: bool = False,
 ) -> Source:
-    """A table of examples; payloads found as ``files / example_id`` when ``files`` is given."""
+    """A table of examples; payloads found as ``files / example_id`` when ``files`` is given.
+    Ids of one spelling (``names.id_spelling``) are refused unless ``allow_lookalike_ids``."""
     if id_column == label_column:
         raise DatasetFormatError(
             f"--id-column and --label-column both name column {id_column!r}; the example ids "
@@ -320,6 +322,8 @@ def scan_table(
             f"{what}: {len(dup)} example ids occur more than once, first {dup[:5]}; "
             f"the {id_column!r} column must be unique"
         )
+    if not allow_lookalike_ids:
+        check_lookalike_ids(ids, what=what)
     labels, names = _labels_to_index(table.column(label_column), classes, what=what)
     meta = table.drop_columns([id_column, label_column])
     # Before any payload is stored; check_examples checks again whatever builds the table.

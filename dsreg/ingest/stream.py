@@ -31,7 +31,8 @@ import pyarrow.parquet as pq
 
 from dsreg.errors import DatasetFormatError, InputPathError
 from dsreg.ingest.sources import MAX_INFERRED_CLASSES, check_example_id, map_label_npy
-from dsreg.model.arrays import first_unsafe
+from dsreg.model.arrays import first_unsafe, id_spellings
+from dsreg.model.names import lookalike_error
 from dsreg.model.tables import ROW_GROUP, base_schema, check_metadata_names, from_numpy
 
 __all__ = ["StreamSource", "Validation", "labels_stream", "read_ids", "table_stream"]
@@ -260,7 +261,17 @@ def read_ids(path: Path) -> Callable[[], Iterator[pa.Array]]:
 
         def from_json() -> Iterator[pa.Array]:
             for lo in range(0, len(values), ROW_GROUP):
-                yield pa.array(values[lo : lo + ROW_GROUP], type=pa.string())
+                chunk = values[lo : lo + ROW_GROUP]
+                try:
+                    ids = pa.array(chunk, type=pa.string())
+                except UnicodeEncodeError:
+                    # A "\ud800" escape JSON allows: a lone surrogate, which no UTF-8 holds.
+                    bad = next(v for v in chunk if not _encodes(v))
+                    raise DatasetFormatError(
+                        f"{what} holds the id {bad!a}, with a lone surrogate (half of a "
+                        "UTF-16 pair) that is no character; write the ids as Unicode text"
+                    ) from None
+                yield ids
 
         return from_json
     if suffix != ".txt":
@@ -289,6 +300,14 @@ def read_ids(path: Path) -> Callable[[], Iterator[pa.Array]]:
     return from_txt
 
 
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _lines(data: bytes, what: str) -> pa.Array:
     try:
         text = data.decode("utf-8")
@@ -309,6 +328,10 @@ class Validation:
     id_name: str
     unique_hint: str
     classes: tuple[str, ...] | None
+    # Ids are unique in their spelling (``names.id_spelling``) unless lookalikes are allowed;
+    # ``ids_what`` names the ids' own file, if they have one.
+    allow_lookalikes: bool = False
+    ids_what: str = ""
     rows: int = 0
     null_ids: int = 0
     unsafe: str | None = None
@@ -326,12 +349,17 @@ class Validation:
         self.null_ids += ids.null_count
         if self.unsafe is None:
             self.unsafe = first_unsafe(ids)
-        h = hasher(ids)
+        h = hasher(self.spellings(ids))
         h.sort()
         parts = np.split(h, np.searchsorted(h, _RANGE_STARTS))
         for held, part in zip(self.hashes, parts, strict=True):
             if len(part):
                 held.append(part)
+
+    def spellings(self, ids: pa.Array) -> pa.Array:
+        """What uniqueness is checked on: each id's spelling, or the id if lookalikes are
+        allowed. Identical ids have one spelling, so one check finds both."""
+        return ids if self.allow_lookalikes else id_spellings(ids)
 
     def int_labels(self, arr: np.ndarray, start: int) -> None:
         k = len(self.classes) if self.classes is not None else None
@@ -345,7 +373,12 @@ class Validation:
             self.bad_first += arr[bad[:room]].tolist()
             self.bad_rows += (bad[:room] + start).tolist()
 
-    def finish_ids(self, duplicates: Callable[[np.ndarray], list[str]]) -> None:
+    def finish_ids(
+        self, repeats: Callable[[np.ndarray], tuple[list[str], list[tuple[str, str]]]]
+    ) -> None:
+        """Raise what the checks found; ``repeats(hashes)`` finds, among the rows whose
+        spellings have one of those hashes, the ids that occur more than once (sorted) and
+        the lookalikes (``names.lookalike_ids``), reported after them."""
         if self.null_ids:
             raise DatasetFormatError(f"{self.what}: {self.null_ids} rows have no {self.id_name}")
         if self.unsafe is not None:
@@ -354,12 +387,14 @@ class Validation:
         with ThreadPoolExecutor(2) as pool:  # numpy sorts without the GIL
             repeated = [r for r in pool.map(_repeated, ranges) if len(r)]
         if repeated:
-            dup = duplicates(np.concatenate(repeated))
+            dup, lookalikes = repeats(np.concatenate(repeated))
             if dup:
                 raise DatasetFormatError(
                     f"{self.what}: {len(dup)} example ids occur more than once, first "
                     f"{dup[:5]}; {self.unique_hint}"
                 )
+            if lookalikes:
+                raise lookalike_error(self.ids_what or self.what, lookalikes)
 
     def finish_labels(self) -> tuple[str, ...]:
         """The class names (given, or inferred as ``sources._labels_to_index`` infers them)."""

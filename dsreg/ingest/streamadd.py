@@ -6,7 +6,7 @@ not moved) until every check has passed.
 from __future__ import annotations
 
 from collections import Counter, deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -20,6 +20,7 @@ from dsreg.errors import DatasetFormatError
 from dsreg.ingest.result import AddResult, check_names, is_dry, refuse_tag
 from dsreg.ingest.stream import StreamSource, Validation, null_columns
 from dsreg.model.manifests import Revision, Snapshot
+from dsreg.model.names import pair_lookalikes
 from dsreg.model.tables import ROW_GROUP, CanonicalWriter, as_numpy, base_schema, from_numpy
 from dsreg.repo.registry import Registry
 
@@ -44,6 +45,7 @@ def add_stream(
     progress: ProgressHook = no_progress,
     command: str = "",
     extra_provenance: dict[str, object] | None = None,
+    allow_lookalike_ids: bool = False,
 ) -> AddResult:
     """Store a label-only ``src`` as a snapshot of ``dataset``; point ``dataset@tag`` at it.
     (``progress`` is not called: the rows stream by faster than a bar would be drawn.)"""
@@ -65,7 +67,14 @@ def add_stream(
         id_name, hint = repr(src.id_column), f"the {src.id_column!r} column must be unique"
     else:
         id_name, hint = "example id", f"the ids of {src.ids_what} must be unique"
-    v = Validation(what=src.what, id_name=id_name, unique_hint=hint, classes=classes)
+    v = Validation(
+        what=src.what,
+        id_name=id_name,
+        unique_hint=hint,
+        classes=classes,
+        allow_lookalikes=allow_lookalike_ids,
+        ids_what=src.ids_what,
+    )
     hasher = _IdHasher() if src.id_column or src.ids is not None else None
     with reg.lock():
         existing = reg.refs.get(dataset, tag) if tag is not None else None
@@ -121,7 +130,7 @@ def add_stream(
                 pool_read.shutdown(wait=True, cancel_futures=True)
             writer.close()
             out.flush()
-            v.finish_ids(lambda cand: _duplicates(out.path, cand, hasher))
+            v.finish_ids(lambda cand: _repeats(out.path, cand, hasher, v.spellings))
             names = v.finish_labels()
             examples = out.peek()
             snap = Snapshot(
@@ -293,14 +302,23 @@ class _IdHasher:
         return np.asarray(got, dtype=np.uint64)
 
 
-def _duplicates(path: Any, candidates: np.ndarray, hasher: _IdHasher | None) -> list[str]:
-    """The ids that truly occur more than once, sorted: the staged table's ids whose hashes
-    collided, compared as text (two different ids may share a hash)."""
+def _repeats(
+    path: Any,
+    candidates: np.ndarray,
+    hasher: _IdHasher | None,
+    spellings: Callable[[pa.Array], pa.Array],
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """Among the staged table's rows whose spellings' hashes are ``candidates``, the ids that
+    truly occur more than once (sorted) and the lookalikes, as ``names.lookalike_ids`` gives
+    them: spellings compared as text (two different spellings may share a hash)."""
     assert hasher is not None
-    counts: Counter[str] = Counter()
+    hits: list[tuple[str, str]] = []
     for batch in pq.ParquetFile(path).iter_batches(batch_size=ROW_GROUP, columns=["example_id"]):
         ids = batch.column(0)
-        hit = np.isin(hasher(ids), candidates)
+        keys = spellings(ids)
+        hit = np.isin(hasher(keys), candidates)
         if hit.any():
-            counts.update(ids.filter(from_numpy(hit, pa.bool_())).to_pylist())
-    return sorted(k for k, c in counts.items() if c > 1)
+            mask = from_numpy(hit, pa.bool_())
+            hits += zip(keys.filter(mask).to_pylist(), ids.filter(mask).to_pylist(), strict=True)
+    counts = Counter(i for _, i in hits)
+    return sorted(k for k, c in counts.items() if c > 1), pair_lookalikes(hits)

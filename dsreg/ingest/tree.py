@@ -13,6 +13,7 @@ from dsreg._util.parallel import gc_paused
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.ingest.result import AddResult, check_names, is_dry, refuse_tag
 from dsreg.ingest.treescan import TreeScan
+from dsreg.model.names import check_lookalike_ids
 from dsreg.repo.registry import Registry
 
 __all__ = ["add_tree"]
@@ -28,8 +29,10 @@ def add_tree(
     progress: ProgressHook = no_progress,
     command: str = "",
     extra_provenance: dict[str, object] | None = None,
+    allow_lookalike_ids: bool = False,
 ) -> AddResult:
-    """Store the tree ``scan`` describes as a snapshot of ``dataset`` (as ``add_source``)."""
+    """Store the tree ``scan`` describes as a snapshot of ``dataset`` (as ``add_source``).
+    Paths of one spelling (``names.id_spelling``) are refused unless ``allow_lookalike_ids``."""
     from dsreg._version import __version__
 
     check_names(dataset, tag)
@@ -40,6 +43,9 @@ def add_tree(
         import json
 
         version += "\0" + json.dumps(extra_provenance, sort_keys=True)
+    if allow_lookalike_ids:
+        # Remembered apart: a later add without the option checks the paths again.
+        version += "\0allow_lookalike_ids"
     fingerprint = scan.fingerprint(dataset, version)
     # Under the registry's lock: gc (which forgets every fingerprint) cannot run between the
     # lookup and the tag.
@@ -73,6 +79,8 @@ def add_tree(
         # the parent imports them while the workers read, hash and stage.
         from dsreg.ingest.payloads import store_payloads, tree_payloads
 
+        if not allow_lookalike_ids:
+            check_lookalike_ids(scan.ids, what=f"folder {scan.root!r}")
         existing = reg.refs.get(dataset, tag) if tag is not None else None
         payloads = tree_payloads(scan)
         stored = store_payloads(

@@ -8,15 +8,23 @@ second (importing a 50,000-row relabeling, scoring it) builds its arrays here in
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dsreg.model.names import UNSAFE_PATH
+from dsreg.model.names import TRAILING_SPACE, UNSAFE_PATH
 
 # from_numpy is re-exported by model.tables
-__all__ = ["first_unsafe", "from_numpy", "null_array", "scattered", "string_array"]
+__all__ = [
+    "first_unsafe",
+    "from_numpy",
+    "id_spellings",
+    "null_array",
+    "scattered",
+    "string_array",
+]
 
 
 def from_numpy(
@@ -73,6 +81,48 @@ def _may_be_unsafe(chunk: pa.Array) -> bool:
         return True  # an empty id (or a null, which the regex passes)
     text = memoryview(data)[int(ends[0]) : int(ends[-1])].tobytes()
     return any(b in text for b in _UNSAFE_BYTES)
+
+
+def id_spellings(ids: pa.Array) -> pa.Array:
+    """``names.id_spelling`` of each id, vectorised: NFC of the ids that are not ASCII (NFC
+    changes no ASCII text), then whitespace at the end of each path part removed, if the bytes
+    hold any. ``ids`` itself when each is printable ASCII without a space, its own spelling:
+    the usual case, passed by two reductions over the bytes (50 million ids: a tenth of a
+    second). The rest costs about a second per million ids that are not ASCII."""
+    data = _text_bytes(ids)
+    if data is not None and (not len(data) or (data.min() > 0x20 and data.max() < 0x7F)):
+        return ids
+    if data is None or data.max() >= 0x80:
+        other = pc.fill_null(pc.invert(pc.string_is_ascii(ids)), False)
+        if pc.any(other).as_py():
+            nfc = pc.utf8_normalize(ids.filter(other), form="NFC")
+            ids = pc.replace_with_mask(ids, other, nfc)
+    if data is None or _may_hold_space(data):
+        ids = pc.replace_substring_regex(ids, pattern=TRAILING_SPACE, replacement="\\1")
+    return ids
+
+
+def _may_hold_space(data: np.ndarray) -> bool:
+    """Whether a White_Space character may begin in UTF-8 ``data``: an ASCII control or space,
+    or a first byte of the others (U+0085 and U+00A0: C2; U+1680: E1; U+2000 to U+205F: E2;
+    U+3000: E3)."""
+    return bool(((data <= 0x20) | (data == 0xC2) | ((data >= 0xE1) & (data <= 0xE3))).any())
+
+
+def _text_bytes(chunk: pa.Array) -> np.ndarray | None:
+    """The UTF-8 bytes of a string or large_string array's values (None for other types)."""
+    if pa.types.is_string(chunk.type):
+        width: type[np.signedinteger[Any]] = np.int32
+    elif pa.types.is_large_string(chunk.type):
+        width = np.int64
+    else:
+        return None
+    _, offsets, data = chunk.buffers()
+    ends = np.frombuffer(offsets, dtype=width, count=chunk.offset + len(chunk) + 1)
+    lo, hi = int(ends[chunk.offset]), int(ends[-1])
+    if data is None or hi == lo:
+        return np.empty(0, dtype=np.uint8)
+    return np.frombuffer(data, dtype=np.uint8, count=hi - lo, offset=lo)
 
 
 def null_array(type_: pa.DataType, n: int) -> pa.Array:

@@ -6,17 +6,25 @@ A spec is ``dataset@tag``, ``dataset@<prefix>`` or ``blake3:<hex>``.
 from __future__ import annotations
 
 import re
+import unicodedata
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from dsreg.errors import InvalidNameError, InvalidSpecError
+from dsreg.errors import DatasetFormatError, InvalidNameError, InvalidSpecError
 from dsreg.objects.digest import MIN_PREFIX, PREFIX, is_digest
 
 __all__ = [
+    "TRAILING_SPACE",
     "UNSAFE_PATH",
     "Spec",
+    "check_lookalike_ids",
     "check_name",
+    "id_spelling",
     "is_safe_component",
     "is_safe_relpath",
+    "lookalike_error",
+    "lookalike_ids",
+    "pair_lookalikes",
     "parse_spec",
     "parse_tag_target",
 ]
@@ -28,6 +36,15 @@ __all__ = [
 # pyarrow checks whole columns with it.
 UNSAFE_PATH = r"^$|^/|\\|\x00|(^|/)\.{0,2}(/|$)"
 _UNSAFE = re.compile(UNSAFE_PATH)
+
+# Unicode's White_Space characters, written literally so that RE2 and Python's re read the
+# class alike. TRAILING_SPACE is RE2's form of a run of them ending a path part (RE2 has no
+# lookahead; its "$" is the end of the text): pyarrow replaces it with "\1".
+_SPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+TRAILING_SPACE = f"[{_SPACE}]+(/|$)"
+_TRAILING = re.compile(f"[{_SPACE}]+(?=/|\\Z)")
+# An id without any of these (printable ASCII, no space) is its own spelling.
+_NOT_PLAIN = re.compile("[^!-~]")
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _HEX = re.compile(r"^[0-9a-f]+$")
@@ -54,6 +71,53 @@ def is_safe_relpath(path: str) -> bool:
 def is_safe_component(name: str) -> bool:
     """Whether ``name`` is one safe path part (a class folder): no "/" and safe."""
     return "/" not in name and is_safe_relpath(name)
+
+
+def id_spelling(example_id: str) -> str:
+    """The form example ids are compared in for lookalikes: Unicode NFC, and no whitespace at
+    the end of any path part. Two ids of one spelling are one file where a checkout lands on a
+    file system that normalises names (macOS) or drops trailing spaces (Windows)."""
+    return _TRAILING.sub("", unicodedata.normalize("NFC", example_id))
+
+
+def lookalike_ids(ids: Sequence[str]) -> list[tuple[str, str]]:
+    """Each id whose spelling an earlier, different id has, as (earlier, later), in row order
+    (identical ids are another check's). One scan of the joined ids answers the usual case:
+    printable ASCII without spaces is its own spelling."""
+    if _NOT_PLAIN.search("/".join(ids)) is None:
+        return []
+    return pair_lookalikes((i if _NOT_PLAIN.search(i) is None else id_spelling(i), i) for i in ids)
+
+
+def pair_lookalikes(spelled: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``lookalike_ids`` of ids given with their spellings, ``(spelling, id)`` in row order."""
+    seen: dict[str, str] = {}
+    pairs = []
+    for spelling, i in spelled:
+        first = seen.setdefault(spelling, i)
+        if first != i:
+            pairs.append((first, i))
+    return pairs
+
+
+def lookalike_error(what: str, pairs: Sequence[tuple[str, str]]) -> DatasetFormatError:
+    """The refusal of ids of one spelling (``pairs`` as ``lookalike_ids`` gives them), naming
+    the first two as ``ascii`` writes them, so that the difference is visible."""
+    a, b = pairs[0]
+    more = f" ({len(pairs)} ids in all look like an earlier one)" if len(pairs) > 1 else ""
+    return DatasetFormatError(
+        f"{what}: example ids {a!a} and {b!a} differ only in Unicode normalisation "
+        f"(NFC/NFD) or trailing whitespace{more}, and would be one file in a checkout on macOS "
+        "or Windows; rename one in the source, or give --allow-lookalike-ids "
+        "(allow_lookalike_ids=True) to keep them as they are"
+    )
+
+
+def check_lookalike_ids(ids: Sequence[str], *, what: str) -> None:
+    """Refuse ids of one spelling (``lookalike_ids``) with ``lookalike_error``."""
+    pairs = lookalike_ids(ids)
+    if pairs:
+        raise lookalike_error(what, pairs)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
