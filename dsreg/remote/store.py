@@ -79,6 +79,9 @@ _FEW = 32
 _LOCAL_JOBS = max(2, min(16, (os.cpu_count() or 1) * 2))
 # Tag names an error lists before it says how many more there are.
 _NAMED = 20
+# Reads of fewer tag files than this are over in a blink and report no progress: a push or pull
+# with nothing to do opens no progress bar.
+_TAGS_SHOWN = 256
 
 
 def ref_value(data: bytes) -> str | bytes:
@@ -171,6 +174,8 @@ class RemoteStore:
         """The remote's tags (every one, or ``dataset``'s), sorted, without reading a tag file:
         one listing of ``refs/`` (``refs/<dataset>/`` for one dataset) or, on a remote that
         cannot list (a static web server), the index ``info/refs``."""
+        if dataset is not None:
+            check_name(dataset, what="dataset name")
         # The index is written sorted: sorting it again is one pass.
         return sorted(self._indexed(dataset) if self.read_only else self._listed(dataset))
 
@@ -185,8 +190,10 @@ class RemoteStore:
         (``(dataset, tag) -> digest``) and those holding anything else (``-> their bytes``); a
         tag file that is gone is left out. The files are read ``jobs`` at a time (default: the
         remote's), in one event loop where the file system is asynchronous (http, s3), and
-        ``progress("reading tags", done, total)`` hears of them."""
+        ``progress("reading tags", done, total)`` hears of them (of ``_TAGS_SHOWN`` or more)."""
         paths = [self.ref_path(ds, tag) for ds, tag in names]
+        if len(paths) < _TAGS_SHOWN:
+            progress = no_progress
         try:
             contents = self._read_many(paths, jobs or self.default_jobs(), progress)
         except DsregError:
