@@ -292,6 +292,8 @@ class RemoteRead:
         """Fetch from the remote, verified, the objects among ``digests`` that this registry
         lacks or found corrupt (a read marks them): what a gc or a person removed, what the
         disk damaged. A corrupt one is replaced whole; an intact one is left alone."""
+        if self.cached:
+            Registry.init(self.reg.root)  # the cache may have been deleted whole meanwhile
         with self.reg.lock():
             fetch_objects(
                 self.reg,

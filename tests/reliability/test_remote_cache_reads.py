@@ -9,6 +9,7 @@ docs/concepts.md, "Guarantees")."""
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import shutil
 import subprocess
@@ -153,10 +154,13 @@ _BETWEEN = {
         ("checkout", "payload"),
         ("checkout", "table"),
         ("checkout", "everything"),
+        ("checkout", "whole-cache"),
         ("sql", "table"),
         ("sql", "everything"),
+        ("sql", "whole-cache"),
         ("show", "table"),
         ("show", "everything"),
+        ("show", "whole-cache"),
     ],
 )
 def test_an_object_removed_from_the_cache_between_resolve_and_read_is_fetched_again(
@@ -166,26 +170,28 @@ def test_an_object_removed_from_the_cache_between_resolve_and_read_is_fetched_ag
     command: str,
     removed: str,
 ) -> None:
-    """As a gc of the cache, or ``rm``, would remove it; the read goes on with it fetched again
-    from the remote, and serves the right bytes."""
+    """As a gc of the cache, or ``rm``, would remove it (``whole-cache``: its folder, which
+    may be deleted at any time); the read goes on with it fetched again from the remote, and
+    serves the right bytes."""
+    everything = [*published.payloads, *published.tables, *published.manifests]
     victims = {
         "payload": list(published.payloads[:3]),
         "table": list(published.tables),
-        "everything": [*published.payloads, *published.tables, *published.manifests],
+        "everything": everything,
+        "whole-cache": everything,
     }[removed]
     module, name = _BETWEEN[command]
-    import importlib
-
     target = importlib.import_module(module)
     original = getattr(target, name)
     done: list[str] = []
 
     def between(*args: Any, **kwargs: Any) -> Any:
         if not done:
-            for d in victims:
-                if machine.object(d).exists():
-                    machine.object(d).unlink()
-                    done.append(d)
+            done.extend(d for d in victims if machine.object(d).exists())
+            for d in done:
+                machine.object(d).unlink()
+            if removed == "whole-cache":
+                shutil.rmtree(machine.cache)
         return original(*args, **kwargs)
 
     monkeypatch.setattr(target, name, between)
