@@ -328,6 +328,10 @@ class Connection:
     locked before any query runs, so SQL reads the revisions' views and nothing else (no file
     read or written, no ATTACH, INSTALL, LOAD or SET); a refused statement raises ``QueryError``
     naming ``allow_files``. ``allow_files=True`` leaves DuckDB's full access on.
+
+    ``resolve`` resolves a name (default: in the registry); ``repairing`` runs each read of the
+    registry (a view's manifests and tables, a table DuckDB opens): a read of a remote passes
+    one that fetches again what such a read finds missing or corrupt (``Repairing``).
     """
 
     def __init__(
