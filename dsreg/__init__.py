@@ -108,7 +108,7 @@ if TYPE_CHECKING:
     from dsreg.report.human import HumanScore
     from dsreg.report.labelexport import ExportResult
     from dsreg.report.ranks import PredictionsSource
-    from dsreg.report.show import ObjectInfo, RevisionInfo, TagRef
+    from dsreg.report.show import ObjectInfo, RevisionInfo, TagList, TagRef
     from dsreg.validation.queue import ReviewProgress
     from dsreg.validation.server import ReviewServer
     from dsreg.views.dataset import Dataset, Example
@@ -144,7 +144,7 @@ _WHERE: dict[str, tuple[str, ...]] = {
     "dsreg.report.human": ("HumanScore",),
     "dsreg.report.labelexport": ("ExportResult",),
     "dsreg.report.ranks": ("PredictionsSource",),
-    "dsreg.report.show": ("ObjectInfo", "RevisionInfo", "TagRef"),
+    "dsreg.report.show": ("ObjectInfo", "RevisionInfo", "TagList", "TagRef"),
     "dsreg.validation.queue": ("ReviewProgress",),
     "dsreg.validation.server": ("ReviewServer",),
     "dsreg.views.dataset": ("Dataset", "Example"),
@@ -229,6 +229,7 @@ __all__ = [
     "Snapshot",
     "StorageError",
     "TagExistsError",
+    "TagList",
     "TagRef",
     "TagResult",
     "Transition",

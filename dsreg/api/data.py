@@ -4,7 +4,8 @@ reports (evaluate, diff, cite)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import IO, TYPE_CHECKING, Any, Literal, overload
 
 from dsreg._util.progress import ProgressHook, no_progress
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from dsreg.ops.overlay import OverlayResult
     from dsreg.overlays.inspect import OverlayInfo
     from dsreg.overlays.write import OverlayRecord
+    from dsreg.remote.read import RemoteRead
+    from dsreg.repo.registry import Registry, Resolved
     from dsreg.report.cite import Citation
     from dsreg.report.diff import DiffResult
     from dsreg.report.evaluate import EvalReport
@@ -47,9 +50,13 @@ def open(
     from dsreg.views.dataset import Dataset
 
     if remote is not None:
-        from dsreg.api.reading import read_remote_revision
+        from dsreg.api.reading import read_remote_revision, remote_read
 
-        return Dataset(*read_remote_revision(spec, remote, registry, payloads=True))
+        with remote_read(registry, remote) as reader:
+            resolved = reader.repairing(
+                lambda: read_remote_revision(reader, spec, remote, payloads=True)
+            )
+            return Dataset(reader.reg, resolved)
     reg = find_registry(registry)
     return Dataset(reg, reg.resolve(spec))
 
@@ -71,10 +78,17 @@ def connect(
     from dsreg.views.sql import Connection
 
     if remote is not None:
-        from dsreg.api.reading import remote_resolver
+        from dsreg.api.reading import remote_reader
 
-        reg, resolve = remote_resolver(registry, remote)
-        return Connection(reg, allow_files=allow_files, resolve=resolve)
+        # No lock is held for a connection's life: each revision named is fetched when a
+        # query names it, and an object found missing or corrupt when read is fetched again.
+        reader = remote_reader(registry, remote)
+        return Connection(
+            reader.reg,
+            allow_files=allow_files,
+            resolve=partial(reader.revision, payloads=False),
+            repairing=reader.repairing,
+        )
     return Connection(find_registry(registry), allow_files=allow_files)
 
 
@@ -128,21 +142,46 @@ def sql(
         check_format(format)
     if output is None and format is not None:
         raise InvalidInputError(f"format {format!r} writes to output=: give a path or stream")
-    resolve = None
-    if remote is not None:
-        from dsreg.api.reading import remote_resolver
+    if remote is None:
+        return _sql(find_registry(registry), query, output, format, allow_files)
+    from dsreg.api.reading import remote_read
 
-        reg, resolve = remote_resolver(registry, remote)
-    else:
-        reg = find_registry(registry)
+    # The registry's lock is held until the last row is written: a gc waits for the query.
+    with remote_read(registry, remote) as reader:
+        return _sql(reader.reg, query, output, format, allow_files, reader=reader)
+
+
+def _sql(
+    reg: Registry,
+    query: str,
+    output: PathArg | IO[Any] | None,
+    format: str | None,
+    allow_files: bool,
+    *,
+    reader: RemoteRead | None = None,
+) -> pa.Table | int:
+    """``sql`` in ``reg``; with ``reader``, the revisions named resolve on its remote and a
+    table found missing or corrupt is fetched again from there."""
+    from dsreg.views.sql import Connection
+
+    resolve: Callable[[str], Resolved] | None = None
+    repairing = None
+    if reader is not None:
+        resolve, repairing = partial(reader.revision, payloads=False), reader.repairing
     if output is None:
-        from dsreg.views.sql import Connection
-
-        with Connection(reg, allow_files=allow_files, resolve=resolve) as con:
+        with Connection(reg, allow_files=allow_files, resolve=resolve, repairing=repairing) as con:
             return con.table(query)
     from dsreg.report.export import write_query
 
-    return write_query(reg, query, output, format=format, allow_files=allow_files, resolve=resolve)
+    return write_query(
+        reg,
+        query,
+        output,
+        format=format,
+        allow_files=allow_files,
+        resolve=resolve,
+        repairing=repairing,
+    )
 
 
 # -- overlays ----------------------------------------------------------------------------------

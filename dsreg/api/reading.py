@@ -1,10 +1,12 @@
 """What the reading functions (``open``, ``show``, ``ls``, ``sql``, ``connect``, ``checkout``)
 share when given ``remote=``: the registry they read into (the one found as ever, else the
-per-user cache registry) and how a spec resolves there (``dsreg.remote.read``)."""
+per-user cache registry), how a spec resolves there and how objects that vanish or break there
+during the read come again (``dsreg.remote.read``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from dsreg._util.progress import ProgressHook, no_progress
@@ -13,6 +15,7 @@ from dsreg.errors import RegistryNotFoundError
 from dsreg.repo.registry import Registry, Resolved
 
 if TYPE_CHECKING:
+    from dsreg.remote.read import RemoteRead
     from dsreg.remote.store import RemoteStore
 
 
@@ -37,44 +40,38 @@ def remote_store(registry: RegistryArg, remote: str) -> tuple[Registry, RemoteSt
     return reg, reading_remote(reg, remote, cached=cached), cached
 
 
-def read_remote_revision(
-    spec: str,
-    remote: str,
-    registry: RegistryArg,
-    *,
-    payloads: bool,
-    progress: ProgressHook = no_progress,
-) -> tuple[Registry, Resolved]:
-    """Resolve ``spec`` with ``remote`` and fetch what it lacks, verified: with ``payloads``
+def remote_reader(
+    registry: RegistryArg, remote: str, *, progress: ProgressHook = no_progress
+) -> RemoteRead:
+    """A read of ``remote`` into the registry found (or the cache), holding no lock: for a
+    connection that lives as long as its caller wants (``connect``)."""
+    from dsreg.remote.read import RemoteRead
+
+    reg, rs, cached = remote_store(registry, remote)
+    return RemoteRead(reg, rs, cached=cached, progress=progress)
+
+
+@contextlib.contextmanager
+def remote_read(
+    registry: RegistryArg, remote: str, *, progress: ProgressHook = no_progress
+) -> Iterator[RemoteRead]:
+    """A command's read of ``remote``, holding the registry's lock, shared, until it ends: a gc
+    (which takes the lock exclusive) waits for the read, and never removes what the read
+    fetched and goes on reading (docs/remotes.md, "Reading a remote")."""
+    reader = remote_reader(registry, remote, progress=progress)
+    with reader.reg.lock():
+        yield reader
+
+
+def read_remote_revision(reader: RemoteRead, spec: str, remote: str, *, payloads: bool) -> Resolved:
+    """Resolve ``spec`` with the remote and fetch what it lacks, verified: with ``payloads``
     everything (``open``, ``checkout``), else the manifests and tables (``show``).
 
     In a registry of one's own the spec resolves there first; a revision fetched whole for
     ``open`` or ``checkout`` has its remote tag recorded there, as a pull would. The cache
     registry records no tag: a tag is read from the remote each time."""
-    from dsreg.remote.read import read_revision
-
-    reg, rs, cached = remote_store(registry, remote)
-    if payloads and not cached:
+    if payloads and not reader.cached:
         from dsreg.remote.transfer import fetch_for_open
 
-        return reg, fetch_for_open(reg, spec, remote).resolved
-    resolved = read_revision(
-        reg, rs, spec, payloads=payloads, local_first=not cached, progress=progress
-    )
-    return reg, resolved
-
-
-def remote_resolver(
-    registry: RegistryArg, remote: str
-) -> tuple[Registry, Callable[[str], Resolved]]:
-    """The registry a query over ``remote``'s revisions reads, and how a name in the query
-    resolves: with the remote, fetching the revision's manifests and tables (never its
-    payloads) before DuckDB reads them, verified."""
-    from dsreg.remote.read import read_revision
-
-    reg, rs, cached = remote_store(registry, remote)
-
-    def resolve(spec: str) -> Resolved:
-        return read_revision(reg, rs, spec, payloads=False, local_first=not cached)
-
-    return reg, resolve
+        return fetch_for_open(reader.reg, spec, remote).resolved
+    return reader.revision(spec, payloads=payloads)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from dsreg.ops.maintenance import GcResult, VerifyResult
     from dsreg.ops.tag import TagResult
     from dsreg.repo.refs import RefLog
-    from dsreg.report.show import ObjectInfo, RevisionInfo, TagRef
+    from dsreg.report.show import ObjectInfo, RevisionInfo, TagList
 
 
 # -- registry commands -------------------------------------------------------------------------
@@ -108,19 +108,37 @@ def add(
     )
 
 
-def ls(*, remote: str | None = None, registry: RegistryArg = None) -> list[TagRef]:
+def ls(
+    *,
+    remote: str | None = None,
+    max_tags: int | None = None,
+    progress: ProgressHook | None = None,
+    registry: RegistryArg = None,
+) -> TagList:
     """Every tag of every dataset: ``dataset``, ``tag``, ``revision`` (full digest).
 
-    With ``remote`` (a name, or a URL: no registry needed), the tags that remote holds."""
-    from dsreg.report.show import TagRef, list_tags
+    With ``remote`` (a name, or a URL: no registry needed), the tags that remote holds: one
+    listing (or its ``info/refs``) names them, then the tag files are read, concurrently, at
+    most ``max_tags`` of them (default ``$DSREG_MAX_TAGS``, else 10,000; 0 reads every one),
+    the first by dataset and tag. The result (a list) says how many the remote names
+    (``named``) and how many were left unread (``omitted``). ``progress("reading tags", done,
+    total)`` hears of the reads."""
+    from dsreg.report.show import TagList, TagRef, list_tags
 
-    if remote is not None:
-        from dsreg.api.reading import remote_store
-        from dsreg.remote.read import remote_tags
+    if remote is None:
+        tags = list_tags(find_registry(registry))
+        return TagList(tags, named=len(tags))
+    from dsreg.api.reading import remote_store
+    from dsreg.remote.read import remote_tags
 
-        _reg, rs, _cached = remote_store(registry, remote)
-        return [TagRef(dataset=ds, tag=t, revision=d) for ds, t, d in remote_tags(rs)]
-    return list_tags(find_registry(registry))
+    _reg, rs, _cached = remote_store(registry, remote)
+    got = remote_tags(rs, max_tags=max_tags, progress=progress or no_progress)
+    return TagList(
+        (TagRef(dataset=ds, tag=t, revision=d) for ds, t, d in got.tags),
+        named=got.named,
+        omitted=got.omitted,
+        max_tags=got.cap,
+    )
 
 
 def untagged_datasets(*, registry: RegistryArg = None) -> list[str]:
@@ -144,9 +162,12 @@ def show(
     from dsreg.report.show import describe, describe_resolved
 
     if remote is not None:
-        from dsreg.api.reading import read_remote_revision
+        from dsreg.api.reading import remote_read
 
-        return describe_resolved(*read_remote_revision(spec, remote, registry, payloads=False))
+        with remote_read(registry, remote) as reader:
+            return reader.repairing(
+                lambda: describe_resolved(reader.reg, reader.revision(spec, payloads=False))
+            )
     return describe(find_registry(registry), spec)
 
 
@@ -247,34 +268,47 @@ def checkout(
     """
     from dsreg.ops.checkout import checkout as do_checkout
 
-    resolved = None
-    if remote is not None:
-        if link is not None and link not in LINKS:  # refused before anything is fetched
-            raise InvalidInputError(
-                f"unknown --link {link!r}; choose reflink, copy, hardlink or symlink"
-            )
-        from dsreg.api.reading import read_remote_revision
-
-        reg, resolved = read_remote_revision(
-            spec, remote, registry, payloads=True, progress=progress or no_progress
-        )
-    else:
+    hook = progress or no_progress
+    if remote is None:
         reg = find_registry(registry)
-    chosen = link or reg.config.get("core", {}).get("checkout_link", "reflink")
+        chosen = _link_type(reg, link)
+        return do_checkout(
+            reg, reg.resolve(spec), Path(path), link=chosen, verify=verify, progress=hook
+        )
+    if link is not None:
+        _link_type(None, link)  # refused before anything is fetched
+    from dsreg.api.reading import read_remote_revision, remote_read
+
+    # The registry's lock is held from the fetch until the files are placed, so a gc waits;
+    # an object found missing or corrupt all the same is fetched again from the remote.
+    with remote_read(registry, remote, progress=hook) as reader:
+
+        def run() -> CheckoutResult:
+            resolved = read_remote_revision(reader, spec, remote, payloads=True)
+            chosen = _link_type(reader.reg, link)
+            return do_checkout(
+                reader.reg,
+                resolved,
+                Path(path),
+                link=chosen,
+                verify=verify,
+                progress=hook,
+                refetch=reader.refetch,
+            )
+
+        return reader.repairing(run)
+
+
+def _link_type(reg: Registry | None, link: str | None) -> LinkType:
+    """``link``, else the registry's ``core.checkout_link``, else ``reflink``; an unknown one is
+    an ``InvalidInputError``."""
+    chosen = link or (reg.config.get("core", {}).get("checkout_link") if reg else None)
+    chosen = chosen or "reflink"
     if chosen not in LINKS:
         raise InvalidInputError(
             f"unknown --link {chosen!r}; choose reflink, copy, hardlink or symlink"
         )
-    if resolved is None:
-        resolved = reg.resolve(spec)
-    return do_checkout(
-        reg,
-        resolved,
-        Path(path),
-        link=cast("LinkType", chosen),
-        verify=verify,
-        progress=progress or no_progress,
-    )
+    return cast("LinkType", chosen)
 
 
 def verify(

@@ -18,6 +18,7 @@ from dsreg.cli._common import (
     RegistryOpt,
     command_line,
     emit_json,
+    lazy_progress_bar,
     out,
     progress_bar,
     say,
@@ -130,10 +131,32 @@ def add(
 
 
 def ls(
-    remote: ReadRemoteOpt = None, registry_path: RegistryOpt = None, json: JsonOpt = False
+    remote: ReadRemoteOpt = None,
+    max_tags: Annotated[
+        int | None,
+        typer.Option(
+            "--max-tags",
+            min=0,
+            help="With --remote: read at most N tags, the first by dataset and tag (default "
+            "$DSREG_MAX_TAGS, else 10,000; 0 reads every one).",
+            show_default=False,
+        ),
+    ] = None,
+    registry_path: RegistryOpt = None,
+    quiet: QuietOpt = False,
+    json: JsonOpt = False,
 ) -> None:
     """List datasets, their tags and short revision digests (with --remote, a remote's)."""
-    refs = dsreg.ls(remote=remote, registry=registry_path)
+    if remote is None and max_tags is not None:
+        raise dsreg.InvalidInputError("--max-tags caps a remote's listing: give --remote too")
+    with lazy_progress_bar(quiet=quiet) as hook:
+        refs = dsreg.ls(remote=remote, max_tags=max_tags, progress=hook, registry=registry_path)
+    if refs.omitted:
+        say(
+            f"Listed the first {refs.named - refs.omitted:,} of the {refs.named:,} tags remote "
+            f"{remote} names (by dataset and tag); --max-tags N or $DSREG_MAX_TAGS raises the "
+            "cap (0: no cap)."
+        )
     if json:
         emit_json([r.to_dict() for r in refs])
         return

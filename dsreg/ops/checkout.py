@@ -35,7 +35,7 @@ from typing import Any, TypeAlias, TypeVar
 from dsreg._util.fs import write_atomic
 from dsreg._util.parallel import gc_paused, map_chunks
 from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.errors import CorruptObjectError, DsregError, StorageError
+from dsreg.errors import CorruptObjectError, DsregError, ObjectNotFoundError, StorageError
 from dsreg.objects.digest import object_relpath, short
 from dsreg.objects.hashing import hash_path
 from dsreg.ops.checkout_fs import (
@@ -93,6 +93,9 @@ _Rows: TypeAlias = list[tuple[str, StatKey | None, bool, bool]]
 _Seen: TypeAlias = tuple[StatKey, bool, bool]
 # Link types that never read an object's bytes: the ones a trust record can spare a re-hash.
 _TRUSTING = ("hardlink", "symlink")
+# Fetches again, verified, objects a checkout found absent or corrupt (marked): from the remote
+# a ``checkout --remote`` reads. Without one, absent objects come from the default remote.
+Refetch: TypeAlias = Callable[[Sequence[str], ProgressHook], None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,10 +133,13 @@ def checkout(
     link: LinkType = "reflink",
     verify: bool = False,
     progress: ProgressHook = no_progress,
+    refetch: Refetch | None = None,
 ) -> CheckoutResult:
     """Materialise ``resolved`` at ``target``; switch an existing checkout incrementally; finish
     a checkout of the folder that was interrupted (its journal), whatever revision it was for.
-    ``verify`` re-hashes every object, trusted or not."""
+    ``verify`` re-hashes every object, trusted or not. With ``refetch`` (a checkout of a
+    remote's revision), an object found absent or corrupt is fetched again through it and
+    re-hashed before it is placed, rather than refused."""
     ds = Dataset(reg, resolved)
     target = target.absolute()
     check_folder(target)
@@ -143,7 +149,8 @@ def checkout(
     # against what the first left.
     with _locked(target) as created, gc_paused():
         try:
-            res = apply(reg, plan(ds, target, link=link), verify=verify, progress=progress)
+            planned = plan(ds, target, link=link)
+            res = apply(reg, planned, verify=verify, progress=progress, refetch=refetch)
             if res.labels_csv is not None:
                 res = dataclasses.replace(res, labels_rows=len(ds))
             return res
@@ -161,6 +168,7 @@ def apply(
     *,
     verify: bool = False,
     progress: ProgressHook = no_progress,
+    refetch: Refetch | None = None,
 ) -> CheckoutResult:
     """Carry out a plan (made by ``plan`` under the folder's lock, which ``checkout`` holds).
 
@@ -183,14 +191,14 @@ def apply(
     if not planned.fresh and todo:
         # Every object to be placed is re-hashed (or found trusted) before the folder is
         # touched: corrupt bytes are never served, and a refused switch leaves it as it was.
-        checked = _verify_objects(reg, todo, progress, trust, rows)
+        checked = _verify_objects(reg, todo, progress, trust, rows, refetch)
     root_fd = open_root(target)
     try:
         _clear_own_temps(root_fd)
         if planned.journal is not None:
             write_journal(target, planned.journal)
         if planned.fresh:
-            _fresh(reg, planned, root_fd, progress, trust, rows)
+            _fresh(reg, planned, root_fd, progress, trust, rows, refetch)
         else:
             _switch(reg, planned, root_fd, progress, checked, trust, rows)
     finally:
@@ -321,6 +329,7 @@ def _fresh(
     progress: ProgressHook,
     trust: Records,
     rows: _Found,
+    refetch: Refetch | None,
 ) -> None:
     """An empty folder: each object is re-hashed and placed straight at its name (a link
     appears whole; a copy is written under its name, so a failure removes everything)."""
@@ -329,7 +338,7 @@ def _fresh(
         # The folders are made by the workers as they first place a file in each (side by side
         # with the links of the others: a thousand folders made here first cost a checkout of
         # 50,000 files a tenth of its time).
-        _verify_and_place(reg, planned, root_fd, progress, trust, rows)
+        _verify_and_place(reg, planned, root_fd, progress, trust, rows, refetch)
         _finish(planned)
     except BaseException as e:
         # The folder was empty: empty it again (the journal last), so a re-run starts afresh.
@@ -437,10 +446,12 @@ def _verify_and_place(
     progress: ProgressHook,
     trust: Records,
     rows: _Found,
+    refetch: Refetch | None,
 ) -> None:
     """Re-hash each object (unless a link is made of one whose trust record matches its stat)
-    and link or copy it to its name in one pass, in workers; objects the store lacks are
-    fetched (verified) from the default remote afterwards, re-hashed, and placed."""
+    and link or copy it to its name in one pass, in workers; objects the store lacks (and,
+    with ``refetch``, those found corrupt) are fetched (verified) afterwards, re-hashed, and
+    placed."""
     link = planned.link
     files = os.fspath(reg.store.files)
     root = os.fspath(planned.target)
@@ -495,7 +506,10 @@ def _verify_and_place(
                     if got is None:
                         absent.append((rel, blob))
                     elif got != blob:
-                        raise _corrupt(reg, blob, rel)
+                        if refetch is None:
+                            raise _corrupt(reg, blob, rel)
+                        reg.store.mark_corrupt(blob)  # nothing was placed: fetched again below
+                        absent.append((rel, blob))
                     elif link == "hardlink":  # the link changed its ctime: stat'ed again
                         linked.append((blob, src, st, rec))
                     else:  # a copy or a symbolic link leaves the object as it was
@@ -526,7 +540,7 @@ def _verify_and_place(
         deferred += _in_pool(work, len(todo), progress_at, "checking out", rows)
     if deferred:
         # Fetched just now and re-hashed below; placed (and so linked) after: no record.
-        _verify_objects(reg, deferred, progress, Records(), _Found())
+        _verify_objects(reg, deferred, progress, Records(), _Found(), refetch)
         with Dirs(root, root_fd) as dirs:
             try:
                 for rel, blob in deferred:
@@ -589,30 +603,42 @@ def _corrupt(reg: Registry, blob: str, rel: str) -> CorruptObjectError:
 
 
 def _verify_objects(
-    reg: Registry, todo: _Todo, progress: ProgressHook, trust: Records, rows: _Found
+    reg: Registry,
+    todo: _Todo,
+    progress: ProgressHook,
+    trust: Records,
+    rows: _Found,
+    refetch: Refetch | None = None,
 ) -> dict[str, StatKey]:
     """Re-hash each distinct object ``todo`` needs, but those whose trust record matches their
-    stat; fetch absent ones from the default remote (verified) or fail clearly; refuse a
-    corrupt one, naming a file that would have held it. Returns each object's stat when it was
-    re-hashed or found trusted (the re-hashed ones also go to ``rows``)."""
+    stat; fetch absent ones (verified: through ``refetch``, which also takes the corrupt ones,
+    else from the default remote) or fail clearly; refuse a corrupt one, naming a file that
+    would have held it. Returns each object's stat when it was re-hashed or found trusted (the
+    re-hashed ones also go to ``rows``)."""
     first: dict[str, str] = {}
     for rel, blob in todo:
         if blob not in first:
             first[blob] = rel
     files = os.fspath(reg.store.files)
     checked = _Found()
-    absent = _hash_objects(reg, files, list(first), first, progress, trust, checked)
+    repair = refetch is not None
+    absent = _hash_objects(reg, files, list(first), first, progress, trust, checked, repair)
     if absent:
-        from dsreg.remote.transfer import fetch_missing
+        if refetch is not None:
+            refetch(absent, progress)
+        else:
+            from dsreg.remote.transfer import fetch_missing
 
-        fetch_missing(reg, absent, progress=progress)
+            fetch_missing(reg, absent, progress=progress)
         # Fetched objects were verified on arrival; a second look costs little and keeps the
         # rule simple: nothing is linked that was not hashed here.
-        still = _hash_objects(reg, files, absent, first, no_progress, Records(), checked)
+        still = _hash_objects(reg, files, absent, first, no_progress, Records(), checked, False)
         if still:
-            raise CorruptObjectError(
-                f"object {short(still[0])} for {first[still[0]]} is missing; it was not "
-                "checked out: run 'dsreg verify', then 'dsreg pull' or re-add"
+            raise ObjectNotFoundError(
+                f"object {short(still[0])} for {first[still[0]]} is missing after it was "
+                "fetched; it was not checked out: run 'dsreg verify', then 'dsreg pull' or "
+                "re-add",
+                digest=still[0],
             )
     rows.stats.update(checked.stats)
     return {blob: seen[0] for blob, seen in checked.stats.items()}
@@ -626,9 +652,11 @@ def _hash_objects(
     progress: ProgressHook,
     trust: Records,
     checked: _Found,
+    repairable: bool,
 ) -> list[str]:
     """Re-hash objects (in workers) but the trusted ones whose stat matches; return the absent
-    ones, raise on a corrupt one; each one's stat (taken before hashing) goes to ``checked``."""
+    ones, and the corrupt ones (marked) if ``repairable``, else raise on a corrupt one; each
+    one's stat (taken before hashing) goes to ``checked``."""
 
     def work(lo: int, hi: int) -> tuple[int, list[str], _Rows]:
         absent = []
@@ -644,7 +672,11 @@ def _hash_objects(
                 absent.append(blob)
                 continue
             if got != blob:
-                raise _corrupt(reg, blob, first[blob])
+                if not repairable:
+                    raise _corrupt(reg, blob, first[blob])
+                reg.store.mark_corrupt(blob)
+                absent.append(blob)
+                continue
             found.append(_row(blob, before, clock, rec))
         return hi - lo, absent, found
 

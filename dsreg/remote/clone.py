@@ -102,7 +102,7 @@ def clone(
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise InvalidInputError(f"{root} exists and is not empty; clone into a new folder")
     rs = RemoteStore(name=name, url=url, options=opts)
-    found, damaged = rs.scan_refs()
+    found, damaged = rs.scan_refs(progress=progress)
     if not found and not damaged:
         raise RevisionNotFoundError(
             f"remote {url} holds no tags: nothing to clone; check the URL (a dsreg remote holds "

@@ -1,8 +1,8 @@
-"""Many objects downloaded at once from a remote whose file system is asynchronous (fsspec's
-HTTP file system under DVC's, and the object stores'): one event-loop call runs ``jobs``
-transfers at a time, instead of a thread per transfer each waiting on the loop (measured over
-HTTP on loopback: about twice as fast). Each transfer's failure is seen on its own, so a
-missing object is named and the others are kept."""
+"""Many objects downloaded (or small files read) at once from a remote whose file system is
+asynchronous (fsspec's HTTP file system under DVC's, and the object stores'): one event-loop
+call runs ``jobs`` transfers at a time, instead of a thread per transfer each waiting on the
+loop (measured over HTTP on loopback: about twice as fast). Each transfer's failure is seen on
+its own, so a missing object is named and the others are kept."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["batched", "download"]
+__all__ = ["batched", "download", "read_files"]
 
 
 def batched(fs: Any) -> bool:
@@ -48,3 +48,30 @@ def download(fs: Any, paths: Sequence[str], scratch: Path, jobs: int) -> list[st
     if failed is not None:
         raise failed
     return [p if e is None else None for p, e in zip(local, errors, strict=True)]
+
+
+def read_files(fs: Any, paths: Sequence[str], jobs: int) -> list[bytes | None]:
+    """Each remote file's bytes (small files: tags), ``None`` for one the remote lacks; ``jobs``
+    requests in flight. Any other failure is raised."""
+    from fsspec.asyn import _run_coros_in_chunks, sync
+
+    inner = fs.fs
+    results = sync(
+        inner.loop,
+        _run_coros_in_chunks,
+        [inner._cat_file(p) for p in paths],
+        batch_size=max(1, jobs),
+        return_exceptions=True,
+        nofiles=True,
+    )
+    failed = next(
+        (r for r in results if isinstance(r, BaseException) and not _absent(r)),
+        None,
+    )
+    if failed is not None:
+        raise failed
+    return [None if isinstance(r, BaseException) else bytes(r) for r in results]
+
+
+def _absent(e: BaseException) -> bool:
+    return isinstance(e, FileNotFoundError | IsADirectoryError | NotADirectoryError)

@@ -165,9 +165,11 @@ def fetch_closure(
     unreadable: list[Problem] = []
 
     def refuse() -> IntegrityError:
+        # Names the first table: a reader that can fetch it again (``RemoteRead``) does.
         return IntegrityError(
             "; ".join(f"{short(p.digest)}: {p.problem}" for p in unreadable[:3])
-            + "; run 'dsreg verify'"
+            + "; run 'dsreg verify'",
+            digest=unreadable[0].digest,
         )
 
     def fetch(part: Collection[str]) -> None:
@@ -192,11 +194,12 @@ def fetch_closure(
 def check_whole(reg: Registry, closure: Closure) -> None:
     """Before tags name a closure: every object of it is here (the lock keeps gc out; this
     catches anything else that removed one, and no tag is then written)."""
-    lost = reg.store.missing(closure.reached)
+    lost = sorted(reg.store.missing(closure.reached))
     if lost:
         raise ObjectNotFoundError(
             f"{len(lost)} objects fetched were removed before their tags were written (first "
-            f"{', '.join(short(d) for d in sorted(lost)[:3])}); no tag was set: pull again"
+            f"{', '.join(short(d) for d in lost[:3])}); no tag was set: pull again",
+            digest=lost[0],
         )
 
 

@@ -16,25 +16,66 @@ a paper resolves to the same bytes on every machine. How a spec resolves on a re
 
 In a registry of one's own a spec resolves there first (a local tag wins, as for ``pull``), and
 only what is missing is fetched.
+
+A read (``RemoteRead``) is sure of the objects it fetched only while they are there: the cache
+may be collected (``dsreg gc``) or deleted at any time, and nothing in it is tagged. So an
+object a read finds missing or corrupt here is fetched again from the remote, verified, and the
+read goes on; the command holds the registry's lock, shared, for the whole read, so that a gc
+waits for it rather than racing it (docs/remotes.md, "Reading a remote").
+
+Listing a remote's tags reads one tag file per tag; ``ls --remote`` reads at most ``MAX_TAGS``
+of them (``--max-tags``, ``$DSREG_MAX_TAGS``), and resolving ``dataset@tag`` reads that tag's
+file alone.
 """
 
 from __future__ import annotations
 
+import os
+from collections import Counter
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import TypeVar
+
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import (
+    AmbiguousDigestError,
     ConfigError,
+    CorruptObjectError,
+    DsregError,
     IntegrityError,
+    InvalidInputError,
     NotFoundError,
+    ObjectNotFoundError,
     RevisionNotFoundError,
 )
 from dsreg.model.names import parse_spec
 from dsreg.objects.digest import PREFIX, is_digest, short
 from dsreg.remote.config import jobs_for, open_remote
-from dsreg.remote.fetch import Closure, check_whole, fetch_closure, owner
-from dsreg.remote.store import RemoteStore
+from dsreg.remote.fetch import Closure, check_whole, fetch_closure, fetch_objects, owner
+from dsreg.remote.store import RemoteStore, listed_tags
 from dsreg.repo.registry import Registry, Resolved
 
-__all__ = ["fetch_revision", "read_revision", "reading_remote", "remote_tags"]
+__all__ = [
+    "ENV_MAX_TAGS",
+    "MAX_TAGS",
+    "RemoteRead",
+    "RemoteTags",
+    "fetch_revision",
+    "read_revision",
+    "reading_remote",
+    "remote_tags",
+    "tag_cap",
+]
+
+T = TypeVar("T")
+
+# Tag files a listing of a remote reads at most, unless told otherwise: each is one request (on
+# a web server or an object store, a round trip), and a remote may name hundreds of thousands.
+MAX_TAGS = 10_000
+ENV_MAX_TAGS = "DSREG_MAX_TAGS"
+# Times one object is fetched again for one read before the read gives up: it keeps vanishing
+# or breaking here after each verified fetch, so something else is at work.
+_TRIES = 3
 
 
 def reading_remote(reg: Registry, remote: str, *, cached: bool) -> RemoteStore:
@@ -49,17 +90,55 @@ def reading_remote(reg: Registry, remote: str, *, cached: bool) -> RemoteStore:
     return open_remote(reg, remote)
 
 
-def remote_tags(rs: RemoteStore) -> list[tuple[str, str, str]]:
-    """``(dataset, tag, revision)`` for every tag the remote holds, sorted; damaged tags are
-    left out (a pull names them). ``RevisionNotFoundError`` if it holds none."""
-    good, damaged = rs.scan_refs()
-    if not good and not damaged:
+def tag_cap(given: int | None = None) -> int | None:
+    """How many tag files a listing reads at most: ``given`` (``--max-tags``), else
+    ``$DSREG_MAX_TAGS``, else ``MAX_TAGS``; ``None`` (no cap) for 0."""
+    advice = "give a number of tags, at least 0 (0 reads every tag)"
+    if given is None:
+        text = os.environ.get(ENV_MAX_TAGS, "").strip()
+        if not text:
+            return MAX_TAGS
+        if not text.isascii() or not text.isdigit():
+            raise InvalidInputError(f"${ENV_MAX_TAGS} is {text!r}: {advice}")
+        given = int(text)
+    elif isinstance(given, bool) or not isinstance(given, int) or given < 0:
+        raise InvalidInputError(f"max_tags is {given!r}: {advice}")
+    return given or None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteTags:
+    """A remote's tags as a listing read them: ``tags`` ``(dataset, tag, revision)``, sorted,
+    damaged tags left out; ``named``, how many tags the remote names; ``cap``, the most tag
+    files the listing read (``None``: no cap). ``omitted`` tags were not read (0 unless the
+    remote names more than ``cap``)."""
+
+    tags: list[tuple[str, str, str]]
+    named: int
+    cap: int | None
+
+    @property
+    def omitted(self) -> int:
+        return 0 if self.cap is None else max(0, self.named - self.cap)
+
+
+def remote_tags(
+    rs: RemoteStore, *, max_tags: int | None = None, progress: ProgressHook = no_progress
+) -> RemoteTags:
+    """The remote's tags, sorted by dataset and tag: one listing (or ``info/refs``) names them,
+    then the tag files of the first ``tag_cap(max_tags)`` are read, concurrently, with
+    ``progress``. ``RevisionNotFoundError`` if it holds none."""
+    cap = tag_cap(max_tags)
+    names = rs.tag_names()
+    good, damaged = rs.read_tags(names if cap is None else names[:cap], progress=progress)
+    if not good and not damaged and (cap is None or len(names) <= cap):
         raise RevisionNotFoundError(
             f"remote {rs.label} holds no tags (is the URL right? a dsreg remote holds refs/, "
             "logs/ and files/blake3/; one served over http(s) also info/refs, which every "
             "push writes)"
         )
-    return sorted((ds, tag, d) for (ds, tag), d in good.items())
+    tags = sorted((ds, tag, d) for (ds, tag), d in good.items())
+    return RemoteTags(tags=tags, named=len(names), cap=cap)
 
 
 def fetch_revision(
@@ -80,7 +159,9 @@ def fetch_revision(
 
 
 def _remote_digest(rs: RemoteStore, spec: str) -> tuple[str | None, str | None, str]:
-    """``(dataset, tag, digest)`` that ``spec`` names on the remote (module docstring)."""
+    """``(dataset, tag, digest)`` that ``spec`` names on the remote (module docstring). A tag
+    is its one tag file; a prefix reads the tag files of its dataset's tags only (at most
+    ``tag_cap()``)."""
     s = parse_spec(spec)
     if s.digest is not None:
         return None, None, s.digest
@@ -92,15 +173,15 @@ def _remote_digest(rs: RemoteStore, spec: str) -> tuple[str | None, str | None, 
         found = rs.get_ref(s.dataset, s.ref)
         if found is not None:
             return s.dataset, s.ref, found
-    listing, _damaged = rs.scan_refs()
-    tags = {t: d for (ds, t), d in listing.items() if ds == s.dataset}
-    if s.could_be_prefix:
-        matches = sorted({d for d in tags.values() if d.removeprefix(PREFIX).startswith(hexpart)})
+    names = rs.tag_names(s.dataset)  # names only: no tag file is read for them
+    searched = ""
+    if s.could_be_prefix and names:
+        cap = tag_cap()
+        good, _damaged = rs.read_tags(names if cap is None else names[:cap])
+        matches = sorted({d for d in good.values() if d.removeprefix(PREFIX).startswith(hexpart)})
         if len(matches) == 1:
             return s.dataset, None, matches[0]
         if len(matches) > 1:
-            from dsreg.errors import AmbiguousDigestError
-
             raise AmbiguousDigestError(
                 f"{spec!r} is ambiguous on remote {rs.label}: it matches revisions "
                 + ", ".join(short(d) for d in matches)
@@ -108,10 +189,15 @@ def _remote_digest(rs: RemoteStore, spec: str) -> tuple[str | None, str | None, 
                 prefix=s.ref,
                 candidates=matches,
             )
+        if cap is not None and len(names) > cap:
+            searched = (
+                f"; the revisions of its first {cap:,} tags were searched for the prefix "
+                f"(${ENV_MAX_TAGS} raises the cap)"
+            )
     raise RevisionNotFoundError(
         f"remote {rs.label} holds no tag {spec!r} (its tags of {s.dataset!r}: "
-        f"{', '.join(sorted(tags)) or 'none'}); a revision no tag names is read by its full "
-        "digest (blake3:<64 hex>)",
+        f"{listed_tags(names)}"
+        f"{searched}); a revision no tag names is read by its full digest (blake3:<64 hex>)",
         dataset=s.dataset,
         ref=s.ref,
     )
@@ -161,3 +247,102 @@ def read_revision(
         tag=tag,
         spec=spec,
     )
+
+
+class RemoteRead:
+    """One command's read of remote ``rs`` into ``reg`` (a registry of one's own, or the cache
+    registry when ``cached``): revisions resolved and fetched, and any object the read then
+    finds missing or corrupt here fetched again from the remote, verified, so that the read
+    goes on with the right bytes (module docstring). The caller holds ``reg.lock()`` for the
+    whole read when it can (a command), so that gc waits for it."""
+
+    __slots__ = ("cached", "jobs", "progress", "reg", "rs")
+
+    def __init__(
+        self,
+        reg: Registry,
+        rs: RemoteStore,
+        *,
+        cached: bool,
+        jobs: int | None = None,
+        progress: ProgressHook = no_progress,
+    ) -> None:
+        self.reg = reg
+        self.rs = rs
+        self.cached = cached
+        self.jobs = jobs_for(reg, rs, jobs)
+        self.progress = progress
+
+    def revision(self, spec: str, *, payloads: bool) -> Resolved:
+        """``read_revision`` of ``spec`` (in a registry of one's own, resolved there first),
+        repaired as ``repairing`` does."""
+        return self.repairing(
+            lambda: read_revision(
+                self.reg,
+                self.rs,
+                spec,
+                payloads=payloads,
+                local_first=not self.cached,
+                jobs=self.jobs,
+                progress=self.progress,
+            )
+        )
+
+    def refetch(self, digests: Collection[str], progress: ProgressHook | None = None) -> None:
+        """Fetch from the remote, verified, the objects among ``digests`` that this registry
+        lacks or found corrupt (a read marks them): what a gc or a person removed, what the
+        disk damaged. A corrupt one is replaced whole; an intact one is left alone."""
+        if self.cached:
+            Registry.init(self.reg.root)  # the cache may have been deleted whole meanwhile
+        with self.reg.lock():
+            fetch_objects(
+                self.reg,
+                self.rs,
+                digests,
+                jobs=self.jobs,
+                progress=self.progress if progress is None else progress,
+            )
+
+    def repairing(self, read: Callable[[], T]) -> T:
+        """``read()``; when it fails on an object of this registry that is missing or was found
+        corrupt, that object is fetched again and ``read()`` runs again. An object that fails
+        ``_TRIES`` times, each after a verified fetch, ends the read with an error saying
+        what to do (for the cache: that it may be deleted)."""
+        tries: Counter[str] = Counter()
+        while True:
+            try:
+                return read()
+            except (ObjectNotFoundError, IntegrityError) as e:
+                digest = self._restorable(e)
+                if digest is None:
+                    raise
+                tries[digest] += 1
+                if tries[digest] >= _TRIES:
+                    raise self._gave_up(digest, e) from e
+                self.refetch([digest])
+
+    def _restorable(self, e: DsregError) -> str | None:
+        """The object of this registry behind ``e`` if a fetch can restore it: absent, or
+        marked corrupt by the read that found it so. Errors about the remote name none."""
+        digest = getattr(e, "digest", None)
+        if not isinstance(digest, str) or not is_digest(digest):
+            return None
+        store = self.reg.store
+        if not store.has(digest) or digest in store.marked_corrupt():
+            return digest
+        return None
+
+    def _gave_up(self, digest: str, e: DsregError) -> DsregError:
+        if not self.cached:
+            return e
+        missing = isinstance(e, NotFoundError)
+        kind = ObjectNotFoundError if missing else CorruptObjectError
+        return kind(
+            f"object {short(digest)} in the cache registry {self.reg.root} was "
+            f"{'missing' if missing else 'corrupt'} again after {_TRIES - 1} verified fetches "
+            f"from remote {self.rs.label}: something else removes or damages it there (another "
+            "program, a failing disk), and it was not served. The cache holds nothing a remote "
+            f"does not: delete {self.reg.root} (or only {self.reg.store.path(digest)}) and run "
+            "the command with --remote again",
+            digest=digest,
+        )

@@ -139,8 +139,7 @@ def write_index(rs: RemoteStore, names: Iterable[tuple[str, str]]) -> bool:
             return wrote
         rs.write(path, body)
         wrote = True
-        good, damaged = rs.scan_refs()
-        now = set(good) | set(damaged)
+        now = set(rs.tag_names())  # names only: no tag file is read
         if now <= wanted:
             return wrote
         wanted |= now

@@ -47,7 +47,7 @@ from dsreg.objects.digest import (
     short,
 )
 from dsreg.objects.hashing import hash_bytes, hash_path
-from dsreg.remote.download import batched, download
+from dsreg.remote.download import batched, download, read_files
 from dsreg.remote.filesystem import READ_ONLY, describe, open_filesystem
 from dsreg.remote.waves import WHOLE, parallel, read_whole, staged_waves
 
@@ -61,6 +61,7 @@ __all__ = [
     "RemoteStore",
     "Sink",
     "describe",
+    "listed_tags",
     "open_filesystem",
     "ref_value",
 ]
@@ -76,6 +77,11 @@ _FEW = 32
 # A folder remote is bound by the local kernel's file creation, which more threads than about
 # two per CPU only contend for (measured on 2 CPUs: 2-4 threads beat 8 and 16).
 _LOCAL_JOBS = max(2, min(16, (os.cpu_count() or 1) * 2))
+# Tag names an error lists before it says how many more there are.
+_NAMED = 20
+# Reads of fewer tag files than this are over in a blink and report no progress: a push or pull
+# with nothing to do opens no progress bar.
+_TAGS_SHOWN = 256
 
 
 def ref_value(data: bytes) -> str | bytes:
@@ -84,6 +90,12 @@ def ref_value(data: bytes) -> str | bytes:
         return format_digest(data.decode("ascii").strip())
     except (UnicodeDecodeError, DsregError):
         return data
+
+
+def listed_tags(names: Sequence[tuple[str, str]]) -> str:
+    """Tag names for an error message: the first ``_NAMED``, then how many more."""
+    text = ", ".join(tag for _ds, tag in names[:_NAMED]) or "none"
+    return text + (f", and {len(names) - _NAMED:,} more" if len(names) > _NAMED else "")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,30 +170,71 @@ class RemoteStore:
     def index_path(self) -> str:
         return self._path(*INDEX)
 
-    def scan_refs(self) -> tuple[dict[tuple[str, str], str], dict[tuple[str, str], bytes]]:
-        """Every tag on the remote, one listing (or, on a remote that cannot list, the index
-        ``info/refs``) and one batched read: ``(good, damaged)``, the tags holding a digest
-        (``(dataset, tag) -> digest``) and those holding anything else (``-> their bytes``).
-        A damaged tag is reported apart, never fatal to the others."""
-        named = self._indexed() if self.read_only else self._listed()
-        if not named:
-            return {}, {}
+    def tag_names(self, dataset: str | None = None) -> list[tuple[str, str]]:
+        """The remote's tags (every one, or ``dataset``'s), sorted, without reading a tag file:
+        one listing of ``refs/`` (``refs/<dataset>/`` for one dataset) or, on a remote that
+        cannot list (a static web server), the index ``info/refs``."""
+        if dataset is not None:
+            check_name(dataset, what="dataset name")
+        # The index is written sorted: sorting it again is one pass.
+        return sorted(self._indexed(dataset) if self.read_only else self._listed(dataset))
+
+    def read_tags(
+        self,
+        names: Sequence[tuple[str, str]],
+        *,
+        jobs: int | None = None,
+        progress: ProgressHook = no_progress,
+    ) -> tuple[dict[tuple[str, str], str], dict[tuple[str, str], bytes]]:
+        """The values of the tags ``names``: ``(good, damaged)``, the tags holding a digest
+        (``(dataset, tag) -> digest``) and those holding anything else (``-> their bytes``); a
+        tag file that is gone is left out. The files are read ``jobs`` at a time (default: the
+        remote's), in one event loop where the file system is asynchronous (http, s3), and
+        ``progress("reading tags", done, total)`` hears of them (of ``_TAGS_SHOWN`` or more)."""
+        paths = [self.ref_path(ds, tag) for ds, tag in names]
+        if len(paths) < _TAGS_SHOWN:
+            progress = no_progress
         try:
-            # A list of paths: the file system reads them concurrently (one request each).
-            contents = self.fs.cat(sorted(named), on_error="omit")
+            contents = self._read_many(paths, jobs or self.default_jobs(), progress)
+        except DsregError:
+            raise
         except Exception as e:
             raise self.error("read the tags of", e) from None
         good: dict[tuple[str, str], str] = {}
         damaged: dict[tuple[str, str], bytes] = {}
-        for p, data in sorted(contents.items()):
-            key = named.get(p) or named.get(self.fs.join(*self.fs.parts(p)))
-            if key is not None:
-                value = ref_value(bytes(data))
+        for key, data in zip(names, contents, strict=True):
+            if data is not None:
+                value = ref_value(data)
                 if isinstance(value, str):
                     good[key] = value
                 else:
                     damaged[key] = value
         return good, damaged
+
+    def _read_many(self, paths: list[str], jobs: int, progress: ProgressHook) -> list[bytes | None]:
+        """Each file's bytes, ``None`` for one that is absent."""
+        task = "reading tags"
+        if not batched(self.fs):
+
+            def one(path: str) -> bytes | None:
+                try:
+                    return bytes(self.fs.cat_file(path))
+                except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                    return None
+
+            return parallel(one, paths, jobs=jobs, task=task, progress=progress)
+        out: list[bytes | None] = []
+        for lo in range(0, len(paths), _BATCH):
+            out += read_files(self.fs, paths[lo : lo + _BATCH], jobs)
+            progress(task, len(out), len(paths))
+        return out
+
+    def scan_refs(
+        self, dataset: str | None = None, *, progress: ProgressHook = no_progress
+    ) -> tuple[dict[tuple[str, str], str], dict[tuple[str, str], bytes]]:
+        """Every tag on the remote (or ``dataset``'s): ``tag_names``, then ``read_tags``. A
+        damaged tag is reported apart, never fatal to the others."""
+        return self.read_tags(self.tag_names(dataset), progress=progress)
 
     def refs(self) -> dict[tuple[str, str], str]:
         """Every ``(dataset, tag) -> digest`` on the remote; a damaged tag is a ``RemoteError``
@@ -192,40 +245,40 @@ class RemoteStore:
             raise self.damaged_ref(dataset, tag, data)
         return good
 
-    def _listed(self) -> dict[str, tuple[str, str]]:
-        """The tag files below ``refs/``, by listing it: ``path -> (dataset, tag)``."""
+    def _listed(self, dataset: str | None) -> set[tuple[str, str]]:
+        """The tag files below ``refs/`` (or ``refs/<dataset>/``), by listing it."""
         base = self._path("refs")
         try:
-            paths = list(self.fs.find(base))
+            paths = list(self.fs.find(base if dataset is None else self._path("refs", dataset)))
         except FileNotFoundError:
-            return {}
+            return set()
         except Exception as e:
             raise self.error("list the tags of", e) from None
-        named: dict[str, tuple[str, str]] = {}
+        named: set[tuple[str, str]] = set()
         for p in paths:
             try:
                 parts = self.fs.relparts(p, base)
                 if len(parts) == 2 and not any(x.startswith(".") for x in parts):
-                    named[p] = (check_name(parts[0]), check_name(parts[1]))
+                    named.add((check_name(parts[0]), check_name(parts[1])))
             except Exception:
                 continue  # not a tag: a staging name, a lock, a stray file
         return named
 
-    def _indexed(self) -> dict[str, tuple[str, str]]:
-        """The tag files ``info/refs`` names (``dataset/tag`` per line; what push writes for
-        readers that cannot list folders, such as a static web server): ``path -> (dataset,
-        tag)``. The tag files themselves stay the values' only source."""
+    def _indexed(self, dataset: str | None) -> list[tuple[str, str]]:
+        """The tags ``info/refs`` names (``dataset/tag`` per line; what push writes for readers
+        that cannot list folders, such as a static web server), all or ``dataset``'s. The tag
+        files themselves stay the values' only source."""
         data = self.read(self.index_path(), "read the tag index (info/refs) of")
-        named: dict[str, tuple[str, str]] = {}
+        named: dict[tuple[str, str], None] = {}  # in the index's order, each once
         for line in (data or b"").decode("utf-8", "replace").splitlines():
-            dataset, sep, tag = line.strip().partition("/")
+            ds, sep, tag = line.strip().partition("/")
+            if not sep or (dataset is not None and ds != dataset):
+                continue
             try:
-                if sep:
-                    key = (check_name(dataset), check_name(tag))
-                    named[self.ref_path(*key)] = key
+                named[check_name(ds), check_name(tag)] = None
             except DsregError:
                 continue  # not a tag name: skipped, as a stray file below refs/ is
-        return named
+        return list(named)
 
     def damaged_ref(self, dataset: str, tag: str, data: bytes) -> RemoteError:
         text = data.decode("ascii", "replace").strip()

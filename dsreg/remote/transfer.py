@@ -54,7 +54,7 @@ from dsreg.remote.fetch import (
     set_local_refs,
 )
 from dsreg.remote.refs import RefUpdate, describe_state, update_ref, write_index
-from dsreg.remote.store import RemoteStore
+from dsreg.remote.store import RemoteStore, listed_tags
 from dsreg.remote.waves import WAVE
 from dsreg.repo.reachable import reachable
 from dsreg.repo.registry import Registry
@@ -177,7 +177,7 @@ def push(
     if not targets:
         raise InvalidInputError("nothing to push: this registry has no tags; name a revision")
     # A damaged tag elsewhere on the remote blocks nothing; one this push writes needs --force.
-    remote_refs, damaged = rs.scan_refs()
+    remote_refs, damaged = rs.scan_refs(progress=progress)
     conflicts = [
         f"{ds}@{tag} (remote {short(remote_refs[ds, tag])}, local {short(d)})"
         for ds, tag, d in targets
@@ -300,12 +300,13 @@ def _check_own_dataset(reg: Registry, writes: Sequence[tuple[str, str, str]]) ->
 
 # -- pull ------------------------------------------------------------------------------------
 def _pull_targets(
-    reg: Registry, rs: RemoteStore, specs: Sequence[str]
+    reg: Registry, rs: RemoteStore, specs: Sequence[str], progress: ProgressHook
 ) -> tuple[list[Target], dict[tuple[str, str], str]]:
     """``(dataset, tag, digest)``, a tag coming from the remote when it holds it; and the
-    remote's damaged tags among those asked for (all, or a dataset's), with the reason."""
+    remote's damaged tags among those asked for (all, or a dataset's), with the reason. Only
+    the tag files asked for are read: ``dataset@tag`` its own, a dataset its tags'."""
     if not specs:
-        found, damaged = rs.scan_refs()
+        found, damaged = rs.scan_refs(progress=progress)
         if not found and not damaged:
             raise RevisionNotFoundError(
                 f"remote {rs.label} holds no tags: nothing to pull (is the URL right?)"
@@ -313,13 +314,12 @@ def _pull_targets(
         return [(ds, tag, d) for (ds, tag), d in found.items()], _damaged_reasons(damaged)
     out: list[Target] = []
     refused: dict[tuple[str, str], str] = {}
-    listing: tuple[dict[tuple[str, str], str], dict[tuple[str, str], bytes]] | None = None
     for spec in specs:
         if "@" not in spec and not spec.startswith(PREFIX):
             check_name(spec, what="dataset name")
-            listing = rs.scan_refs() if listing is None else listing
-            mine = [(ds, t, d) for (ds, t), d in listing[0].items() if ds == spec]
-            bad = {k: v for k, v in _damaged_reasons(listing[1]).items() if k[0] == spec}
+            good, damaged = rs.scan_refs(spec, progress=progress)
+            mine = [(ds, t, d) for (ds, t), d in good.items()]
+            bad = _damaged_reasons(damaged)
             if not mine and not bad:
                 raise RevisionNotFoundError(f"remote {rs.label} holds no tags of {spec!r}")
             out += mine
@@ -340,11 +340,10 @@ def _pull_targets(
         try:
             r = reg.resolve(spec)
         except NotFoundError:
-            listing = rs.scan_refs() if listing is None else listing
-            tags = sorted(t for (ds, t) in listing[0] if ds == s.dataset)
+            tags = listed_tags(rs.tag_names(s.dataset))  # names only: no tag file is read
             raise RevisionNotFoundError(
                 f"remote {rs.label} holds no tag {spec!r} (its tags of {s.dataset!r}: "
-                f"{', '.join(tags) or 'none'}), and this registry cannot resolve it; "
+                f"{tags}), and this registry cannot resolve it; "
                 "a digest must be given in full to pull it"
             ) from None
         out.append((r.dataset, r.tag, r.digest))
@@ -375,7 +374,7 @@ def pull(
     (fetched objects are unreachable until their tags exist)."""
     rs = open_remote(reg, remote)
     n_jobs = jobs_for(reg, rs, jobs)
-    targets, refused = _pull_targets(reg, rs, specs)
+    targets, refused = _pull_targets(reg, rs, specs, progress)
     conflicts = []
     for ds, tag, d in targets:
         if ds is not None and tag is not None:

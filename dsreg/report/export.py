@@ -14,7 +14,7 @@ import pyarrow as pa
 from dsreg._util.fs import replacing
 from dsreg.errors import DsregError, InvalidInputError, StorageError
 from dsreg.repo.registry import Registry, Resolved
-from dsreg.views.sql import Connection
+from dsreg.views.sql import Connection, Repairing
 
 __all__ = ["SQL_FORMATS", "check_format", "text_table", "write_query"]
 
@@ -35,16 +35,18 @@ def write_query(
     format: str | None = None,
     allow_files: bool = False,
     resolve: Callable[[str], Resolved] | None = None,
+    repairing: Repairing | None = None,
 ) -> int:
     """Run ``query`` and write its rows to ``output`` (a path, or a text or binary stream) in
     ``format`` (default: the path's suffix if a format's, else ``table``); return how many rows
     were written. The query is read-only unless ``allow_files`` (``dsreg.views.sql``);
-    ``resolve`` resolves the revisions it names (default: in ``reg``)."""
+    ``resolve`` resolves the revisions it names (default: in ``reg``), and ``repairing`` runs
+    its reads of the registry (``dsreg.views.sql.Connection``)."""
     if format is None:
         suffix = os.path.splitext(output)[1][1:] if isinstance(output, str | os.PathLike) else ""
         format = suffix if suffix in _BINARY or suffix == "json" else "table"
     check_format(format)
-    with Connection(reg, allow_files=allow_files, resolve=resolve) as con:
+    with Connection(reg, allow_files=allow_files, resolve=resolve, repairing=repairing) as con:
         schema, batches = con.batches(query)
         if isinstance(output, str | os.PathLike):
             # Beside it, then renamed over it: a failing query or an interrupted write leaves

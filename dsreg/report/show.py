@@ -3,6 +3,7 @@ history of a dataset's tags (``log``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,28 @@ class TagRef:
 
     def to_dict(self) -> dict[str, Any]:
         return {"dataset": self.dataset, "tag": self.tag, "revision": self.revision}
+
+
+class TagList(list[TagRef]):
+    """Tags, as ``ls`` returns them (a list, by dataset and tag), with what a listing of a
+    remote left out: ``named``, how many tags there are; ``omitted``, how many of them were
+    not read because the remote names more than ``max_tags`` (the cap the listing applied,
+    ``None`` for none)."""
+
+    __slots__ = ("max_tags", "named", "omitted")
+
+    def __init__(
+        self,
+        tags: Iterable[TagRef] = (),
+        *,
+        named: int = 0,
+        omitted: int = 0,
+        max_tags: int | None = None,
+    ) -> None:
+        super().__init__(tags)
+        self.named = named
+        self.omitted = omitted
+        self.max_tags = max_tags
 
 
 def list_tags(reg: Registry) -> list[TagRef]:

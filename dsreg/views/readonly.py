@@ -213,7 +213,12 @@ class ObjectFiles(AbstractFileSystem):  # type: ignore[misc]  # fsspec has no ty
     def _open(self, path: Any, mode: str = "rb", **kwargs: Any) -> TableFile:
         if mode != "rb":
             self._refuse("write", f"{SCHEME}://{self._strip_protocol(path)}")
-        return TableFile(self._path(path))
+        try:
+            return TableFile(self._path(path))
+        except FileNotFoundError:
+            # Removed between its check and this open (a gc of a cache): located again, which
+            # fetches it again where the connection reads a remote, or says it is missing.
+            return TableFile(self._path(path))
 
     # -- everything that would change a file: refused ------------------------------------------
     def mkdir(self, path: Any, *args: Any, **kwargs: Any) -> NoReturn:

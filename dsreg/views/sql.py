@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Connection",
+    "Repairing",
     "connect",
     "forget_verified",
     "query_revision",
@@ -98,6 +99,16 @@ def verified_object(reg: Registry, digest: str) -> Path:
         with _LOCK:
             _VERIFIED[key] = digest
     return path
+
+
+# How a connection runs its reads of the registry (a view's manifests and tables, a table
+# DuckDB opens): as they are, or, reading a remote (``sql --remote``), again after an object
+# found missing or corrupt was fetched anew (``dsreg.remote.read.RemoteRead.repairing``).
+Repairing = Callable[[Callable[[], Any]], Any]
+
+
+def _directly(read: Callable[[], Any]) -> Any:
+    return read()
 
 
 def forget_verified() -> None:
@@ -317,6 +328,10 @@ class Connection:
     locked before any query runs, so SQL reads the revisions' views and nothing else (no file
     read or written, no ATTACH, INSTALL, LOAD or SET); a refused statement raises ``QueryError``
     naming ``allow_files``. ``allow_files=True`` leaves DuckDB's full access on.
+
+    ``resolve`` resolves a name (default: in the registry); ``repairing`` runs each read of the
+    registry (a view's manifests and tables, a table DuckDB opens): a read of a remote passes
+    one that fetches again what such a read finds missing or corrupt (``Repairing``).
     """
 
     def __init__(
@@ -326,6 +341,7 @@ class Connection:
         *,
         allow_files: bool = False,
         resolve: Callable[[str], Resolved] | None = None,
+        repairing: Repairing | None = None,
     ) -> None:
         # DuckDB is imported by the first connection, not by ``import dsreg``.
         import duckdb
@@ -336,9 +352,11 @@ class Connection:
         self.allow_files = allow_files
         # How a name in a query resolves: here (default), or on a remote (``sql --remote``).
         self._resolve = resolve if resolve is not None else registry.resolve
+        self._repairing: Repairing = repairing if repairing is not None else _directly
         self._unparsed: dict[str, DsregError] = {}
         self._files: ObjectFiles = ObjectFiles(
-            lambda digest: verified_object(registry, digest), locked=not allow_files
+            lambda digest: self._repairing(lambda: verified_object(registry, digest)),
+            locked=not allow_files,
         )
         self.duckdb: duckdb.DuckDBPyConnection = con if con is not None else duckdb.connect()
         # The library never prints: no progress bar on long queries.
@@ -377,7 +395,9 @@ class Connection:
             rev = self._resolve(spec_or_revision).revision
         import duckdb
 
-        sql = view_sql(self.registry, rev, view=view, locate=self._files.url)
+        sql = self._repairing(
+            lambda: view_sql(self.registry, rev, view=view, locate=self._files.url)
+        )
         self._files.take_failure()
         try:
             self.duckdb.execute(f"CREATE OR REPLACE TEMP VIEW {_ident(name)} AS {sql}")
