@@ -241,6 +241,7 @@ def make_app(session: ReviewSession, *, token: str, cookie: str) -> Starlette:
                 "overlay": result.digest,
                 "summary": result.summary,
                 "tagged": None if tagged is None else f"{tagged.dataset}@{tagged.tag}",
+                "set_aside": [span.to_dict() for span in result.set_aside],
             }
         )
 
