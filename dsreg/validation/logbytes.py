@@ -124,7 +124,9 @@ class SetAside:
             f"bytes {self.start}-{self.end} of {self.log} ({self.end - self.start} bytes, {held})"
         )
         if self.file is None:
-            return f"{what}: damaged, left out; the next 'dsreg review' of it moves them aside"
+            return (
+                f"{what}: still in the log; the next 'dsreg review' moves it to a file of its own"
+            )
         if not self.readable:
             return f"{what}: in {self.file}, which is damaged itself (the count is its header's)"
         return f"{what}: moved to {self.file}"
