@@ -457,3 +457,25 @@ def _base_log(review_set: ReviewSet) -> Log:
                         queue.undo(name)
         _BASES[review_set.registry] = _parse(_log_of(review_set).read_bytes())
     return _BASES[review_set.registry]
+
+
+def test_an_answer_being_written_is_not_reported_as_damage(
+    review_set: ReviewSet, tmp_path: Path
+) -> None:
+    """An export while a server writes: an unfinished last line is the answer being written (the
+    server moved any damage aside when it opened the log), so it is not counted as set aside;
+    with no server holding the log it is damage, and reported."""
+    out = tmp_path / "votes.json"
+    with dsreg.review(review_set.spec, registry=review_set.registry) as server:
+        _cast(server, 3)
+        log = _log_of(review_set)
+        whole = log.read_bytes()
+        with log.open("ab") as f:
+            f.write(b'0badc0de {"op":"vote","reviewer":"ann","ro')
+        served = dsreg.review_export(review_set.spec, out, registry=review_set.registry)
+        assert served == 3 and served.set_aside == ()
+        log.write_bytes(whole)
+    with log.open("ab") as f:
+        f.write(b'0badc0de {"op":"vote","reviewer":"ann","ro')
+    alone = dsreg.review_export(review_set.spec, out, registry=review_set.registry)
+    assert alone == 3 and alone.set_aside_records == 1 and alone.set_aside[0].file is None
