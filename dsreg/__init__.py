@@ -109,8 +109,10 @@ if TYPE_CHECKING:
     from dsreg.report.labelexport import ExportResult
     from dsreg.report.ranks import PredictionsSource
     from dsreg.report.show import ObjectInfo, RevisionInfo, TagList, TagRef
+    from dsreg.validation.logbytes import SetAside
     from dsreg.validation.queue import ReviewProgress
     from dsreg.validation.server import ReviewServer
+    from dsreg.validation.session import ReviewExport, ReviewFinish
     from dsreg.views.dataset import Dataset, Example
     from dsreg.views.sql import Connection
 
@@ -145,8 +147,10 @@ _WHERE: dict[str, tuple[str, ...]] = {
     "dsreg.report.labelexport": ("ExportResult",),
     "dsreg.report.ranks": ("PredictionsSource",),
     "dsreg.report.show": ("ObjectInfo", "RevisionInfo", "TagList", "TagRef"),
+    "dsreg.validation.logbytes": ("SetAside",),
     "dsreg.validation.queue": ("ReviewProgress",),
     "dsreg.validation.server": ("ReviewServer",),
+    "dsreg.validation.session": ("ReviewExport", "ReviewFinish"),
     "dsreg.views.dataset": ("Dataset", "Example"),
     "dsreg.views.sql": ("Connection",),
 }
@@ -221,11 +225,14 @@ __all__ = [
     "RemoteConfig",
     "RemoteError",
     "ReviewConflictError",
+    "ReviewExport",
+    "ReviewFinish",
     "ReviewProgress",
     "ReviewServer",
     "Revision",
     "RevisionInfo",
     "RevisionNotFoundError",
+    "SetAside",
     "Snapshot",
     "StorageError",
     "TagExistsError",

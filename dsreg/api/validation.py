@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from dsreg.api.common import PathArg, RegistryArg, command_of, find_registry
 
 if TYPE_CHECKING:
-    from dsreg.ops.overlay import OverlayResult
     from dsreg.validation.server import ReviewServer
+    from dsreg.validation.session import ReviewExport, ReviewFinish
 
 
 def review(
@@ -33,7 +33,9 @@ def review(
     reviewer is kept from others for ``lease_seconds``. ``reviewer`` is put in the URL, so the
     page opens as that reviewer. Every answer is fsynced to the queue's votes log
     (``<registry>/review/<overlay hex>/votes.log``) before it is acknowledged; a new server of
-    the same queue resumes from it (after cutting a torn tail).
+    the same queue resumes from it. Damaged spans of the log (a record torn by a crash, a
+    flipped byte) are moved to files of their own beside it and listed in
+    ``server.set_aside``; every record whose check holds is kept, those after them too.
     """
     from dsreg.validation.queue import check_reviewer
     from dsreg.validation.server import ReviewServer
@@ -62,17 +64,19 @@ def review_export(
     *,
     overlay: str | None = None,
     registry: RegistryArg = None,
-) -> int:
+) -> ReviewExport:
     """Write the votes cast so far about ``spec``'s review queue to ``path`` in the
     label-errors (MTurk) JSON format, which ``import_votes`` reads; returns the number of
-    records. Reads the votes log without disturbing a running server."""
+    records written, a ``ReviewExport`` (an ``int``) whose ``set_aside`` lists the damaged
+    spans of the votes log, whose records it could not count (empty when the log is whole).
+    Reads the votes log without disturbing a running server."""
     import json
 
     from dsreg._util.fs import replacing
     from dsreg.errors import InputPathError
-    from dsreg.validation.session import export_votes
+    from dsreg.validation.session import ReviewExport, export_votes
 
-    data = export_votes(find_registry(registry), spec, overlay=overlay)
+    data, set_aside = export_votes(find_registry(registry), spec, overlay=overlay)
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with replacing(path) as f:
@@ -82,7 +86,7 @@ def review_export(
             f"cannot write {os.fspath(path)}: {e.strerror or e}; check the folder",
             path=os.fspath(path),
         ) from e
-    return len(json.loads(data))
+    return ReviewExport(len(json.loads(data)), path=os.fspath(path), set_aside=set_aside)
 
 
 def review_finish(
@@ -95,11 +99,12 @@ def review_finish(
     force: bool = False,
     command: str | None = None,
     registry: RegistryArg = None,
-) -> OverlayResult:
+) -> ReviewFinish:
     """Store the votes about ``spec``'s review queue as a ``validated`` overlay, exactly as
     ``import_votes`` of the file ``review_export`` writes (same verdict rule, same digest);
     ``tag`` also tags ``<dataset>@<tag>``: ``spec`` plus the overlay, in ``view`` (default
-    cleaned)."""
+    cleaned). The result, a ``ReviewFinish`` (an ``OverlayResult``), lists in ``set_aside`` the
+    damaged spans of the votes log, whose records the overlay could not count."""
     from dsreg.validation.session import finish_review
 
     return finish_review(

@@ -74,6 +74,7 @@ def review(
     if export is not None:
         records = dsreg.review_export(spec, export, overlay=overlay, registry=registry_path)
         say(f"Wrote {records} voted items to {export}")
+        _say_set_aside(records.set_aside)
         return
     if finish:
         res = dsreg.review_finish(
@@ -86,6 +87,7 @@ def review(
             command=command_line(),
             registry=registry_path,
         )
+        _say_set_aside(res.set_aside)
         if overlay_made(res, json=json):
             return
         out(f"overlay        {res.digest}")
@@ -105,8 +107,12 @@ def review(
     )
     server.start()
     progress = server.progress()
+    _say_set_aside(server.set_aside)
     if json:
-        write_json(_json.dumps({"url": server.url, "items": progress.items}) + "\n")
+        spans = [span.to_dict() for span in server.set_aside]
+        write_json(
+            _json.dumps({"url": server.url, "items": progress.items, "set_aside": spans}) + "\n"
+        )
     else:
         say(
             f"Reviewing {progress.items} items of {spec} ({progress.everyone} votes so far); "
@@ -121,3 +127,17 @@ def review(
         say("Stopped; every answer is saved. Run the same command to resume.")
     finally:
         server.stop()
+
+
+def _say_set_aside(spans: tuple[dsreg.SetAside, ...]) -> None:
+    """The damaged spans of a votes log, on stderr: how many records, and where each is."""
+    if not spans:
+        return
+    records = sum(span.records for span in spans)
+    say(
+        f"Warning: the votes log has {len(spans)} damaged span{'s' if len(spans) > 1 else ''} "
+        f"set aside, holding {records} record{'' if records == 1 else 's'} (answers, skips "
+        "or undos) that are not counted; every record after them is kept:"
+    )
+    for span in spans:
+        say(f"  {span.describe()}")

@@ -14,24 +14,33 @@ response carries a Content-Security-Policy that allows this origin's script, sty
 and nothing else. Data reaches the page as JSON and is put in with ``textContent``; the page
 template is rendered with Jinja2's autoescape. Errors are JSON ``{"error": message}`` with a
 4xx status (5xx only for the server's own failures), never a traceback.
+
+A request body is read only up to 16 KiB: a larger ``Content-Length`` is refused (413, and the
+connection closed) before a byte of it is read, and a chunked body or one without a length is
+read in the pieces the server hands over and refused as soon as it passes the limit. Its JSON
+is nested at most 32 deep (``request_json``). A redirect's ``Location`` is always a path on
+this server (``same_origin_location``): one leading ``/`` and nothing a browser could read as
+a scheme or a host.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
+import re
 import threading
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import Any, Final
-from urllib.parse import urlencode
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import jinja2
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
@@ -46,10 +55,18 @@ from dsreg.objects.digest import short
 from dsreg.validation.queue import ANSWERS, Item, check_reviewer
 from dsreg.validation.session import ReviewSession
 
-__all__ = ["TOKEN_HEADER", "make_app"]
+__all__ = ["TOKEN_HEADER", "make_app", "request_json", "same_origin_location", "same_origin_path"]
 
 TOKEN_HEADER: Final = "X-Dsreg-Token"
 _MAX_BODY: Final = 16 * 1024
+# The API's requests are flat objects; json.loads recurses once per level, so a deeper body is
+# refused before it is parsed (16 KiB of "[" would otherwise end in a RecursionError).
+_MAX_DEPTH: Final = 32
+# A JSON string (skipped whole), a bracket, or the quote of a string that is never closed.
+_JSON_TOKEN: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|"', re.DOTALL)
+# A Location that is already a path of this server: one "/", then unreserved characters,
+# slashes and percent escapes; a query of the same and "+=&".
+_OWN_LOCATION: Final = re.compile(r"/(?![/\\])[A-Za-z0-9\-._~%/]*(?:\?[A-Za-z0-9\-._~%+=&]*)?")
 _CSP: Final = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -66,6 +83,84 @@ _ASSETS: Final = {"review.js": "text/javascript", "review.css": "text/css"}
 
 def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
+
+
+def request_json(raw: bytes) -> Any:
+    """The JSON of a request body, refused (``InvalidInputError``) when it is not UTF-8, nests
+    deeper than ``_MAX_DEPTH`` or does not parse. The depth is counted before ``json.loads``
+    runs, brackets outside strings only, so no body can make the parser recurse too deep."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInputError("request body is not UTF-8 text") from None
+    depth = 0
+    for token in _JSON_TOKEN.finditer(text):
+        kind = token.group()
+        if kind in ("[", "{"):
+            depth += 1
+            if depth > _MAX_DEPTH:
+                raise InvalidInputError(
+                    f"request body nests deeper than {_MAX_DEPTH} levels; send a flat object"
+                )
+        elif kind in ("]", "}"):
+            depth -= 1
+        elif kind == '"':
+            break  # a string never closed: json.loads says so
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise InvalidInputError(f"request body is not valid JSON: {e}") from None
+
+
+def same_origin_path(path: str) -> str:
+    """A request's path (percent-decoded, as the server hands it over) as a redirect's path on
+    this server: leading slashes and backslashes become one ``/``, and every other character
+    but letters, digits, ``-._~`` and ``/`` is percent-encoded, so nothing in it (``//``,
+    ``\\``, a scheme's ``:``, a tab a browser drops, ``%2F`` decoded to ``/``) can name a host."""
+    return "/" + quote(path.lstrip("/\\"), safe="/")
+
+
+def same_origin_location(location: str) -> str:
+    """``location`` as a path on this server: kept when it is one already (``_OWN_LOCATION``),
+    else its path made one with ``same_origin_path`` and its query kept, its scheme, host and
+    fragment dropped."""
+    if _OWN_LOCATION.fullmatch(location):
+        return location
+    try:
+        parts = urlsplit(location)
+    except ValueError:
+        return "/"
+    query = quote(parts.query, safe="=&+%")
+    return same_origin_path(unquote(parts.path)) + (f"?{query}" if query else "")
+
+
+async def _read_body(request: Request) -> bytes:
+    """A request's body, never more than ``_MAX_BODY`` bytes of it read: a larger
+    ``Content-Length`` is refused before reading, any other body as soon as it passes the
+    limit. A refusal closes the connection, so the rest of the body is never read either."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > _MAX_BODY:
+        raise _too_large(f"{int(declared)} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with contextlib.aclosing(request.stream()) as stream:
+            async for chunk in stream:
+                size += len(chunk)
+                if size > _MAX_BODY:
+                    raise _too_large(f"more than {_MAX_BODY} bytes")
+                chunks.append(chunk)
+    except ClientDisconnect:
+        raise InvalidInputError("the client went away before its request body came") from None
+    return b"".join(chunks)
+
+
+def _too_large(size: str) -> HTTPException:
+    return HTTPException(
+        413,
+        f"request body of {size} is too large: at most {_MAX_BODY} bytes",
+        headers={"Connection": "close"},
+    )
 
 
 def _status(error: DsregError) -> int:
@@ -95,6 +190,11 @@ class _Guard(BaseHTTPMiddleware):
         response = await self._checked(request, call_next)
         for name, value in _HEADERS.items():
             response.headers.setdefault(name, value)
+        location = response.headers.get("location")
+        if location is not None:
+            # Every redirect stays on this server, whoever made it (the router's own, for a
+            # path with or without a trailing slash, names the Host header's host).
+            response.headers["location"] = same_origin_location(location)
         return response
 
     async def _checked(
@@ -104,7 +204,8 @@ class _Guard(BaseHTTPMiddleware):
         if request.method == "GET" and self._valid(query.get("token")):
             # Trade the token in the address for a cookie, and drop it from the address.
             rest = urlencode([(k, v) for k, v in query.multi_items() if k != "token"])
-            response = RedirectResponse(request.url.path + (f"?{rest}" if rest else ""), 303)
+            path = same_origin_path(request.scope["path"])
+            response = RedirectResponse(path + (f"?{rest}" if rest else ""), 303)
             response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict", path="/")
             return response
         if not self._valid(request.cookies.get(self.cookie)):
@@ -169,13 +270,7 @@ def make_app(session: ReviewSession, *, token: str, cookie: str) -> Starlette:
     async def body(request: Request) -> dict[str, Any]:
         if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
             raise InvalidInputError("send the request body as application/json")
-        raw = await request.body()
-        if len(raw) > _MAX_BODY:
-            raise InvalidInputError(f"request body of {len(raw)} bytes is too large")
-        try:
-            data = json.loads(raw)
-        except ValueError as e:
-            raise InvalidInputError(f"request body is not valid JSON: {e}") from None
+        data = request_json(await _read_body(request))
         if not isinstance(data, dict):
             raise InvalidInputError("request body must be a JSON object")
         return data
@@ -241,6 +336,7 @@ def make_app(session: ReviewSession, *, token: str, cookie: str) -> Starlette:
                 "overlay": result.digest,
                 "summary": result.summary,
                 "tagged": None if tagged is None else f"{tagged.dataset}@{tagged.tag}",
+                "set_aside": [span.to_dict() for span in result.set_aside],
             }
         )
 
@@ -250,7 +346,9 @@ def make_app(session: ReviewSession, *, token: str, cookie: str) -> Starlette:
 
     async def http_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        return _error(exc.status_code, str(exc.detail))
+        response = _error(exc.status_code, str(exc.detail))
+        response.headers.update(exc.headers or {})
+        return response
 
     return Starlette(
         routes=[

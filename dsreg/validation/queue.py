@@ -8,6 +8,10 @@ time, for people reading the log; nothing depends on it):
 - ``{"op": "skip", "reviewer": R, "row": N}``: R does not see row N again;
 - ``{"op": "undo", "reviewer": R, "target": SEQ}``: cancels R's vote or skip ``SEQ``.
 
+A record may be missing: one damaged on disk is set aside (``votelog.py``), and the others are
+replayed without it (an undo of it undoes nothing; a log whose ``open`` record was set aside
+starts with a later record).
+
 Assignment: a reviewer is given the first item, worst first, that they have neither answered
 nor skipped, whose votes plus the leases other reviewers hold on it are fewer than
 ``votes_per_item``. Giving an item takes a lease on it for ``lease_seconds``; answering or
@@ -128,12 +132,14 @@ class ReviewQueue:
             self.log.append({"op": "open", "queue": self.queue, "t": time.time()})
             return
         head = records[0]
-        if head.get("op") != "open" or head.get("queue") != self.queue:
+        # A log whose first record was damaged and set aside starts with a later one.
+        lost_head = head.get("op") != "open" and bool(self.log.set_aside)
+        if not lost_head and (head.get("op") != "open" or head.get("queue") != self.queue):
             raise InvalidInputError(
                 f"the votes log {self.log.path} belongs to queue {head.get('queue')!r}, not "
                 f"{self.queue!r}; move it away to start a new review"
             )
-        for record in records[1:]:
+        for record in records if lost_head else records[1:]:
             self._apply(record)
 
     def _apply(self, record: dict[str, Any]) -> None:
@@ -148,7 +154,11 @@ class ReviewQueue:
             reviewer.skipped.add(int(record["row"]))
             reviewer.actions.append(record)
         elif op == "undo":
-            target = next(a for a in reversed(reviewer.actions) if a["seq"] == record["target"])
+            target = next(
+                (a for a in reversed(reviewer.actions) if a["seq"] == record["target"]), None
+            )
+            if target is None:
+                return  # it undoes a record that was damaged and set aside
             reviewer.actions.remove(target)
             row = int(target["row"])
             if target["op"] == "vote":

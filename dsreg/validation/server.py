@@ -23,6 +23,7 @@ from starlette.applications import Starlette
 
 from dsreg.errors import InvalidInputError, StorageError
 from dsreg.validation.app import make_app
+from dsreg.validation.logbytes import SetAside
 from dsreg.validation.queue import ReviewProgress
 from dsreg.validation.session import ReviewSession
 
@@ -86,6 +87,13 @@ class ReviewServer:
         """The queue's progress line: votes by ``reviewer`` and by everyone, items complete and
         remaining."""
         return self.session.queue.progress(reviewer)
+
+    @property
+    def set_aside(self) -> tuple[SetAside, ...]:
+        """The damaged spans of the queue's votes log, each moved to a file of its own (when
+        the log was opened, or before): what they held is not counted. Empty when the log was
+        never damaged."""
+        return self.session.log.set_aside
 
     @property
     def running(self) -> bool:

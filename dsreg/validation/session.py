@@ -12,10 +12,12 @@ the digest of those bytes, its ``queue`` input and ``reviewers`` param are read 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -29,10 +31,18 @@ from dsreg.objects.digest import hex_of, short
 from dsreg.ops.overlay import OverlayResult, check_tag_target, import_votes
 from dsreg.repo.registry import Registry, Resolved
 from dsreg.repo.tables import read_corrections, read_examples
+from dsreg.validation.logbytes import SetAside
 from dsreg.validation.queue import Item, ReviewQueue, tally
-from dsreg.validation.votelog import VotesLog, log_path, read_records
+from dsreg.validation.votelog import VotesLog, log_path, read_votes
 
-__all__ = ["ReviewSession", "export_votes", "finish_review", "sniff"]
+__all__ = [
+    "ReviewExport",
+    "ReviewFinish",
+    "ReviewSession",
+    "export_votes",
+    "finish_review",
+    "sniff",
+]
 
 _METADATA_COLUMNS: Final = 20
 _METADATA_CHARS: Final = 200
@@ -139,7 +149,8 @@ def _items(q: _Queued, verdict: str) -> list[Item]:
 
 
 class ReviewSession:
-    """One server's queue: the log opened (and repaired) for appending, the state replayed.
+    """One server's queue: the log opened for appending (its damaged spans moved aside), the
+    state replayed.
 
     Parameters
     ----------
@@ -213,7 +224,7 @@ class ReviewSession:
 
     def finish(
         self, *, threshold: int, tag: str | None = None, view: str | None = None
-    ) -> OverlayResult:
+    ) -> ReviewFinish:
         """``finish_review`` of this session's queue (the page's button)."""
         return finish_review(
             self.registry,
@@ -229,8 +240,54 @@ class ReviewSession:
         self.log.close()
 
 
-def export_votes(reg: Registry, spec: str, *, overlay: str | None = None) -> bytes:
-    """The votes cast so far about ``spec``'s queue, as a label-errors JSON file's bytes.
+class ReviewExport(int):
+    """What ``dsreg.review_export`` returns: the number of voted items written (it is that
+    number, an ``int``), with ``path``, the file written, and ``set_aside``, the damaged spans
+    of the votes log whose records the export could not count (empty when the log is whole;
+    see ``SetAside.describe``)."""
+
+    path: str
+    set_aside: tuple[SetAside, ...]
+
+    def __new__(cls, records: int, *, path: str, set_aside: tuple[SetAside, ...]) -> ReviewExport:
+        made = super().__new__(cls, records)
+        made.path = path
+        made.set_aside = set_aside
+        return made
+
+    @property
+    def records(self) -> int:
+        return int(self)
+
+    @property
+    def set_aside_records(self) -> int:
+        """The records (answers, skips, undos) in the damaged spans, as far as can be told."""
+        return sum(span.records for span in self.set_aside)
+
+    def __str__(self) -> str:
+        return str(int(self))
+
+    def __repr__(self) -> str:
+        return (
+            f"ReviewExport(records={int(self)}, path={self.path!r}, "
+            f"set_aside_records={self.set_aside_records})"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewFinish(OverlayResult):
+    """What ``dsreg.review_finish`` returns: the overlay stored (an ``OverlayResult``), with
+    ``set_aside``, the damaged spans of the votes log whose records it could not count (empty
+    when the log is whole)."""
+
+    set_aside: tuple[SetAside, ...] = ()
+
+
+def export_votes(
+    reg: Registry, spec: str, *, overlay: str | None = None
+) -> tuple[bytes, tuple[SetAside, ...]]:
+    """The votes cast so far about ``spec``'s queue, as a label-errors JSON file's bytes, and
+    the damaged spans of its log (moved aside, or still in it), whose records are left out.
 
     One record per voted row, in row order: ``id`` (the example id), ``given_original_label``
     and ``our_guessed_label`` (class indices) with their ``_name``, ``mturk`` (the counts of
@@ -238,7 +295,16 @@ def export_votes(reg: Registry, spec: str, *, overlay: str | None = None) -> byt
     and ``queue`` (the overlay reviewed). The same votes give the same bytes.
     """
     q = _Queued(reg, spec, overlay)
-    counted = tally(read_records(q.log_path))
+    votes = read_votes(q.log_path)
+    counted = tally(votes.records)
+    if not counted and votes.set_aside:
+        lost = sum(span.records for span in votes.set_aside)
+        raise VotesError(
+            f"no vote about overlay {short(q.digest)} of {spec!r} can be read: the votes log "
+            f"{q.log_path} has {lost} damaged records set aside ("
+            + "; ".join(span.describe() for span in votes.set_aside)
+            + ")"
+        )
     if not counted:
         raise VotesError(
             f"no votes yet about overlay {short(q.digest)} of {spec!r}; review first with "
@@ -271,7 +337,8 @@ def export_votes(reg: Registry, spec: str, *, overlay: str | None = None) -> byt
                 "queue": q.digest,
             }
         )
-    return (json.dumps(records, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    data = (json.dumps(records, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    return data, votes.set_aside
 
 
 def finish_review(
@@ -284,11 +351,11 @@ def finish_review(
     view: str | None = None,
     force: bool = False,
     command: str = "",
-) -> OverlayResult:
+) -> ReviewFinish:
     """Store the votes about ``spec``'s queue as a ``validated`` overlay: ``import_votes`` of the
     bytes ``export_votes`` returns (and, with ``tag``, tag the revision plus it in ``view``)."""
     check_tag_target(reg, spec, tag, view, force=force, producer="dsreg.import-votes")
-    data = export_votes(reg, spec, overlay=overlay)
+    data, set_aside = export_votes(reg, spec, overlay=overlay)
     try:
         fd, name = tempfile.mkstemp(dir=reg.store.tmp, prefix="review-", suffix=".json")
         with os.fdopen(fd, "wb") as f:
@@ -296,7 +363,7 @@ def finish_review(
     except OSError as e:
         raise StorageError(f"cannot stage the votes in {reg.store.tmp}: {e.strerror}") from e
     try:
-        return import_votes(
+        made = import_votes(
             reg,
             spec,
             name,
@@ -307,6 +374,8 @@ def finish_review(
             force=force,
             command=command,
         )
+        fields = {f.name: getattr(made, f.name) for f in dataclasses.fields(made)}
+        return ReviewFinish(**fields, set_aside=set_aside)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(name)

@@ -5,6 +5,11 @@ when several test folders run together.)"""
 from __future__ import annotations
 
 import io
+import json
+import os
+import signal
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,3 +84,75 @@ def build_review_set(
     return ReviewSet(
         registry=reg, spec="pets@detected", overlay=res.digest, flagged=[int(r) for r in bad]
     )
+
+
+class Server:
+    """``dsreg review`` in its own process, as a user runs it: the dsreg these tests import,
+    its stderr kept in a file (``stderr()``)."""
+
+    def __init__(self, review_set: ReviewSet, votes_per_item: int = 5) -> None:
+        self.args = [
+            sys.executable,
+            "-m",
+            "dsreg",
+            "review",
+            review_set.spec,
+            "--registry",
+            str(review_set.registry),
+            "--votes-per-item",
+            str(votes_per_item),
+            "--json",
+        ]
+        self.proc: subprocess.Popen[str] | None = None
+        self.url = ""
+        self.token = ""
+        self.port = 0
+        self.started: dict[str, object] = {}
+        self.log = review_set.registry.parent / f"server-{id(self)}.stderr"
+
+    def start(self) -> str:
+        if self.url:  # again on the same port: the page's origin, and its localStorage, stay
+            self.args += ["--port", str(self.port)]
+        env = {**os.environ, "PYTHONPATH": str(Path(dsreg.__file__).resolve().parents[1])}
+        with self.log.open("a", encoding="utf-8") as err:
+            self.proc = subprocess.Popen(
+                self.args, stdout=subprocess.PIPE, stderr=err, text=True, env=env
+            )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line, self.stderr()
+        self.started = json.loads(line)
+        self.url = str(self.started["url"])
+        self.port = int(self.url.split(":")[2].split("/")[0])
+        self.token = self.url.split("token=")[1].split("&")[0]
+        return self.url
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def stderr(self) -> str:
+        """Everything the server wrote on stderr so far, over all its starts."""
+        return self.log.read_text(encoding="utf-8")
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+        self._close()
+
+    def _close(self) -> None:
+        assert self.proc is not None
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self._close()

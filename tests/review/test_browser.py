@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,68 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from reviewset import XSS_CLASS, ReviewSet
+from reviewset import XSS_CLASS, ReviewSet, Server
 
 import dsreg
 
 pytestmark = pytest.mark.slow
 
 KEYS = {"given": "1", "guessed": "2", "both": "3", "neither": "4"}
-
-
-class Server:
-    """``dsreg review`` in its own process, as a user runs it."""
-
-    def __init__(self, review_set: ReviewSet, votes_per_item: int) -> None:
-        self.args = [
-            sys.executable,
-            "-m",
-            "dsreg",
-            "review",
-            review_set.spec,
-            "--registry",
-            str(review_set.registry),
-            "--votes-per-item",
-            str(votes_per_item),
-            "--json",
-        ]
-        self.proc: subprocess.Popen[str] | None = None
-        self.url = ""
-
-    def start(self) -> str:
-        if self.url:  # again on the same port: the page's origin, and its localStorage, stay
-            self.args += ["--port", self.url.split(":")[2].split("/")[0]]
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-        self.proc = subprocess.Popen(
-            self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
-        )
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        assert line, self.proc.stderr.read() if self.proc.stderr else ""
-        self.url = json.loads(line)["url"]
-        return self.url
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-        self._close()
-
-    def _close(self) -> None:
-        assert self.proc is not None
-        for pipe in (self.proc.stdout, self.proc.stderr):
-            if pipe is not None:
-                pipe.close()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            self._close()
 
 
 @pytest.fixture
