@@ -66,10 +66,9 @@ def review_export(
     """Write the votes cast so far about ``spec``'s review queue to ``path`` in the
     label-errors (MTurk) JSON format, which ``import_votes`` reads; returns the number of
     records. Reads the votes log without disturbing a running server."""
-    import json
-
     from dsreg._util.fs import replacing
-    from dsreg.errors import InputPathError
+    from dsreg._util.jsonread import INPUT_BYTES, loads
+    from dsreg.errors import InputPathError, VotesError
     from dsreg.validation.session import export_votes
 
     data = export_votes(find_registry(registry), spec, overlay=overlay)
@@ -82,7 +81,7 @@ def review_export(
             f"cannot write {os.fspath(path)}: {e.strerror or e}; check the folder",
             path=os.fspath(path),
         ) from e
-    return len(json.loads(data))
+    return len(loads(data, what="the votes export", error=VotesError, max_bytes=INPUT_BYTES))
 
 
 def review_finish(

@@ -18,6 +18,7 @@ from typing import Final
 
 import numpy as np
 
+from dsreg._util.inputs import shown
 from dsreg.errors import VotesError
 from dsreg.model.corrections import COUNT_FIELDS
 from dsreg.overlays.votes_base import (
@@ -164,8 +165,9 @@ def _record(
         cell = cells[name]
         if not cell:
             continue
-        if not DIGITS.fullmatch(cell) or int(cell) > INT32_MAX:
-            raise VotesError(f"{where}: {name} must be a whole number >= 0; got {cell!r}")
+        # Ten digits at most before int(): Python refuses to convert 4,300.
+        if not DIGITS.fullmatch(cell) or len(cell) > 10 or int(cell) > INT32_MAX:
+            raise VotesError(f"{where}: {name} must be a whole number >= 0; got {shown(cell)}")
         counts[name] = int(cell)
     if counts["given"] is None:
         raise VotesError(f"{where} has no 'given' count")
@@ -193,10 +195,11 @@ def csv_label(snapshot: VoteSnapshot, cell: str) -> int | str:
     exist they must agree, else the cell is ambiguous (classes ``["1", "0"]``).
     """
     by_name = snapshot.class_index(cell)
-    by_index = int(cell) if DIGITS.fullmatch(cell) else None
+    # An index of more than 18 digits names no class (and Python will not convert 4,300).
+    by_index = int(cell) if DIGITS.fullmatch(cell) and len(cell) <= 18 else None
     if by_index is not None and by_index >= len(snapshot.classes):
         by_index = None
     if by_name is not None and by_index is not None and by_name != by_index:
-        return f"{cell!r} (class {by_name} by name, class {by_index} by index: ambiguous)"
+        return f"{shown(cell)} (class {by_name} by name, class {by_index} by index: ambiguous)"
     found = by_name if by_name is not None else by_index
-    return found if found is not None else repr(cell)
+    return found if found is not None else shown(cell)

@@ -11,7 +11,6 @@ skipped and reported, so nothing in a clone's log names what the clone cannot re
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dsreg._util.jsonread import LINE_BYTES, json_problem, loads
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import DsregError, InvalidInputError, RemoteError, RevisionNotFoundError
 from dsreg.model.names import check_name
@@ -231,10 +231,15 @@ class _History:
 def _entry(line: bytes, dataset: str) -> LogEntry | str:
     """The entry a line holds, or why it holds none (for the report)."""
     try:
-        obj = json.loads(line.decode("utf-8"))
+        text = line.decode("utf-8")
     except UnicodeDecodeError:
         return "not UTF-8 text"
-    except (ValueError, RecursionError):
+    problem = json_problem(line, max_bytes=LINE_BYTES)
+    if problem is not None:
+        return problem
+    try:
+        obj = loads(text, what="line", error=InvalidInputError, max_bytes=LINE_BYTES)
+    except InvalidInputError:
         return "not JSON"
     if not isinstance(obj, dict):
         return "not a JSON object"

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from dsreg._util.fs import write_all
+from dsreg._util.jsonread import LINE_BYTES, json_problem, loads
 from dsreg.errors import (
     DsregError,
     InvalidInputError,
@@ -197,6 +198,21 @@ class RefLog(list[LogEntry]):
         self.damaged: tuple[DamagedLine, ...] = tuple(damaged)
 
 
+def _entry(line: bytes, text: str) -> LogEntry | str:
+    """The entry of one line of a log, or why it holds none."""
+    problem = json_problem(line, max_bytes=LINE_BYTES)
+    if problem is not None:
+        return problem
+    try:
+        obj = loads(text, what="line", error=InvalidInputError, max_bytes=LINE_BYTES)
+    except InvalidInputError:
+        return "not JSON"
+    try:
+        return LogEntry.from_dict(obj)
+    except ValueError as e:
+        return str(e)
+
+
 def parse_log(data: str | bytes, *, dataset: str | None = None) -> RefLog:
     """The entries of a log's bytes (or text), oldest first. A line that is not an entry is
     skipped and reported in ``damaged``, never fatal: a line torn by a crash mid-append (also
@@ -209,15 +225,13 @@ def parse_log(data: str | bytes, *, dataset: str | None = None) -> RefLog:
         if not line.strip():
             continue
         try:
-            entry = LogEntry.from_dict(json.loads(line.decode("utf-8")))
+            text = line.decode("utf-8")
         except UnicodeDecodeError:
             damaged.append(DamagedLine(line=n, reason="not UTF-8 text (a torn character?)"))
             continue
-        except (ValueError, RecursionError) as e:
-            reason = "not JSON" if isinstance(e, json.JSONDecodeError) else str(e)
-            if isinstance(e, RecursionError):
-                reason = "JSON nested too deeply"
-            damaged.append(DamagedLine(line=n, reason=reason))
+        entry = _entry(line, text)
+        if isinstance(entry, str):
+            damaged.append(DamagedLine(line=n, reason=entry))
             continue
         if dataset is not None and entry.dataset != dataset:
             damaged.append(

@@ -19,7 +19,6 @@ template is rendered with Jinja2's autoescape. Errors are JSON ``{"error": messa
 from __future__ import annotations
 
 import hmac
-import json
 import threading
 from collections.abc import Awaitable, Callable
 from importlib import resources
@@ -35,6 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from dsreg._util.jsonread import loads
 from dsreg.errors import (
     DsregError,
     InvalidInputError,
@@ -172,10 +172,7 @@ def make_app(session: ReviewSession, *, token: str, cookie: str) -> Starlette:
         raw = await request.body()
         if len(raw) > _MAX_BODY:
             raise InvalidInputError(f"request body of {len(raw)} bytes is too large")
-        try:
-            data = json.loads(raw)
-        except ValueError as e:
-            raise InvalidInputError(f"request body is not valid JSON: {e}") from None
+        data = loads(raw, what="request body", error=InvalidInputError, max_bytes=_MAX_BODY)
         if not isinstance(data, dict):
             raise InvalidInputError("request body must be a JSON object")
         return data

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from dsreg._util.fs import write_all
-from dsreg.errors import StorageError
+from dsreg._util.jsonread import LINE_BYTES, loads
+from dsreg.errors import InvalidInputError, StorageError
 
 __all__ = ["VotesLog", "log_path", "read_records"]
 
@@ -49,8 +50,8 @@ def _decode(line: bytes) -> dict[str, Any] | None:
     try:
         if int(check, 16) != zlib.crc32(body):
             return None
-        record = json.loads(body)
-    except ValueError:
+        record = loads(body, what="record", error=InvalidInputError, max_bytes=LINE_BYTES)
+    except ValueError:  # InvalidInputError too
         return None
     return record if isinstance(record, dict) else None
 
