@@ -42,6 +42,7 @@ __all__ = [
     "json_problem",
     "load_file",
     "loads",
+    "read_line",
 ]
 
 MAX_DEPTH: Final = 64
@@ -140,3 +141,23 @@ def load_file(
     ``max_bytes``), read as :func:`loads` reads. ``what`` names the file and its path."""
     data = read_input(path, what=what, max_bytes=max_bytes, error=error, hint=hint)
     return loads(data, what=what, error=error, max_bytes=max_bytes, hint=hint)
+
+
+def read_line(line: bytes) -> tuple[Any, str | None]:
+    """One line of a JSON-lines log (a registry's or a remote's): ``(value, None)``, or
+    ``(None, why it holds none)`` for the report of damaged lines, never an error."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return None, "not UTF-8 text (a torn character?)"
+    problem = json_problem(line, max_bytes=LINE_BYTES)
+    if problem is not None:
+        return None, problem
+    try:
+        return loads(text, what="line", error=_NotJSON, max_bytes=LINE_BYTES), None
+    except _NotJSON:
+        return None, "not JSON"
+
+
+class _NotJSON(DsregError):
+    """A log line that does not parse: reported, never raised past ``read_line``."""

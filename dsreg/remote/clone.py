@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsreg._util.jsonread import LINE_BYTES, json_problem, loads
+from dsreg._util.jsonread import read_line
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import DsregError, InvalidInputError, RemoteError, RevisionNotFoundError
 from dsreg.model.names import check_name
@@ -230,17 +230,9 @@ class _History:
 
 def _entry(line: bytes, dataset: str) -> LogEntry | str:
     """The entry a line holds, or why it holds none (for the report)."""
-    try:
-        text = line.decode("utf-8")
-    except UnicodeDecodeError:
-        return "not UTF-8 text"
-    problem = json_problem(line, max_bytes=LINE_BYTES)
-    if problem is not None:
-        return problem
-    try:
-        obj = loads(text, what="line", error=InvalidInputError, max_bytes=LINE_BYTES)
-    except InvalidInputError:
-        return "not JSON"
+    obj, reason = read_line(line)
+    if reason is not None:
+        return reason
     if not isinstance(obj, dict):
         return "not a JSON object"
     strings = ("time", "user", "dataset", "command", "event")

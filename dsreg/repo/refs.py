@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from dsreg._util.fs import write_all
-from dsreg._util.jsonread import LINE_BYTES, json_problem, loads
+from dsreg._util.jsonread import read_line
 from dsreg.errors import (
     DsregError,
     InvalidInputError,
@@ -198,21 +198,6 @@ class RefLog(list[LogEntry]):
         self.damaged: tuple[DamagedLine, ...] = tuple(damaged)
 
 
-def _entry(line: bytes, text: str) -> LogEntry | str:
-    """The entry of one line of a log, or why it holds none."""
-    problem = json_problem(line, max_bytes=LINE_BYTES)
-    if problem is not None:
-        return problem
-    try:
-        obj = loads(text, what="line", error=InvalidInputError, max_bytes=LINE_BYTES)
-    except InvalidInputError:
-        return "not JSON"
-    try:
-        return LogEntry.from_dict(obj)
-    except ValueError as e:
-        return str(e)
-
-
 def parse_log(data: str | bytes, *, dataset: str | None = None) -> RefLog:
     """The entries of a log's bytes (or text), oldest first. A line that is not an entry is
     skipped and reported in ``damaged``, never fatal: a line torn by a crash mid-append (also
@@ -224,14 +209,14 @@ def parse_log(data: str | bytes, *, dataset: str | None = None) -> RefLog:
     for n, line in enumerate(raw.split(b"\n"), start=1):
         if not line.strip():
             continue
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError:
-            damaged.append(DamagedLine(line=n, reason="not UTF-8 text (a torn character?)"))
-            continue
-        entry = _entry(line, text)
-        if isinstance(entry, str):
-            damaged.append(DamagedLine(line=n, reason=entry))
+        obj, reason = read_line(line)
+        if reason is None:
+            try:
+                entry = LogEntry.from_dict(obj)
+            except ValueError as e:
+                reason = str(e)
+        if reason is not None:
+            damaged.append(DamagedLine(line=n, reason=reason))
             continue
         if dataset is not None and entry.dataset != dataset:
             damaged.append(
