@@ -64,12 +64,23 @@ def parse_csv(path: Path, text: str, snapshot: VoteSnapshot) -> list[Record]:
         header = [name.strip() for name in next(reader)]
         lines = [(reader.line_num, line) for line in reader if any(cell.strip() for cell in line)]
     except csv.Error as exc:
-        raise VotesError(f"{path} is not valid CSV: {exc} (line {reader.line_num})") from exc
+        raise _not_csv(path, exc, reader.line_num) from exc
     _check_header(path, header)
     unknown = _Unknown()
     records = [_record(path, header, n, line, snapshot, unknown) for n, line in lines]
     unknown.refuse(path, snapshot)
     return records
+
+
+def _not_csv(path: Path, exc: csv.Error, line: int) -> VotesError:
+    """Python's csv error as the refusal says it; a cell past the csv module's limit is named
+    with the limit (raising it is a process-wide setting, and no votes cell is that long)."""
+    if "field larger than field limit" in str(exc):
+        return VotesError(
+            f"{path}: line {line} holds a cell longer than {csv.field_size_limit():,} "
+            "characters, the most dsreg reads of one votes cell; check the file"
+        )
+    return VotesError(f"{path} is not valid CSV: {exc} (line {line})")
 
 
 def check_csv(path: Path, *, dataset: str, classes: tuple[str, ...]) -> bool:
@@ -95,9 +106,7 @@ def check_csv(path: Path, *, dataset: str, classes: tuple[str, ...]) -> bool:
                 for _ in reader:
                     pass
             except csv.Error as exc:
-                raise VotesError(
-                    f"{path} is not valid CSV: {exc} (line {reader.line_num})"
-                ) from exc
+                raise _not_csv(path, exc, reader.line_num) from exc
         _check_header(path, header)
         unknown = _Unknown()
         records = 0
