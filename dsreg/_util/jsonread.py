@@ -62,8 +62,10 @@ _SIGN = bytes.maketrans(b"()", b"\x01\xff")  # +1 and -1 as signed bytes
 def _deeper(data: bytes | str, limit: int) -> bool:
     """Whether a document's brackets (outside its strings) nest more than ``limit`` deep."""
     if isinstance(data, str):
+        if data.count("[") + data.count("{") <= limit:
+            return False
         data = data.encode("utf-8", "surrogatepass")
-    if data.count(b"[") + data.count(b"{") <= limit:
+    elif data.count(b"[") + data.count(b"{") <= limit:
         return False
     if b"\\" in data:
         # An escaped backslash, then an escaped quote: neither opens nor closes a string.

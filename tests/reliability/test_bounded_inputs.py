@@ -44,14 +44,7 @@ Cli = Callable[..., Any]
 
 def _settings(n: int) -> Any:
     return settings(
-        max_examples=n,
-        deadline=None,
-        database=None,
-        suppress_health_check=[
-            HealthCheck.function_scoped_fixture,
-            HealthCheck.too_slow,
-            HealthCheck.data_too_large,
-        ],
+        max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck)
     )
 
 
@@ -62,26 +55,30 @@ def _report() -> Iterator[None]:
         print("\nhypothesis examples:", ", ".join(f"{k}: {v}" for k, v in sorted(TALLY.items())))
 
 
+def _labelled(root: Path) -> Path:
+    """A registry in ``root`` holding lab@original (N label-only rows over CLASSES), made
+    through the library; ``ok.npy`` beside it. Its folder."""
+    np.save(root / "ok.npy", np.array(LABELS))
+    (root / "classes.txt").write_text("\n".join(CLASSES) + "\n")
+    reg = dsreg.init(registry=root / ".dsreg").root
+    dsreg.add("lab", labels=root / "ok.npy", classes=root / "classes.txt", tag="original",
+              registry=reg)  # fmt: skip
+    return reg
+
+
 @pytest.fixture
 def reg(cli: Cli, tmp_path: Path) -> Path:
-    """A registry holding lab@original: N label-only rows over CLASSES."""
-    assert cli("init").exit_code == 0
-    np.save(tmp_path / "ok.npy", np.array(LABELS))
-    (tmp_path / "ok-classes.txt").write_text("\n".join(CLASSES) + "\n")
-    res = cli(
-        "add", "lab", "--labels", "ok.npy", "--classes", "ok-classes.txt", "--tag", "original"
-    )
-    assert res.exit_code == 0, res.stderr
-    return tmp_path / ".dsreg"
+    return _labelled(tmp_path)
 
 
 def _state(reg: Path) -> dict[str, int]:
-    out = {}
-    for sub in ("files", "refs", "logs"):
-        for p in (reg / sub).rglob("*") if (reg / sub).is_dir() else ():
-            if p.is_file() and not p.name.startswith("."):
-                out[p.relative_to(reg).as_posix()] = p.stat().st_size
-    return out
+    """What a refused command must not change: the size of every file of files/, refs/, logs/."""
+    found = (p for sub in ("files", "refs", "logs") for p in (reg / sub).rglob("*"))
+    return {
+        p.relative_to(reg).as_posix(): p.stat().st_size
+        for p in found
+        if p.is_file() and not p.name.startswith(".")  # not logs/.<dataset>.lock
+    }
 
 
 def _outcome(cli: Cli, reg: Path, name: str, *args: str) -> str | None:
@@ -221,9 +218,9 @@ NPY_COMMANDS = {
 }  # fmt: skip
 
 
-@_settings(60)
+@pytest.mark.parametrize("command", sorted(NPY_COMMANDS))
+@_settings(15)
 @given(
-    command=st.sampled_from(sorted(NPY_COMMANDS)),
     rows=st.integers(0, 10**12) | st.integers(0, 2 * N),
     cols=st.integers(0, 10**6) | st.integers(0, 6),
     held=st.integers(0, 3 * N),
@@ -260,15 +257,13 @@ def _table_args(use: str) -> tuple[str, list[str]]:
     }[use]  # fmt: skip
 
 
-@_settings(60)
-@given(
-    use=st.sampled_from(
-        ["counts", "add --table", "add --labels", "eval parquet", "eval csv", "detect",
-         "corrections csv"]
-    ),
-    names=st.lists(NAMES, min_size=1, max_size=5),
-    twice=NAMES,
+@pytest.mark.parametrize(
+    "use",
+    ["counts", "add --table", "add --labels", "eval parquet", "eval csv", "detect",
+     "corrections csv"],
 )  # fmt: skip
+@_settings(8)
+@given(names=st.lists(NAMES, min_size=1, max_size=5), twice=NAMES)
 def test_two_columns_of_one_name_are_refused_by_name(
     cli: Cli, reg: Path, tmp_path: Path, use: str, names: list[str], twice: str
 ) -> None:
@@ -289,9 +284,9 @@ def test_two_columns_of_one_name_are_refused_by_name(
 SPECIAL = st.sampled_from([0.0, 1.0, 3.0, -1.0, 0.5, 65504.0, 1e10, 1e300, np.inf, -np.inf, np.nan])
 
 
-@_settings(60)
+@pytest.mark.parametrize("use", ["counts", "pred-probs", "predictions"])
+@_settings(20)
 @given(
-    use=st.sampled_from(["counts", "pred-probs", "predictions"]),
     dtype=st.sampled_from(["f2", "f4", "f8", "i1", "i8", "u1", "u8"]),
     values=st.lists(SPECIAL | st.integers(0, 40).map(float), min_size=N * 3, max_size=N * 3),
 )
@@ -384,13 +379,9 @@ def _fresh(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder with a registry holding lab@original, made through the library."""
+    """A folder with a registry holding lab@original."""
     root = tmp_path_factory.mktemp("special")
-    np.save(root / "ok.npy", np.array(LABELS))
-    (root / "classes.txt").write_text("\n".join(CLASSES) + "\n")
-    dsreg.init(registry=root / ".dsreg")
-    dsreg.add("lab", labels=root / "ok.npy", classes=root / "classes.txt", tag="original",
-              registry=root / ".dsreg")  # fmt: skip
+    _labelled(root)
     return root
 
 
