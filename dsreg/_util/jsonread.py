@@ -4,14 +4,15 @@ files, review requests) goes through :func:`loads`, which refuses a document too
 too deeply before Python's parser sees it, with one line naming the document.
 
 Why a bound on depth: the standard library's parser recurses once per ``[`` or ``{``, so a
-document of 100,000 ``[`` (a few hundred bytes: stored under its right digest by a hostile remote,
-or left by a damaged disk) ends in a ``RecursionError`` wherever it is read. The limit,
-:data:`MAX_DEPTH`, is ten times the deepest document dsreg writes or reads (a manifest's producer
-parameters or a JSON Schema nest at most six levels; a votes record three) and far below the
+document of 100,000 ``[`` (100 KB, stored under its right digest by a hostile remote or left by a
+damaged disk) ends in a ``RecursionError`` wherever it is read. The limit,
+:data:`MAX_DEPTH`, is nine times the deepest document dsreg writes or reads (a manifest's producer
+parameters or a JSON Schema nest at most seven levels; a votes record three) and far below the
 interpreter's recursion limit, so the walks that follow a parse (schema checks, canonical bytes)
 stay far from it as well.
 
-Why bounds on size, per use (``max_bytes``; the named sizes below): the parsed values take
+Why bounds on size, per use (``max_bytes``: the sizes named below, and ``inputs.INPUT_BYTES``, 2
+GiB, for a user's input files): the parsed values take
 several times the bytes of the document, so a document larger than any real one of its kind is
 refused before it is read, with what to do instead.
 
@@ -35,7 +36,6 @@ from dsreg._util.inputs import INPUT_BYTES, read_input
 from dsreg.errors import DsregError
 
 __all__ = [
-    "INPUT_BYTES",
     "LINE_BYTES",
     "MANIFEST_BYTES",
     "MAX_DEPTH",

@@ -67,7 +67,8 @@ def review_export(
     label-errors (MTurk) JSON format, which ``import_votes`` reads; returns the number of
     records. Reads the votes log without disturbing a running server."""
     from dsreg._util.fs import replacing
-    from dsreg._util.jsonread import INPUT_BYTES, loads
+    from dsreg._util.inputs import INPUT_BYTES
+    from dsreg._util.jsonread import loads
     from dsreg.errors import InputPathError, VotesError
     from dsreg.validation.session import export_votes
 

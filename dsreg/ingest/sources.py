@@ -20,8 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from dsreg._util.inputs import input_file, read_input, shown, shown_all
-from dsreg._util.jsonread import INPUT_BYTES
+from dsreg._util.inputs import INPUT_BYTES, input_file, read_input, shown, shown_all
 from dsreg.errors import DatasetFormatError, InputPathError
 from dsreg.ingest.payloads import Payload, tree_payloads
 from dsreg.ingest.treescan import TreeScan, scan_tree

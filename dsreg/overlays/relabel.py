@@ -187,7 +187,10 @@ def _parquet_counts(path: Path, classes: Sequence[str], what: str) -> np.ndarray
     cols = list(classes) if all(c in t.column_names for c in classes) else t.column_names
     if not cols:
         raise RelabelingError(f"{what} has no columns; give one column of counts per class")
-    return np.column_stack([as_numpy(t.column(c)) for c in cols])
+    try:
+        return np.column_stack([as_numpy(t.column(c)) for c in cols])
+    except (ValueError, TypeError, pa.ArrowException) as e:
+        raise RelabelingError(f"cannot read {what} as counts: {e}") from e
 
 
 def _read_counts(path: Path, classes: Sequence[str]) -> np.ndarray:
