@@ -70,10 +70,10 @@ def review_export(
     records written, a ``ReviewExport`` (an ``int``) whose ``set_aside`` lists the damaged
     spans of the votes log, whose records it could not count (empty when the log is whole).
     Reads the votes log without disturbing a running server."""
-    import json
-
     from dsreg._util.fs import replacing
-    from dsreg.errors import InputPathError
+    from dsreg._util.inputs import INPUT_BYTES
+    from dsreg._util.jsonread import loads
+    from dsreg.errors import InputPathError, VotesError
     from dsreg.validation.session import ReviewExport, export_votes
 
     data, set_aside = export_votes(find_registry(registry), spec, overlay=overlay)
@@ -86,7 +86,8 @@ def review_export(
             f"cannot write {os.fspath(path)}: {e.strerror or e}; check the folder",
             path=os.fspath(path),
         ) from e
-    return ReviewExport(len(json.loads(data)), path=os.fspath(path), set_aside=set_aside)
+    records = len(loads(data, what="the votes export", error=VotesError, max_bytes=INPUT_BYTES))
+    return ReviewExport(records, path=os.fspath(path), set_aside=set_aside)
 
 
 def review_finish(

@@ -25,12 +25,12 @@ import mmap
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from tokenize import TokenError
 from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
+from dsreg._util.inputs import input_file
 from dsreg.detector.source import (
     FloatArray,
     ProbabilitySource,
@@ -40,6 +40,7 @@ from dsreg.detector.source import (
     sum_tolerance,
 )
 from dsreg.errors import InputPathError, ProbabilitiesError, StorageError
+from dsreg.model.inputfiles import open_npy, refuse_duplicate_columns
 from dsreg.objects.hashing import Hasher, hash_file
 
 __all__ = [
@@ -120,17 +121,8 @@ class NpySource(ProbabilitySource):
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         file = Path(path)
-        try:
-            data = np.load(file, mmap_mode="r", allow_pickle=False)
-        except OSError as exc:
-            raise _path_error(exc, file) from exc
-        except (ValueError, EOFError, SyntaxError, TokenError) as exc:
-            # EOFError: an empty or truncated file; SyntaxError and TokenError: a damaged header
-            # (numpy tokenizes a version 1 or 2 header again).
-            why = f"its header is damaged: {exc.args[0]}" if isinstance(exc, TokenError) else exc
-            raise ProbabilitiesError(
-                f"{file} is not a readable .npy array ({why}); save it with numpy.save"
-            ) from exc
+        hint = "; save it with numpy.save"
+        data = open_npy(file, what=str(file), error=ProbabilitiesError, hint=hint)
         check_dtype(data.dtype, str(file))
         n, k = check_shape(data.shape, str(file))
         super().__init__(n, k, data.dtype, file)
@@ -221,6 +213,7 @@ class ParquetSource(ProbabilitySource):
         import pyarrow.parquet as pq
 
         file = Path(path)
+        input_file(file, what=f"probabilities file {str(file)!r}")
         try:
             # pre_buffer would read ahead every row group: memory as large as the file.
             self._file = pq.ParquetFile(file, pre_buffer=False)
@@ -229,6 +222,7 @@ class ParquetSource(ProbabilitySource):
         except (pa.ArrowException, OSError) as exc:
             raise ProbabilitiesError(f"{file} is not a readable Parquet file: {exc}") from exc
         schema = self._file.schema_arrow
+        refuse_duplicate_columns(schema.names, what=str(file), error=ProbabilitiesError)
         if column is not None and columns is not None:
             raise ProbabilitiesError("pass either column= (a list column) or columns=, not both")
         lists = [f.name for f in schema if _list_value_dtype(f.type) is not None]
@@ -368,6 +362,7 @@ def open_probabilities(
         return probs
     if isinstance(probs, (str, os.PathLike)):
         path = Path(probs)
+        input_file(path, what=f"probabilities file {str(path)!r}")
         try:
             with path.open("rb") as handle:
                 magic = handle.read(6)

@@ -12,7 +12,6 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from tokenize import TokenError
 from typing import Any
 
 import numpy as np
@@ -21,9 +20,11 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from dsreg._util.inputs import INPUT_BYTES, input_file, read_input, shown, shown_all
 from dsreg.errors import DatasetFormatError, InputPathError
 from dsreg.ingest.payloads import Payload, tree_payloads
 from dsreg.ingest.treescan import TreeScan, scan_tree
+from dsreg.model.inputfiles import csv_error, open_npy, refuse_duplicate_columns
 from dsreg.model.names import check_lookalike_ids, is_safe_relpath
 from dsreg.model.tables import check_metadata_names
 
@@ -62,25 +63,20 @@ def check_example_id(example_id: str, *, what: str = "example id") -> str:
     (``model.names.UNSAFE_PATH``, the rule every read path checks again)."""
     if not is_safe_relpath(example_id):
         raise InputPathError(
-            f"{what} {example_id!r} is unsafe: ids are relative POSIX paths without '..', '.', "
-            "a leading '/' or backslashes; rename it in the source"
+            f"{what} {shown(example_id)} is unsafe: ids are relative POSIX paths without '..', "
+            "'.', a leading '/' or backslashes; rename it in the source"
         )
     return example_id
 
 
-def _exists(path: Path, what: str) -> Path:
-    if not path.exists():
-        raise InputPathError(f"{what} {str(path)!r} does not exist; check the path")
-    return path
-
-
 def read_classes(path: Path) -> tuple[str, ...]:
     """One class name per line; line i is class i."""
-    _exists(path, "classes file")
+    what = f"classes file {str(path)!r}"
+    data = read_input(path, what=what, max_bytes=INPUT_BYTES, error=DatasetFormatError)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
-        raise DatasetFormatError(f"cannot read classes file {str(path)!r}: {e}") from e
+        lines = data.decode("utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise DatasetFormatError(f"cannot read {what}: {e}") from e
     while lines and not lines[-1].strip():
         lines.pop()
     names = [ln.strip() for ln in lines]
@@ -152,7 +148,7 @@ def _stat_inside(p: Path, real_root: Path, rel: str) -> os.stat_result | None:
 
 
 def _read_any_table(path: Path, what: str) -> pa.Table:
-    _exists(path, what)
+    input_file(path, what=f"{what} {str(path)!r}")
     try:
         if path.suffix.lower() == ".parquet":
             table = pq.read_table(path)
@@ -165,18 +161,13 @@ def _read_any_table(path: Path, what: str) -> pa.Table:
             )
         names = table.column_names  # decoded here: a CSV header need not be UTF-8
     except (pa.ArrowException, OSError) as e:
-        raise DatasetFormatError(f"cannot read {what} {str(path)!r}: {e}") from e
+        raise DatasetFormatError(f"cannot read {what} {str(path)!r}: {csv_error(e)}") from e
     except UnicodeDecodeError as e:
         raise DatasetFormatError(
             f"{what} {str(path)!r} has a column name that is not UTF-8 text ({e.reason} at byte "
             f"{e.start}); save the file as UTF-8"
         ) from e
-    twice = sorted(n for n, c in Counter(names).items() if c > 1)
-    if twice:
-        raise DatasetFormatError(
-            f"{what} {str(path)!r} has columns named {twice} more than once; give every "
-            "column its own name"
-        )
+    refuse_duplicate_columns(names, what=f"{what} {str(path)!r}", error=DatasetFormatError)
     return table
 
 
@@ -208,7 +199,8 @@ def _labels_to_index(
         unknown = sorted({v for v in values if v not in index})
         if unknown:
             raise DatasetFormatError(
-                f"{what} has {len(unknown)} labels that name no class, first {unknown[:5]}; "
+                f"{what} has {len(unknown)} labels that name no class, first "
+                f"{shown_all(unknown[:5])}; "
                 "add them to the --classes file"
             )
         return np.fromiter((index[v] for v in values), dtype=np.int32, count=len(values)), names
@@ -229,17 +221,11 @@ def _check_range(arr: np.ndarray, k: int, what: str) -> None:
 
 def map_label_npy(path: Path, what: str) -> np.ndarray:
     """A ``.npy`` file of labels, memory-mapped: a 1-D array of integers, else a clear error.
-    Mapped, so a header claiming more data than the file holds is refused before anything is
-    allocated for it; the caller reads it whole or a slice at a time."""
-    try:
-        arr: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError, EOFError, SyntaxError, TokenError) as e:
-        # EOFError: an empty or truncated file ("No data left in file"); SyntaxError and
-        # TokenError: a damaged header (numpy tokenizes a version 1 or 2 header again).
-        why = f"its header is damaged ({e.args[0]})" if isinstance(e, TokenError) else e
-        raise DatasetFormatError(
-            f"cannot read {what} as a .npy array: {why}; save the labels with numpy.save"
-        ) from e
+    Its header is checked against the file's size before anything is mapped or allocated for
+    it (``model.inputfiles.open_npy``); the caller reads it whole or a slice at a time."""
+    arr = open_npy(
+        path, what=what, error=DatasetFormatError, hint="; save the labels with numpy.save"
+    )
     if arr.ndim != 1 or arr.dtype.kind not in "iu":
         raise DatasetFormatError(
             f"{what} holds a {arr.dtype} array of shape {arr.shape}; "
@@ -250,8 +236,8 @@ def map_label_npy(path: Path, what: str) -> np.ndarray:
 
 def scan_labels(path: Path, *, classes: Sequence[str] | None) -> Source:
     """A label-only set: ``.npy`` (1-D integers), or CSV/Parquet with one column or ``label``."""
-    _exists(path, "labels file")
     what = f"labels file {str(path)!r}"
+    input_file(path, what=what)
     if path.suffix.lower() == ".npy":
         # Read whole once mapped and checked.
         arr = np.array(map_label_npy(path, what))
@@ -319,7 +305,7 @@ def scan_table(
         # Checked here, before add hashes or stores any payload: a refused add writes nothing.
         dup = sorted(k for k, c in Counter(ids).items() if c > 1)
         raise DatasetFormatError(
-            f"{what}: {len(dup)} example ids occur more than once, first {dup[:5]}; "
+            f"{what}: {len(dup)} example ids occur more than once, first {shown_all(dup[:5])}; "
             f"the {id_column!r} column must be unique"
         )
     if not allow_lookalike_ids:
@@ -330,7 +316,8 @@ def scan_table(
     check_metadata_names(meta.column_names, what=what)
     payloads: list[Payload | None] = [None] * len(ids)
     if files is not None:
-        _exists(files, "--files folder")
+        if not files.exists():
+            raise InputPathError(f"--files folder {str(files)!r} does not exist; check the path")
         real = files.resolve()
         missing = []
         parents_ok: set[str] = set()

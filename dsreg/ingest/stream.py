@@ -15,8 +15,6 @@ columns are one chunk per row group, as the whole table's slices were.
 
 from __future__ import annotations
 
-import json
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,9 +27,12 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from dsreg.errors import DatasetFormatError, InputPathError
+from dsreg._util.inputs import input_file, shown_all
+from dsreg._util.jsonread import load_file
+from dsreg.errors import DatasetFormatError
 from dsreg.ingest.sources import MAX_INFERRED_CLASSES, check_example_id, map_label_npy
 from dsreg.model.arrays import first_unsafe, id_spellings
+from dsreg.model.inputfiles import csv_error, refuse_duplicate_columns
 from dsreg.model.names import lookalike_error
 from dsreg.model.tables import ROW_GROUP, base_schema, check_metadata_names, from_numpy
 
@@ -97,24 +98,25 @@ def _csv_pieces(path: Path, only: list[str] | None, what: str) -> Pieces:
                 yield pa.Table.from_batches([b])
         except pa.ArrowInvalid as e:
             if "conversion error" not in str(e):
-                raise DatasetFormatError(f"cannot read {what} {str(path)!r}: {e}") from e
+                raise DatasetFormatError(f"cannot read {what} {str(path)!r}: {csv_error(e)}") from e
             # A later block holds values the first block's type cannot (a text cell in a
             # column of numbers): the whole-file reader infers the type again over all rows,
             # so for this file only, read it whole as before (not bounded in memory).
             try:
                 table = pacsv.read_csv(path, parse_options=opts, convert_options=conv)
             except (pa.ArrowException, OSError) as e2:
-                raise DatasetFormatError(f"cannot read {what} {str(path)!r}: {e2}") from e2
+                raise DatasetFormatError(
+                    f"cannot read {what} {str(path)!r}: {csv_error(e2)}"
+                ) from e2
             yield table
         except (pa.ArrowException, OSError) as e:
-            raise DatasetFormatError(f"cannot read {what} {str(path)!r}: {e}") from e
+            raise DatasetFormatError(f"cannot read {what} {str(path)!r}: {csv_error(e)}") from e
 
     return pieces
 
 
 def _open(path: Path, what: str, columns: list[str] | None) -> tuple[pa.Schema, Any]:
-    if not path.exists():
-        raise InputPathError(f"{what} {str(path)!r} does not exist; check the path")
+    input_file(path, what=f"{what} {str(path)!r}")
     suffix = path.suffix.lower()
     try:
         if suffix == ".parquet":
@@ -130,7 +132,7 @@ def _open(path: Path, what: str, columns: list[str] | None) -> tuple[pa.Schema, 
             _ = schema.names
             return schema, _csv_pieces(path, columns, what)
     except (pa.ArrowException, OSError) as e:
-        raise DatasetFormatError(f"cannot read {what} {str(path)!r}: {e}") from e
+        raise DatasetFormatError(f"cannot read {what} {str(path)!r}: {csv_error(e)}") from e
     except UnicodeDecodeError as e:
         raise DatasetFormatError(
             f"{what} {str(path)!r} has a column name that is not UTF-8 text ({e.reason} at byte "
@@ -142,12 +144,7 @@ def _open(path: Path, what: str, columns: list[str] | None) -> tuple[pa.Schema, 
 
 
 def _check_columns(names: Sequence[str], path: Path, what: str) -> None:
-    twice = sorted(n for n, c in Counter(names).items() if c > 1)
-    if twice:
-        raise DatasetFormatError(
-            f"{what} {str(path)!r} has columns named {twice} more than once; give every "
-            "column its own name"
-        )
+    refuse_duplicate_columns(names, what=f"{what} {str(path)!r}", error=DatasetFormatError)
 
 
 def table_stream(
@@ -192,9 +189,8 @@ def labels_stream(
 ) -> StreamSource:
     """``--labels F`` (``.npy``, or CSV/Parquet with one column or ``label``), ids the row
     numbers or, with ``ids``, read from ``ids.txt`` (one per line) or ``ids.json`` (a list)."""
-    if not path.exists():
-        raise InputPathError(f"labels file {str(path)!r} does not exist; check the path")
     what = f"labels file {str(path)!r}"
+    input_file(path, what=what)
     if path.suffix.lower() == ".npy":
         schema, pieces, fmt = _npy(path, what)
     else:
@@ -246,14 +242,15 @@ def read_ids(path: Path) -> Callable[[], Iterator[pa.Array]]:
     (parsed whole: JSON has no streaming form in the standard library; use .txt for tens of
     millions of rows)."""
     what = f"ids file {str(path)!r}"
-    if not path.exists():
-        raise InputPathError(f"{what} does not exist; check the path")
+    input_file(path, what=what)
     suffix = path.suffix.lower()
     if suffix == ".json":
-        try:
-            values = json.loads(path.read_bytes())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise DatasetFormatError(f"cannot read {what} as JSON: {e}") from e
+        values = load_file(
+            path,
+            what=what,
+            error=DatasetFormatError,
+            hint="; give a JSON list of strings, or a .txt file of one id per line",
+        )
         if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
             raise DatasetFormatError(
                 f"{what} must hold a JSON list of strings (the example ids in row order)"
@@ -391,7 +388,7 @@ class Validation:
             if dup:
                 raise DatasetFormatError(
                     f"{self.what}: {len(dup)} example ids occur more than once, first "
-                    f"{dup[:5]}; {self.unique_hint}"
+                    f"{shown_all(dup[:5])}; {self.unique_hint}"
                 )
             if lookalikes:
                 raise lookalike_error(self.ids_what or self.what, lookalikes)
@@ -410,7 +407,7 @@ class Validation:
             unknown = sorted(self.unknown)
             raise DatasetFormatError(
                 f"{self.what} has {len(unknown)} labels that name no class, first "
-                f"{unknown[:5]}; add them to the --classes file"
+                f"{shown_all(unknown[:5])}; add them to the --classes file"
             )
         names = self.classes
         if names is None:

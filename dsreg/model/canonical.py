@@ -6,11 +6,11 @@ digest. dsreg stores exactly these bytes, so an object's digest is the digest of
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import rfc8785
 
+from dsreg._util.jsonread import MANIFEST_BYTES, MAX_DEPTH, loads
 from dsreg.errors import ManifestError
 
 __all__ = ["canonical_bytes", "parse_json"]
@@ -19,17 +19,25 @@ _SAFE = 2**53 - 1
 
 
 def canonical_bytes(obj: Any) -> bytes:
-    """RFC 8785 bytes of a JSON-able value."""
+    """RFC 8785 bytes of a JSON-able value, refused (``ManifestError``) where ``parse_json``
+    would refuse to read them back: nested deeper than ``MAX_DEPTH`` or larger than
+    ``MANIFEST_BYTES``."""
     try:
-        return bytes(rfc8785.dumps(_as_doubles(obj)))
+        data = bytes(rfc8785.dumps(_as_doubles(obj, 1)))
     except (rfc8785.CanonicalizationError, TypeError, ValueError) as e:
         raise ManifestError(f"cannot canonicalise manifest: {e}") from e
+    if len(data) > MANIFEST_BYTES:
+        raise ManifestError(
+            f"a manifest of {len(data):,} bytes is more than the {MANIFEST_BYTES:,} dsreg reads "
+            "back; a snapshot's manifest holds its class names: give fewer, shorter ones"
+        )
+    return data
 
 
-def _as_doubles(obj: Any) -> Any:
+def _as_doubles(obj: Any, depth: int) -> Any:
     """Integers beyond 2**53 that a double holds exactly, as that double (RFC 8785 numbers are
     IEEE 754 doubles; the rfc8785 package refuses every int beyond 2**53). Ints no double holds
-    are refused rather than rounded."""
+    are refused rather than rounded; so is nesting deeper than any manifest is read back."""
     if isinstance(obj, bool):
         return obj
     if isinstance(obj, int) and not -_SAFE <= obj <= _SAFE:
@@ -43,10 +51,15 @@ def _as_doubles(obj: Any) -> Any:
                 "(an IEEE 754 double); write it as a string"
             )
         return f
+    if isinstance(obj, dict | list | tuple) and depth > MAX_DEPTH:
+        raise ManifestError(
+            f"cannot canonicalise manifest: it nests deeper than {MAX_DEPTH} levels, more than "
+            "dsreg reads back; flatten its parameters"
+        )
     if isinstance(obj, dict):
-        return {k: _as_doubles(v) for k, v in obj.items()}
+        return {k: _as_doubles(v, depth + 1) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_as_doubles(v) for v in obj]
+        return [_as_doubles(v, depth + 1) for v in obj]
     return obj
 
 
@@ -60,9 +73,14 @@ def _parse_int(text: str) -> int | float:
     return float(text)
 
 
-def parse_json(data: bytes, *, what: str) -> Any:
-    """Parse JSON bytes, naming ``what`` in the error."""
-    try:
-        return json.loads(data, parse_int=_parse_int)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ManifestError(f"{what} is not valid JSON: {e}") from e
+def parse_json(data: bytes, *, what: str, hint: str = "") -> Any:
+    """Parse the JSON bytes of a manifest, a pin file or a journal (the bounded reader, with
+    canonical numbers), naming ``what`` in the error (a ``ManifestError``), then ``hint``."""
+    return loads(
+        data,
+        what=what,
+        error=ManifestError,
+        max_bytes=MANIFEST_BYTES,
+        parse_int=_parse_int,
+        hint=hint,
+    )

@@ -166,7 +166,8 @@ def encode_manifest(m: Manifest) -> bytes:
 def decode_manifest(data: bytes, *, digest: str) -> Manifest:
     """Parse and validate stored manifest bytes (already verified against ``digest``)."""
     what = f"object {short(digest)}"
-    d = parse_json(data, what=what)
+    hint = "; dsreg writes no such manifest: a damaged or foreign object ('dsreg verify' lists it)"
+    d = parse_json(data, what=what, hint=hint)
     # A str check first: a hostile "schema" of a list or object is not even hashable.
     if (
         not isinstance(d, dict)

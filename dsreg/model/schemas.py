@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import functools
-import json
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dsreg._util.jsonread import MANIFEST_BYTES, loads
 from dsreg.errors import ManifestError
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ def _validator(name: str) -> jsonschema_rs.Validator:
     import jsonschema_rs
 
     path = schema_dir() / f"{name}.schema.json"
-    schema = json.loads(path.read_text(encoding="utf-8"))
+    schema = loads(path.read_bytes(), what=str(path), error=ManifestError, max_bytes=MANIFEST_BYTES)
     return jsonschema_rs.Draft202012Validator(schema)
 
 

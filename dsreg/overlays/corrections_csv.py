@@ -30,8 +30,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from dsreg.errors import InputPathError, RelabelingError
+from dsreg._util.inputs import input_file, shown_all
+from dsreg.errors import RelabelingError
 from dsreg.model.corrections import LABEL_COUNTS_TYPE, LABELS_TYPE, corrections_table
+from dsreg.model.inputfiles import CSV_BLOCK, check_digit_cells, csv_error, refuse_duplicate_columns
 from dsreg.model.manifests import VERDICTS
 from dsreg.model.tables import as_numpy
 from dsreg.overlays.match import rows_by_id
@@ -51,20 +53,19 @@ _COLUMNS = (
 
 
 def _read(path: Path) -> pa.Table:
+    input_file(path, what=f"corrections file {str(path)!r}")
     try:
         opts = pacsv.ConvertOptions(
             column_types={c: pa.string() for c in _COLUMNS},
             strings_can_be_null=False,
             quoted_strings_can_be_null=False,
         )
-        table = pacsv.read_csv(path, convert_options=opts)
+        read = pacsv.ReadOptions(block_size=CSV_BLOCK)
+        table = pacsv.read_csv(path, read_options=read, convert_options=opts)
         table.column_names  # noqa: B018 - decoded here: a header need not be UTF-8
-    except FileNotFoundError as e:
-        raise InputPathError(
-            f"corrections file {str(path)!r} does not exist; check the path"
-        ) from e
     except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
-        raise RelabelingError(f"cannot read {path} as CSV: {e}") from e
+        raise RelabelingError(f"cannot read {path} as CSV: {csv_error(e, block=CSV_BLOCK)}") from e
+    refuse_duplicate_columns(table.column_names, what=str(path), error=RelabelingError)
     unknown = [c for c in table.column_names if c not in _COLUMNS]
     if unknown:
         raise RelabelingError(
@@ -79,6 +80,7 @@ def _read(path: Path) -> pa.Table:
 def _labels_of(cells: pa.Array, classes: Sequence[str], what: str) -> np.ndarray:
     """Class indices from cells of digits or class names; refuses anything else."""
     digits = pc.match_substring_regex(cells, r"^[0-9]+$")
+    check_digit_cells(cells.filter(digits), what=what, error=RelabelingError)
     idx = pc.index_in(cells, value_set=pa.array(list(classes), pa.string()))
     k = len(classes)
     as_int = pc.cast(pc.if_else(digits, cells, pa.scalar("0")), pa.int64())
@@ -86,7 +88,7 @@ def _labels_of(cells: pa.Array, classes: Sequence[str], what: str) -> np.ndarray
     unknown = pc.and_(pc.invert(digits), pc.is_null(idx))
     bad = pc.or_(bad_int, unknown)
     if pc.any(bad).as_py():
-        first = cells.filter(bad)[:5].to_pylist()
+        first = shown_all(cells.filter(bad)[:5].to_pylist())
         raise RelabelingError(
             f"{what} names classes the snapshot does not have, first {first}; give a class "
             f"index in [0, {k}) or a class name"
@@ -118,12 +120,14 @@ def _lists(col: pa.Array, classes: Sequence[str], what: str, counts: bool) -> pa
         pair = pc.split_pattern(flat, ":")
         ok = pc.equal(pc.list_value_length(pair), 2)
         if len(flat) and not pc.all(ok).as_py():
-            bad = flat.filter(pc.invert(ok))[:5].to_pylist()
+            bad = shown_all(flat.filter(pc.invert(ok))[:5].to_pylist())
             raise RelabelingError(f"{what}: items must be label:count, first {bad}")
         labels = _labels_of(pc.list_element(pair, 0), classes, what)
         cnt_text = pc.list_element(pair, 1)
         if len(flat) and not pc.all(pc.match_substring_regex(cnt_text, r"^[0-9]+$")).as_py():
             raise RelabelingError(f"{what}: counts must be whole numbers of raters (>= 0)")
+        # int32 counts: nine digits always fit.
+        check_digit_cells(cnt_text, what=what, error=RelabelingError, digits=9)
         items = pa.StructArray.from_arrays(
             [pa.array(labels.astype(np.int32)), pc.cast(cnt_text, pa.int32())],
             fields=list(LABEL_COUNTS_TYPE.value_type),
@@ -146,6 +150,7 @@ def import_csv(
         cells = col["row"]
         if not pc.all(pc.match_substring_regex(cells, r"^[0-9]+$")).as_py() and len(cells):
             raise RelabelingError(f"{what}: the 'row' column must hold row positions (digits)")
+        check_digit_cells(cells, what=f"{what}: the 'row' column", error=RelabelingError)
         rows = as_numpy(pc.cast(cells, pa.int64())).astype(np.int64)
         bad = rows[(rows < 0) | (rows >= n)]
         if len(bad):
@@ -158,7 +163,7 @@ def import_csv(
                 first = [(int(rows[i]), col["example_id"][int(i)].as_py()) for i in diff[:3]]
                 raise RelabelingError(
                     f"{what}: {len(diff)} lines name an example_id that is not the snapshot's "
-                    f"at their row, first (row, example_id) {first}"
+                    f"at their row, first (row, example_id) {shown_all(first)}"
                 )
     else:
         rows = rows_by_id(example_ids, col["example_id"])
@@ -166,7 +171,7 @@ def import_csv(
             unknown = col["example_id"].filter(pa.array(rows < 0))[:5].to_pylist()
             raise RelabelingError(
                 f"{what}: {int((rows < 0).sum())} example ids are not in the snapshot, first "
-                f"{unknown}"
+                f"{shown_all(unknown)}"
             )
         match = "example_id"
     given = np.asarray(labels, dtype=np.int64)[rows]
@@ -201,7 +206,9 @@ def import_csv(
     unknown = pc.invert(pc.is_in(verdict, value_set=pa.array(VERDICTS)))
     if pc.any(unknown).as_py():
         bad = pc.unique(verdict.filter(unknown)).to_pylist()
-        raise RelabelingError(f"{what}: unknown verdicts {bad[:5]}; use {', '.join(VERDICTS)}")
+        raise RelabelingError(
+            f"{what}: unknown verdicts {shown_all(bad[:5])}; use {', '.join(VERDICTS)}"
+        )
     lists = _lists(col["labels"], classes, f"{what} (labels)", False) if "labels" in names else None
     counts = (
         _lists(col["label_counts"], classes, f"{what} (label_counts)", True)

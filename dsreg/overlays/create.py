@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from dsreg._util.inputs import input_file
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg._version import __version__
-from dsreg.errors import InputPathError, ManifestError
+from dsreg.errors import ManifestError
 from dsreg.model.corrections import corrections_table
 from dsreg.model.manifests import Snapshot
 from dsreg.model.tables import as_numpy
@@ -67,6 +68,8 @@ def votes_overlay(
     from dsreg.overlays.votes_lines import check_csv
 
     ds = Dataset(reg, reg.resolve(spec))
+    # Before the file is hashed: a named pipe or a device would be read forever.
+    input_file(path, what=f"votes file {str(path)!r}")
     result = None
     joined = None
     # The file's digest (the producer's input) is taken on a second thread while it is read and
@@ -150,8 +153,7 @@ def labels_overlay(
     from dsreg.overlays.corrections_csv import import_csv
     from dsreg.overlays.relabel import import_counts, import_real
 
-    if not path.is_file():
-        raise InputPathError(f"{format} file {str(path)!r} does not exist; check the path")
+    input_file(path, what=f"{format} file {str(path)!r}")
     ds = Dataset(reg, reg.resolve(spec))
     examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
     ids = examples.column("example_id").combine_chunks()
@@ -194,8 +196,8 @@ def detect_overlay(
 
     ds = Dataset(reg, reg.resolve(spec))
     view = ds.view_rows()
-    if isinstance(probs, Path) and not probs.exists():
-        raise InputPathError(f"probabilities file {str(probs)!r} does not exist; check the path")
+    if isinstance(probs, Path):
+        input_file(probs, what=f"probabilities file {str(probs)!r}")
     source = open_probabilities(probs)
     det = detect(view.label, source, progress=progress, **dict(options or {}))
     snap_rows = view.rows[det.rows]

@@ -21,7 +21,6 @@ the snapshot is refused. Everything is vectorised: no Python per row beyond pars
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,9 +29,12 @@ from typing import Any, Final
 import numpy as np
 import pyarrow as pa
 
-from dsreg.errors import InputPathError, RelabelingError
+from dsreg._util.inputs import input_file, shown
+from dsreg._util.jsonread import load_file
+from dsreg.errors import RelabelingError
 from dsreg.model.arrays import from_numpy, string_array
 from dsreg.model.corrections import LABEL_COUNTS_TYPE, corrections_table
+from dsreg.model.inputfiles import open_npy, refuse_duplicate_columns
 from dsreg.model.tables import as_numpy
 from dsreg.overlays.match import imagenet_val_numbers
 
@@ -100,12 +102,8 @@ def _verdict_strings(codes: np.ndarray) -> pa.Array:
 
 
 def _read_real(path: Path, k: int) -> pa.ListArray:
-    try:
-        data = json.loads(Path(path).read_bytes())
-    except OSError as e:
-        raise InputPathError(f"cannot read {path}: {e.strerror or e}; check the path") from e
-    except (ValueError, UnicodeDecodeError) as e:
-        raise RelabelingError(f"{path} is not JSON: {e}; real.json is a JSON list of lists") from e
+    hint = "; real.json is a JSON list of lists of class indices"
+    data = load_file(path, what=f"real file {str(path)!r}", error=RelabelingError, hint=hint)
     if not isinstance(data, list) or not all(isinstance(x, list) for x in data):
         raise RelabelingError(
             f"{path} is not a JSON list of lists of class indices (ImageNet-ReaL's real.json)"
@@ -115,14 +113,16 @@ def _read_real(path: Path, k: int) -> pa.ListArray:
     flat_list = list(itertools.chain.from_iterable(data))
     if not all(type(x) is int for x in flat_list):
         bad = next(x for x in flat_list if type(x) is not int)
-        raise RelabelingError(f"{path} holds {bad!r}, not a class index; is it real.json?")
-    flat = np.fromiter(flat_list, dtype=np.int64, count=len(flat_list))
-    if len(flat) and (flat.min() < 0 or flat.max() >= k):
-        bad_values = flat[(flat < 0) | (flat >= k)][:5].tolist()
+        raise RelabelingError(f"{path} holds {shown(bad)}, not a class index; is it real.json?")
+    # Checked as Python ints, before numpy holds them: an index of 4,000 digits is out of range,
+    # not an overflow.
+    if flat_list and (min(flat_list) < 0 or max(flat_list) >= k):
+        bad_values = [shown(x) for x in flat_list if not 0 <= x < k][:5]
         raise RelabelingError(
-            f"{path} names classes outside the snapshot's [0, {k}), first {bad_values}; "
-            "is it the relabeling of this dataset?"
+            f"{path} names classes outside the snapshot's [0, {k}), first "
+            f"[{', '.join(bad_values)}]; is it the relabeling of this dataset?"
         )
+    flat = np.fromiter(flat_list, dtype=np.int64, count=len(flat_list))
     offsets = np.zeros(len(data) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     lists = pa.ListArray.from_arrays(from_numpy(offsets, pa.int32()), from_numpy(flat, pa.int32()))
@@ -176,38 +176,50 @@ def import_real(
 # -- CIFAR-10H ------------------------------------------------------------------------------------
 
 
+def _parquet_counts(path: Path, classes: Sequence[str], what: str) -> np.ndarray:
+    import pyarrow.parquet as pq
+
+    try:
+        t = pq.ParquetFile(path).read()
+    except (OSError, pa.ArrowException) as e:
+        raise RelabelingError(f"cannot read {what}: {e}") from e
+    refuse_duplicate_columns(t.column_names, what=what, error=RelabelingError)
+    cols = list(classes) if all(c in t.column_names for c in classes) else t.column_names
+    if not cols:
+        raise RelabelingError(f"{what} has no columns; give one column of counts per class")
+    try:
+        return np.column_stack([as_numpy(t.column(c)) for c in cols])
+    except (ValueError, TypeError, pa.ArrowException) as e:
+        raise RelabelingError(f"cannot read {what} as counts: {e}") from e
+
+
 def _read_counts(path: Path, classes: Sequence[str]) -> np.ndarray:
     k = len(classes)
+    what = f"counts file {str(path)!r}"
+    input_file(path, what=what)
     suffix = path.suffix.lower()
-    try:
-        if suffix == ".npy":
-            arr = np.load(path, allow_pickle=False)
-        elif suffix == ".parquet":
-            import pyarrow.parquet as pq
-
-            t = pq.ParquetFile(path).read()
-            cols = list(classes) if all(c in t.column_names for c in classes) else t.column_names
-            arr = np.column_stack([as_numpy(t.column(c)) for c in cols])
-        else:
-            raise RelabelingError(
-                f"counts file {str(path)!r} has an unknown type {suffix!r}; use .npy or .parquet"
-            )
-    except FileNotFoundError as e:
-        raise InputPathError(f"counts file {str(path)!r} does not exist; check the path") from e
-    except (OSError, ValueError, EOFError, pa.ArrowException) as e:
-        raise RelabelingError(f"cannot read counts file {str(path)!r}: {e}") from e
+    if suffix == ".npy":
+        hint = "; save the counts with numpy.save"
+        arr = open_npy(path, what=what, error=RelabelingError, hint=hint)
+    elif suffix == ".parquet":
+        arr = _parquet_counts(path, classes, what)
+    else:
+        raise RelabelingError(f"{what} has an unknown type {suffix!r}; use .npy or .parquet")
     if arr.ndim != 2 or arr.shape[1] != k or arr.dtype.kind not in "iuf":
         raise RelabelingError(
-            f"counts file {str(path)!r} holds a {arr.dtype} array of shape {arr.shape}; give "
+            f"{what} holds a {arr.dtype} array of shape {arr.shape}; give "
             f"rows x classes = (n, {k}) rater counts, classes in the snapshot's order"
         )
-    if arr.dtype.kind == "f" and (not np.isfinite(arr).all() or (arr != np.round(arr)).any()):
-        raise RelabelingError(
-            f"counts file {str(path)!r} holds fractions: give the raters' counts "
-            "(CIFAR-10H's cifar10h-counts.npy), not probabilities, so no rater is lost"
-        )
+    if arr.dtype.kind == "f":
+        # In float64 before any check: a float16 compared with 2^31 would overflow (a warning).
+        arr = np.asarray(arr, dtype=np.float64)
+        if not np.isfinite(arr).all() or (arr != np.round(arr)).any():
+            raise RelabelingError(
+                f"{what} holds fractions: give the raters' counts (CIFAR-10H's "
+                "cifar10h-counts.npy), not probabilities, so no rater is lost"
+            )
     if arr.size and (arr.min() < 0 or arr.max() > np.iinfo(np.int32).max):
-        raise RelabelingError(f"counts file {str(path)!r} holds counts below 0 or above 2^31")
+        raise RelabelingError(f"{what} holds counts below 0 or above 2^31")
     return np.asarray(arr, dtype=np.int64)
 
 

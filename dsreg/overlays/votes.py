@@ -14,7 +14,6 @@ overlay built on a wrong mapping would silently relabel the wrong examples.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias, get_args
@@ -24,7 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dsreg.errors import InputPathError, VotesError
+from dsreg._util.inputs import INPUT_BYTES, read_input, shown
+from dsreg._util.jsonread import loads
+from dsreg.errors import VotesError
 from dsreg.model.corrections import CORRECTIONS_SCHEMA, COUNT_FIELDS, VOTES_TYPE
 from dsreg.overlays.reviewed import check_queue, check_reviewers, queue_inputs
 from dsreg.overlays.votes_base import (
@@ -202,12 +203,10 @@ def import_votes(
 
 
 def _read_text(path: Path) -> str:
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InputPathError(
-            f"cannot read votes file {path}: {exc.strerror or exc}; check the path"
-        ) from exc
+    hint = "; for more votes than that, write them as CSV (read in blocks)"
+    data = read_input(
+        path, what=f"votes file {str(path)!r}", max_bytes=INPUT_BYTES, error=VotesError, hint=hint
+    )
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -220,12 +219,8 @@ def _read_text(path: Path) -> str:
 
 
 def _parse_label_errors(path: Path, text: str, snapshot: VoteSnapshot) -> list[Record]:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise VotesError(
-            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
-        ) from exc
+    hint = "; the label-errors format is a JSON list of one object per voted example"
+    data = loads(text, what=str(path), error=VotesError, max_bytes=INPUT_BYTES, hint=hint)
     if not isinstance(data, list):
         raise VotesError(
             f"{path} holds a JSON {type(data).__name__}; the label-errors format is a list of "
@@ -245,13 +240,13 @@ def _parse_label_errors(path: Path, text: str, snapshot: VoteSnapshot) -> list[R
             )
         record_id = raw.get("id")
         if isinstance(record_id, bool) or not isinstance(record_id, int | str | None):
-            raise VotesError(f"{where}: id must be an integer or a string; got {record_id!r}")
+            raise VotesError(f"{where}: id must be an integer or a string; got {shown(record_id)}")
         url = raw.get("url")
         if not isinstance(url, str | None):
-            raise VotesError(f"{where}: url must be a string; got {url!r}")
+            raise VotesError(f"{where}: url must be a string; got {shown(url)}")
         if record_id is None and url is None:
             raise VotesError(f"{where} has neither id nor url, so it names no example")
-        ref = f"id {record_id!r}" if record_id is not None else f"url {url!r}"
+        ref = f"id {shown(record_id)}" if record_id is not None else f"url {shown(url)}"
         for key in ("given_original_label", "our_guessed_label", "mturk"):
             if raw.get(key) is None:
                 raise VotesError(f"{where} ({ref}) has no {key!r}")
@@ -259,9 +254,9 @@ def _parse_label_errors(path: Path, text: str, snapshot: VoteSnapshot) -> list[R
         given = snapshot.class_index(raw["given_original_label"])
         guessed = snapshot.class_index(raw["our_guessed_label"])
         if given is None:
-            unknown_labels.append(f"{ref}: given label {raw['given_original_label']!r}")
+            unknown_labels.append(f"{ref}: given label {shown(raw['given_original_label'])}")
         if guessed is None:
-            unknown_labels.append(f"{ref}: guessed label {raw['our_guessed_label']!r}")
+            unknown_labels.append(f"{ref}: guessed label {shown(raw['our_guessed_label'])}")
 
         keys: list[str] = []
         if url is not None and (url_path := _static_path(url)) is not None:
@@ -298,7 +293,7 @@ def _static_path(url: str) -> str | None:
 
 def _mturk_counts(where: str, mturk: object) -> dict[str, int | None]:
     if not isinstance(mturk, dict):
-        raise VotesError(f"{where}: mturk must be an object of vote counts; got {mturk!r}")
+        raise VotesError(f"{where}: mturk must be an object of vote counts; got {shown(mturk)}")
     if "positive" in mturk or "negative" in mturk:
         raise VotesError(
             f"{where} counts positive/negative/neutral/off-topic votes (the Amazon format); "
@@ -315,7 +310,7 @@ def _mturk_counts(where: str, mturk: object) -> dict[str, int | None]:
     for key, value in mturk.items():
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= INT32_MAX:
             raise VotesError(
-                f"{where}: vote count {key!r} must be a whole number >= 0; got {value!r}"
+                f"{where}: vote count {key!r} must be a whole number >= 0; got {shown(value)}"
             )
         counts[_MTURK_KEYS[key]] = value
     for required in ("given", "guessed"):

@@ -18,6 +18,7 @@ from typing import Final
 
 import numpy as np
 
+from dsreg._util.inputs import shown
 from dsreg.errors import VotesError
 from dsreg.model.corrections import COUNT_FIELDS
 from dsreg.overlays.votes_base import (
@@ -63,12 +64,23 @@ def parse_csv(path: Path, text: str, snapshot: VoteSnapshot) -> list[Record]:
         header = [name.strip() for name in next(reader)]
         lines = [(reader.line_num, line) for line in reader if any(cell.strip() for cell in line)]
     except csv.Error as exc:
-        raise VotesError(f"{path} is not valid CSV: {exc} (line {reader.line_num})") from exc
+        raise _not_csv(path, exc, reader.line_num) from exc
     _check_header(path, header)
     unknown = _Unknown()
     records = [_record(path, header, n, line, snapshot, unknown) for n, line in lines]
     unknown.refuse(path, snapshot)
     return records
+
+
+def _not_csv(path: Path, exc: csv.Error, line: int) -> VotesError:
+    """Python's csv error as the refusal says it; a cell past the csv module's limit is named
+    with the limit (raising it is a process-wide setting, and no votes cell is that long)."""
+    if "field larger than field limit" in str(exc):
+        return VotesError(
+            f"{path}: line {line} holds a cell longer than {csv.field_size_limit():,} "
+            "characters, the most dsreg reads of one votes cell; check the file"
+        )
+    return VotesError(f"{path} is not valid CSV: {exc} (line {line})")
 
 
 def check_csv(path: Path, *, dataset: str, classes: tuple[str, ...]) -> bool:
@@ -94,9 +106,7 @@ def check_csv(path: Path, *, dataset: str, classes: tuple[str, ...]) -> bool:
                 for _ in reader:
                     pass
             except csv.Error as exc:
-                raise VotesError(
-                    f"{path} is not valid CSV: {exc} (line {reader.line_num})"
-                ) from exc
+                raise _not_csv(path, exc, reader.line_num) from exc
         _check_header(path, header)
         unknown = _Unknown()
         records = 0
@@ -164,8 +174,9 @@ def _record(
         cell = cells[name]
         if not cell:
             continue
-        if not DIGITS.fullmatch(cell) or int(cell) > INT32_MAX:
-            raise VotesError(f"{where}: {name} must be a whole number >= 0; got {cell!r}")
+        # Ten digits at most before int(): Python refuses to convert 4,300.
+        if not DIGITS.fullmatch(cell) or len(cell) > 10 or int(cell) > INT32_MAX:
+            raise VotesError(f"{where}: {name} must be a whole number >= 0; got {shown(cell)}")
         counts[name] = int(cell)
     if counts["given"] is None:
         raise VotesError(f"{where} has no 'given' count")
@@ -193,10 +204,11 @@ def csv_label(snapshot: VoteSnapshot, cell: str) -> int | str:
     exist they must agree, else the cell is ambiguous (classes ``["1", "0"]``).
     """
     by_name = snapshot.class_index(cell)
-    by_index = int(cell) if DIGITS.fullmatch(cell) else None
+    # An index of more than 18 digits names no class (and Python will not convert 4,300).
+    by_index = int(cell) if DIGITS.fullmatch(cell) and len(cell) <= 18 else None
     if by_index is not None and by_index >= len(snapshot.classes):
         by_index = None
     if by_name is not None and by_index is not None and by_name != by_index:
-        return f"{cell!r} (class {by_name} by name, class {by_index} by index: ambiguous)"
+        return f"{shown(cell)} (class {by_name} by name, class {by_index} by index: ambiguous)"
     found = by_name if by_name is not None else by_index
-    return found if found is not None else repr(cell)
+    return found if found is not None else shown(cell)

@@ -11,7 +11,6 @@ skipped and reported, so nothing in a clone's log names what the clone cannot re
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dsreg._util.jsonread import read_line
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import DsregError, InvalidInputError, RemoteError, RevisionNotFoundError
 from dsreg.model.names import check_name
@@ -230,12 +230,9 @@ class _History:
 
 def _entry(line: bytes, dataset: str) -> LogEntry | str:
     """The entry a line holds, or why it holds none (for the report)."""
-    try:
-        obj = json.loads(line.decode("utf-8"))
-    except UnicodeDecodeError:
-        return "not UTF-8 text"
-    except (ValueError, RecursionError):
-        return "not JSON"
+    obj, reason = read_line(line)
+    if reason is not None:
+        return reason
     if not isinstance(obj, dict):
         return "not a JSON object"
     strings = ("time", "user", "dataset", "command", "event")

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsreg._util.fs import write_all
+from dsreg._util.jsonread import LINE_BYTES, loads
 from dsreg.errors import RemoteError, TagExistsError
 from dsreg.objects.digest import short
 from dsreg.remote.store import RemoteStore, ref_value
@@ -311,8 +312,8 @@ class _FolderLock:
 
     def _stale(self, st: os.stat_result, body: bytes) -> bool:
         try:
-            holder = json.loads(body)
-        except ValueError:
+            holder = loads(body, what="lock file", error=RemoteError, max_bytes=LINE_BYTES)
+        except RemoteError:
             holder = None  # being written, or not ours: only its age tells
         if isinstance(holder, dict):
             pid, machine = holder.get("pid"), holder.get("machine")

@@ -23,6 +23,10 @@ def read_config(path: Path) -> dict[str, Any]:
         return {}
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
         raise ConfigError(f"cannot read {path}: {e}; fix or remove the file") from e
+    except RecursionError as e:  # tomllib recurses once per nested array or inline table
+        raise ConfigError(
+            f"cannot read {path}: it nests arrays or tables too deeply; fix or remove the file"
+        ) from e
     try:
         validate(data, "config", what=str(path))
     except ManifestError as e:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from dsreg._util.fs import write_all
+from dsreg._util.jsonread import read_line
 from dsreg.errors import (
     DsregError,
     InvalidInputError,
@@ -208,15 +209,13 @@ def parse_log(data: str | bytes, *, dataset: str | None = None) -> RefLog:
     for n, line in enumerate(raw.split(b"\n"), start=1):
         if not line.strip():
             continue
-        try:
-            entry = LogEntry.from_dict(json.loads(line.decode("utf-8")))
-        except UnicodeDecodeError:
-            damaged.append(DamagedLine(line=n, reason="not UTF-8 text (a torn character?)"))
-            continue
-        except (ValueError, RecursionError) as e:
-            reason = "not JSON" if isinstance(e, json.JSONDecodeError) else str(e)
-            if isinstance(e, RecursionError):
-                reason = "JSON nested too deeply"
+        obj, reason = read_line(line)
+        if reason is None:
+            try:
+                entry = LogEntry.from_dict(obj)
+            except ValueError as e:
+                reason = str(e)
+        if reason is not None:
             damaged.append(DamagedLine(line=n, reason=reason))
             continue
         if dataset is not None and entry.dataset != dataset:

@@ -20,7 +20,6 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from tokenize import TokenError
 from typing import Any, TypeAlias
 
 import numpy as np
@@ -29,7 +28,15 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from dsreg._util.inputs import input_file, shown_all
 from dsreg.errors import InputPathError, PredictionsError
+from dsreg.model.inputfiles import (
+    CSV_BLOCK,
+    check_digit_cells,
+    csv_error,
+    open_npy,
+    refuse_duplicate_columns,
+)
 from dsreg.model.tables import as_numpy
 from dsreg.objects.hashing import hash_bytes, hash_file
 from dsreg.report.ranks import PredictionsSource, RankAccumulator, Ranks, Target, describe
@@ -126,7 +133,7 @@ def _class_indices(
             unknown = pc.unique(col.filter(pc.is_null(idx))).to_pylist()
             raise PredictionsError(
                 f"{what}: {idx.null_count} predictions name a class the snapshot does not have, "
-                f"first {unknown[:5]}; its classes are {list(target.classes[:10])}"
+                f"first {shown_all(unknown[:5])}; its classes are {list(target.classes[:10])}"
                 + (" …" if k > 10 else "")
             )
         return as_numpy(idx)
@@ -168,7 +175,8 @@ def _positions(table: Batch, target: Target, what: str) -> np.ndarray:
                 first = [(int(pos[i]), got[int(i)].as_py()) for i in diff[:3]]
                 raise PredictionsError(
                     f"{what}: {len(diff)} rows name an example_id that is not the snapshot's at "
-                    f"that row, first (row, example_id) {first}; the predictions are misaligned"
+                    f"that row, first (row, example_id) {shown_all(first)}; the predictions are "
+                    "misaligned"
                 )
         return pos
     if "example_id" in names:
@@ -183,7 +191,7 @@ def _positions(table: Batch, target: Target, what: str) -> np.ndarray:
             unknown = ids.filter(pc.is_null(idx))
             raise PredictionsError(
                 f"{what}: {idx.null_count} example ids are not in the snapshot, first "
-                f"{unknown[:5].to_pylist()}"
+                f"{shown_all(unknown[:5].to_pylist())}"
             )
         return as_numpy(idx).astype(np.int64, copy=False)
     raise PredictionsError(
@@ -267,20 +275,24 @@ def _read_table(path: Path, what: str) -> pa.Table:
         opts = pacsv.ConvertOptions(
             column_types={"example_id": pa.string(), _MODEL: pa.string(), "pred": pa.string()}
         )
-        table = pacsv.read_csv(path, convert_options=opts)
+        table = pacsv.read_csv(
+            path, read_options=pacsv.ReadOptions(block_size=CSV_BLOCK), convert_options=opts
+        )
         table.column_names  # noqa: B018 - decoded here: a CSV header need not be UTF-8
     except (pa.ArrowException, OSError) as e:
-        raise PredictionsError(f"cannot read {what}: {e}") from e
+        raise PredictionsError(f"cannot read {what}: {csv_error(e, block=CSV_BLOCK)}") from e
     except UnicodeDecodeError as e:
         raise PredictionsError(
             f"{what} has a column name that is not UTF-8 text ({e.reason} at byte {e.start}); "
             "save the file as UTF-8"
         ) from e
+    refuse_duplicate_columns(table.column_names, what=what, error=PredictionsError)
     # CSV cells are text: a 'pred' of digits is a class index, anything else a class name.
     if "pred" in table.column_names:
         col = table.column("pred")
         as_int = pc.match_substring_regex(col, r"^-?[0-9]+$")
         if col.null_count == 0 and pc.all(as_int).as_py():
+            check_digit_cells(col, what=f"{what} (pred)", error=PredictionsError)
             i = table.column_names.index("pred")
             table = table.set_column(i, "pred", pc.cast(col, pa.int64()))
     return table
@@ -294,6 +306,7 @@ def _parquet(path: Path, target: Target, what: str) -> tuple[list[str], Iterator
         names = pf.schema_arrow.names
     except (pa.ArrowException, OSError, UnicodeDecodeError) as e:
         raise PredictionsError(f"cannot read {what}: {e}") from e
+    refuse_duplicate_columns(names, what=what, error=PredictionsError)
     wanted = {"row", "example_id", "pred", _MODEL, *target.classes}
     cols = [c for c in names if c in wanted]
 
@@ -361,6 +374,8 @@ def read_predictions(
             yield _from_array(obj, target, src)
             continue
         if table is not None:
+            what = f"the table of model {model!r}"
+            refuse_duplicate_columns(table.column_names, what=what, error=PredictionsError)
             src = PredictionsSource(model=model, file=None, digest=None, format="table", kind="")
             yield from _table_models(table, target, src)
             continue
@@ -370,8 +385,7 @@ def read_predictions(
                 "array, an Arrow table or a pandas DataFrame"
             )
         path = Path(obj)
-        if not path.is_file():
-            raise InputPathError(f"predictions file {str(path)!r} does not exist")
+        input_file(path, what=f"predictions file {str(path)!r}")
         suffix = path.suffix.lower()
         if suffix not in (".npy", ".parquet", ".csv"):
             raise PredictionsError(
@@ -387,16 +401,10 @@ def read_predictions(
         )
         what = f"predictions file {str(path)!r}"
         if suffix == ".npy":
-            try:
-                arr = np.load(path, mmap_mode="r", allow_pickle=False)
-            except (OSError, ValueError, EOFError, SyntaxError, TokenError) as e:
-                # EOFError: an empty or truncated file; SyntaxError and TokenError: a damaged
-                # header (numpy tokenizes a version 1 or 2 header again).
-                why = f"its header is damaged ({e.args[0]})" if isinstance(e, TokenError) else e
-                raise PredictionsError(
-                    f"cannot read {what} as a .npy array: {why}; save predictions with numpy.save"
-                ) from e
-            yield _from_array(arr, target, src)
+            hint = "; save predictions with numpy.save"
+            yield _from_array(
+                open_npy(path, what=what, error=PredictionsError, hint=hint), target, src
+            )
         elif suffix == ".parquet":
             cols, batches = _parquet(path, target, what)
             if _MODEL in cols:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import hmac
-import json
 import re
 import threading
 from collections.abc import Awaitable, Callable
@@ -44,6 +43,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from dsreg._util.jsonread import loads
 from dsreg.errors import (
     DsregError,
     InvalidInputError,
@@ -59,11 +59,6 @@ __all__ = ["TOKEN_HEADER", "make_app", "request_json", "same_origin_location", "
 
 TOKEN_HEADER: Final = "X-Dsreg-Token"
 _MAX_BODY: Final = 16 * 1024
-# The API's requests are flat objects; json.loads recurses once per level, so a deeper body is
-# refused before it is parsed (16 KiB of "[" would otherwise end in a RecursionError).
-_MAX_DEPTH: Final = 32
-# A JSON string (skipped whole), a bracket, or the quote of a string that is never closed.
-_JSON_TOKEN: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]|"', re.DOTALL)
 # A Location that is already a path of this server: one "/", then unreserved characters,
 # slashes and percent escapes; a query of the same and "+=&".
 _OWN_LOCATION: Final = re.compile(r"/(?![/\\])[A-Za-z0-9\-._~%/]*(?:\?[A-Za-z0-9\-._~%+=&]*)?")
@@ -86,30 +81,10 @@ def _error(status: int, message: str) -> JSONResponse:
 
 
 def request_json(raw: bytes) -> Any:
-    """The JSON of a request body, refused (``InvalidInputError``) when it is not UTF-8, nests
-    deeper than ``_MAX_DEPTH`` or does not parse. The depth is counted before ``json.loads``
-    runs, brackets outside strings only, so no body can make the parser recurse too deep."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidInputError("request body is not UTF-8 text") from None
-    depth = 0
-    for token in _JSON_TOKEN.finditer(text):
-        kind = token.group()
-        if kind in ("[", "{"):
-            depth += 1
-            if depth > _MAX_DEPTH:
-                raise InvalidInputError(
-                    f"request body nests deeper than {_MAX_DEPTH} levels; send a flat object"
-                )
-        elif kind in ("]", "}"):
-            depth -= 1
-        elif kind == '"':
-            break  # a string never closed: json.loads says so
-    try:
-        return json.loads(text)
-    except ValueError as e:
-        raise InvalidInputError(f"request body is not valid JSON: {e}") from None
+    """The JSON of a request body through the one bounded reader, refused
+    (``InvalidInputError``) when it is not UTF-8, nests deeper than the reader allows or does
+    not parse: no body can make the parser recurse too deep."""
+    return loads(raw, what="request body", error=InvalidInputError, max_bytes=_MAX_BODY)
 
 
 def same_origin_path(path: str) -> str:

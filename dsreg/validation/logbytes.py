@@ -33,6 +33,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from dsreg._util.jsonread import LINE_BYTES, loads
+from dsreg.errors import InvalidInputError
+
 __all__ = [
     "DAMAGED_PREFIX",
     "Scan",
@@ -67,8 +70,8 @@ def decode(line: bytes, *, numbered: bool = True) -> dict[str, Any] | None:
     if line[:8] != b"%08x" % zlib.crc32(body):
         return None
     try:
-        record = json.loads(body)
-    except (ValueError, RecursionError):
+        record = loads(body, what="votes log record", error=InvalidInputError, max_bytes=LINE_BYTES)
+    except InvalidInputError:
         return None
     if not isinstance(record, dict):
         return None

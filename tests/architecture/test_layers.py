@@ -4,6 +4,7 @@ already hold. A newcomer reads dsreg bottom-up; these keep that possible."""
 from __future__ import annotations
 
 import ast
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -100,3 +101,45 @@ def test_the_ref_log_has_one_writer() -> None:
         and node.value.attr == "refs"
     )
     assert not outside, outside
+
+
+# What parses JSON: the standard library's load/loads, a decoder of one's own, or another parser.
+_JSON_PARSE = re.compile(
+    r"json\.load|JSONDecoder|raw_decode|orjson|ujson|simplejson|rapidjson|pyarrow\.json|read_json"
+)
+_JSON_READER = "dsreg._util.jsonread"
+
+
+def test_json_is_parsed_by_the_bounded_reader_alone() -> None:
+    """Every JSON document dsreg reads goes through ``dsreg._util.jsonread`` (its depth and size
+    bounded, one line naming a refused document): no other module names a JSON parser, as
+    ``grep -rn json.load dsreg`` would find it, or imports ``json``'s readers under another
+    name."""
+    named = [
+        f"{name}:{n}: {line.strip()}"
+        for name, path, _tree in _modules()
+        if name != _JSON_READER
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if _JSON_PARSE.search(line)
+    ]
+    assert not named, named
+    aliased = []
+    for name, _path, tree in _modules():
+        if name == _JSON_READER:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "json":
+                aliased += [f"{name}: from json import {a.name}" for a in node.names]
+            if isinstance(node, ast.Attribute) and node.attr in ("load", "loads", "JSONDecoder"):
+                value = node.value
+                if isinstance(value, ast.Name) and "json" in value.id.lower():
+                    aliased.append(f"{name}: {value.id}.{node.attr}")
+    assert not aliased, aliased
+    # The reader itself is what the others call.
+    callers = {
+        name
+        for name, _path, tree in _modules()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == _JSON_READER
+    }
+    assert {"dsreg.model.canonical", "dsreg.repo.refs", "dsreg.overlays.votes"} <= callers

@@ -485,7 +485,7 @@ def test_malformed_json_names_file_and_problem(
 
 
 def test_missing_file_is_a_path_error(tmp_path: Path) -> None:
-    with pytest.raises(InputPathError, match="cannot read votes file"):
+    with pytest.raises(InputPathError, match=r"votes file .* does not exist"):
         run(tmp_path / "absent.json", labels=[0])
 
 
