@@ -83,10 +83,10 @@ def generate(work: Path, *, rows: int, classes: int, corrections: int, seed: int
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from dsreg.model.corrections import corrections_table
+    from dsreg.formats.corrections import corrections_table
     from dsreg.ops.tag import make_tag
     from dsreg.overlays.write import write_overlay
-    from dsreg.repo.registry import Registry
+    from dsreg.registry.folder import Registry
 
     params = {"rows": rows, "classes": classes, "corrections": corrections, "seed": seed}
     marker = work / "params.json"

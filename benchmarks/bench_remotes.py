@@ -70,7 +70,7 @@ NOOP_TARGET = 20.0
 # Times the library's push twice in one process: the first to an empty remote, then again.
 _INPROC = """
 import json, sys, time
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 from dsreg.remote.transfer import push
 reg = Registry.find(sys.argv[1])
 t0 = time.perf_counter(); first = push(reg, remote=sys.argv[2]); t1 = time.perf_counter()

@@ -87,20 +87,20 @@ if TYPE_CHECKING:
         verify,
     )
     from dsreg.detector.detector import Detection
+    from dsreg.formats.manifests import Overlay, Revision, Snapshot
     from dsreg.ingest.dvc import ImportResult
     from dsreg.ingest.result import AddResult
-    from dsreg.model.manifests import Overlay, Revision, Snapshot
-    from dsreg.ops.checkout import CheckoutResult
+    from dsreg.ops.checkout.apply import CheckoutResult
     from dsreg.ops.maintenance import GcResult, Problem, VerifyResult
     from dsreg.ops.overlay import OverlayResult
     from dsreg.ops.tag import TagResult
     from dsreg.overlays.create import CreatedOverlay
     from dsreg.overlays.inspect import Issue, OverlayInfo
     from dsreg.overlays.write import OverlayRecord
+    from dsreg.registry.folder import Registry
+    from dsreg.registry.refs import LogEntry
     from dsreg.remote.config import RemoteConfig
     from dsreg.remote.transfer import CloneResult, PullResult, PushResult, RefUpdate
-    from dsreg.repo.refs import LogEntry
-    from dsreg.repo.registry import Registry
     from dsreg.report.agreement import Agreement, VerdictPair
     from dsreg.report.cite import Citation
     from dsreg.report.diff import DiffResult, Transition
@@ -109,10 +109,10 @@ if TYPE_CHECKING:
     from dsreg.report.labelexport import ExportResult
     from dsreg.report.ranks import PredictionsSource
     from dsreg.report.show import ObjectInfo, RevisionInfo, TagList, TagRef
-    from dsreg.validation.logbytes import SetAside
-    from dsreg.validation.queue import ReviewProgress
-    from dsreg.validation.server import ReviewServer
-    from dsreg.validation.session import ReviewExport, ReviewFinish
+    from dsreg.reviewing.logbytes import SetAside
+    from dsreg.reviewing.queue import ReviewProgress
+    from dsreg.reviewing.server import ReviewServer
+    from dsreg.reviewing.session import ReviewExport, ReviewFinish
     from dsreg.views.dataset import Dataset, Example
     from dsreg.views.sql import Connection
 
@@ -127,8 +127,8 @@ _WHERE: dict[str, tuple[str, ...]] = {
     "dsreg.detector.detector": ("Detection",),
     "dsreg.ingest.dvc": ("ImportResult",),
     "dsreg.ingest.result": ("AddResult",),
-    "dsreg.model.manifests": ("Overlay", "Revision", "Snapshot"),
-    "dsreg.ops.checkout": ("CheckoutResult",),
+    "dsreg.formats.manifests": ("Overlay", "Revision", "Snapshot"),
+    "dsreg.ops.checkout.apply": ("CheckoutResult",),
     "dsreg.ops.maintenance": ("GcResult", "Problem", "VerifyResult"),
     "dsreg.ops.overlay": ("OverlayResult",),
     "dsreg.ops.tag": ("TagResult",),
@@ -137,8 +137,8 @@ _WHERE: dict[str, tuple[str, ...]] = {
     "dsreg.overlays.write": ("OverlayRecord",),
     "dsreg.remote.config": ("RemoteConfig",),
     "dsreg.remote.transfer": ("CloneResult", "PullResult", "PushResult", "RefUpdate"),
-    "dsreg.repo.refs": ("LogEntry",),
-    "dsreg.repo.registry": ("Registry",),
+    "dsreg.registry.refs": ("LogEntry",),
+    "dsreg.registry.folder": ("Registry",),
     "dsreg.report.cite": ("Citation",),
     "dsreg.report.agreement": ("Agreement", "VerdictPair"),
     "dsreg.report.diff": ("DiffResult", "Transition"),
@@ -147,10 +147,10 @@ _WHERE: dict[str, tuple[str, ...]] = {
     "dsreg.report.labelexport": ("ExportResult",),
     "dsreg.report.ranks": ("PredictionsSource",),
     "dsreg.report.show": ("ObjectInfo", "RevisionInfo", "TagList", "TagRef"),
-    "dsreg.validation.logbytes": ("SetAside",),
-    "dsreg.validation.queue": ("ReviewProgress",),
-    "dsreg.validation.server": ("ReviewServer",),
-    "dsreg.validation.session": ("ReviewExport", "ReviewFinish"),
+    "dsreg.reviewing.logbytes": ("SetAside",),
+    "dsreg.reviewing.queue": ("ReviewProgress",),
+    "dsreg.reviewing.server": ("ReviewServer",),
+    "dsreg.reviewing.session": ("ReviewExport", "ReviewFinish"),
     "dsreg.views.dataset": ("Dataset", "Example"),
     "dsreg.views.sql": ("Connection",),
 }

@@ -2,7 +2,7 @@
 
 Each mirrors its command: the command's arguments are positional, its options keywords of the
 same names (``--overlay`` is ``overlays=``, a list; ``-r/--remote`` is ``remote=``), and
-``registry=`` takes a path, a :class:`~dsreg.repo.registry.Registry` or ``None``. ``None`` means
+``registry=`` takes a path, a :class:`~dsreg.registry.folder.Registry` or ``None``. ``None`` means
 ``$DSREG_REGISTRY``, else ``.dsreg`` here or in a parent folder, else ``$DSREG_HOME``: the
 command line finds its registry the same way, in the same place (``Registry.find``).
 
@@ -45,7 +45,7 @@ from dsreg.api.registry import (
     verify,
 )
 from dsreg.api.remotes import clone, import_dvc, pull, push, remote_add, remote_ls, remote_remove
-from dsreg.api.validation import review, review_export, review_finish
+from dsreg.api.reviewing import review, review_export, review_finish
 
 __all__ = [
     "add",

@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 
 if TYPE_CHECKING:
     pass

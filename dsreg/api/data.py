@@ -16,12 +16,12 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-    from dsreg.model.manifests import View
+    from dsreg.formats.manifests import View
     from dsreg.ops.overlay import OverlayResult
     from dsreg.overlays.inspect import OverlayInfo
     from dsreg.overlays.write import OverlayRecord
+    from dsreg.registry.folder import Registry, Resolved
     from dsreg.remote.read import RemoteRead
-    from dsreg.repo.registry import Registry, Resolved
     from dsreg.report.cite import Citation
     from dsreg.report.diff import DiffResult
     from dsreg.report.evaluate import EvalReport
@@ -351,7 +351,7 @@ def overlay_export(
 
 def overlay_ls(dataset: str, *, registry: RegistryArg = None) -> list[OverlayRecord]:
     """A dataset's overlays, oldest first: those made for it and those its tags use."""
-    from dsreg.model.names import check_name
+    from dsreg.formats.names import check_name
     from dsreg.overlays.write import list_overlays
 
     reg = find_registry(registry)
@@ -400,7 +400,7 @@ def evaluate(
     >>> report = dsreg.evaluate("cifar10-test@corrected-v1", {"resnet": probs})  # doctest: +SKIP
     >>> report.to_arrow()                     # one row per (model, view)
     """
-    from dsreg.model.manifests import VIEWS
+    from dsreg.formats.manifests import VIEWS
     from dsreg.report.evaluate import evaluate as do_evaluate
 
     report = do_evaluate(

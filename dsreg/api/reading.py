@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.api.common import RegistryArg, find_registry
 from dsreg.errors import RegistryNotFoundError
-from dsreg.repo.registry import Registry, Resolved
+from dsreg.registry.folder import Registry, Resolved
 
 if TYPE_CHECKING:
     from dsreg.remote.read import RemoteRead

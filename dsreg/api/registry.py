@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, cast
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.api.common import LINKS, PathArg, RegistryArg, command_of, find_registry
 from dsreg.errors import InvalidInputError
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 
 if TYPE_CHECKING:
     from dsreg.ingest.result import AddResult
-    from dsreg.ops.checkout import CheckoutResult, LinkType
+    from dsreg.ops.checkout.apply import CheckoutResult, LinkType
     from dsreg.ops.maintenance import GcResult, VerifyResult
     from dsreg.ops.tag import TagResult
-    from dsreg.repo.refs import RefLog
+    from dsreg.registry.refs import RefLog
     from dsreg.report.show import ObjectInfo, RevisionInfo, TagList
 
 
@@ -174,7 +174,7 @@ def show(
 def log(dataset: str, *, registry: RegistryArg = None) -> RefLog:
     """Who moved which tag of ``dataset`` when (the append-only ref log), oldest first: a list
     of entries whose ``damaged`` names the lines skipped (torn, not UTF-8, wrong types)."""
-    from dsreg.repo.refs import RefLog
+    from dsreg.registry.refs import RefLog
     from dsreg.report.show import dataset_log
 
     entries = dataset_log(find_registry(registry), dataset)
@@ -266,7 +266,7 @@ def checkout(
     to its digest (by the add that wrote them, or a re-hash since); ``verify=True`` re-hashes
     every object anyway (docs/concepts.md, "Guarantees": what the stat cannot see).
     """
-    from dsreg.ops.checkout import checkout as do_checkout
+    from dsreg.ops.checkout.apply import checkout as do_checkout
 
     hook = progress or no_progress
     if remote is None:

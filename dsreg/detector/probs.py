@@ -40,7 +40,7 @@ from dsreg.detector.source import (
     sum_tolerance,
 )
 from dsreg.errors import InputPathError, ProbabilitiesError, StorageError
-from dsreg.model.inputfiles import open_npy, refuse_duplicate_columns
+from dsreg.formats.inputfiles import open_npy, refuse_duplicate_columns
 from dsreg.objects.hashing import Hasher, hash_file
 
 __all__ = [

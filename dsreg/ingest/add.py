@@ -15,7 +15,7 @@ from pathlib import Path
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import InputPathError, InvalidInputError
 from dsreg.ingest.result import AddResult
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 
 __all__ = ["add", "check_sources", "read_credit"]
 
@@ -155,10 +155,10 @@ def add(
 
 def read_credit(citation: PathArg | None, credit: str | None) -> dict[str, object] | None:
     """``{"credit": …}`` for the snapshot's source from ``--citation FILE.bib`` and
-    ``--credit TEXT`` (``dsreg.model.credit``), or ``None`` when neither is given."""
+    ``--credit TEXT`` (``dsreg.formats.credit``), or ``None`` when neither is given."""
     if citation is None and credit is None:
         return None
-    from dsreg.model.credit import make_credit
+    from dsreg.formats.credit import make_credit
 
     bibtex = None
     if citation is not None:

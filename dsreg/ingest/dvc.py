@@ -22,12 +22,12 @@ from typing import Any
 
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import DsregError, InputPathError, InvalidInputError, RemoteError, StorageError
+from dsreg.formats.names import check_lookalike_ids, check_name
 from dsreg.ingest.result import AddResult
 from dsreg.ingest.snapshot import add_locked
 from dsreg.ingest.sources import read_classes, scan_imagefolder, scan_labels
-from dsreg.model.names import check_lookalike_ids, check_name
 from dsreg.objects.batch import STAGE_PREFIX
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 
 __all__ = ["ImportResult", "import_dvc"]
 

@@ -18,8 +18,8 @@ from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import CorruptObjectError, StorageError
 from dsreg.ingest import treescan
 from dsreg.objects.batch import ObjectBatch, Staged, hash_files
-from dsreg.repo.registry import Registry
-from dsreg.repo.trust import StagedRecords
+from dsreg.registry.folder import Registry
+from dsreg.registry.trust import StagedRecords
 
 __all__ = ["Payload", "store_missing", "store_payloads", "tree_payloads"]
 
@@ -149,7 +149,7 @@ def store_payloads(
                 finally:
                     behind.close()
                 if batch is not None:
-                    # Trust records (``dsreg.repo.trust``): the batch wrote each object from
+                    # Trust records (``dsreg.registry.trust``): the batch wrote each object from
                     # the bytes it hashed, so the first checkout after an add need not read
                     # them. Most were written as the objects were staged.
                     vouch.finish(batch.installed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dsreg.errors import TagExistsError
-from dsreg.model.names import check_name
+from dsreg.formats.names import check_name
 from dsreg.objects.digest import short
 
 __all__ = ["AddResult", "check_names", "is_dry", "refuse_tag"]

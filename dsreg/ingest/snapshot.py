@@ -12,13 +12,13 @@ import numpy as np
 import pyarrow as pa
 
 from dsreg._util.progress import ProgressHook, no_progress
+from dsreg.formats.manifests import Revision, Snapshot
+from dsreg.formats.tables import base_schema, check_examples, parquet_bytes
 from dsreg.ingest.payloads import store_missing, store_payloads
 from dsreg.ingest.result import AddResult, check_names, is_dry, refuse_tag
 from dsreg.ingest.sources import Source
-from dsreg.model.manifests import Revision, Snapshot
-from dsreg.model.tables import base_schema, check_examples, parquet_bytes
 from dsreg.objects.hashing import hash_bytes
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 
 __all__ = ["AddResult", "add_locked", "add_source"]
 

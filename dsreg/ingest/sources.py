@@ -22,11 +22,11 @@ import pyarrow.parquet as pq
 
 from dsreg._util.inputs import INPUT_BYTES, input_file, read_input, shown, shown_all
 from dsreg.errors import DatasetFormatError, InputPathError
+from dsreg.formats.inputfiles import csv_error, open_npy, refuse_duplicate_columns
+from dsreg.formats.names import check_lookalike_ids, is_safe_relpath
+from dsreg.formats.tables import check_metadata_names
 from dsreg.ingest.payloads import Payload, tree_payloads
 from dsreg.ingest.treescan import TreeScan, scan_tree
-from dsreg.model.inputfiles import csv_error, open_npy, refuse_duplicate_columns
-from dsreg.model.names import check_lookalike_ids, is_safe_relpath
-from dsreg.model.tables import check_metadata_names
 
 __all__ = [
     "Payload",

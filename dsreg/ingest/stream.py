@@ -30,11 +30,11 @@ import pyarrow.parquet as pq
 from dsreg._util.inputs import input_file, shown_all
 from dsreg._util.jsonread import load_file
 from dsreg.errors import DatasetFormatError
+from dsreg.formats.arrays import first_unsafe, id_spellings
+from dsreg.formats.inputfiles import csv_error, refuse_duplicate_columns
+from dsreg.formats.names import lookalike_error
+from dsreg.formats.tables import ROW_GROUP, base_schema, check_metadata_names, from_numpy
 from dsreg.ingest.sources import MAX_INFERRED_CLASSES, check_example_id, map_label_npy
-from dsreg.model.arrays import first_unsafe, id_spellings
-from dsreg.model.inputfiles import csv_error, refuse_duplicate_columns
-from dsreg.model.names import lookalike_error
-from dsreg.model.tables import ROW_GROUP, base_schema, check_metadata_names, from_numpy
 
 __all__ = ["StreamSource", "Validation", "labels_stream", "read_ids", "table_stream"]
 

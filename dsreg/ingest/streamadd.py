@@ -17,12 +17,12 @@ import pyarrow.parquet as pq
 
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import DatasetFormatError
+from dsreg.formats.manifests import Revision, Snapshot
+from dsreg.formats.names import pair_lookalikes
+from dsreg.formats.tables import ROW_GROUP, CanonicalWriter, as_numpy, base_schema, from_numpy
 from dsreg.ingest.result import AddResult, check_names, is_dry, refuse_tag
 from dsreg.ingest.stream import StreamSource, Validation, null_columns
-from dsreg.model.manifests import Revision, Snapshot
-from dsreg.model.names import pair_lookalikes
-from dsreg.model.tables import ROW_GROUP, CanonicalWriter, as_numpy, base_schema, from_numpy
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 
 __all__ = ["add_stream"]
 

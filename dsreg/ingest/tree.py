@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dsreg._util.parallel import gc_paused
 from dsreg._util.progress import ProgressHook, no_progress
+from dsreg.formats.names import check_lookalike_ids
 from dsreg.ingest.result import AddResult, check_names, is_dry, refuse_tag
 from dsreg.ingest.treescan import TreeScan
-from dsreg.model.names import check_lookalike_ids
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 
 __all__ = ["add_tree"]
 

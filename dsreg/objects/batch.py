@@ -143,7 +143,7 @@ class ObjectBatch:
         # The objects the last ``commit`` installed (its own bytes, not another add's): hex
         # digest -> stat when written, still theirs (a shard folder renamed into place changes
         # no file's ctime), or None (renamed one by one: stat them again). The add records them
-        # (``dsreg.repo.trust``).
+        # (``dsreg.registry.trust``).
         self._installed: dict[str, Stat | None] = {}
 
     @property

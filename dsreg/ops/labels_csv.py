@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from dsreg.model.arrays import string_array
+from dsreg.formats.arrays import string_array
 from dsreg.views.dataset import Dataset
 
 __all__ = ["COLUMNS", "LabelsCsv"]

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.detector.options import FILTER_BY, RANK_BY
 from dsreg.errors import DsregError, InvalidInputError, TagExistsError
-from dsreg.model.manifests import VIEWS
-from dsreg.model.names import check_name
+from dsreg.formats.manifests import VIEWS
+from dsreg.formats.names import check_name
 from dsreg.objects.digest import short
 from dsreg.ops.tag import TagResult, make_tag
 from dsreg.overlays.create import CreatedOverlay
 from dsreg.overlays.inspect import Issue
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 
 if TYPE_CHECKING:
     import numpy as np

@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dsreg.errors import DsregError, InvalidInputError, TagExistsError
-from dsreg.model.manifests import VIEWS, Revision, View
-from dsreg.model.names import parse_tag_target
+from dsreg.formats.manifests import VIEWS, Revision, View
+from dsreg.formats.names import parse_tag_target
 from dsreg.objects.digest import short
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 
 __all__ = ["TagResult", "delete_tag", "make_revision", "make_tag"]
 

@@ -32,10 +32,15 @@ import pyarrow.csv as pacsv
 
 from dsreg._util.inputs import input_file, shown_all
 from dsreg.errors import RelabelingError
-from dsreg.model.corrections import LABEL_COUNTS_TYPE, LABELS_TYPE, corrections_table
-from dsreg.model.inputfiles import CSV_BLOCK, check_digit_cells, csv_error, refuse_duplicate_columns
-from dsreg.model.manifests import VERDICTS
-from dsreg.model.tables import as_numpy
+from dsreg.formats.corrections import LABEL_COUNTS_TYPE, LABELS_TYPE, corrections_table
+from dsreg.formats.inputfiles import (
+    CSV_BLOCK,
+    check_digit_cells,
+    csv_error,
+    refuse_duplicate_columns,
+)
+from dsreg.formats.manifests import VERDICTS
+from dsreg.formats.tables import as_numpy
 from dsreg.overlays.match import rows_by_id
 from dsreg.overlays.relabel import LabelImport
 

@@ -15,14 +15,14 @@ from dsreg._util.inputs import input_file
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg._version import __version__
 from dsreg.errors import ManifestError
-from dsreg.model.corrections import corrections_table
-from dsreg.model.manifests import Snapshot
-from dsreg.model.tables import as_numpy
+from dsreg.formats.corrections import corrections_table
+from dsreg.formats.manifests import Snapshot
+from dsreg.formats.tables import as_numpy
 from dsreg.objects.digest import short
 from dsreg.objects.hashing import hash_file
 from dsreg.overlays.write import JoinedRows, write_overlay
-from dsreg.repo.registry import Registry
-from dsreg.repo.tables import read_examples
+from dsreg.registry.folder import Registry
+from dsreg.registry.tables import read_examples
 from dsreg.views.dataset import Dataset
 
 __all__ = ["LABEL_FORMATS", "CreatedOverlay", "detect_overlay", "labels_overlay", "votes_overlay"]

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dsreg.errors import InvalidInputError
-from dsreg.model.manifests import VERDICTS, Overlay
-from dsreg.repo.registry import Registry
-from dsreg.repo.tables import read_corrections
+from dsreg.formats.manifests import VERDICTS, Overlay
+from dsreg.registry.folder import Registry
+from dsreg.registry.tables import read_corrections
 
 __all__ = [
     "SHOW_ORDERS",

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dsreg.model.tables import as_numpy, from_numpy
+from dsreg.formats.tables import as_numpy, from_numpy
 
 __all__ = ["IMAGENET_VAL", "IdMatch", "imagenet_val_numbers", "match_ids", "rows_by_id"]
 

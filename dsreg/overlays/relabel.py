@@ -32,10 +32,10 @@ import pyarrow as pa
 from dsreg._util.inputs import input_file, shown
 from dsreg._util.jsonread import load_file
 from dsreg.errors import RelabelingError
-from dsreg.model.arrays import from_numpy, string_array
-from dsreg.model.corrections import LABEL_COUNTS_TYPE, corrections_table
-from dsreg.model.inputfiles import open_npy, refuse_duplicate_columns
-from dsreg.model.tables import as_numpy
+from dsreg.formats.arrays import from_numpy, string_array
+from dsreg.formats.corrections import LABEL_COUNTS_TYPE, corrections_table
+from dsreg.formats.inputfiles import open_npy, refuse_duplicate_columns
+from dsreg.formats.tables import as_numpy
 from dsreg.overlays.match import imagenet_val_numbers
 
 __all__ = ["LabelImport", "counts_table", "import_counts", "import_real", "real_verdicts"]

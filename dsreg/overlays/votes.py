@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 from dsreg._util.inputs import INPUT_BYTES, read_input, shown
 from dsreg._util.jsonread import loads
 from dsreg.errors import VotesError
-from dsreg.model.corrections import CORRECTIONS_SCHEMA, COUNT_FIELDS, VOTES_TYPE
+from dsreg.formats.corrections import CORRECTIONS_SCHEMA, COUNT_FIELDS, VOTES_TYPE
 from dsreg.overlays.reviewed import check_queue, check_reviewers, queue_inputs
 from dsreg.overlays.votes_base import (
     DIGITS,

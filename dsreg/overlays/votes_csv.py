@@ -32,9 +32,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from dsreg.model.arrays import from_numpy, string_array
-from dsreg.model.corrections import CORRECTIONS_SCHEMA, COUNT_FIELDS, VOTES_TYPE
-from dsreg.model.tables import as_numpy
+from dsreg.formats.arrays import from_numpy, string_array
+from dsreg.formats.corrections import CORRECTIONS_SCHEMA, COUNT_FIELDS, VOTES_TYPE
+from dsreg.formats.tables import as_numpy
 from dsreg.overlays.votes_base import (
     DIGITS,
     INT32_MAX,
@@ -493,7 +493,7 @@ def _labels(cells: pa.Array, snapshot: VoteSnapshot) -> tuple[np.ndarray, np.nda
 
 def _int(value: int) -> pa.Scalar:
     """An int32 scalar made from a numpy buffer: ``pa.scalar`` and Python numbers handed to
-    compute functions make pyarrow import pandas (0.2 s of every import; model/arrays.py)."""
+    compute functions make pyarrow import pandas (0.2 s of every import; formats/arrays.py)."""
     return from_numpy(np.array([value]), pa.int32())[0]
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from dsreg._util.inputs import shown
 from dsreg.errors import VotesError
-from dsreg.model.corrections import COUNT_FIELDS
+from dsreg.formats.corrections import COUNT_FIELDS
 from dsreg.overlays.votes_base import (
     DIGITS,
     INT32_MAX,

@@ -18,18 +18,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dsreg.errors import InvalidInputError, ManifestError
-from dsreg.model.arrays import from_numpy, string_array
-from dsreg.model.corrections import (
+from dsreg.formats.arrays import from_numpy, string_array
+from dsreg.formats.corrections import (
     CORRECTIONS_SCHEMA,
     VOTES_TYPE,
     corrections_table,
     corrections_version,
 )
-from dsreg.model.manifests import VERDICTS, Overlay, OverlayKind, Snapshot
-from dsreg.model.tables import as_numpy, parquet_bytes
+from dsreg.formats.manifests import VERDICTS, Overlay, OverlayKind, Snapshot
+from dsreg.formats.tables import as_numpy, parquet_bytes
 from dsreg.objects.digest import short
-from dsreg.repo.registry import Registry
-from dsreg.repo.tables import examples_parquet
+from dsreg.registry.folder import Registry
+from dsreg.registry.tables import examples_parquet
 
 __all__ = [
     "CORRECTIONS_SCHEMA",

@@ -22,8 +22,10 @@ from typing import Any
 from dsreg._util.jsonread import read_line
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import DsregError, InvalidInputError, RemoteError, RevisionNotFoundError
-from dsreg.model.names import check_name
+from dsreg.formats.names import check_name
 from dsreg.objects.digest import is_digest, short
+from dsreg.registry.folder import DIRNAME, Registry
+from dsreg.registry.refs import LogEntry
 from dsreg.remote.config import add_remote, check_options, jobs_for, normalize_url
 from dsreg.remote.fetch import (
     Closure,
@@ -36,8 +38,6 @@ from dsreg.remote.fetch import (
 )
 from dsreg.remote.refs import RefUpdate, describe_state
 from dsreg.remote.store import RemoteStore
-from dsreg.repo.refs import LogEntry
-from dsreg.repo.registry import DIRNAME, Registry
 
 __all__ = ["CloneResult", "SkippedLine", "clone"]
 

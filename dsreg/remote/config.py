@@ -15,9 +15,9 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from dsreg.errors import ConfigError, InvalidInputError
-from dsreg.model.names import check_name
+from dsreg.formats.names import check_name
+from dsreg.registry.folder import Registry
 from dsreg.remote.store import RemoteStore, open_filesystem
-from dsreg.repo.registry import Registry
 
 __all__ = [
     "RemoteConfig",

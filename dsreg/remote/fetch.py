@@ -20,15 +20,15 @@ from dsreg.errors import (
     IntegrityError,
     ObjectNotFoundError,
 )
-from dsreg.model.manifests import Overlay, Revision, Snapshot
+from dsreg.formats.manifests import Overlay, Revision, Snapshot
 from dsreg.objects.batch import ObjectBatch
 from dsreg.objects.digest import is_digest, short
 from dsreg.objects.hashing import hash_bytes, hash_path
+from dsreg.registry.folder import Registry
+from dsreg.registry.reachable import MANIFEST_KINDS, Node, Problem, reachable
 from dsreg.remote.refs import RefUpdate
 from dsreg.remote.store import FetchReport, RemoteStore
 from dsreg.remote.waves import WAVE, staged_waves
-from dsreg.repo.reachable import MANIFEST_KINDS, Node, Problem, reachable
-from dsreg.repo.registry import Registry
 
 __all__ = [
     "Closure",

@@ -48,12 +48,12 @@ from dsreg.errors import (
     ObjectNotFoundError,
     RevisionNotFoundError,
 )
-from dsreg.model.names import parse_spec
+from dsreg.formats.names import parse_spec
 from dsreg.objects.digest import PREFIX, is_digest, short
+from dsreg.registry.folder import Registry, Resolved
 from dsreg.remote.config import jobs_for, open_remote
 from dsreg.remote.fetch import Closure, check_whole, fetch_closure, fetch_objects, owner
 from dsreg.remote.store import RemoteStore, listed_tags
-from dsreg.repo.registry import Registry, Resolved
 
 __all__ = [
     "ENV_MAX_TAGS",

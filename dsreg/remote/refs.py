@@ -39,8 +39,8 @@ from dsreg._util.fs import write_all
 from dsreg._util.jsonread import LINE_BYTES, loads
 from dsreg.errors import RemoteError, TagExistsError
 from dsreg.objects.digest import short
+from dsreg.registry.refs import LogEntry
 from dsreg.remote.store import RemoteStore, ref_value
-from dsreg.repo.refs import LogEntry
 
 __all__ = ["RefUpdate", "describe_state", "update_ref", "write_index"]
 

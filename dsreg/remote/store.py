@@ -35,7 +35,7 @@ from dsreg._util.fs import sync_filesystem, write_atomic
 from dsreg._util.parallel import default_jobs
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import CorruptObjectError, DsregError, RemoteError
-from dsreg.model.names import check_name
+from dsreg.formats.names import check_name
 from dsreg.objects.batch import STAGE_PREFIX, ObjectBatch
 from dsreg.objects.digest import (
     ALGORITHM,

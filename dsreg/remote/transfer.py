@@ -30,9 +30,11 @@ from dsreg.errors import (
     RevisionNotFoundError,
     TagExistsError,
 )
-from dsreg.model.manifests import Overlay
-from dsreg.model.names import check_name, parse_spec
+from dsreg.formats.manifests import Overlay
+from dsreg.formats.names import check_name, parse_spec
 from dsreg.objects.digest import PREFIX, is_digest, short
+from dsreg.registry.folder import Registry
+from dsreg.registry.reachable import reachable
 from dsreg.remote.clone import CloneResult, SkippedLine, clone
 from dsreg.remote.config import (
     RemoteConfig,
@@ -56,8 +58,6 @@ from dsreg.remote.fetch import (
 from dsreg.remote.refs import RefUpdate, describe_state, update_ref, write_index
 from dsreg.remote.store import RemoteStore, listed_tags
 from dsreg.remote.waves import WAVE
-from dsreg.repo.reachable import reachable
-from dsreg.repo.registry import Registry
 
 if TYPE_CHECKING:
     from dsreg.views.dataset import Dataset

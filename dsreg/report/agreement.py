@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from dsreg.model.manifests import VERDICTS
+from dsreg.formats.manifests import VERDICTS
 from dsreg.views.sparse import Named, in_label_sets, union_rows
 
 __all__ = ["Agreement", "VerdictPair", "compare_corrections"]

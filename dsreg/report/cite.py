@@ -23,10 +23,10 @@ from typing import Any
 
 from dsreg._version import __version__
 from dsreg.errors import InvalidInputError
-from dsreg.model.credit import cff_reference, entry_text, parse_bibtex
+from dsreg.formats.credit import cff_reference, entry_text, parse_bibtex
 from dsreg.objects.digest import short
+from dsreg.registry.folder import Registry
 from dsreg.remote.config import remote_url
-from dsreg.repo.registry import Registry
 from dsreg.views.sql import Connection
 
 __all__ = ["FORMATS", "Citation", "check_format", "cite", "first_tagged"]

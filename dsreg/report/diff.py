@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from dsreg.errors import InvalidInputError
-from dsreg.repo.registry import Registry, Resolved
+from dsreg.registry.folder import Registry, Resolved
 from dsreg.report.agreement import Agreement, compare_corrections
 from dsreg.views.sparse import (
     Named,

@@ -21,9 +21,9 @@ import pyarrow as pa
 
 from dsreg._version import __version__
 from dsreg.errors import InvalidInputError, PredictionsError
-from dsreg.model.manifests import VIEWS, View
+from dsreg.formats.manifests import VIEWS, View
 from dsreg.objects.hashing import hash_file
-from dsreg.repo.registry import Registry, Resolved
+from dsreg.registry.folder import Registry, Resolved
 from dsreg.report._json import stable_json
 from dsreg.report.human import HumanScore, SetTarget, human_score, set_target
 from dsreg.report.predictions import (

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from dsreg._util.fs import replacing
 from dsreg.errors import DsregError, InvalidInputError, StorageError
-from dsreg.repo.registry import Registry, Resolved
+from dsreg.registry.folder import Registry, Resolved
 from dsreg.views.sql import Connection, Repairing
 
 __all__ = ["SQL_FORMATS", "check_format", "text_table", "write_query"]

@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from dsreg.errors import PredictionsError
-from dsreg.model.tables import as_numpy
+from dsreg.formats.tables import as_numpy
 from dsreg.report.ranks import Ranks
 from dsreg.views.sparse import Named
 

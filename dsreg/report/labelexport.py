@@ -20,7 +20,7 @@ import numpy as np
 
 from dsreg._util.fs import replacing
 from dsreg.errors import DsregError, InvalidInputError, StorageError
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 from dsreg.views.loaders import check_align
 from dsreg.views.sql import Connection, verified_object
 

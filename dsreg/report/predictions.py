@@ -30,14 +30,14 @@ import pyarrow.parquet as pq
 
 from dsreg._util.inputs import input_file, shown_all
 from dsreg.errors import InputPathError, PredictionsError
-from dsreg.model.inputfiles import (
+from dsreg.formats.inputfiles import (
     CSV_BLOCK,
     check_digit_cells,
     csv_error,
     open_npy,
     refuse_duplicate_columns,
 )
-from dsreg.model.tables import as_numpy
+from dsreg.formats.tables import as_numpy
 from dsreg.objects.hashing import hash_bytes, hash_file
 from dsreg.report.ranks import PredictionsSource, RankAccumulator, Ranks, Target, describe
 

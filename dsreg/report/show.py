@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsreg.errors import RevisionNotFoundError
-from dsreg.model.manifests import Overlay, Revision, Snapshot
-from dsreg.model.names import check_name
-from dsreg.repo.refs import LogEntry
-from dsreg.repo.registry import Registry, Resolved
+from dsreg.formats.manifests import Overlay, Revision, Snapshot
+from dsreg.formats.names import check_name
+from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.refs import LogEntry
 
 __all__ = [
     "ObjectInfo",

@@ -17,12 +17,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from dsreg.errors import InvalidInputError, ManifestError
-from dsreg.model.arrays import string_array
-from dsreg.model.manifests import VERDICTS, Snapshot, View
-from dsreg.model.tables import as_numpy, from_numpy, served_metadata
+from dsreg.formats.arrays import string_array
+from dsreg.formats.manifests import VERDICTS, Snapshot, View
+from dsreg.formats.tables import as_numpy, from_numpy, served_metadata
 from dsreg.objects.digest import short
-from dsreg.repo.registry import Registry
-from dsreg.repo.tables import check_example_columns, examples_parquet
+from dsreg.registry.folder import Registry
+from dsreg.registry.tables import check_example_columns, examples_parquet
 from dsreg.views.rule import Merged, apply_view
 
 __all__ = ["iter_view_batches"]

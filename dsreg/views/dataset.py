@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from dsreg.model.arrays import from_numpy, null_array, string_array
-from dsreg.model.manifests import Overlay, Snapshot, View
-from dsreg.model.tables import served_metadata
+from dsreg.formats.arrays import from_numpy, null_array, string_array
+from dsreg.formats.manifests import Overlay, Snapshot, View
+from dsreg.formats.tables import served_metadata
 from dsreg.objects.digest import short
-from dsreg.repo.registry import Registry, Resolved
-from dsreg.repo.tables import map_examples, read_corrections, read_examples
+from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.tables import map_examples, read_corrections, read_examples
 
 if TYPE_CHECKING:
     import datasets

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import numpy as np
 
 from dsreg.errors import DatasetFormatError, InvalidInputError
-from dsreg.model.manifests import Snapshot
-from dsreg.repo.registry import Registry
+from dsreg.formats.manifests import Snapshot
+from dsreg.registry.folder import Registry
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -33,10 +33,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dsreg.model.arrays import from_numpy, null_array, scattered, string_array
-from dsreg.model.corrections import COUNT_FIELDS
-from dsreg.model.manifests import VERDICTS, View
-from dsreg.model.tables import as_numpy
+from dsreg.formats.arrays import from_numpy, null_array, scattered, string_array
+from dsreg.formats.corrections import COUNT_FIELDS
+from dsreg.formats.manifests import VERDICTS, View
+from dsreg.formats.tables import as_numpy
 
 __all__ = [
     "Merged",

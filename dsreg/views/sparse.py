@@ -23,10 +23,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dsreg.errors import InvalidInputError, ManifestError
-from dsreg.model.manifests import VERDICTS, VIEWS, Revision, Snapshot, View
-from dsreg.model.tables import as_numpy
+from dsreg.formats.manifests import VERDICTS, VIEWS, Revision, Snapshot, View
+from dsreg.formats.tables import as_numpy
 from dsreg.objects.digest import short
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 from dsreg.views.sql import verified_object
 
 __all__ = [

@@ -41,11 +41,11 @@ from dsreg.errors import (
     QueryError,
     StorageError,
 )
-from dsreg.model.corrections import COUNT_FIELDS
-from dsreg.model.manifests import VIEWS, Revision, View
-from dsreg.model.tables import fold_case, served_metadata
+from dsreg.formats.corrections import COUNT_FIELDS
+from dsreg.formats.manifests import VIEWS, Revision, View
+from dsreg.formats.tables import fold_case, served_metadata
 from dsreg.objects.digest import PREFIX
-from dsreg.repo.registry import Registry, Resolved
+from dsreg.registry.folder import Registry, Resolved
 
 if TYPE_CHECKING:
     import duckdb

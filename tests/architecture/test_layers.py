@@ -82,18 +82,18 @@ def test_the_detector_knows_nothing_of_the_registry(graph: grimp.ImportGraph) ->
     for module in graph.find_children("dsreg.detector"):
         reached |= graph.find_upstream_modules(module)
     registry_side = sorted(
-        m for m in reached if m.startswith(("dsreg.repo", "dsreg.views", "dsreg.ingest"))
+        m for m in reached if m.startswith(("dsreg.registry", "dsreg.views", "dsreg.ingest"))
     )
     assert not registry_side
 
 
 def test_the_ref_log_has_one_writer() -> None:
-    """Only dsreg.repo.refs touches a registry's logs folder (under the dataset lock, with the
+    """Only dsreg.registry.refs touches a registry's logs folder (under the dataset lock, with the
     torn-line repair); everyone else goes through RefStore's methods."""
     outside = sorted(
         name
         for name, _path, tree in _modules()
-        if name != "dsreg.repo.refs"
+        if name != "dsreg.registry.refs"
         for node in ast.walk(tree)
         if isinstance(node, ast.Attribute)
         and node.attr == "logs"
@@ -142,4 +142,4 @@ def test_json_is_parsed_by_the_bounded_reader_alone() -> None:
         for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom) and node.module == _JSON_READER
     }
-    assert {"dsreg.model.canonical", "dsreg.repo.refs", "dsreg.overlays.votes"} <= callers
+    assert {"dsreg.formats.canonical", "dsreg.registry.refs", "dsreg.overlays.votes"} <= callers

@@ -18,7 +18,7 @@ import pytest
 
 import dsreg
 from dsreg import Registry, Revision, Snapshot
-from dsreg.model.canonical import canonical_bytes
+from dsreg.formats.canonical import canonical_bytes
 from dsreg.objects.digest import short
 from dsreg.objects.hashing import hash_bytes
 from dsreg.overlays.write import corrections_table, write_overlay

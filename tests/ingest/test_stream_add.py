@@ -29,7 +29,7 @@ def test_a_set_larger_than_one_row_group_round_trips(
 ) -> None:
     if wide:  # read one group ahead, encoded one at a time, as a source of wide rows is
         monkeypatch.setattr("dsreg.ingest.streamadd.WIDE", 1)
-        monkeypatch.setattr("dsreg.model.tables.IN_FLIGHT", 1)
+        monkeypatch.setattr("dsreg.formats.tables.IN_FLIGHT", 1)
     reg = dsreg.init(registry=tmp_path / "reg")
     n = 2 * ROW_GROUP + 17  # three row groups: what streams is what is read back
     labels = np.random.default_rng(1).integers(0, 345, n).astype(np.int32)

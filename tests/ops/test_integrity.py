@@ -253,7 +253,7 @@ def test_a_stored_manifest_that_breaks_its_schema_is_reported(
     pets: tuple[Registry, Path, AddResult],
 ) -> None:
     """Bytes that hash right but are not a valid manifest (written by another program)."""
-    from dsreg.model.canonical import canonical_bytes
+    from dsreg.formats.canonical import canonical_bytes
 
     reg, _, res = pets
     bad = reg.store.put_bytes(

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import dsreg
-from dsreg.model.corrections import corrections_table
+from dsreg.formats.corrections import corrections_table
 from dsreg.ops import labels_csv as labels_csv_module
 from dsreg.overlays.write import write_overlay
 

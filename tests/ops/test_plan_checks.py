@@ -1,4 +1,4 @@
-"""The checkout plan's whole-list checks (``ops/checkout_plan.py``) agree with the rules they
+"""The checkout plan's whole-list checks (``ops/checkout/plan.py``) agree with the rules they
 speed up: destinations that the substring searches call surely safe are never refused by the
 pattern, and the byte-operation digest check says what ``is_digest`` says of every entry."""
 
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from dsreg.errors import CorruptObjectError, ManifestError
 from dsreg.objects.digest import is_digest
-from dsreg.ops import checkout_plan as cp
+from dsreg.ops.checkout import plan as cp
 
 # Paths built from the characters every refusal turns on, and a few ordinary ones.
 _PATH = st.text(alphabet=st.sampled_from("ab./\\\x00\né-dsrg"), max_size=12)

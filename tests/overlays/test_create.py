@@ -10,7 +10,7 @@ import pytest
 
 import dsreg
 from dsreg import CorruptObjectError, InvalidInputError, Registry, VotesError
-from dsreg.model.corrections import corrections_table
+from dsreg.formats.corrections import corrections_table
 from dsreg.overlays.write import JoinedRows, write_overlay
 
 CIFAR = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]

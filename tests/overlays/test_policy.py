@@ -10,8 +10,8 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsreg.model.corrections import corrections_table
-from dsreg.model.manifests import VERDICTS
+from dsreg.formats.corrections import corrections_table
+from dsreg.formats.manifests import VERDICTS
 from dsreg.views.rule import apply_view, merge_overlays
 
 

@@ -243,7 +243,7 @@ def corrections_csv(draw: st.DrawFn) -> str:
     w.writerow(["example_id", "suggested_label", "verdict", "labels", "label_counts"])
     cls = st.sampled_from(range(len(CLASSES)))
     for r in rows:
-        verdict = draw(st.sampled_from(dsreg.model.manifests.VERDICTS))
+        verdict = draw(st.sampled_from(dsreg.formats.manifests.VERDICTS))
         sug = draw(cls) if verdict in ("correctable", "suspected") else draw(st.none() | cls)
         labels = draw(st.none() | st.lists(cls, unique=True, max_size=3))
         counts = draw(st.none() | st.dictionaries(cls, st.integers(0, 60), max_size=3))
@@ -353,8 +353,8 @@ def test_a_table_that_does_not_match_its_manifest_version_is_refused(
     """A version 2 manifest over a version 1 table (or the reverse), made by other code, is
     refused on read: a reader never serves a table its manifest does not describe."""
     from dsreg import ManifestError, Overlay, Revision
-    from dsreg.model.corrections import corrections_table
-    from dsreg.model.tables import parquet_bytes
+    from dsreg.formats.corrections import corrections_table
+    from dsreg.formats.tables import parquet_bytes
 
     reg = make_registry()
     spec = add_imagenet_like(reg, tmp_path, LABELS, by_class=False)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import dsreg.overlays.votes_csv as votes_csv
 import dsreg.overlays.votes_lines as votes_lines
 from dsreg.errors import VotesError
-from dsreg.model.tables import parquet_bytes
+from dsreg.formats.tables import parquet_bytes
 from dsreg.objects.hashing import hash_bytes
 from dsreg.overlays.match import match_ids
 from dsreg.overlays.votes import VoteImport, import_votes

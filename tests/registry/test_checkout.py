@@ -15,10 +15,10 @@ import pytest
 from dsreg.errors import InputPathError
 from dsreg.ingest.snapshot import AddResult, add_source
 from dsreg.ingest.sources import scan_labels, scan_table
-from dsreg.ops.checkout import PIN, checkout
+from dsreg.ops.checkout.apply import PIN, checkout
 from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import corrections_table, write_overlay
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 
 LINKS = ["hardlink", "symlink", "copy", "reflink"]
 
@@ -282,7 +282,7 @@ def test_the_default_link_is_a_copy_and_no_journal_stays(
 def test_a_plan_lists_every_destination_journal_first_pin_last(
     pets: tuple[Registry, Path, AddResult], tmp_path: Path
 ) -> None:
-    from dsreg.ops.checkout import JOURNAL, plan
+    from dsreg.ops.checkout.apply import JOURNAL, plan
     from dsreg.views.dataset import Dataset
 
     reg, _, res = pets

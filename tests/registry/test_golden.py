@@ -20,9 +20,9 @@ from golden_sources import source_digests
 
 import dsreg
 from dsreg import ManifestError, Overlay, Registry, Revision, Snapshot
-from dsreg.model.canonical import canonical_bytes, parse_json
-from dsreg.model.manifests import encode_manifest
-from dsreg.model.tables import parquet_bytes
+from dsreg.formats.canonical import canonical_bytes, parse_json
+from dsreg.formats.manifests import encode_manifest
+from dsreg.formats.tables import parquet_bytes
 from dsreg.objects.hashing import hash_bytes
 from dsreg.overlays.write import corrections_table, write_overlay
 
@@ -219,7 +219,7 @@ FIXED_MULTILABEL = Revision(
 
 
 def _version_2_table() -> pa.Table:
-    from dsreg.model.corrections import LABEL_COUNTS_TYPE
+    from dsreg.formats.corrections import LABEL_COUNTS_TYPE
 
     return corrections_table(
         rows=np.array([0, 3, 5]),

@@ -21,7 +21,7 @@ from dsreg import (
     RevisionNotFoundError,
     Snapshot,
 )
-from dsreg.model.canonical import canonical_bytes
+from dsreg.formats.canonical import canonical_bytes
 from dsreg.objects.digest import MIN_PREFIX, short
 from dsreg.objects.hashing import hash_bytes
 

@@ -14,12 +14,12 @@ import pytest
 
 import dsreg
 from dsreg.errors import CorruptObjectError, InvalidNameError, QueryError, RevisionNotFoundError
+from dsreg.formats.corrections import corrections_table
 from dsreg.ingest.snapshot import add_source
 from dsreg.ingest.sources import Source
-from dsreg.model.corrections import corrections_table
 from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import write_overlay
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 from dsreg.views import sql as views
 from dsreg.views.dataset import Dataset
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import dsreg
-from dsreg.ops.checkout import JOURNAL, PIN
+from dsreg.ops.checkout.apply import JOURNAL, PIN
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,7 @@ WORKER = """
 import sys, time
 from pathlib import Path
 import dsreg
-from dsreg.ops.checkout import checkout
+from dsreg.ops.checkout.apply import checkout
 root, spec, me, other, rounds, link = sys.argv[1:7]
 reg = dsreg.Registry.find(Path(root) / "reg")
 resolved = reg.resolve(spec)

@@ -26,13 +26,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dsreg
-import dsreg.ops.checkout_fs as checkout_fs
+import dsreg.ops.checkout.fs as checkout_fs
 from dsreg._util.fs import write_all
 from dsreg.errors import DsregError, InputPathError, StorageError
-from dsreg.ops.checkout import JOURNAL, PIN, checkout
+from dsreg.ops.checkout.apply import JOURNAL, PIN, checkout
 from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import corrections_table, write_overlay
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 
 LINKS = ["reflink", "copy", "hardlink", "symlink"]
 REVISIONS = ["ds@a", "ds@b", "ds@c", "ds@a-corrected"]

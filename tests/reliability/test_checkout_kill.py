@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 import dsreg
-from dsreg.ops.checkout import JOURNAL, PIN, checkout
+from dsreg.ops.checkout.apply import JOURNAL, PIN, checkout
 from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import corrections_table, write_overlay
 
@@ -39,7 +39,7 @@ FILES = 2200
 CHILD = """
 import sys
 import dsreg
-from dsreg.ops.checkout import checkout
+from dsreg.ops.checkout.apply import checkout
 reg = dsreg.Registry.find(sys.argv[1])
 resolved = reg.resolve(sys.argv[2])
 print("ready", flush=True)

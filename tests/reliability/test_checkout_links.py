@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 import dsreg
 from dsreg.errors import CorruptObjectError
-from dsreg.ops.checkout import PIN
-from dsreg.repo.registry import Registry
+from dsreg.ops.checkout.apply import PIN
+from dsreg.registry.folder import Registry
 
 SETTINGS = settings(
     max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

@@ -25,16 +25,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dsreg
-import dsreg.ops.checkout as checkout_mod
-import dsreg.repo.tables as tables_mod
+import dsreg.ops.checkout.apply as checkout_mod
+import dsreg.registry.tables as tables_mod
 from dsreg.errors import DsregError, InputPathError
-from dsreg.model.manifests import Revision, Snapshot
-from dsreg.model.tables import base_schema, parquet_bytes
-from dsreg.ops.checkout import JOURNAL, PIN, checkout
-from dsreg.ops.checkout_journal import Journal
+from dsreg.formats.manifests import Revision, Snapshot
+from dsreg.formats.tables import base_schema, parquet_bytes
+from dsreg.ops.checkout.apply import JOURNAL, PIN, checkout
+from dsreg.ops.checkout.journal import Journal
 from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import corrections_table, write_overlay
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 
 LINKS = ["reflink", "copy", "hardlink", "symlink"]
 SETTINGS = settings(

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import dsreg
 from dsreg.objects.hashing import hash_bytes
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 
 TALLY: Counter[str] = Counter()
 # The documented limit (docs/concepts.md, "Guarantees"; dsreg._util.jsonread.MAX_DEPTH).

@@ -14,11 +14,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from dsreg.errors import DsregError
-from dsreg.model.manifests import Revision, Snapshot
-from dsreg.model.tables import base_schema, parquet_bytes
-from dsreg.ops.checkout import checkout
+from dsreg.formats.manifests import Revision, Snapshot
+from dsreg.formats.tables import base_schema, parquet_bytes
+from dsreg.ops.checkout.apply import checkout
 from dsreg.ops.maintenance import verify
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 from dsreg.views.dataset import Dataset
 
 CLASSES = ("a", "b", "c")

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from inprocess import run
 
 import dsreg
-from dsreg.model.arrays import id_spellings
-from dsreg.model.names import id_spelling
+from dsreg.formats.arrays import id_spellings
+from dsreg.formats.names import id_spelling
 
 ROW_GROUP = 1 << 18
 State = Callable[[Path], dict[str, tuple[str, int, str]]]

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 import dsreg
 from dsreg.errors import StorageError
-from dsreg.repo.refs import LogEntry, RefStore, parse_log
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
+from dsreg.registry.refs import LogEntry, RefStore, parse_log
 
 A, B, C = ("blake3:" + c * 64 for c in "abc")
 # Every os call a tag write makes to the file system (open, write, sync, link, rename, truncate,

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 import dsreg
 from dsreg.errors import DsregError
 from dsreg.ops.tag import make_revision
-from dsreg.repo.refs import LogEntry, parse_log
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
+from dsreg.registry.refs import LogEntry, parse_log
 
 NOW = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 FIELDS = ("time", "user", "dataset", "tag", "old", "new", "command", "event")

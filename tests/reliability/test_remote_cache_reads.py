@@ -27,8 +27,8 @@ from inprocess import Ran, run
 
 import dsreg
 from dsreg.objects.hashing import hash_path
+from dsreg.registry.folder import Registry
 from dsreg.remote.store import RemoteStore
-from dsreg.repo.registry import Registry
 
 REPO = Path(dsreg.__file__).resolve().parents[1]
 QUERY = 'SELECT label_name, count(*) AS n FROM "pets@v1" GROUP BY ALL ORDER BY 1'
@@ -142,7 +142,7 @@ def _intact(machine: Machine, digest: str) -> bool:
 # Where each command has resolved the revision and fetched what it lacks, and has not yet read
 # the objects it serves: the checkout's plan, the SQL of the view, the description.
 _BETWEEN = {
-    "checkout": ("dsreg.ops.checkout", "plan"),
+    "checkout": ("dsreg.ops.checkout.apply", "plan"),
     "sql": ("dsreg.views.sql", "view_sql"),
     "show": ("dsreg.report.show", "describe_resolved"),
 }

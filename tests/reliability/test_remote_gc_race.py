@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dsreg
+from dsreg.registry.folder import Registry
+from dsreg.registry.reachable import reachable
+from dsreg.registry.refs import RefStore
 from dsreg.remote.store import RemoteStore
-from dsreg.repo.reachable import reachable
-from dsreg.repo.refs import RefStore
-from dsreg.repo.registry import Registry
 
 REPO = Path(dsreg.__file__).resolve().parents[1]
 OPS = ("pull", "pull-spec", "open", "clone")

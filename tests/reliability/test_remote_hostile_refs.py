@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 
 import dsreg
 from dsreg import DsregError, IntegrityError, TagExistsError
-from dsreg.model.manifests import Revision
+from dsreg.formats.manifests import Revision
+from dsreg.registry.folder import Registry
+from dsreg.registry.reachable import reachable
 from dsreg.remote.store import RemoteStore, ref_value
-from dsreg.repo.reachable import reachable
-from dsreg.repo.registry import Registry
 
 SETTINGS = settings(
     deadline=None,

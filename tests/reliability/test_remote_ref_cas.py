@@ -27,11 +27,11 @@ from hypothesis import strategies as st
 
 import dsreg
 from dsreg import RemoteError, TagExistsError
+from dsreg.registry.folder import Registry
+from dsreg.registry.refs import LogEntry
 from dsreg.remote import refs as remote_refs
 from dsreg.remote.refs import update_ref
 from dsreg.remote.store import RemoteStore
-from dsreg.repo.refs import LogEntry
-from dsreg.repo.registry import Registry
 
 REPO = Path(dsreg.__file__).resolve().parents[1]
 

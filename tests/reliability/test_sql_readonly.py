@@ -33,9 +33,9 @@ from hypothesis import strategies as st
 import dsreg
 from dsreg import Registry
 from dsreg.errors import CorruptObjectError, DatasetFormatError, DsregError, QueryError
-from dsreg.model.corrections import corrections_table
-from dsreg.model.manifests import VIEWS, Revision, Snapshot
-from dsreg.model.tables import RESERVED, RESERVED_PREFIX, base_schema, parquet_bytes
+from dsreg.formats.corrections import corrections_table
+from dsreg.formats.manifests import VIEWS, Revision, Snapshot
+from dsreg.formats.tables import RESERVED, RESERVED_PREFIX, base_schema, parquet_bytes
 from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import write_overlay
 from dsreg.views.dataset import Dataset

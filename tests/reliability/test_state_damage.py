@@ -15,7 +15,7 @@ from dsreg.ingest import treescan
 from dsreg.ingest.tree import add_tree
 from dsreg.ingest.treescan import scan_tree
 from dsreg.ops.maintenance import verify
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 
 
 @pytest.fixture(autouse=True)
@@ -25,7 +25,7 @@ def settled(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _blobs(reg: Registry, revision: str) -> dict[str, str]:
-    from dsreg.repo.tables import read_examples
+    from dsreg.registry.tables import read_examples
 
     snap = reg.snapshot(reg.revision(revision).snapshot)
     t = read_examples(reg, snap, columns=["example_id", "blob"])

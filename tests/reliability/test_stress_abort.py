@@ -28,7 +28,7 @@ import pyarrow as pa
 import pytest
 
 import dsreg
-from dsreg.model.tables import parquet_bytes, read_parquet_bytes
+from dsreg.formats.tables import parquet_bytes, read_parquet_bytes
 
 REPO = Path(dsreg.__file__).resolve().parents[1]
 DSREG_MAIN = "import sys; from dsreg.cli import main; main(sys.argv[1:])"

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import dsreg
 from dsreg.errors import DsregError, IntegrityError
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 
 
 @pytest.fixture

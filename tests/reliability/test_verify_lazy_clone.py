@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dsreg
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 
 
 @pytest.fixture

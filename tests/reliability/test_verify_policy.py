@@ -26,11 +26,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dsreg
-import dsreg.ops.checkout as checkout_mod
+import dsreg.ops.checkout.apply as checkout_mod
 from dsreg.errors import CorruptObjectError, DsregError
 from dsreg.objects.digest import hex_of
-from dsreg.repo.registry import Registry
-from dsreg.repo.trust import key_of
+from dsreg.registry.folder import Registry
+from dsreg.registry.trust import key_of
 
 LINKS = ("copy", "reflink", "hardlink", "symlink")
 
@@ -457,7 +457,7 @@ def test_records_written_while_the_add_reads_vouch_after_it(
     staging folders renamed into place) or one whose shard folders exist (each object renamed
     on its own, which changes its ctime), every record holds its object's stat once the add
     is done, the first checkout re-hashes nothing, and a flipped byte is still refused."""
-    import dsreg.repo.trust as trust
+    import dsreg.registry.trust as trust
 
     monkeypatch.setattr(trust, "_EARLY", 1)
     reg = make_registry()

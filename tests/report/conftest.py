@@ -14,8 +14,8 @@ import pytest
 
 import dsreg
 from dsreg import Registry
-from dsreg.model.corrections import corrections_table
-from dsreg.model.manifests import VIEWS
+from dsreg.formats.corrections import corrections_table
+from dsreg.formats.manifests import VIEWS
 from dsreg.overlays.write import write_overlay
 
 PRODUCER = {"name": "test", "version": "1", "params": {}, "inputs": {}}

@@ -15,7 +15,7 @@ import pytest
 
 import dsreg
 from dsreg.errors import CorruptObjectError, InvalidInputError, PredictionsError
-from dsreg.model.manifests import VIEWS
+from dsreg.formats.manifests import VIEWS
 from dsreg.objects.hashing import hash_file
 from dsreg.report.evaluate import evaluate
 

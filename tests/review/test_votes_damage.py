@@ -26,7 +26,7 @@ from reviewset import ReviewSet, Server
 from starlette.testclient import TestClient
 
 import dsreg
-from dsreg.validation import votelog
+from dsreg.reviewing import votelog
 
 VOTES = 12
 ANSWERS = ("given", "guessed", "both", "neither")
@@ -220,7 +220,7 @@ def test_several_damages_keep_every_intact_record(data: st.DataObject) -> None:
 def test_every_offset_and_every_kind() -> None:
     """Each kind of damage at each offset of a log, without hypothesis choosing: the scan keeps
     exactly the untouched records and counts exactly the touched ones."""
-    from dsreg.validation.logbytes import scan
+    from dsreg.reviewing.logbytes import scan
 
     log = _log()
     cases = 0

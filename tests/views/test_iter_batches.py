@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import dsreg
 from dsreg import InvalidInputError
-from dsreg.model.corrections import corrections_table
+from dsreg.formats.corrections import corrections_table
 from dsreg.overlays.write import write_overlay
 
 N = 50

@@ -19,18 +19,18 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsreg.ingest.snapshot import add_source
-from dsreg.ingest.sources import Source
-from dsreg.model.corrections import (
+from dsreg.formats.corrections import (
     COUNT_FIELDS,
     VOTES_TYPE,
     corrections_table,
     corrections_version,
 )
-from dsreg.model.manifests import VERDICTS, VIEWS, Overlay, Revision
-from dsreg.model.tables import parquet_bytes
+from dsreg.formats.manifests import VERDICTS, VIEWS, Overlay, Revision
+from dsreg.formats.tables import parquet_bytes
+from dsreg.ingest.snapshot import add_source
+from dsreg.ingest.sources import Source
 from dsreg.overlays.write import write_overlay
-from dsreg.repo.registry import Registry
+from dsreg.registry.folder import Registry
 from dsreg.views.dataset import Dataset
 from dsreg.views.rule import apply_view, merge_overlays
 from dsreg.views.sparse import load_revision, sparse_views, view_rows

@@ -1,0 +1,145 @@
+"""The corrections table's column layout, shared by every producer of overlays.
+
+One row per corrected example, sorted by ``row``: ``row``, ``example_id`` and ``given_label`` (all
+three checked against the base snapshot), ``suggested_label`` (null when none), ``verdict``,
+``score`` (label quality, lower is worse; null when none), ``votes`` (struct of counts; null for
+detected overlays).
+
+Version 2 (``dsreg/overlay/2`` manifests) adds two columns after ``votes``: ``labels`` (list of
+class indices: every label that fits, as ImageNet-ReaL) and ``label_counts`` (list of
+``{label, count}``: the raters' distribution, as CIFAR-10H), both null where a row has none. A
+table without them is written exactly as before, so version 1 overlays keep their bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+import numpy as np
+import pyarrow as pa
+
+from dsreg.formats.arrays import from_numpy, string_array
+
+__all__ = [
+    "CORRECTIONS_SCHEMA",
+    "CORRECTIONS_SCHEMA_2",
+    "COUNT_FIELDS",
+    "LABELS_TYPE",
+    "LABEL_COUNTS_TYPE",
+    "VOTES_TYPE",
+    "corrections_table",
+    "corrections_version",
+]
+
+COUNT_FIELDS: Final = ("given", "guessed", "both", "neither", "neutral", "off_topic")
+VOTES_TYPE: Final = pa.struct([pa.field(name, pa.int32()) for name in COUNT_FIELDS])
+CORRECTIONS_SCHEMA: Final = pa.schema(
+    [
+        pa.field("row", pa.int64(), nullable=False),
+        pa.field("example_id", pa.string(), nullable=False),
+        pa.field("given_label", pa.int32(), nullable=False),
+        pa.field("suggested_label", pa.int32()),
+        pa.field("verdict", pa.string(), nullable=False),
+        pa.field("score", pa.float64()),
+        pa.field("votes", VOTES_TYPE),
+    ]
+)
+LABELS_TYPE: Final = pa.list_(pa.field("element", pa.int32(), nullable=False))
+# Counts of raters are whole numbers (CIFAR-10H's counts file is integers): int32, not float.
+LABEL_COUNTS_TYPE: Final = pa.list_(
+    pa.field(
+        "element",
+        pa.struct(
+            [
+                pa.field("label", pa.int32(), nullable=False),
+                pa.field("count", pa.int32(), nullable=False),
+            ]
+        ),
+        nullable=False,
+    )
+)
+CORRECTIONS_SCHEMA_2: Final = pa.schema(
+    [
+        *CORRECTIONS_SCHEMA,
+        pa.field("labels", LABELS_TYPE),
+        pa.field("label_counts", LABEL_COUNTS_TYPE),
+    ]
+)
+
+
+def corrections_version(schema: pa.Schema) -> int | None:
+    """1 or 2 for the two layouts of a corrections table (None: neither)."""
+    if schema.equals(CORRECTIONS_SCHEMA):
+        return 1
+    if schema.equals(CORRECTIONS_SCHEMA_2):
+        return 2
+    return None
+
+
+def _strings(values: pa.Array | pa.ChunkedArray | Sequence[str]) -> pa.Array:
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if isinstance(values, pa.Array):
+        return values.cast(pa.string())
+    return string_array(list(values))
+
+
+def _scores(score: np.ndarray | pa.Array | None, n: int) -> pa.Array:
+    if score is None:
+        return pa.nulls(n, pa.float64())
+    if isinstance(score, pa.ChunkedArray):
+        score = score.combine_chunks()
+    if isinstance(score, pa.Array):
+        return score.cast(pa.float64())
+    return from_numpy(score, pa.float64())
+
+
+def corrections_table(
+    *,
+    rows: np.ndarray,
+    example_ids: pa.Array | list[str],
+    given_label: np.ndarray,
+    suggested_label: np.ndarray | None,
+    verdict: list[str] | pa.Array,
+    score: np.ndarray | pa.Array | None = None,
+    votes: pa.Array | None = None,
+    labels: pa.Array | None = None,
+    label_counts: pa.Array | None = None,
+) -> pa.Table:
+    """Assemble a corrections table in the fixed schema, sorted by row.
+
+    ``suggested_label`` entries below 0 mean "none" (null). With ``labels`` or ``label_counts``
+    (Arrow lists, one entry per row, null where none) the table has version 2's columns;
+    without both it is a version 1 table, byte for byte what it always was.
+    """
+    n = len(rows)
+    # Built from numpy buffers (formats/arrays.py): no pandas import on the way.
+    sug = (
+        pa.nulls(n, pa.int32())
+        if suggested_label is None
+        else from_numpy(suggested_label, pa.int32(), valid=np.asarray(suggested_label) >= 0)
+    )
+    table = pa.Table.from_arrays(
+        [
+            from_numpy(np.asarray(rows), pa.int64()),
+            _strings(example_ids),
+            from_numpy(np.asarray(given_label), pa.int32()),
+            sug,
+            _strings(verdict),
+            _scores(score, n),
+            pa.nulls(n, VOTES_TYPE) if votes is None else votes.cast(VOTES_TYPE),
+        ],
+        schema=CORRECTIONS_SCHEMA,
+    )
+    if labels is not None or label_counts is not None:
+        table = table.append_column(
+            CORRECTIONS_SCHEMA_2.field("labels"),
+            pa.nulls(n, LABELS_TYPE) if labels is None else labels.cast(LABELS_TYPE),
+        ).append_column(
+            CORRECTIONS_SCHEMA_2.field("label_counts"),
+            pa.nulls(n, LABEL_COUNTS_TYPE)
+            if label_counts is None
+            else label_counts.cast(LABEL_COUNTS_TYPE),
+        )
+    return table.sort_by("row")

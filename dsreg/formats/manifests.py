@@ -1,0 +1,180 @@
+"""Snapshot, overlay and revision manifests: immutable records, canonical JSON, schema-checked.
+
+Manifests hold content, never time or user: two people adding the same bytes get the same digest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias, get_args
+
+from dsreg.errors import ManifestError
+from dsreg.formats.canonical import canonical_bytes, parse_json
+from dsreg.formats.schemas import validate
+from dsreg.objects.digest import short
+from dsreg.objects.hashing import hash_bytes
+
+__all__ = [
+    "ERRORS",
+    "KINDS",
+    "VERDICTS",
+    "VIEWS",
+    "Manifest",
+    "Overlay",
+    "OverlayKind",
+    "Revision",
+    "Snapshot",
+    "View",
+    "decode_manifest",
+    "encode_manifest",
+]
+
+View: TypeAlias = Literal["original", "cleaned", "corrected", "honeypot", "multilabel"]
+OverlayKind: TypeAlias = Literal["detected", "validated", "manual"]
+VIEWS: tuple[View, ...] = get_args(View)
+KINDS: tuple[OverlayKind, ...] = get_args(OverlayKind)
+# The verdicts of Northcutt et al. (NeurIPS 2021), plus ``suspected`` (detected, not validated).
+VERDICTS = ("suspected", "non_error", "correctable", "multi_label", "neither", "non_agreement")
+# Every verdict but non_error is an error: the cleaned view removes such rows.
+ERRORS = frozenset(v for v in VERDICTS if v != "non_error")
+
+SNAPSHOT = "dsreg/snapshot/1"
+OVERLAY = "dsreg/overlay/1"
+# Version 2: the corrections table has the ``labels`` and ``label_counts`` columns
+# (formats/corrections.py). Only such overlays are written as version 2, so every overlay made
+# before keeps its bytes and digest, and a dsreg that predates the columns refuses a version 2
+# overlay instead of ignoring what its raters said.
+OVERLAY_2 = "dsreg/overlay/2"
+REVISION = "dsreg/revision/1"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Snapshot:
+    """The immutable base content of a dataset: an examples table plus its classes."""
+
+    dataset: str
+    examples: str
+    rows: int
+    classes: tuple[str, ...]
+    task: str = "multiclass"
+    source: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": SNAPSHOT,
+            "dataset": self.dataset,
+            "examples": self.examples,
+            "rows": self.rows,
+            "classes": list(self.classes),
+            "task": self.task,
+            "source": self.source,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Snapshot:
+        return cls(
+            dataset=d["dataset"],
+            examples=d["examples"],
+            rows=d["rows"],
+            classes=tuple(d["classes"]),
+            task=d["task"],
+            source=d["source"],
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Overlay:
+    """An immutable set of label corrections for exactly one snapshot (``base``)."""
+
+    base: str
+    kind: OverlayKind
+    corrections: str
+    producer: dict[str, Any]
+    summary: dict[str, Any]
+    version: int = 1  # 2: its corrections table carries labels and label_counts
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": OVERLAY_2 if self.version == 2 else OVERLAY,
+            "base": self.base,
+            "kind": self.kind,
+            "corrections": self.corrections,
+            "producer": self.producer,
+            "summary": self.summary,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Overlay:
+        return cls(
+            base=d["base"],
+            kind=d["kind"],
+            corrections=d["corrections"],
+            producer=d["producer"],
+            summary=d["summary"],
+            version=2 if d.get("schema") == OVERLAY_2 else 1,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Revision:
+    """What a paper cites: a snapshot, overlays applied in order, and a view rule."""
+
+    snapshot: str
+    overlays: tuple[str, ...] = ()
+    view: View = "original"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": REVISION,
+            "snapshot": self.snapshot,
+            "overlays": list(self.overlays),
+            "view": self.view,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Revision:
+        return cls(snapshot=d["snapshot"], overlays=tuple(d["overlays"]), view=d["view"])
+
+    @property
+    def digest(self) -> str:
+        """The revision's digest, whether or not it is stored yet."""
+        return hash_bytes(encode_manifest(self))
+
+
+Manifest: TypeAlias = Snapshot | Overlay | Revision
+_BY_SCHEMA: dict[str, tuple[str, type[Snapshot] | type[Overlay] | type[Revision]]] = {
+    SNAPSHOT: ("snapshot", Snapshot),
+    OVERLAY: ("overlay", Overlay),
+    OVERLAY_2: ("overlay", Overlay),
+    REVISION: ("revision", Revision),
+}
+
+
+def _schema_name(m: Manifest) -> str:
+    return {Snapshot: "snapshot", Overlay: "overlay", Revision: "revision"}[type(m)]
+
+
+def encode_manifest(m: Manifest) -> bytes:
+    """Validate ``m`` and return its canonical bytes (what is stored and hashed)."""
+    d = m.to_dict()
+    validate(d, _schema_name(m), what=f"{_schema_name(m)} manifest")
+    if isinstance(m, Revision) and len(set(m.overlays)) != len(m.overlays):
+        raise ManifestError("a revision names the same overlay twice; name each overlay once")
+    return canonical_bytes(d)
+
+
+def decode_manifest(data: bytes, *, digest: str) -> Manifest:
+    """Parse and validate stored manifest bytes (already verified against ``digest``)."""
+    what = f"object {short(digest)}"
+    hint = "; dsreg writes no such manifest: a damaged or foreign object ('dsreg verify' lists it)"
+    d = parse_json(data, what=what, hint=hint)
+    # A str check first: a hostile "schema" of a list or object is not even hashable.
+    if (
+        not isinstance(d, dict)
+        or not isinstance(d.get("schema"), str)
+        or (d["schema"] not in _BY_SCHEMA)
+    ):
+        raise ManifestError(f"{what} is not a dsreg manifest (no known 'schema' field)")
+    name, cls = _BY_SCHEMA[d["schema"]]
+    validate(d, name, what=f"{name} manifest {short(digest)}")
+    return cls.from_dict(d)

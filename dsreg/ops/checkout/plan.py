@@ -1,0 +1,404 @@
+"""``dsreg checkout``, first half: compare a folder with a target revision; refuse, or plan.
+
+``plan`` reads the folder's pin file ``.dsreg.json`` and journal ``.dsreg.journal`` (left by
+an interrupted checkout), the files the revisions they name put there and the target
+revision's view, and returns a ``CheckoutPlan``: every path the switch will create, replace or
+remove, the blob each one gets, the journal, pin and ``labels.csv`` to write. Every refusal
+that needs no object's bytes is raised here, before any file is touched: a path that is not a
+folder, a folder of the user's own (no pin), a pin or journal naming a revision this registry
+cannot read, an examples table naming something other than a digest, a destination that is
+not a safe relative path (``dsreg.formats.names.is_safe_relpath``) or is one of dsreg's own
+names, a link or a file where the checkout has a folder. ``dsreg.ops.checkout.apply``
+executes a plan; ``checkout`` there is the two in a row, under the folder's lock.
+
+A plan holds every destination path in one record (``CheckoutPlan.destinations``), and every
+one of them is checked here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+from dsreg.errors import CorruptObjectError, DsregError, InputPathError, ManifestError
+from dsreg.formats.canonical import parse_json
+from dsreg.formats.names import UNSAFE_PATH, is_safe_relpath
+from dsreg.formats.schemas import validate
+from dsreg.objects.digest import PREFIX, is_digest, short
+from dsreg.objects.hashing import hash_hex
+from dsreg.ops.checkout.fs import TMP_PREFIX, ancestors, check_folders, is_tmp_name
+from dsreg.ops.checkout.journal import JOURNAL, Journal, read_journal
+from dsreg.ops.labels_csv import LabelsCsv
+from dsreg.registry.tables import has_payloads, is_tree, read_examples
+from dsreg.views.dataset import Dataset
+
+__all__ = [
+    "JOURNAL",
+    "LABELS_CSV",
+    "PIN",
+    "CheckoutPlan",
+    "Layout",
+    "LinkType",
+    "check_folder",
+    "file_map",
+    "is_own_temp",
+    "layout_of",
+    "plan",
+    "read_pin",
+]
+
+PIN = ".dsreg.json"
+LABELS_CSV = "labels.csv"
+LinkType: TypeAlias = Literal["hardlink", "symlink", "copy", "reflink"]
+Layout: TypeAlias = Literal["imagefolder", "files", "labels"]
+# Destinations a checkout refuses, one per line of the joined list: anything that could leave
+# the folder (UNSAFE_PATH), and dsreg's own names (the pin, the journal, a temporary name).
+_OWN = (
+    rf"^(?:{re.escape(PIN)}|{re.escape(JOURNAL)})$"
+    rf"|(?:^|/){re.escape(TMP_PREFIX)}[0-9a-f]{{10}}(?:/|$)"
+)
+_REFUSED = re.compile(rf"{UNSAFE_PATH}|{_OWN}", re.MULTILINE)
+# What an atomic write (``write_atomic``: ``.NAME.`` and ``mkstemp``'s 8 characters) of
+# dsreg's own files in the folder's root leaves when the checkout is killed mid-write.
+_OWN_TEMP = re.compile(
+    "|".join(rf"\.{re.escape(n)}\.[a-z0-9_]{{8}}" for n in (PIN, JOURNAL, LABELS_CSV))
+)
+
+
+def is_own_temp(name: str) -> bool:
+    """Whether ``name`` (in a checkout folder's root) is what a killed atomic write of the pin,
+    the journal or ``labels.csv`` left: removed by the next checkout, never the user's."""
+    return _OWN_TEMP.fullmatch(name) is not None
+
+
+# NAME_MAX of Linux and most file systems, in bytes.
+_NAME_MAX = 255
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckoutPlan:
+    """What a checkout will do to ``target``; paths are relative to it, ``/``-separated.
+
+    ``fresh`` means the folder held no pin and no journal (it is new or empty): nothing to
+    compare or replace, so ``apply`` may link each file straight to its name. ``place`` is in
+    the order the files are written; ``remove`` holds the files the folder may hold (of the
+    pin's revision, and of a journal's two) that the target does not have at the same path
+    with the same bytes (a path in both is replaced: removed, then placed again).
+    ``recovering``: a journal was found, the folder may hold files of several revisions and
+    leftover temporary files (in ``leftovers_in``), and every file placed is compared first.
+    ``journal`` is written before the folder is touched (``None``: nothing to touch).
+    """
+
+    target: Path
+    revision: str
+    old_revision: str | None
+    layout: Layout
+    link: LinkType
+    fresh: bool
+    recovering: bool
+    place: tuple[tuple[str, str], ...]  # (path, blob digest) to link or copy
+    remove: tuple[str, ...]
+    dirs: tuple[str, ...]  # folders ``place`` needs, parents before children
+    leftovers_in: tuple[str, ...]  # folders ("" the root) to clear of temporary files
+    files: int  # the target revision's file count
+    removed: int  # files of ``remove`` the target does not have at all
+    labels_csv: LabelsCsv | None  # label-only sets: the view as labels.csv, streamed
+    journal: bytes | None  # written first, removed after the pin
+    pin: bytes  # the pin file to write last, validated
+
+    @property
+    def unchanged(self) -> int:
+        return self.files - len(self.place)
+
+    def destinations(self) -> Iterator[str]:
+        """Every path ``apply`` creates, replaces or removes: the journal, folders, files, the
+        pin last."""
+        if self.journal is not None:
+            yield JOURNAL
+        yield from self.dirs
+        for rel, _blob in self.place:
+            yield rel
+        yield from self.remove
+        if self.labels_csv is not None:
+            yield LABELS_CSV
+        yield PIN
+
+
+def read_pin(target: Path) -> dict[str, Any] | None:
+    """The pin file of a checkout folder, validated; ``None`` if it has none."""
+    try:
+        data = (target / PIN).read_bytes()
+    except FileNotFoundError:
+        return None
+    pin = parse_json(data, what=str(target / PIN))
+    validate(pin, "pin", what=str(target / PIN))
+    assert isinstance(pin, dict)
+    return pin
+
+
+def check_folder(target: Path) -> None:
+    """Refuse a ``target`` that exists and is not a folder."""
+    if target.exists() and not target.is_dir():
+        raise InputPathError(f"{target} exists and is not a folder; choose another path")
+
+
+def layout_of(ds: Dataset) -> Layout:
+    """How a revision comes back as files: ImageFolder, files at their example ids, or none
+    (a label-only set: ``labels.csv``)."""
+    # The same rule the table checks use (registry/tables.py): a tree imported from elsewhere
+    # (kind "dvc") records the layout it was scanned as.
+    if is_tree(ds.snapshot):
+        return "imagefolder"
+    return "files" if has_payloads(ds.snapshot) else "labels"
+
+
+def file_map(ds: Dataset) -> dict[str, str]:
+    """``{relative path: blob digest}`` of a revision's checkout."""
+    layout = layout_of(ds)
+    if layout == "labels":
+        return {}
+    # The view's rows and labels, and three columns of the examples table: building the full
+    # labels() table costs more than the checkout of a small set.
+    ex = read_examples(ds.registry, ds.snapshot, columns=["example_id", "label", "blob"])
+    ids = ex.column("example_id").to_pylist()
+    blobs = ex.column("blob").to_pylist()
+    if ds.view == "original":
+        # Every row with its given label, whatever the overlays say (DESIGN.md, "Views"): no
+        # need to merge them.
+        labels = ex.column("label").to_pylist()
+    else:
+        v = ds.view_rows()
+        rows = v.rows.tolist()
+        ids = [ids[r] for r in rows]
+        blobs = [blobs[r] for r in rows]
+        labels = v.label.tolist()
+    if layout == "files":
+        return dict(zip(ids, blobs, strict=True))
+    classes = ds.classes
+    names = [classes[k] for k in labels]
+    out: dict[str, str] = {}
+    moved: list[tuple[str, str, str, str]] = []
+    for eid, blob, name in zip(ids, blobs, names, strict=True):
+        first, _, rest = eid.partition("/")
+        if first == name:
+            out[eid] = blob
+        else:
+            moved.append((first, rest, name, blob))
+    # Relabelled files go last, so a file that keeps its class always keeps its path (and a
+    # switch leaves it alone); one whose name its new class already holds is told apart by the
+    # class it came from.
+    for first, rest, name, blob in moved:
+        path = f"{name}/{rest}"
+        k = 0
+        while path in out:
+            k += 1
+            path = _fit(f"{name}/{first}__{rest.replace('/', '__')}" + (f"~{k}" if k > 1 else ""))
+        out[path] = blob
+    return out
+
+
+def _fit(path: str) -> str:
+    """``path`` with its file name cut to NAME_MAX bytes if longer (a relabelled file's name
+    adds its old class to a name that may have used them all): the start, ``~``, 16 hex of the
+    whole name's hash and its extension, so that names cut alike stay apart."""
+    folder, _, name = path.rpartition("/")
+    raw = name.encode("utf-8", "surrogateescape")
+    if len(raw) <= _NAME_MAX:
+        return path
+    ext = os.path.splitext(name)[1]
+    ext = ext if len(ext.encode()) <= 16 else ""
+    room = _NAME_MAX - 17 - len(ext.encode())
+    head = raw[:room].decode(errors="ignore")
+    return f"{folder}/{head}~{hash_hex(raw)[:16]}{ext}"
+
+
+def plan(ds: Dataset, target: Path, *, link: LinkType = "reflink") -> CheckoutPlan:
+    """Compare ``target`` with revision ``ds``; the plan that turns the one into the other.
+
+    Reads the folder (its pin and journal, whether each file the target keeps is still there,
+    that its folders are folders), never writes. Raises ``InputPathError`` for a folder dsreg
+    may not fill, ``CorruptObjectError`` for an examples table naming something other than a
+    digest and ``ManifestError`` for a destination outside the folder.
+    """
+    target = target.absolute()
+    check_folder(target)
+    old_pin = journal = None
+    if target.exists():
+        old_pin = read_pin(target)
+        journal = read_journal(target)
+        if (
+            old_pin is None
+            and journal is None
+            and any(not is_own_temp(p.name) for p in target.iterdir())
+        ):
+            raise InputPathError(
+                f"{target} is not empty and holds no {PIN}; check out into an empty or new folder"
+            )
+    new = file_map(ds)
+    _check_destinations(new, f"revision {short(ds.digest)}")
+    # Every revision whose files the folder may hold, with the link type they were put there
+    # with: the pin's, and an interrupted switch's two (its journal).
+    held: dict[str, str] = {}
+    if journal is not None:
+        held.update((r, lk) for r, lk in journal.held())
+    if old_pin is not None:
+        held[old_pin["revision"]] = old_pin.get("link", "")
+    olds = [_held_files(ds, target, rev) for rev in held]
+    recovering = journal is not None
+    fresh = not held
+    # Another link type: every file is placed again (a copy must not stay a store link).
+    relink = any(lk != link for lk in held.values())
+    if fresh:
+        place = tuple(new.items())
+    else:
+        check_folders(target, ancestors([*new, *(p for old in olds for p in old)]))
+        place = tuple(
+            (p, b)
+            for p, b in new.items()
+            if recovering or relink or not _certain(olds, p, b) or not os.path.lexists(target / p)
+        )
+    _check_digests(place)
+    remove = tuple(
+        sorted({p for old in olds for p, b in old.items() if not _certain(olds, p, new.get(p))})
+    )
+    layout = layout_of(ds)
+    pin = {
+        "schema": "dsreg/pin/1",
+        "revision": ds.digest,
+        "dataset": ds.name,
+        "spec": ds.resolved.spec,
+        "snapshot": ds.snapshot_digest,
+        "view": ds.view,
+        "layout": layout,
+        "link": link,
+        "files": len(new),
+    }
+    validate(pin, "pin", what="pin file")
+    old_revision = None if old_pin is None else old_pin["revision"]
+    touches = recovering or bool(place or remove)
+    return CheckoutPlan(
+        target=target,
+        revision=ds.digest,
+        old_revision=old_revision,
+        layout=layout,
+        link=link,
+        fresh=fresh,
+        recovering=recovering,
+        place=place,
+        remove=remove,
+        dirs=tuple(sorted({rel.rpartition("/")[0] for rel, _b in place} - {""})),
+        leftovers_in=(
+            tuple(["", *ancestors([*new, *(p for old in olds for p in old)])]) if recovering else ()
+        ),
+        files=len(new),
+        removed=sum(1 for p in remove if p not in new),
+        labels_csv=LabelsCsv(ds) if layout == "labels" else None,
+        journal=(
+            Journal(
+                from_revision=old_revision,
+                from_link=None if old_pin is None else old_pin.get("link"),
+                to_revision=ds.digest,
+                link=link,
+            ).to_bytes()
+            if touches and not recovering
+            else None
+        ),
+        pin=(json.dumps(pin, indent=2, sort_keys=True) + "\n").encode(),
+    )
+
+
+def _certain(olds: list[dict[str, str]], path: str, blob: str | None) -> bool:
+    """Whether ``path`` holds ``blob`` (``None``: nothing) whichever revision put it there."""
+    return all(old.get(path) == blob for old in olds)
+
+
+def _held_files(ds: Dataset, target: Path, revision: str) -> dict[str, str]:
+    """The file map of a revision the folder holds (or may hold), checked like any other."""
+    reg = ds.registry
+    try:
+        old = file_map(Dataset(reg, reg.resolve(revision)))
+    except DsregError as e:
+        # Without the old revision dsreg cannot tell its files from the user's own: refuse
+        # rather than delete anything it did not put there.
+        raise InputPathError(
+            f"{target} holds revision {short(revision)}, which this registry "
+            f"cannot read ({e}); pull that revision first, or check out into a new folder"
+        ) from e
+    _check_destinations(old, f"revision {short(revision)}, which {target} holds,")
+    return old
+
+
+# What every refused destination holds, joined one per line: a backslash or NUL, an empty
+# line or part ("\n\n", "//", a "/" or line break at an end), a leading "/", or a part starting
+# with "." (".", "..", and dsreg's own names). A list holding none of these holds no refused
+# path, which a few substring searches tell without the pattern (tests/ops/test_plan_checks.py).
+_SUSPECT = ("\\", "\x00", "\n\n", "\n/", "//", "/\n", "/.", "\n.")
+
+
+def _surely_safe(joined: str) -> bool:
+    """Whether the destinations joined one per line surely include no refused one."""
+    if not joined or joined.startswith(("/", ".", "\n")) or joined.endswith(("/", "\n")):
+        return False
+    return not any(s in joined for s in _SUSPECT)
+
+
+def _check_destinations(paths: dict[str, str], what: str) -> None:
+    """Refuse a path that could leave the folder or that is one of dsreg's own names. A few
+    substring searches over all of them, then one pattern search where those cannot rule a
+    refusal out; the per-path check only runs to name the culprit (a line break inside an id
+    can make the joined search match where no path is refused)."""
+    if not paths:
+        return
+    joined = "\n".join(paths)
+    if _surely_safe(joined) or not _REFUSED.search(joined):
+        return
+    for p in paths:
+        if (
+            not is_safe_relpath(p)
+            or p in (PIN, JOURNAL)
+            or any(is_tmp_name(part) for part in p.split("/"))
+        ):
+            raise ManifestError(
+                f"{what} would write {p!r}, which is not a safe path below the checkout folder "
+                "(no '..', '.', empty part, leading '/', backslash, NUL, or dsreg's own names "
+                f"{PIN}, {JOURNAL}, {TMP_PREFIX}…): nothing was checked out"
+            )
+
+
+def _all_digests(blobs: list[str]) -> bool:
+    """Whether every one of ``blobs`` is a digest, ``blake3:`` and 64 lowercase hex digits:
+    joined one per line, every line is 71 characters starting with the prefix, and the prefixes
+    taken out, nothing but hex digits and line breaks is left (byte operations, no pattern)."""
+    n = len(blobs)
+    joined = "\n".join(blobs)
+    if not joined.isascii() or len(joined) != 72 * n - 1:
+        return False
+    if joined.count("\n") != n - 1 or joined[71::72] != "\n" * (n - 1):
+        return False
+    if joined.count(_PREFIX_NL) != n - 1:
+        return False
+    if not joined.startswith(PREFIX):
+        return False
+    rest = joined.encode("ascii").replace(_PREFIX_B, b"")
+    return len(rest) == 65 * n - 1 and not rest.translate(None, _HEX_NL)
+
+
+_PREFIX_NL = "\n" + PREFIX
+_PREFIX_B = PREFIX.encode()
+_HEX_NL = b"0123456789abcdef\n"
+
+
+def _check_digests(place: tuple[tuple[str, str], ...]) -> None:
+    """Refuse an examples table naming something other than a digest (one pass of byte
+    operations over all of them; the per-entry check only runs to name the culprit)."""
+    blobs = list({b for _r, b in place})
+    if blobs and _all_digests(blobs):
+        return
+    for rel, blob in place:
+        if not is_digest(blob):
+            raise CorruptObjectError(f"the examples table names {blob!r} for {rel}: not a digest")

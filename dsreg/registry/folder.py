@@ -1,0 +1,355 @@
+"""The registry: a folder holding objects, refs, logs and config (DESIGN.md, "on disk")."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from dsreg.errors import (
+    DsregError,
+    IntegrityError,
+    InvalidInputError,
+    ManifestError,
+    ObjectNotFoundError,
+    RegistryNotFoundError,
+    RevisionNotFoundError,
+    StorageError,
+)
+from dsreg.formats.manifests import (
+    Manifest,
+    Overlay,
+    Revision,
+    Snapshot,
+    decode_manifest,
+    encode_manifest,
+)
+from dsreg.formats.names import parse_spec
+from dsreg.objects.digest import PREFIX, short
+from dsreg.objects.hashing import hash_bytes
+from dsreg.objects.store import ObjectStore
+from dsreg.registry.config import read_config, write_config
+from dsreg.registry.refs import RefStore
+from dsreg.registry.state import StatCache
+
+__all__ = ["DIRNAME", "ENV_CACHE", "ENV_REGISTRY", "Registry", "Resolved", "cache_root"]
+
+DIRNAME = ".dsreg"
+# Names a registry for every command and every library call that is given none.
+ENV_REGISTRY = "DSREG_REGISTRY"
+# Names the per-user cache registry that reading from a remote uses where there is no registry.
+ENV_CACHE = "DSREG_CACHE"
+_MARKER = "config.toml"
+# The first key of each manifest kind in canonical (RFC 8785, sorted-key) form: snapshot,
+# overlay, revision.
+_MANIFEST_HEADS = (b'{"classes":[', b'{"base":"blake3:', b'{"overlays":[')
+_HEAD_LEN = max(len(h) for h in _MANIFEST_HEADS)
+_M = TypeVar("_M", Snapshot, Overlay, Revision)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resolved:
+    """A spec resolved: the revision, its full digest, and the name it was reached by."""
+
+    digest: str
+    revision: Revision
+    dataset: str
+    tag: str | None
+    spec: str
+
+
+class Registry:
+    """One registry folder. ``Registry.find()`` locates it; ``Registry.init()`` makes one."""
+
+    __slots__ = ("refs", "root", "state", "store")
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.store = ObjectStore(root)
+        self.refs = RefStore(root)
+        self.state = StatCache(root)
+
+    def __repr__(self) -> str:
+        return f"Registry({str(self.root)!r})"
+
+    # -- locating ---------------------------------------------------------------------------
+    @classmethod
+    def init(cls, path: str | os.PathLike[str] | None = None) -> Registry:
+        """Create a registry at ``path`` (else ``$DSREG_REGISTRY``, else ``$DSREG_HOME``, else
+        ``./.dsreg``); idempotent."""
+        if path is None:
+            # An empty variable counts as unset, as the shell (and click) treat it.
+            env = os.environ.get(ENV_REGISTRY) or os.environ.get("DSREG_HOME")
+            path = env if env else Path.cwd() / DIRNAME
+        root = Path(path).absolute()
+        if root.exists() and not root.is_dir():
+            raise StorageError(f"{root} exists and is not a folder; choose another --registry")
+        try:
+            for sub in ("files", "refs", "logs", "tmp"):
+                (root / sub).mkdir(parents=True, exist_ok=True)
+            if not (root / _MARKER).exists():
+                # Copies (or copy-on-write clones) by default: a hard link would let an edit of
+                # a checked-out file corrupt the store (DVC's default is "reflink,copy" too).
+                write_config(root / _MARKER, {"core": {"checkout_link": "reflink"}})
+        except OSError as e:
+            raise StorageError(f"cannot create a registry at {root}: {e.strerror}") from e
+        return cls(root)
+
+    @classmethod
+    def find(cls, path: str | os.PathLike[str] | None = None) -> Registry:
+        """``path`` if given; else ``$DSREG_REGISTRY``; else ``.dsreg`` here or in a parent
+        folder; else ``$DSREG_HOME``. The one place a registry is found: the command line and
+        every library function (``registry=None``) come here."""
+        if path is None:
+            path = os.environ.get(ENV_REGISTRY) or None
+        if path is not None:
+            root = Path(path).absolute()
+            if not (root / _MARKER).is_file():
+                raise RegistryNotFoundError(
+                    f"{root} is not a dsreg registry (no {_MARKER}); create one with "
+                    f"'dsreg init --registry {path}'",
+                    path=str(root),
+                )
+            return cls(root)
+        here = Path.cwd()
+        for d in (here, *here.parents):
+            if (d / DIRNAME / _MARKER).is_file():
+                return cls(d / DIRNAME)
+        env = os.environ.get("DSREG_HOME")
+        if env and (Path(env) / _MARKER).is_file():
+            return cls(Path(env).absolute())
+        raise RegistryNotFoundError(
+            f"no registry: none at {here / DIRNAME} or above, and $DSREG_HOME is "
+            f"{'unset' if not env else repr(env) + ' (not a registry)'}; run 'dsreg init' "
+            "or pass --registry PATH",
+            path=str(here),
+        )
+
+    @classmethod
+    def cache(cls) -> Registry:
+        """The per-user cache registry (``cache_root()``), made on first use: where objects
+        read from a remote go on a machine with no registry of its own."""
+        return cls.init(cache_root())
+
+    # -- config -----------------------------------------------------------------------------
+    @property
+    def config(self) -> dict[str, Any]:
+        return read_config(self.root / _MARKER)
+
+    def write_config(self, data: dict[str, Any]) -> None:
+        write_config(self.root / _MARKER, data)
+
+    # -- locking ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def lock(self, *, exclusive: bool = False) -> Iterator[None]:
+        """Writers hold it shared; gc holds it exclusive, so it never races an add."""
+        path = self.root / "lock"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StorageError(
+                f"cannot open the registry's lock file {path}: {e.strerror}; it must be a "
+                "plain file: remove whatever is there (no dsreg command may be running)"
+            ) from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            yield
+        finally:
+            # Closing releases the lock whatever close() reports, and nothing was written
+            # through this descriptor: a failing close must not turn a finished write (a tag
+            # and its log line, already durable) into a reported failure.
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    # -- manifests --------------------------------------------------------------------------
+    def put_manifest(self, m: Manifest) -> str:
+        return self.store.put_bytes(encode_manifest(m))
+
+    def manifest(self, digest: str) -> Manifest:
+        """A stored manifest, re-hashed and validated against its schema."""
+        return decode_manifest(self.store.read_bytes(digest), digest=digest)
+
+    def snapshot(self, digest: str) -> Snapshot:
+        return _expect(self.manifest(digest), Snapshot, digest)
+
+    def overlay(self, digest: str) -> Overlay:
+        return _expect(self.manifest(digest), Overlay, digest)
+
+    def revision(self, digest: str) -> Revision:
+        """A revision by digest; a snapshot digest stands for its ``original`` revision."""
+        m = self.manifest(digest)
+        if isinstance(m, Snapshot):
+            return Revision(snapshot=digest)
+        return _expect(m, Revision, digest)
+
+    def manifest_kind(self, digest: str) -> str | None:
+        """``"snapshot"``, ``"overlay"`` or ``"revision"`` for a stored manifest (by its first
+        bytes, as ``is_manifest``); ``None`` for anything else, or an object not here."""
+        try:
+            with open(self.store.path(digest), "rb") as f:
+                head = f.read(_HEAD_LEN)
+        except OSError:
+            return None
+        for kind, h in zip(("snapshot", "overlay", "revision"), _MANIFEST_HEADS, strict=True):
+            if head.startswith(h):
+                return kind
+        return None
+
+    def is_manifest(self, digest: str) -> bool:
+        """Whether a stored object is a manifest (read the first bytes only).
+
+        Manifests are stored canonical, keys sorted, so each kind has a fixed first key; a
+        payload that merely is JSON (a dataset of ``.json`` documents) is not taken for one.
+        """
+        try:
+            with open(self.store.path(digest), "rb") as f:
+                head = f.read(_HEAD_LEN)
+        except OSError:
+            return False
+        return head.startswith(_MANIFEST_HEADS)
+
+    def resolve_object(self, text: str) -> str:
+        """A full digest from a full digest or an unambiguous prefix (>= 6 hex) of any object."""
+        text = text.strip()
+        if len(text.removeprefix(PREFIX)) == 64:
+            d = text if text.startswith(PREFIX) else PREFIX + text
+            parse_spec(d)
+            if not self.store.has(d):
+                raise ObjectNotFoundError(f"no object {short(d)} in this registry", digest=d)
+            return d
+        return self.store.resolve_prefix(text)
+
+    # -- resolving specs --------------------------------------------------------------------
+    def resolve(self, spec: str) -> Resolved:
+        """Resolve ``dataset@tag``, ``dataset@<prefix>`` or ``blake3:<hex>`` to a revision."""
+        s = parse_spec(spec)
+        if s.digest is not None:
+            rev, dataset = self._revision_and_dataset(s.digest)
+            return Resolved(digest=rev.digest, revision=rev, dataset=dataset, tag=None, spec=spec)
+        assert s.dataset is not None and s.ref is not None
+        if not s.ref.startswith(PREFIX):
+            digest = self.refs.get(s.dataset, s.ref)
+            if digest is not None:
+                rev = self.revision(digest)
+                self.check_tag_dataset(s.dataset, s.ref, rev)
+                return Resolved(
+                    digest=digest, revision=rev, dataset=s.dataset, tag=s.ref, spec=spec
+                )
+        if s.could_be_prefix:
+            found = self._revisions_with_prefix(s.dataset, s.ref)
+            if len(found) == 1:
+                rev = found[0]
+                return Resolved(
+                    digest=rev.digest, revision=rev, dataset=s.dataset, tag=None, spec=spec
+                )
+            if len(found) > 1:
+                from dsreg.errors import AmbiguousDigestError
+
+                raise AmbiguousDigestError(
+                    f"{spec!r} is ambiguous: it matches revisions "
+                    + ", ".join(short(r.digest) for r in found)
+                    + "; type more characters of the digest",
+                    prefix=s.ref,
+                    candidates=[r.digest for r in found],
+                )
+        tags = self.refs.tags(s.dataset)
+        if not tags and s.dataset not in self.refs.datasets():
+            raise RevisionNotFoundError(
+                f"no dataset {s.dataset!r} in this registry ({self.root}); "
+                "see 'dsreg ls', or add it with 'dsreg add'",
+                dataset=s.dataset,
+                ref=s.ref,
+            )
+        raise RevisionNotFoundError(
+            f"no tag or revision {s.ref!r} in dataset {s.dataset!r}; its tags are "
+            f"{', '.join(sorted(tags)) or '(none)'}",
+            dataset=s.dataset,
+            ref=s.ref,
+        )
+
+    def check_tag_dataset(self, dataset: str, tag: str, rev: Revision) -> None:
+        """Refuse a tag of ``dataset`` whose revision ``rev`` is another dataset's (a hand edit,
+        or a clone from before tags were checked): served, it would be cited under the wrong
+        name. ``IntegrityError`` naming both datasets."""
+        owner = self.dataset_of(rev)
+        if owner != dataset:
+            raise IntegrityError(
+                f"tag {dataset}@{tag} names revision {short(rev.digest)}, a revision of dataset "
+                f"{owner!r}, not of {dataset!r}: the tag is damaged (edited by hand, or copied "
+                f"from a remote by an older dsreg) and is not served; point it at a revision "
+                f"of {dataset!r} with 'dsreg tag --force {dataset}@{tag} <revision>' "
+                f"(see 'dsreg log {dataset}'), or use {owner}@{short(rev.digest)}"
+            )
+
+    def _revision_and_dataset(self, digest: str) -> tuple[Revision, str]:
+        if self.store.has(digest) and not self.is_manifest(digest):
+            raise InvalidInputError(
+                f"{short(digest)} is a payload or table, not a revision; give a revision, "
+                "a snapshot or dataset@tag (see 'dsreg ls')"
+            )
+        m = self.manifest(digest)
+        if isinstance(m, Overlay):
+            raise InvalidInputError(
+                f"{short(digest)} is an overlay, not a revision; make one with "
+                f"'dsreg tag <dataset>@<tag> <dataset>@original --overlay {short(digest)}'"
+            )
+        rev = Revision(snapshot=digest) if isinstance(m, Snapshot) else m
+        assert isinstance(rev, Revision)
+        return rev, self.snapshot(rev.snapshot).dataset
+
+    def _revisions_with_prefix(self, dataset: str, prefix: str) -> list[Revision]:
+        out: dict[str, Revision] = {}
+        for d in self.store.match_prefix(prefix):
+            if not self.is_manifest(d):
+                continue
+            try:
+                rev, ds = self._revision_and_dataset(d)
+            except DsregError:
+                continue
+            if ds == dataset:
+                out[rev.digest] = rev
+        return list(out.values())
+
+    def dataset_of(self, rev: Revision) -> str:
+        return self.snapshot(rev.snapshot).dataset
+
+    def store_revision(self, rev: Revision) -> str:
+        """Store a revision manifest, checking that its parts exist and fit together."""
+        snap = self.snapshot(rev.snapshot)
+        for od in rev.overlays:
+            ov = self.overlay(od)
+            if ov.base != rev.snapshot:
+                raise InvalidInputError(
+                    f"overlay {short(od)} corrects snapshot {short(ov.base)}, not "
+                    f"{short(rev.snapshot)} ({snap.dataset}); an overlay applies to its own "
+                    "snapshot only"
+                )
+        return self.put_manifest(rev)
+
+    def digest_of(self, m: Manifest) -> str:
+        return hash_bytes(encode_manifest(m))
+
+
+def cache_root() -> Path:
+    """``$DSREG_CACHE``, else ``$XDG_CACHE_HOME/dsreg``, else ``~/.cache/dsreg`` (a relative
+    ``XDG_CACHE_HOME`` is ignored, as the XDG base directory specification says)."""
+    env = os.environ.get(ENV_CACHE)
+    if env:
+        return Path(env).expanduser().absolute()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "dsreg"
+
+
+def _expect(m: Manifest, cls: type[_M], digest: str) -> _M:
+    if not isinstance(m, cls):
+        kind = type(m).__name__.lower()
+        raise ManifestError(
+            f"object {short(digest)} is a {kind}, not a {cls.__name__.lower()}; "
+            "check the digest you gave"
+        )
+    return m

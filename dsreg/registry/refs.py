@@ -1,0 +1,594 @@
+"""Tags (``refs/<dataset>/<tag>``, one line: a revision digest) and the append-only ref log.
+
+A tag is created with link(2), which fails if the tag exists, so of two processes creating one
+tag exactly one succeeds. Moving a tag needs ``force`` and the log keeps the old value.
+
+A tag and its log line are written as one step, under the dataset's lock (git writes a ref and
+its reflog under one lock): the line is appended and made durable first, then the tag is
+installed; if installing fails, the log is cut back to its length before, so a failure leaves
+neither. A crash between the two leaves the line alone, and the next ``set`` of that same move
+finds it as the tag's last line in the log (other events may follow it) and installs the tag
+without writing it again.
+
+Reading never trusts the log: a line that is not an entry (torn by a crash, not UTF-8, of the
+wrong types, or naming another dataset) is skipped and reported in ``RefLog.damaged``.
+"""
+
+from __future__ import annotations
+
+import calendar
+import contextlib
+import fcntl
+import getpass
+import json
+import math
+import os
+import re
+import tempfile
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dsreg._util.fs import write_all
+from dsreg._util.jsonread import read_line
+from dsreg.errors import (
+    DsregError,
+    InvalidInputError,
+    ManifestError,
+    RevisionNotFoundError,
+    StorageError,
+    TagExistsError,
+)
+from dsreg.formats.names import check_name
+from dsreg.objects.digest import format_digest, is_digest, short
+
+__all__ = [
+    "DEFAULT_LOG_EXPIRY",
+    "DamagedLine",
+    "LogEntry",
+    "RefLog",
+    "RefStore",
+    "parse_duration",
+    "parse_log",
+]
+
+#: How long a log line keeps what it names from gc (git's ``gc.reflogExpire``).
+DEFAULT_LOG_EXPIRY = "90d"
+
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+_EVENT = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+_DURATION = re.compile(r"([0-9]{1,9})([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+# The tail read to find the log's last line (a line is a few hundred bytes).
+_TAIL = 64 << 10
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LogEntry:
+    """One line of ``logs/<dataset>.jsonl``: who moved which tag when."""
+
+    time: str
+    user: str
+    dataset: str
+    tag: str | None
+    old: str | None
+    new: str | None
+    command: str
+    event: str = "tag"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "time": self.time,
+            "user": self.user,
+            "dataset": self.dataset,
+            "tag": self.tag,
+            "old": self.old,
+            "new": self.new,
+            "command": self.command,
+            "event": self.event,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> LogEntry:
+        """The entry ``d`` holds; ``ValueError`` saying what is wrong if it holds none (a field
+        missing or of the wrong type, a time, name or digest that does not parse)."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a JSON {type(d).__name__}, not an object")
+        for key in ("time", "user", "dataset"):
+            if key not in d:
+                raise ValueError(f"no {key!r}")
+        strings = {"time": d["time"], "user": d["user"], "dataset": d["dataset"]}
+        strings |= {"command": d.get("command", ""), "event": d.get("event", "tag")}
+        for key, value in strings.items():
+            if not isinstance(value, str):
+                raise ValueError(f"{key!r} is a {type(value).__name__}, not a string")
+        if not _TIME.fullmatch(d["time"]):
+            raise ValueError(f"'time' {d['time'][:40]!r} is not YYYY-MM-DDTHH:MM:SSZ")
+        try:
+            time.strptime(d["time"], _TIME_FORMAT)
+        except ValueError:
+            raise ValueError(f"'time' {d['time']!r} is not a date") from None
+        if not _NAME.fullmatch(d["dataset"]):
+            raise ValueError(f"'dataset' {d['dataset'][:80]!r} is not a dataset name")
+        if not _EVENT.fullmatch(strings["event"]):
+            raise ValueError(f"'event' {strings['event'][:40]!r} is not an event")
+        tag = d.get("tag")
+        if tag is not None and not (isinstance(tag, str) and _NAME.fullmatch(tag)):
+            raise ValueError(f"'tag' {str(tag)[:80]!r} is not a tag name")
+        digests = {"old": d.get("old"), "new": d.get("new")}
+        for key, value in digests.items():
+            if value is not None and not (isinstance(value, str) and is_digest(value)):
+                raise ValueError(f"{key!r} {str(value)[:80]!r} is not a digest")
+        return cls(
+            time=d["time"],
+            user=d["user"],
+            dataset=d["dataset"],
+            tag=tag,
+            old=digests["old"],
+            new=digests["new"],
+            command=strings["command"],
+            event=strings["event"],
+        )
+
+    @classmethod
+    def now(
+        cls,
+        *,
+        dataset: str,
+        tag: str | None,
+        old: str | None,
+        new: str | None,
+        command: str,
+        event: str = "tag",
+    ) -> LogEntry:
+        """An entry stamped with the current time (UTC) and user."""
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):
+            user = "unknown"
+        return cls(
+            time=time.strftime(_TIME_FORMAT, time.gmtime()),
+            user=user,
+            dataset=dataset,
+            tag=tag,
+            old=old,
+            new=new,
+            command=command,
+            event=event,
+        )
+
+    @property
+    def timestamp(self) -> float:
+        """``time`` as seconds since the epoch (an entry read from a log always has one)."""
+        return float(calendar.timegm(time.strptime(self.time, _TIME_FORMAT)))
+
+    def named(self) -> list[str]:
+        """The digests the entry names: the old and new value of a tag, a recorded overlay."""
+        return [d for d in (self.old, self.new) if d is not None]
+
+    def to_line(self) -> str:
+        """The entry as one line of a log, newline included."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")) + "\n"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DamagedLine:
+    """A line of a log that is not an entry: skipped by every reader, reported by verify."""
+
+    line: int  # counted from 1
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "reason": self.reason}
+
+
+class RefLog(list[LogEntry]):
+    """A log's entries, oldest first (a list), with the lines that were skipped as damaged."""
+
+    __slots__ = ("damaged",)
+
+    def __init__(
+        self, entries: Iterable[LogEntry] = (), damaged: Iterable[DamagedLine] = ()
+    ) -> None:
+        super().__init__(entries)
+        self.damaged: tuple[DamagedLine, ...] = tuple(damaged)
+
+
+def parse_log(data: str | bytes, *, dataset: str | None = None) -> RefLog:
+    """The entries of a log's bytes (or text), oldest first. A line that is not an entry is
+    skipped and reported in ``damaged``, never fatal: a line torn by a crash mid-append (also
+    in the middle of a multi-byte character), a line of wrong types, and, given ``dataset``,
+    one naming another dataset. Only ``\\n`` ends a line."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    entries: list[LogEntry] = []
+    damaged: list[DamagedLine] = []
+    for n, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        obj, reason = read_line(line)
+        if reason is None:
+            try:
+                entry = LogEntry.from_dict(obj)
+            except ValueError as e:
+                reason = str(e)
+        if reason is not None:
+            damaged.append(DamagedLine(line=n, reason=reason))
+            continue
+        if dataset is not None and entry.dataset != dataset:
+            damaged.append(
+                DamagedLine(line=n, reason=f"names dataset {entry.dataset!r}, not {dataset!r}")
+            )
+            continue
+        entries.append(entry)
+    return RefLog(entries, damaged)
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration: ``90d``, ``2w``, ``12h``, ``30m``, ``45s``; ``now`` is 0 and
+    ``never`` infinite. ``InvalidInputError`` naming the text otherwise."""
+    t = text.strip().lower() if isinstance(text, str) else ""
+    if t == "now":
+        return 0.0
+    if t == "never":
+        return math.inf
+    m = _DURATION.fullmatch(t)
+    if m is None:
+        raise InvalidInputError(
+            f"invalid duration {text!r}: give a number and a unit (s, m, h, d or w), e.g. "
+            "'90d' or '2w', or 'now' or 'never'"
+        )
+    return float(int(m.group(1)) * _UNITS[m.group(2)])
+
+
+class RefStore:
+    """Tags and logs of one registry."""
+
+    __slots__ = ("logs", "refs", "tmp")
+
+    def __init__(self, root: Path) -> None:
+        self.refs = root / "refs"
+        self.logs = root / "logs"
+        self.tmp = root / "tmp"
+
+    def path(self, dataset: str, tag: str) -> Path:
+        return self.refs / check_name(dataset, what="dataset name") / check_name(tag, what="tag")
+
+    def get(self, dataset: str, tag: str) -> str | None:
+        """The digest a tag points at, or ``None``."""
+        try:
+            text = self.path(dataset, tag).read_text(encoding="ascii").strip()
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as e:
+            raise StorageError(f"cannot read tag {dataset}@{tag}: {e}") from e
+        try:
+            return format_digest(text)
+        except Exception:
+            raise ManifestError(
+                f"tag {dataset}@{tag} is damaged (holds {text[:80]!r}); "
+                f"restore it with 'dsreg tag --force {dataset}@{tag} <digest>' from 'dsreg log'"
+            ) from None
+
+    def datasets(self) -> list[str]:
+        if not self.refs.is_dir():
+            return []
+        return sorted(p.name for p in self.refs.iterdir() if p.is_dir())
+
+    def logged_datasets(self) -> list[str]:
+        """Every dataset with a log (an untagged dataset may have one: its overlays)."""
+        if not self.logs.is_dir():
+            return []
+        return sorted(
+            p.stem for p in self.logs.glob("*.jsonl") if _NAME.fullmatch(p.stem) and p.is_file()
+        )
+
+    def tags(self, dataset: str) -> dict[str, str]:
+        """``{tag: digest}`` of one dataset, sorted by tag."""
+        d = self.refs / dataset
+        if not d.is_dir():
+            return {}
+        out = {}
+        for p in sorted(d.iterdir()):
+            if p.is_file() and not p.name.startswith("."):
+                digest = self.get(dataset, p.name)
+                if digest is not None:
+                    out[p.name] = digest
+        return out
+
+    def all(self) -> Iterator[tuple[str, str, str]]:
+        """Every ``(dataset, tag, digest)``."""
+        for ds in self.datasets():
+            for tag, digest in self.tags(ds).items():
+                yield ds, tag, digest
+
+    @contextlib.contextmanager
+    def _locked(self, dataset: str) -> Iterator[None]:
+        path = self.logs / f".{dataset}.lock"
+        try:
+            self.logs.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StorageError(
+                f"cannot open the lock {path}: {e.strerror}; nothing was changed"
+            ) from e
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except OSError as e:
+                raise StorageError(f"cannot lock {path}: {e.strerror}; nothing was changed") from e
+            yield
+        finally:
+            # A lock's descriptor holds no data: an error closing it changes nothing written.
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def set(
+        self, dataset: str, tag: str, digest: str, *, force: bool = False, command: str = ""
+    ) -> str | None:
+        """Point ``dataset@tag`` at ``digest``; return the old digest (``None`` if new).
+
+        Pointing a tag at the digest it already holds is a no-op. Moving it needs ``force``.
+        The tag and its log line are written together or not at all: on any failure (a full
+        disk, say) a ``StorageError`` is raised and neither has changed.
+        """
+        path = self.path(dataset, tag)
+        format_digest(digest)
+        with self._locked(dataset):
+            old = self.get(dataset, tag)
+            if old == digest:
+                return old
+            if old is not None and not force:
+                raise TagExistsError(
+                    f"tag {dataset}@{tag} exists at {short(old)}; tags are immutable: "
+                    f"choose another name, or move it with --force (the log keeps {short(old)})",
+                    dataset=dataset,
+                    tag=tag,
+                    existing=old,
+                    new=digest,
+                )
+            entry = LogEntry.now(dataset=dataset, tag=tag, old=old, new=digest, command=command)
+            try:
+                with _LogFile(self.logs / f"{dataset}.jsonl") as log:
+                    # A crash after the line and before the tag: the line stands for this move.
+                    last = log.last_move(tag)
+                    pending = last is not None and _same_move(last, entry)
+                    tmp = self._write_tmp(digest + "\n")
+                    try:
+                        if not pending:
+                            log.append(entry.to_line())
+                        self._install(tmp, path, replace=old is not None, dataset=dataset)
+                    except BaseException:
+                        log.rollback()
+                        raise
+                    finally:
+                        with contextlib.suppress(OSError):
+                            os.unlink(tmp)
+            except DsregError:
+                raise
+            except OSError as e:
+                raise StorageError(
+                    f"cannot write tag {dataset}@{tag}: {e.strerror or e}; nothing was changed "
+                    "(the tag and its log are as they were): free space or fix the folder's "
+                    "permissions and run the command again"
+                ) from e
+        return old
+
+    def delete(self, dataset: str, tag: str, *, command: str = "") -> str:
+        """Remove ``dataset@tag``; return the digest it pointed at. Logged like every move (event
+        ``delete``, ``old`` the digest, ``new`` none); no object is removed: what the tag kept
+        stays a gc root through the log line until the log's expiry, as git's reflog keeps a
+        deleted branch's commits. A tag that does not exist raises ``RevisionNotFoundError``.
+
+        The line is written first, then the tag removed; if removing fails the line is cut
+        back, and a crash between the two leaves the line alone, which the next delete of the
+        same tag finds as the log's last line and does not write again.
+        """
+        path = self.path(dataset, tag)
+        with self._locked(dataset):
+            old = self.get(dataset, tag)
+            if old is None:
+                tags = ", ".join(self.tags(dataset)) or "none"
+                raise RevisionNotFoundError(
+                    f"no tag {dataset}@{tag} to delete (tags of {dataset!r}: {tags}); "
+                    "see 'dsreg ls'",
+                    dataset=dataset,
+                    ref=tag,
+                )
+            entry = LogEntry.now(
+                dataset=dataset, tag=tag, old=old, new=None, command=command, event="delete"
+            )
+            try:
+                with _LogFile(self.logs / f"{dataset}.jsonl") as log:
+                    last = log.last_move(tag)
+                    try:
+                        if not (last is not None and _same_move(last, entry)):
+                            log.append(entry.to_line())
+                        os.unlink(path)
+                    except BaseException:
+                        log.rollback()
+                        raise
+                _fsync_dir(path.parent)
+            except DsregError:
+                raise
+            except OSError as e:
+                raise StorageError(
+                    f"cannot delete tag {dataset}@{tag}: {e.strerror or e}; nothing was changed "
+                    "(the tag and its log are as they were)"
+                ) from e
+            # A dataset left without tags is no longer listed by 'dsreg ls' (its log stays).
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()
+        return old
+
+    def _install(self, tmp: Path, path: Path, *, replace: bool, dataset: str) -> None:
+        """Put the ref file ``tmp`` at ``path``; on failure, leave no folder it created."""
+        created = not path.parent.is_dir()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if replace:
+                os.replace(tmp, path)
+            else:
+                try:
+                    os.link(tmp, path)
+                except FileExistsError:
+                    # Another process (without our lock: an older dsreg, a remote sync) won.
+                    raise TagExistsError(
+                        f"tag {dataset}@{path.name} was created by another process just now; "
+                        "see 'dsreg show' and choose another name, or use --force"
+                    ) from None
+        except BaseException:
+            if created:
+                with contextlib.suppress(OSError):
+                    os.rmdir(path.parent)
+            raise
+        _fsync_dir(path.parent)
+
+    def record(self, dataset: str, *, event: str, new: str, command: str) -> None:
+        """Log an event that moves no tag (an overlay made for the dataset)."""
+        check_name(dataset, what="dataset name")
+        with self._locked(dataset):
+            entry = LogEntry.now(
+                dataset=dataset, tag=None, old=None, new=new, command=command, event=event
+            )
+            self._append(dataset, [entry.to_line()])
+
+    def append_log(self, dataset: str, entries: Sequence[LogEntry]) -> None:
+        """Append entries written elsewhere (a remote's history of the dataset, copied by a
+        clone) to the dataset's log, as one write, under the same lock as ``set``."""
+        check_name(dataset, what="dataset name")
+        if not entries:
+            return
+        with self._locked(dataset):
+            self._append(dataset, [e.to_line() for e in entries])
+
+    def log(self, dataset: str) -> RefLog:
+        """The dataset's log: its entries, oldest first, and the damaged lines skipped."""
+        path = self.logs / f"{check_name(dataset, what='dataset name')}.jsonl"
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return RefLog()
+        except OSError as e:
+            raise StorageError(f"cannot read the log {path}: {e.strerror}") from e
+        return parse_log(data, dataset=dataset)
+
+    def _append(self, dataset: str, lines: list[str]) -> None:
+        """Append whole lines to a dataset's log and fsync, all or nothing; the caller holds
+        the dataset lock."""
+        path = self.logs / f"{dataset}.jsonl"
+        try:
+            with _LogFile(path) as log:
+                log.append("".join(lines))
+        except OSError as e:
+            raise StorageError(
+                f"cannot append to {path}: {e.strerror or e}; the log is as it was"
+            ) from e
+
+    def _write_tmp(self, text: str) -> Path:
+        """A durable temporary file holding ``text`` (removed again if writing it fails)."""
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=self.tmp, prefix="ref-")
+        try:
+            try:
+                write_all(fd, text.encode("ascii"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+            raise
+        return Path(name)
+
+
+class _LogFile:
+    """A log opened for appending, that can be cut back to its length at opening."""
+
+    __slots__ = ("appended", "fd", "path", "start")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fd = -1
+        self.start = 0
+        self.appended = False
+
+    def __enter__(self) -> _LogFile:
+        self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            self.start = os.lseek(self.fd, 0, os.SEEK_END)
+            if self.start == 0:
+                # A new log: its name must be as durable as the lines in it.
+                _fsync_dir(self.path.parent)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # After the fsync the lines are written; an error closing changes none of it.
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
+
+    def last_move(self, tag: str) -> LogEntry | None:
+        """The last whole entry, within the log's tail, that moves or deletes ``tag``.
+
+        Not just the last line: a command that logs an event moving no tag before its tag (an
+        overlay made by ``detect --tag``) writes that event again when it is re-run after a
+        crash between its tag's line and the tag itself, so the pending line is no longer last.
+        """
+        if self.start == 0:
+            return None
+        n = min(self.start, _TAIL)
+        tail = os.pread(self.fd, n, self.start - n)
+        if not tail.endswith(b"\n"):
+            return None  # a torn last line: no move is pending behind it
+        lines = tail[:-1].split(b"\n")
+        if n < self.start:
+            lines = lines[1:]  # the first may be cut by the window
+        for line in reversed(lines):
+            entries = parse_log(line)
+            if entries and entries[0].tag == tag:
+                return entries[0]
+        return None
+
+    def append(self, text: str) -> None:
+        """Write ``text`` at the end and fsync; on failure, cut the log back and raise."""
+        data = text.encode("utf-8", "surrogatepass")
+        try:
+            if self.start and os.pread(self.fd, 1, self.start - 1) != b"\n":
+                # A line torn by a crash: end it, or the first entry would be glued to it and
+                # lost.
+                data = b"\n" + data
+            self.appended = True
+            write_all(self.fd, data)
+            os.fsync(self.fd)
+        except BaseException:
+            self.rollback()
+            raise
+
+    def rollback(self) -> None:
+        """Cut the log back to its length at opening (what this writer appended goes)."""
+        if not self.appended:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(self.fd, self.start)
+            os.fsync(self.fd)
+        self.appended = False
+
+
+def _same_move(last: LogEntry, entry: LogEntry) -> bool:
+    moves = [(e.event, e.dataset, e.tag, e.old, e.new) for e in (last, entry)]
+    return moves[0] == moves[1]
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,341 @@
+"""The review page and its JSON API: a Starlette app over one ``ReviewSession``.
+
+Every request needs the access token: ``?token=`` on the first load (which sets a cookie and
+redirects to the same page without it, so the token leaves the address bar and the history),
+then the cookie. Every state-changing request is a ``POST`` of JSON that must also carry the
+token in the ``X-Dsreg-Token`` header (which a cross-site form or script cannot set), and an
+``Origin`` or ``Sec-Fetch-Site`` header, when the browser sends one, must say the request came
+from this page's origin. The cookie is ``HttpOnly`` and ``SameSite=Strict``.
+
+Payload bytes are served by row number only (a row of the queue), read from the store
+re-hashed, with a content type sniffed from their magic bytes (``session.sniff``: an image
+type, else text or opaque bytes, never HTML) and ``X-Content-Type-Options: nosniff``. Every
+response carries a Content-Security-Policy that allows this origin's script, style and images
+and nothing else. Data reaches the page as JSON and is put in with ``textContent``; the page
+template is rendered with Jinja2's autoescape. Errors are JSON ``{"error": message}`` with a
+4xx status (5xx only for the server's own failures), never a traceback.
+
+A request body is read only up to 16 KiB: a larger ``Content-Length`` is refused (413, and the
+connection closed) before a byte of it is read, and a chunked body or one without a length is
+read in the pieces the server hands over and refused as soon as it passes the limit. Its JSON
+is nested at most 32 deep (``request_json``). A redirect's ``Location`` is always a path on
+this server (``same_origin_location``): one leading ``/`` and nothing a browser could read as
+a scheme or a host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import re
+import threading
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import Any, Final
+from urllib.parse import quote, unquote, urlencode, urlsplit
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+from dsreg._util.jsonread import loads
+from dsreg.errors import (
+    DsregError,
+    InvalidInputError,
+    NotFoundError,
+    ReviewConflictError,
+    VotesError,
+)
+from dsreg.objects.digest import short
+from dsreg.reviewing.queue import ANSWERS, Item, check_reviewer
+from dsreg.reviewing.session import ReviewSession
+
+__all__ = ["TOKEN_HEADER", "make_app", "request_json", "same_origin_location", "same_origin_path"]
+
+TOKEN_HEADER: Final = "X-Dsreg-Token"
+_MAX_BODY: Final = 16 * 1024
+# A Location that is already a path of this server: one "/", then unreserved characters,
+# slashes and percent escapes; a query of the same and "+=&".
+_OWN_LOCATION: Final = re.compile(r"/(?![/\\])[A-Za-z0-9\-._~%/]*(?:\?[A-Za-z0-9\-._~%+=&]*)?")
+_CSP: Final = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+_HEADERS: Final = {
+    "Content-Security-Policy": _CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+_ASSETS: Final = {"review.js": "text/javascript", "review.css": "text/css"}
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def request_json(raw: bytes) -> Any:
+    """The JSON of a request body through the one bounded reader, refused
+    (``InvalidInputError``) when it is not UTF-8, nests deeper than the reader allows or does
+    not parse: no body can make the parser recurse too deep."""
+    return loads(raw, what="request body", error=InvalidInputError, max_bytes=_MAX_BODY)
+
+
+def same_origin_path(path: str) -> str:
+    """A request's path (percent-decoded, as the server hands it over) as a redirect's path on
+    this server: leading slashes and backslashes become one ``/``, and every other character
+    but letters, digits, ``-._~`` and ``/`` is percent-encoded, so nothing in it (``//``,
+    ``\\``, a scheme's ``:``, a tab a browser drops, ``%2F`` decoded to ``/``) can name a host."""
+    return "/" + quote(path.lstrip("/\\"), safe="/")
+
+
+def same_origin_location(location: str) -> str:
+    """``location`` as a path on this server: kept when it is one already (``_OWN_LOCATION``),
+    else its path made one with ``same_origin_path`` and its query kept, its scheme, host and
+    fragment dropped."""
+    if _OWN_LOCATION.fullmatch(location):
+        return location
+    try:
+        parts = urlsplit(location)
+    except ValueError:
+        return "/"
+    query = quote(parts.query, safe="=&+%")
+    return same_origin_path(unquote(parts.path)) + (f"?{query}" if query else "")
+
+
+async def _read_body(request: Request) -> bytes:
+    """A request's body, never more than ``_MAX_BODY`` bytes of it read: a larger
+    ``Content-Length`` is refused before reading, any other body as soon as it passes the
+    limit. A refusal closes the connection, so the rest of the body is never read either."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > _MAX_BODY:
+        raise _too_large(f"{int(declared)} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with contextlib.aclosing(request.stream()) as stream:
+            async for chunk in stream:
+                size += len(chunk)
+                if size > _MAX_BODY:
+                    raise _too_large(f"more than {_MAX_BODY} bytes")
+                chunks.append(chunk)
+    except ClientDisconnect:
+        raise InvalidInputError("the client went away before its request body came") from None
+    return b"".join(chunks)
+
+
+def _too_large(size: str) -> HTTPException:
+    return HTTPException(
+        413,
+        f"request body of {size} is too large: at most {_MAX_BODY} bytes",
+        headers={"Connection": "close"},
+    )
+
+
+def _status(error: DsregError) -> int:
+    if isinstance(error, ReviewConflictError):
+        return 409
+    if isinstance(error, NotFoundError):
+        return 404
+    if isinstance(error, InvalidInputError):
+        return 400
+    return 500
+
+
+class _Guard(BaseHTTPMiddleware):
+    """The token, the cross-site checks and the headers every response carries."""
+
+    def __init__(self, app: Any, *, token: str, cookie: str) -> None:
+        super().__init__(app)
+        self.token = token
+        self.cookie = cookie
+
+    def _valid(self, value: str | None) -> bool:
+        return value is not None and hmac.compare_digest(value.encode(), self.token.encode())
+
+    async def dispatch(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        response = await self._checked(request, call_next)
+        for name, value in _HEADERS.items():
+            response.headers.setdefault(name, value)
+        location = response.headers.get("location")
+        if location is not None:
+            # Every redirect stays on this server, whoever made it (the router's own, for a
+            # path with or without a trailing slash, names the Host header's host).
+            response.headers["location"] = same_origin_location(location)
+        return response
+
+    async def _checked(
+        self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        query = request.query_params
+        if request.method == "GET" and self._valid(query.get("token")):
+            # Trade the token in the address for a cookie, and drop it from the address.
+            rest = urlencode([(k, v) for k, v in query.multi_items() if k != "token"])
+            path = same_origin_path(request.scope["path"])
+            response = RedirectResponse(path + (f"?{rest}" if rest else ""), 303)
+            response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict", path="/")
+            return response
+        if not self._valid(request.cookies.get(self.cookie)):
+            return _error(
+                403,
+                "a valid access token is required: open the URL that 'dsreg review' printed "
+                "(it carries ?token=...)",
+            )
+        if request.method not in ("GET", "HEAD"):
+            if not self._valid(request.headers.get(TOKEN_HEADER)):
+                return _error(403, f"a state-changing request needs the {TOKEN_HEADER} header")
+            origin = request.headers.get("origin")
+            own = f"{request.url.scheme}://{request.headers.get('host', '')}"
+            if origin is not None and origin != own:
+                return _error(403, f"cross-origin request from {origin!r} refused")
+            site = request.headers.get("sec-fetch-site")
+            if site is not None and site not in ("same-origin", "none"):
+                return _error(403, f"cross-site request ({site}) refused")
+        return await call_next(request)
+
+
+def _item_json(session: ReviewSession, item: Item | None) -> dict[str, Any] | None:
+    if item is None:
+        return None
+    classes = session.classes
+    return {
+        "row": item.row,
+        "example_id": item.example_id,
+        "given": {"index": item.given, "name": classes[item.given]},
+        "suggested": {"index": item.suggested, "name": classes[item.suggested]},
+        "score": item.score,
+        "payload": None if item.blob is None else f"/payload/{item.row}",
+        "size": item.size,
+        "metadata": [list(pair) for pair in item.metadata],
+    }
+
+
+def make_app(session: ReviewSession, *, token: str, cookie: str) -> Starlette:
+    """The review app of ``session``; ``token`` is the access token, ``cookie`` its cookie's
+    name (one per server: cookies do not tell ports apart)."""
+    lock = threading.Lock()
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("dsreg.reviewing", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    page = env.get_template("review.html")
+    assets = {
+        name: (resources.files("dsreg.reviewing").joinpath("static", name).read_bytes(), kind)
+        for name, kind in _ASSETS.items()
+    }
+    queue = session.queue
+
+    def state(reviewer: str, item: Item | None) -> JSONResponse:
+        return JSONResponse(
+            {
+                "item": _item_json(session, item),
+                "progress": queue.progress(reviewer).to_dict(),
+            }
+        )
+
+    async def body(request: Request) -> dict[str, Any]:
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+            raise InvalidInputError("send the request body as application/json")
+        data = request_json(await _read_body(request))
+        if not isinstance(data, dict):
+            raise InvalidInputError("request body must be a JSON object")
+        return data
+
+    async def index(request: Request) -> Response:
+        html = page.render(
+            token=token,
+            dataset=session.dataset,
+            spec=session.source.spec,
+            overlay=short(session.source.digest),
+            verdict=session.verdict,
+            votes_per_item=queue.votes_per_item,
+            answers=ANSWERS,
+        )
+        return Response(html, media_type="text/html; charset=utf-8")
+
+    async def asset(request: Request) -> Response:
+        found = assets.get(request.path_params["name"])
+        if found is None:
+            return _error(404, "no such file")
+        return Response(found[0], media_type=found[1])
+
+    def payload(request: Request) -> Response:
+        data, kind = session.payload(request.path_params["row"])
+        return Response(data, media_type=kind)
+
+    async def next_item(request: Request) -> Response:
+        data = await body(request)
+        with lock:
+            reviewer = check_reviewer(data.get("reviewer"))
+            return state(reviewer, queue.next_item(reviewer))
+
+    async def answer(request: Request) -> Response:
+        data = await body(request)
+        reviewer = check_reviewer(data.get("reviewer"))
+        with lock:
+            if request.url.path.endswith("/skip"):
+                queue.skip(reviewer, data.get("row"))
+            else:
+                queue.vote(reviewer, data.get("row"), data.get("answer"))
+            return state(reviewer, queue.next_item(reviewer))
+
+    async def undo(request: Request) -> Response:
+        data = await body(request)
+        reviewer = check_reviewer(data.get("reviewer"))
+        with lock:
+            return state(reviewer, queue.undo(reviewer))
+
+    async def finish(request: Request) -> Response:
+        data = await body(request)
+        threshold = data.get("threshold", 3)
+        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
+            raise VotesError(f"threshold must be a whole number, at least 1; got {threshold!r}")
+        tag = data.get("tag") or None
+        view = data.get("view") or None
+        if not isinstance(tag, str | None) or not isinstance(view, str | None):
+            raise InvalidInputError("tag and view must be strings")
+        with lock:
+            result = session.finish(threshold=threshold, tag=tag, view=view)
+        tagged = result.tagged
+        return JSONResponse(
+            {
+                "overlay": result.digest,
+                "summary": result.summary,
+                "tagged": None if tagged is None else f"{tagged.dataset}@{tagged.tag}",
+                "set_aside": [span.to_dict() for span in result.set_aside],
+            }
+        )
+
+    async def dsreg_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, DsregError)
+        return _error(_status(exc), str(exc))
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        response = _error(exc.status_code, str(exc.detail))
+        response.headers.update(exc.headers or {})
+        return response
+
+    return Starlette(
+        routes=[
+            Route("/", index, methods=["GET"]),
+            Route("/static/{name}", asset, methods=["GET"]),
+            Route("/payload/{row:int}", payload, methods=["GET"]),
+            Route("/api/next", next_item, methods=["POST"]),
+            Route("/api/vote", answer, methods=["POST"]),
+            Route("/api/skip", answer, methods=["POST"]),
+            Route("/api/undo", undo, methods=["POST"]),
+            Route("/api/finish", finish, methods=["POST"]),
+        ],
+        middleware=[Middleware(_Guard, token=token, cookie=cookie)],
+        exception_handlers={DsregError: dsreg_error, HTTPException: http_error},
+    )

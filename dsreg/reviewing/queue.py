@@ -1,0 +1,297 @@
+"""The review queue: which item each reviewer sees next, and the answers, replayed from the log.
+
+Records of the votes log (``votelog.py``), each with ``seq`` (its position) and ``t`` (Unix
+time, for people reading the log; nothing depends on it):
+
+- ``{"op": "open", "queue": <overlay digest>}``: the first record;
+- ``{"op": "vote", "reviewer": R, "row": N, "answer": A}``, A one of ``ANSWERS``;
+- ``{"op": "skip", "reviewer": R, "row": N}``: R does not see row N again;
+- ``{"op": "undo", "reviewer": R, "target": SEQ}``: cancels R's vote or skip ``SEQ``.
+
+A record may be missing: one damaged on disk is set aside (``votelog.py``), and the others are
+replayed without it (an undo of it undoes nothing; a log whose ``open`` record was set aside
+starts with a later record).
+
+Assignment: a reviewer is given the first item, worst first, that they have neither answered
+nor skipped, whose votes plus the leases other reviewers hold on it are fewer than
+``votes_per_item``. Giving an item takes a lease on it for ``lease_seconds``; answering or
+skipping it releases the lease, and so does taking another item. Leases are in memory only:
+after a restart every item is free again, which costs at most a repeated question, never a
+lost or doubled vote (a reviewer can vote on an item once, and an item takes no vote beyond
+``votes_per_item``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from dsreg.errors import InvalidInputError, ReviewConflictError
+from dsreg.reviewing.votelog import VotesLog
+
+__all__ = ["ANSWERS", "Item", "ReviewProgress", "ReviewQueue", "check_reviewer"]
+
+# The four answers of Northcutt, Athalye and Mueller's protocol, named as the label-errors
+# release names its vote counts.
+ANSWERS: Final = ("given", "guessed", "both", "neither")
+_MAX_NAME: Final = 64
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Item:
+    """One flagged row to review."""
+
+    row: int
+    example_id: str
+    given: int
+    suggested: int
+    score: float | None
+    blob: str | None
+    size: int | None
+    metadata: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewProgress:
+    """``you``: votes by this reviewer; ``everyone``: all votes; ``complete``: items with
+    ``votes_per_item`` votes; ``remaining``: the others; ``items``: the queue's length."""
+
+    you: int
+    everyone: int
+    complete: int
+    remaining: int
+    items: int
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "you": self.you,
+            "everyone": self.everyone,
+            "complete": self.complete,
+            "remaining": self.remaining,
+            "items": self.items,
+        }
+
+
+def check_reviewer(name: object) -> str:
+    """A reviewer's name: 1 to 64 printable characters, spaces trimmed."""
+    if not isinstance(name, str) or not name.strip():
+        raise InvalidInputError("a reviewer name is required: type your name on the page")
+    name = name.strip()
+    if len(name) > _MAX_NAME or not name.isprintable():
+        raise InvalidInputError(
+            f"reviewer name {name[:80]!r} must be 1 to {_MAX_NAME} printable characters"
+        )
+    return name
+
+
+@dataclass(slots=True)
+class _Reviewer:
+    votes: dict[int, str] = field(default_factory=dict)  # row -> answer
+    skipped: set[int] = field(default_factory=set)
+    actions: list[dict[str, Any]] = field(default_factory=list)  # undoable, oldest first
+    held: int | None = None
+
+
+class ReviewQueue:
+    """The items of one queue, in review order, and the state the log replays to."""
+
+    def __init__(
+        self,
+        items: Sequence[Item],
+        *,
+        log: VotesLog,
+        queue: str,
+        votes_per_item: int = 5,
+        lease_seconds: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if isinstance(votes_per_item, bool) or not isinstance(votes_per_item, int):
+            raise InvalidInputError(f"votes per item must be a whole number: {votes_per_item!r}")
+        if votes_per_item < 1:
+            raise InvalidInputError(f"votes per item must be at least 1; got {votes_per_item}")
+        if lease_seconds <= 0:
+            raise InvalidInputError(f"lease seconds must be positive; got {lease_seconds}")
+        self.items = tuple(items)
+        self.by_row = {item.row: item for item in self.items}
+        self.log = log
+        self.queue = queue
+        self.votes_per_item = votes_per_item
+        self.lease_seconds = lease_seconds
+        self._clock = clock
+        self._reviewers: dict[str, _Reviewer] = {}
+        self._counts: dict[int, int] = {}  # row -> votes
+        self._leases: dict[int, dict[str, float]] = {}  # row -> reviewer -> expiry
+        self._replay()
+
+    # -- state from the log ------------------------------------------------------------------
+    def _replay(self) -> None:
+        records = self.log.records
+        if not records:
+            self.log.append({"op": "open", "queue": self.queue, "t": time.time()})
+            return
+        head = records[0]
+        # A log whose first record was damaged and set aside starts with a later one.
+        lost_head = head.get("op") != "open" and bool(self.log.set_aside)
+        if not lost_head and (head.get("op") != "open" or head.get("queue") != self.queue):
+            raise InvalidInputError(
+                f"the votes log {self.log.path} belongs to queue {head.get('queue')!r}, not "
+                f"{self.queue!r}; move it away to start a new review"
+            )
+        for record in records if lost_head else records[1:]:
+            self._apply(record)
+
+    def _apply(self, record: dict[str, Any]) -> None:
+        op = record.get("op")
+        reviewer = self._reviewer(str(record.get("reviewer")))
+        if op == "vote":
+            row = int(record["row"])
+            reviewer.votes[row] = str(record["answer"])
+            self._counts[row] = self._counts.get(row, 0) + 1
+            reviewer.actions.append(record)
+        elif op == "skip":
+            reviewer.skipped.add(int(record["row"]))
+            reviewer.actions.append(record)
+        elif op == "undo":
+            target = next(
+                (a for a in reversed(reviewer.actions) if a["seq"] == record["target"]), None
+            )
+            if target is None:
+                return  # it undoes a record that was damaged and set aside
+            reviewer.actions.remove(target)
+            row = int(target["row"])
+            if target["op"] == "vote":
+                del reviewer.votes[row]
+                self._counts[row] -= 1
+            else:
+                reviewer.skipped.discard(row)
+
+    def _reviewer(self, name: str) -> _Reviewer:
+        found = self._reviewers.get(name)
+        if found is None:
+            found = self._reviewers[name] = _Reviewer()
+        return found
+
+    # -- assignment --------------------------------------------------------------------------
+    def _leased_by_others(self, row: int, name: str, now: float) -> int:
+        leases = self._leases.get(row)
+        if not leases:
+            return 0
+        for other in [r for r, expiry in leases.items() if expiry <= now]:
+            del leases[other]
+        return sum(1 for other in leases if other != name)
+
+    def _open_to(self, row: int, name: str, reviewer: _Reviewer, now: float) -> bool:
+        if row in reviewer.votes or row in reviewer.skipped:
+            return False
+        taken = self._counts.get(row, 0) + self._leased_by_others(row, name, now)
+        return taken < self.votes_per_item
+
+    def _release(self, name: str, reviewer: _Reviewer) -> None:
+        if reviewer.held is not None:
+            self._leases.get(reviewer.held, {}).pop(name, None)
+            reviewer.held = None
+
+    def _lease(self, name: str, reviewer: _Reviewer, row: int, now: float) -> Item:
+        reviewer.held = row
+        self._leases.setdefault(row, {})[name] = now + self.lease_seconds
+        return self.by_row[row]
+
+    def next_item(self, name: str) -> Item | None:
+        """The item ``name`` should answer now (the one they hold, while it is theirs), or None
+        when nothing is left for them."""
+        name = check_reviewer(name)
+        reviewer = self._reviewer(name)
+        now = self._clock()
+        held = reviewer.held
+        if held is not None and self._open_to(held, name, reviewer, now):
+            return self._lease(name, reviewer, held, now)
+        self._release(name, reviewer)
+        for item in self.items:
+            if self._open_to(item.row, name, reviewer, now):
+                return self._lease(name, reviewer, item.row, now)
+        return None
+
+    # -- answers -----------------------------------------------------------------------------
+    def _item(self, row: object) -> Item:
+        if isinstance(row, bool) or not isinstance(row, int) or row not in self.by_row:
+            raise InvalidInputError(f"row {row!r} is not an item of this review queue")
+        return self.by_row[row]
+
+    def vote(self, name: str, row: object, answer: object) -> dict[str, Any]:
+        """Record ``name``'s answer about ``row`` (durably, before returning)."""
+        name = check_reviewer(name)
+        item = self._item(row)
+        if answer not in ANSWERS:
+            raise InvalidInputError(f"answer {answer!r} is not one of {', '.join(ANSWERS)}")
+        reviewer = self._reviewer(name)
+        if item.row in reviewer.votes:
+            raise ReviewConflictError(
+                f"{name!r} answered row {item.row} already; undo it first to change the answer"
+            )
+        count = self._counts.get(item.row, 0)
+        if count >= self.votes_per_item:
+            raise ReviewConflictError(
+                f"row {item.row} has its {self.votes_per_item} votes already; take the next item"
+            )
+        record = {"op": "vote", "reviewer": name, "row": item.row, "answer": answer}
+        self._apply(self.log.append({**record, "t": time.time()}))
+        self._release(name, reviewer)
+        return record
+
+    def skip(self, name: str, row: object) -> None:
+        """``name`` passes on ``row``: they are not shown it again (undo brings it back)."""
+        name = check_reviewer(name)
+        item = self._item(row)
+        reviewer = self._reviewer(name)
+        if item.row in reviewer.votes or item.row in reviewer.skipped:
+            raise ReviewConflictError(f"{name!r} answered or skipped row {item.row} already")
+        record = {"op": "skip", "reviewer": name, "row": item.row, "t": time.time()}
+        self._apply(self.log.append(record))
+        self._release(name, reviewer)
+
+    def undo(self, name: str) -> Item:
+        """Cancel ``name``'s last vote or skip; the item becomes theirs to answer again."""
+        name = check_reviewer(name)
+        reviewer = self._reviewer(name)
+        if not reviewer.actions:
+            raise ReviewConflictError(f"{name!r} has nothing to undo")
+        target = reviewer.actions[-1]
+        record = {"op": "undo", "reviewer": name, "target": target["seq"], "t": time.time()}
+        self._apply(self.log.append(record))
+        self._release(name, reviewer)
+        return self._lease(name, reviewer, int(target["row"]), self._clock())
+
+    # -- reading -----------------------------------------------------------------------------
+    def progress(self, name: str | None = None) -> ReviewProgress:
+        you = len(self._reviewers[name].votes) if name in self._reviewers else 0
+        complete = sum(
+            1 for item in self.items if self._counts.get(item.row, 0) >= self.votes_per_item
+        )
+        return ReviewProgress(
+            you=you,
+            everyone=sum(self._counts.values()),
+            complete=complete,
+            remaining=len(self.items) - complete,
+            items=len(self.items),
+        )
+
+    def tallies(self) -> dict[int, tuple[dict[str, int], tuple[str, ...]]]:
+        """Every voted row: its count per answer and its reviewers (sorted)."""
+        return tally(self.log.records)
+
+
+def tally(records: Sequence[dict[str, Any]]) -> dict[int, tuple[dict[str, int], tuple[str, ...]]]:
+    """Count the answers of a log's records, undo applied: row -> (counts, reviewers)."""
+    undone = {record["target"] for record in records if record.get("op") == "undo"}
+    counts: dict[int, dict[str, int]] = {}
+    names: dict[int, set[str]] = {}
+    for record in records:
+        if record.get("op") != "vote" or record["seq"] in undone:
+            continue
+        row = int(record["row"])
+        per = counts.setdefault(row, dict.fromkeys(ANSWERS, 0))
+        per[str(record["answer"])] += 1
+        names.setdefault(row, set()).add(str(record["reviewer"]))
+    return {row: (counts[row], tuple(sorted(names[row]))) for row in sorted(counts)}

@@ -1,0 +1,164 @@
+"""``ReviewServer``: the review app served by uvicorn on a background thread.
+
+What ``dsreg.review`` returns: ``start()`` binds (loopback unless told otherwise; port 0 picks
+a free one) and serves, ``url`` is the address to open (it carries the access token),
+``stop()`` stops serving and releases the votes log. A context manager starts and stops it.
+uvicorn is given no logging configuration and no access log: the library prints nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import secrets
+import socket
+import threading
+import time
+from types import TracebackType
+from typing import Final
+from urllib.parse import urlencode
+
+import uvicorn
+from starlette.applications import Starlette
+
+from dsreg.errors import InvalidInputError, StorageError
+from dsreg.reviewing.app import make_app
+from dsreg.reviewing.logbytes import SetAside
+from dsreg.reviewing.queue import ReviewProgress
+from dsreg.reviewing.session import ReviewSession
+
+__all__ = ["ReviewServer"]
+
+_START_SECONDS: Final = 30.0
+
+
+class ReviewServer:
+    """A review session served over HTTP.
+
+    Attributes
+    ----------
+    session : ReviewSession
+        The queue, its votes log and its finishing.
+    host, port : str, int
+        Where it listens (``port`` is the bound one once started).
+    token : str
+        The access token every request must carry.
+    """
+
+    def __init__(
+        self,
+        session: ReviewSession,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        reviewer: str | None = None,
+    ) -> None:
+        if not 0 <= port <= 65535:
+            raise InvalidInputError(f"port {port} is not between 0 and 65535")
+        self.session = session
+        self.host = host
+        self.port = port
+        self.reviewer = reviewer
+        self.token = secrets.token_urlsafe(24)
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._app: Starlette | None = None
+
+    def asgi(self) -> Starlette:
+        """The review app itself (an ASGI app), to mount elsewhere or to test with Starlette's
+        ``TestClient``; ``start`` serves this same app."""
+        if self._app is None:
+            self._app = make_app(self.session, token=self.token, cookie=f"dsreg-review-{self.port}")
+        return self._app
+
+    @property
+    def url(self) -> str:
+        """The page's address with the access token (and ``reviewer`` when one was given)."""
+        host = self.host
+        with contextlib.suppress(ValueError):
+            if ipaddress.ip_address(host).version == 6:
+                host = f"[{host}]"
+        query = {"token": self.token}
+        if self.reviewer:
+            query["reviewer"] = self.reviewer
+        return f"http://{host}:{self.port}/?{urlencode(query)}"
+
+    def progress(self, reviewer: str | None = None) -> ReviewProgress:
+        """The queue's progress line: votes by ``reviewer`` and by everyone, items complete and
+        remaining."""
+        return self.session.queue.progress(reviewer)
+
+    @property
+    def set_aside(self) -> tuple[SetAside, ...]:
+        """The damaged spans of the queue's votes log, each moved to a file of its own (when
+        the log was opened, or before): what they held is not counted. Empty when the log was
+        never damaged."""
+        return self.session.log.set_aside
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> ReviewServer:
+        """Bind and serve on a background thread; returns once requests are answered."""
+        if self._thread is not None:
+            return self
+        try:
+            info = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0]
+            sock = socket.socket(info[0], socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            # Accepted sockets inherit it: a response written in parts (headers, body) must
+            # not wait for the client's delayed ACK (40 ms a request on Linux loopback).
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.bind(info[4])
+        except OSError as e:
+            raise StorageError(
+                f"cannot listen on {self.host}:{self.port}: {e.strerror or e}; choose another "
+                "--host or --port (0 picks a free port)"
+            ) from e
+        self.port = sock.getsockname()[1]
+        config = uvicorn.Config(
+            self.asgi(), log_config=None, access_log=False, log_level="warning", lifespan="off"
+        )
+        server = uvicorn.Server(config)
+        thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, name="dsreg-review", daemon=True
+        )
+        self._server, self._thread = server, thread
+        thread.start()
+        deadline = time.monotonic() + _START_SECONDS
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise StorageError(f"the review server did not start on {self.host}:{self.port}")
+            time.sleep(0.01)
+        return self
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Block until the server stops (or ``timeout`` seconds pass)."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def stop(self) -> None:
+        """Stop serving and release the votes log (every answered vote is on disk already)."""
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(10)
+        self._server = self._thread = None
+        self.session.close()
+
+    def __enter__(self) -> ReviewServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "serving" if self.running else "stopped"
+        return f"<dsreg.ReviewServer {self.session.dataset} {state} {self.host}:{self.port}>"

@@ -1,0 +1,381 @@
+"""A review session: the queue of one overlay's flagged rows, its payloads, its export and its
+finish into a ``validated`` overlay.
+
+Finishing is importing: ``finish`` writes the votes in the label-errors format (what
+``export_votes`` returns, byte for byte) and stores them with ``overlay import-votes``' own code
+(``dsreg.ops.overlay.import_votes``), so the verdict rule is that one, and a ``validated``
+overlay made by ``dsreg review --finish`` has the digest of one made by importing the file
+``dsreg review --export`` writes: the same table, and the same producer (its ``votes`` input is
+the digest of those bytes, its ``queue`` input and ``reviewers`` param are read from them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dsreg.errors import InvalidInputError, StorageError, VotesError
+from dsreg.formats.manifests import VERDICTS, Overlay, Snapshot
+from dsreg.formats.tables import served_metadata
+from dsreg.objects.digest import hex_of, short
+from dsreg.ops.overlay import OverlayResult, check_tag_target, import_votes
+from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.tables import read_corrections, read_examples
+from dsreg.reviewing.logbytes import SetAside
+from dsreg.reviewing.queue import Item, ReviewQueue, tally
+from dsreg.reviewing.votelog import VotesLog, log_path, read_votes
+
+__all__ = [
+    "ReviewExport",
+    "ReviewFinish",
+    "ReviewSession",
+    "export_votes",
+    "finish_review",
+    "sniff",
+]
+
+_METADATA_COLUMNS: Final = 20
+_METADATA_CHARS: Final = 200
+_IMAGE_MAGIC: Final = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
+
+
+def sniff(data: bytes) -> str:
+    """The content type a payload is served with: an image type only from its magic bytes,
+    else text when it is UTF-8, else opaque bytes (never HTML, whatever the bytes say)."""
+    for magic, kind in _IMAGE_MAGIC:
+        if data.startswith(magic):
+            return kind
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "application/octet-stream"
+    return "text/plain; charset=utf-8"
+
+
+class _Queued:
+    """The overlay a review is about, resolved from a spec, and its corrections."""
+
+    def __init__(self, reg: Registry, spec: str, overlay: str | None) -> None:
+        self.registry = reg
+        self.spec = spec
+        self.resolved: Resolved = reg.resolve(spec)
+        rev = self.resolved.revision
+        self.snapshot: Snapshot = reg.snapshot(rev.snapshot)
+        if overlay is None:
+            if not rev.overlays:
+                raise InvalidInputError(
+                    f"{spec!r} has no overlay to review; flag rows first with 'dsreg detect "
+                    f"{spec} --pred-probs FILE --tag NAME' and review that tag, or pass --overlay"
+                )
+            self.digest = rev.overlays[-1]
+        else:
+            self.digest = reg.resolve_object(overlay)
+            if reg.manifest_kind(self.digest) != "overlay":
+                raise InvalidInputError(
+                    f"{overlay!r} is not an overlay; see 'dsreg overlay ls {self.resolved.dataset}'"
+                )
+        self.overlay: Overlay = reg.overlay(self.digest)
+        if self.overlay.base != rev.snapshot:
+            raise InvalidInputError(
+                f"overlay {short(self.digest)} corrects snapshot {short(self.overlay.base)}, "
+                f"not {spec!r}'s ({short(rev.snapshot)}); pick an overlay of this snapshot"
+            )
+        self.corrections = read_corrections(reg, self.overlay, base=self.snapshot)
+
+    @property
+    def log_path(self) -> Path:
+        return log_path(self.registry.root, hex_of(self.digest))
+
+
+def _items(q: _Queued, verdict: str) -> list[Item]:
+    """The overlay's rows with ``verdict`` and a suggested label, worst first (lowest score;
+    rows without a score after those with one, in row order)."""
+    table = q.corrections.filter(
+        pc.and_(
+            pc.equal(q.corrections.column("verdict"), verdict),
+            pc.is_valid(q.corrections.column("suggested_label")),
+        )
+    )
+    rows = table.column("row").to_pylist()
+    examples = read_examples(q.registry, q.snapshot).take(pa.array(rows, pa.int64()))
+    meta_names = served_metadata(examples.column_names)[:_METADATA_COLUMNS]
+    meta = {name: examples.column(name).to_pylist() for name in meta_names}
+    blobs = examples.column("blob").to_pylist()
+    sizes = examples.column("size").to_pylist()
+    items = [
+        Item(
+            row=row,
+            example_id=str(example_id),
+            given=given,
+            suggested=suggested,
+            score=score,
+            blob=blobs[i],
+            size=sizes[i],
+            metadata=tuple(
+                (name, "" if meta[name][i] is None else str(meta[name][i])[:_METADATA_CHARS])
+                for name in meta_names
+            ),
+        )
+        for i, (row, example_id, given, suggested, score) in enumerate(
+            zip(
+                rows,
+                table.column("example_id").to_pylist(),
+                table.column("given_label").to_pylist(),
+                table.column("suggested_label").to_pylist(),
+                table.column("score").to_pylist(),
+                strict=True,
+            )
+        )
+    ]
+    items.sort(key=lambda it: (it.score is None, it.score or 0.0, it.row))
+    return items
+
+
+class ReviewSession:
+    """One server's queue: the log opened for appending (its damaged spans moved aside), the
+    state replayed.
+
+    Parameters
+    ----------
+    reg : Registry
+    spec : str
+        The revision under review; its last overlay is the queue unless ``overlay`` names one.
+    overlay : str, optional
+        An overlay digest or prefix (of the revision's snapshot).
+    verdict : str
+        The verdict of the rows to review (default ``suspected``).
+    votes_per_item : int
+        An item leaves the queue with this many votes.
+    lease_seconds : float
+        How long an item given to a reviewer is kept from others.
+    """
+
+    def __init__(
+        self,
+        reg: Registry,
+        spec: str,
+        *,
+        overlay: str | None = None,
+        verdict: str = "suspected",
+        votes_per_item: int = 5,
+        lease_seconds: float = 300.0,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        if verdict not in VERDICTS:
+            raise InvalidInputError(f"unknown verdict {verdict!r}; choose one of {VERDICTS}")
+        self.source = _Queued(reg, spec, overlay)
+        items = _items(self.source, verdict)
+        if not items:
+            raise InvalidInputError(
+                f"overlay {short(self.source.digest)} flags no row as {verdict!r} with a "
+                "suggested label; nothing to review (see 'dsreg overlay show')"
+            )
+        self.verdict = verdict
+        self.classes = self.source.snapshot.classes
+        self.log = VotesLog(self.source.log_path)
+        try:
+            extra = {} if clock is None else {"clock": clock}
+            self.queue = ReviewQueue(
+                items,
+                log=self.log,
+                queue=self.source.digest,
+                votes_per_item=votes_per_item,
+                lease_seconds=lease_seconds,
+                **extra,
+            )
+        except BaseException:
+            self.log.close()
+            raise
+
+    @property
+    def registry(self) -> Registry:
+        return self.source.registry
+
+    @property
+    def dataset(self) -> str:
+        return self.source.resolved.dataset
+
+    def payload(self, row: int) -> tuple[bytes, str]:
+        """A queued item's payload bytes, read from the store re-hashed, and their content type."""
+        item = self.queue.by_row.get(row)
+        if item is None:
+            raise InvalidInputError(f"row {row} is not an item of this review queue")
+        if item.blob is None:
+            raise InvalidInputError(f"row {row} has no payload: this dataset is label-only")
+        data = self.registry.store.read_bytes(item.blob)
+        return data, sniff(data)
+
+    def finish(
+        self, *, threshold: int, tag: str | None = None, view: str | None = None
+    ) -> ReviewFinish:
+        """``finish_review`` of this session's queue (the page's button)."""
+        return finish_review(
+            self.registry,
+            self.source.spec,
+            overlay=self.source.digest,
+            threshold=threshold,
+            tag=tag,
+            view=view,
+            command=f"dsreg review {self.source.spec} --finish (page)",
+        )
+
+    def close(self) -> None:
+        self.log.close()
+
+
+class ReviewExport(int):
+    """What ``dsreg.review_export`` returns: the number of voted items written (it is that
+    number, an ``int``), with ``path``, the file written, and ``set_aside``, the damaged spans
+    of the votes log whose records the export could not count (empty when the log is whole;
+    see ``SetAside.describe``)."""
+
+    path: str
+    set_aside: tuple[SetAside, ...]
+
+    def __new__(cls, records: int, *, path: str, set_aside: tuple[SetAside, ...]) -> ReviewExport:
+        made = super().__new__(cls, records)
+        made.path = path
+        made.set_aside = set_aside
+        return made
+
+    @property
+    def records(self) -> int:
+        return int(self)
+
+    @property
+    def set_aside_records(self) -> int:
+        """The records (answers, skips, undos) in the damaged spans, as far as can be told."""
+        return sum(span.records for span in self.set_aside)
+
+    def __str__(self) -> str:
+        return str(int(self))
+
+    def __repr__(self) -> str:
+        return (
+            f"ReviewExport(records={int(self)}, path={self.path!r}, "
+            f"set_aside_records={self.set_aside_records})"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReviewFinish(OverlayResult):
+    """What ``dsreg.review_finish`` returns: the overlay stored (an ``OverlayResult``), with
+    ``set_aside``, the damaged spans of the votes log whose records it could not count (empty
+    when the log is whole)."""
+
+    set_aside: tuple[SetAside, ...] = ()
+
+
+def export_votes(
+    reg: Registry, spec: str, *, overlay: str | None = None
+) -> tuple[bytes, tuple[SetAside, ...]]:
+    """The votes cast so far about ``spec``'s queue, as a label-errors JSON file's bytes, and
+    the damaged spans of its log (moved aside, or still in it), whose records are left out.
+
+    One record per voted row, in row order: ``id`` (the example id), ``given_original_label``
+    and ``our_guessed_label`` (class indices) with their ``_name``, ``mturk`` (the counts of
+    the four answers, undone votes left out), and dsreg's two additions: ``reviewers`` (sorted)
+    and ``queue`` (the overlay reviewed). The same votes give the same bytes.
+    """
+    q = _Queued(reg, spec, overlay)
+    votes = read_votes(q.log_path)
+    counted = tally(votes.records)
+    if not counted and votes.set_aside:
+        lost = sum(span.records for span in votes.set_aside)
+        raise VotesError(
+            f"no vote about overlay {short(q.digest)} of {spec!r} can be read: the votes log "
+            f"{q.log_path} has {lost} damaged records set aside ("
+            + "; ".join(span.describe() for span in votes.set_aside)
+            + ")"
+        )
+    if not counted:
+        raise VotesError(
+            f"no votes yet about overlay {short(q.digest)} of {spec!r}; review first with "
+            f"'dsreg review {spec}'"
+        )
+    by_row = {
+        r["row"]: r
+        for r in q.corrections.select(
+            ["row", "example_id", "given_label", "suggested_label"]
+        ).to_pylist()
+    }
+    classes = q.snapshot.classes
+    records: list[dict[str, Any]] = []
+    for row, (counts, reviewers) in counted.items():
+        found = by_row.get(row)
+        if found is None or found["suggested_label"] is None:
+            raise VotesError(
+                f"the votes log {q.log_path} names row {row}, which overlay "
+                f"{short(q.digest)} does not flag with a suggested label"
+            )
+        records.append(
+            {
+                "id": found["example_id"],
+                "given_original_label": found["given_label"],
+                "given_original_label_name": classes[found["given_label"]],
+                "our_guessed_label": found["suggested_label"],
+                "our_guessed_label_name": classes[found["suggested_label"]],
+                "mturk": counts,
+                "reviewers": list(reviewers),
+                "queue": q.digest,
+            }
+        )
+    data = (json.dumps(records, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    return data, votes.set_aside
+
+
+def finish_review(
+    reg: Registry,
+    spec: str,
+    *,
+    overlay: str | None = None,
+    threshold: int = 3,
+    tag: str | None = None,
+    view: str | None = None,
+    force: bool = False,
+    command: str = "",
+) -> ReviewFinish:
+    """Store the votes about ``spec``'s queue as a ``validated`` overlay: ``import_votes`` of the
+    bytes ``export_votes`` returns (and, with ``tag``, tag the revision plus it in ``view``)."""
+    check_tag_target(reg, spec, tag, view, force=force, producer="dsreg.import-votes")
+    data, set_aside = export_votes(reg, spec, overlay=overlay)
+    try:
+        fd, name = tempfile.mkstemp(dir=reg.store.tmp, prefix="review-", suffix=".json")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        raise StorageError(f"cannot stage the votes in {reg.store.tmp}: {e.strerror}") from e
+    try:
+        made = import_votes(
+            reg,
+            spec,
+            name,
+            format="label-errors",
+            threshold=threshold,
+            tag=tag,
+            view=view,
+            force=force,
+            command=command,
+        )
+        fields = {f.name: getattr(made, f.name) for f in dataclasses.fields(made)}
+        return ReviewFinish(**fields, set_aside=set_aside)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(name)
