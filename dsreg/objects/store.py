@@ -351,17 +351,20 @@ class ObjectStore:
         return True
 
     def __iter__(self) -> Iterator[str]:
-        """Every object's digest (no particular order)."""
-        if not self.files.is_dir():
+        """Every object's digest (no particular order). Each listing is closed when the
+        iteration ends, is stopped, or is dropped: a caller that stops early leaves no open
+        directory behind."""
+        top = self.files / ALGORITHM
+        if not top.is_dir():
             return
-        for shard in (
-            os.scandir(self.files / ALGORITHM) if (self.files / ALGORITHM).is_dir() else ()
-        ):
-            if len(shard.name) != 2 or not shard.is_dir():
-                continue
-            for entry in os.scandir(shard.path):
-                if len(entry.name) == 62:
-                    yield digest_at(shard.name, entry.name)
+        with os.scandir(top) as shards:
+            for shard in shards:
+                if len(shard.name) != 2 or not shard.is_dir():
+                    continue
+                with os.scandir(shard.path) as entries:
+                    for entry in entries:
+                        if len(entry.name) == 62:
+                            yield digest_at(shard.name, entry.name)
 
     def match_prefix(self, prefix: str) -> list[str]:
         """Every stored digest starting with ``prefix`` (hex, at least 6 characters)."""
@@ -370,7 +373,8 @@ class ObjectStore:
         shard = self.files / ALGORITHM / head
         if len(hexpart) < MIN_PREFIX or not shard.is_dir():
             return []
-        return sorted(digest_at(head, e.name) for e in os.scandir(shard) if e.name.startswith(rest))
+        with os.scandir(shard) as entries:
+            return sorted(digest_at(head, e.name) for e in entries if e.name.startswith(rest))
 
     def resolve_prefix(self, prefix: str) -> str:
         """The one stored digest starting with ``prefix``."""
