@@ -27,17 +27,9 @@ from dsreg.objects.digest import is_digest, short
 from dsreg.registry.folder import DIRNAME, Registry
 from dsreg.registry.refs import LogEntry
 from dsreg.remote.config import add_remote, check_options, jobs_for, normalize_url
-from dsreg.remote.fetch import (
-    Closure,
-    check_whole,
-    fetch_closure,
-    foreign_tags,
-    owner,
-    refused_error,
-    set_local_refs,
-)
-from dsreg.remote.refs import RefUpdate, describe_state
-from dsreg.remote.store import RemoteStore
+from dsreg.remote.fetch import Fetch, owner, refused_error
+from dsreg.remote.refs import RefUpdate, damaged_reasons
+from dsreg.remote.store import RemoteStore, Target
 
 __all__ = ["CloneResult", "SkippedLine", "clone"]
 
@@ -102,38 +94,29 @@ def clone(
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise InvalidInputError(f"{root} exists and is not empty; clone into a new folder")
     rs = RemoteStore(name=name, url=url, options=opts)
-    found, damaged = rs.scan_refs(progress=progress)
-    if not found and not damaged:
+    found = rs.scan_refs(progress=progress)
+    if not found.good and not found.damaged:
         raise RevisionNotFoundError(
             f"remote {url} holds no tags: nothing to clone; check the URL (a dsreg remote holds "
             "refs/, logs/ and files/blake3/)"
         )
-    refused = {k: f"is {describe_state(v)}" for k, v in damaged.items()}
+    refused = damaged_reasons(found)
     created = not root.exists()
     try:
         reg = Registry.init(root)
         add_remote(reg, name, url, options=opts, default=True)
-        n_jobs = jobs_for(reg, rs, jobs)
-        targets = [(ds, t, d) for (ds, t), d in sorted(found.items())]
+        targets = [Target(tag.dataset, tag.tag, d) for tag, d in sorted(found.good.items())]
         # Held until the tags are written: nothing fetched is unreachable to a gc meanwhile.
-        with reg.lock():
-            foreign, checked = foreign_tags(reg, rs, targets, jobs=n_jobs, progress=progress)
-            refused |= foreign
-            good = [t for t in targets if (t[0], t[1]) not in refused]
+        with Fetch(reg, rs, jobs=jobs_for(reg, rs, jobs), progress=progress) as fetch:
+            refused |= fetch.refused_tags(targets)
+            good = [t for t in targets if t.tag_name not in refused]
             if not good:
                 raise refused_error(rs, refused, "Nothing was cloned")
-            closure = fetch_closure(
-                reg,
-                rs,
-                sorted({d for _, _, d in good}),
-                payloads=False,
-                jobs=n_jobs,
-                progress=progress,
-            )
-            history = _History(reg, rs, closure, jobs=n_jobs)
-            skipped = [s for ds in sorted({ds for ds, _ in found}) for s in history.copy(ds)]
-            check_whole(reg, history.closure)
-            updates = set_local_refs(reg, good, force=False, command=command)
+            fetch.closure(sorted({t.digest for t in good}), payloads=False)
+            history = _History(fetch)
+            datasets = sorted({tag.dataset for tag in found.good})
+            skipped = [line for ds in datasets for line in history.copy(ds)]
+            updates = fetch.write_tags(good, force=False, command=command)
     except BaseException:
         if created:
             shutil.rmtree(root, ignore_errors=True)
@@ -145,23 +128,20 @@ def clone(
         remote=name,
         url=url,
         refs=tuple(updates),
-        fetched=checked.fetched + closure.fetched + history.fetched,
-        bytes=checked.bytes + closure.bytes + history.bytes,
+        fetched=fetch.fetched,
+        bytes=fetch.bytes,
         skipped=tuple(skipped),
     )
 
 
 class _History:
-    """Copies a remote's logs into a new registry, line by line, checked (module docstring)."""
+    """Copies a remote's logs into a new registry, line by line, checked (module docstring).
+    What a line names that the clone's closure did not reach comes through ``fetch``."""
 
-    def __init__(self, reg: Registry, rs: RemoteStore, closure: Closure, *, jobs: int) -> None:
-        self.reg = reg
-        self.rs = rs
-        self.jobs = jobs
-        self.closure = closure
-        self.fetched = 0
-        self.bytes = 0
-        self._reached = set(closure.reached)
+    def __init__(self, fetch: Fetch) -> None:
+        self.fetch = fetch
+        self.reg = fetch.reg
+        self.rs = fetch.rs
         # (dataset, digest) -> None if a line of that dataset may name it, else why not.
         self._verdicts: dict[tuple[str, str], str | None] = {}
 
@@ -183,11 +163,6 @@ class _History:
                 continue
             entries.append(entry)
         self.reg.refs.append_log(dataset, entries)
-        self.closure = Closure(
-            fetched=self.closure.fetched,
-            bytes=self.closure.bytes,
-            reached=frozenset(self._reached),
-        )
         return skipped
 
     def _verdict(self, dataset: str, digest: str) -> str | None:
@@ -197,34 +172,24 @@ class _History:
         return self._verdicts[key]
 
     def _judge(self, dataset: str, digest: str) -> str | None:
-        if digest not in self._reached:
+        if digest not in self.fetch.reached:
             # A revision only the history names: fetched whole (no payloads) if the remote can.
             try:
-                got = fetch_closure(
-                    self.reg,
-                    self.rs,
-                    [digest],
-                    payloads=False,
-                    jobs=self.jobs,
-                    progress=no_progress,
-                )
+                self.fetch.closure([digest], payloads=False)
             except RemoteError:
                 raise
             except DsregError as e:
                 return f"names {short(digest)}, which the remote cannot give whole: {e}"
-            self._reached |= got.reached
-            self.fetched += got.fetched
-            self.bytes += got.bytes
         if not self.reg.is_manifest(digest):
             return f"names {short(digest)}, which is not a revision, snapshot or overlay"
         try:
-            of, why = owner(self.reg, digest)
+            of = owner(self.reg, digest)
         except DsregError as e:
             return f"names {short(digest)}, which cannot be read: {e}"
-        if of is None:
-            return why
-        if of != dataset:
-            return f"names {short(digest)}, of dataset {of!r}, not {dataset!r}"
+        if of.dataset is None:
+            return of.why
+        if of.dataset != dataset:
+            return f"names {short(digest)}, of dataset {of.dataset!r}, not {dataset!r}"
         return None
 
 

@@ -17,7 +17,8 @@ from urllib.parse import parse_qsl, urlsplit
 from dsreg.errors import ConfigError, InvalidInputError
 from dsreg.formats.names import check_name
 from dsreg.registry.folder import Registry
-from dsreg.remote.store import RemoteStore, open_filesystem
+from dsreg.remote.filesystem import open_filesystem
+from dsreg.remote.store import RemoteStore, looks_like_url
 
 __all__ = [
     "RemoteConfig",
@@ -220,37 +221,38 @@ def default_remote(reg: Registry) -> str | None:
 
 def open_remote(reg: Registry, remote: str | None = None) -> RemoteStore:
     """A configured remote by name (default: ``default_remote``), or a URL used as given."""
-    cfg = reg.config.get("remote", {})
-    name = remote if remote is not None else default_remote(reg)
-    if name is None:
+    chosen = _chosen(reg, remote)
+    if chosen is None:
         raise ConfigError(
             "no remote given and no default remote; pass -r NAME, or set a default with "
             "'dsreg remote add NAME URL --default'"
         )
-    if name in cfg:
-        conf = dict(cfg[name])
-        return RemoteStore(name=name, url=conf.pop("url"), options=conf)
-    if "://" in name or "/" in name or name.startswith("."):
-        url = normalize_url(name)
-        return RemoteStore(name=url, url=url, options={})
-    raise ConfigError(
-        f"no remote {name!r} in this registry; its remotes are "
-        f"{', '.join(sorted(cfg)) or '(none)'}: add it with 'dsreg remote add {name} URL'"
-    )
+    return RemoteStore(name=chosen.name, url=chosen.url, options=chosen.options)
 
 
 def remote_url(reg: Registry, remote: str | None = None) -> str | None:
     """The URL of ``remote`` (a configured name, or a URL or path used as given; default: the
     default remote), as ``open_remote`` would reach it, without contacting it or importing DVC;
     ``None`` when no remote is given and none is the default."""
+    chosen = _chosen(reg, remote)
+    return None if chosen is None else chosen.url
+
+
+def _chosen(reg: Registry, remote: str | None) -> RemoteConfig | None:
+    """What ``remote`` names (default: the default remote): a configured remote, or a URL or
+    path used as given (named by itself); ``None`` when none is given and none is the
+    default."""
     cfg = reg.config.get("remote", {})
     name = remote if remote is not None else default_remote(reg)
     if name is None:
         return None
     if name in cfg:
-        return str(cfg[name]["url"])
-    if "://" in name or "/" in name or name.startswith("."):
-        return normalize_url(name)
+        options = dict(cfg[name])
+        url = str(options.pop("url"))
+        return RemoteConfig(name=name, url=url, options=options)
+    if looks_like_url(name):
+        url = normalize_url(name)
+        return RemoteConfig(name=url, url=url)
     raise ConfigError(
         f"no remote {name!r} in this registry; its remotes are "
         f"{', '.join(sorted(cfg)) or '(none)'}: add it with 'dsreg remote add {name} URL'"

@@ -1,19 +1,33 @@
-"""Fetching into a registry: objects verified on arrival, the closure of revisions wave by wave,
-the remote's tags checked before they are written here.
+"""Fetching into a registry: the one path by which objects come from a remote, whatever asks
+for them (pull, clone, ``open(remote=)``, the reads with ``--remote`` into a registry or the
+per-user cache, checkout of what a lazy clone left behind).
 
-Every function here expects its caller to hold the registry's lock (``reg.lock()``, shared)
-from before it looks at what the registry lacks until the fetched revisions are tagged: gc
-takes that lock exclusive, so it waits, and never sees an object fetched and not yet tagged (it
-would be unreachable, and removed). docs/concepts.md, "Guarantees".
+A ``Fetch`` is one command's fetch from one remote into one registry. Read top-down:
+
+- ``refused_tags``: the remote's tags that name no revision of their own dataset (a pull or
+  clone writes none of them); what it reads to tell comes by ``objects``;
+- ``closure``: what revisions reach, wave by wave as the reachability walk names it (a wave of
+  manifests and tables is fetched, then read, and names the next; with payloads, every blob);
+- ``objects``: objects by digest, those the registry lacks or found corrupt, verified on
+  arrival (``objects.receive``) and put into the store as a push to a folder puts them
+  (``waves.put_objects``);
+- ``check_whole`` and ``write_tags``: before tags name what came, every object it reaches is
+  here.
+
+A ``Fetch`` holds the registry's lock, shared, for as long as it is entered (``with``): from
+before it looks at what the registry lacks until the fetched revisions are tagged. gc takes
+that lock exclusive, so it waits, and never sees an object fetched and not yet tagged (it would
+be unreachable, and removed). docs/concepts.md, "Guarantees".
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
-from dsreg._util.progress import ProgressHook
+from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import (
     CorruptObjectError,
     DsregError,
@@ -21,48 +35,182 @@ from dsreg.errors import (
     ObjectNotFoundError,
 )
 from dsreg.formats.manifests import Overlay, Revision, Snapshot
-from dsreg.objects.batch import ObjectBatch
 from dsreg.objects.digest import is_digest, short
 from dsreg.objects.hashing import hash_bytes, hash_path
+from dsreg.objects.store import ObjectStore
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import MANIFEST_KINDS, Node, Problem, reachable
+from dsreg.remote.objects import Received, Sink, receive
 from dsreg.remote.refs import RefUpdate
-from dsreg.remote.store import FetchReport, RemoteStore
-from dsreg.remote.waves import WAVE, staged_waves
+from dsreg.remote.store import RemoteStore, TagName, Target
+from dsreg.remote.waves import put_objects
 
-__all__ = [
-    "Closure",
-    "Target",
-    "check_whole",
-    "fetch_closure",
-    "fetch_objects",
-    "foreign_tags",
-    "owner",
-    "refused_error",
-    "set_local_refs",
-]
-
-# (dataset, tag, digest); dataset and tag are None for a digest fetched without a tag.
-Target = tuple[str | None, str | None, str]
-
-# Up to this many objects (manifests, tables) are stored one by one, without a staging batch.
-_FEW = 32
+__all__ = ["Fetch", "Owner", "owner", "refused_error"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Closure:
-    """What a fetch of revisions' closure brought, and every object the closure holds."""
+class Fetch:
+    """One command's fetch from remote ``rs`` into registry ``reg`` (module docstring): enter
+    it (``with``) to hold the registry's lock. It counts what it brought (``fetched`` objects,
+    ``bytes``) and keeps every object its closures reach (``reached``), which must all be here
+    before a tag names them."""
 
-    fetched: int = 0
-    bytes: int = 0
-    reached: frozenset[str] = field(default_factory=frozenset)
+    __slots__ = ("_lock", "bytes", "fetched", "jobs", "progress", "reached", "reg", "rs")
+
+    def __init__(
+        self, reg: Registry, rs: RemoteStore, *, jobs: int, progress: ProgressHook = no_progress
+    ) -> None:
+        self.reg = reg
+        self.rs = rs
+        self.jobs = jobs
+        self.progress = progress
+        self.fetched = 0
+        self.bytes = 0
+        self.reached: set[str] = set()
+        self._lock = contextlib.ExitStack()
+
+    def __enter__(self) -> Fetch:
+        self._lock.enter_context(self.reg.lock())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.close()
+
+    # -- the remote's tags, checked before they are written here -----------------------------
+    def refused_tags(self, targets: Sequence[Target]) -> dict[TagName, str]:
+        """The remote's tags among ``targets`` that name no revision of their own dataset
+        (another dataset's revision, an overlay, a revision whose overlays correct another
+        snapshot), each with the reason. Fetches the revision and snapshot manifests to tell."""
+        tagged = [t for t in targets if t.tag_name is not None]
+        if not tagged:
+            return {}
+        digests = sorted({t.digest for t in tagged})
+        self.objects(digests)
+        parts: set[str] = set()
+        not_revisions: dict[str, str] = {}
+        for d in digests:
+            try:
+                m = self.reg.manifest(d)
+            except IntegrityError as e:  # a payload, a table, a hostile manifest: not a revision
+                not_revisions[d] = f"names {short(d)}, which is not a revision ({e})"
+                continue
+            if isinstance(m, Overlay):
+                not_revisions[d] = f"names {short(d)}, an overlay, not a revision"
+            elif isinstance(m, Revision):
+                parts.update((m.snapshot, *m.overlays))
+        self.objects(parts)
+        refused: dict[TagName, str] = {}
+        for t in tagged:
+            assert t.tag_name is not None
+            why = not_revisions.get(t.digest) or _not_of_dataset(self.reg, t.digest, t.tag_name)
+            if why:
+                refused[t.tag_name] = why
+        return refused
+
+    # -- what revisions reach ----------------------------------------------------------------
+    def closure(self, starts: Iterable[str], *, payloads: bool) -> frozenset[str]:
+        """Fetch what ``starts`` reach that the registry lacks, wave by wave as the walk names
+        it: the manifests and tables, and with ``payloads`` every blob too. Returns what the
+        walk reached (also kept in ``reached``)."""
+        unreadable: list[Problem] = []
+
+        def before_read(part: Collection[str]) -> None:
+            if unreadable:
+                raise _unreadable(unreadable)  # before blobs an unreadable table may not name
+            self.objects(part)
+
+        def on_error(node: Node, e: DsregError) -> None:
+            if node.kind in MANIFEST_KINDS:
+                raise e  # a manifest is needed to go on: stop here, with its own error
+            unreadable.append(Problem(digest=node.digest, problem=str(e)))
+
+        reached, _ = reachable(
+            self.reg, starts, tables=payloads, before_read=before_read, on_error=on_error
+        )
+        if unreadable:
+            raise _unreadable(unreadable)
+        self.reached |= reached
+        return frozenset(reached)
+
+    def whole(self, starts: Iterable[str], *, payloads: bool) -> None:
+        """``closure``, then ``check_whole``: revisions read here without being tagged."""
+        self.closure(starts, payloads=payloads)
+        self.check_whole()
+
+    def check_whole(self) -> None:
+        """Every object the closures reached is here (the lock keeps gc out; this catches
+        anything else that removed one, and no tag is then written)."""
+        lost = sorted(self.reg.store.missing(self.reached))
+        if lost:
+            raise ObjectNotFoundError(
+                f"{len(lost)} objects fetched were removed before their tags were written "
+                f"(first {', '.join(short(d) for d in lost[:3])}); no tag was set: pull again",
+                digest=lost[0],
+            )
+
+    def write_tags(
+        self, targets: Iterable[Target], *, force: bool, command: str
+    ) -> list[RefUpdate]:
+        """Set the local tags of ``targets``, once ``check_whole`` found what they reach here."""
+        self.check_whole()
+        out = []
+        for t in targets:
+            if t.dataset is None or t.tag is None:
+                continue
+            old = self.reg.refs.set(t.dataset, t.tag, t.digest, force=force, command=command)
+            status = "unchanged" if old == t.digest else ("created" if old is None else "moved")
+            out.append(
+                RefUpdate(
+                    dataset=t.dataset, tag=t.tag, revision=t.digest, previous=old, status=status
+                )
+            )
+        return out
+
+    # -- objects by digest -------------------------------------------------------------------
+    def objects(self, digests: Iterable[str]) -> int:
+        """Fetch the objects among ``digests`` that the registry lacks, and those a read found
+        corrupt (and marked), which are replaced, not trusted because they exist: a pull
+        repairs them, as the corrupt-object error advises. Raises on any missing or corrupt
+        remote object (after keeping the intact ones); returns how many came."""
+        wanted = set(digests)
+        store = self.reg.store
+        need = sorted(store.missing(wanted))
+        broken = sorted(store.marked_corrupt() & wanted)
+        received = Received()
+        if broken:
+            received += self._receive(broken, _Replacing(store))
+        if need:
+            # Many objects are staged and committed in waves, so an interrupted fetch keeps
+            # what arrived; a few are stored one by one.
+            for part in put_objects(
+                store,
+                need,
+                one_by_one=lambda few: self._receive(few, _OneByOne(store)),
+                staged=lambda batch, wave, done: self._receive(wave, batch, done, len(need)),
+            ):
+                received += part
+        _refuse_damage(self.rs, received)
+        self.fetched += received.fetched
+        self.bytes += received.bytes
+        return received.fetched
+
+    def _receive(
+        self, digests: Sequence[str], sink: Sink, done: int = 0, total: int = 0
+    ) -> Received:
+        """``receive`` into ``sink``; a wave's progress counts from ``done`` of ``total``."""
+
+        def progress(task: str, n: int, of: int) -> None:
+            self.progress(task, done + n, total or of)
+
+        return receive(
+            self.rs, digests, sink, self.reg.store.tmp, jobs=self.jobs, progress=progress
+        )
 
 
-class _StoreSink:
+class _OneByOne:
     """A few verified downloads, stored one by one (each fsynced) without a staging batch."""
 
-    def __init__(self, reg: Registry) -> None:
-        self._store = reg.store
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
 
     def put_bytes(self, data: bytes, *, expect: str | None = None) -> str:
         got = hash_bytes(data)
@@ -74,12 +222,12 @@ class _StoreSink:
         return self._store.put_file(Path(path))
 
 
-class _ReplaceSink:
-    """Downloads of objects this store holds but found corrupt: verified, then put in their
+class _Replacing:
+    """Downloads of objects the store holds but found corrupt: verified, then put in their
     place (``ObjectStore.replace_corrupt``): a batch install never replaces an object."""
 
-    def __init__(self, reg: Registry) -> None:
-        self._store = reg.store
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
 
     def put_bytes(self, data: bytes, *, expect: str | None = None) -> str:
         got = hash_bytes(data)
@@ -93,201 +241,82 @@ class _ReplaceSink:
         return got
 
 
-def fetch_objects(
-    reg: Registry,
-    rs: RemoteStore,
-    digests: Iterable[str],
-    *,
-    jobs: int,
-    progress: ProgressHook,
-    wave: int = WAVE,
-) -> FetchReport:
-    """Fetch the objects this registry lacks, verified; raise on any missing or corrupt one
-    (after keeping the intact ones). Many objects are staged and committed in waves, so an
-    interrupted pull keeps what arrived; a few are stored one by one."""
-    wanted = set(digests)
-    need = sorted(reg.store.missing(wanted))
-    # Objects a read found corrupt (and marked) are fetched again and replaced, not trusted
-    # because they exist: a pull repairs them, as the corrupt-object error advises.
-    broken = sorted(reg.store.marked_corrupt() & wanted)
-    if not need and not broken:
-        return FetchReport()
-    reports: list[FetchReport] = []
-    if broken:
-        reports.append(
-            rs.fetch(broken, _ReplaceSink(reg), reg.store.tmp, jobs=jobs, progress=progress)
-        )
-    if need and len(need) <= _FEW:
-        sink = _StoreSink(reg)
-        reports.append(rs.fetch(need, sink, reg.store.tmp, jobs=jobs, progress=progress))
-    elif need:
-
-        def stage(batch: ObjectBatch, part: Sequence[str], done: int) -> FetchReport:
-            def hook(task: str, n: int, total: int) -> None:
-                progress(task, done + n, len(need))
-
-            return rs.fetch(part, batch, reg.store.tmp, jobs=jobs, progress=hook)
-
-        reports.extend(staged_waves(reg.store, need, stage, wave=wave))
-    corrupt = [c for r in reports for c in r.corrupt]
-    missing = [m for r in reports for m in r.missing]
-    if corrupt:
+def _refuse_damage(rs: RemoteStore, received: Received) -> None:
+    """Raise if the remote held any object corrupt, or lacked any."""
+    if received.corrupt:
         listed = ", ".join(
-            f"{d} (its bytes hash to {short(g)})" if is_digest(g) else f"{d} ({g})"
-            for d, g in corrupt[:5]
+            f"{a.digest} (its bytes hash to {short(a.problem)})"
+            if a.problem and is_digest(a.problem)
+            else f"{a.digest} ({a.problem})"
+            for a in received.corrupt[:5]
         )
         raise CorruptObjectError(
-            f"remote {rs.label} holds {len(corrupt)} corrupt objects, not used: {listed}; "
-            "delete them on the remote and push them again from a registry that holds them"
-        )
-    if missing:
-        raise ObjectNotFoundError(
-            f"remote {rs.label} lacks {len(missing)} objects "
-            f"({', '.join(short(d) for d in missing[:5])}); push them from a registry that "
+            f"remote {rs.label} holds {len(received.corrupt)} corrupt objects, not used: "
+            f"{listed}; delete them on the remote and push them again from a registry that "
             "holds them"
         )
-    return FetchReport(fetched=sum(r.fetched for r in reports), bytes=sum(r.bytes for r in reports))
-
-
-def fetch_closure(
-    reg: Registry,
-    rs: RemoteStore,
-    starts: Iterable[str],
-    *,
-    payloads: bool,
-    jobs: int,
-    progress: ProgressHook,
-    wave: int = WAVE,
-) -> Closure:
-    """Fetch what ``starts`` reach, wave by wave as the walk names it: the manifests and tables
-    (a wave is fetched, then read, and names the next); with ``payloads``, every blob too."""
-    fetched = nbytes = 0
-    unreadable: list[Problem] = []
-
-    def refuse() -> IntegrityError:
-        # Names the first table: a reader that can fetch it again (``RemoteRead``) does.
-        return IntegrityError(
-            "; ".join(f"{short(p.digest)}: {p.problem}" for p in unreadable[:3])
-            + "; run 'dsreg verify'",
-            digest=unreadable[0].digest,
-        )
-
-    def fetch(part: Collection[str]) -> None:
-        nonlocal fetched, nbytes
-        if unreadable:
-            raise refuse()  # before fetching blobs that an unreadable table may not even name
-        rep = fetch_objects(reg, rs, part, jobs=jobs, progress=progress, wave=wave)
-        fetched += rep.fetched
-        nbytes += rep.bytes
-
-    def on_error(node: Node, e: DsregError) -> None:
-        if node.kind in MANIFEST_KINDS:
-            raise e  # a manifest is needed to go on: stop here, with its own error
-        unreadable.append(Problem(digest=node.digest, problem=str(e)))
-
-    reached, _ = reachable(reg, starts, tables=payloads, before_read=fetch, on_error=on_error)
-    if unreadable:
-        raise refuse()
-    return Closure(fetched=fetched, bytes=nbytes, reached=frozenset(reached))
-
-
-def check_whole(reg: Registry, closure: Closure) -> None:
-    """Before tags name a closure: every object of it is here (the lock keeps gc out; this
-    catches anything else that removed one, and no tag is then written)."""
-    lost = sorted(reg.store.missing(closure.reached))
-    if lost:
+    if received.missing:
         raise ObjectNotFoundError(
-            f"{len(lost)} objects fetched were removed before their tags were written (first "
-            f"{', '.join(short(d) for d in lost[:3])}); no tag was set: pull again",
-            digest=lost[0],
+            f"remote {rs.label} lacks {len(received.missing)} objects "
+            f"({', '.join(short(d) for d in received.missing[:5])}); push them from a registry "
+            "that holds them"
         )
 
 
-def foreign_tags(
-    reg: Registry,
-    rs: RemoteStore,
-    targets: Sequence[Target],
-    *,
-    jobs: int,
-    progress: ProgressHook,
-) -> tuple[dict[tuple[str, str], str], Closure]:
-    """The remote's tags among ``targets`` that name no revision of their own dataset (another
-    dataset's revision, an overlay, a revision whose overlays correct another snapshot), each
-    with the reason; and what was fetched to tell (the revision and snapshot manifests)."""
-    tagged = [(ds, tag, d) for ds, tag, d in targets if ds is not None and tag is not None]
-    if not tagged:
-        return {}, Closure()
-    digests = sorted({d for _, _, d in tagged})
-    first = fetch_objects(reg, rs, digests, jobs=jobs, progress=progress)
-    parts: set[str] = set()
-    bad: dict[str, str] = {}
-    for d in digests:
-        try:
-            m = reg.manifest(d)
-        except IntegrityError as e:  # a payload, a table, a hostile manifest: not a revision
-            bad[d] = f"names {short(d)}, which is not a revision ({e})"
-            continue
-        if isinstance(m, Overlay):
-            bad[d] = f"names {short(d)}, an overlay, not a revision"
-        elif isinstance(m, Revision):
-            parts.update((m.snapshot, *m.overlays))
-    second = fetch_objects(reg, rs, parts, jobs=jobs, progress=progress)
-    out: dict[tuple[str, str], str] = {}
-    for ds, tag, d in tagged:
-        if d in bad:
-            out[ds, tag] = bad[d]
-            continue
-        try:
-            of, why = owner(reg, d)
-        except IntegrityError as e:
-            of, why = None, f"names {short(d)}, which cannot be read ({e})"
-        if of is None:
-            out[ds, tag] = why
-        elif of != ds:
-            out[ds, tag] = f"names {short(d)}, a revision of dataset {of!r}, not {ds!r}"
-    fetched = first.fetched + second.fetched
-    return out, Closure(fetched=fetched, bytes=first.bytes + second.bytes)
+def _unreadable(problems: list[Problem]) -> IntegrityError:
+    """A table a closure fetched and could not read: named by its digest, so a reader that can
+    fetch it again (``RemoteRead``) does."""
+    return IntegrityError(
+        "; ".join(f"{short(p.digest)}: {p.problem}" for p in problems[:3]) + "; run 'dsreg verify'",
+        digest=problems[0].digest,
+    )
 
 
-def owner(reg: Registry, digest: str) -> tuple[str | None, str]:
-    """The dataset a stored manifest belongs to, as ``(dataset, "")``: a revision's snapshot's
-    (every overlay of it correcting that snapshot), a snapshot's own, an overlay's base's. A
-    revision whose overlays correct another snapshot belongs to none: ``(None, why)``. The
-    manifests it names must be here."""
+class Owner(NamedTuple):
+    """The dataset a manifest belongs to, or ``None`` and ``why`` it belongs to none."""
+
+    dataset: str | None
+    why: str = ""
+
+
+def owner(reg: Registry, digest: str) -> Owner:
+    """The dataset a stored manifest belongs to: a revision's snapshot's (every overlay of it
+    correcting that snapshot), a snapshot's own, an overlay's base's. A revision whose overlays
+    correct another snapshot belongs to none. The manifests it names must be here."""
     m = reg.manifest(digest)
     if isinstance(m, Snapshot):
-        return m.dataset, ""
+        return Owner(m.dataset)
     if isinstance(m, Overlay):
-        return reg.snapshot(m.base).dataset, ""
+        return Owner(reg.snapshot(m.base).dataset)
     for o in m.overlays:
         base = reg.overlay(o).base
         if base != m.snapshot:
-            return None, (
+            return Owner(
+                None,
                 f"names {short(digest)}, whose overlay {short(o)} corrects snapshot "
-                f"{short(base)}, not its snapshot {short(m.snapshot)}"
+                f"{short(base)}, not its snapshot {short(m.snapshot)}",
             )
-    return reg.snapshot(m.snapshot).dataset, ""
+    return Owner(reg.snapshot(m.snapshot).dataset)
 
 
-def set_local_refs(
-    reg: Registry, targets: Iterable[Target], *, force: bool, command: str
-) -> list[RefUpdate]:
-    """Set the local tags of ``targets`` (the caller holds the registry's lock)."""
-    out = []
-    for ds, tag, d in targets:
-        if ds is None or tag is None:
-            continue
-        old = reg.refs.set(ds, tag, d, force=force, command=command)
-        status = "unchanged" if old == d else ("created" if old is None else "moved")
-        out.append(RefUpdate(dataset=ds, tag=tag, revision=d, previous=old, status=status))
-    return out
+def _not_of_dataset(reg: Registry, digest: str, name: TagName) -> str:
+    """Why tag ``name`` may not name ``digest`` here ("" if it may)."""
+    try:
+        of = owner(reg, digest)
+    except IntegrityError as e:
+        return f"names {short(digest)}, which cannot be read ({e})"
+    if of.dataset is None:
+        return of.why
+    if of.dataset != name.dataset:
+        return f"names {short(digest)}, a revision of dataset {of.dataset!r}, not {name.dataset!r}"
+    return ""
 
 
-def refused_error(
-    rs: RemoteStore, refused: dict[tuple[str, str], str], done: str
-) -> IntegrityError:
+def refused_error(rs: RemoteStore, refused: dict[TagName, str], done: str) -> IntegrityError:
     """The error a pull or clone ends with when it refused some of the remote's tags."""
-    listed = "; ".join(f"{ds}@{tag} {why}" for (ds, tag), why in sorted(refused.items())[:10])
+    listed = "; ".join(
+        f"{name.dataset}@{name.tag} {why}" for name, why in sorted(refused.items())[:10]
+    )
     more = f" (and {len(refused) - 10} more)" if len(refused) > 10 else ""
     return IntegrityError(
         f"refused {len(refused)} tags of remote {rs.label}, not written here: {listed}{more}. "

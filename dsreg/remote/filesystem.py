@@ -61,7 +61,7 @@ class FolderFS:
     """What ``RemoteStore`` asks of a folder's file system, with the ``os`` module: the same
     answers as dvc-objects' ``LocalFileSystem`` (``find`` walks as it does, ``cat`` omits what
     it cannot read), without importing DVC. Objects never go through it: a folder remote takes
-    them as a registry does (``RemoteStore._send_to_folder``), and fetches read them in place."""
+    them as a registry does (``objects.send``), and fetches read them in place."""
 
     protocol = "local"
     sep = os.sep

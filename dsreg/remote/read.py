@@ -52,16 +52,14 @@ from dsreg.formats.names import parse_spec
 from dsreg.objects.digest import PREFIX, is_digest, short
 from dsreg.registry.folder import Registry, Resolved
 from dsreg.remote.config import jobs_for, open_remote
-from dsreg.remote.fetch import Closure, check_whole, fetch_closure, fetch_objects, owner
-from dsreg.remote.store import RemoteStore, listed_tags
+from dsreg.remote.fetch import Fetch, owner
+from dsreg.remote.store import RemoteStore, Target, listed_tags, looks_like_url
 
 __all__ = [
     "ENV_MAX_TAGS",
     "MAX_TAGS",
     "RemoteRead",
     "RemoteTags",
-    "fetch_revision",
-    "read_revision",
     "reading_remote",
     "remote_tags",
     "tag_cap",
@@ -81,7 +79,7 @@ _TRIES = 3
 def reading_remote(reg: Registry, remote: str, *, cached: bool) -> RemoteStore:
     """The remote to read: a configured name or a URL; in the cache registry (no registry of
     one's own, so no remote names), a URL or folder path only."""
-    if cached and "://" not in remote and "/" not in remote and not remote.startswith("."):
+    if cached and not looks_like_url(remote):
         raise ConfigError(
             f"no registry here, so remote {remote!r} names nothing: give the remote's URL or "
             "folder path (https://…, s3://…, /mnt/nas/dsreg), or run the command in a registry "
@@ -141,46 +139,28 @@ def remote_tags(
     return RemoteTags(tags=tags, named=len(names), cap=cap)
 
 
-def fetch_revision(
-    reg: Registry,
-    rs: RemoteStore,
-    digest: str,
-    *,
-    payloads: bool,
-    jobs: int,
-    progress: ProgressHook = no_progress,
-) -> Closure:
-    """Fetch what ``digest`` reaches that this registry lacks, verified: its manifests and
-    tables, and with ``payloads`` its payload blobs too."""
-    with reg.lock():
-        closure = fetch_closure(reg, rs, [digest], payloads=payloads, jobs=jobs, progress=progress)
-        check_whole(reg, closure)
-    return closure
-
-
-def _remote_digest(rs: RemoteStore, spec: str) -> tuple[str | None, str | None, str]:
-    """``(dataset, tag, digest)`` that ``spec`` names on the remote (module docstring). A tag
-    is its one tag file; a prefix reads the tag files of its dataset's tags only (at most
-    ``tag_cap()``)."""
+def _remote_target(rs: RemoteStore, spec: str) -> Target:
+    """What ``spec`` names on the remote (module docstring). A tag is its one tag file; a prefix
+    reads the tag files of its dataset's tags only (at most ``tag_cap()``)."""
     s = parse_spec(spec)
     if s.digest is not None:
-        return None, None, s.digest
+        return Target(None, None, s.digest)
     assert s.dataset is not None and s.ref is not None
     hexpart = s.ref.removeprefix(PREFIX)
     if is_digest(PREFIX + hexpart):
-        return s.dataset, None, PREFIX + hexpart
+        return Target(s.dataset, None, PREFIX + hexpart)
     if not s.ref.startswith(PREFIX):
         found = rs.get_ref(s.dataset, s.ref)
         if found is not None:
-            return s.dataset, s.ref, found
+            return Target(s.dataset, s.ref, found)
     names = rs.tag_names(s.dataset)  # names only: no tag file is read for them
     searched = ""
     if s.could_be_prefix and names:
         cap = tag_cap()
-        good, _damaged = rs.read_tags(names if cap is None else names[:cap])
+        good = rs.read_tags(names if cap is None else names[:cap]).good
         matches = sorted({d for d in good.values() if d.removeprefix(PREFIX).startswith(hexpart)})
         if len(matches) == 1:
-            return s.dataset, None, matches[0]
+            return Target(s.dataset, None, matches[0])
         if len(matches) > 1:
             raise AmbiguousDigestError(
                 f"{spec!r} is ambiguous on remote {rs.label}: it matches revisions "
@@ -200,52 +180,6 @@ def _remote_digest(rs: RemoteStore, spec: str) -> tuple[str | None, str | None, 
         f"{searched}); a revision no tag names is read by its full digest (blake3:<64 hex>)",
         dataset=s.dataset,
         ref=s.ref,
-    )
-
-
-def read_revision(
-    reg: Registry,
-    rs: RemoteStore,
-    spec: str,
-    *,
-    payloads: bool,
-    local_first: bool,
-    jobs: int | None = None,
-    progress: ProgressHook = no_progress,
-) -> Resolved:
-    """Resolve ``spec`` (here first if ``local_first``, else on the remote) and fetch what its
-    revision reaches that this registry lacks, verified (payloads only if ``payloads``). No tag
-    is written here. A remote tag naming no revision of its dataset is an ``IntegrityError``;
-    a corrupt remote object a ``CorruptObjectError`` (nothing of it is stored or served)."""
-    n_jobs = jobs_for(reg, rs, jobs)
-    if local_first:
-        try:
-            resolved = reg.resolve(spec)
-        except NotFoundError:
-            pass
-        else:
-            fetch_revision(
-                reg, rs, resolved.digest, payloads=payloads, jobs=n_jobs, progress=progress
-            )
-            return resolved
-    dataset, tag, digest = _remote_digest(rs, spec)
-    fetch_revision(reg, rs, digest, payloads=payloads, jobs=n_jobs, progress=progress)
-    resolved = reg.resolve(digest)
-    of, why = owner(reg, digest)
-    if dataset is not None and of != dataset:
-        what = f"a revision of dataset {of!r}" if of is not None else why
-        named = f"tag {dataset}@{tag} on remote {rs.label} names" if tag else f"{spec!r} is"
-        raise IntegrityError(
-            f"{named} {short(digest)}, {what}, not a revision of {dataset!r}: not served; "
-            "repair the tag on the remote (push the right revision with --force)",
-            digest=digest,
-        )
-    return Resolved(
-        digest=resolved.digest,
-        revision=resolved.revision,
-        dataset=resolved.dataset,
-        tag=tag,
-        spec=spec,
     )
 
 
@@ -273,19 +207,57 @@ class RemoteRead:
         self.jobs = jobs_for(reg, rs, jobs)
         self.progress = progress
 
+    def _fetch(self, progress: ProgressHook | None = None) -> Fetch:
+        """A fetch from the remote into the registry, to be entered (it takes the lock)."""
+        hook = self.progress if progress is None else progress
+        return Fetch(self.reg, self.rs, jobs=self.jobs, progress=hook)
+
     def revision(self, spec: str, *, payloads: bool) -> Resolved:
-        """``read_revision`` of ``spec`` (in a registry of one's own, resolved there first),
-        repaired as ``repairing`` does."""
-        return self.repairing(
-            lambda: read_revision(
-                self.reg,
-                self.rs,
-                spec,
-                payloads=payloads,
-                local_first=not self.cached,
-                jobs=self.jobs,
-                progress=self.progress,
-            )
+        """Resolve ``spec`` (in a registry of one's own, here first; else on the remote) and
+        fetch what its revision reaches that the registry lacks, verified (payloads only if
+        ``payloads``), repaired as ``repairing`` does. No tag is written here. A remote tag
+        naming no revision of its dataset is an ``IntegrityError``; a corrupt remote object a
+        ``CorruptObjectError`` (nothing of it is stored or served)."""
+        return self.repairing(lambda: self._revision(spec, payloads=payloads))
+
+    def _revision(self, spec: str, *, payloads: bool) -> Resolved:
+        if not self.cached:
+            try:
+                resolved = self.reg.resolve(spec)
+            except NotFoundError:
+                pass
+            else:
+                with self._fetch() as fetch:
+                    fetch.whole([resolved.digest], payloads=payloads)
+                return resolved
+        target = _remote_target(self.rs, spec)
+        with self._fetch() as fetch:
+            fetch.whole([target.digest], payloads=payloads)
+        resolved = self.reg.resolve(target.digest)
+        self._check_owner(spec, target)
+        return Resolved(
+            digest=resolved.digest,
+            revision=resolved.revision,
+            dataset=resolved.dataset,
+            tag=target.tag,
+            spec=spec,
+        )
+
+    def _check_owner(self, spec: str, target: Target) -> None:
+        """A remote tag (or ``dataset@<digest>``) names a revision of its own dataset."""
+        of = owner(self.reg, target.digest)
+        if target.dataset is None or of.dataset == target.dataset:
+            return
+        what = f"a revision of dataset {of.dataset!r}" if of.dataset is not None else of.why
+        named = (
+            f"tag {target.dataset}@{target.tag} on remote {self.rs.label} names"
+            if target.tag
+            else f"{spec!r} is"
+        )
+        raise IntegrityError(
+            f"{named} {short(target.digest)}, {what}, not a revision of {target.dataset!r}: not "
+            "served; repair the tag on the remote (push the right revision with --force)",
+            digest=target.digest,
         )
 
     def refetch(self, digests: Collection[str], progress: ProgressHook | None = None) -> None:
@@ -294,14 +266,8 @@ class RemoteRead:
         disk damaged. A corrupt one is replaced whole; an intact one is left alone."""
         if self.cached:
             Registry.init(self.reg.root)  # the cache may have been deleted whole meanwhile
-        with self.reg.lock():
-            fetch_objects(
-                self.reg,
-                self.rs,
-                digests,
-                jobs=self.jobs,
-                progress=self.progress if progress is None else progress,
-            )
+        with self._fetch(progress) as fetch:
+            fetch.objects(digests)
 
     def repairing(self, read: Callable[[], T]) -> T:
         """``read()``; when it fails on an object of this registry that is missing or was found

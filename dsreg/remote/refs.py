@@ -40,9 +40,15 @@ from dsreg._util.jsonread import LINE_BYTES, loads
 from dsreg.errors import RemoteError, TagExistsError
 from dsreg.objects.digest import short
 from dsreg.registry.refs import LogEntry
-from dsreg.remote.store import RemoteStore, ref_value
+from dsreg.remote.store import RemoteStore, TagName, TagValues, ref_value
 
-__all__ = ["RefUpdate", "describe_state", "update_ref", "write_index"]
+__all__ = [
+    "RefUpdate",
+    "damaged_reasons",
+    "describe_state",
+    "update_ref",
+    "write_index",
+]
 
 # A folder remote's lock is held for a few file writes; one this old is a killed push's.
 _STALE = 60.0
@@ -66,6 +72,10 @@ class RefUpdate:
     previous: str | None
     status: str  # "created", "moved", "unchanged", or "repaired" (a damaged tag replaced)
 
+    @property
+    def tag_name(self) -> TagName:
+        return TagName(self.dataset, self.tag)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "dataset": self.dataset,
@@ -83,6 +93,11 @@ def describe_state(state: str | bytes | None) -> str:
     if isinstance(state, bytes):
         return f"damaged, holding {state.decode('ascii', 'replace').strip()[:40]!r}"
     return short(state)
+
+
+def damaged_reasons(found: TagValues) -> dict[TagName, str]:
+    """Why each damaged tag among ``found`` is refused (a pull or clone writes none of them)."""
+    return {name: f"is {describe_state(data)}" for name, data in found.damaged.items()}
 
 
 def update_ref(
@@ -122,7 +137,7 @@ def _conflict(
     )
 
 
-def write_index(rs: RemoteStore, names: Iterable[tuple[str, str]]) -> bool:
+def write_index(rs: RemoteStore, names: Iterable[TagName]) -> bool:
     """Bring the remote's tag index ``info/refs`` (``dataset/tag`` per line, sorted) up to date
     for readers that cannot list folders (a registry served by a static web server); whether it
     was written. ``names`` are the tags the caller knows of (its scan plus what it wrote): the

@@ -1,11 +1,12 @@
 """Remotes: ``dsreg remote add|ls|remove``, ``push``, ``pull``, ``clone`` and ``open(remote=)``.
 
 A remote holds what a registry holds, minus its config, state and tmp: ``files/blake3/…``,
-``refs/<dataset>/<tag>`` and ``logs/<dataset>.jsonl`` (``store.py`` moves the bytes, ``refs.py``
-moves the tags, ``fetch.py`` brings objects in, ``clone.py`` makes a registry from a remote).
-Configuration follows DVC: ``config.toml`` holds ``[remote.<name>] url = …`` and options, and
-``[core] remote`` names the default; secrets come from the environment or the cloud SDK's own
-configuration. ``config.toml`` is never pushed, and dsreg refuses to store a secret in it.
+``refs/<dataset>/<tag>`` and ``logs/<dataset>.jsonl`` (``objects.py`` moves the bytes both
+ways, ``refs.py`` moves the tags, ``fetch.py`` is every fetch into a registry, ``clone.py``
+makes a registry from a remote). Configuration follows DVC: ``config.toml`` holds
+``[remote.<name>] url = …`` and options, and ``[core] remote`` names the default; secrets come
+from the environment or the cloud SDK's own configuration. ``config.toml`` is never pushed, and
+dsreg refuses to store a secret in it.
 
 As in git, a tag on a remote certifies that the remote holds everything its revision reaches:
 push sends objects first, makes them durable, and only then writes the tag. So a revision a
@@ -45,19 +46,16 @@ from dsreg.remote.config import (
     open_remote,
     remove_remote,
 )
-from dsreg.remote.fetch import (
-    Target,
-    check_whole,
-    fetch_closure,
-    fetch_objects,
-    foreign_tags,
-    owner,
-    refused_error,
-    set_local_refs,
+from dsreg.remote.fetch import Fetch, owner, refused_error
+from dsreg.remote.objects import present, send, tidy
+from dsreg.remote.refs import (
+    RefUpdate,
+    damaged_reasons,
+    describe_state,
+    update_ref,
+    write_index,
 )
-from dsreg.remote.refs import RefUpdate, describe_state, update_ref, write_index
-from dsreg.remote.store import RemoteStore, listed_tags
-from dsreg.remote.waves import WAVE
+from dsreg.remote.store import RemoteStore, TagName, TagValues, Target, listed_tags
 
 if TYPE_CHECKING:
     from dsreg.views.dataset import Dataset
@@ -81,72 +79,63 @@ __all__ = [
     "remove_remote",
 ]
 
-# Objects fetched are committed to the store in waves of this many, so an interrupted pull
-# keeps what came.
-_WAVE = WAVE
-
 
 # -- results ---------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PushResult:
+class _Transfer:
+    """What a push and a pull both report: the remote, the revisions moved, the tags written."""
+
     remote: str
     url: str
     revisions: tuple[str, ...]
-    sent: int
-    bytes: int
-    already: int
     refs: tuple[RefUpdate, ...]
+
+    def _counts(self) -> dict[str, int]:
+        raise NotImplementedError
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "remote": self.remote,
             "url": self.url,
             "revisions": list(self.revisions),
-            "objects_sent": self.sent,
-            "bytes_sent": self.bytes,
-            "objects_already_there": self.already,
+            **self._counts(),
             "refs": [r.to_dict() for r in self.refs],
         }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PullResult:
-    remote: str
-    url: str
-    revisions: tuple[str, ...]
-    fetched: int
+class PushResult(_Transfer):
+    sent: int
     bytes: int
-    refs: tuple[RefUpdate, ...]
+    already: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def _counts(self) -> dict[str, int]:
         return {
-            "remote": self.remote,
-            "url": self.url,
-            "revisions": list(self.revisions),
-            "objects_fetched": self.fetched,
-            "bytes_fetched": self.bytes,
-            "refs": [r.to_dict() for r in self.refs],
+            "objects_sent": self.sent,
+            "bytes_sent": self.bytes,
+            "objects_already_there": self.already,
         }
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PullResult(_Transfer):
+    fetched: int
+    bytes: int
+
+    def _counts(self) -> dict[str, int]:
+        return {"objects_fetched": self.fetched, "bytes_fetched": self.bytes}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Sent:
+    """What a push sent: objects and bytes, and the objects the remote held already."""
+
+    objects: int = 0
+    bytes: int = 0
+    already: int = 0
+
+
 # -- push ------------------------------------------------------------------------------------
-def _push_targets(reg: Registry, specs: Sequence[str]) -> list[tuple[str | None, str | None, str]]:
-    """``(dataset, tag, digest)`` for each spec: a bare dataset name means all its tags."""
-    if not specs:
-        return [(ds, tag, d) for ds, tag, d in reg.refs.all()]
-    out: list[tuple[str | None, str | None, str]] = []
-    for spec in specs:
-        if "@" not in spec and not spec.startswith(PREFIX):
-            tags = reg.refs.tags(check_name(spec, what="dataset name"))
-            if not tags:
-                raise RevisionNotFoundError(f"no dataset {spec!r} in this registry; see 'dsreg ls'")
-            out += [(spec, t, d) for t, d in tags.items()]
-            continue
-        r = reg.resolve(spec)
-        out.append((r.dataset, r.tag, r.digest))
-    return out
-
-
 def push(
     reg: Registry,
     specs: Sequence[str] = (),
@@ -177,90 +166,140 @@ def push(
     if not targets:
         raise InvalidInputError("nothing to push: this registry has no tags; name a revision")
     # A damaged tag elsewhere on the remote blocks nothing; one this push writes needs --force.
-    remote_refs, damaged = rs.scan_refs(progress=progress)
+    there = rs.scan_refs(progress=progress)
+    _refuse_conflicts(rs, targets, there, force=force)
+    _check_own_dataset(
+        reg, [t for t in targets if t.tag_name and there.good.get(t.tag_name) != t.digest]
+    )
+    sent = _send_missing(reg, rs, targets, there.good, jobs=n_jobs, progress=progress)
+    tidy(rs)
+    updates = [_push_tag(rs, t, force=force, command=command) for t in targets if t.tag_name]
+    # For readers that cannot list the remote's folders (a static web server).
+    write_index(rs, {*there.good, *there.damaged, *(u.tag_name for u in updates)})
+    return PushResult(
+        remote=rs.name,
+        url=rs.url,
+        revisions=tuple(sorted({t.digest for t in targets})),
+        sent=sent.objects,
+        bytes=sent.bytes,
+        already=sent.already,
+        refs=tuple(updates),
+    )
+
+
+def _push_targets(reg: Registry, specs: Sequence[str]) -> list[Target]:
+    """What each spec pushes: a bare dataset name means all its tags."""
+    if not specs:
+        return [Target(ds, tag, d) for ds, tag, d in reg.refs.all()]
+    out: list[Target] = []
+    for spec in specs:
+        if "@" not in spec and not spec.startswith(PREFIX):
+            tags = reg.refs.tags(check_name(spec, what="dataset name"))
+            if not tags:
+                raise RevisionNotFoundError(f"no dataset {spec!r} in this registry; see 'dsreg ls'")
+            out += [Target(spec, t, d) for t, d in tags.items()]
+            continue
+        r = reg.resolve(spec)
+        out.append(Target(r.dataset, r.tag, r.digest))
+    return out
+
+
+def _refuse_conflicts(
+    rs: RemoteStore, targets: Sequence[Target], there: TagValues, *, force: bool
+) -> None:
+    """Unless ``force``, refuse before anything is sent: a tag the remote holds at another
+    digest, or damaged."""
+    if force:
+        return
     conflicts = [
-        f"{ds}@{tag} (remote {short(remote_refs[ds, tag])}, local {short(d)})"
-        for ds, tag, d in targets
-        if ds is not None and tag is not None and remote_refs.get((ds, tag), d) != d
+        f"{t.dataset}@{t.tag} (remote {short(there.good[t.tag_name])}, local {short(t.digest)})"
+        for t in targets
+        if t.tag_name and there.good.get(t.tag_name, t.digest) != t.digest
     ]
-    broken = [
-        f"{ds}@{tag} ({describe_state(damaged[ds, tag])})"
-        for ds, tag, _d in targets
-        if ds is not None and tag is not None and (ds, tag) in damaged
-    ]
-    if conflicts and not force:
+    if conflicts:
         raise TagExistsError(
             f"remote {rs.label} holds {', '.join(conflicts)}; tags are immutable: nothing was "
             "pushed. Pull the remote's, or move the remote's tags with --force (its log keeps "
             "the old values)"
         )
-    if broken and not force:
+    broken = [
+        f"{t.dataset}@{t.tag} ({describe_state(there.damaged[t.tag_name])})"
+        for t in targets
+        if t.tag_name and t.tag_name in there.damaged
+    ]
+    if broken:
         raise TagExistsError(
             f"remote {rs.label} holds damaged tags {', '.join(broken)}: nothing was pushed. "
             "Replace them with this registry's with --force"
         )
-    _check_own_dataset(
-        reg,
-        [
-            (ds, tag, d)
-            for ds, tag, d in targets
-            if ds is not None and tag is not None and remote_refs.get((ds, tag)) != d
-        ],
-    )
-    certified = set(remote_refs.values())
-    todo = sorted({d for _, _, d in targets if d not in certified})
-    sent = nbytes = already = 0
-    if todo:
-        need, problems = reachable(reg, todo)
-        if problems:
+
+
+def _check_own_dataset(reg: Registry, writes: Sequence[Target]) -> None:
+    """A tag this push writes names a revision of its own dataset (two manifests read per tag;
+    a push that writes no tag reads none)."""
+    for t in writes:
+        try:
+            is_overlay = isinstance(reg.manifest(t.digest), Overlay)
+            of, why = (None, "an overlay") if is_overlay else owner(reg, t.digest)
+        except DsregError as e:
+            of, why = None, str(e)
+        if of != t.dataset:
+            what = f"a revision of dataset {of!r}" if of is not None else why
             raise IntegrityError(
-                "cannot push: "
-                + "; ".join(f"{short(p.digest)}: {p.problem}" for p in problems[:3])
-                + "; run 'dsreg verify' and repair first"
+                f"tag {t.dataset}@{t.tag} here names {short(t.digest)}, {what}, not a revision of "
+                f"{t.dataset!r}: nothing was pushed; point it at a revision of {t.dataset!r} with "
+                f"'dsreg tag --force {t.dataset}@{t.tag} <revision>' (see 'dsreg log {t.dataset}')",
+                digest=t.digest,
             )
-        # What the remote's own tags of these datasets reach is there already (objects go
-        # before tags); only the rest is asked about.
-        datasets = {ds for ds, _, d in targets if d in todo and ds is not None}
-        known_starts = [
-            d for (ds, _t), d in remote_refs.items() if ds in datasets and reg.store.has(d)
-        ]
-        if known_starts:
-            known, _ = reachable(reg, known_starts)
-            need -= known
-        present = rs.present(need, jobs=n_jobs, progress=progress)
-        send = sorted(need - present)
-        already = len(need) - len(send)
-        absent = reg.store.missing(send)
-        if absent:
-            raise ObjectNotFoundError(
-                f"{len(absent)} objects to push are neither in this registry nor on remote "
-                f"{rs.label} (first {', '.join(short(d) for d in sorted(absent)[:3])}); this "
-                "registry was cloned without them: pull them from the remote that has them first"
-            )
-        with reg.lock():
-            nbytes = rs.send([(d, reg.store.path(d)) for d in send], jobs=n_jobs, progress=progress)
-        sent = len(send)
-    rs.tidy()
-    updates = [_push_tag(rs, ds, tag, d, force=force, command=command) for ds, tag, d in targets]
-    # For readers that cannot list the remote's folders (a static web server).
-    write_index(rs, {*remote_refs, *damaged, *((u.dataset, u.tag) for u in updates if u)})
-    return PushResult(
-        remote=rs.name,
-        url=rs.url,
-        revisions=tuple(sorted({d for _, _, d in targets})),
-        sent=sent,
-        bytes=nbytes,
-        already=already,
-        refs=tuple(u for u in updates if u is not None),
-    )
 
 
-def _push_tag(
-    rs: RemoteStore, ds: str | None, tag: str | None, d: str, *, force: bool, command: str
-) -> RefUpdate | None:
+def _send_missing(
+    reg: Registry,
+    rs: RemoteStore,
+    targets: Sequence[Target],
+    remote_tags: dict[TagName, str],
+    *,
+    jobs: int,
+    progress: ProgressHook,
+) -> _Sent:
+    """Send what the targets reach that the remote lacks. The revisions the remote's tags name
+    are whole there (objects go before tags): only the rest is walked, and of it only what the
+    remote's tags of the same datasets do not reach is asked about."""
+    certified = set(remote_tags.values())
+    todo = sorted({t.digest for t in targets if t.digest not in certified})
+    if not todo:
+        return _Sent()
+    need, problems = reachable(reg, todo)
+    if problems:
+        raise IntegrityError(
+            "cannot push: "
+            + "; ".join(f"{short(p.digest)}: {p.problem}" for p in problems[:3])
+            + "; run 'dsreg verify' and repair first"
+        )
+    datasets = {t.dataset for t in targets if t.digest in todo and t.dataset is not None}
+    known_starts = [
+        d for name, d in remote_tags.items() if name.dataset in datasets and reg.store.has(d)
+    ]
+    if known_starts:
+        known, _ = reachable(reg, known_starts)
+        need -= known
+    to_send = sorted(need - present(rs, need, jobs=jobs, progress=progress))
+    absent = reg.store.missing(to_send)
+    if absent:
+        raise ObjectNotFoundError(
+            f"{len(absent)} objects to push are neither in this registry nor on remote "
+            f"{rs.label} (first {', '.join(short(d) for d in sorted(absent)[:3])}); this "
+            "registry was cloned without them: pull them from the remote that has them first"
+        )
+    with reg.lock():  # a gc waits: nothing being sent is removed under the push
+        nbytes = send(rs, reg.store, to_send, jobs=jobs, progress=progress)
+    return _Sent(objects=len(to_send), bytes=nbytes, already=len(need) - len(to_send))
+
+
+def _push_tag(rs: RemoteStore, t: Target, *, force: bool, command: str) -> RefUpdate:
     """Write one remote tag, compare-and-swap against the value read just before."""
-    if ds is None or tag is None:
-        return None
+    assert t.dataset is not None and t.tag is not None
+    ds, tag, d = t.dataset, t.tag, t.digest
     now = rs.ref_state(ds, tag)
     if now == d:
         return RefUpdate(dataset=ds, tag=tag, revision=d, previous=d, status="unchanged")
@@ -279,81 +318,7 @@ def _push_tag(
     return RefUpdate(dataset=ds, tag=tag, revision=d, previous=previous, status=status)
 
 
-def _check_own_dataset(reg: Registry, writes: Sequence[tuple[str, str, str]]) -> None:
-    """A tag this push writes names a revision of its own dataset (two manifests read per tag;
-    a push that writes no tag reads none)."""
-    for ds, tag, d in writes:
-        try:
-            is_overlay = isinstance(reg.manifest(d), Overlay)
-            of, why = (None, "an overlay") if is_overlay else owner(reg, d)
-        except DsregError as e:
-            of, why = None, str(e)
-        if of != ds:
-            what = f"a revision of dataset {of!r}" if of is not None else why
-            raise IntegrityError(
-                f"tag {ds}@{tag} here names {short(d)}, {what}, not a revision of {ds!r}: "
-                f"nothing was pushed; point it at a revision of {ds!r} with 'dsreg tag --force "
-                f"{ds}@{tag} <revision>' (see 'dsreg log {ds}')",
-                digest=d,
-            )
-
-
 # -- pull ------------------------------------------------------------------------------------
-def _pull_targets(
-    reg: Registry, rs: RemoteStore, specs: Sequence[str], progress: ProgressHook
-) -> tuple[list[Target], dict[tuple[str, str], str]]:
-    """``(dataset, tag, digest)``, a tag coming from the remote when it holds it; and the
-    remote's damaged tags among those asked for (all, or a dataset's), with the reason. Only
-    the tag files asked for are read: ``dataset@tag`` its own, a dataset its tags'."""
-    if not specs:
-        found, damaged = rs.scan_refs(progress=progress)
-        if not found and not damaged:
-            raise RevisionNotFoundError(
-                f"remote {rs.label} holds no tags: nothing to pull (is the URL right?)"
-            )
-        return [(ds, tag, d) for (ds, tag), d in found.items()], _damaged_reasons(damaged)
-    out: list[Target] = []
-    refused: dict[tuple[str, str], str] = {}
-    for spec in specs:
-        if "@" not in spec and not spec.startswith(PREFIX):
-            check_name(spec, what="dataset name")
-            good, damaged = rs.scan_refs(spec, progress=progress)
-            mine = [(ds, t, d) for (ds, t), d in good.items()]
-            bad = _damaged_reasons(damaged)
-            if not mine and not bad:
-                raise RevisionNotFoundError(f"remote {rs.label} holds no tags of {spec!r}")
-            out += mine
-            refused |= bad
-            continue
-        s = parse_spec(spec)
-        if s.digest is not None:
-            out.append((None, None, s.digest))
-            continue
-        assert s.dataset is not None and s.ref is not None
-        remote_digest = rs.get_ref(s.dataset, s.ref) if not s.ref.startswith(PREFIX) else None
-        if remote_digest is not None:
-            out.append((s.dataset, s.ref, remote_digest))
-            continue
-        if s.ref.startswith(PREFIX) and is_digest(s.ref):
-            out.append((s.dataset, None, s.ref))
-            continue
-        try:
-            r = reg.resolve(spec)
-        except NotFoundError:
-            tags = listed_tags(rs.tag_names(s.dataset))  # names only: no tag file is read
-            raise RevisionNotFoundError(
-                f"remote {rs.label} holds no tag {spec!r} (its tags of {s.dataset!r}: "
-                f"{tags}), and this registry cannot resolve it; "
-                "a digest must be given in full to pull it"
-            ) from None
-        out.append((r.dataset, r.tag, r.digest))
-    return out, refused
-
-
-def _damaged_reasons(damaged: dict[tuple[str, str], bytes]) -> dict[tuple[str, str], str]:
-    return {k: f"is {describe_state(v)}" for k, v in damaged.items()}
-
-
 def pull(
     reg: Registry,
     specs: Sequence[str] = (),
@@ -376,38 +341,92 @@ def pull(
     n_jobs = jobs_for(reg, rs, jobs)
     targets, refused = _pull_targets(reg, rs, specs, progress)
     conflicts = []
-    for ds, tag, d in targets:
-        if ds is not None and tag is not None:
-            local = reg.refs.get(ds, tag)
-            if local is not None and local != d:
-                conflicts.append(f"{ds}@{tag} (local {short(local)}, remote {short(d)})")
+    for t in targets:
+        name = t.tag_name
+        local = reg.refs.get(name.dataset, name.tag) if name else None
+        if local is not None and local != t.digest:
+            conflicts.append(
+                f"{t.dataset}@{t.tag} (local {short(local)}, remote {short(t.digest)})"
+            )
     if conflicts and not force:
         raise TagExistsError(
             f"this registry holds {', '.join(conflicts)}; tags are immutable: nothing was "
             "pulled. Move the local tags with --force (the log keeps the old values)"
         )
-    with reg.lock():
-        foreign, checked = foreign_tags(reg, rs, targets, jobs=n_jobs, progress=progress)
-        refused |= foreign
-        good = [t for t in targets if (t[0], t[1]) not in refused]
-        digests = sorted({d for _, _, d in good})
-        closure = fetch_closure(
-            reg, rs, digests, payloads=True, jobs=n_jobs, progress=progress, wave=_WAVE
-        )
-        check_whole(reg, closure)
-        updates = set_local_refs(reg, good, force=force, command=command)
+    with Fetch(reg, rs, jobs=n_jobs, progress=progress) as fetch:
+        refused |= fetch.refused_tags(targets)
+        good = [t for t in targets if t.tag_name not in refused]
+        digests = sorted({t.digest for t in good})
+        fetch.closure(digests, payloads=True)
+        updates = fetch.write_tags(good, force=force, command=command)
     if refused:
         raise refused_error(rs, refused, f"{len(updates)} other tags were pulled")
     return PullResult(
         remote=rs.name,
         url=rs.url,
         revisions=tuple(digests),
-        fetched=checked.fetched + closure.fetched,
-        bytes=checked.bytes + closure.bytes,
+        fetched=fetch.fetched,
+        bytes=fetch.bytes,
         refs=tuple(updates),
     )
 
 
+def _pull_targets(
+    reg: Registry, rs: RemoteStore, specs: Sequence[str], progress: ProgressHook
+) -> tuple[list[Target], dict[TagName, str]]:
+    """What each spec pulls, a tag coming from the remote when it holds it; and the remote's
+    damaged tags among those asked for (all, or a dataset's), with the reason. Only the tag
+    files asked for are read: ``dataset@tag`` its own, a dataset its tags'."""
+    if not specs:
+        found = rs.scan_refs(progress=progress)
+        if not found.good and not found.damaged:
+            raise RevisionNotFoundError(
+                f"remote {rs.label} holds no tags: nothing to pull (is the URL right?)"
+            )
+        return _targets_of(found), damaged_reasons(found)
+    out: list[Target] = []
+    refused: dict[TagName, str] = {}
+    for spec in specs:
+        if "@" not in spec and not spec.startswith(PREFIX):
+            check_name(spec, what="dataset name")
+            found = rs.scan_refs(spec, progress=progress)
+            if not found.good and not found.damaged:
+                raise RevisionNotFoundError(f"remote {rs.label} holds no tags of {spec!r}")
+            out += _targets_of(found)
+            refused |= damaged_reasons(found)
+        else:
+            out.append(_pull_target(reg, rs, spec))
+    return out, refused
+
+
+def _pull_target(reg: Registry, rs: RemoteStore, spec: str) -> Target:
+    """What ``dataset@tag`` or a digest pulls: the remote's tag when it holds it."""
+    s = parse_spec(spec)
+    if s.digest is not None:
+        return Target(None, None, s.digest)
+    assert s.dataset is not None and s.ref is not None
+    remote_digest = rs.get_ref(s.dataset, s.ref) if not s.ref.startswith(PREFIX) else None
+    if remote_digest is not None:
+        return Target(s.dataset, s.ref, remote_digest)
+    if s.ref.startswith(PREFIX) and is_digest(s.ref):
+        return Target(s.dataset, None, s.ref)
+    try:
+        r = reg.resolve(spec)
+    except NotFoundError:
+        tags = listed_tags(rs.tag_names(s.dataset))  # names only: no tag file is read
+        raise RevisionNotFoundError(
+            f"remote {rs.label} holds no tag {spec!r} (its tags of {s.dataset!r}: "
+            f"{tags}), and this registry cannot resolve it; "
+            "a digest must be given in full to pull it"
+        ) from None
+    return Target(r.dataset, r.tag, r.digest)
+
+
+def _targets_of(found: TagValues) -> list[Target]:
+    return [Target(name.dataset, name.tag, d) for name, d in found.good.items()]
+
+
+# -- fetches a command asks for ------------------------------------------------------------
 def fetch_missing(
     reg: Registry,
     digests: Iterable[str],
@@ -429,14 +448,14 @@ def fetch_missing(
             "with 'dsreg remote add NAME URL --default'"
         )
     rs = open_remote(reg, remote)
-    with reg.lock():
-        rep = fetch_objects(reg, rs, need, jobs=jobs_for(reg, rs, jobs), progress=progress)
-    return rep.fetched
+    with Fetch(reg, rs, jobs=jobs_for(reg, rs, jobs), progress=progress) as fetch:
+        return fetch.objects(need)
 
 
 def fetch_for_open(reg: Registry, spec: str, remote: str) -> Dataset:
     """``dsreg.open(spec, remote=…)``: resolve here if possible (else through the remote's tag),
     fetch what the revision reaches that this registry lacks, verified, and open it."""
+    # Imports numpy and pyarrow: only once a revision is opened.
     from dsreg.views.dataset import Dataset
 
     rs = open_remote(reg, remote)
@@ -446,9 +465,6 @@ def fetch_for_open(reg: Registry, spec: str, remote: str) -> Dataset:
     except NotFoundError:
         pull(reg, [spec], remote=remote, command=f"dsreg.open({spec!r}, remote={remote!r})")
         return Dataset(reg, reg.resolve(spec))
-    with reg.lock():
-        closure = fetch_closure(
-            reg, rs, [resolved.digest], payloads=True, jobs=jobs, progress=no_progress
-        )
-        check_whole(reg, closure)
+    with Fetch(reg, rs, jobs=jobs) as fetch:
+        fetch.whole([resolved.digest], payloads=True)
     return Dataset(reg, resolved)

@@ -1,6 +1,7 @@
-"""How transfers are paced: objects staged and committed in doubling waves, work handed to
-threads in chunks, small files read whole. Shared by pushes to a folder remote (``store.py``)
-and by fetches into a registry (``fetch.py``)."""
+"""How transfers are paced: objects put into a store one by one when they are few and staged
+and committed in doubling waves when they are many, work handed to threads in chunks, small
+files read whole. Shared by both directions: pushes to a folder remote and fetches into a
+registry (``objects.py``, ``fetch.py``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from dsreg.objects.batch import ObjectBatch
 if TYPE_CHECKING:
     from dsreg.objects.store import ObjectStore
 
-__all__ = ["WAVE", "WHOLE", "parallel", "read_whole", "staged_waves"]
+__all__ = ["FEW", "WAVE", "WHOLE", "parallel", "put_objects", "read_whole", "staged_waves"]
 
 # Work is handed to the pool in chunks: one future per object costs more than a small copy.
 _PER_TASK = 64
@@ -27,6 +28,8 @@ WHOLE = 16 << 20
 # its committed waves moved, and a wave's commit overlaps the next wave's transfers.
 WAVE = 8192
 _FIRST_WAVE = 1024
+# Up to this many objects are put one by one (each fsynced on its own), without a staging batch.
+FEW = 32
 _RD = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
 T = TypeVar("T")
@@ -57,29 +60,42 @@ def _read_fd(fd: int, limit: int) -> bytes | None:
     return b"".join(parts)
 
 
+def put_objects(
+    store: ObjectStore,
+    items: Sequence[T],
+    *,
+    one_by_one: Callable[[Sequence[T]], R],
+    staged: Callable[[ObjectBatch, Sequence[T], int], R],
+) -> list[R]:
+    """Objects into ``store``, as a push to a folder and a fetch into a registry both put
+    them: up to ``FEW`` by ``one_by_one(items)`` (a few objects do not pay for a staging
+    batch), more by ``staged`` in waves (``staged_waves``)."""
+    if len(items) <= FEW:
+        return [one_by_one(items)]
+    return staged_waves(store, items, staged)
+
+
 def staged_waves(
     store: ObjectStore,
     items: Sequence[T],
     stage: Callable[[ObjectBatch, Sequence[T], int], R],
-    *,
-    wave: int = WAVE,
 ) -> list[R]:
     """``stage(batch, items[i:j], i)`` for each wave, each into its own staging batch of
     ``store``; a wave's commit (two ``syncfs`` barriers and the moves into ``files/``) runs while
-    the next wave stages. Waves double from ``_FIRST_WAVE`` up to ``wave`` objects, so the first
+    the next wave stages. Waves double from ``_FIRST_WAVE`` up to ``WAVE`` objects, so the first
     objects land early. What was committed stays if a later wave fails or the process dies."""
     out: list[R] = []
     with ThreadPoolExecutor(1) as committer, contextlib.ExitStack() as batches:
         pending: Future[int] | None = None
         try:
-            i, size = 0, min(_FIRST_WAVE, wave)
+            i, size = 0, min(_FIRST_WAVE, WAVE)
             while i < len(items):
                 batch = batches.enter_context(store.batch())
                 out.append(stage(batch, items[i : i + size], i))
                 if pending is not None:
                     pending.result()
                 pending = committer.submit(batch.commit)
-                i, size = i + size, min(size * 2, wave)
+                i, size = i + size, min(size * 2, WAVE)
             if pending is not None:
                 pending.result()
         finally:

@@ -28,7 +28,7 @@ from inprocess import Ran, run
 import dsreg
 from dsreg.objects.hashing import hash_path
 from dsreg.registry.folder import Registry
-from dsreg.remote.store import RemoteStore
+from dsreg.remote import fetch as fetching
 
 REPO = Path(dsreg.__file__).resolve().parents[1]
 QUERY = 'SELECT label_name, count(*) AS n FROM "pets@v1" GROUP BY ALL ORDER BY 1'
@@ -297,15 +297,15 @@ def test_an_object_the_cache_keeps_losing_ends_the_read_with_advice_for_a_cache(
         raw[0] ^= 0x01
         path.write_bytes(bytes(raw))
 
-    original = RemoteStore.fetch
+    original = fetching.receive
 
-    def fetch(self: RemoteStore, *args: Any, **kwargs: Any) -> Any:
-        rep = original(self, *args, **kwargs)
+    def fetch(*args: Any, **kwargs: Any) -> Any:
+        rep = original(*args, **kwargs)
         spoil()
         return rep
 
     spoil()
-    monkeypatch.setattr(RemoteStore, "fetch", fetch)
+    monkeypatch.setattr(fetching, "receive", fetch)
     ran = machine.read("checkout", published)
     assert ran.code == 1 and ran.crash is None
     lines = ran.err.strip().splitlines()

@@ -24,7 +24,7 @@ import dsreg
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import reachable
 from dsreg.registry.refs import RefStore
-from dsreg.remote.store import RemoteStore
+from dsreg.remote import fetch as fetching
 
 REPO = Path(dsreg.__file__).resolve().parents[1]
 OPS = ("pull", "pull-spec", "open", "clone")
@@ -111,7 +111,7 @@ def test_a_gc_started_at_any_point_of_a_fetch_removes_nothing_it_brought(
     wait: float,
 ) -> None:
     root = tmp_path_factory.mktemp("fetch") / "reg"
-    original = RemoteStore.fetch
+    original = fetching.receive
     calls: list[int] = []
     gcs: list[threading.Thread] = []
     outcome: list[Any] = []
@@ -122,8 +122,8 @@ def test_a_gc_started_at_any_point_of_a_fetch_removes_nothing_it_brought(
         except BaseException as e:  # reported below, not lost in the thread
             outcome.append(e)
 
-    def fetch(self: RemoteStore, digests: Any, sink: Any, scratch: Path, **kw: Any) -> Any:
-        rep = original(self, digests, sink, scratch, **kw)
+    def fetch(rs: Any, digests: Any, sink: Any, scratch: Path, **kw: Any) -> Any:
+        rep = original(rs, digests, sink, scratch, **kw)
         calls.append(len(digests))
         if len(calls) - 1 == at:
             # The downloads of this call are in (staged or stored); run gc now, in another
@@ -135,7 +135,7 @@ def test_a_gc_started_at_any_point_of_a_fetch_removes_nothing_it_brought(
         return rep
 
     with monkeypatch.context() as m:
-        m.setattr(RemoteStore, "fetch", fetch)
+        m.setattr(fetching, "receive", fetch)
         _run(op, remote, root)
     for t in gcs:
         t.join(30)
@@ -215,12 +215,12 @@ def test_a_pull_holds_the_lock_until_its_tags_are_written(
         finally:
             os.close(fd)
 
-    original_fetch = RemoteStore.fetch
+    original_fetch = fetching.receive
     original_set = RefStore.set
 
-    def fetch(self: RemoteStore, *a: Any, **kw: Any) -> Any:
+    def fetch(*a: Any, **kw: Any) -> Any:
         seen.append(exclusive_free())
-        return original_fetch(self, *a, **kw)
+        return original_fetch(*a, **kw)
 
     def set_tag(self: Any, *a: Any, **kw: Any) -> Any:
         seen.append(exclusive_free())
@@ -234,7 +234,7 @@ def test_a_pull_holds_the_lock_until_its_tags_are_written(
             seen.append(exclusive_free())
         return original_manifest(self, digest)
 
-    monkeypatch.setattr(RemoteStore, "fetch", fetch)
+    monkeypatch.setattr(fetching, "receive", fetch)
     monkeypatch.setattr(RefStore, "set", set_tag)
     monkeypatch.setattr(Registry, "manifest", manifest)
     dsreg.pull(remote=str(remote), registry=root)

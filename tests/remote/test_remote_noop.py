@@ -81,8 +81,8 @@ def test_a_push_with_nothing_new_sends_nothing_asks_nothing_and_changes_nothing(
     # The remote's tags certify what they reach: no walk of the revision, no existence query,
     # no transfer.
     monkeypatch.setattr(transfer, "reachable", forbidden)
-    monkeypatch.setattr(RemoteStore, "present", forbidden)
-    monkeypatch.setattr(RemoteStore, "send", forbidden)
+    monkeypatch.setattr(transfer, "present", forbidden)
+    monkeypatch.setattr(transfer, "send", forbidden)
     for specs in ((), ("pets",), ("pets@v1",)):
         again = push(reg, specs)
         assert (again.sent, again.bytes, again.already) == (0, 0, 0)

@@ -329,14 +329,14 @@ def test_a_pull_in_several_staging_waves_lands_every_object(
     monkeypatch: pytest.MonkeyPatch,
     tmp_path: Path,
 ) -> None:
-    import dsreg.remote.transfer as remotes
+    import dsreg.remote.waves as waves
 
     reg = make_registry("a")
     tree = make_imagefolder("many", classes=4, per_class=150)
     add_tree(reg, "many", tree, tag="v1")
     dsreg.push(remote=str(tmp_path / "remote"), registry=reg)
     # Waves of 64 objects over 256 shards: later waves land in shards earlier ones created.
-    monkeypatch.setattr(remotes, "_WAVE", 64)
+    monkeypatch.setattr(waves, "WAVE", 64)
     fresh = make_registry("b")
     assert dsreg.pull(remote=str(tmp_path / "remote"), registry=fresh).fetched == 603
     dsreg.checkout("many@v1", tmp_path / "out", link="copy", registry=fresh)
