@@ -98,9 +98,12 @@ class FolderFS:
                 yield f"{root}{os.sep}{name}"
 
     @staticmethod
-    def cat_file(path: str) -> bytes:
+    def cat_file(path: str, start: int | None = None, end: int | None = None) -> bytes:
+        """The file's bytes, from ``start`` up to ``end`` (not included) if given."""
         with open(path, "rb") as f:
-            return f.read()
+            if start:
+                f.seek(start)
+            return f.read() if end is None else f.read(max(0, end - (start or 0)))
 
     def cat(self, paths: list[str], *, on_error: str = "raise") -> dict[str, bytes]:
         out: dict[str, bytes] = {}

@@ -37,7 +37,7 @@ from dsreg.objects.digest import ALGORITHM, PREFIX, hex_of, layout, short
 from dsreg.objects.hashing import hash_bytes, hash_path
 from dsreg.objects.store import ObjectStore
 from dsreg.remote.download import batched, download
-from dsreg.remote.store import LOCAL_JOBS, STAGING_AGE, RemoteStore
+from dsreg.remote.store import LOCAL_JOBS, STAGED_TAG, STAGING_AGE, RemoteStore
 from dsreg.remote.waves import FEW, WHOLE, parallel, put_objects, read_whole
 
 __all__ = ["MISSING", "Arrival", "Received", "Sink", "present", "receive", "send", "tidy"]
@@ -195,7 +195,7 @@ def _send_to_folder(
     object is never published), made durable with one ``syncfs`` per wave, then moved into
     ``files/`` (a whole shard folder where the remote has none yet) without replacing any."""
     target = ObjectStore(Path(rs.root))
-    _drop_stale_staging(target.tmp)
+    _drop_stale_staging(Path(rs.tmp_path()))
 
     def one_by_one(part: Sequence[str]) -> int:
         sent = sum(_put_verified(target, digest, source.path(digest)) for digest in part)
@@ -262,12 +262,13 @@ def tidy(rs: RemoteStore) -> None:
     """Drop what killed pushes left in a folder remote's ``tmp/`` (``STAGING_AGE`` old and
     more): one listing, so every push does it, a push with nothing to send included."""
     if rs.local:
-        _drop_stale_staging(Path(rs.root) / "tmp")
+        _drop_stale_staging(Path(rs.tmp_path()))
 
 
 def _drop_stale_staging(tmp: Path) -> None:
     """Remove what killed pushes left in a folder remote's ``tmp/`` more than ``STAGING_AGE``
-    ago (a push still running touches its staging folder far more often)."""
+    ago: staging folders of objects and staged tags (a push still running touches its staging
+    far more often)."""
     cutoff = time.time() - STAGING_AGE
     try:
         with os.scandir(tmp) as listing:
@@ -276,8 +277,12 @@ def _drop_stale_staging(tmp: Path) -> None:
         return
     for e in entries:
         with contextlib.suppress(OSError):
-            if e.name.startswith(STAGE_PREFIX) and e.stat().st_mtime < cutoff:
+            if e.stat(follow_symlinks=False).st_mtime >= cutoff:
+                continue
+            if e.name.startswith(STAGE_PREFIX):
                 shutil.rmtree(e.path, ignore_errors=True)
+            elif e.name.startswith(STAGED_TAG) and e.is_file(follow_symlinks=False):
+                os.unlink(e.path)
 
 
 # -- receiving (every fetch) -----------------------------------------------------------------

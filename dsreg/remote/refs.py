@@ -40,7 +40,7 @@ from dsreg._util.jsonread import LINE_BYTES, loads
 from dsreg.errors import RemoteError, TagExistsError
 from dsreg.objects.digest import short
 from dsreg.registry.refs import LogEntry
-from dsreg.remote.store import RemoteStore, TagName, TagValues, ref_value
+from dsreg.remote.store import STAGED_TAG, RemoteStore, TagName, TagValues, ref_value
 
 __all__ = [
     "RefUpdate",
@@ -58,6 +58,8 @@ _WAIT = 2 * _STALE
 _INDEX_TRIES = 3
 # Attempts at a conditional read-modify-write of an object store's log before giving up.
 _TRIES = 20
+# Attempts at staging a tag in a folder remote's tmp/, which other pushes remove when empty.
+_STAGE_TRIES = 5
 _RW_APPEND = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
 _WR_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 # Errors for which link(2) is missing, not refused: the file system has no hard links.
@@ -151,7 +153,7 @@ def write_index(rs: RemoteStore, names: Iterable[TagName]) -> bool:
     wrote = False
     for _ in range(_INDEX_TRIES):
         body = "".join(f"{ds}/{tag}\n" for ds, tag in sorted(wanted)).encode("utf-8")
-        if rs.read(path, "read the tag index (info/refs) of") == body:
+        if rs.read(path, "read the tag index (info/refs) of", limit=len(body)) == body:
             return wrote
         rs.write(path, body)
         wrote = True
@@ -167,13 +169,13 @@ def _update_folder(
     rs: RemoteStore, dataset: str, tag: str, new: str, expected: str | bytes | None, line: bytes
 ) -> None:
     path = rs.ref_path(dataset, tag)
-    folder = os.path.dirname(path)
     action = f"write tag {dataset}@{tag} to"
     try:
-        os.makedirs(folder, exist_ok=True)
-        # Staged beside the tag (a dot name no listing takes for a tag), before the lock: the
-        # lock is held for a few small writes only.
-        tmp = _write_new(folder, f".{tag}.", (new + "\n").encode("ascii"))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        # Staged before the lock (the lock is held for a few small writes only), in the
+        # remote's tmp/: a push killed before it removes the staged file leaves nothing below
+        # refs/, and a later push drops the file from tmp/ once stale (``objects.tidy``).
+        tmp = _stage(rs.tmp_path(), (new + "\n").encode("ascii"))
     except OSError as e:
         raise rs.error(action, e) from None
     try:
@@ -198,12 +200,22 @@ def _update_folder(
     finally:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        with contextlib.suppress(OSError):
+            os.rmdir(rs.tmp_path())  # only if no other push is staging there
 
 
-def _write_new(folder: str, prefix: str, data: bytes) -> str:
-    """A new file in ``folder`` holding ``data``, made durable; its path."""
-    path = os.path.join(folder, f"{prefix}{secrets.token_hex(8)}")
-    fd = os.open(path, _WR_NEW, 0o644)
+def _stage(staging: str, data: bytes) -> str:
+    """A new file in ``staging`` holding ``data``, made durable; its path. The folder is made
+    again if another push removed it, empty, in between."""
+    path = os.path.join(staging, f"{STAGED_TAG}{secrets.token_hex(8)}")
+    for attempt in range(_STAGE_TRIES):
+        os.makedirs(staging, exist_ok=True)
+        try:
+            fd = os.open(path, _WR_NEW, 0o644)
+            break
+        except FileNotFoundError:
+            if attempt == _STAGE_TRIES - 1:
+                raise
     try:
         write_all(fd, data)
         os.fsync(fd)

@@ -31,8 +31,11 @@ from dsreg.remote.waves import parallel
 
 __all__ = [
     "INDEX",
+    "INDEX_BYTES",
     "LOCAL_JOBS",
+    "STAGED_TAG",
     "STAGING_AGE",
+    "TAG_BYTES",
     "RemoteStore",
     "TagName",
     "TagValues",
@@ -44,6 +47,12 @@ __all__ = [
 
 # Where a push lists the remote's tags for readers that cannot list folders (git's info/refs).
 INDEX = ("info", "refs")
+# The index names each tag on a line of at most 129 bytes: two million tags of 30 characters
+# fit. A larger one is refused unread (by what a folder holds) or unparsed.
+INDEX_BYTES = 64 << 20
+# A tag file holds one digest line (72 bytes). One that holds more is damaged, and is kept as
+# its first bytes only: its file is read no further.
+TAG_BYTES = 4096
 # Requests in flight at once in one event loop (http, s3) for small files: tags.
 _BATCH = 1024
 # Downloads in flight at once from an http(s) remote by default.
@@ -55,6 +64,9 @@ LOCAL_JOBS = max(2, min(16, (os.cpu_count() or 1) * 2))
 # What a killed push staged in a folder remote's ``tmp/`` is removed by a later push once this
 # many seconds old: a running push touches its staging far more often.
 STAGING_AGE = 86400.0
+# A tag's new value is staged in a folder remote's ``tmp/`` under this prefix, then linked into
+# ``refs/``: a push killed in between leaves nothing below ``refs/``.
+STAGED_TAG = "tag-"
 # Tag names an error lists before it says how many more there are.
 _NAMED = 20
 # Reads of fewer tag files than this are over in a blink and report no progress: a push or pull
@@ -95,11 +107,14 @@ class TagValues(NamedTuple):
 
 
 def ref_value(data: bytes) -> str | bytes:
-    """A tag file's value: the digest it holds, or its bytes if it holds no digest (damaged)."""
-    try:
-        return format_digest(data.decode("ascii").strip())
-    except (UnicodeDecodeError, DsregError):
-        return data
+    """A tag file's value: the digest it holds, or, if it holds no digest (damaged), its bytes
+    (the first ``TAG_BYTES`` and one: a longer file is damaged however it goes on)."""
+    if len(data) <= TAG_BYTES:
+        try:
+            return format_digest(data.decode("ascii").strip())
+        except (UnicodeDecodeError, DsregError):
+            pass
+    return data[: TAG_BYTES + 1]
 
 
 def listed_tags(names: Sequence[TagName]) -> str:
@@ -137,6 +152,10 @@ class RemoteStore:
     def path(self, *parts: str) -> str:
         """A path below the remote's root."""
         return str(self.fs.join(self.root, *parts))
+
+    def tmp_path(self) -> str:
+        """A folder remote's staging folder, ``tmp/`` (as a registry's)."""
+        return self.path("tmp")
 
     def objects_path(self) -> str:
         return self.path("files", ALGORITHM)
@@ -210,16 +229,26 @@ class RemoteStore:
         """Each file's bytes, ``None`` for one that is absent."""
         task = "reading tags"
         if not batched(self.fs):
-            return parallel(self._read_if_there, paths, jobs=jobs, task=task, progress=progress)
+            return parallel(self._read_tag, paths, jobs=jobs, task=task, progress=progress)
         out: list[bytes | None] = []
         for lo in range(0, len(paths), _BATCH):
             out += read_files(self.fs, paths[lo : lo + _BATCH], jobs)
             progress(task, len(out), len(paths))
         return out
 
-    def _read_if_there(self, path: str) -> bytes | None:
+    def _read_tag(self, path: str) -> bytes | None:
+        return self._read_if_there(path, TAG_BYTES)
+
+    def _read_if_there(self, path: str, limit: int | None = None) -> bytes | None:
+        """A file's bytes, ``None`` if it is absent. With ``limit``, at most ``limit`` and one
+        of them: a folder's file is read no further (a caller tells a longer file by the
+        length); elsewhere the bytes are cut once read."""
         try:
-            return bytes(self.fs.cat_file(path))
+            if limit is None:
+                return bytes(self.fs.cat_file(path))
+            if self.local:
+                return bytes(self.fs.cat_file(path, start=0, end=limit + 1))
+            return bytes(self.fs.cat_file(path))[: limit + 1]
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             return None
 
@@ -262,7 +291,13 @@ class RemoteStore:
         """The tags ``info/refs`` names (``dataset/tag`` per line; what push writes for readers
         that cannot list folders, such as a static web server), all or ``dataset``'s. The tag
         files themselves stay the values' only source."""
-        data = self.read(self.index_path(), "read the tag index (info/refs) of")
+        data = self.read(self.index_path(), "read the tag index (info/refs) of", limit=INDEX_BYTES)
+        if data is not None and len(data) > INDEX_BYTES:
+            raise RemoteError(
+                f"the tag index {self.index_path()} of remote {self.label} is larger than "
+                f"{INDEX_BYTES >> 20} MiB, more than a push writes: not read; check the URL, or "
+                "push to the folder or bucket this remote serves to rewrite it"
+            )
         named: dict[TagName, None] = {}  # in the index's order, each once
         for line in (data or b"").decode("utf-8", "replace").splitlines():
             ds, sep, tag = line.strip().partition("/")
@@ -283,7 +318,8 @@ class RemoteStore:
 
     def ref_state(self, dataset: str, tag: str) -> str | bytes | None:
         """What a tag holds now: its digest, the bytes of a damaged tag, or ``None``."""
-        data = self.read(self.ref_path(dataset, tag), f"read tag {dataset}@{tag} from")
+        path = self.ref_path(dataset, tag)
+        data = self.read(path, f"read tag {dataset}@{tag} from", limit=TAG_BYTES)
         return None if data is None else ref_value(data)
 
     def get_ref(self, dataset: str, tag: str) -> str | None:
@@ -295,10 +331,11 @@ class RemoteStore:
     def log_bytes(self, dataset: str) -> bytes:
         return self.read(self.log_path(dataset), f"read the log of {dataset} from") or b""
 
-    def read(self, path: str, action: str) -> bytes | None:
-        """A file's bytes, or ``None`` if it is absent; any other failure a ``RemoteError``."""
+    def read(self, path: str, action: str, *, limit: int | None = None) -> bytes | None:
+        """A file's bytes (with ``limit``, at most ``limit`` and one: ``_read_if_there``), or
+        ``None`` if it is absent; any other failure a ``RemoteError``."""
         try:
-            return self._read_if_there(path)
+            return self._read_if_there(path, limit)
         except Exception as e:
             raise self.error(action, e) from None
 

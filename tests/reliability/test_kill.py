@@ -312,10 +312,14 @@ def _prepare_push(reg: Path, inp: dict[str, Path]) -> None:
 
 
 def _check_remote(where: Path) -> None:
-    """A remote's tags come last: every tag it holds names an object it holds."""
+    """A remote's tags come last: every tag it holds names an object it holds; and below its
+    refs/ are tags only (a push stages a tag's new value in the remote's tmp/)."""
     remote = where / "remote"
     if remote.is_dir():
         check_tags(remote)
+        for rel in _listing(remote / "refs"):
+            ds, tag = rel.split("/")
+            assert NAME.fullmatch(ds) and NAME.fullmatch(tag), rel
 
 
 CASES = [

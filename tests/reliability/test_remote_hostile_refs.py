@@ -199,6 +199,25 @@ def test_a_damaged_remote_tag_blocks_only_itself_and_force_repairs_it(
     assert _tags(again)[("pets", "v1")] == world.pets.revision
 
 
+def test_a_tag_file_that_never_ends_is_read_no_further_and_blocks_only_itself(
+    world: World,
+) -> None:
+    remote = world.copy("endless")
+    tag = remote / "refs" / "pets" / "v1"
+    tag.unlink()
+    tag.symlink_to("/dev/zero")  # a file of a folder remote that reads without end
+    url = str(remote)
+    fresh = _new_root(world, "endless")
+    Registry.init(fresh)
+    with pytest.raises(IntegrityError, match=r"pets@v1 is damaged"):
+        dsreg.pull(remote=url, registry=fresh)
+    assert ("pets", "v1") not in _tags(fresh) and ("pets", "fixed") in _tags(fresh)
+    res = dsreg.push(["pets@v1"], remote=url, force=True, registry=world.source)
+    assert [r.status for r in res.refs] == ["repaired"]
+    assert not tag.is_symlink()
+    assert RemoteStore(name="r", url=url, options={}).get_ref("pets", "v1") == world.pets.revision
+
+
 def test_a_local_tag_naming_another_datasets_revision_is_never_pushed(
     world: World, tmp_path: Path
 ) -> None:

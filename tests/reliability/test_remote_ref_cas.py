@@ -74,16 +74,17 @@ def _assert_chain(rs: RemoteStore, dataset: str, tag: str, moves: list[tuple[Any
     assert not _dot_files(rs)
 
 
-def _dot_files(rs: RemoteStore, *, staged: bool = True) -> list[str]:
-    """Locks and (with ``staged``) staged tags that finished pushes must not leave behind on a
-    folder remote. A killed push leaves its staged tag (a dot name no listing takes)."""
+def _dot_files(rs: RemoteStore) -> list[str]:
+    """Locks and dot files below refs/ and logs/ that pushes, finished or killed, must not
+    leave behind on a folder remote (a push stages a tag's new value in tmp/, never beside
+    it)."""
     if not rs.local:
         return []
     out = []
     for sub in ("refs", "logs"):
         for dirpath, _dirs, files in os.walk(os.path.join(rs.root, sub)):
             for f in files:
-                if ".lock" in f or (staged and f.startswith(".")):
+                if ".lock" in f or f.startswith("."):
                     out.append(os.path.join(dirpath, f))
     return out
 
@@ -349,7 +350,7 @@ def test_a_lock_left_by_a_killed_push_is_broken_at_once(tmp_path: Path) -> None:
     assert [r.status for r in res.refs] == ["created"]
     rs = RemoteStore(name="r", url=str(remote), options={})
     assert [(e.old, e.new) for e in _log(rs, "pets")] == [(None, res.refs[0].revision)]
-    assert not _dot_files(rs, staged=False)
+    assert not _dot_files(rs)
 
 
 @pytest.mark.parametrize("body", [b"", b"not json", b'{"pid": 1, "machine": "elsewhere"}'])
@@ -374,3 +375,56 @@ def test_an_old_lock_is_broken_and_a_fresh_one_waited_for(
     res = dsreg.push(registry=reg, remote=str(remote))
     assert [r.status for r in res.refs] == ["created"]
     assert not lock.exists()
+
+
+# -- a push killed while it writes a tag -----------------------------------------------------
+_KILLED_AFTER = """
+import os, signal, sys
+import dsreg
+import dsreg.remote.refs as refs
+real = getattr(refs, sys.argv[3])
+def then_die(*args, **kwargs):
+    real(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+setattr(refs, sys.argv[3], then_die)
+dsreg.push(registry=sys.argv[1], remote=sys.argv[2])
+"""
+
+
+def _files_below(root: Path, sub: str) -> dict[str, bytes]:
+    top = root / sub
+    return {p.relative_to(top).as_posix(): p.read_bytes() for p in top.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("step", "tags_left"),
+    [("_stage", set()), ("_append", set()), ("_install", {"pets/v1"})],
+    ids=["staged", "logged", "moved"],
+)
+def test_a_push_killed_while_it_writes_a_tag_leaves_nothing_below_refs(
+    tmp_path: Path, step: str, tags_left: set[str]
+) -> None:
+    """Killed right after it staged the tag's new value, logged the move, or moved the tag into
+    place: below refs/ the remote holds tag files only; a re-run ends with the remote a clean
+    push makes; what the killed push staged goes from tmp/ once stale."""
+    reg = _pusher(tmp_path, "a", "a")
+    clean, remote = tmp_path / "clean", tmp_path / "remote"
+    dsreg.push(registry=reg, remote=str(clean))
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_AFTER, str(reg.root), str(remote), step],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert set(_files_below(remote, "refs")) == tags_left
+    dsreg.push(registry=reg, remote=str(remote))
+    for sub in ("refs", "files"):
+        assert _files_below(remote, sub) == _files_below(clean, sub), sub
+    old = time.time() - 2 * 86400
+    for p in [*(remote / "tmp").rglob("*"), remote / "tmp"]:
+        os.utime(p, (old, old), follow_symlinks=False)
+    dsreg.push(registry=reg, remote=str(remote))
+    left = sorted(os.listdir(remote / "tmp")) if (remote / "tmp").is_dir() else []
+    assert left == [], f"the remote's tmp/ still holds {left}"

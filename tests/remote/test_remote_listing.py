@@ -18,6 +18,7 @@ import pytest
 
 import dsreg
 from dsreg import Registry
+from dsreg.remote import store
 from dsreg.remote.filesystem import FolderFS
 
 DEFAULT_CAP = 10_000
@@ -73,10 +74,10 @@ def tag_reads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     reads: list[tuple[str, int]] = []
     original = FolderFS.cat_file
 
-    def cat_file(path: str) -> bytes:
+    def cat_file(path: str, start: int | None = None, end: int | None = None) -> bytes:
         if "/refs/" in path:
             reads.append((path.split("/refs/", 1)[1], threading.get_ident()))
-        return original(path)
+        return original(path, start, end)
 
     monkeypatch.setattr(FolderFS, "cat_file", staticmethod(cat_file))
     return reads
@@ -290,3 +291,15 @@ def test_resolving_one_tag_of_300000_reads_its_file_alone(
     shown = dsreg.show("pets@t123456", remote=site.url)
     assert (shown.revision, shown.tag) == (published.revision, "t123456")
     assert site.tag_requests == ["refs/pets/t123456"] and site.index_requests == 0
+
+
+def test_an_index_larger_than_a_push_writes_ends_the_read_with_one_line_naming_it(
+    site: Site, machine: Path, cli: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The site's index names 300,000 tags (3.9 MB); the bound is lowered below it.
+    monkeypatch.setattr(store, "INDEX_BYTES", 1 << 20)
+    res = cli("ls", "--remote", site.url)
+    assert res.exit_code == 1 and res.stdout == ""
+    assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
+    assert f"{site.url}/info/refs" in res.stderr and "larger than 1 MiB" in res.stderr
+    assert site.tag_requests == []
