@@ -7,16 +7,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsreg.errors import RemoteError
 
-__all__ = ["READ_ONLY", "FolderFS", "describe", "is_plain_folder", "open_filesystem"]
+__all__ = ["READ_ONLY", "FolderFS", "Opened", "describe", "is_plain_folder", "open_filesystem"]
 
 # Protocols of remotes that dsreg reads only: a registry published on a static web server.
 READ_ONLY = frozenset({"http", "https"})
+
+
+class Opened(NamedTuple):
+    """A remote's file system (``FolderFS`` or dvc-objects') and its root path there."""
+
+    fs: Any
+    root: str
+
+
 # The http(s) file systems opened in this process, by URL and options.
-_WEB: dict[str, tuple[Any, str]] = {}
+_WEB: dict[str, Opened] = {}
 
 
 def is_plain_folder(url: str, options: dict[str, Any]) -> bool:
@@ -25,12 +34,12 @@ def is_plain_folder(url: str, options: dict[str, Any]) -> bool:
     return not options and bool(url) and "://" not in url
 
 
-def open_filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
+def open_filesystem(url: str, options: dict[str, Any]) -> Opened:
     """The filesystem and root path of ``url``; nothing is contacted yet. A plain folder needs
     neither DVC nor fsspec (importing them costs a command about a tenth of a second); any other
     URL, or a folder with DVC options, is checked and opened by ``dvc.fs.get_cloud_fs``."""
     if is_plain_folder(url, options):
-        return FolderFS(), url
+        return Opened(FolderFS(), url)
     key = f"{url}\0{sorted(options.items())!r}"
     if key in _WEB:
         return _WEB[key]
@@ -38,7 +47,7 @@ def open_filesystem(url: str, options: dict[str, Any]) -> tuple[Any, str]:
 
     try:
         cls, conf, path = get_cloud_fs(None, url=url, **options)
-        opened = cls(**conf), str(path)
+        opened = Opened(cls(**conf), str(path))
         if cls.protocol in READ_ONLY:
             # One per process: its HTTP session (and kept-alive connections) serves every
             # read, and is closed at exit, not left to a collector mid-run.

@@ -34,7 +34,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import (
@@ -59,6 +59,7 @@ __all__ = [
     "ENV_MAX_TAGS",
     "MAX_TAGS",
     "RemoteRead",
+    "RemoteTag",
     "RemoteTags",
     "reading_remote",
     "remote_tags",
@@ -104,14 +105,22 @@ def tag_cap(given: int | None = None) -> int | None:
     return given or None
 
 
+class RemoteTag(NamedTuple):
+    """One tag a remote holds, and the revision it names."""
+
+    dataset: str
+    tag: str
+    revision: str
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RemoteTags:
-    """A remote's tags as a listing read them: ``tags`` ``(dataset, tag, revision)``, sorted,
-    damaged tags left out; ``named``, how many tags the remote names; ``cap``, the most tag
-    files the listing read (``None``: no cap). ``omitted`` tags were not read (0 unless the
-    remote names more than ``cap``)."""
+    """A remote's tags as a listing read them: ``tags``, sorted, damaged tags left out;
+    ``named``, how many tags the remote names; ``cap``, the most tag files the listing read
+    (``None``: no cap). ``omitted`` tags were not read (0 unless the remote names more than
+    ``cap``)."""
 
-    tags: list[tuple[str, str, str]]
+    tags: list[RemoteTag]
     named: int
     cap: int | None
 
@@ -128,14 +137,14 @@ def remote_tags(
     ``progress``. ``RevisionNotFoundError`` if it holds none."""
     cap = tag_cap(max_tags)
     names = rs.tag_names()
-    good, damaged = rs.read_tags(names if cap is None else names[:cap], progress=progress)
-    if not good and not damaged and (cap is None or len(names) <= cap):
+    found = rs.read_tags(names if cap is None else names[:cap], progress=progress)
+    if not found.good and not found.damaged and (cap is None or len(names) <= cap):
         raise RevisionNotFoundError(
             f"remote {rs.label} holds no tags (is the URL right? a dsreg remote holds refs/, "
             "logs/ and files/blake3/; one served over http(s) also info/refs, which every "
             "push writes)"
         )
-    tags = sorted((ds, tag, d) for (ds, tag), d in good.items())
+    tags = sorted(RemoteTag(name.dataset, name.tag, d) for name, d in found.good.items())
     return RemoteTags(tags=tags, named=len(names), cap=cap)
 
 

@@ -33,7 +33,7 @@ import socket
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsreg._util.fs import write_all
 from dsreg._util.jsonread import LINE_BYTES, loads
@@ -419,8 +419,16 @@ def _state(data: bytes | None) -> str | bytes | None:
     return None if data is None else ref_value(data)
 
 
-def _read_tagged(rs: RemoteStore, path: str, action: str) -> tuple[str | None, bytes | None]:
-    """``(ETag, bytes)`` of an object, ``(None, None)`` if it is absent. The ETag is read first:
+class _Tagged(NamedTuple):
+    """An object of an object store as read for a conditional write: its ``etag`` and ``data``,
+    both ``None`` if it is absent."""
+
+    etag: str | None
+    data: bytes | None
+
+
+def _read_tagged(rs: RemoteStore, path: str, action: str) -> _Tagged:
+    """An object's ETag and bytes (``None`` both if it is absent). The ETag is read first:
     if the object changes before its bytes are read, a write conditional on that ETag fails,
     so it errs only towards refusing."""
     inner = getattr(rs.fs, "fs", None)
@@ -430,13 +438,13 @@ def _read_tagged(rs: RemoteStore, path: str, action: str) -> tuple[str | None, b
         info = rs.fs.info(path)
         data = bytes(rs.fs.cat_file(path))
     except FileNotFoundError:
-        return None, None
+        return _Tagged(None, None)
     except Exception as e:
         raise rs.error(action, e) from None
     etag = info.get("ETag") or info.get("etag")
     if not etag:
         raise RemoteError(f"remote {rs.label} gave no ETag for {path}: cannot write it safely")
-    return str(etag), data
+    return _Tagged(str(etag), data)
 
 
 def _put(rs: RemoteStore, path: str, data: bytes, etag: str | None) -> None:

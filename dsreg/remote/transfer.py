@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import (
@@ -339,7 +339,8 @@ def pull(
     (fetched objects are unreachable until their tags exist)."""
     rs = open_remote(reg, remote)
     n_jobs = jobs_for(reg, rs, jobs)
-    targets, refused = _pull_targets(reg, rs, specs, progress)
+    wanted = _pull_targets(reg, rs, specs, progress)
+    targets, refused = wanted.targets, wanted.refused
     conflicts = []
     for t in targets:
         name = t.tag_name
@@ -371,9 +372,17 @@ def pull(
     )
 
 
+class _Wanted(NamedTuple):
+    """What a pull asks for: ``targets``, and the remote's damaged tags among them, refused
+    with the reason (``refused``)."""
+
+    targets: list[Target]
+    refused: dict[TagName, str]
+
+
 def _pull_targets(
     reg: Registry, rs: RemoteStore, specs: Sequence[str], progress: ProgressHook
-) -> tuple[list[Target], dict[TagName, str]]:
+) -> _Wanted:
     """What each spec pulls, a tag coming from the remote when it holds it; and the remote's
     damaged tags among those asked for (all, or a dataset's), with the reason. Only the tag
     files asked for are read: ``dataset@tag`` its own, a dataset its tags'."""
@@ -383,7 +392,7 @@ def _pull_targets(
             raise RevisionNotFoundError(
                 f"remote {rs.label} holds no tags: nothing to pull (is the URL right?)"
             )
-        return _targets_of(found), damaged_reasons(found)
+        return _Wanted(_targets_of(found), damaged_reasons(found))
     out: list[Target] = []
     refused: dict[TagName, str] = {}
     for spec in specs:
@@ -396,7 +405,7 @@ def _pull_targets(
             refused |= damaged_reasons(found)
         else:
             out.append(_pull_target(reg, rs, spec))
-    return out, refused
+    return _Wanted(out, refused)
 
 
 def _pull_target(reg: Registry, rs: RemoteStore, spec: str) -> Target:
