@@ -1,5 +1,5 @@
 """Label-only sources (``--labels F [--ids F]``, ``--table F`` without ``--files``) read, checked,
-written and hashed a row group at a time (#15).
+written and hashed a row group at a time, in bounded memory.
 
 A 50-million-row label file never becomes Python lists: each batch of rows is checked (ids safe
 and present, labels within the classes), written as the next row group of the canonical

@@ -285,8 +285,9 @@ def sparse_views(n: int, ov: Named, names: Iterable[View]) -> dict[View, SparseV
 
 
 def union_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The sorted union of two sorted arrays of distinct rows: a merge (``np.union1d`` hashes
-    or sorts from scratch: 3.5 s for two sets of 5 million rows, against a tenth of that)."""
+    """The sorted union of two sorted arrays of distinct rows: a merge, linear in the rows
+    (``np.union1d`` sorts the concatenation from scratch, ignoring that both halves are
+    sorted)."""
     if np.array_equal(a, b):
         return a
     c = np.concatenate([a, b])

@@ -1,4 +1,5 @@
-"""Revisions as DuckDB views over the stored Parquet objects (DESIGN.md, "Queries").
+"""Revisions as DuckDB views over the stored Parquet objects (docs/queries.md, "How a view is
+built").
 
 A revision's view reads its snapshot's examples table with ``file_row_number`` (the row's
 position, no hash needed to find it) and left-joins each overlay's corrections table on that
