@@ -27,7 +27,7 @@ from dsreg.formats.manifests import VERDICTS, VIEWS, Revision, Snapshot, View
 from dsreg.formats.tables import as_numpy
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
-from dsreg.views.sql import verified_object
+from dsreg.views.verified import verified_object
 
 __all__ = [
     "LoadedRevision",

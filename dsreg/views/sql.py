@@ -11,9 +11,8 @@ This is the view rule in SQL, one of three implementations side by side: ``dsreg
 name only, for ``eval`` and ``diff``) are the others; ``tests/views/test_rule_parity.py`` holds
 the three equal. Nothing here knows ``Dataset``: ``Dataset.sql`` calls ``query_revision``.
 
-Every Parquet object is hashed before DuckDB may read it: once per process per object, cached by
-``(path, inode, mtime, size)``, so a corrupt object raises ``CorruptObjectError`` and is never
-served, and an unchanged one is not hashed twice.
+Every Parquet object is hashed before DuckDB may read it, once per process per object
+(``dsreg.views.verified``): a corrupt object raises ``CorruptObjectError`` and is never served.
 
 In SQL a revision is a quoted identifier: ``SELECT label, count(*) FROM "imagenet-val@cleaned-v2"
 GROUP BY ALL``. ``Connection`` scans each query for double-quoted identifiers that hold ``@`` or
@@ -26,7 +25,6 @@ through ``dsreg.views.readonly.ObjectFiles`` (``dsreg://``), and DuckDB may reac
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +46,7 @@ from dsreg.formats.manifests import VIEWS, Revision, Snapshot, View
 from dsreg.formats.tables import fold_case, served_metadata
 from dsreg.objects.digest import PREFIX
 from dsreg.registry.folder import Registry, Resolved
+from dsreg.views.verified import verified_object
 
 if TYPE_CHECKING:
     import duckdb
@@ -58,50 +57,10 @@ __all__ = [
     "Connection",
     "Repairing",
     "connect",
-    "forget_verified",
     "query_revision",
     "quoted_names",
-    "verified_object",
     "view_sql",
 ]
-
-# -- verified objects -----------------------------------------------------------------------------
-
-_Key = tuple[str, int, int, int, int]
-_VERIFIED: dict[_Key, str] = {}
-_LOCK = threading.Lock()
-
-
-def _stat_key(path: Path) -> _Key:
-    st = os.stat(path)
-    return (str(path), st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
-
-
-def verified_object(reg: Registry, digest: str) -> Path:
-    """The path of a stored object whose bytes hash to ``digest``; hashed once per process.
-
-    The cache key is ``(path, inode, mtime, ctime, size)``: an object replaced or rewritten in
-    place (any write moves its mtime, and setting the mtime back moves its ctime) is hashed
-    again. Raises ``CorruptObjectError`` for wrong bytes,
-    ``ObjectNotFoundError`` for a missing object.
-    """
-    path = reg.store.path(digest)
-    try:
-        key = _stat_key(path)
-    except FileNotFoundError:
-        return reg.store.verified_path(digest)  # raises ObjectNotFoundError with the advice
-    except OSError as e:
-        raise StorageError(f"cannot read {path}: {e.strerror}") from e
-    with _LOCK:
-        if _VERIFIED.get(key) == digest:
-            return path
-    reg.store.verified_path(digest)
-    # Cache only if the file did not change while it was hashed.
-    if _stat_key(path) == key:
-        with _LOCK:
-            _VERIFIED[key] = digest
-    return path
-
 
 # How a connection runs its reads of the registry (a view's manifests and tables, a table
 # DuckDB opens): as they are, or, reading a remote (``sql --remote``), again after an object
@@ -111,12 +70,6 @@ Repairing = Callable[[Callable[[], Any]], Any]
 
 def _directly(read: Callable[[], Any]) -> Any:
     return read()
-
-
-def forget_verified() -> None:
-    """Drop the process's cache of hashed objects (tests; after repairing a store)."""
-    with _LOCK:
-        _VERIFIED.clear()
 
 
 # -- SQL of a view ----------------------------------------------------------------------------
