@@ -289,25 +289,7 @@ def scan_table(
             raise DatasetFormatError(
                 f"{what} has no column {col!r} ({flag}); its columns are {table.column_names}"
             )
-    ids_col = table.column(id_column)
-    if ids_col.null_count:
-        raise DatasetFormatError(f"{what}: {ids_col.null_count} rows have no {id_column!r}")
-    try:
-        ids = [str(v) for v in pc.cast(ids_col, pa.string()).to_pylist()]
-    except pa.ArrowException as e:
-        raise DatasetFormatError(
-            f"{what}: column {id_column!r} holds {ids_col.type} values that are not text ({e}); "
-            "example ids must be strings or integers"
-        ) from e
-    for eid in ids:
-        check_example_id(eid)
-    if len(set(ids)) != len(ids):
-        # Checked here, before add hashes or stores any payload: a refused add writes nothing.
-        dup = sorted(k for k, c in Counter(ids).items() if c > 1)
-        raise DatasetFormatError(
-            f"{what}: {len(dup)} example ids occur more than once, first {shown_all(dup[:5])}; "
-            f"the {id_column!r} column must be unique"
-        )
+    ids = _table_ids(table.column(id_column), id_column, what=what)
     if not allow_lookalike_ids:
         check_lookalike_ids(ids, what=what)
     labels, names = _labels_to_index(table.column(label_column), classes, what=what)
@@ -316,39 +298,7 @@ def scan_table(
     check_metadata_names(meta.column_names, what=what)
     payloads: list[Payload | None] = [None] * len(ids)
     if files is not None:
-        if not files.exists():
-            raise InputPathError(f"--files folder {str(files)!r} does not exist; check the path")
-        real = files.resolve()
-        missing = []
-        parents_ok: set[str] = set()
-        for i, eid in enumerate(ids):
-            p = files / eid
-            parent = eid.rpartition("/")[0]
-            if parent and parent not in parents_ok:
-                # A folder on the way may be a link out of --files; once per folder.
-                _check_dir_inside(files / parent, real, parent)
-                parents_ok.add(parent)
-            try:
-                st = _stat_inside(p, real, eid)
-            except InputPathError:
-                raise  # a FileNotFoundError too, but a refusal, not a missing file
-            except (FileNotFoundError, NotADirectoryError):
-                st = None  # missing, or a file where the id names a folder
-            except OSError as e:  # a name too long, a loop of links, no permission
-                raise InputPathError(
-                    f"cannot read the file of example {eid!r} under {str(files)!r}: "
-                    f"{e.strerror or e}; each example id must be a file path relative to --files",
-                    path=str(p),
-                ) from e
-            if st is None:
-                missing.append(eid)
-            else:
-                payloads[i] = _payload(p, st)
-        if missing:
-            raise InputPathError(
-                f"{len(missing)} examples have no file under {str(files)!r}, first "
-                f"{missing[:5]}; each example id must be a file path relative to --files"
-            )
+        payloads = _table_files(ids, files)
     return Source(
         ids=ids,
         labels=labels,
@@ -362,3 +312,67 @@ def scan_table(
             "files": files is not None,
         },
     )
+
+
+def _table_ids(ids_col: pa.ChunkedArray, id_column: str, *, what: str) -> list[str]:
+    """The table's example ids as text, refused if one is missing, neither text nor an
+    integer, not a valid id, or repeated: checked before add hashes or stores any payload,
+    so a refused add writes nothing."""
+    if ids_col.null_count:
+        raise DatasetFormatError(f"{what}: {ids_col.null_count} rows have no {id_column!r}")
+    try:
+        ids = [str(v) for v in pc.cast(ids_col, pa.string()).to_pylist()]
+    except pa.ArrowException as e:
+        raise DatasetFormatError(
+            f"{what}: column {id_column!r} holds {ids_col.type} values that are not text ({e}); "
+            "example ids must be strings or integers"
+        ) from e
+    for eid in ids:
+        check_example_id(eid)
+    if len(set(ids)) != len(ids):
+        dup = sorted(k for k, c in Counter(ids).items() if c > 1)
+        raise DatasetFormatError(
+            f"{what}: {len(dup)} example ids occur more than once, first {shown_all(dup[:5])}; "
+            f"the {id_column!r} column must be unique"
+        )
+    return ids
+
+
+def _table_files(ids: list[str], files: Path) -> list[Payload | None]:
+    """Each example's file, ``files / example_id``; refuses a missing one, and one (or a folder
+    on its way) that is a link out of ``files``."""
+    if not files.exists():
+        raise InputPathError(f"--files folder {str(files)!r} does not exist; check the path")
+    real = files.resolve()
+    payloads: list[Payload | None] = [None] * len(ids)
+    missing = []
+    parents_ok: set[str] = set()
+    for i, eid in enumerate(ids):
+        p = files / eid
+        parent = eid.rpartition("/")[0]
+        if parent and parent not in parents_ok:
+            # A folder on the way may be a link out of --files; once per folder.
+            _check_dir_inside(files / parent, real, parent)
+            parents_ok.add(parent)
+        try:
+            st = _stat_inside(p, real, eid)
+        except InputPathError:
+            raise  # a FileNotFoundError too, but a refusal, not a missing file
+        except (FileNotFoundError, NotADirectoryError):
+            st = None  # missing, or a file where the id names a folder
+        except OSError as e:  # a name too long, a loop of links, no permission
+            raise InputPathError(
+                f"cannot read the file of example {eid!r} under {str(files)!r}: "
+                f"{e.strerror or e}; each example id must be a file path relative to --files",
+                path=str(p),
+            ) from e
+        if st is None:
+            missing.append(eid)
+        else:
+            payloads[i] = _payload(p, st)
+    if missing:
+        raise InputPathError(
+            f"{len(missing)} examples have no file under {str(files)!r}, first "
+            f"{missing[:5]}; each example id must be a file path relative to --files"
+        )
+    return payloads
