@@ -59,6 +59,25 @@ class Tagged:
     revision: str
     previous: str | None
 
+    def result(
+        self, target: AddTarget, snap: Snapshot, *, files: int, new_objects: int, size: int
+    ) -> AddResult:
+        """What the add returns: ``snap`` as stored and tagged, with ``files`` payload files
+        of ``size`` bytes in all, ``new_objects`` of them new to the store."""
+        return AddResult(
+            dataset=target.dataset,
+            tag=target.tag,
+            revision=self.revision,
+            snapshot=self.snapshot,
+            examples=snap.examples,
+            rows=snap.rows,
+            classes=snap.classes,
+            files=files,
+            new_objects=new_objects,
+            bytes=size,
+            previous=self.previous,
+        )
+
 
 def tag_snapshot(reg: Registry, target: AddTarget, snap: Snapshot) -> Tagged:
     """Store ``snap`` and its original view's revision, then point the tag at it: the ref last,
@@ -97,19 +116,12 @@ def add_locked(
     if dry:
         new = store_missing(reg, source.payloads, digests)
     reg.store.put_bytes(data)
-    tagged = tag_snapshot(reg, target, snap)
-    return AddResult(
-        dataset=target.dataset,
-        tag=target.tag,
-        revision=tagged.revision,
-        snapshot=tagged.snapshot,
-        examples=snap.examples,
-        rows=len(source.ids),
-        classes=source.classes,
+    return tag_snapshot(reg, target, snap).result(
+        target,
+        snap,
         files=sum(p is not None for p in source.payloads),
         new_objects=new,
-        bytes=sum(p.size for p in source.payloads if p is not None),
-        previous=tagged.previous,
+        size=sum(p.size for p in source.payloads if p is not None),
     )
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import stat
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ __all__ = [
     "scan_imagefolder",
     "scan_labels",
     "scan_table",
+    "table_errors",
 ]
 
 # Without a classes file, integer labels name the classes 0..max. More classes than rows is
@@ -147,9 +149,24 @@ def _stat_inside(p: Path, real_root: Path, rel: str) -> os.stat_result | None:
     return st if stat.S_ISREG(st.st_mode) else None
 
 
+@contextmanager
+def table_errors(path: Path, what: str) -> Iterator[None]:
+    """Errors reading the table ``path`` as one-line refusals: an unreadable file, or a column
+    name that is not UTF-8 text."""
+    try:
+        yield
+    except (pa.ArrowException, OSError) as e:
+        raise DatasetFormatError(f"cannot read {what} {str(path)!r}: {csv_error(e)}") from e
+    except UnicodeDecodeError as e:
+        raise DatasetFormatError(
+            f"{what} {str(path)!r} has a column name that is not UTF-8 text ({e.reason} at byte "
+            f"{e.start}); save the file as UTF-8"
+        ) from e
+
+
 def _read_any_table(path: Path, what: str) -> pa.Table:
     input_file(path, what=f"{what} {str(path)!r}")
-    try:
+    with table_errors(path, what):
         if path.suffix.lower() == ".parquet":
             table = pq.read_table(path)
         elif path.suffix.lower() in (".csv", ".tsv", ".txt"):
@@ -160,13 +177,6 @@ def _read_any_table(path: Path, what: str) -> pa.Table:
                 f"{what} {str(path)!r} has an unknown type {path.suffix!r}; use .parquet or .csv"
             )
         names = table.column_names  # decoded here: a CSV header need not be UTF-8
-    except (pa.ArrowException, OSError) as e:
-        raise DatasetFormatError(f"cannot read {what} {str(path)!r}: {csv_error(e)}") from e
-    except UnicodeDecodeError as e:
-        raise DatasetFormatError(
-            f"{what} {str(path)!r} has a column name that is not UTF-8 text ({e.reason} at byte "
-            f"{e.start}); save the file as UTF-8"
-        ) from e
     refuse_duplicate_columns(names, what=f"{what} {str(path)!r}", error=DatasetFormatError)
     return table
 

@@ -77,19 +77,7 @@ def add_stream(
             refuse_moved_tag(target, existing, Revision(snapshot=reg.digest_of(snap)).digest)
             out.commit()
         tagged = tag_snapshot(reg, target, snap)
-    return AddResult(
-        dataset=target.dataset,
-        tag=target.tag,
-        revision=tagged.revision,
-        snapshot=tagged.snapshot,
-        examples=snap.examples,
-        rows=v.rows,
-        classes=snap.classes,
-        files=0,
-        new_objects=0,
-        bytes=0,
-        previous=tagged.previous,
-    )
+    return tagged.result(target, snap, files=0, new_objects=0, size=0)
 
 
 def _classes(src: StreamSource) -> tuple[str, ...] | None:
