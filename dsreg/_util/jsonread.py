@@ -19,8 +19,7 @@ refused before it is read, with what to do instead.
 The depth check is a scan at the speed of ``bytes`` methods, not a parse: a document with at most
 :data:`MAX_DEPTH` brackets passes on counting them (every manifest and log line); otherwise
 strings are set aside (escapes first, then each ``"..."``) and the brackets left are matched,
-innermost pairs first, one pass per level. On a 115 MB votes file of 500,000 records it takes
-0.37 s against the parse's 3 s.
+innermost pairs first, one pass per level: a fraction of what the parse itself costs.
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ masks), so huge pages save few TLB misses, and the first touch is what costs:
 
 - in a virtual machine that hands free memory back to its host (a balloon with free page
   reporting: Firecracker, WSL2, many cloud VMs), every fresh huge page is 512 host faults and a
-  2 MiB clear; on this project's benchmark VM, touching 2 GiB took 4.7 s in huge pages against
-  0.8 s in 4 KiB pages, and ``dsreg.open(...).labels()`` of a 50-million-row view 3.5-5.3 s
-  against 2.0-2.6 s (docs/benchmarks.md, "Session 8");
+  2 MiB clear, so touching fresh memory costs several times what it costs in 4 KiB pages, and
+  a command that builds large arrays once (``dsreg.open(...).labels()`` of a large view) spends
+  most of its time clearing pages;
 - where memory is fragmented, a huge page can stall in direct compaction (``defrag``'s default,
   ``madvise``, compacts for advised regions on the fault itself).
 

@@ -2,8 +2,9 @@
 
 Reading, hashing, creating and linking tens of thousands of small files is bound by the kernel
 and by per-file Python work that holds the GIL: threads in one process barely overlap, while
-processes do (docs/benchmarks.md has the figures). ``fork_map`` runs ``fn(k)`` for each task
-``k`` in ``jobs`` forked children and hands each result back to the parent as it arrives.
+processes each hold a GIL of their own and run side by side on the cores. ``fork_map`` runs
+``fn(k)`` for each task ``k`` in ``jobs`` forked children and hands each result back to the
+parent as it arrives.
 
 The children inherit everything the parent computed (file lists, the staging folder), so only
 task numbers go out (one shared pipe: whichever child is free takes the next task, so a child
@@ -61,7 +62,7 @@ def gc_paused() -> Iterator[None]:
     """The cyclic garbage collector off for one bulk step of a command (an add, a checkout).
     Such a step allocates a tuple or two per file, none of them in a cycle, and each
     allocation count past the collector's threshold makes it walk every object the process
-    holds: 0.04 s of a 50,000-file checkout (docs/benchmarks.md). The step is bounded, so what
+    holds, again and again, for nothing. The step is bounded, so what
     cycles it makes wait for the collector's next run after it; nested steps leave it off
     until the outermost ends, and one that found it off leaves it off."""
     was = gc.isenabled()

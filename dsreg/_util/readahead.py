@@ -12,7 +12,7 @@ The worker then reads each file through the descriptor opened ahead: no extra ``
 Only pages are asked for: what is read, hashed and stored is exactly what the worker reads
 through the descriptor, as without read-ahead. A file that cannot be opened ahead is opened
 again in its turn, where the error is said; running short of descriptors (``EMFILE``) stops
-the read-ahead, not the work. docs/benchmarks.md has the figures.
+the read-ahead, not the work.
 """
 
 from __future__ import annotations
@@ -27,10 +27,9 @@ from dsreg._util.fs import RD
 
 __all__ = ["WINDOW", "ReadAhead"]
 
-# Files opened and advised ahead of the one being read (reading 3,000 files dropped from the
-# page cache on this benchmark's virtual disk: 73 us a file one at a time, 26 us with 32 ahead,
-# 20 us with 128; a cold add of 50,000 files, medians of 3: 3.85 s with 32, 3.6 s with 64,
-# 3.4 s with 128, no faster with more). A worker's chunk of files (128 in ``dsreg add``)
+# Files opened and advised ahead of the one being read: enough requests in the disk's queue
+# for a virtual or network disk to reach its throughput on cold files; more ahead gains
+# nothing once the queue is that deep. A worker's chunk of files (128 in ``dsreg add``)
 # bounds it too.
 WINDOW = 128
 _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None) if hasattr(os, "posix_fadvise") else None

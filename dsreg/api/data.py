@@ -222,32 +222,31 @@ def detect(
         :class:`~dsreg.detector.detector.Detection`; ``top`` the ``top`` lowest-scored rows;
         ``tagged`` the tag made, if any.
     """
-    from dsreg.ops.overlay import check_detect_options, check_tag_options
+    from dsreg.detector.options import DetectorOptions
+    from dsreg.ops.overlay import NewTag, check_detect_options, check_tag_options
     from dsreg.ops.overlay import detect as do_detect
 
     check_detect_options(filter_by, rank_by)
     check_tag_options(tag, view)
-    options: dict[str, Any] = {
-        "filter_by": filter_by,
-        "rank_by": rank_by,
-        "rank_by_kwargs": rank_by_kwargs,
-        "frac_noise": frac_noise,
-        "num_to_remove_per_class": (
+    options = DetectorOptions(
+        filter_by=filter_by,
+        rank_by=rank_by,
+        rank_by_kwargs=rank_by_kwargs,
+        frac_noise=frac_noise,
+        num_to_remove_per_class=(
             list(num_to_remove_per_class) if num_to_remove_per_class is not None else None
         ),
-        "min_examples_per_class": min_examples_per_class,
-        "estimation_method": estimation_method,
-        "chunk_rows": chunk_rows,
-    }
+        min_examples_per_class=min_examples_per_class,
+        estimation_method=estimation_method,
+        chunk_rows=chunk_rows,
+    )
     where = pred_probs if isinstance(pred_probs, str | os.PathLike) else "<array>"
     return do_detect(
         find_registry(registry),
         spec,
         pred_probs,
         options=options,
-        tag=tag,
-        view=view,
-        force=force,
+        tag=NewTag(name=tag, view=view, force=force) if tag is not None else None,
         top=top,
         progress=progress or no_progress,
         command=command if command is not None else command_of("detect", spec, where),

@@ -11,13 +11,18 @@ quantities confident learning needs in a few passes and keeps only ``n``-length 
 ``(n, k)`` matrix itself is never copied. The arithmetic on the resulting ``(k, k)`` joint
 (calibration, rounding) is :mod:`dsreg.detector.joint`'s; its functions are re-exported here, as
 in ``cleanlab.count``. See ``docs/detector.md``.
+
+The public functions take cleanlab's arguments: ``labels`` (array_like of int, shape (n,), in
+``[0, k)``), ``pred_probs`` (array_like of shape (n, k), a ``.npy`` or Parquet path, or a
+``ProbabilitySource``) and, dsreg's own, ``chunk_rows`` (rows read at a time; it never changes
+a result). Their docstrings describe the other parameters.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -58,6 +63,15 @@ ESTIMATION_METHODS = ("off_diagonal", "off_diagonal_calibrated", "off_diagonal_c
 
 ProbsLike = npt.ArrayLike | str | os.PathLike[str] | ProbabilitySource
 BoolArray = npt.NDArray[np.bool_]
+
+
+class _RowVectors(NamedTuple):
+    """What pass 1 keeps of every row (see :class:`Scan`'s properties of the same names)."""
+
+    self_confidence: FloatArray
+    argmax: IntArray
+    reduce_mask: BoolArray
+    max_other: FloatArray | None
 
 
 def _index_dtype(k: int) -> np.dtype[Any]:
@@ -177,7 +191,7 @@ class Scan:
         self.need_max_other = need_max_other
         self.progress = progress
         self._passes = 0
-        self._pass1: tuple[FloatArray, IntArray, BoolArray, FloatArray | None] | None = None
+        self._pass1: _RowVectors | None = None
         self._order: IntArray | None = None
         self._thresholds: FloatArray | None = None
         self._guess: IntArray | None = None
@@ -195,7 +209,7 @@ class Scan:
 
     # -- pass 1 -------------------------------------------------------------------------------
 
-    def _run_pass1(self) -> tuple[FloatArray, IntArray, BoolArray, FloatArray | None]:
+    def _run_pass1(self) -> _RowVectors:
         if self._pass1 is not None:
             return self._pass1
         n, dtype = self.n, self.dtype
@@ -227,28 +241,28 @@ class Scan:
                 others = np.array(wide, copy=True)
                 others[rows, lab] = -np.inf
                 max_other[start:stop] = others.max(axis=1)
-        self._pass1 = (self_conf, argmax, reduce, max_other)
+        self._pass1 = _RowVectors(self_conf, argmax, reduce, max_other)
         return self._pass1
 
     @property
     def self_confidence(self) -> FloatArray:
         """``p[i, labels[i]]`` in the input dtype, shape (n,)."""
-        return self._run_pass1()[0]
+        return self._run_pass1().self_confidence
 
     @property
     def argmax(self) -> IntArray:
         """``argmax(p[i])`` (first maximum), shape (n,)."""
-        return self._run_pass1()[1]
+        return self._run_pass1().argmax
 
     @property
     def reduce_mask(self) -> BoolArray:
         """Rows cleanlab's ``_reduce_issues`` clears: the label is the argmax after +1e-6."""
-        return self._run_pass1()[2]
+        return self._run_pass1().reduce_mask
 
     @property
     def max_other(self) -> FloatArray | None:
         """``max_{j != labels[i]} p[i, j]`` if requested at construction, else None."""
-        return self._run_pass1()[3]
+        return self._run_pass1().max_other
 
     def class_rows(self, c: int) -> IntArray:
         """Rows labelled ``c``, ascending."""
@@ -338,8 +352,7 @@ class Scan:
     def confident_joint(self, *, calibrate: bool = True) -> Int64Array:
         """The ``(k, k)`` confident joint, as ``compute_confident_joint``."""
         _, counts = self.confident_pass()
-        cj = counts.copy()
-        np.fill_diagonal(cj, cj.diagonal().clip(min=1))
+        cj = _diagonal_at_least_one(counts)
         if not calibrate:
             return cj
         if self._calibrated is None:
@@ -347,16 +360,18 @@ class Scan:
         return self._calibrated.copy()
 
 
+def _diagonal_at_least_one(counts: Int64Array) -> Int64Array:
+    """cleanlab's confident joint from the confident counts: a copy, each class counted at
+    least once on the diagonal."""
+    cj = counts.copy()
+    np.fill_diagonal(cj, cj.diagonal().clip(min=1))
+    return cj
+
+
 def get_confident_thresholds(
     labels: npt.ArrayLike, pred_probs: ProbsLike, *, chunk_rows: int | None = None
 ) -> FloatArray:
     """Per-class threshold: the mean self-confidence of the examples given that class.
-
-    Parameters
-    ----------
-    labels : array_like of int, shape (n,)
-    pred_probs : array_like, shape (n, k), or a path or ProbabilitySource
-    chunk_rows : int, optional
 
     Returns
     -------
@@ -379,15 +394,12 @@ def compute_confident_joint(
 
     Parameters
     ----------
-    labels : array_like of int, shape (n,)
-    pred_probs : array_like, shape (n, k), or a path or ProbabilitySource
     thresholds : array_like, shape (k,), optional
         Per-class thresholds; default :func:`get_confident_thresholds`.
     calibrate : bool, default True
         Apply :func:`calibrate_confident_joint`.
     return_indices_of_off_diagonals : bool, default False
         Also return the rows counted off the diagonal.
-    chunk_rows : int, optional
 
     Returns
     -------
@@ -397,8 +409,7 @@ def compute_confident_joint(
     """
     scan = Scan(labels, pred_probs, chunk_rows=chunk_rows)
     guess, counts = scan.confident_pass(thresholds)
-    cj = counts.copy()
-    np.fill_diagonal(cj, cj.diagonal().clip(min=1))
+    cj = _diagonal_at_least_one(counts)
     result = calibrate_confident_joint(cj, scan.labels) if calibrate else cj
     if return_indices_of_off_diagonals:
         return result, np.flatnonzero((guess >= 0) & (guess != scan.labels))
@@ -416,12 +427,10 @@ def estimate_joint(
 
     Parameters
     ----------
-    labels : array_like of int, shape (n,)
     pred_probs : array_like, shape (n, k), or a path or ProbabilitySource, optional
         Needed unless ``confident_joint`` is given.
     confident_joint : array_like, shape (k, k), optional
         Calibrated (again) before normalising, as cleanlab does.
-    chunk_rows : int, optional
 
     Returns
     -------
@@ -471,8 +480,6 @@ def num_label_issues(
 
     Parameters
     ----------
-    labels : array_like of int, shape (n,)
-    pred_probs : array_like, shape (n, k), or a path or ProbabilitySource
     confident_joint : array_like, shape (k, k), optional
         Only with ``estimation_method="off_diagonal_custom"``.
     estimation_method : {"off_diagonal", "off_diagonal_calibrated", "off_diagonal_custom"}
@@ -480,7 +487,6 @@ def num_label_issues(
         whose label is the argmax within 1e-6), as ``find_label_issues(filter_by=
         "confident_learning")``. ``"off_diagonal_calibrated"`` rounds ``n`` times the
         off-diagonal mass of the calibrated joint (:func:`estimate_noise_rate`).
-    chunk_rows : int, optional
 
     Returns
     -------
@@ -513,12 +519,6 @@ def estimate_noise_rate(
     ``1 - trace(joint)`` of the calibrated joint estimate, exactly the fraction that
     ``num_label_issues(estimation_method="off_diagonal_calibrated")`` multiplies by ``n``
     and rounds.
-
-    Parameters
-    ----------
-    labels : array_like of int, shape (n,)
-    pred_probs : array_like, shape (n, k), or a path or ProbabilitySource
-    chunk_rows : int, optional
 
     Returns
     -------

@@ -19,13 +19,12 @@ import numpy.typing as npt
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.detector.count import ESTIMATION_METHODS, ProbsLike, Scan, count_issues, noise_rate_of
 from dsreg.detector.filter import check_filter_options, issue_mask
+from dsreg.detector.options import METHOD, DetectorOptions
 from dsreg.detector.probs import ProbabilitySource, open_probabilities, sum_tolerance
 from dsreg.detector.rank import check_rank_options, rank_issues
 from dsreg.errors import InvalidInputError
 
-__all__ = ["Detection", "detect"]
-
-METHOD = "confident_learning"
+__all__ = ["Detection", "DetectorOptions", "detect"]
 
 
 def _ints(values: npt.ArrayLike) -> npt.NDArray[np.int64]:
@@ -125,15 +124,8 @@ class Detection:
 def detect(
     labels: npt.ArrayLike,
     probs: ProbsLike | str | os.PathLike[str] | ProbabilitySource,
+    options: DetectorOptions | None = None,
     *,
-    filter_by: str = "prune_by_noise_rate",
-    rank_by: str = "self_confidence",
-    rank_by_kwargs: dict[str, Any] | None = None,
-    frac_noise: float = 1.0,
-    num_to_remove_per_class: npt.ArrayLike | None = None,
-    min_examples_per_class: int = 1,
-    estimation_method: str = "off_diagonal",
-    chunk_rows: int | None = None,
     progress: ProgressHook = no_progress,
 ) -> Detection:
     """Find, rank and relabel the likely label errors of a labelled set.
@@ -145,23 +137,8 @@ def detect(
     probs : array_like of shape (n, k), str, os.PathLike or ProbabilitySource
         Out-of-sample predicted probabilities: an array, or a ``.npy`` file (memory-mapped)
         or Parquet file (read in chunks); see :func:`~dsreg.detector.probs.open_probabilities`.
-    filter_by : str, default "prune_by_noise_rate"
-        Which rows to flag; any ``filter_by`` of ``cleanlab.filter.find_label_issues``.
-    rank_by : {"self_confidence", "normalized_margin", "confidence_weighted_entropy"}
-        Label-quality score used to order the flagged rows and reported as their score.
-    rank_by_kwargs : dict, optional
-        ``{"adjust_pred_probs": bool}``.
-    frac_noise : float, default 1.0
-        Flag only this fraction of the estimated issues (pruning methods only).
-    num_to_remove_per_class : array_like of int, shape (k,), optional
-        Issues to flag per class (pruning methods only).
-    min_examples_per_class : int, default 1
-        Never flag a class down below this many examples.
-    estimation_method : {"off_diagonal", "off_diagonal_calibrated"}
-        How ``num_issues_estimate`` is counted; see
-        :func:`~dsreg.detector.count.num_label_issues`.
-    chunk_rows : int, optional
-        Rows read per chunk (memory vs. per-call overhead); results do not depend on it.
+    options : DetectorOptions, optional
+        Which rows to flag and how to rank them; cleanlab's defaults when omitted.
     progress : callable, optional
         ``progress(task, rows_done, n)`` after each chunk of each pass over the probabilities
         (``"detecting, pass 1"``, ...); the detector itself never prints.
@@ -180,63 +157,70 @@ def detect(
     InputPathError
         A probabilities path that does not exist.
     """
-    if estimation_method not in ESTIMATION_METHODS[:2]:
-        raise InvalidInputError(
-            "estimation_method must be 'off_diagonal' or 'off_diagonal_calibrated'; "
-            f"got {estimation_method!r}"
-        )
-    adjust = check_rank_options(rank_by, rank_by_kwargs)
+    options = options if options is not None else DetectorOptions()
+    _check_estimation_method(options.estimation_method)
+    adjust = check_rank_options(options.rank_by, options.rank_by_kwargs)
     source = open_probabilities(probs)
-    need_max_other = filter_by == "low_normalized_margin" or (
-        rank_by == "normalized_margin" and not adjust
-    )
     scan = Scan(
-        labels, source, chunk_rows=chunk_rows, need_max_other=need_max_other, progress=progress
+        labels,
+        source,
+        chunk_rows=options.chunk_rows,
+        need_max_other=_needs_max_other(options, adjust),
+        progress=progress,
     )
-    check_filter_options(
-        scan.k,
-        filter_by=filter_by,
-        frac_noise=frac_noise,
-        num_to_remove_per_class=num_to_remove_per_class,
-        min_examples_per_class=min_examples_per_class,
-        confident_joint=None,
+    check_filter_options(scan.k, options)
+    mask = issue_mask(scan, options)
+    rows, scores = rank_issues(
+        scan, mask, rank_by=options.rank_by, rank_by_kwargs=options.rank_by_kwargs
     )
-    mask = issue_mask(
-        scan,
-        filter_by=filter_by,
-        frac_noise=frac_noise,
-        num_to_remove_per_class=num_to_remove_per_class,
-        min_examples_per_class=min_examples_per_class,
-    )
-    rows, scores = rank_issues(scan, mask, rank_by=rank_by, rank_by_kwargs=rank_by_kwargs)
     given = scan.labels[rows]
-    params: dict[str, Any] = {
-        "method": METHOD,
-        "filter_by": filter_by,
-        "rank_by": rank_by,
-        "adjust_pred_probs": adjust,
-        "frac_noise": float(frac_noise),
-        "num_to_remove_per_class": (
-            None
-            if num_to_remove_per_class is None
-            else [int(v) for v in np.asarray(num_to_remove_per_class).tolist()]
-        ),
-        "min_examples_per_class": int(min_examples_per_class),
-        "estimation_method": estimation_method,
-        "ties": "stable",
-    }
     return Detection(
         rows=_ints(rows),
         given_labels=_ints(given),
         suggested_labels=_ints(scan.argmax[rows]),
         scores=scores,
         confident_joint=_ints(scan.confident_joint()),
-        num_issues_estimate=count_issues(scan, estimation_method),
+        num_issues_estimate=count_issues(scan, options.estimation_method),
         noise_rate=noise_rate_of(scan),
         issues_per_class=_ints(np.bincount(given, minlength=scan.k)),
         renormalized_rows=source.renormalized_rows,
-        params=params,
+        params=_provenance(options, adjust),
         n=scan.n,
         k=scan.k,
         sum_tolerance=sum_tolerance(source.dtype, source.k),
     )
+
+
+def _check_estimation_method(method: str) -> None:
+    if method not in ESTIMATION_METHODS[:2]:
+        raise InvalidInputError(
+            f"estimation_method must be 'off_diagonal' or 'off_diagonal_calibrated'; got {method!r}"
+        )
+
+
+def _needs_max_other(options: DetectorOptions, adjust: bool) -> bool:
+    """Whether pass 1 keeps each row's largest other probability: the filter or the ranking
+    scores every row's normalized margin from it (an adjusted margin is computed apart)."""
+    return options.filter_by == "low_normalized_margin" or (
+        options.rank_by == "normalized_margin" and not adjust
+    )
+
+
+def _provenance(options: DetectorOptions, adjust: bool) -> dict[str, Any]:
+    """The JSON-able parameters a detected overlay records (part of its digest): the checked
+    options, ``adjust_pred_probs`` as read from ``rank_by_kwargs``, and not ``chunk_rows``
+    (it never changes a result)."""
+    counts = options.num_to_remove_per_class
+    return {
+        "method": METHOD,
+        "filter_by": options.filter_by,
+        "rank_by": options.rank_by,
+        "adjust_pred_probs": adjust,
+        "frac_noise": float(options.frac_noise),
+        "num_to_remove_per_class": (
+            None if counts is None else [int(v) for v in np.asarray(counts).tolist()]
+        ),
+        "min_examples_per_class": int(options.min_examples_per_class),
+        "estimation_method": options.estimation_method,
+        "ties": "stable",
+    }

@@ -4,18 +4,23 @@ Every ``filter_by`` of cleanlab 2.x is supported and gives cleanlab's mask, defi
 sorts (see :mod:`dsreg.detector.count`). The probabilities are read in row chunks, at most three
 passes plus one for ranking by a score that needs whole rows; memory is a few ``n``-length
 vectors plus one chunk's temporaries.
+
+The public functions take cleanlab's arguments: ``labels`` (array_like of int, shape (n,), in
+``[0, k)``), ``pred_probs`` (array_like of shape (n, k), a ``.npy`` or Parquet path, or a
+``ProbabilitySource``) and, dsreg's own, ``chunk_rows`` (rows read at a time; it never changes
+a result). Their docstrings describe the other parameters.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from dsreg.detector.count import BoolArray, ProbsLike, Scan, count_issues
 from dsreg.detector.joint import check_joint, round_preserving_row_totals
-from dsreg.detector.options import FILTER_BY
+from dsreg.detector.options import FILTER_BY, RANK_BY, DetectorOptions
 from dsreg.detector.source import FloatArray, IntArray
 from dsreg.errors import InvalidInputError
 
@@ -29,15 +34,13 @@ _LOW_SCORE = ("low_normalized_margin", "low_self_confidence")
 
 
 def check_filter_options(
-    k: int,
-    *,
-    filter_by: str,
-    frac_noise: float,
-    num_to_remove_per_class: npt.ArrayLike | None,
-    min_examples_per_class: int,
-    confident_joint: npt.ArrayLike | None,
+    k: int, options: DetectorOptions, *, confident_joint: npt.ArrayLike | None = None
 ) -> None:
-    """Raise :class:`InvalidInputError` for options cleanlab would reject, ignore or warn on."""
+    """Raise :class:`InvalidInputError` for options cleanlab would reject, ignore or warn on
+    (the options that decide which rows are flagged, for ``k`` classes)."""
+    filter_by, frac_noise = options.filter_by, options.frac_noise
+    num_to_remove_per_class = options.num_to_remove_per_class
+    min_examples_per_class = options.min_examples_per_class
     if filter_by not in FILTER_BY:
         raise InvalidInputError(
             f"filter_by must be one of {', '.join(FILTER_BY)}; got {filter_by!r}"
@@ -116,18 +119,13 @@ def _reduce_prune_counts(prune_count_matrix: npt.NDArray[Any], frac_noise: float
 
 
 def _prune_count_matrix(
-    scan: Scan,
-    confident_joint: npt.NDArray[Any],
-    *,
-    frac_noise: float,
-    num_to_remove_per_class: npt.ArrayLike | None,
-    min_examples_per_class: int,
+    scan: Scan, confident_joint: npt.NDArray[Any], options: DetectorOptions
 ) -> npt.NDArray[Any]:
     pcm: npt.NDArray[Any] = keep_at_least_n_per_class(
-        confident_joint.T, n=min_examples_per_class, frac_noise=frac_noise
+        confident_joint.T, n=options.min_examples_per_class, frac_noise=options.frac_noise
     )
-    if num_to_remove_per_class is not None:
-        remove = np.asarray(num_to_remove_per_class)
+    if options.num_to_remove_per_class is not None:
+        remove = np.asarray(options.num_to_remove_per_class)
         # cleanlab's arithmetic verbatim (it divides columns by row sums); a class without
         # estimated noise divides by zero there too, silently, and then prunes nothing.
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -157,6 +155,14 @@ def _prune_by_class(scan: Scan, pcm: npt.NDArray[Any], min_examples_per_class: i
     return mask
 
 
+class _Candidates(NamedTuple):
+    """Entries offered to :class:`_TopMargins`: pair ids, negated margins, rows."""
+
+    pair: npt.NDArray[np.int64]
+    neg: FloatArray
+    row: IntArray
+
+
 class _TopMargins:
     """Streaming exact top-m selection for every (given class, other class) pair.
 
@@ -177,7 +183,7 @@ class _TopMargins:
         self.pair = np.zeros(0, dtype=np.int64)
         self.neg = np.zeros(0, dtype=dtype)
         self.row = np.zeros(0, dtype=np.int64)
-        self.pending: list[tuple[npt.NDArray[Any], ...]] = []
+        self.pending: list[_Candidates] = []
         self.pending_size = 0
         self.limit = 1 << 20
 
@@ -199,7 +205,7 @@ class _TopMargins:
             self._keep(pair[hit], margin[hit], positions[hit])
 
     def _keep(self, pair: IntArray, margin: FloatArray, positions: IntArray) -> None:
-        self.pending.append((pair.astype(np.int64, copy=False), -margin, positions))
+        self.pending.append(_Candidates(pair.astype(np.int64, copy=False), -margin, positions))
         self.pending_size += pair.size
         if self.pending_size > self.limit:
             self.compact()
@@ -207,9 +213,9 @@ class _TopMargins:
     def compact(self) -> None:
         if not self.pending:
             return
-        pair = np.concatenate([self.pair, *(p[0] for p in self.pending)])
-        neg = np.concatenate([self.neg, *(p[1] for p in self.pending)])
-        row = np.concatenate([self.row, *(p[2] for p in self.pending)])
+        pair = np.concatenate([self.pair, *(p.pair for p in self.pending)])
+        neg = np.concatenate([self.neg, *(p.neg for p in self.pending)])
+        row = np.concatenate([self.row, *(p.row for p in self.pending)])
         self.pending, self.pending_size = [], 0
         order = _order_candidates(pair, neg, row)
         pair, neg, row = pair[order], neg[order], row[order]
@@ -338,11 +344,6 @@ def _offer_rows(scan: Scan, top: _TopMargins, active: BoolArray) -> None:
 def find_predicted_neq_given(labels: npt.ArrayLike, pred_probs: ProbsLike) -> BoolArray:
     """Rows whose argmax differs from the given label (cleanlab's baseline).
 
-    Parameters
-    ----------
-    labels : array_like of int, shape (n,)
-    pred_probs : array_like, shape (n, k), or a path or ProbabilitySource
-
     Returns
     -------
     numpy.ndarray of bool, shape (n,)
@@ -368,15 +369,11 @@ def _lowest(scores: FloatArray, count: int) -> BoolArray:
 
 
 def issue_mask(
-    scan: Scan,
-    *,
-    filter_by: str = "prune_by_noise_rate",
-    frac_noise: float = 1.0,
-    num_to_remove_per_class: npt.ArrayLike | None = None,
-    min_examples_per_class: int = 1,
-    confident_joint: npt.ArrayLike | None = None,
+    scan: Scan, options: DetectorOptions, *, confident_joint: npt.ArrayLike | None = None
 ) -> BoolArray:
-    """:func:`find_label_issues`'s mask on an existing :class:`Scan` (options unchecked)."""
+    """:func:`find_label_issues`'s mask on an existing :class:`Scan` (options checked by
+    :func:`check_filter_options`)."""
+    filter_by, min_examples_per_class = options.filter_by, options.min_examples_per_class
     if filter_by in _LOW_SCORE:
         sc = scan.self_confidence
         if filter_by == "low_self_confidence":
@@ -393,13 +390,7 @@ def issue_mask(
         mask = np.asarray(scan.argmax != scan.labels)
     else:
         cj = scan.confident_joint() if confident_joint is None else np.asarray(confident_joint)
-        pcm = _prune_count_matrix(
-            scan,
-            cj,
-            frac_noise=frac_noise,
-            num_to_remove_per_class=num_to_remove_per_class,
-            min_examples_per_class=min_examples_per_class,
-        )
+        pcm = _prune_count_matrix(scan, cj, options)
         if filter_by == "prune_by_class":
             mask = _prune_by_class(scan, pcm, min_examples_per_class)
         elif filter_by == "prune_by_noise_rate":
@@ -426,22 +417,17 @@ def find_label_issues(
 ) -> npt.NDArray[Any]:
     """Identify examples whose given label is likely wrong (confident learning).
 
+    cleanlab's signature, so that a call of ``cleanlab.filter.find_label_issues`` runs here
+    unchanged (``dsreg.detector.detector.detect`` takes a :class:`DetectorOptions` instead).
+
     Parameters
     ----------
     labels : array_like of int, shape (n,)
         Given labels in ``[0, k)``.
     pred_probs : array_like, shape (n, k), or a path or ProbabilitySource
         Out-of-sample predicted probabilities; a ``.npy`` or Parquet path is read in chunks.
-    filter_by : str, default "prune_by_noise_rate"
-        ``"prune_by_noise_rate"``, ``"prune_by_class"``, ``"both"``,
-        ``"confident_learning"``, ``"predicted_neq_given"``, ``"low_normalized_margin"`` or
-        ``"low_self_confidence"``, as in cleanlab.
-    frac_noise : float, default 1.0
-        Flag only this fraction of the estimated issues (pruning methods only).
-    num_to_remove_per_class : array_like of int, shape (k,), optional
-        Issues to flag per class (pruning methods only).
-    min_examples_per_class : int, default 1
-        Never flag a class down below this many examples.
+    filter_by, frac_noise, num_to_remove_per_class, min_examples_per_class, chunk_rows
+        As :class:`~dsreg.detector.options.DetectorOptions` holds them, with its defaults.
     confident_joint : array_like, shape (k, k), optional
         Use this confident joint instead of estimating it.
     return_indices_ranked_by : str, optional
@@ -450,8 +436,6 @@ def find_label_issues(
         lower row) instead of a mask.
     rank_by_kwargs : dict, optional
         ``{"adjust_pred_probs": bool}`` for the ranking score.
-    chunk_rows : int, optional
-        Rows read per chunk; results do not depend on it.
 
     Returns
     -------
@@ -467,33 +451,23 @@ def find_label_issues(
     """
     from dsreg.detector.rank import check_rank_options, rank_issues
 
-    scan = Scan(
-        labels,
-        pred_probs,
+    options = DetectorOptions(
+        filter_by=filter_by,
+        rank_by=return_indices_ranked_by or RANK_BY[0],
+        rank_by_kwargs=rank_by_kwargs,
+        frac_noise=frac_noise,
+        num_to_remove_per_class=num_to_remove_per_class,
+        min_examples_per_class=min_examples_per_class,
         chunk_rows=chunk_rows,
-        need_max_other=filter_by == "low_normalized_margin",
     )
-    check_filter_options(
-        scan.k,
-        filter_by=filter_by,
-        frac_noise=frac_noise,
-        num_to_remove_per_class=num_to_remove_per_class,
-        min_examples_per_class=min_examples_per_class,
-        confident_joint=confident_joint,
-    )
-    if return_indices_ranked_by is not None:
-        check_rank_options(return_indices_ranked_by, rank_by_kwargs)
-    mask = issue_mask(
-        scan,
-        filter_by=filter_by,
-        frac_noise=frac_noise,
-        num_to_remove_per_class=num_to_remove_per_class,
-        min_examples_per_class=min_examples_per_class,
-        confident_joint=confident_joint,
-    )
-    if return_indices_ranked_by is None:
+    need_max_other = filter_by == "low_normalized_margin"
+    scan = Scan(labels, pred_probs, chunk_rows=chunk_rows, need_max_other=need_max_other)
+    check_filter_options(scan.k, options, confident_joint=confident_joint)
+    ranked = return_indices_ranked_by is not None
+    if ranked:
+        check_rank_options(options.rank_by, options.rank_by_kwargs)
+    mask = issue_mask(scan, options, confident_joint=confident_joint)
+    if not ranked:
         return mask
-    rows, _ = rank_issues(
-        scan, mask, rank_by=return_indices_ranked_by, rank_by_kwargs=rank_by_kwargs
-    )
+    rows, _ = rank_issues(scan, mask, rank_by=options.rank_by, rank_by_kwargs=rank_by_kwargs)
     return rows

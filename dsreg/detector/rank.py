@@ -7,6 +7,13 @@ score with a stable sort, so equal scores keep row order.
 ``scipy.special.xlogy``: the C library's ``log`` for float64 and float16 (computed in float64),
 and its ``logf`` for float32. numpy's own ``log`` differs from the C library's in the last bit
 on some CPUs, so dsreg evaluates the C library's functions once per distinct value.
+
+The public functions take cleanlab's arguments: ``labels`` (array_like of int, shape (n,), in
+``[0, k)``), ``pred_probs`` (array_like of shape (n, k), a ``.npy`` or Parquet path, or a
+``ProbabilitySource``) and, dsreg's own, ``chunk_rows`` (rows read at a time; it never changes a
+result). Their docstrings describe the other parameters. The per-example scorers
+(``get_*_for_each_label``) take ``labels`` of shape (m,) and the matching rows of probabilities,
+shape (m, k), as numpy arrays.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -38,7 +45,7 @@ __all__ = [
 CLIPPING_LOWER_BOUND = 1e-6
 
 
-def check_rank_options(method: str, rank_by_kwargs: dict[str, Any] | None) -> bool:
+def check_rank_options(method: str, rank_by_kwargs: Mapping[str, Any] | None) -> bool:
     """Validate a ranking method and its keyword options; return ``adjust_pred_probs``."""
     if method not in RANK_BY:
         raise InvalidInputError(f"rank_by must be one of {', '.join(RANK_BY)}; got {method!r}")
@@ -60,11 +67,6 @@ def check_rank_options(method: str, rank_by_kwargs: dict[str, Any] | None) -> bo
 def get_self_confidence_for_each_label(labels: IntArray, pred_probs: FloatArray) -> FloatArray:
     """``p[i, labels[i]]``.
 
-    Parameters
-    ----------
-    labels : numpy.ndarray of int, shape (m,)
-    pred_probs : numpy.ndarray, shape (m, k)
-
     Returns
     -------
     numpy.ndarray, shape (m,)
@@ -81,11 +83,6 @@ def _max_other(labels: IntArray, pred_probs: FloatArray) -> FloatArray:
 
 def get_normalized_margin_for_each_label(labels: IntArray, pred_probs: FloatArray) -> FloatArray:
     """``(p[label] - max_{j != label} p[j] + 1) / 2``.
-
-    Parameters
-    ----------
-    labels : numpy.ndarray of int, shape (m,)
-    pred_probs : numpy.ndarray, shape (m, k)
 
     Returns
     -------
@@ -154,13 +151,8 @@ def xlogx(values: FloatArray) -> FloatArray:
 def get_confidence_weighted_entropy_for_each_label(
     labels: IntArray, pred_probs: FloatArray
 ) -> FloatArray:
-    """Normalized entropy divided by self-confidence, rescaled into ``[0, 1]``.
-
-    Parameters
-    ----------
-    labels : numpy.ndarray of int, shape (m,)
-    pred_probs : numpy.ndarray, shape (m, k)
-        Non-negative.
+    """Normalized entropy divided by self-confidence, rescaled into ``[0, 1]`` (the
+    probabilities non-negative).
 
     Returns
     -------
@@ -242,7 +234,7 @@ def rank_issues(
     mask: BoolArray,
     *,
     rank_by: str = "self_confidence",
-    rank_by_kwargs: dict[str, Any] | None = None,
+    rank_by_kwargs: Mapping[str, Any] | None = None,
 ) -> tuple[IntArray, FloatArray]:
     """Rows of ``mask`` ordered by score (lowest first, ties to the lower row), with scores."""
     adjust = check_rank_options(rank_by, rank_by_kwargs)
@@ -264,14 +256,11 @@ def get_label_quality_scores(
 
     Parameters
     ----------
-    labels : array_like of int, shape (n,)
-    pred_probs : array_like, shape (n, k), or a path or ProbabilitySource
     method : {"self_confidence", "normalized_margin", "confidence_weighted_entropy"}
         ``p[label]``; ``(p[label] - max_{j != label} p[j] + 1) / 2``; or normalized entropy
         over self-confidence, rescaled.
     adjust_pred_probs : bool, default False
         Subtract each class's confident threshold and renormalise first (not with entropy).
-    chunk_rows : int, optional
 
     Returns
     -------
@@ -301,13 +290,10 @@ def order_label_issues(
     Parameters
     ----------
     label_issues_mask : array_like of bool, shape (n,)
-    labels : array_like of int, shape (n,)
-    pred_probs : array_like, shape (n, k), or a path or ProbabilitySource
     rank_by : str, default "self_confidence"
         See :func:`get_label_quality_scores`.
     rank_by_kwargs : dict, optional
         ``{"adjust_pred_probs": bool}``.
-    chunk_rows : int, optional
 
     Returns
     -------

@@ -83,27 +83,19 @@ class _Reader:
 
     def braced(self) -> str:
         """The text inside ``{…}`` (nested braces kept), the opening brace at ``i``."""
-        depth, start = 0, self.i
-        while self.i < len(self.text):
-            ch = self.text[self.i]
-            if ch == "\\":
-                self.i += 2
-                continue
-            if ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
-                    self.i += 1
-                    return self.text[start + 1 : self.i - 1]
-            self.i += 1
-        self.i = start
-        raise self.fail("a '{' is never closed")
+        return self._delimited("}")
 
     def quoted(self) -> str:
+        """The text inside ``"…"`` (braces in it kept), the opening quote at ``i``."""
+        return self._delimited('"')
+
+    def _delimited(self, close: str) -> str:
+        """The text from the opening delimiter at ``i`` to ``close`` outside any inner braces
+        (a backslash escapes the next character); ``i`` is left just after it."""
         start = self.i
         self.i += 1
-        depth = 0
+        # Braces nest in both; a braced value's own brace is the first level.
+        depth = 1 if close == "}" else 0
         while self.i < len(self.text):
             ch = self.text[self.i]
             if ch == "\\":
@@ -113,12 +105,12 @@ class _Reader:
                 depth += 1
             elif ch == "}":
                 depth -= 1
-            elif ch == '"' and depth == 0:
+            if ch == close and depth == 0:
                 self.i += 1
                 return self.text[start + 1 : self.i - 1]
             self.i += 1
         self.i = start
-        raise self.fail("a '\"' is never closed")
+        raise self.fail(f"a '{self.text[start]}' is never closed")
 
     def value(self) -> str:
         self.skip_space()

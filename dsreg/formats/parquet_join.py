@@ -1,4 +1,4 @@
-"""One-row-group Parquet files joined into the file one writer would have written (#15).
+"""One-row-group Parquet files joined into the file one writer would have written.
 
 A Parquet file is ``PAR1``, the column chunks of its row groups one after another, then a footer:
 a Thrift compact-protocol ``FileMetaData`` giving each chunk's byte offsets in the file, a 4-byte

@@ -29,8 +29,8 @@ def schema_dir() -> Path:
 @functools.cache
 def _validator(name: str) -> jsonschema_rs.Validator:
     # jsonschema-rs (Rust): it checks each schema against the draft 2020-12 meta-schema when it
-    # compiles it, and it imports in a third of the time the pure-Python jsonschema does, which
-    # every command that reads a manifest used to pay. Imported on first use.
+    # compiles it, and it imports in a third of the time the pure-Python jsonschema takes, a
+    # cost every command that reads a manifest would pay. Imported on first use.
     import jsonschema_rs
 
     path = schema_dir() / f"{name}.schema.json"

@@ -197,7 +197,7 @@ def read_parquet_bytes(
     # Decoded in this thread only (no pre-buffering, no Arrow pool threads): ``data`` is a
     # Python object, and an Arrow worker that drops the last reference to it must take the GIL.
     # At interpreter exit that kills the worker inside a C++ destructor: "terminate called
-    # without an active exception" (#11 item 12; tests/reliability/test_stress_abort.py).
+    # without an active exception" (tests/reliability/test_stress_abort.py runs it under load).
     try:
         table = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False).read(
             columns=list(columns) if columns else None,

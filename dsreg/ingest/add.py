@@ -14,7 +14,7 @@ from pathlib import Path
 
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import InputPathError, InvalidInputError
-from dsreg.ingest.result import AddResult
+from dsreg.ingest.result import AddResult, AddTarget
 from dsreg.registry.folder import Registry
 
 __all__ = ["add", "check_sources", "read_credit"]
@@ -81,7 +81,13 @@ def add(
 ) -> AddResult:
     """Store one source as a snapshot of ``dataset`` (see ``dsreg.add``)."""
     check_sources(path, labels=labels, table=table, files=files, classes=classes, ids=ids)
-    extra = read_credit(citation, credit)
+    target = AddTarget(
+        dataset=dataset,
+        tag=tag,
+        force=force,
+        command=command,
+        extra_provenance=read_credit(citation, credit),
+    )
     if path is not None:
         from dsreg.ingest.tree import add_tree
         from dsreg.ingest.treescan import scan_tree
@@ -89,15 +95,7 @@ def add(
         with _no_cyclic_gc():
             scan = scan_tree(Path(path))
             return add_tree(
-                reg,
-                dataset,
-                scan,
-                tag=tag,
-                force=force,
-                progress=progress,
-                command=command,
-                extra_provenance=extra,
-                allow_lookalike_ids=allow_lookalike_ids,
+                reg, target, scan, progress=progress, allow_lookalike_ids=allow_lookalike_ids
             )
     from dsreg.ingest import sources
     from dsreg.ingest.snapshot import add_source
@@ -122,15 +120,7 @@ def add(
                 Path(table), id_column=id_column, label_column=label_column, classes=names
             )
         return add_stream(
-            reg,
-            dataset,
-            s,
-            tag=tag,
-            force=force,
-            progress=progress,
-            command=command,
-            extra_provenance=extra,
-            allow_lookalike_ids=allow_lookalike_ids,
+            reg, target, s, progress=progress, allow_lookalike_ids=allow_lookalike_ids
         )
     assert table is not None
     src = sources.scan_table(
@@ -149,7 +139,7 @@ def add(
         force=force,
         progress=progress,
         command=command,
-        extra_provenance=extra,
+        extra_provenance=target.extra_provenance,
     )
 
 

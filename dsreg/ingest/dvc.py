@@ -23,7 +23,7 @@ from typing import Any
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import DsregError, InputPathError, InvalidInputError, RemoteError, StorageError
 from dsreg.formats.names import check_lookalike_ids, check_name
-from dsreg.ingest.result import AddResult
+from dsreg.ingest.result import AddResult, AddTarget
 from dsreg.ingest.snapshot import add_locked
 from dsreg.ingest.sources import read_classes, scan_imagefolder, scan_labels
 from dsreg.objects.batch import STAGE_PREFIX
@@ -149,16 +149,14 @@ def import_dvc(
                 }
                 if md5:
                     provenance["md5"] = str(md5)
-                res = add_locked(
-                    reg,
-                    dataset,
-                    source,
+                target = AddTarget(
+                    dataset=dataset,
                     tag=tag,
                     force=force,
-                    progress=progress,
                     command=command,
                     extra_provenance=provenance,
                 )
+                res = add_locked(reg, target, source, progress=progress)
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
     finally:

@@ -10,6 +10,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -21,7 +22,7 @@ from dsreg.objects.batch import ObjectBatch, Staged, hash_files
 from dsreg.registry.folder import Registry
 from dsreg.registry.trust import StagedRecords
 
-__all__ = ["Payload", "store_missing", "store_payloads", "tree_payloads"]
+__all__ = ["Payload", "StoredPayloads", "store_missing", "store_payloads", "tree_payloads"]
 
 
 class Payload(NamedTuple):
@@ -54,15 +55,35 @@ def _common_prefix(keys: list[str]) -> str:
     return lo[:n]
 
 
-def _paths(payloads: Sequence[Payload | None]) -> tuple[list[int], list[str]]:
-    """The rows that have a payload, and their absolute paths as strings (the stat cache's keys,
-    and cheaper to open than ``Path`` objects)."""
-    rows = [i for i, p in enumerate(payloads) if p is not None]
-    cwd = os.getcwd()
-    base = cwd if cwd.endswith("/") else cwd + "/"
-    paths = [os.fspath(payloads[i].path) for i in rows]  # type: ignore[union-attr]
-    # What os.path.join(cwd, p) gives, without its cost per file.
-    return rows, [p if p.startswith("/") else base + p for p in paths]
+@dataclass(frozen=True, slots=True)
+class _Files:
+    """The payloads that are files: ``keys[j]`` is the absolute path of ``payloads[rows[j]]``
+    as a string (the stat cache's key, and cheaper to open than a ``Path``)."""
+
+    payloads: Sequence[Payload | None]
+    rows: list[int]
+    keys: list[str]
+
+    @classmethod
+    def of(cls, payloads: Sequence[Payload | None]) -> _Files:
+        rows = [i for i, p in enumerate(payloads) if p is not None]
+        cwd = os.getcwd()
+        base = cwd if cwd.endswith("/") else cwd + "/"
+        paths = [os.fspath(payloads[i].path) for i in rows]  # type: ignore[union-attr]
+        # What os.path.join(cwd, p) gives, without its cost per file.
+        return cls(payloads, rows, [p if p.startswith("/") else base + p for p in paths])
+
+    def payload(self, j: int) -> Payload:
+        p = self.payloads[self.rows[j]]
+        assert p is not None
+        return p
+
+
+class StoredPayloads(NamedTuple):
+    """Each payload's digest (``None`` for a row without one), and how many objects were new."""
+
+    digests: list[str | None]
+    new: int
 
 
 def store_payloads(
@@ -72,28 +93,18 @@ def store_payloads(
     write: bool,
     progress: ProgressHook,
     meanwhile: Callable[[], None] | None = None,
-) -> tuple[list[str | None], int]:
+) -> StoredPayloads:
     """Hash (and with ``write``, store) every payload; return the digests and how many objects
     were new. Unchanged files (same path, inode, size, mtime as in the stat cache) are not read;
     the rest are read once each, in parallel across files, one thread per file."""
     out: list[str | None] = [None] * len(payloads)
-    rows, keys = _paths(payloads)
-    if not rows:
-        return out, 0
+    files = _Files.of(payloads)
+    if not files.rows:
+        return StoredPayloads(out, 0)
     # Files changed this close to now may change again without their stat changing: their
     # digests are used but not remembered (see treescan.RACY_NS).
     trust_before = time.time_ns() - treescan.RACY_NS
-    cache = reg.state.lookup(_common_prefix(keys))
-    todo: list[int] = []
-    for j, i in enumerate(rows):
-        p = payloads[i]
-        assert p is not None
-        hit = cache.get(keys[j])
-        if hit is not None and hit[:4] == (p.inode, p.size, p.mtime_ns, p.ctime_ns):
-            out[i] = hit[4]
-        else:
-            todo.append(j)
-    del cache
+    todo = _from_stat_cache(reg, files, out)
     damaged: dict[str, str] = {}
     if write:
         # A cached digest says what the file holds, not that the store still has it intact
@@ -101,69 +112,120 @@ def store_payloads(
         # missing are read and stored; objects stored with another size than the file's, or
         # found corrupt before, are replaced from the file (``_replace_damaged``).
         todo_set = set(todo)
-        gone, damaged = _damaged(
-            reg, payloads, out, [(j, i) for j, i in enumerate(rows) if j not in todo_set], keys
-        )
+        cached = [(j, i) for j, i in enumerate(files.rows) if j not in todo_set]
+        gone, damaged = _damaged(reg, files, out, cached)
         if gone:
-            todo = sorted({*todo, *(j for j, i in enumerate(rows) if out[i] in gone)})
+            todo = sorted({*todo, *(j for j, i in enumerate(files.rows) if out[i] in gone)})
     new = 0
-    # Stat-cache rows are written while the workers still work (the parent waits for them
-    # anyway), a few thousand at a time, each batch its own short transaction.
-    fresh: list[tuple[str, int, int, int, int, str]] = []
-    writer = contextlib.ExitStack()
-    put = writer.enter_context(reg.state.writer())
-
-    def remember(lo: int, digests: list[str]) -> None:
-        for t, digest in enumerate(digests):
-            j = todo[lo + t]
-            p = payloads[rows[j]]
-            assert p is not None
-            if p.mtime_ns < trust_before and p.ctime_ns < trust_before:
-                fresh.append((keys[j], p.inode, p.size, p.mtime_ns, p.ctime_ns, digest))
-        if len(fresh) >= 4096:
-            put(fresh)
-            fresh.clear()
-
-    # The state is written on a thread of its own as the chunks arrive: this thread goes on
-    # reading the workers' answers, so no worker waits on a full pipe while a transaction
-    # commits.
-    behind = Behind()
-    with writer:
+    with reg.state.writer() as put:
+        remember = _StatRows(put, files, todo, trust_before)
         if todo:
-            sizes = [payloads[rows[j]].size for j in todo]  # type: ignore[union-attr]
-            with (
-                reg.store.batch() if write else contextlib.nullcontext() as batch,
-                StagedRecords(reg) as vouch,
-            ):
-                try:
-                    got, new = _read_files(
-                        [keys[j] for j in todo],
-                        sizes,
-                        batch,
-                        progress,
-                        "adding" if write else "hashing",
-                        meanwhile=meanwhile,
-                        on_chunk=lambda lo, digests: behind(remember, lo, digests),
-                        on_staged=lambda entries: behind(vouch.staged, entries),
-                    )
-                finally:
-                    behind.close()
-                if batch is not None:
-                    # Trust records (``dsreg.registry.trust``): the batch wrote each object from
-                    # the bytes it hashed, so the first checkout after an add need not read
-                    # them. Most were written as the objects were staged.
-                    vouch.finish(batch.installed)
+            got, new = _read_todo(reg, files, todo, write, progress, meanwhile, remember)
             for j, digest in zip(todo, got, strict=True):
-                out[rows[j]] = digest
+                out[files.rows[j]] = digest
             # Objects that were already stored under a digest just computed: trusted no more
             # than cached ones. When every distinct digest was new (a first add), the batch
             # wrote each object from its file just now: nothing to check, no stat per file.
-            if write and new < len({got[k] for k in range(len(todo))}):
-                computed = [(j, rows[j]) for j in todo]
-                damaged.update(_damaged(reg, payloads, out, computed, keys)[1])
-        put(fresh)
+            if write and new < len(set(got)):
+                computed = [(j, files.rows[j]) for j in todo]
+                damaged.update(_damaged(reg, files, out, computed)[1])
+        remember.flush()
     new += _replace_damaged(reg, damaged)
-    return out, new
+    return StoredPayloads(out, new)
+
+
+def _from_stat_cache(reg: Registry, files: _Files, out: list[str | None]) -> list[int]:
+    """Fill ``out`` with the digests the stat cache holds for unchanged files; the files
+    (indices into ``files.keys``) left to read."""
+    cache = reg.state.lookup(_common_prefix(files.keys))
+    todo: list[int] = []
+    payloads = files.payloads
+    for j, (i, key) in enumerate(zip(files.rows, files.keys, strict=True)):
+        p = payloads[i]
+        assert p is not None
+        hit = cache.get(key)
+        if hit is not None and hit == (p.inode, p.size, p.mtime_ns, p.ctime_ns, hit.digest):
+            out[i] = hit.digest
+        else:
+            todo.append(j)
+    return todo
+
+
+class _StatRows:
+    """The stat-cache rows of the files just read, written while the workers still work (the
+    parent waits for them anyway), a few thousand at a time, each batch its own short
+    transaction. Files changed at or after ``trust_before`` are left out."""
+
+    def __init__(
+        self,
+        put: Callable[[list[tuple[str, int, int, int, int, str]]], None],
+        files: _Files,
+        todo: list[int],
+        trust_before: int,
+    ) -> None:
+        self._put = put
+        self._files = files
+        self._todo = todo
+        self._trust_before = trust_before
+        self._fresh: list[tuple[str, int, int, int, int, str]] = []
+
+    def __call__(self, lo: int, digests: list[str]) -> None:
+        """Remember the digests of ``todo[lo:lo + len(digests)]``."""
+        payloads, rows = self._files.payloads, self._files.rows
+        for t, digest in enumerate(digests):
+            j = self._todo[lo + t]
+            p = payloads[rows[j]]
+            assert p is not None
+            if p.mtime_ns < self._trust_before and p.ctime_ns < self._trust_before:
+                self._fresh.append(
+                    (self._files.keys[j], p.inode, p.size, p.mtime_ns, p.ctime_ns, digest)
+                )
+        if len(self._fresh) >= 4096:
+            self.flush()
+
+    def flush(self) -> None:
+        self._put(self._fresh)
+        self._fresh = []
+
+
+def _read_todo(
+    reg: Registry,
+    files: _Files,
+    todo: list[int],
+    write: bool,
+    progress: ProgressHook,
+    meanwhile: Callable[[], None] | None,
+    remember: _StatRows,
+) -> tuple[list[str], int]:
+    """Read the files ``todo`` names (and with ``write``, store them): their digests and how
+    many objects were new. The state is written on a thread of its own as the chunks arrive:
+    this thread goes on reading the workers' answers, so no worker waits on a full pipe while
+    a transaction commits."""
+    sizes = [files.payload(j).size for j in todo]
+    behind = Behind()
+    with (
+        reg.store.batch() if write else contextlib.nullcontext() as batch,
+        StagedRecords(reg) as vouch,
+    ):
+        try:
+            got, new = _read_files(
+                [files.keys[j] for j in todo],
+                sizes,
+                batch,
+                progress,
+                "adding" if write else "hashing",
+                meanwhile=meanwhile,
+                on_chunk=lambda lo, digests: behind(remember, lo, digests),
+                on_staged=lambda entries: behind(vouch.staged, entries),
+            )
+        finally:
+            behind.close()
+        if batch is not None:
+            # Trust records (``dsreg.registry.trust``): the batch wrote each object from
+            # the bytes it hashed, so the first checkout after an add need not read
+            # them. Most were written as the objects were staged.
+            vouch.finish(batch.installed)
+    return got, new
 
 
 def store_missing(
@@ -171,46 +233,51 @@ def store_missing(
 ) -> int:
     """Store the payloads whose objects are absent, after a pass that only hashed them; refuse
     if a file no longer holds the bytes that were hashed."""
-    rows, keys = _paths(payloads)
-    gone, damaged = _damaged(reg, payloads, digests, list(enumerate(rows)), keys)
+    files = _Files.of(payloads)
+    gone, damaged = _damaged(reg, files, digests, list(enumerate(files.rows)))
     repaired = _replace_damaged(reg, damaged)
     if not gone:
         return repaired
-    todo = [j for j, i in enumerate(rows) if digests[i] in gone]
-    sizes = [payloads[rows[j]].size for j in todo]  # type: ignore[union-attr]
+    todo = [j for j, i in enumerate(files.rows) if digests[i] in gone]
+    sizes = [files.payload(j).size for j in todo]
     with reg.store.batch() as batch, StagedRecords(reg) as vouch:
         got, new = _read_files(
-            [keys[j] for j in todo], sizes, batch, no_progress, "adding", on_staged=vouch.staged
+            [files.keys[j] for j in todo],
+            sizes,
+            batch,
+            no_progress,
+            "adding",
+            on_staged=vouch.staged,
         )
         vouch.finish(batch.installed)
         for j, digest in zip(todo, got, strict=True):
-            if digest != digests[rows[j]]:
+            if digest != digests[files.rows[j]]:
                 raise StorageError(
-                    f"{keys[j]} changed while it was being added; nothing was tagged: add again"
+                    f"{files.keys[j]} changed while it was being added; nothing was tagged: "
+                    "add again"
                 )
     return new + repaired
 
 
 def _damaged(
     reg: Registry,
-    payloads: Sequence[Payload | None],
+    files: _Files,
     digests: Sequence[str | None],
     which: list[tuple[int, int]],
-    keys: list[str],
 ) -> tuple[set[str], dict[str, str]]:
-    """Of the files ``which`` names (``(j, row)``: ``keys[j]`` is the path of payload ``row``,
-    whose digest is ``digests[row]``): the digests whose objects are missing, and those whose
-    objects are damaged, each with a file holding its bytes: stored with another size than
-    the file's (then re-hashed) or marked corrupt by an earlier read (``dsreg verify``, a
+    """Of the files ``which`` names (``(j, row)``: ``files.keys[j]`` is the path of payload
+    ``row``, whose digest is ``digests[row]``): the digests whose objects are missing, and those
+    whose objects are damaged, each with a file holding its bytes: stored with another size
+    than the file's (then re-hashed) or marked corrupt by an earlier read (``dsreg verify``, a
     checkout). One ``stat`` per object; an object of the right size that nothing found
     corrupt is trusted."""
     sizes: dict[str, int] = {}
     paths: dict[str, str] = {}
     for j, i in which:
-        d, p = digests[i], payloads[i]
+        d, p = digests[i], files.payloads[i]
         if d is not None and p is not None:
             sizes[d] = p.size
-            paths[d] = keys[j]
+            paths[d] = files.keys[j]
     missing, corrupt = reg.store.stat_check(sizes)
     corrupt |= reg.store.marked_corrupt() & sizes.keys()
     return missing, {d: paths[d] for d in corrupt}

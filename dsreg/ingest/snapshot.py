@@ -7,6 +7,7 @@ sees the ref sees everything it reaches. Checks that can refuse the input run be
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -14,13 +15,20 @@ import pyarrow as pa
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.formats.manifests import Revision, Snapshot
 from dsreg.formats.tables import base_schema, check_examples, parquet_bytes
-from dsreg.ingest.payloads import store_missing, store_payloads
-from dsreg.ingest.result import AddResult, check_names, is_dry, refuse_tag
+from dsreg.ingest.payloads import StoredPayloads, store_missing, store_payloads
+from dsreg.ingest.result import (
+    AddResult,
+    AddTarget,
+    check_names,
+    is_dry,
+    refuse_moved_tag,
+    set_tag,
+)
 from dsreg.ingest.sources import Source
 from dsreg.objects.hashing import hash_bytes
 from dsreg.registry.folder import Registry
 
-__all__ = ["AddResult", "add_locked", "add_source"]
+__all__ = ["AddResult", "Tagged", "add_locked", "add_source", "tag_snapshot"]
 
 
 def add_source(
@@ -35,79 +43,85 @@ def add_source(
     extra_provenance: dict[str, object] | None = None,
 ) -> AddResult:
     """Store ``source`` as a snapshot of ``dataset``; point ``dataset@tag`` at its original view."""
+    target = AddTarget(
+        dataset=dataset, tag=tag, force=force, command=command, extra_provenance=extra_provenance
+    )
     check_names(dataset, tag)
     with reg.lock():
-        return add_locked(
-            reg,
-            dataset,
-            source,
-            tag=tag,
-            force=force,
-            progress=progress,
-            command=command,
-            extra_provenance=extra_provenance,
+        return add_locked(reg, target, source, progress=progress)
+
+
+@dataclass(frozen=True, slots=True)
+class Tagged:
+    """The manifests an add stored and the tag's previous revision (``None``: a new tag)."""
+
+    snapshot: str
+    revision: str
+    previous: str | None
+
+    def result(
+        self, target: AddTarget, snap: Snapshot, *, files: int, new_objects: int, size: int
+    ) -> AddResult:
+        """What the add returns: ``snap`` as stored and tagged, with ``files`` payload files
+        of ``size`` bytes in all, ``new_objects`` of them new to the store."""
+        return AddResult(
+            dataset=target.dataset,
+            tag=target.tag,
+            revision=self.revision,
+            snapshot=self.snapshot,
+            examples=snap.examples,
+            rows=snap.rows,
+            classes=snap.classes,
+            files=files,
+            new_objects=new_objects,
+            bytes=size,
+            previous=self.previous,
         )
+
+
+def tag_snapshot(reg: Registry, target: AddTarget, snap: Snapshot) -> Tagged:
+    """Store ``snap`` and its original view's revision, then point the tag at it: the ref last,
+    so a reader that sees the ref sees everything it reaches."""
+    snapshot = reg.put_manifest(snap)
+    revision = reg.put_manifest(Revision(snapshot=snapshot))
+    return Tagged(snapshot, revision, set_tag(reg, target, revision))
 
 
 def add_locked(
     reg: Registry,
-    dataset: str,
+    target: AddTarget,
     source: Source,
     *,
-    tag: str | None,
-    force: bool = False,
     progress: ProgressHook = no_progress,
-    command: str = "",
-    extra_provenance: dict[str, object] | None = None,
-    stored: tuple[list[str | None], int] | None = None,
+    stored: StoredPayloads | None = None,
 ) -> AddResult:
     """``add_source`` for a caller that holds ``reg.lock()`` and has checked the names; with
     ``stored``, what ``store_payloads(..., write=not is_dry(...))`` returned for its payloads."""
-    existing = reg.refs.get(dataset, tag) if tag is not None else None
-    dry = is_dry(existing, force)
+    existing = target.existing(reg)
+    dry = is_dry(existing, target.force)
     if stored is None:
         stored = store_payloads(reg, source.payloads, write=not dry, progress=progress)
     digests, new = stored
     table = _examples_table(source, digests)
     check_examples(table, classes=source.classes)
     data = parquet_bytes(table)
-    examples = hash_bytes(data)
-    provenance = dict(source.provenance)
-    if extra_provenance:
-        provenance.update(extra_provenance)
     snap = Snapshot(
-        dataset=dataset,
-        examples=examples,
+        dataset=target.dataset,
+        examples=hash_bytes(data),
         rows=len(source.ids),
         classes=source.classes,
-        source=provenance,
+        source=target.provenance(source.provenance),
     )
-    snap_digest = reg.digest_of(snap)
-    rev = Revision(snapshot=snap_digest)
-    if dry and existing != rev.digest:
-        assert existing is not None and tag is not None
-        refuse_tag(dataset, tag, existing, rev.digest)
+    refuse_moved_tag(target, existing, Revision(snapshot=reg.digest_of(snap)).digest)
     if dry:
         new = store_missing(reg, source.payloads, digests)
     reg.store.put_bytes(data)
-    reg.put_manifest(snap)
-    rev_digest = reg.put_manifest(rev)
-    previous = None
-    if tag is not None:
-        previous = reg.refs.set(dataset, tag, rev_digest, force=force, command=command)
-    total = sum(p.size for p in source.payloads if p is not None)
-    return AddResult(
-        dataset=dataset,
-        tag=tag,
-        revision=rev_digest,
-        snapshot=snap_digest,
-        examples=examples,
-        rows=len(source.ids),
-        classes=source.classes,
+    return tag_snapshot(reg, target, snap).result(
+        target,
+        snap,
         files=sum(p is not None for p in source.payloads),
         new_objects=new,
-        bytes=total,
-        previous=previous,
+        size=sum(p.size for p in source.payloads if p is not None),
     )
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import stat
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ __all__ = [
     "scan_imagefolder",
     "scan_labels",
     "scan_table",
+    "table_errors",
 ]
 
 # Without a classes file, integer labels name the classes 0..max. More classes than rows is
@@ -147,9 +149,24 @@ def _stat_inside(p: Path, real_root: Path, rel: str) -> os.stat_result | None:
     return st if stat.S_ISREG(st.st_mode) else None
 
 
+@contextmanager
+def table_errors(path: Path, what: str) -> Iterator[None]:
+    """Errors reading the table ``path`` as one-line refusals: an unreadable file, or a column
+    name that is not UTF-8 text."""
+    try:
+        yield
+    except (pa.ArrowException, OSError) as e:
+        raise DatasetFormatError(f"cannot read {what} {str(path)!r}: {csv_error(e)}") from e
+    except UnicodeDecodeError as e:
+        raise DatasetFormatError(
+            f"{what} {str(path)!r} has a column name that is not UTF-8 text ({e.reason} at byte "
+            f"{e.start}); save the file as UTF-8"
+        ) from e
+
+
 def _read_any_table(path: Path, what: str) -> pa.Table:
     input_file(path, what=f"{what} {str(path)!r}")
-    try:
+    with table_errors(path, what):
         if path.suffix.lower() == ".parquet":
             table = pq.read_table(path)
         elif path.suffix.lower() in (".csv", ".tsv", ".txt"):
@@ -160,13 +177,6 @@ def _read_any_table(path: Path, what: str) -> pa.Table:
                 f"{what} {str(path)!r} has an unknown type {path.suffix!r}; use .parquet or .csv"
             )
         names = table.column_names  # decoded here: a CSV header need not be UTF-8
-    except (pa.ArrowException, OSError) as e:
-        raise DatasetFormatError(f"cannot read {what} {str(path)!r}: {csv_error(e)}") from e
-    except UnicodeDecodeError as e:
-        raise DatasetFormatError(
-            f"{what} {str(path)!r} has a column name that is not UTF-8 text ({e.reason} at byte "
-            f"{e.start}); save the file as UTF-8"
-        ) from e
     refuse_duplicate_columns(names, what=f"{what} {str(path)!r}", error=DatasetFormatError)
     return table
 
@@ -289,25 +299,7 @@ def scan_table(
             raise DatasetFormatError(
                 f"{what} has no column {col!r} ({flag}); its columns are {table.column_names}"
             )
-    ids_col = table.column(id_column)
-    if ids_col.null_count:
-        raise DatasetFormatError(f"{what}: {ids_col.null_count} rows have no {id_column!r}")
-    try:
-        ids = [str(v) for v in pc.cast(ids_col, pa.string()).to_pylist()]
-    except pa.ArrowException as e:
-        raise DatasetFormatError(
-            f"{what}: column {id_column!r} holds {ids_col.type} values that are not text ({e}); "
-            "example ids must be strings or integers"
-        ) from e
-    for eid in ids:
-        check_example_id(eid)
-    if len(set(ids)) != len(ids):
-        # Checked here, before add hashes or stores any payload: a refused add writes nothing.
-        dup = sorted(k for k, c in Counter(ids).items() if c > 1)
-        raise DatasetFormatError(
-            f"{what}: {len(dup)} example ids occur more than once, first {shown_all(dup[:5])}; "
-            f"the {id_column!r} column must be unique"
-        )
+    ids = _table_ids(table.column(id_column), id_column, what=what)
     if not allow_lookalike_ids:
         check_lookalike_ids(ids, what=what)
     labels, names = _labels_to_index(table.column(label_column), classes, what=what)
@@ -316,39 +308,7 @@ def scan_table(
     check_metadata_names(meta.column_names, what=what)
     payloads: list[Payload | None] = [None] * len(ids)
     if files is not None:
-        if not files.exists():
-            raise InputPathError(f"--files folder {str(files)!r} does not exist; check the path")
-        real = files.resolve()
-        missing = []
-        parents_ok: set[str] = set()
-        for i, eid in enumerate(ids):
-            p = files / eid
-            parent = eid.rpartition("/")[0]
-            if parent and parent not in parents_ok:
-                # A folder on the way may be a link out of --files; once per folder.
-                _check_dir_inside(files / parent, real, parent)
-                parents_ok.add(parent)
-            try:
-                st = _stat_inside(p, real, eid)
-            except InputPathError:
-                raise  # a FileNotFoundError too, but a refusal, not a missing file
-            except (FileNotFoundError, NotADirectoryError):
-                st = None  # missing, or a file where the id names a folder
-            except OSError as e:  # a name too long, a loop of links, no permission
-                raise InputPathError(
-                    f"cannot read the file of example {eid!r} under {str(files)!r}: "
-                    f"{e.strerror or e}; each example id must be a file path relative to --files",
-                    path=str(p),
-                ) from e
-            if st is None:
-                missing.append(eid)
-            else:
-                payloads[i] = _payload(p, st)
-        if missing:
-            raise InputPathError(
-                f"{len(missing)} examples have no file under {str(files)!r}, first "
-                f"{missing[:5]}; each example id must be a file path relative to --files"
-            )
+        payloads = _table_files(ids, files)
     return Source(
         ids=ids,
         labels=labels,
@@ -362,3 +322,67 @@ def scan_table(
             "files": files is not None,
         },
     )
+
+
+def _table_ids(ids_col: pa.ChunkedArray, id_column: str, *, what: str) -> list[str]:
+    """The table's example ids as text, refused if one is missing, neither text nor an
+    integer, not a valid id, or repeated: checked before add hashes or stores any payload,
+    so a refused add writes nothing."""
+    if ids_col.null_count:
+        raise DatasetFormatError(f"{what}: {ids_col.null_count} rows have no {id_column!r}")
+    try:
+        ids = [str(v) for v in pc.cast(ids_col, pa.string()).to_pylist()]
+    except pa.ArrowException as e:
+        raise DatasetFormatError(
+            f"{what}: column {id_column!r} holds {ids_col.type} values that are not text ({e}); "
+            "example ids must be strings or integers"
+        ) from e
+    for eid in ids:
+        check_example_id(eid)
+    if len(set(ids)) != len(ids):
+        dup = sorted(k for k, c in Counter(ids).items() if c > 1)
+        raise DatasetFormatError(
+            f"{what}: {len(dup)} example ids occur more than once, first {shown_all(dup[:5])}; "
+            f"the {id_column!r} column must be unique"
+        )
+    return ids
+
+
+def _table_files(ids: list[str], files: Path) -> list[Payload | None]:
+    """Each example's file, ``files / example_id``; refuses a missing one, and one (or a folder
+    on its way) that is a link out of ``files``."""
+    if not files.exists():
+        raise InputPathError(f"--files folder {str(files)!r} does not exist; check the path")
+    real = files.resolve()
+    payloads: list[Payload | None] = [None] * len(ids)
+    missing = []
+    parents_ok: set[str] = set()
+    for i, eid in enumerate(ids):
+        p = files / eid
+        parent = eid.rpartition("/")[0]
+        if parent and parent not in parents_ok:
+            # A folder on the way may be a link out of --files; once per folder.
+            _check_dir_inside(files / parent, real, parent)
+            parents_ok.add(parent)
+        try:
+            st = _stat_inside(p, real, eid)
+        except InputPathError:
+            raise  # a FileNotFoundError too, but a refusal, not a missing file
+        except (FileNotFoundError, NotADirectoryError):
+            st = None  # missing, or a file where the id names a folder
+        except OSError as e:  # a name too long, a loop of links, no permission
+            raise InputPathError(
+                f"cannot read the file of example {eid!r} under {str(files)!r}: "
+                f"{e.strerror or e}; each example id must be a file path relative to --files",
+                path=str(p),
+            ) from e
+        if st is None:
+            missing.append(eid)
+        else:
+            payloads[i] = _payload(p, st)
+    if missing:
+        raise InputPathError(
+            f"{len(missing)} examples have no file under {str(files)!r}, first "
+            f"{missing[:5]}; each example id must be a file path relative to --files"
+        )
+    return payloads

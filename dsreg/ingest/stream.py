@@ -1,5 +1,5 @@
 """Label-only sources (``--labels F [--ids F]``, ``--table F`` without ``--files``) read, checked,
-written and hashed a row group at a time (#15).
+written and hashed a row group at a time, in bounded memory.
 
 A 50-million-row label file never becomes Python lists: each batch of rows is checked (ids safe
 and present, labels within the classes), written as the next row group of the canonical
@@ -34,7 +34,12 @@ from dsreg.formats.arrays import first_unsafe, id_spellings
 from dsreg.formats.inputfiles import csv_error, refuse_duplicate_columns
 from dsreg.formats.names import lookalike_error
 from dsreg.formats.tables import ROW_GROUP, base_schema, check_metadata_names, from_numpy
-from dsreg.ingest.sources import MAX_INFERRED_CLASSES, check_example_id, map_label_npy
+from dsreg.ingest.sources import (
+    MAX_INFERRED_CLASSES,
+    check_example_id,
+    map_label_npy,
+    table_errors,
+)
 
 __all__ = ["StreamSource", "Validation", "labels_stream", "read_ids", "table_stream"]
 
@@ -118,7 +123,7 @@ def _csv_pieces(path: Path, only: list[str] | None, what: str) -> Pieces:
 def _open(path: Path, what: str, columns: list[str] | None) -> tuple[pa.Schema, Any]:
     input_file(path, what=f"{what} {str(path)!r}")
     suffix = path.suffix.lower()
-    try:
+    with table_errors(path, what):
         if suffix == ".parquet":
             schema = pq.read_schema(path)
             if columns:
@@ -131,13 +136,6 @@ def _open(path: Path, what: str, columns: list[str] | None) -> tuple[pa.Schema, 
             schema = pacsv.open_csv(path, parse_options=opts, convert_options=conv).schema
             _ = schema.names
             return schema, _csv_pieces(path, columns, what)
-    except (pa.ArrowException, OSError) as e:
-        raise DatasetFormatError(f"cannot read {what} {str(path)!r}: {csv_error(e)}") from e
-    except UnicodeDecodeError as e:
-        raise DatasetFormatError(
-            f"{what} {str(path)!r} has a column name that is not UTF-8 text ({e.reason} at byte "
-            f"{e.start}); save the file as UTF-8"
-        ) from e
     raise DatasetFormatError(
         f"{what} {str(path)!r} has an unknown type {path.suffix!r}; use .parquet or .csv"
     )

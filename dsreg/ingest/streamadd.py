@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,8 @@ from dsreg.errors import DatasetFormatError
 from dsreg.formats.manifests import Revision, Snapshot
 from dsreg.formats.names import pair_lookalikes
 from dsreg.formats.tables import ROW_GROUP, CanonicalWriter, as_numpy, base_schema, from_numpy
-from dsreg.ingest.result import AddResult, check_names, is_dry, refuse_tag
+from dsreg.ingest.result import AddResult, AddTarget, check_names, refuse_moved_tag
+from dsreg.ingest.snapshot import tag_snapshot
 from dsreg.ingest.stream import StreamSource, Validation, null_columns
 from dsreg.registry.folder import Registry
 
@@ -37,37 +39,70 @@ WIDE = 64 << 20
 
 def add_stream(
     reg: Registry,
-    dataset: str,
+    target: AddTarget,
     src: StreamSource,
     *,
-    tag: str | None,
-    force: bool = False,
     progress: ProgressHook = no_progress,
-    command: str = "",
-    extra_provenance: dict[str, object] | None = None,
     allow_lookalike_ids: bool = False,
 ) -> AddResult:
-    """Store a label-only ``src`` as a snapshot of ``dataset``; point ``dataset@tag`` at it.
+    """Store a label-only ``src`` as a snapshot of the target's dataset; point its tag at it.
     (``progress`` is not called: the rows stream by faster than a bar would be drawn.)"""
     del progress
-    check_names(dataset, tag)
+    check_names(target.dataset, target.tag)
+    classes = _classes(src)
+    schema = base_schema()
+    for name in src.metadata:
+        schema = schema.append(src.schema.field(name))
+    v = _validation(src, classes, allow_lookalike_ids)
+    hasher = _IdHasher() if src.id_column or src.ids is not None else None
+    with reg.lock():
+        existing = target.existing(reg)
+        with reg.store.writer() as out:
+            writer = CanonicalWriter(out, schema)
+            try:
+                _write_groups(src, _Sink(writer, schema, classes, v, hasher))
+            except BaseException:
+                writer.abort()
+                raise
+            writer.close()
+            out.flush()
+            v.finish_ids(lambda cand: _repeats(out.path, cand, hasher, v.spellings))
+            snap = Snapshot(
+                dataset=target.dataset,
+                examples=out.peek(),
+                rows=v.rows,
+                classes=v.finish_labels(),
+                source=target.provenance(src.provenance),
+            )
+            refuse_moved_tag(target, existing, Revision(snapshot=reg.digest_of(snap)).digest)
+            out.commit()
+        tagged = tag_snapshot(reg, target, snap)
+    return tagged.result(target, snap, files=0, new_objects=0, size=0)
+
+
+def _classes(src: StreamSource) -> tuple[str, ...] | None:
+    """The class names: as given, or (text labels without them) the labels' sorted values.
+    Refuses labels that are neither integers nor text."""
     label_type = src.schema.field(src.label_column).type
     if not (pa.types.is_integer(label_type) or _is_text(label_type)):
         raise DatasetFormatError(
             f"{src.what} has labels of type {label_type}; use integers (class indices) or "
             "class names"
         )
-    classes = src.classes
-    if classes is None and _is_text(label_type):
-        classes = _label_names(src)
-    schema = base_schema()
-    for name in src.metadata:
-        schema = schema.append(src.schema.field(name))
+    if src.classes is None and _is_text(label_type):
+        return _label_names(src)
+    return src.classes
+
+
+def _validation(
+    src: StreamSource, classes: tuple[str, ...] | None, allow_lookalike_ids: bool
+) -> Validation:
+    """The checks of the rows as they stream by, with the words their errors use."""
     if src.id_column:
         id_name, hint = repr(src.id_column), f"the {src.id_column!r} column must be unique"
     else:
         id_name, hint = "example id", f"the ids of {src.ids_what} must be unique"
-    v = Validation(
+    return Validation(
         what=src.what,
         id_name=id_name,
         unique_hint=hint,
@@ -75,94 +110,76 @@ def add_stream(
         allow_lookalikes=allow_lookalike_ids,
         ids_what=src.ids_what,
     )
-    hasher = _IdHasher() if src.id_column or src.ids is not None else None
-    with reg.lock():
-        existing = reg.refs.get(dataset, tag) if tag is not None else None
-        with reg.store.writer() as out:
-            writer = CanonicalWriter(out, schema)
-            ids_left = _Rebatch(src.ids()) if src.ids is not None else None
-            pool = ThreadPoolExecutor(1)
-            pool_read = ThreadPoolExecutor(1)
-            pending: deque[Future[None]] = deque()
-            try:
-                for group in _prefetch(_groups(src.pieces(None)), pool_read):
-                    n = len(group)
-                    start = v.rows
-                    if src.id_column is not None:
-                        ids = _id_text(group.column(src.id_column), src)
-                        if ids.null_count:
-                            nulls = sum(p.column(0).null_count for p in src.pieces([src.id_column]))
-                            raise DatasetFormatError(
-                                f"{src.what}: {nulls} rows have no {src.id_column!r}"
-                            )
-                    elif ids_left is not None:
-                        ids = ids_left.take(n)
-                        if len(ids) < n:
-                            _length_mismatch(src, start + len(ids), _labels_total(src))
-                    else:
-                        ids = pc.cast(
-                            from_numpy(np.arange(start, start + n), pa.int64()), pa.string()
-                        )
-                    while len(pending) >= AHEAD:
-                        pending.popleft().result()
-                    if hasher is not None:
-                        # Checked on another thread while this group is written (Arrow, DuckDB
-                        # and the Parquet writer release the GIL); one group at a time, in order.
-                        pending.append(pool.submit(v.ids, ids, hasher))
-                    labels = _labels(group.column(src.label_column), classes, v, start)
-                    blob, size = null_columns(n)
-                    meta = [group.column(c) for c in src.metadata]
-                    writer.write(
-                        pa.Table.from_arrays([ids, labels, blob, size, *meta], schema=schema)
-                    )
-                    v.rows += n
-                if ids_left is not None:
-                    extra = ids_left.rest()
-                    if extra:
-                        _length_mismatch(src, v.rows + extra, v.rows)
-                while pending:
-                    pending.popleft().result()
-            except BaseException:
-                writer.abort()
-                raise
-            finally:
-                pool.shutdown(wait=True)
-                pool_read.shutdown(wait=True, cancel_futures=True)
-            writer.close()
-            out.flush()
-            v.finish_ids(lambda cand: _repeats(out.path, cand, hasher, v.spellings))
-            names = v.finish_labels()
-            examples = out.peek()
-            snap = Snapshot(
-                dataset=dataset,
-                examples=examples,
-                rows=v.rows,
-                classes=names,
-                source={**src.provenance, **(extra_provenance or {})},
-            )
-            rev = Revision(snapshot=reg.digest_of(snap))
-            if is_dry(existing, force) and existing != rev.digest:
-                assert existing is not None and tag is not None
-                refuse_tag(dataset, tag, existing, rev.digest)
-            out.commit()
-        snap_digest = reg.put_manifest(snap)
-        rev_digest = reg.put_manifest(rev)
-        previous = None
-        if tag is not None:
-            previous = reg.refs.set(dataset, tag, rev_digest, force=force, command=command)
-    return AddResult(
-        dataset=dataset,
-        tag=tag,
-        revision=rev_digest,
-        snapshot=snap_digest,
-        examples=examples,
-        rows=v.rows,
-        classes=names,
-        files=0,
-        new_objects=0,
-        bytes=0,
-        previous=previous,
-    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Sink:
+    """Where the row groups go: the staged table's writer and schema, the class names text
+    labels are looked up in, the checks, and the id hasher (``None``: ids are row numbers)."""
+
+    writer: CanonicalWriter
+    schema: pa.Schema
+    classes: tuple[str, ...] | None
+    v: Validation
+    hasher: _IdHasher | None
+
+    def write(self, src: StreamSource, group: pa.Table, ids: pa.Array) -> None:
+        """Write one row group of ``src`` as rows of the examples table: ids, labels, metadata."""
+        n = len(group)
+        labels = _labels(group.column(src.label_column), self.classes, self.v, self.v.rows)
+        blob, size = null_columns(n)
+        meta = [group.column(c) for c in src.metadata]
+        self.writer.write(
+            pa.Table.from_arrays([ids, labels, blob, size, *meta], schema=self.schema)
+        )
+        self.v.rows += n
+
+
+def _write_groups(src: StreamSource, sink: _Sink) -> None:
+    """Read, check and write the source a row group at a time: the next groups read on one
+    thread, the ids of this one checked on another while it is written (Arrow, DuckDB and the
+    Parquet writer release the GIL), one group at a time, in order."""
+    ids_left = _Rebatch(src.ids()) if src.ids is not None else None
+    checking = ThreadPoolExecutor(1)
+    reading = ThreadPoolExecutor(1)
+    pending: deque[Future[None]] = deque()
+    try:
+        for group in _prefetch(_groups(src.pieces(None)), reading):
+            ids = _group_ids(src, group, sink.v.rows, ids_left)
+            while len(pending) >= AHEAD:
+                pending.popleft().result()
+            if sink.hasher is not None:
+                pending.append(checking.submit(sink.v.ids, ids, sink.hasher))
+            sink.write(src, group, ids)
+        if ids_left is not None:
+            extra = ids_left.rest()
+            if extra:
+                _length_mismatch(src, sink.v.rows + extra, sink.v.rows)
+        while pending:
+            pending.popleft().result()
+    finally:
+        checking.shutdown(wait=True)
+        reading.shutdown(wait=True, cancel_futures=True)
+
+
+def _group_ids(
+    src: StreamSource, group: pa.Table, start: int, ids_left: _Rebatch | None
+) -> pa.Array:
+    """The ids of the row group that starts at row ``start``: the id column's, the --ids
+    file's next ones, or the row numbers."""
+    n = len(group)
+    if src.id_column is not None:
+        ids = _id_text(group.column(src.id_column), src)
+        if ids.null_count:
+            nulls = sum(p.column(0).null_count for p in src.pieces([src.id_column]))
+            raise DatasetFormatError(f"{src.what}: {nulls} rows have no {src.id_column!r}")
+        return ids
+    if ids_left is not None:
+        ids = ids_left.take(n)
+        if len(ids) < n:
+            _length_mismatch(src, start + len(ids), _labels_total(src))
+        return ids
+    return pc.cast(from_numpy(np.arange(start, start + n), pa.int64()), pa.string())
 
 
 def _is_text(t: pa.DataType) -> bool:

@@ -11,7 +11,8 @@ Objects are staged under ``tmp/stage-…/ab/cdef…`` with no fsync each. ``comm
 
 So ``files/`` never holds bytes that a crash could tear, an existing object is never rewritten,
 and a caller that writes manifests and refs after ``commit`` never points at content a crash
-could lose. docs/benchmarks.md has the argument and the figures.
+could lose. docs/concepts.md has the argument ("An add never names bytes a crash could
+lose").
 
 While staging, a background thread flushes what was staged (``syncfs`` every tenth of a second
 while bytes wait), so the barrier finds little left to write; ``put_files`` then drops the

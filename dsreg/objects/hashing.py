@@ -1,4 +1,5 @@
-"""BLAKE3-256, the one hash (DESIGN.md, "Digests"): the only module that calls ``blake3``.
+"""BLAKE3-256, the one hash (docs/formats.md, "Digests and canonical bytes"): the only module
+that calls ``blake3``.
 
 Digests are ``blake3:`` + 64 lowercase hex. A file is hashed on one thread: files are hashed many
 at a time across worker processes (``dsreg._util.parallel``), so one file never fans out over

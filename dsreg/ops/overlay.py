@@ -4,13 +4,12 @@ with it in the same call: what ``dsreg detect`` and ``dsreg overlay import-votes
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.detector.options import FILTER_BY, RANK_BY
+from dsreg.detector.options import FILTER_BY, RANK_BY, DetectorOptions
 from dsreg.errors import DsregError, InvalidInputError, TagExistsError
 from dsreg.formats.manifests import VIEWS
 from dsreg.formats.names import check_name
@@ -25,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "VOTE_FORMATS",
+    "NewTag",
     "OverlayResult",
     "check_detect_options",
     "check_tag_options",
@@ -45,6 +45,17 @@ class OverlayResult(CreatedOverlay):
 
     tagged: TagResult | None = None
     top: tuple[Issue, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewTag:
+    """The tag a command makes with the overlay it stores: ``<dataset>@<name>``, the revision
+    plus the overlay, in ``view`` (default cleaned); an existing tag is moved only if
+    ``force``."""
+
+    name: str
+    view: str | None = None
+    force: bool = False
 
 
 def check_detect_options(filter_by: str, rank_by: str) -> None:
@@ -142,26 +153,23 @@ def detect(
     spec: str,
     pred_probs: np.ndarray | str | os.PathLike[str],
     *,
-    options: Mapping[str, Any],
-    tag: str | None = None,
-    view: str | None = None,
-    force: bool = False,
+    options: DetectorOptions,
+    tag: NewTag | None = None,
     top: int = 10,
     progress: ProgressHook = no_progress,
     command: str = "",
 ) -> OverlayResult:
-    """A ``detected`` overlay of ``spec`` (options: those of the detector), tagged as
-    ``<dataset>@<tag>`` in ``view`` (default cleaned) when ``tag`` is given."""
+    """A ``detected`` overlay of ``spec`` made with the detector's ``options``, and ``tag``
+    made with it when given; ``top`` of its rows, lowest-scored first, come back with it."""
     from dsreg.overlays.create import detect_overlay
     from dsreg.overlays.inspect import ranked_issues
 
-    check_detect_options(
-        str(options.get("filter_by", FILTER_BY[0])), str(options.get("rank_by", RANK_BY[0]))
-    )
-    check_tag_target(reg, spec, tag, view, force=force, producer="dsreg.detect")
+    check_detect_options(options.filter_by, options.rank_by)
+    name, view, force = (tag.name, tag.view, tag.force) if tag else (None, None, False)
+    check_tag_target(reg, spec, name, view, force=force, producer="dsreg.detect")
     probs = Path(pred_probs) if isinstance(pred_probs, str | os.PathLike) else pred_probs
     made = detect_overlay(reg, spec, probs, options=options, progress=progress, command=command)
-    tagged = _tag(reg, spec, made, tag, view, force, command)
+    tagged = _tag(reg, spec, made, name, view, force, command)
     return _result(made, tagged, ranked_issues(reg, made.digest, top))
 
 

@@ -14,6 +14,7 @@ import pyarrow as pa
 from dsreg._util.inputs import input_file
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg._version import __version__
+from dsreg.detector.options import DetectorOptions
 from dsreg.errors import ManifestError
 from dsreg.formats.corrections import corrections_table
 from dsreg.formats.manifests import Snapshot
@@ -184,7 +185,7 @@ def detect_overlay(
     spec: str,
     probs: Path | np.ndarray,
     *,
-    options: Mapping[str, Any] | None = None,
+    options: DetectorOptions | None = None,
     progress: ProgressHook = no_progress,
     command: str = "",
 ) -> CreatedOverlay:
@@ -199,7 +200,7 @@ def detect_overlay(
     if isinstance(probs, Path):
         input_file(probs, what=f"probabilities file {str(probs)!r}")
     source = open_probabilities(probs)
-    det = detect(view.label, source, progress=progress, **dict(options or {}))
+    det = detect(view.label, source, options, progress=progress)
     snap_rows = view.rows[det.rows]
     examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
     ids = examples.column("example_id").take(pa.array(snap_rows))

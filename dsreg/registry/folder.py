@@ -1,4 +1,5 @@
-"""The registry: a folder holding objects, refs, logs and config (DESIGN.md, "on disk")."""
+"""The registry: a folder holding objects, refs, logs and config (docs/concepts.md, "Registry
+folders")."""
 
 from __future__ import annotations
 

@@ -29,12 +29,31 @@ import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from dsreg.errors import StorageError
 from dsreg.objects.digest import is_digest
 
-__all__ = ["StatCache", "StatKey", "decode_record"]
+__all__ = ["CachedFile", "ScanResult", "StatCache", "StatKey", "decode_record"]
+
+
+class ScanResult(NamedTuple):
+    """The revision, snapshot and examples table an add made of a tree."""
+
+    revision: str
+    snapshot: str
+    examples: str
+
+
+class CachedFile(NamedTuple):
+    """What the stat cache remembers of a file: its stat when it was hashed, and the digest."""
+
+    inode: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    digest: str
+
 
 # What an object's trust record holds: (inode, size, mtime_ns, ctime_ns, nlink).
 StatKey = tuple[int, int, int, int, int]
@@ -75,7 +94,7 @@ def decode_record(key: bytes, value: object) -> StatKey | None:
 def _check(*fields: object) -> str:
     """The check a row carries: a CRC-32 of its other fields. It detects damage (a flipped
     bit, a torn page, a field edited by hand), which is all it is for: a cryptographic hash
-    here cost an add a tenth of a second per 20,000 rows for no more protection."""
+    here would cost an add time on every row for no more protection."""
     text = "\0".join(map(str, fields))
     return format(zlib.crc32(text.encode("utf-8", "surrogateescape")), "08x")
 
@@ -113,8 +132,8 @@ class StatCache:
         finally:
             con.close()
 
-    def lookup(self, prefix: str) -> dict[str, tuple[int, int, int, int, str]]:
-        """Cached entries under ``prefix``: ``{path: (inode, size, mtime, ctime, digest)}``."""
+    def lookup(self, prefix: str) -> dict[str, CachedFile]:
+        """Cached entries under ``prefix``: ``{path: CachedFile}``."""
         try:
             with self._connect(write=False) as con:
                 rows = con.execute(
@@ -127,7 +146,7 @@ class StatCache:
             return {}
         # A row that fails its check is a miss: the file is read and hashed again.
         return {
-            r[0]: (r[1], r[2], r[3], r[4], r[5])
+            r[0]: CachedFile(r[1], r[2], r[3], r[4], r[5])
             for r in rows
             if r[6] == _check(*r[:6]) and is_digest(r[5])
         }
@@ -258,8 +277,8 @@ class StatCache:
         except OSError:
             return None
 
-    def scan_result(self, fingerprint: str) -> tuple[str, str, str] | None:
-        """``(revision, snapshot, examples)`` an add made of a tree with this fingerprint."""
+    def scan_result(self, fingerprint: str) -> ScanResult | None:
+        """What an add made of a tree with this fingerprint."""
         try:
             with self._connect(write=False) as con:
                 row = con.execute(
@@ -273,7 +292,7 @@ class StatCache:
             return None
         if not all(isinstance(d, str) and is_digest(d) for d in row[:3]):
             return None
-        return row[0], row[1], row[2]
+        return ScanResult(row[0], row[1], row[2])
 
     def remember_scan(self, fingerprint: str, revision: str, snapshot: str, examples: str) -> None:
         with contextlib.suppress(sqlite3.Error), self._connect(write=True) as con:

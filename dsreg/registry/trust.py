@@ -228,7 +228,7 @@ def _clock_after(reg: Registry, t: int) -> int | None:
 class StagedRecords:
     """Trust records for the objects an add stages, written while it still reads files. The
     add's tail after ``commit`` then writes only the last few (``finish``) instead of one
-    record per object (a quarter of a second per 50,000 objects).
+    record per object, which would hold up the end of a large add.
 
     ``staged(entries)`` takes each chunk's staged objects as it arrives: ``(path, hex, stat)``,
     the stat taken as each object was written. Every ``_EARLY`` objects, the file system's

@@ -22,7 +22,8 @@ from dsreg._util.fs import replacing
 from dsreg.errors import DsregError, InvalidInputError, StorageError
 from dsreg.registry.folder import Registry
 from dsreg.views.loaders import check_align
-from dsreg.views.sql import Connection, verified_object
+from dsreg.views.sql import Connection
+from dsreg.views.verified import verified_object
 
 __all__ = ["EXPORT_FORMATS", "ExportResult", "check_export_format", "export_labels"]
 

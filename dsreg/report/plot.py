@@ -16,7 +16,11 @@ from dsreg.report.evaluate import EvalReport
 
 __all__ = ["plot_ranks"]
 
-_UP, _DOWN, _SAME = "#1a9850", "#d73027", "#7f7f7f"
+# ColorBrewer's RdYlGn green and red, and a neutral grey, as RGB fractions.
+_UP = (26 / 255, 152 / 255, 80 / 255)
+_DOWN = (215 / 255, 48 / 255, 39 / 255)
+_SAME = (127 / 255, 127 / 255, 127 / 255)
+_NOTE = (64 / 255, 64 / 255, 64 / 255)
 _GAP_IN = 1.6  # inches between two columns of a panel
 
 
@@ -145,7 +149,7 @@ def _panel(
         if a is not None:
             ax.annotate(
                 f"{100 * a:.1f}%", (x, r), textcoords="offset points", xytext=(0, 7),
-                ha="center", fontsize=7, color="#404040",
+                ha="center", fontsize=7, color=_NOTE,
             )  # fmt: skip
         # Names beside the first and last columns; tied models share one label.
         label = " = ".join(names)

@@ -30,8 +30,9 @@ import hmac
 import re
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import jinja2
@@ -221,81 +222,106 @@ def _item_json(session: ReviewSession, item: Item | None) -> dict[str, Any] | No
 def make_app(session: ReviewSession, *, token: str, cookie: str) -> Starlette:
     """The review app of ``session``; ``token`` is the access token, ``cookie`` its cookie's
     name (one per server: cookies do not tell ports apart)."""
-    lock = threading.Lock()
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("dsreg.reviewing", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
-    page = env.get_template("review.html")
     assets = {
-        name: (resources.files("dsreg.reviewing").joinpath("static", name).read_bytes(), kind)
+        name: _Asset(resources.files("dsreg.reviewing").joinpath("static", name).read_bytes(), kind)
         for name, kind in _ASSETS.items()
     }
-    queue = session.queue
+    endpoints = _Endpoints(session, token, env.get_template("review.html"), assets)
+    return Starlette(
+        routes=[
+            Route("/", endpoints.index, methods=["GET"]),
+            Route("/static/{name}", endpoints.asset, methods=["GET"]),
+            Route("/payload/{row:int}", endpoints.payload, methods=["GET"]),
+            Route("/api/next", endpoints.next_item, methods=["POST"]),
+            Route("/api/vote", endpoints.answer, methods=["POST"]),
+            Route("/api/skip", endpoints.answer, methods=["POST"]),
+            Route("/api/undo", endpoints.undo, methods=["POST"]),
+            Route("/api/finish", endpoints.finish, methods=["POST"]),
+        ],
+        middleware=[Middleware(_Guard, token=token, cookie=cookie)],
+        exception_handlers={DsregError: _dsreg_error, HTTPException: _http_error},
+    )
 
-    def state(reviewer: str, item: Item | None) -> JSONResponse:
+
+class _Asset(NamedTuple):
+    """A file the page loads: its bytes and content type."""
+
+    data: bytes
+    media_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Endpoints:
+    """The app's endpoints over one session: the page, its files, a payload, and the JSON API.
+    One lock makes each change to the queue and the item it answers with one step."""
+
+    session: ReviewSession
+    token: str
+    page: jinja2.Template
+    assets: dict[str, _Asset]
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _state(self, reviewer: str, item: Item | None) -> JSONResponse:
         return JSONResponse(
             {
-                "item": _item_json(session, item),
-                "progress": queue.progress(reviewer).to_dict(),
+                "item": _item_json(self.session, item),
+                "progress": self.session.queue.progress(reviewer).to_dict(),
             }
         )
 
-    async def body(request: Request) -> dict[str, Any]:
-        if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
-            raise InvalidInputError("send the request body as application/json")
-        data = request_json(await _read_body(request))
-        if not isinstance(data, dict):
-            raise InvalidInputError("request body must be a JSON object")
-        return data
-
-    async def index(request: Request) -> Response:
-        html = page.render(
-            token=token,
+    async def index(self, request: Request) -> Response:
+        session = self.session
+        html = self.page.render(
+            token=self.token,
             dataset=session.dataset,
             spec=session.source.spec,
             overlay=short(session.source.digest),
             verdict=session.verdict,
-            votes_per_item=queue.votes_per_item,
+            votes_per_item=session.queue.votes_per_item,
             answers=ANSWERS,
         )
         return Response(html, media_type="text/html; charset=utf-8")
 
-    async def asset(request: Request) -> Response:
-        found = assets.get(request.path_params["name"])
+    async def asset(self, request: Request) -> Response:
+        found = self.assets.get(request.path_params["name"])
         if found is None:
             return _error(404, "no such file")
-        return Response(found[0], media_type=found[1])
+        return Response(found.data, media_type=found.media_type)
 
-    def payload(request: Request) -> Response:
-        data, kind = session.payload(request.path_params["row"])
+    def payload(self, request: Request) -> Response:
+        data, kind = self.session.payload(request.path_params["row"])
         return Response(data, media_type=kind)
 
-    async def next_item(request: Request) -> Response:
-        data = await body(request)
-        with lock:
+    async def next_item(self, request: Request) -> Response:
+        data = await _body(request)
+        with self.lock:
             reviewer = check_reviewer(data.get("reviewer"))
-            return state(reviewer, queue.next_item(reviewer))
+            return self._state(reviewer, self.session.queue.next_item(reviewer))
 
-    async def answer(request: Request) -> Response:
-        data = await body(request)
+    async def answer(self, request: Request) -> Response:
+        data = await _body(request)
         reviewer = check_reviewer(data.get("reviewer"))
-        with lock:
+        queue = self.session.queue
+        with self.lock:
             if request.url.path.endswith("/skip"):
                 queue.skip(reviewer, data.get("row"))
             else:
                 queue.vote(reviewer, data.get("row"), data.get("answer"))
-            return state(reviewer, queue.next_item(reviewer))
+            return self._state(reviewer, queue.next_item(reviewer))
 
-    async def undo(request: Request) -> Response:
-        data = await body(request)
+    async def undo(self, request: Request) -> Response:
+        data = await _body(request)
         reviewer = check_reviewer(data.get("reviewer"))
-        with lock:
-            return state(reviewer, queue.undo(reviewer))
+        with self.lock:
+            return self._state(reviewer, self.session.queue.undo(reviewer))
 
-    async def finish(request: Request) -> Response:
-        data = await body(request)
+    async def finish(self, request: Request) -> Response:
+        data = await _body(request)
         threshold = data.get("threshold", 3)
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
             raise VotesError(f"threshold must be a whole number, at least 1; got {threshold!r}")
@@ -303,8 +329,8 @@ def make_app(session: ReviewSession, *, token: str, cookie: str) -> Starlette:
         view = data.get("view") or None
         if not isinstance(tag, str | None) or not isinstance(view, str | None):
             raise InvalidInputError("tag and view must be strings")
-        with lock:
-            result = session.finish(threshold=threshold, tag=tag, view=view)
+        with self.lock:
+            result = self.session.finish(threshold=threshold, tag=tag, view=view)
         tagged = result.tagged
         return JSONResponse(
             {
@@ -315,27 +341,24 @@ def make_app(session: ReviewSession, *, token: str, cookie: str) -> Starlette:
             }
         )
 
-    async def dsreg_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, DsregError)
-        return _error(_status(exc), str(exc))
 
-    async def http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        response = _error(exc.status_code, str(exc.detail))
-        response.headers.update(exc.headers or {})
-        return response
+async def _body(request: Request) -> dict[str, Any]:
+    """The request's JSON object."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/json":
+        raise InvalidInputError("send the request body as application/json")
+    data = request_json(await _read_body(request))
+    if not isinstance(data, dict):
+        raise InvalidInputError("request body must be a JSON object")
+    return data
 
-    return Starlette(
-        routes=[
-            Route("/", index, methods=["GET"]),
-            Route("/static/{name}", asset, methods=["GET"]),
-            Route("/payload/{row:int}", payload, methods=["GET"]),
-            Route("/api/next", next_item, methods=["POST"]),
-            Route("/api/vote", answer, methods=["POST"]),
-            Route("/api/skip", answer, methods=["POST"]),
-            Route("/api/undo", undo, methods=["POST"]),
-            Route("/api/finish", finish, methods=["POST"]),
-        ],
-        middleware=[Middleware(_Guard, token=token, cookie=cookie)],
-        exception_handlers={DsregError: dsreg_error, HTTPException: http_error},
-    )
+
+async def _dsreg_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, DsregError)
+    return _error(_status(exc), str(exc))
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    response = _error(exc.status_code, str(exc.detail))
+    response.headers.update(exc.headers or {})
+    return response

@@ -1,4 +1,4 @@
-"""``Dataset.iter_batches``: a view streamed as Arrow record batches, in bounded memory (#15).
+"""``Dataset.iter_batches``: a view streamed as Arrow record batches, in bounded memory.
 
 The snapshot's examples table is read a batch at a time from its verified bytes, and the view
 rule (``views.rule.apply_view``, the reference) is applied to each batch with the overlays

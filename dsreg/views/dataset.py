@@ -325,7 +325,7 @@ class Dataset:
     def _several_labels(self) -> int | None:
         """The multilabel view: how many served rows have more than one label that fits.
         Counted a batch at a time (``iter_batches``), or from the view already built: ``show``
-        of a 50-million-row set never holds the whole view (#15)."""
+        of a 50-million-row set never holds the whole view."""
         if self.view != "multilabel":
             return None
         import pyarrow.compute as pc

@@ -1,4 +1,5 @@
-"""The view rule (DESIGN.md, "revision"): overlays applied in order, then filtered and relabelled.
+"""The view rule (docs/concepts.md, "The view rule"): overlays applied in order, then filtered
+and relabelled.
 
 - ``original``: every row, given labels.
 - ``cleaned``: rows whose verdict is an error (anything but ``non_error``) removed; labels as given.

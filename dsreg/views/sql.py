@@ -1,4 +1,5 @@
-"""Revisions as DuckDB views over the stored Parquet objects (DESIGN.md, "Queries").
+"""Revisions as DuckDB views over the stored Parquet objects (docs/queries.md, "How a view is
+built").
 
 A revision's view reads its snapshot's examples table with ``file_row_number`` (the row's
 position, no hash needed to find it) and left-joins each overlay's corrections table on that
@@ -10,9 +11,8 @@ This is the view rule in SQL, one of three implementations side by side: ``dsreg
 name only, for ``eval`` and ``diff``) are the others; ``tests/views/test_rule_parity.py`` holds
 the three equal. Nothing here knows ``Dataset``: ``Dataset.sql`` calls ``query_revision``.
 
-Every Parquet object is hashed before DuckDB may read it: once per process per object, cached by
-``(path, inode, mtime, size)``, so a corrupt object raises ``CorruptObjectError`` and is never
-served, and an unchanged one is not hashed twice.
+Every Parquet object is hashed before DuckDB may read it, once per process per object
+(``dsreg.views.verified``): a corrupt object raises ``CorruptObjectError`` and is never served.
 
 In SQL a revision is a quoted identifier: ``SELECT label, count(*) FROM "imagenet-val@cleaned-v2"
 GROUP BY ALL``. ``Connection`` scans each query for double-quoted identifiers that hold ``@`` or
@@ -25,8 +25,8 @@ through ``dsreg.views.readonly.ObjectFiles`` (``dsreg://``), and DuckDB may reac
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,10 +42,11 @@ from dsreg.errors import (
     StorageError,
 )
 from dsreg.formats.corrections import COUNT_FIELDS
-from dsreg.formats.manifests import VIEWS, Revision, View
+from dsreg.formats.manifests import VIEWS, Revision, Snapshot, View
 from dsreg.formats.tables import fold_case, served_metadata
 from dsreg.objects.digest import PREFIX
 from dsreg.registry.folder import Registry, Resolved
+from dsreg.views.verified import verified_object
 
 if TYPE_CHECKING:
     import duckdb
@@ -56,50 +57,10 @@ __all__ = [
     "Connection",
     "Repairing",
     "connect",
-    "forget_verified",
     "query_revision",
     "quoted_names",
-    "verified_object",
     "view_sql",
 ]
-
-# -- verified objects -----------------------------------------------------------------------------
-
-_Key = tuple[str, int, int, int, int]
-_VERIFIED: dict[_Key, str] = {}
-_LOCK = threading.Lock()
-
-
-def _stat_key(path: Path) -> _Key:
-    st = os.stat(path)
-    return (str(path), st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
-
-
-def verified_object(reg: Registry, digest: str) -> Path:
-    """The path of a stored object whose bytes hash to ``digest``; hashed once per process.
-
-    The cache key is ``(path, inode, mtime, ctime, size)``: an object replaced or rewritten in
-    place (any write moves its mtime, and setting the mtime back moves its ctime) is hashed
-    again. Raises ``CorruptObjectError`` for wrong bytes,
-    ``ObjectNotFoundError`` for a missing object.
-    """
-    path = reg.store.path(digest)
-    try:
-        key = _stat_key(path)
-    except FileNotFoundError:
-        return reg.store.verified_path(digest)  # raises ObjectNotFoundError with the advice
-    except OSError as e:
-        raise StorageError(f"cannot read {path}: {e.strerror}") from e
-    with _LOCK:
-        if _VERIFIED.get(key) == digest:
-            return path
-    reg.store.verified_path(digest)
-    # Cache only if the file did not change while it was hashed.
-    if _stat_key(path) == key:
-        with _LOCK:
-            _VERIFIED[key] = digest
-    return path
-
 
 # How a connection runs its reads of the registry (a view's manifests and tables, a table
 # DuckDB opens): as they are, or, reading a remote (``sql --remote``), again after an object
@@ -109,12 +70,6 @@ Repairing = Callable[[Callable[[], Any]], Any]
 
 def _directly(read: Callable[[], Any]) -> Any:
     return read()
-
-
-def forget_verified() -> None:
-    """Drop the process's cache of hashed objects (tests; after repairing a store)."""
-    with _LOCK:
-        _VERIFIED.clear()
 
 
 # -- SQL of a view ----------------------------------------------------------------------------
@@ -147,11 +102,37 @@ def view_sql(
     chosen: View = view if view is not None else revision.view
     if chosen not in VIEWS:
         raise InvalidInputError(f"unknown view {chosen!r}; choose one of {', '.join(VIEWS)}")
+    tables = _verified_tables(reg, revision, locate)
+    inner = _rows_with_corrections(tables, multilabel=chosen == "multilabel")
+    return _served(chosen, tables, inner)
+
+
+@dataclass(frozen=True, slots=True)
+class _CorrectionsTable:
+    """One overlay's corrections table, as DuckDB reads it, and its layout version."""
+
+    location: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class _ViewTables:
+    """The verified tables a view reads: the snapshot's examples and each overlay's
+    corrections (in order), with the metadata columns the examples table serves."""
+
+    snapshot: Snapshot
+    examples: str
+    corrections: list[_CorrectionsTable]
+    metadata: list[str]
+
+
+def _verified_tables(
+    reg: Registry, revision: Revision, locate: Callable[[str], str] | None
+) -> _ViewTables:
     snap = reg.snapshot(revision.snapshot)
     examples = verified_object(reg, snap.examples)
     overlays = [reg.overlay(d) for d in revision.overlays]
-    tables = [ov.corrections for ov in overlays]
-    corrections = [verified_object(reg, d) for d in tables]
+    paths = [verified_object(reg, ov.corrections) for ov in overlays]
     try:
         names = pq.read_schema(examples).names
     except (pa.ArrowException, OSError) as e:
@@ -163,93 +144,117 @@ def view_sql(
             "'file_row_number', the name DuckDB gives row positions, so SQL cannot serve it; "
             "read it with dsreg.open(...).labels()"
         )
-    meta = served_metadata(names)
     if locate is not None:
-        where = [locate(snap.examples), *(locate(d) for d in tables)]
+        examples_at = locate(snap.examples)
+        corrections_at = [locate(ov.corrections) for ov in overlays]
     else:
-        where = [str(examples), *(str(p) for p in corrections)]
-    examples_at, corrections_at = where[0], where[1:]
-    classes = "(CAST([" + ", ".join(_lit(name) for name in snap.classes) + "] AS VARCHAR[]))"
+        examples_at, corrections_at = str(examples), [str(p) for p in paths]
+    corrections = [
+        _CorrectionsTable(location=at, version=ov.version)
+        for at, ov in zip(corrections_at, overlays, strict=True)
+    ]
+    return _ViewTables(snap, examples_at, corrections, served_metadata(names))
 
-    # Every name of dsreg's own starts with RESERVED_PREFIX, which no served metadata column's
-    # does (nor is any named like a view column): a column "given" or "e" stays its own.
-    ex, co = "__dsreg_e", "__dsreg_c"
+
+# Every name of dsreg's own starts with RESERVED_PREFIX, which no served metadata column's does
+# (nor is any named like a view column): a column "given" or "e" stays its own.
+_EX, _CO = "__dsreg_e", "__dsreg_c"
+
+
+def _rows_with_corrections(tables: _ViewTables, *, multilabel: bool) -> str:
+    """Every row of the examples table, left-joined to each corrections table on its position,
+    with the correction that applies to it (the latest overlay's naming it) beside it."""
     joins = []
-    multilabel = chosen == "multilabel"
-    for i, path in enumerate(corrections_at):
+    for i, table in enumerate(tables.corrections):
         # The multilabel view reads the lists too (a version 1 table has none: NULL).
         lists = ""
         if multilabel:
-            lists = ", labels" if overlays[i].version == 2 else ", NULL::INTEGER[] AS labels"
+            lists = ", labels" if table.version == 2 else ", NULL::INTEGER[] AS labels"
         src = (
             f'SELECT "row", verdict, suggested_label, score, votes{lists} '
-            f"FROM read_parquet({_lit(path)})"
+            f"FROM read_parquet({_lit(table.location)})"
         )
-        joins.append(f'LEFT JOIN ({src}) AS {co}{i} ON {co}{i}."row" = {ex}.file_row_number')
-
-    def latest(field: str) -> str:
-        # Overlays apply in order; for a row several name, the later one wins (its verdict, its
-        # suggested label, score and votes together, null included).
-        order = reversed(range(len(corrections)))
-        whens = (f'WHEN {co}{i}."row" IS NOT NULL THEN {co}{i}.{field}' for i in order)
-        return "CASE " + " ".join(whens) + " END"
-
-    if corrections:
-        verdict, suggested = latest("verdict"), latest("suggested_label")
-        score, votes = latest("score"), latest("votes")
-        lists = latest("labels") if multilabel else ""
+        joins.append(f'LEFT JOIN ({src}) AS {_CO}{i} ON {_CO}{i}."row" = {_EX}.file_row_number')
+    count = len(tables.corrections)
+    if count:
+        verdict, suggested = _latest("verdict", count), _latest("suggested_label", count)
+        score, votes = _latest("score", count), _latest("votes", count)
+        lists = _latest("labels", count) if multilabel else ""
     else:
         verdict, suggested, lists = "NULL::VARCHAR", "NULL::INTEGER", "NULL::INTEGER[]"
         score = "NULL::DOUBLE"
         votes = "NULL::STRUCT(" + ", ".join(f"{_ident(f)} INTEGER" for f in COUNT_FIELDS) + ")"
-
-    is_error = "(__dsreg_v IS NOT NULL AND __dsreg_v <> 'non_error')"
-    relabel = "(__dsreg_v IN ('correctable', 'suspected') AND __dsreg_s IS NOT NULL)"
-    keep = {
-        "original": "TRUE",
-        "cleaned": f"NOT {is_error}",
-        "corrected": f"(NOT {is_error} OR {relabel})",
-        "honeypot": "(__dsreg_v = 'correctable' AND __dsreg_s IS NOT NULL)",
-        "multilabel": "(__dsreg_v IS NULL OR __dsreg_v <> 'neither')",
-    }[chosen]
-    label = (
-        f"CASE WHEN {relabel} THEN __dsreg_s ELSE __dsreg_given END"
-        if chosen in ("corrected", "honeypot", "multilabel")
-        else "__dsreg_given"
-    )
-    # multilabel: the last overlay's list where it gives one; else, for a multi_label row with
-    # a suggested label, the given and the suggested label ascending, once each; else the
-    # served label alone (a multi_label row is never relabelled: its served label is given).
-    g, s = "CAST(__dsreg_given AS INTEGER)", "CAST(__dsreg_s AS INTEGER)"
-    labels_col = (
-        ", coalesce(__dsreg_l, CASE WHEN __dsreg_v = 'multi_label' AND __dsreg_s IS NOT NULL "
-        f"AND {s} <> {g} THEN [least({g}, {s}), greatest({g}, {s})] "
-        f"ELSE [CAST({label} AS INTEGER)] END) AS labels"
-        if multilabel
-        else ""
-    )
     lists_col = f", {lists} AS __dsreg_l" if multilabel else ""
-    meta_cols = "".join(f", {_ident(m)}" for m in meta)
-    inner = (
-        f'SELECT {ex}.file_row_number AS "row", {ex}.example_id, {ex}.label AS __dsreg_given, '
-        f"{ex}.blob, {ex}.size"
-        + "".join(f", {ex}.{_ident(m)}" for m in meta)
+    return (
+        f'SELECT {_EX}.file_row_number AS "row", {_EX}.example_id, '
+        f"{_EX}.label AS __dsreg_given, {_EX}.blob, {_EX}.size"
+        + "".join(f", {_EX}.{_ident(m)}" for m in tables.metadata)
         + f", {verdict} AS __dsreg_v, {suggested} AS __dsreg_s, {score} AS __dsreg_score"
         f", {votes} AS __dsreg_votes{lists_col} "
-        f"FROM read_parquet({_lit(examples_at)}, file_row_number = true) AS {ex} " + " ".join(joins)
+        f"FROM read_parquet({_lit(tables.examples)}, file_row_number = true) AS {_EX} "
+        + " ".join(joins)
     )
+
+
+def _latest(field: str, count: int) -> str:
+    """``field`` of the correction that applies: overlays apply in order, so for a row several
+    name, the later one wins (its verdict, suggested label, score and votes together, null
+    included)."""
+    whens = (
+        f'WHEN {_CO}{i}."row" IS NOT NULL THEN {_CO}{i}.{field}' for i in reversed(range(count))
+    )
+    return "CASE " + " ".join(whens) + " END"
+
+
+_IS_ERROR = "(__dsreg_v IS NOT NULL AND __dsreg_v <> 'non_error')"
+_RELABEL = "(__dsreg_v IN ('correctable', 'suspected') AND __dsreg_s IS NOT NULL)"
+# Which rows each view keeps (the view rule, as views/rule.py states it).
+_KEEP: dict[str, str] = {
+    "original": "TRUE",
+    "cleaned": f"NOT {_IS_ERROR}",
+    "corrected": f"(NOT {_IS_ERROR} OR {_RELABEL})",
+    "honeypot": "(__dsreg_v = 'correctable' AND __dsreg_s IS NOT NULL)",
+    "multilabel": "(__dsreg_v IS NULL OR __dsreg_v <> 'neither')",
+}
+
+
+def _served(view: View, tables: _ViewTables, inner: str) -> str:
+    """The view's columns over ``inner`` (its rows with their corrections), the rows it keeps."""
+    label = (
+        f"CASE WHEN {_RELABEL} THEN __dsreg_s ELSE __dsreg_given END"
+        if view in ("corrected", "honeypot", "multilabel")
+        else "__dsreg_given"
+    )
+    names = (
+        "(CAST([" + ", ".join(_lit(name) for name in tables.snapshot.classes) + "] AS VARCHAR[]))"
+    )
+    labels_col = _labels_column(label) if view == "multilabel" else ""
+    meta_cols = "".join(f", {_ident(m)}" for m in tables.metadata)
     return (
         f'SELECT "row", example_id, CAST({label} AS INTEGER) AS label, '
-        f"{classes}[CAST({label} AS INTEGER) + 1] AS label_name, "
+        f"{names}[CAST({label} AS INTEGER) + 1] AS label_name, "
         "CAST(__dsreg_given AS INTEGER) AS given_label, __dsreg_v AS verdict, blob, size, "
         "CAST(__dsreg_s AS INTEGER) AS suggested_label, "
-        f"{classes}[CAST(__dsreg_s AS INTEGER) + 1] AS suggested_label_name, "
+        f"{names}[CAST(__dsreg_s AS INTEGER) + 1] AS suggested_label_name, "
         "CAST(__dsreg_score AS DOUBLE) AS score, "
         + ", ".join(
             f"CAST(__dsreg_votes.{_ident(f)} AS INTEGER) AS votes_{f}" for f in COUNT_FIELDS
         )
         + f"{labels_col}{meta_cols} "
-        f"FROM ({inner}) WHERE {keep}"
+        f"FROM ({inner}) WHERE {_KEEP[view]}"
+    )
+
+
+def _labels_column(label: str) -> str:
+    """The multilabel view's ``labels``: the last overlay's list where it gives one; else, for a
+    multi_label row with a suggested label, the given and the suggested label ascending, once
+    each; else the served label alone (a multi_label row is never relabelled: its served label
+    is given)."""
+    g, s = "CAST(__dsreg_given AS INTEGER)", "CAST(__dsreg_s AS INTEGER)"
+    return (
+        ", coalesce(__dsreg_l, CASE WHEN __dsreg_v = 'multi_label' AND __dsreg_s IS NOT NULL "
+        f"AND {s} <> {g} THEN [least({g}, {s}), greatest({g}, {s})] "
+        f"ELSE [CAST({label} AS INTEGER)] END) AS labels"
     )
 
 

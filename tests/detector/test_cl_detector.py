@@ -11,6 +11,7 @@ import pytest
 
 from dsreg.detector import count
 from dsreg.detector.detector import Detection, detect
+from dsreg.detector.options import DetectorOptions
 from dsreg.errors import InvalidInputError, ProbabilitiesError
 
 
@@ -33,7 +34,7 @@ def make(n: int = 4000, k: int = 7, seed: int = 3, decimals: int | None = 2) -> 
 )
 def test_detection_is_consistent(rank_by: str) -> None:
     labels, probs = make()
-    found = detect(labels, probs, rank_by=rank_by)
+    found = detect(labels, probs, DetectorOptions(rank_by=rank_by))
     n, k = probs.shape
     assert (found.n, found.k) == (n, k)
     assert len(found) == found.rows.size > 0
@@ -68,7 +69,8 @@ def test_noise_rate_tracks_the_injected_noise() -> None:
 
 def test_params_are_json_and_the_record_round_trips() -> None:
     labels, probs = make()
-    found = detect(labels, probs, filter_by="both", frac_noise=0.5, min_examples_per_class=3)
+    options = DetectorOptions(filter_by="both", frac_noise=0.5, min_examples_per_class=3)
+    found = detect(labels, probs, options)
     assert found.params == {
         "method": "confident_learning",
         "filter_by": "both",
@@ -102,7 +104,8 @@ def test_float16_scores_keep_their_dtype_through_json() -> None:
 
 def test_num_to_remove_per_class_is_recorded() -> None:
     labels, probs = make(k=4)
-    found = detect(labels, probs, filter_by="prune_by_class", num_to_remove_per_class=[3, 0, 5, 1])
+    options = DetectorOptions(filter_by="prune_by_class", num_to_remove_per_class=[3, 0, 5, 1])
+    found = detect(labels, probs, options)
     assert found.params["num_to_remove_per_class"] == [3, 0, 5, 1]
     assert (found.issues_per_class <= [3, 0, 5, 1]).all()
 
@@ -131,7 +134,7 @@ def test_num_to_remove_per_class_is_recorded() -> None:
 def test_bad_options_are_refused(options: dict[str, Any], message: str) -> None:
     labels, probs = make(n=300)
     with pytest.raises(InvalidInputError, match=message):
-        detect(labels, probs, **options)
+        detect(labels, probs, DetectorOptions(**options))
 
 
 def test_bad_inputs_are_refused_before_any_work() -> None:

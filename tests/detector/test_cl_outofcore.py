@@ -14,6 +14,7 @@ import pytest
 
 from dsreg.detector import filter, rank
 from dsreg.detector.detector import Detection, detect
+from dsreg.detector.options import DetectorOptions
 from dsreg.detector.probs import open_probabilities
 
 with warnings.catch_warnings():
@@ -73,7 +74,7 @@ def files(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
 def test_detect_from_file_in_small_chunks_equals_in_memory(files: Any, kind: str) -> None:
     labels, probs, folder = files
     in_memory = detect(labels, probs)
-    from_file = detect(labels, folder / kind, chunk_rows=97)
+    from_file = detect(labels, folder / kind, DetectorOptions(chunk_rows=97))
     same(from_file, in_memory)
     assert len(in_memory) > 0
     ranked = cleanlab_stable(labels, probs, return_indices_ranked_by="self_confidence")
@@ -106,8 +107,8 @@ def test_rankings_from_parquet(files: Any, rank_by: str) -> None:
 def test_chunk_size_never_changes_the_result(chunk_rows: int) -> None:
     labels, probs = make(5000, 8, np.float32, seed=5)
     same(
-        detect(labels, probs, chunk_rows=chunk_rows, rank_by="normalized_margin"),
-        detect(labels, probs, rank_by="normalized_margin"),
+        detect(labels, probs, DetectorOptions(chunk_rows=chunk_rows, rank_by="normalized_margin")),
+        detect(labels, probs, DetectorOptions(rank_by="normalized_margin")),
     )
 
 
@@ -115,7 +116,7 @@ def test_renormalised_rows_are_used_the_same_way_out_of_core(tmp_path: Path) -> 
     labels, probs = make(3000, 6, np.float64, seed=8)
     probs[::7] *= 1.0004  # off by 4e-4: renormalised and reported
     np.save(tmp_path / "p.npy", probs)
-    from_file = detect(labels, tmp_path / "p.npy", chunk_rows=97)
+    from_file = detect(labels, tmp_path / "p.npy", DetectorOptions(chunk_rows=97))
     assert from_file.renormalized_rows == len(range(0, 3000, 7))
     fixed = probs.copy()
     fixed[::7] /= fixed[::7].sum(axis=1, keepdims=True)
@@ -146,7 +147,7 @@ def test_the_file_is_read_a_bounded_number_of_times(
         return raw(chunk_rows)
 
     source._raw_chunks = counted  # type: ignore[method-assign]
-    detect(labels, source, filter_by=filter_by, rank_by=rank_by, chunk_rows=500)
+    detect(labels, source, DetectorOptions(filter_by=filter_by, rank_by=rank_by, chunk_rows=500))
     assert len(reads) == passes
 
 

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from dsreg.detector import count, filter, rank
 from dsreg.detector.detector import detect
+from dsreg.detector.options import DetectorOptions
 
 with warnings.catch_warnings():
     # cleanlab's own imports (sklearn, pandas) may warn on newer numpy; not ours to fail on.
@@ -333,7 +334,7 @@ def test_explicit_thresholds_match(dataset: Any) -> None:
 
 def test_detect_equals_cleanlab_pieces(dataset: Any) -> None:
     labels, probs = dataset
-    result = detect(labels, probs, chunk_rows=101)
+    result = detect(labels, probs, DetectorOptions(chunk_rows=101))
     ranked = cleanlab_find(labels, probs, return_indices_ranked_by="self_confidence")
     assert np.array_equal(result.rows, ranked)
     with stable_sorts():

@@ -1,4 +1,4 @@
-"""Row groups encoded on their own and joined give the bytes one writer gives (#15): the
+"""Row groups encoded on their own and joined give the bytes one writer gives: the
 examples table's digest depends on it (``tests/golden`` pins the digests of sets streamed this
 way; these tests compare the bytes directly, over more shapes than the golden sets have)."""
 

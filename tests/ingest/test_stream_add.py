@@ -1,4 +1,4 @@
-"""``dsreg add --labels/--table`` of label-only sets, streamed a row group at a time (#15)."""
+"""``dsreg add --labels/--table`` of label-only sets, streamed a row group at a time."""
 
 from __future__ import annotations
 

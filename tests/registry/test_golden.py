@@ -192,8 +192,8 @@ def test_same_manifest_from_other_json_text_has_the_same_digest() -> None:
 def test_label_file_and_table_sources_have_pinned_digests(
     tmp_path: Path, golden: dict[str, Any]
 ) -> None:
-    # Pinned with the whole-table writer, before ``dsreg add`` streamed (#15): the streaming
-    # writer must give every table, one row group or several, the same bytes.
+    # Pinned with a whole-table writer: the streaming writer must give every table, one row
+    # group or several, the bytes one writer of the whole table gives.
     reg = dsreg.init(registry=tmp_path / "reg")
     assert source_digests(tmp_path, reg) == golden["sources"]
 

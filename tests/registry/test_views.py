@@ -22,6 +22,7 @@ from dsreg.overlays.write import write_overlay
 from dsreg.registry.folder import Registry
 from dsreg.views import sql as views
 from dsreg.views.dataset import Dataset
+from dsreg.views.verified import forget_verified
 
 PRODUCER = {"name": "test", "version": "1", "params": {}, "inputs": {}}
 
@@ -241,7 +242,7 @@ def test_objects_are_hashed_once_per_process(toy: tuple, monkeypatch: pytest.Mon
     hashed: list[str] = []
     real = store.hash_file
     monkeypatch.setattr(store, "hash_file", lambda p: hashed.append(str(p)) or real(p))
-    views.forget_verified()
+    forget_verified()
     con = dsreg.connect(reg)
     for _ in range(3):
         con.execute('SELECT count(*) FROM "toy@corrected"').fetchall()

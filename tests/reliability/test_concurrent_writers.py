@@ -1,5 +1,5 @@
-"""Eight writers of every kind at once on one registry, with gc running meanwhile (issue #11,
-"Tests and figures"; docs/concepts.md, "Guarantees").
+"""Eight writers of every kind at once on one registry, with gc running meanwhile
+(docs/concepts.md, "Guarantees").
 
 Each round copies a prepared registry and starts, within a millisecond of each other: two adds
 of the same tree to the same tag, an add of another tree (sharing payloads with the first),

@@ -1,5 +1,5 @@
-"""A full disk at every point of add, tag, import-votes and detect (issue #11, "Tests and
-figures"; docs/concepts.md, "Guarantees").
+"""A full disk at every point of add, tag, import-votes and detect (docs/concepts.md,
+"Guarantees").
 
 The registry lives on a small tmpfs (its inputs do not). For each command, a clean run measures
 how much space the command takes; then, for a range of free-space levels from none to a little

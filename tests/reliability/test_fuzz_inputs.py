@@ -1,5 +1,5 @@
-"""Every input file the command line reads, fuzzed with hypothesis (issue #11, "Tests and
-figures"; docs/concepts.md, "Exit status" and "Guarantees").
+"""Every input file the command line reads, fuzzed with hypothesis (docs/concepts.md, "Exit
+status" and "Guarantees").
 
 Labels (.npy of any dtype, shape and bytes; CSV; Parquet), classes files, tables (--table),
 votes (the label-errors MTurk JSON, and CSV), probabilities for ``detect``, predictions for

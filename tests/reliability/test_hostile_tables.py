@@ -49,7 +49,7 @@ def _table(ids: list[str], labels: list[int], blobs: list[str | None]) -> pa.Tab
 
 def _every_reader_refuses(reg: Registry, tmp: Path) -> None:
     resolved = reg.resolve("evil@x")
-    # len() parses no row (#15: the verified manifest's row count less the rows the overlays
+    # len() parses no row (the verified manifest's row count less the rows the overlays
     # remove): it is not a reader of the table's content. Every read of the rows is.
     readers: list[Callable[[], object]] = [
         lambda: Dataset(reg, resolved).labels(),

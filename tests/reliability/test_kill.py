@@ -1,4 +1,4 @@
-"""kill -9 at a random moment of every writing command (issue #11, "Tests and figures").
+"""kill -9 at a random moment of every writing command (docs/concepts.md, "Guarantees").
 
 For each writing command other than checkout and pull (their kills live in test_checkout_*.py
 and test_remote_*.py): add of an ImageFolder tree of a few thousand small files, add --labels,

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dsreg.ingest import treescan
+from dsreg.ingest.result import AddTarget
 from dsreg.ingest.tree import add_tree
 from dsreg.ingest.treescan import scan_tree
 from dsreg.ops.maintenance import verify
@@ -57,7 +58,7 @@ def test_a_damaged_stat_cache_row_never_puts_other_bytes_in_a_snapshot(
     base = tmp_path_factory.mktemp("reg")
     reg = Registry.init(base / ".dsreg")
     tree = make_imagefolder(per_class=2)
-    first = add_tree(reg, "ds", scan_tree(tree), tag="v1")
+    first = add_tree(reg, AddTarget(dataset="ds", tag="v1"), scan_tree(tree))
     with _db(reg) as con:
         rows = con.execute("SELECT path, inode, size, mtime_ns, ctime_ns, digest FROM files_v2")
         rows = sorted(rows.fetchall())
@@ -69,7 +70,7 @@ def test_a_damaged_stat_cache_row_never_puts_other_bytes_in_a_snapshot(
         con.execute(f"UPDATE files_v2 SET {field} = ? WHERE path = ?", (value, path))
         # Another scan, so the re-add cannot be answered from the remembered scan.
         con.execute("DELETE FROM scans_v2")
-    again = add_tree(reg, "ds", scan_tree(tree), tag="v2")
+    again = add_tree(reg, AddTarget(dataset="ds", tag="v2"), scan_tree(tree))
     assert again.revision == first.revision
     assert _blobs(reg, again.revision) == _blobs(reg, first.revision)
     assert verify(reg).ok
@@ -79,14 +80,14 @@ def test_a_damaged_scan_memory_never_answers_for_another_tree(
     tmp_path: Path, make_imagefolder: Callable[..., Path]
 ) -> None:
     reg = Registry.init(tmp_path / ".dsreg")
-    a = add_tree(reg, "ds", scan_tree(make_imagefolder(per_class=2)), tag="a")
+    a = add_tree(reg, AddTarget(dataset="ds", tag="a"), scan_tree(make_imagefolder(per_class=2)))
     tree_b = make_imagefolder(per_class=3)
-    b = add_tree(reg, "ds", scan_tree(tree_b), tag="b")
+    b = add_tree(reg, AddTarget(dataset="ds", tag="b"), scan_tree(tree_b))
     assert a.revision != b.revision
     with _db(reg) as con:
         # Every remembered scan now names tree a's revision.
         con.execute("UPDATE scans_v2 SET revision = ?, snapshot = ?", (a.revision, a.snapshot))
-    again = add_tree(reg, "ds", scan_tree(tree_b), tag="b2")
+    again = add_tree(reg, AddTarget(dataset="ds", tag="b2"), scan_tree(tree_b))
     assert again.revision == b.revision
 
 
@@ -103,7 +104,7 @@ def test_state_of_an_earlier_release_is_not_trusted(
         )
         con.execute("INSERT INTO files VALUES ('x', 1, 2, 3, 4, 'blake3:' || hex(zeroblob(32)))")
     tree = make_imagefolder(per_class=2)
-    res = add_tree(reg, "ds", scan_tree(tree), tag="v1")
+    res = add_tree(reg, AddTarget(dataset="ds", tag="v1"), scan_tree(tree))
     assert res.new_objects == 6
     with _db(reg) as con:
         names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}

@@ -1,4 +1,4 @@
-"""No abort at exit under load (#11 item 12).
+"""No abort at exit under load.
 
 Under heavy load, ``python -c "import dsreg; print(len(dsreg.open(...)))"`` and ``dsreg detect``
 sometimes ended with ``terminate called without an active exception`` and no traceback. Core

@@ -1,5 +1,5 @@
-"""Which objects a checkout re-hashes, and that corrupt bytes are still refused (#15, "The
-first checkout after an add"; docs/concepts.md, "Guarantees": what a checkout re-hashes).
+"""Which objects a checkout re-hashes, and that corrupt bytes are still refused, the first
+checkout after an add included (docs/concepts.md, "Guarantees": what a checkout re-hashes).
 
 A hard or symbolic link is made without reading an object whose stat is unchanged since its
 bytes were known to hash to its digest (but for a ctime change that a change of its link count

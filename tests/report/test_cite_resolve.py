@@ -1,4 +1,4 @@
-"""Citations that resolve (#14 item 4): the year, the remote URL and the one command that fetches
+"""Citations that resolve: the year, the remote URL and the one command that fetches
 the revision, the dsreg version, and the dataset creators' credit recorded at ``dsreg add``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``Dataset.iter_batches``: the view streamed in record batches equals ``labels()`` (#15)."""
+"""``Dataset.iter_batches``: the view streamed in record batches equals ``labels()``."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``Dataset.labels()`` of a voted-on revision does not pull pandas in: pyarrow imports it
-behind ``pa.array`` and ``to_numpy`` (a third of a second or more a command, #15)."""
+behind ``pa.array`` and ``to_numpy``, and importing pandas costs more than the read."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Loaders (#14 item 5) with the real packages: a torch DataLoader under fork and spawn, a Hugging
+"""Loaders with the real packages: a torch DataLoader under fork and spawn, a Hugging
 Face ``datasets.Dataset``, pandas, label vectors aligned to the snapshot, and ``dsreg export``."""
 
 from __future__ import annotations
