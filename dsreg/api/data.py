@@ -223,7 +223,7 @@ def detect(
         ``tagged`` the tag made, if any.
     """
     from dsreg.detector.options import DetectorOptions
-    from dsreg.ops.overlay import NewTag, check_detect_options, check_tag_options
+    from dsreg.ops.overlay import Tagging, check_detect_options, check_tag_options
     from dsreg.ops.overlay import detect as do_detect
 
     check_detect_options(filter_by, rank_by)
@@ -246,7 +246,7 @@ def detect(
         spec,
         pred_probs,
         options=options,
-        tag=NewTag(name=tag, view=view, force=force) if tag is not None else None,
+        tagging=Tagging(tag=tag, view=view, force=force),
         top=top,
         progress=progress or no_progress,
         command=command if command is not None else command_of("detect", spec, where),
@@ -271,10 +271,9 @@ def import_votes(
     ``format``: ``label-errors`` (the release's JSON) or ``csv``. ``tag`` also tags
     ``<dataset>@<tag>``: the revision plus the overlay, in ``view`` (default ``cleaned``).
     """
-    from dsreg.ops.overlay import check_tag_options, check_vote_format
+    from dsreg.ops.overlay import Tagging, check_tag_options
     from dsreg.ops.overlay import import_votes as do_import
 
-    check_vote_format(format)
     check_tag_options(tag, view)
     return do_import(
         find_registry(registry),
@@ -282,9 +281,7 @@ def import_votes(
         votes,
         format=format,
         threshold=threshold,
-        tag=tag,
-        view=view,
-        force=force,
+        tagging=Tagging(tag=tag, view=view, force=force),
         command=(
             command if command is not None else command_of("import_votes", spec, os.fspath(votes))
         ),
@@ -314,6 +311,7 @@ def import_labels(
     result's ``summary`` counts each verdict under its name and says how rows were matched
     (``match``: ``file_name``, ``position``, ``row`` or ``example_id``).
     """
+    from dsreg.ops.overlay import Tagging
     from dsreg.ops.overlay import import_labels as do_import
 
     return do_import(
@@ -322,9 +320,7 @@ def import_labels(
         path,
         format=format,
         threshold=threshold,
-        tag=tag,
-        view=view,
-        force=force,
+        tagging=Tagging(tag=tag, view=view, force=force),
         command=(
             command if command is not None else command_of("import_labels", spec, os.fspath(path))
         ),

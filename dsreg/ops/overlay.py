@@ -4,6 +4,7 @@ with it in the same call: what ``dsreg detect`` and ``dsreg overlay import-votes
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,8 +16,15 @@ from dsreg.formats.manifests import VIEWS
 from dsreg.formats.names import check_name
 from dsreg.objects.digest import short
 from dsreg.ops.tag import TagResult, make_tag
-from dsreg.overlays.create import CreatedOverlay
-from dsreg.overlays.inspect import Issue
+from dsreg.overlays.create import (
+    LABEL_FORMATS,
+    CreatedOverlay,
+    detect_overlay,
+    labels_overlay,
+    votes_overlay,
+)
+from dsreg.overlays.inspect import Issue, ranked_issues
+from dsreg.overlays.votes import VOTE_FORMATS
 from dsreg.registry.folder import Registry
 
 if TYPE_CHECKING:
@@ -24,8 +32,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "VOTE_FORMATS",
-    "NewTag",
     "OverlayResult",
+    "Tagging",
     "check_detect_options",
     "check_tag_options",
     "check_tag_target",
@@ -34,8 +42,6 @@ __all__ = [
     "import_labels",
     "import_votes",
 ]
-
-VOTE_FORMATS = ("label-errors", "csv")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,12 +54,12 @@ class OverlayResult(CreatedOverlay):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class NewTag:
-    """The tag a command makes with the overlay it stores: ``<dataset>@<name>``, the revision
-    plus the overlay, in ``view`` (default cleaned); an existing tag is moved only if
-    ``force``."""
+class Tagging:
+    """The tag asked for with a new overlay: ``<dataset>@<tag>`` names the revision plus the
+    overlay, in ``view`` (default cleaned); ``force`` moves a tag that exists. No ``tag``: no
+    tag is made."""
 
-    name: str
+    tag: str | None = None
     view: str | None = None
     force: bool = False
 
@@ -126,24 +132,18 @@ def check_tag_target(
 
 
 def _tag(
-    reg: Registry,
-    spec: str,
-    made: CreatedOverlay,
-    tag: str | None,
-    view: str | None,
-    force: bool,
-    command: str,
+    reg: Registry, spec: str, made: CreatedOverlay, tagging: Tagging, command: str
 ) -> TagResult | None:
-    if tag is None:
+    if tagging.tag is None:
         return None
-    # The new revision is the one the overlay was made for, plus the overlay, in ``view``.
+    # The new revision is the one the overlay was made for, plus the overlay, in its view.
     return make_tag(
         reg,
-        f"{made.dataset}@{tag}",
+        f"{made.dataset}@{tagging.tag}",
         spec,
         overlays=[made.digest],
-        view=view or "cleaned",
-        force=force,
+        view=tagging.view or "cleaned",
+        force=tagging.force,
         command=command,
     )
 
@@ -154,23 +154,26 @@ def detect(
     pred_probs: np.ndarray | str | os.PathLike[str],
     *,
     options: DetectorOptions,
-    tag: NewTag | None = None,
+    tagging: Tagging = Tagging(),
     top: int = 10,
     progress: ProgressHook = no_progress,
     command: str = "",
 ) -> OverlayResult:
-    """A ``detected`` overlay of ``spec`` made with the detector's ``options``, and ``tag``
-    made with it when given; ``top`` of its rows, lowest-scored first, come back with it."""
-    from dsreg.overlays.create import detect_overlay
-    from dsreg.overlays.inspect import ranked_issues
-
+    """A ``detected`` overlay of ``spec`` (options: those of the detector), tagged as
+    ``tagging`` asks, with its ``top`` lowest-scored rows."""
     check_detect_options(options.filter_by, options.rank_by)
-    name, view, force = (tag.name, tag.view, tag.force) if tag else (None, None, False)
-    check_tag_target(reg, spec, name, view, force=force, producer="dsreg.detect")
     probs = Path(pred_probs) if isinstance(pred_probs, str | os.PathLike) else pred_probs
-    made = detect_overlay(reg, spec, probs, options=options, progress=progress, command=command)
-    tagged = _tag(reg, spec, made, name, view, force, command)
-    return _result(made, tagged, ranked_issues(reg, made.digest, top))
+    return _stored(
+        reg,
+        spec,
+        tagging,
+        lambda: detect_overlay(
+            reg, spec, probs, options=options, progress=progress, command=command
+        ),
+        producer="dsreg.detect",
+        command=command,
+        top=top,
+    )
 
 
 def check_vote_format(format: str) -> None:
@@ -185,21 +188,22 @@ def import_votes(
     *,
     format: str = "label-errors",
     threshold: int = 3,
-    tag: str | None = None,
-    view: str | None = None,
-    force: bool = False,
+    tagging: Tagging = Tagging(),
     command: str = "",
 ) -> OverlayResult:
-    """A ``validated`` overlay of ``spec``'s snapshot from a votes file, tagged as
-    ``<dataset>@<tag>`` in ``view`` (default cleaned) when ``tag`` is given."""
-    from dsreg.overlays.create import votes_overlay
-
+    """A ``validated`` overlay of ``spec``'s snapshot from a votes file, tagged as ``tagging``
+    asks."""
     check_vote_format(format)
-    check_tag_target(reg, spec, tag, view, force=force, producer="dsreg.import-votes")
-    made = votes_overlay(
-        reg, spec, Path(votes), format=format, threshold=threshold, command=command
+    return _stored(
+        reg,
+        spec,
+        tagging,
+        lambda: votes_overlay(
+            reg, spec, Path(votes), format=format, threshold=threshold, command=command
+        ),
+        producer="dsreg.import-votes",
+        command=command,
     )
-    return _result(made, _tag(reg, spec, made, tag, view, force, command), ())
 
 
 def import_labels(
@@ -209,25 +213,44 @@ def import_labels(
     *,
     format: str,
     threshold: float = 0.5,
-    tag: str | None = None,
-    view: str | None = None,
-    force: bool = False,
+    tagging: Tagging = Tagging(),
     command: str = "",
 ) -> OverlayResult:
     """An overlay of ``spec``'s snapshot from a relabeling file (``real``, ``counts``) or a
-    corrections CSV (``csv``), tagged as ``<dataset>@<tag>`` in ``view`` (default cleaned)
-    when ``tag`` is given."""
-    from dsreg.overlays.create import LABEL_FORMATS, labels_overlay
-
+    corrections CSV (``csv``), tagged as ``tagging`` asks."""
     if format not in LABEL_FORMATS:
         raise InvalidInputError(
             f"unknown --format {format!r}; choose one of {', '.join(LABEL_FORMATS)}"
         )
-    check_tag_target(reg, spec, tag, view, force=force, producer="dsreg.import-labels")
-    made = labels_overlay(
-        reg, spec, Path(path), format=format, threshold=threshold, command=command
+    return _stored(
+        reg,
+        spec,
+        tagging,
+        lambda: labels_overlay(
+            reg, spec, Path(path), format=format, threshold=threshold, command=command
+        ),
+        producer="dsreg.import-labels",
+        command=command,
     )
-    return _result(made, _tag(reg, spec, made, tag, view, force, command), ())
+
+
+def _stored(
+    reg: Registry,
+    spec: str,
+    tagging: Tagging,
+    make: Callable[[], CreatedOverlay],
+    *,
+    producer: str,
+    command: str,
+    top: int | None = None,
+) -> OverlayResult:
+    """The overlay ``make`` stores, the tag ``tagging`` asks for and (``top`` given) the
+    overlay's ``top`` lowest-scored rows. The tag is checked first: one that exists is refused
+    before any work (`check_tag_target`)."""
+    check_tag_target(reg, spec, tagging.tag, tagging.view, force=tagging.force, producer=producer)
+    made = make()
+    tagged = _tag(reg, spec, made, tagging, command)
+    return _result(made, tagged, ranked_issues(reg, made.digest, top) if top is not None else ())
 
 
 def _result(

@@ -148,28 +148,11 @@ def import_csv(
     """A corrections CSV as the corrections table of a ``manual`` overlay."""
     t = _read(path)
     names = t.column_names
-    n = len(labels)
     col = {c: t.column(c).combine_chunks() for c in names}
     what = f"{path}"
     if "row" in names:
-        cells = col["row"]
-        if not pc.all(pc.match_substring_regex(cells, r"^[0-9]+$")).as_py() and len(cells):
-            raise RelabelingError(f"{what}: the 'row' column must hold row positions (digits)")
-        check_digit_cells(cells, what=f"{what}: the 'row' column", error=RelabelingError)
-        rows = as_numpy(pc.cast(cells, pa.int64())).astype(np.int64)
-        bad = rows[(rows < 0) | (rows >= n)]
-        if len(bad):
-            raise RelabelingError(f"{what}: rows {bad[:5].tolist()} are outside [0, {n})")
+        rows = _rows_by_position(what, col, example_ids, len(labels))
         match = "row"
-        if "example_id" in names:
-            want = example_ids.take(pa.array(rows))
-            diff = np.flatnonzero(~as_numpy(pc.equal(want, col["example_id"])))
-            if len(diff):
-                first = [(int(rows[i]), col["example_id"][int(i)].as_py()) for i in diff[:3]]
-                raise RelabelingError(
-                    f"{what}: {len(diff)} lines name an example_id that is not the snapshot's "
-                    f"at their row, first (row, example_id) {shown_all(first)}"
-                )
     else:
         rows = rows_by_id(example_ids, col["example_id"])
         if (rows < 0).any():
@@ -193,27 +176,7 @@ def import_csv(
         if "suggested_label" in names
         else np.full(len(rows), -1, dtype=np.int64)
     )
-    if "verdict" in names:
-        verdict = col["verdict"]
-        blank = as_numpy(pc.equal(verdict, ""))
-        if (blank & (sug < 0)).any():
-            raise RelabelingError(
-                f"{what}: lines without a verdict need a suggested_label (they are correctable)"
-            )
-        verdict = pc.if_else(pa.array(blank), pa.scalar("correctable"), verdict)
-    elif (sug < 0).any():
-        raise RelabelingError(
-            f"{what} has no 'verdict' column, and some lines suggest no label; give a verdict "
-            f"({', '.join(VERDICTS)})"
-        )
-    else:
-        verdict = pa.array(["correctable"] * len(rows), pa.string())
-    unknown = pc.invert(pc.is_in(verdict, value_set=pa.array(VERDICTS)))
-    if pc.any(unknown).as_py():
-        bad = pc.unique(verdict.filter(unknown)).to_pylist()
-        raise RelabelingError(
-            f"{what}: unknown verdicts {shown_all(bad[:5])}; use {', '.join(VERDICTS)}"
-        )
+    verdict = _verdicts(what, col.get("verdict"), sug)
     lists = _lists(col["labels"], classes, f"{what} (labels)", False) if "labels" in names else None
     counts = (
         _lists(col["label_counts"], classes, f"{what} (label_counts)", True)
@@ -237,6 +200,57 @@ def import_csv(
     summary["errors"] = table.num_rows - int(vc.get("non_error", 0))
     summary |= {v: int(vc.get(v, 0)) for v in VERDICTS}
     return LabelImport(table=table, summary=summary, params={"format": "csv", "match": match})
+
+
+def _rows_by_position(
+    what: str, col: dict[str, pa.Array], example_ids: pa.Array, n: int
+) -> np.ndarray:
+    """The rows the ``row`` column names, each within the snapshot's ``n`` rows and, where the
+    file also has an ``example_id`` column, holding that id."""
+    cells = col["row"]
+    if not pc.all(pc.match_substring_regex(cells, r"^[0-9]+$")).as_py() and len(cells):
+        raise RelabelingError(f"{what}: the 'row' column must hold row positions (digits)")
+    check_digit_cells(cells, what=f"{what}: the 'row' column", error=RelabelingError)
+    rows = as_numpy(pc.cast(cells, pa.int64())).astype(np.int64)
+    bad = rows[(rows < 0) | (rows >= n)]
+    if len(bad):
+        raise RelabelingError(f"{what}: rows {bad[:5].tolist()} are outside [0, {n})")
+    if "example_id" in col:
+        want = example_ids.take(pa.array(rows))
+        diff = np.flatnonzero(~as_numpy(pc.equal(want, col["example_id"])))
+        if len(diff):
+            first = [(int(rows[i]), col["example_id"][int(i)].as_py()) for i in diff[:3]]
+            raise RelabelingError(
+                f"{what}: {len(diff)} lines name an example_id that is not the snapshot's "
+                f"at their row, first (row, example_id) {shown_all(first)}"
+            )
+    return rows
+
+
+def _verdicts(what: str, verdict: pa.Array | None, sug: np.ndarray) -> pa.Array:
+    """Each line's verdict: as the ``verdict`` column says, ``correctable`` where it is blank
+    (or absent), which needs a suggested label; any other word is refused."""
+    if verdict is not None:
+        blank = as_numpy(pc.equal(verdict, ""))
+        if (blank & (sug < 0)).any():
+            raise RelabelingError(
+                f"{what}: lines without a verdict need a suggested_label (they are correctable)"
+            )
+        verdict = pc.if_else(pa.array(blank), pa.scalar("correctable"), verdict)
+    elif (sug < 0).any():
+        raise RelabelingError(
+            f"{what} has no 'verdict' column, and some lines suggest no label; give a verdict "
+            f"({', '.join(VERDICTS)})"
+        )
+    else:
+        verdict = pa.array(["correctable"] * len(sug), pa.string())
+    unknown = pc.invert(pc.is_in(verdict, value_set=pa.array(VERDICTS)))
+    if pc.any(unknown).as_py():
+        bad = pc.unique(verdict.filter(unknown)).to_pylist()
+        raise RelabelingError(
+            f"{what}: unknown verdicts {shown_all(bad[:5])}; use {', '.join(VERDICTS)}"
+        )
+    return verdict
 
 
 def _joined(lists: pa.Array) -> pa.Array:

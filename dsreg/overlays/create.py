@@ -17,10 +17,11 @@ from dsreg._version import __version__
 from dsreg.detector.options import DetectorOptions
 from dsreg.errors import ManifestError
 from dsreg.formats.corrections import corrections_table
-from dsreg.formats.manifests import Snapshot
+from dsreg.formats.manifests import OverlayKind, Snapshot
 from dsreg.formats.tables import as_numpy
 from dsreg.objects.digest import short
 from dsreg.objects.hashing import hash_file
+from dsreg.overlays.votes import read_votes
 from dsreg.overlays.write import JoinedRows, write_overlay
 from dsreg.registry.folder import Registry
 from dsreg.registry.tables import read_examples
@@ -54,6 +55,26 @@ class CreatedOverlay:
         }
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OverlayDraft:
+    """An overlay's corrections and what its producer reports, before it is stored.
+
+    ``producer`` names the producer (``dsreg.import-votes``); ``params`` and ``inputs`` go into
+    the manifest's producer, ``summary`` into its summary. ``details`` is handed back to the
+    caller unstored (the detector's result); ``joined`` is what the producer's join read, the
+    row check of the table (`write_overlay`).
+    """
+
+    kind: OverlayKind
+    table: pa.Table
+    producer: str
+    params: Mapping[str, Any]
+    inputs: dict[str, Any]
+    summary: Mapping[str, Any]
+    details: Any = None
+    joined: JoinedRows | None = None
+
+
 def votes_overlay(
     reg: Registry,
     spec: str,
@@ -63,67 +84,36 @@ def votes_overlay(
     threshold: int,
     command: str = "",
 ) -> CreatedOverlay:
-    """A ``validated`` overlay of ``spec``'s snapshot from a votes file."""
-    from dsreg.overlays.votes import import_votes
-    from dsreg.overlays.votes_csv import csv_votes
-    from dsreg.overlays.votes_lines import check_csv
-
+    """A ``validated`` overlay of ``spec``'s snapshot from a votes file. The votes are matched
+    to rows by a join over the snapshot's verified examples object, which is also the row
+    check of the overlay (`JoinedRows`): 50 million ids are never decoded into Python."""
     ds = Dataset(reg, reg.resolve(spec))
     # Before the file is hashed: a named pipe or a device would be read forever.
     input_file(path, what=f"votes file {str(path)!r}")
-    result = None
-    joined = None
     # The file's digest (the producer's input) is taken on a second thread while it is read and
     # matched: BLAKE3 releases the GIL, and neither the reading nor the join keeps both cores
-    # busy all the time. A file that cannot be read is reported by the readers, not here.
+    # busy all the time. A file that cannot be read is reported by the reader, not here.
     pool = ThreadPoolExecutor(1)
     votes_digest = pool.submit(hash_file, path)
     pool.shutdown(wait=False)
-    usable = isinstance(threshold, int) and not isinstance(threshold, bool) and threshold >= 1
-    if format == "csv" and usable:
-        # Read a block at a time and matched by a DuckDB hash join against the verified examples
-        # table (#15): 50 million ids are never decoded into Python at once. A file it does not
-        # read as it is goes the long way, for its messages.
-        result = csv_votes(
-            path,
-            threshold=threshold,
-            examples=lambda: _examples_file(reg, ds.snapshot),
-            classes=ds.classes,
-            dataset=ds.name,
-        )
-        if result is not None and result.joined_labels is not None:
-            # The join over the verified examples object is the row check: write_overlay does
-            # not decode those 50 million ids again (docs/votes.md).
-            joined = JoinedRows(examples=ds.snapshot.examples, labels=result.joined_labels)
-    if result is None and format == "csv" and usable:
-        # What the record-by-record reader refuses before it matches any row (a malformed line,
-        # a label that is not a class, no votes) is refused by a streaming pass first, with
-        # the same message: not after reading the snapshot's ids (#15).
-        check_csv(path, dataset=ds.name, classes=ds.classes)
-    if result is None:
-        examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
-        result = import_votes(
-            path,
-            format=format,  # type: ignore[arg-type]
-            threshold=threshold,
-            dataset=ds.name,
-            example_ids=examples.column("example_id"),
-            labels=as_numpy(examples.column("label")),
-            classes=ds.classes,
-        )
-        del examples  # write_overlay reads what it checks: not two copies of the ids at once
-    return _store(
-        reg,
-        ds,
+    result = read_votes(
+        path,
+        format=format,
+        threshold=threshold,
+        dataset=ds.name,
+        classes=ds.classes,
+        examples=lambda: _examples_file(reg, ds.snapshot),
+    )
+    draft = OverlayDraft(
         kind="validated",
         table=result.table,
-        name="dsreg.import-votes",
+        producer="dsreg.import-votes",
         params=result.params,
         inputs={"votes": votes_digest.result(), **result.inputs},
         summary=result.summary,
-        command=command,
-        joined=joined,
+        joined=JoinedRows(examples=ds.snapshot.examples, labels=result.joined_labels),
     )
+    return _store(reg, ds, draft, command=command)
 
 
 def _examples_file(reg: Registry, snap: Snapshot) -> Path:
@@ -167,17 +157,15 @@ def labels_overlay(
         )
     else:
         result = import_csv(path, example_ids=ids, labels=labels, classes=ds.classes)
-    return _store(
-        reg,
-        ds,
+    draft = OverlayDraft(
         kind="manual" if format == "csv" else "validated",
         table=result.table,
-        name="dsreg.import-labels",
+        producer="dsreg.import-labels",
         params=result.params,
         inputs={"labels": hash_file(path)},
         summary=result.summary,
-        command=command,
     )
+    return _store(reg, ds, draft, command=command)
 
 
 def detect_overlay(
@@ -214,12 +202,10 @@ def detect_overlay(
         score=np.asarray(det.scores, dtype=np.float64),
     )
     per_class = {ds.classes[i]: int(c) for i, c in enumerate(det.issues_per_class) if c}
-    return _store(
-        reg,
-        ds,
+    draft = OverlayDraft(
         kind="detected",
         table=table,
-        name="dsreg.detect",
+        producer="dsreg.detect",
         params=det.params,
         inputs={"labels": ds.digest, "pred_probs": source.digest()},
         summary={
@@ -228,45 +214,36 @@ def detect_overlay(
             "issues_per_class": per_class,
             "renormalized_rows": int(det.renormalized_rows),
         },
-        command=command,
         details=det,
     )
+    return _store(reg, ds, draft, command=command)
 
 
-def _store(
-    reg: Registry,
-    ds: Dataset,
-    *,
-    kind: str,
-    table: pa.Table,
-    name: str,
-    params: Mapping[str, Any],
-    inputs: dict[str, Any],
-    summary: Mapping[str, Any],
-    command: str,
-    details: Any = None,
-    joined: JoinedRows | None = None,
-) -> CreatedOverlay:
-    """Store ``table`` as an overlay of ``ds``'s snapshot made by producer ``name`` (this
-    version of dsreg, with ``params`` and ``inputs``): what every overlay maker ends with.
-    ``joined``: what the producer's join read, the row check (`write_overlay`)."""
-    producer = {"name": name, "version": __version__, "params": dict(params), "inputs": inputs}
+def _store(reg: Registry, ds: Dataset, draft: OverlayDraft, *, command: str) -> CreatedOverlay:
+    """Store ``draft`` as an overlay of ``ds``'s snapshot, made by this version of dsreg: what
+    every overlay maker ends with."""
+    producer = {
+        "name": draft.producer,
+        "version": __version__,
+        "params": dict(draft.params),
+        "inputs": draft.inputs,
+    }
     digest = write_overlay(
         reg,
         base=ds.snapshot_digest,
-        kind=kind,  # type: ignore[arg-type]
-        table=table,
+        kind=draft.kind,
+        table=draft.table,
         producer=producer,
-        summary=dict(summary),
+        summary=dict(draft.summary),
         command=command,
-        joined=joined,
+        joined=draft.joined,
     )
     return CreatedOverlay(
         digest=digest,
         dataset=ds.name,
         base=ds.snapshot_digest,
         revision=ds.digest,
-        kind=kind,
-        summary={"rows": table.num_rows, **summary},
-        details=details,
+        kind=draft.kind,
+        summary={"rows": draft.table.num_rows, **draft.summary},
+        details=draft.details,
     )

@@ -2,7 +2,7 @@
 file name, or by position. One place for the matching every importer of corrections uses.
 
 All of it is vectorised in Arrow and numpy: 50,000 ids match in a few milliseconds. Ids are
-matched by ``match_ids`` (#15): a hashed join in Arrow that hashes the ids *wanted* and streams
+matched by ``match_ids``: a hashed join in Arrow that hashes the ids *wanted* and streams
 the snapshot's ids past them a batch at a time (``pc.index_in`` of each batch against the
 distinct wanted ids), never a Python dict, nor a hash table, of the snapshot's 50 million ids:
 memory grows with the ids wanted, not with the snapshot.

@@ -60,12 +60,13 @@ class OverlayRecord:
 class JoinedRows:
     """What a producer's join read from the base snapshot's examples object: the row check of a
     table whose rows came from that join, so that ``write_overlay`` does not decode the same
-    examples a second time (#15).
+    examples a second time.
 
-    The producer joined its ``example_id`` column to the snapshot's ``example_id`` on equality,
-    reading the examples object ``examples`` after re-hashing it, and took each matched row's
-    position as ``row`` and its label as ``labels``: by construction each ``row`` holds the
-    table's ``example_id``, and ``write_overlay`` checks ``given_label`` against ``labels``.
+    The producer joined its records to the snapshot's examples, on ``example_id`` or on the row
+    position, reading the examples object ``examples`` after re-hashing it, and took each
+    matched row's position as ``row``, its id as ``example_id`` and its label as ``labels``: by
+    construction each ``row`` holds the table's ``example_id``, and ``write_overlay`` checks
+    ``given_label`` against ``labels``.
 
     Attributes
     ----------
@@ -168,7 +169,7 @@ def _check_label_lists(table: pa.Table, k: int) -> None:
 def _at_rows(reg: Registry, snap: Snapshot, rows: np.ndarray) -> tuple[pa.Array, np.ndarray]:
     """The example ids and labels at ``rows`` (sorted, inside the snapshot), read a row group at
     a time from the verified examples table: a check of 5 million corrections against 50
-    million rows holds two row groups at a time, not the snapshot's ids (#15)."""
+    million rows holds two row groups at a time, not the snapshot's ids."""
     import pyarrow.parquet as pq
 
     data, pf = examples_parquet(reg, snap)

@@ -28,7 +28,7 @@ from dsreg.errors import InvalidInputError, StorageError, VotesError
 from dsreg.formats.manifests import VERDICTS, Overlay, Snapshot
 from dsreg.formats.tables import served_metadata
 from dsreg.objects.digest import hex_of, short
-from dsreg.ops.overlay import OverlayResult, check_tag_target, import_votes
+from dsreg.ops.overlay import OverlayResult, Tagging, check_tag_target, import_votes
 from dsreg.registry.folder import Registry, Resolved
 from dsreg.registry.tables import read_corrections, read_examples
 from dsreg.reviewing.logbytes import SetAside
@@ -369,9 +369,7 @@ def finish_review(
             name,
             format="label-errors",
             threshold=threshold,
-            tag=tag,
-            view=view,
-            force=force,
+            tagging=Tagging(tag=tag, view=view, force=force),
             command=command,
         )
         fields = {f.name: getattr(made, f.name) for f in dataclasses.fields(made)}

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import dsreg
 from dsreg import Registry, RelabelingError
+from dsreg.overlays.match import match_ids
 from dsreg.overlays.relabel import import_real
 
 CLASSES = ["tench", "goldfish", "shark", "cock", "hen"]
@@ -393,3 +394,16 @@ def test_a_table_that_does_not_match_its_manifest_version_is_refused(
 
 def reg_ids(reg: Registry, spec: str) -> list[str]:
     return dsreg.open(spec, registry=reg).labels().column("example_id").to_pylist()
+
+
+def test_match_ids_streams_the_snapshot_past_the_wanted_ids() -> None:
+    """Wanted ids (repeated, missing) find their rows across batches of the snapshot's ids; an
+    id the snapshot holds at two rows is reported with both."""
+    ids = [f"img/{i:03d}.png" for i in range(40)]
+    batches = [pa.table({"example_id": ids[lo : lo + 7]}) for lo in range(0, 40, 7)]
+    got = match_ids(batches, pa.array([ids[30], "missing", ids[0], ids[30]]))
+    assert got.rows.tolist() == [30, -1, 0, 30] and got.twice == []
+    dup = match_ids(
+        [pa.table({"example_id": ["a", "b"]}), pa.table({"example_id": ["a"]})], pa.array(["a"])
+    )
+    assert dup.rows.tolist() == [0] and dup.twice == [("a", 0, 2)]
