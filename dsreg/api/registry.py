@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, cast
+from typing import TYPE_CHECKING, Annotated, TypeAlias, cast
 
 from dsreg._util.lazy import lazy_module
 from dsreg._util.progress import ProgressHook
@@ -56,6 +56,23 @@ def init(*, registry: RegistryOpt = None) -> Registry:
     return Registry.init(registry.root if isinstance(registry, Registry) else registry)
 
 
+# add's two options with the longest help texts.
+IdsOpt: TypeAlias = Annotated[
+    PathArg | None,
+    Opt(
+        help="With --labels: the example ids in row order, ids.txt (one per line) or "
+        "ids.json (a list of strings); default: the row numbers."
+    ),
+]
+CitationOpt: TypeAlias = Annotated[
+    PathArg | None,
+    Opt(
+        help="The dataset creators' reference, a BibTeX file (.bib): recorded in the "
+        "snapshot, repeated by every 'dsreg cite' of its revisions."
+    ),
+]
+
+
 def add(
     dataset: Annotated[str, Arg("Dataset name, e.g. imagenet-val.")],
     path: Annotated[PathArg | None, Arg("An ImageFolder tree: one folder per class.")] = None,
@@ -63,13 +80,7 @@ def add(
     labels: Annotated[
         PathArg | None, Opt(help="Label-only set: labels as .npy, .csv or .parquet.")
     ] = None,
-    ids: Annotated[
-        PathArg | None,
-        Opt(
-            help="With --labels: the example ids in row order, ids.txt (one per line) or "
-            "ids.json (a list of strings); default: the row numbers."
-        ),
-    ] = None,
+    ids: IdsOpt = None,
     table: Annotated[PathArg | None, Opt(help="A table of examples (.parquet or .csv).")] = None,
     id_column: Annotated[str, Opt(help="With --table: the example id column.")] = "example_id",
     label_column: Annotated[str, Opt(help="With --table: the label column.")] = "label",
@@ -82,13 +93,7 @@ def add(
     ] = None,
     tag: NewTagOpt = None,
     force: MoveTagOpt = False,
-    citation: Annotated[
-        PathArg | None,
-        Opt(
-            help="The dataset creators' reference, a BibTeX file (.bib): recorded in the "
-            "snapshot, repeated by every 'dsreg cite' of its revisions."
-        ),
-    ] = None,
+    citation: CitationOpt = None,
     credit: Annotated[
         str | None, Opt(help="The dataset creators' reference as plain text (as --citation).")
     ] = None,
@@ -100,31 +105,25 @@ def add(
     """Add a test set as an immutable snapshot of ``dataset`` (content-addressed, deduplicated).
 
     Give exactly one source: ``path``, an ImageFolder tree (one folder per class); ``labels``,
-    a label-only set (``.npy``, ``.csv`` or ``.parquet``); or ``table``, a table of examples
-    (``.parquet`` or ``.csv``) with ``id_column`` and ``label_column``, its payloads found at
-    ``files/<example id>`` when ``files`` is given. ``classes``: the class names, a list or a
-    file with one per line (line i is class i; not for a tree, whose folders name them).
-    ``ids``: with ``labels``, the example ids in row order (``ids.txt``, one per line, or
-    ``ids.json``, a list of strings); without it a label-only set's ids are its row numbers.
-    ``tag`` points ``dataset@tag`` at the new revision (moving it needs ``force``).
-    Label-only sets (``labels``, or ``table`` without ``files``) are read, checked and written
-    a row group at a time, in bounded memory.
+    a label-only set (``.npy``, ``.csv`` or ``.parquet``), its example ids in row order in
+    ``ids`` (``ids.txt``, one per line, or ``ids.json``, a list; default: the row numbers); or
+    ``table``, a table of examples (``.parquet`` or ``.csv``) with ``id_column`` and
+    ``label_column``, its payloads at ``files/<example id>`` when ``files`` is given.
+    ``classes``: the class names, a list or a file with one per line (line i is class i; not
+    for a tree, whose folders name them). ``tag`` points ``dataset@tag`` at the new revision
+    (moving it needs ``force``). Label-only sets (``labels``, or ``table`` without ``files``)
+    are read, checked and written a row group at a time, in bounded memory.
 
     ``citation`` (a BibTeX file) and ``credit`` (plain text) record the dataset creators'
-    reference in the snapshot's source (``source.credit``): every ``dsreg.cite`` of any
-    revision of it repeats the reference. The same data with another credit is another snapshot.
+    reference in the snapshot's source (``source.credit``), repeated by every ``dsreg.cite`` of
+    its revisions: the same data with another credit is another snapshot.
 
-    Example ids must be unique in their spelling: ids that differ only in Unicode normalisation
-    (NFC and NFD) or in whitespace ending a path part (``"a.png"`` and ``"a.png "``) would be
-    one file in a checkout on macOS or Windows, and are refused (``DatasetFormatError`` naming
-    both; nothing is written). ``allow_lookalike_ids=True`` keeps them as they are. Ids that
-    differ only in case are kept either way.
+    Example ids that differ only in Unicode normalisation (NFC and NFD) or in whitespace ending
+    a path part (``"a.png"`` and ``"a.png "``) would be one file in a checkout on macOS or
+    Windows: they are refused (``DatasetFormatError`` naming both; nothing is written) unless
+    ``allow_lookalike_ids``. Ids that differ only in case are kept either way.
 
-    Returns
-    -------
-    AddResult
-        ``revision`` (the full digest to pin), ``snapshot``, ``rows``, ``classes``, ``files``,
-        ``new_objects``, …
+    Returns an ``AddResult``: ``revision`` (the full digest to pin), ``snapshot``, ``rows``, …
     """
     options = ingest_add.AddOptions(
         dataset=dataset,
