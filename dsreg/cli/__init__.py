@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, NamedTuple
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from dsreg._util.lazy import lazy_module
+from dsreg._version import __version__
 from dsreg.cli._common import say
 from dsreg.cli._text import printable
 from dsreg.errors import DsregError
@@ -100,8 +101,6 @@ COMMANDS: dict[str, Callable[[], Command] | Subgroup] = {
 
 def _version() -> str:
     # A literal in dsreg/_version.py: nothing heavy is imported.
-    from dsreg._version import __version__
-
     return f"dsreg {__version__}\n"
 
 
