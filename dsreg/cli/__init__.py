@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     import typer._click.exceptions as click_exceptions
     from typer.core import TyperGroup
 
-    from dsreg.cli import _command, core, overlays, query, remotes, reviewing
+    import dsreg.cli._command as _command
+    from dsreg.cli import core, overlays, query, remotes, reviewing
     from dsreg.cli._command import Command
 else:
     typer = lazy_module("typer")
