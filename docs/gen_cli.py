@@ -8,9 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import typer.main
-
-from dsreg.cli import app
+from dsreg.cli import root_group
 
 HERE = Path(__file__).resolve().parent
 
@@ -29,7 +27,7 @@ def commands(group: Any, prefix: list[str]) -> list[list[str]]:
 
 
 def main() -> None:
-    root = typer.main.get_command(app)
+    root = root_group()
     env = {**os.environ, "COLUMNS": "100", "TERM": "dumb", "NO_COLOR": "1"}
     parts = [
         "# CLI reference",

@@ -1,24 +1,17 @@
-"""What every API function shares: the registry, found in one place, and the argument
-types."""
+"""What every API function shares: the registry, found in one place, and what it records of a
+call."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, TypeAlias
 
+from dsreg._util.progress import ProgressHook, no_progress
+from dsreg.api.options import RegistryArg
 from dsreg.registry.folder import Registry
 
-if TYPE_CHECKING:
-    pass
+__all__ = ["LINKS", "command_of", "find_registry", "hook", "specs_of"]
 
-
-PathArg: TypeAlias = "str | os.PathLike[str]"
-RegistryArg: TypeAlias = "Registry | str | os.PathLike[str] | None"
 LINKS = ("hardlink", "symlink", "copy", "reflink")
-
-
-# -- the registry, found in one place ----------------------------------------------------------
 
 
 def find_registry(registry: RegistryArg = None) -> Registry:
@@ -30,9 +23,17 @@ def find_registry(registry: RegistryArg = None) -> Registry:
     return registry if isinstance(registry, Registry) else Registry.find(registry)
 
 
-def command_of(name: str, *args: object) -> str:
-    """What the ref log records of a library call."""
+def command_of(command: str | None, name: str, *args: object) -> str:
+    """What the ref log records of a call: ``command`` when the caller gave one (the command
+    line, as typed), else the library call, ``dsreg.name(args…)``."""
+    if command is not None:
+        return command
     return f"dsreg.{name}({', '.join(repr(a) for a in args)})"
+
+
+def hook(progress: ProgressHook | None) -> ProgressHook:
+    """The progress hook to call: ``progress``, or one that says nothing."""
+    return progress or no_progress
 
 
 def specs_of(specs: str | Sequence[str] | None) -> tuple[str, ...]:

@@ -6,29 +6,74 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import IO, TYPE_CHECKING, Any, Literal, overload
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, overload
 
-from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.api.common import PathArg, RegistryArg, command_of, find_registry
+from dsreg._util.fs import replacing
+from dsreg._util.lazy import lazy_module
+from dsreg._util.progress import ProgressHook
+from dsreg.api import reading
+from dsreg.api.common import command_of, find_registry, hook
+from dsreg.api.options import (
+    Arg,
+    Opt,
+    OverlayForceOpt,
+    OverlayTagOpt,
+    OverlayViewOpt,
+    PathArg,
+    ReadRemoteOpt,
+    RegistryArg,
+    RegistryOpt,
+)
+from dsreg.detector.options import FILTER_BY, RANK_BY, DetectorOptions
 from dsreg.errors import InvalidInputError
+from dsreg.formats.manifests import VIEWS, View
+from dsreg.formats.names import check_name
 
+# Each of these imports numpy and pyarrow (DuckDB, matplotlib): imported when first used.
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-    from dsreg.formats.manifests import View
+    from dsreg.ops import overlay as overlay_ops
     from dsreg.ops.overlay import OverlayResult
+    from dsreg.overlays import inspect as overlay_inspect
+    from dsreg.overlays import write as overlay_write
     from dsreg.overlays.inspect import OverlayInfo
     from dsreg.overlays.write import OverlayRecord
     from dsreg.registry.folder import Registry, Resolved
     from dsreg.remote.read import RemoteRead
+    from dsreg.report import cite as report_cite
+    from dsreg.report import diff as report_diff
+    from dsreg.report import evaluate as report_evaluate
+    from dsreg.report import export as report_export
+    from dsreg.report import labelexport
+    from dsreg.report import plot as report_plot
     from dsreg.report.cite import Citation
     from dsreg.report.diff import DiffResult
     from dsreg.report.evaluate import EvalReport
     from dsreg.report.labelexport import ExportResult
     from dsreg.report.predictions import Predictions
+    from dsreg.views import dataset as views_dataset
+    from dsreg.views import sql as views_sql
     from dsreg.views.dataset import Dataset
     from dsreg.views.sql import Connection
+else:
+    overlay_ops = lazy_module("dsreg.ops.overlay")
+    overlay_inspect = lazy_module("dsreg.overlays.inspect")
+    overlay_write = lazy_module("dsreg.overlays.write")
+    report_cite = lazy_module("dsreg.report.cite")
+    report_diff = lazy_module("dsreg.report.diff")
+    report_evaluate = lazy_module("dsreg.report.evaluate")
+    report_export = lazy_module("dsreg.report.export")
+    labelexport = lazy_module("dsreg.report.labelexport")
+    report_plot = lazy_module("dsreg.report.plot")
+    views_dataset = lazy_module("dsreg.views.dataset")
+    views_sql = lazy_module("dsreg.views.sql")
+
+# What the command line cannot give (an array, a DataFrame): named, not imported, at run time.
+Probabilities: TypeAlias = "np.ndarray | PathArg"
+PredictionsArg: TypeAlias = "Mapping[str, Predictions] | Sequence[PathArg] | Predictions"
 
 
 # -- reading -----------------------------------------------------------------------------------
@@ -47,18 +92,14 @@ def open(
     objects go to the per-user cache registry), objects missing here are fetched from that
     remote and verified first (docs/remotes.md, "Reading a remote").
     """
-    from dsreg.views.dataset import Dataset
-
-    if remote is not None:
-        from dsreg.api.reading import read_remote_revision, remote_read
-
-        with remote_read(registry, remote) as reader:
-            resolved = reader.repairing(
-                lambda: read_remote_revision(reader, spec, remote, payloads=True)
-            )
-            return Dataset(reader.reg, resolved)
-    reg = find_registry(registry)
-    return Dataset(reg, reg.resolve(spec))
+    if remote is None:
+        reg = find_registry(registry)
+        return views_dataset.Dataset(reg, reg.resolve(spec))
+    with reading.remote_read(registry, remote) as reader:
+        resolved = reader.repairing(
+            lambda: reading.read_remote_revision(reader, spec, remote, payloads=True)
+        )
+        return views_dataset.Dataset(reader.reg, resolved)
 
 
 def connect(
@@ -75,21 +116,37 @@ def connect(
     >>> con = dsreg.connect()                                                # doctest: +SKIP
     >>> con.sql('SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1" GROUP BY ALL')
     """
-    from dsreg.views.sql import Connection
+    if remote is None:
+        return views_sql.Connection(find_registry(registry), allow_files=allow_files)
+    # No lock is held for a connection's life: each revision named is fetched when a query
+    # names it, and an object found missing or corrupt when read is fetched again.
+    reader = reading.remote_reader(registry, remote)
+    return views_sql.Connection(
+        reader.reg,
+        allow_files=allow_files,
+        resolve=partial(reader.revision, payloads=False),
+        repairing=reader.repairing,
+    )
 
-    if remote is not None:
-        from dsreg.api.reading import remote_reader
 
-        # No lock is held for a connection's life: each revision named is fetched when a
-        # query names it, and an object found missing or corrupt when read is fetched again.
-        reader = remote_reader(registry, remote)
-        return Connection(
-            reader.reg,
-            allow_files=allow_files,
-            resolve=partial(reader.revision, payloads=False),
-            repairing=reader.repairing,
-        )
-    return Connection(find_registry(registry), allow_files=allow_files)
+SqlFormatOpt: TypeAlias = Annotated[
+    str | None,
+    Opt(
+        "--format",
+        "-f",
+        help="table, csv, json or parquet (default: --output's suffix if one of those, "
+        "else table).",
+        show_default=False,
+    ),
+]
+AllowFilesOpt: TypeAlias = Annotated[
+    bool,
+    Opt(
+        "--allow-files",
+        help="Give DuckDB its full access: read and write your own files, ATTACH, "
+        "INSTALL/LOAD, SET. Without it SQL is read-only and reads revisions only.",
+    ),
+]
 
 
 @overload
@@ -113,13 +170,15 @@ def sql(
     registry: RegistryArg = None,
 ) -> int: ...
 def sql(
-    query: str,
+    query: Annotated[str, Arg('SQL; name a revision as a quoted identifier: "dataset@tag".')],
     *,
-    format: str | None = None,
-    output: PathArg | IO[Any] | None = None,
-    allow_files: bool = False,
-    remote: str | None = None,
-    registry: RegistryArg = None,
+    format: SqlFormatOpt = None,
+    output: Annotated[
+        PathArg | IO[Any] | None, Opt("--output", "-o", help="Write here instead of stdout.")
+    ] = None,
+    allow_files: AllowFilesOpt = False,
+    remote: ReadRemoteOpt = None,
+    registry: RegistryOpt = None,
 ) -> pa.Table | int:
     """Run DuckDB SQL over revisions, each named as a quoted identifier:
     ``SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1" GROUP BY ALL``.
@@ -136,18 +195,12 @@ def sql(
     only their manifests and Parquet tables are fetched (never payloads), verified, and DuckDB
     reads them from the registry, or the per-user cache where there is none.
     """
-    from dsreg.report.export import check_format
-
-    if format is not None:
-        check_format(format)
     if output is None and format is not None:
         raise InvalidInputError(f"format {format!r} writes to output=: give a path or stream")
     if remote is None:
         return _sql(find_registry(registry), query, output, format, allow_files)
-    from dsreg.api.reading import remote_read
-
     # The registry's lock is held until the last row is written: a gc waits for the query.
-    with remote_read(registry, remote) as reader:
+    with reading.remote_read(registry, remote) as reader:
         return _sql(reader.reg, query, output, format, allow_files, reader=reader)
 
 
@@ -162,18 +215,16 @@ def _sql(
 ) -> pa.Table | int:
     """``sql`` in ``reg``; with ``reader``, the revisions named resolve on its remote and a
     table found missing or corrupt is fetched again from there."""
-    from dsreg.views.sql import Connection
-
     resolve: Callable[[str], Resolved] | None = None
     repairing = None
     if reader is not None:
         resolve, repairing = partial(reader.revision, payloads=False), reader.repairing
     if output is None:
-        with Connection(reg, allow_files=allow_files, resolve=resolve, repairing=repairing) as con:
+        with views_sql.Connection(
+            reg, allow_files=allow_files, resolve=resolve, repairing=repairing
+        ) as con:
             return con.table(query)
-    from dsreg.report.export import write_query
-
-    return write_query(
+    return report_export.write_query(
         reg,
         query,
         output,
@@ -188,24 +239,44 @@ def _sql(
 
 
 def detect(
-    spec: str,
-    pred_probs: np.ndarray | PathArg,
+    spec: Annotated[str, Arg("The revision whose labels are checked.")],
+    pred_probs: Annotated[
+        Probabilities,
+        Opt(
+            "--pred-probs",
+            cli_type=Path,
+            help="Out-of-sample predicted probabilities, n x k, aligned with the revision's rows "
+            "(.npy, memory-mapped; or .parquet).",
+        ),
+    ],
     *,
-    filter_by: str = "prune_by_noise_rate",
-    rank_by: str = "self_confidence",
+    filter_by: Annotated[
+        str, Opt(help="cleanlab's filter_by: " + ", ".join(FILTER_BY) + ".")
+    ] = "prune_by_noise_rate",
+    rank_by: Annotated[
+        str, Opt(help="Label-quality score: " + ", ".join(RANK_BY) + ".")
+    ] = "self_confidence",
     rank_by_kwargs: dict[str, Any] | None = None,
-    frac_noise: float = 1.0,
-    num_to_remove_per_class: Sequence[int] | None = None,
-    min_examples_per_class: int = 1,
+    frac_noise: Annotated[float, Opt(help="Fraction of the estimated issues to flag.")] = 1.0,
+    num_to_remove_per_class: Annotated[
+        Sequence[int] | None,
+        Opt(
+            comma_list=int,
+            help="Comma-separated counts, one per class (filter_by prune_by_class/both/…).",
+        ),
+    ] = None,
+    min_examples_per_class: Annotated[
+        int, Opt(help="Never flag a class below this many remaining examples.")
+    ] = 1,
     estimation_method: str = "off_diagonal",
     chunk_rows: int | None = None,
-    tag: str | None = None,
-    view: str | None = None,
-    force: bool = False,
-    top: int = 10,
+    tag: OverlayTagOpt = None,
+    view: OverlayViewOpt = None,
+    force: OverlayForceOpt = False,
+    top: Annotated[int, Opt(help="How many of the ranked issues to print.")] = 10,
     progress: ProgressHook | None = None,
     command: str | None = None,
-    registry: RegistryArg = None,
+    registry: RegistryOpt = None,
 ) -> OverlayResult:
     """Find label issues of ``spec`` with confident learning; store a ``detected`` overlay.
 
@@ -222,12 +293,6 @@ def detect(
         :class:`~dsreg.detector.detector.Detection`; ``top`` the ``top`` lowest-scored rows;
         ``tagged`` the tag made, if any.
     """
-    from dsreg.detector.options import DetectorOptions
-    from dsreg.ops.overlay import Tagging, check_detect_options, check_tag_options
-    from dsreg.ops.overlay import detect as do_detect
-
-    check_detect_options(filter_by, rank_by)
-    check_tag_options(tag, view)
     options = DetectorOptions(
         filter_by=filter_by,
         rank_by=rank_by,
@@ -241,29 +306,31 @@ def detect(
         chunk_rows=chunk_rows,
     )
     where = pred_probs if isinstance(pred_probs, str | os.PathLike) else "<array>"
-    return do_detect(
+    return overlay_ops.detect(
         find_registry(registry),
         spec,
         pred_probs,
         options=options,
-        tagging=Tagging(tag=tag, view=view, force=force),
+        tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
         top=top,
-        progress=progress or no_progress,
-        command=command if command is not None else command_of("detect", spec, where),
+        progress=hook(progress),
+        command=command_of(command, "detect", spec, where),
     )
 
 
 def import_votes(
-    spec: str,
-    votes: PathArg,
+    spec: Annotated[str, Arg("The revision whose snapshot the votes are about.")],
+    votes: Annotated[PathArg, Arg("The votes file.")],
     *,
-    format: str = "label-errors",
-    threshold: int = 3,
-    tag: str | None = None,
-    view: str | None = None,
-    force: bool = False,
+    format: Annotated[
+        str, Opt("--format", help="label-errors (the release's JSON) or csv.")
+    ] = "label-errors",
+    threshold: Annotated[int, Opt(help="Agreement threshold t (of n raters).")] = 3,
+    tag: OverlayTagOpt = None,
+    view: OverlayViewOpt = None,
+    force: OverlayForceOpt = False,
     command: str | None = None,
-    registry: RegistryArg = None,
+    registry: RegistryOpt = None,
 ) -> OverlayResult:
     """Store human validation votes about ``spec``'s snapshot as a ``validated`` overlay, with
     the categories of Northcutt et al. (2021) at agreement ``threshold``.
@@ -271,34 +338,37 @@ def import_votes(
     ``format``: ``label-errors`` (the release's JSON) or ``csv``. ``tag`` also tags
     ``<dataset>@<tag>``: the revision plus the overlay, in ``view`` (default ``cleaned``).
     """
-    from dsreg.ops.overlay import Tagging, check_tag_options
-    from dsreg.ops.overlay import import_votes as do_import
-
-    check_tag_options(tag, view)
-    return do_import(
+    return overlay_ops.import_votes(
         find_registry(registry),
         spec,
         votes,
         format=format,
         threshold=threshold,
-        tagging=Tagging(tag=tag, view=view, force=force),
-        command=(
-            command if command is not None else command_of("import_votes", spec, os.fspath(votes))
-        ),
+        tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
+        command=command_of(command, "import_votes", spec, os.fspath(votes)),
     )
 
 
 def import_labels(
-    spec: str,
-    path: PathArg,
+    spec: Annotated[str, Arg("The revision whose snapshot the file is about.")],
+    path: Annotated[PathArg, Arg("The relabeling or corrections file.", metavar="file")],
     *,
-    format: str,
-    threshold: float = 0.5,
-    tag: str | None = None,
-    view: str | None = None,
-    force: bool = False,
+    format: Annotated[
+        str,
+        Opt(
+            "--format",
+            help="real (ImageNet-ReaL real.json), counts (n x k rater counts, .npy or "
+            ".parquet, as CIFAR-10H) or csv (your own corrections: a manual overlay).",
+        ),
+    ],
+    threshold: Annotated[
+        float, Opt(help="counts: the share of raters a label needs to decide.")
+    ] = 0.5,
+    tag: OverlayTagOpt = None,
+    view: OverlayViewOpt = None,
+    force: OverlayForceOpt = False,
     command: str | None = None,
-    registry: RegistryArg = None,
+    registry: RegistryOpt = None,
 ) -> OverlayResult:
     """Store a relabeling of ``spec``'s snapshot as an overlay with label sets or label
     distributions (docs/recipes-relabelings.md).
@@ -311,32 +381,32 @@ def import_labels(
     result's ``summary`` counts each verdict under its name and says how rows were matched
     (``match``: ``file_name``, ``position``, ``row`` or ``example_id``).
     """
-    from dsreg.ops.overlay import Tagging
-    from dsreg.ops.overlay import import_labels as do_import
-
-    return do_import(
+    return overlay_ops.import_labels(
         find_registry(registry),
         spec,
         path,
         format=format,
         threshold=threshold,
-        tagging=Tagging(tag=tag, view=view, force=force),
-        command=(
-            command if command is not None else command_of("import_labels", spec, os.fspath(path))
-        ),
+        tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
+        command=command_of(command, "import_labels", spec, os.fspath(path)),
     )
 
 
+OverlayDigestArg: TypeAlias = Annotated[str, Arg("Overlay digest or prefix (>= 6 hex).")]
+
+
 def overlay_export(
-    digest: str, output: PathArg | None = None, *, registry: RegistryArg = None
+    digest: OverlayDigestArg,
+    output: Annotated[
+        PathArg | None, Opt("-o", "--output", help="Write to FILE (default: stdout).")
+    ] = None,
+    *,
+    registry: RegistryOpt = None,
 ) -> str:
     """Overlay ``digest``'s corrections as CSV (class indices; lists joined by ``;``), the
     format ``import_labels(..., format="csv")`` reads back to the same overlay. Written to
     ``output`` (atomically) when given; returned either way."""
-    from dsreg._util.fs import replacing
-    from dsreg.overlays.inspect import export_overlay
-
-    data = export_overlay(find_registry(registry), digest)
+    data = overlay_inspect.export_overlay(find_registry(registry), digest)
     if output is not None:
         os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
         with replacing(output) as f:
@@ -344,44 +414,71 @@ def overlay_export(
     return data.decode("utf-8")
 
 
-def overlay_ls(dataset: str, *, registry: RegistryArg = None) -> list[OverlayRecord]:
+def overlay_ls(
+    dataset: Annotated[str, Arg("Dataset name.")], *, registry: RegistryOpt = None
+) -> list[OverlayRecord]:
     """A dataset's overlays, oldest first: those made for it and those its tags use."""
-    from dsreg.formats.names import check_name
-    from dsreg.overlays.write import list_overlays
-
     reg = find_registry(registry)
     check_name(dataset, what="dataset name")
-    return list_overlays(reg, dataset)
+    return overlay_write.list_overlays(reg, dataset)
 
 
 def overlay_show(
-    digest: str,
+    digest: OverlayDigestArg,
     *,
-    rows: int = 20,
-    sort: Literal["row", "score"] = "row",
-    verdict: str | None = None,
-    registry: RegistryArg = None,
+    rows: Annotated[int, Opt(help="How many corrections to print.")] = 20,
+    sort: Annotated[
+        Literal["row", "score"],
+        Opt(
+            help="row: in row order; score: worst label quality first (rows without a score last)."
+        ),
+    ] = "row",
+    verdict: Annotated[
+        str | None,
+        Opt(
+            help="Only the corrections with this verdict (suspected, non_error, correctable, "
+            "multi_label, neither, non_agreement)."
+        ),
+    ] = None,
+    registry: RegistryOpt = None,
 ) -> OverlayInfo:
     """An overlay (digest or prefix of at least 6 hex): manifest and first ``rows`` corrections,
     in row order or (``sort="score"``) worst label quality first, rows without a score last;
     ``verdict`` keeps only the corrections with that verdict. An unknown sort or verdict
     raises ``InvalidInputError``."""
-    from dsreg.overlays.inspect import describe_overlay
-
-    return describe_overlay(find_registry(registry), digest, rows=rows, sort=sort, verdict=verdict)
+    return overlay_inspect.describe_overlay(
+        find_registry(registry), digest, rows=rows, sort=sort, verdict=verdict
+    )
 
 
 # -- reports -----------------------------------------------------------------------------------
 
 
 def evaluate(
-    spec: str,
-    predictions: Mapping[str, Predictions] | Sequence[PathArg] | Predictions,
+    spec: Annotated[str, Arg("The revision; all views of its snapshot + overlays are scored.")],
+    predictions: Annotated[
+        PredictionsArg,
+        Arg(
+            "Predictions: .npy, .parquet or .csv; the model is the file stem.",
+            cli_type=list[Path],
+        ),
+    ],
     *,
-    views: Sequence[View] | None = None,
-    top_k: Sequence[int] = (1,),
-    plot: PathArg | None = None,
-    registry: RegistryArg = None,
+    views: Annotated[
+        Sequence[View] | None, Opt(comma_list=str, help="Views to score, comma-separated.")
+    ] = VIEWS,
+    top_k: Annotated[
+        Sequence[int],
+        Opt(
+            "--top-k",
+            comma_list=int,
+            help="Top-k accuracies, e.g. 1,5 (k > 1 needs probabilities).",
+        ),
+    ] = (1,),
+    plot: Annotated[
+        PathArg | None, Opt(help="Write a slope chart of the ranks: FILE.png or FILE.svg.")
+    ] = None,
+    registry: RegistryOpt = None,
 ) -> EvalReport:
     """Score model predictions on the original, cleaned, corrected and honeypot labels of
     ``spec``'s snapshot and overlays; rank the models on each view.
@@ -395,10 +492,7 @@ def evaluate(
     >>> report = dsreg.evaluate("cifar10-test@corrected-v1", {"resnet": probs})  # doctest: +SKIP
     >>> report.to_arrow()                     # one row per (model, view)
     """
-    from dsreg.formats.manifests import VIEWS
-    from dsreg.report.evaluate import evaluate as do_evaluate
-
-    report = do_evaluate(
+    report = report_evaluate.evaluate(
         spec,
         predictions,
         views=VIEWS if views is None else views,
@@ -406,28 +500,43 @@ def evaluate(
         registry=find_registry(registry),
     )
     if plot is not None:
-        from dsreg.report.plot import plot_ranks
-
-        plot_ranks(report, plot)
+        report_plot.plot_ranks(report, plot)
     return report
 
 
-def diff(a: str, b: str, *, top: int = 10, registry: RegistryArg = None) -> DiffResult:
+def diff(
+    a: Annotated[str, Arg("The first revision, e.g. cifar10-test@original.")],
+    b: Annotated[str, Arg("The second revision, e.g. cifar10-test@corrected-v1.")],
+    *,
+    top: Annotated[
+        int, Opt(help="How many example ids of each kind of change to list (0: none).")
+    ] = 10,
+    registry: RegistryOpt = None,
+) -> DiffResult:
     """Rows only in ``a``, only in ``b``, and relabelled (with from -> to counts). Revisions of
     one snapshot are matched by row, of different snapshots by ``example_id``. ``samples``
     lists the first ``top`` example ids of each kind of change, in snapshot order."""
-    from dsreg.report.diff import diff as do_diff
-
-    return do_diff(find_registry(registry), a, b, top=top)
+    return report_diff.diff(find_registry(registry), a, b, top=top)
 
 
 def cite(
-    spec: str,
+    spec: Annotated[str, Arg("The revision to cite: dataset@tag or a digest.")],
     *,
-    format: str = "bibtex",
-    authors: Sequence[str] | None = None,
-    remote: str | None = None,
-    registry: RegistryArg = None,
+    format: Annotated[str, Opt("--format", "-f", help="bibtex, cff or text.")] = "bibtex",
+    authors: Annotated[
+        Sequence[str] | None,
+        Opt("--author", help="An author (person or organisation); repeat for several."),
+    ] = None,
+    remote: Annotated[
+        str | None,
+        Opt(
+            "--remote",
+            "-r",
+            help="Where readers fetch it: a remote's name or a URL (default: the default "
+            "remote). Not contacted: push the revision there first.",
+        ),
+    ] = None,
+    registry: RegistryOpt = None,
 ) -> Citation:
     """A citation of ``spec``'s revision carrying the dataset, tag, year, full revision,
     snapshot and overlay digests, the URL of ``remote`` (a name, URL or path; default: the
@@ -435,28 +544,33 @@ def cite(
     that fetches it on a fresh machine, the dataset creators' credit recorded at ``add``, and
     the dsreg version. ``str()`` of it is the text in ``format`` (``bibtex``, ``cff`` or
     ``text``)."""
-    from dsreg.report.cite import check_format
-    from dsreg.report.cite import cite as do_cite
-
-    check_format(format)
-    return do_cite(
+    return report_cite.cite(
         find_registry(registry), spec, authors=authors or (), format=format, remote=remote
     )
 
 
 def export(
-    spec: str,
-    output: PathArg,
+    spec: Annotated[str, Arg("The revision: dataset@tag or a digest.")],
+    output: Annotated[PathArg, Opt("--output", "-o", help="The file to write.")],
     *,
-    format: str | None = None,
-    align: str = "snapshot",
-    registry: RegistryArg = None,
+    format: Annotated[
+        str | None,
+        Opt("--format", "-f", help="npy, csv or parquet (default: the output's suffix)."),
+    ] = None,
+    align: Annotated[
+        str,
+        Opt(
+            help="snapshot: one entry per snapshot row, -1 where the view removes it; "
+            "view: the view's rows only."
+        ),
+    ] = "snapshot",
+    registry: RegistryOpt = None,
 ) -> ExportResult:
     """Write ``spec``'s labels to ``output`` as ``npy`` (an int64 vector), ``csv`` or
     ``parquet`` (``row, example_id, label, label_name``); ``format`` defaults to the output's
     suffix. ``align="snapshot"``: one entry per snapshot row, label -1 (and no name) where the
     view removes the row; ``align="view"``: the view's rows only. Streamed in batches; the file
     appears whole or not at all."""
-    from dsreg.report.labelexport import export_labels
-
-    return export_labels(find_registry(registry), spec, output, format=format, align=align)
+    return labelexport.export_labels(
+        find_registry(registry), spec, output, format=format, align=align
+    )

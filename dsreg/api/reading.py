@@ -9,14 +9,22 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from dsreg._util.lazy import lazy_module
 from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.api.common import RegistryArg, find_registry
+from dsreg.api.common import find_registry
+from dsreg.api.options import RegistryArg
 from dsreg.errors import RegistryNotFoundError
 from dsreg.registry.folder import Registry, Resolved
 
+# A remote's file systems import fsspec and DVC: only a read of a remote needs them.
 if TYPE_CHECKING:
+    from dsreg.remote import read as remote_reading
+    from dsreg.remote import transfer
     from dsreg.remote.read import RemoteRead
     from dsreg.remote.store import RemoteStore
+else:
+    remote_reading = lazy_module("dsreg.remote.read")
+    transfer = lazy_module("dsreg.remote.transfer")
 
 
 def registry_for_remote(registry: RegistryArg) -> tuple[Registry, bool]:
@@ -34,10 +42,8 @@ def registry_for_remote(registry: RegistryArg) -> tuple[Registry, bool]:
 def remote_store(registry: RegistryArg, remote: str) -> tuple[Registry, RemoteStore, bool]:
     """The registry to read into, the remote (a name configured there, or a URL), and whether
     the registry is the cache."""
-    from dsreg.remote.read import reading_remote
-
     reg, cached = registry_for_remote(registry)
-    return reg, reading_remote(reg, remote, cached=cached), cached
+    return reg, remote_reading.reading_remote(reg, remote, cached=cached), cached
 
 
 def remote_reader(
@@ -45,10 +51,8 @@ def remote_reader(
 ) -> RemoteRead:
     """A read of ``remote`` into the registry found (or the cache), holding no lock: for a
     connection that lives as long as its caller wants (``connect``)."""
-    from dsreg.remote.read import RemoteRead
-
     reg, rs, cached = remote_store(registry, remote)
-    return RemoteRead(reg, rs, cached=cached, progress=progress)
+    return remote_reading.RemoteRead(reg, rs, cached=cached, progress=progress)
 
 
 @contextlib.contextmanager
@@ -71,7 +75,5 @@ def read_remote_revision(reader: RemoteRead, spec: str, remote: str, *, payloads
     ``open`` or ``checkout`` has its remote tag recorded there, as a pull would. The cache
     registry records no tag: a tag is read from the remote each time."""
     if payloads and not reader.cached:
-        from dsreg.remote.transfer import fetch_for_open
-
-        return fetch_for_open(reader.reg, spec, remote).resolved
+        return transfer.fetch_for_open(reader.reg, spec, remote).resolved
     return reader.revision(spec, payloads=payloads)

@@ -6,26 +6,49 @@ import os
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Annotated, TypeAlias, cast
 
-from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.api.common import LINKS, PathArg, RegistryArg, command_of, find_registry
+from dsreg._util.lazy import lazy_module
+from dsreg._util.progress import ProgressHook
+from dsreg.api import reading
+from dsreg.api.common import LINKS, command_of, find_registry, hook
+from dsreg.api.options import (
+    AllowLookalikeIdsOpt,
+    Arg,
+    MoveTagOpt,
+    NewTagOpt,
+    Opt,
+    PathArg,
+    ReadRemoteOpt,
+    RegistryOpt,
+)
 from dsreg.errors import InvalidInputError
+from dsreg.ops.tag import delete_tag, make_tag
 from dsreg.registry.folder import Registry
+from dsreg.registry.refs import RefLog
 
+# What only some of these commands need, imported when first used: the checkout and the
+# maintenance walk import numpy and pyarrow; the add of a tree must not import them.
 if TYPE_CHECKING:
+    from dsreg.ingest import add as ingest_add
     from dsreg.ingest.result import AddResult
+    from dsreg.ops import maintenance
+    from dsreg.ops.checkout import apply as checkout_ops
     from dsreg.ops.checkout.apply import CheckoutResult, LinkType
     from dsreg.ops.maintenance import GcResult, VerifyResult
     from dsreg.ops.tag import TagResult
-    from dsreg.registry.refs import RefLog
+    from dsreg.remote import read as remote_reading
+    from dsreg.report import show as report_show
     from dsreg.report.show import ObjectInfo, RevisionInfo, TagList
+else:
+    ingest_add = lazy_module("dsreg.ingest.add")
+    maintenance = lazy_module("dsreg.ops.maintenance")
+    checkout_ops = lazy_module("dsreg.ops.checkout.apply")
+    remote_reading = lazy_module("dsreg.remote.read")
+    report_show = lazy_module("dsreg.report.show")
 
 
-# -- registry commands -------------------------------------------------------------------------
-
-
-def init(*, registry: PathArg | Registry | None = None) -> Registry:
+def init(*, registry: RegistryOpt = None) -> Registry:
     """Create a registry (idempotent) and return it.
 
     At ``registry``; else ``$DSREG_REGISTRY``; else ``$DSREG_HOME``; else ``./.dsreg``.
@@ -33,87 +56,114 @@ def init(*, registry: PathArg | Registry | None = None) -> Registry:
     return Registry.init(registry.root if isinstance(registry, Registry) else registry)
 
 
+# add's two options with the longest help texts.
+IdsOpt: TypeAlias = Annotated[
+    PathArg | None,
+    Opt(
+        help="With --labels: the example ids in row order, ids.txt (one per line) or "
+        "ids.json (a list of strings); default: the row numbers."
+    ),
+]
+CitationOpt: TypeAlias = Annotated[
+    PathArg | None,
+    Opt(
+        help="The dataset creators' reference, a BibTeX file (.bib): recorded in the "
+        "snapshot, repeated by every 'dsreg cite' of its revisions."
+    ),
+]
+
+
 def add(
-    dataset: str,
-    path: PathArg | None = None,
+    dataset: Annotated[str, Arg("Dataset name, e.g. imagenet-val.")],
+    path: Annotated[PathArg | None, Arg("An ImageFolder tree: one folder per class.")] = None,
     *,
-    labels: PathArg | None = None,
-    table: PathArg | None = None,
-    id_column: str = "example_id",
-    label_column: str = "label",
-    files: PathArg | None = None,
-    classes: PathArg | Sequence[str] | None = None,
-    ids: PathArg | None = None,
-    tag: str | None = None,
-    force: bool = False,
-    citation: PathArg | None = None,
-    credit: str | None = None,
+    labels: Annotated[
+        PathArg | None, Opt(help="Label-only set: labels as .npy, .csv or .parquet.")
+    ] = None,
+    ids: IdsOpt = None,
+    table: Annotated[PathArg | None, Opt(help="A table of examples (.parquet or .csv).")] = None,
+    id_column: Annotated[str, Opt(help="With --table: the example id column.")] = "example_id",
+    label_column: Annotated[str, Opt(help="With --table: the label column.")] = "label",
+    files: Annotated[
+        PathArg | None, Opt(help="With --table: payload files, found at FILES/<example id>.")
+    ] = None,
+    classes: Annotated[
+        PathArg | Sequence[str] | None,
+        Opt(help="Class names, one per line (line i is class i)."),
+    ] = None,
+    tag: NewTagOpt = None,
+    force: MoveTagOpt = False,
+    citation: CitationOpt = None,
+    credit: Annotated[
+        str | None, Opt(help="The dataset creators' reference as plain text (as --citation).")
+    ] = None,
+    allow_lookalike_ids: AllowLookalikeIdsOpt = False,
     progress: ProgressHook | None = None,
     command: str | None = None,
-    registry: RegistryArg = None,
-    allow_lookalike_ids: bool = False,
+    registry: RegistryOpt = None,
 ) -> AddResult:
     """Add a test set as an immutable snapshot of ``dataset`` (content-addressed, deduplicated).
 
     Give exactly one source: ``path``, an ImageFolder tree (one folder per class); ``labels``,
-    a label-only set (``.npy``, ``.csv`` or ``.parquet``); or ``table``, a table of examples
-    (``.parquet`` or ``.csv``) with ``id_column`` and ``label_column``, its payloads found at
-    ``files/<example id>`` when ``files`` is given. ``classes``: the class names, a list or a
-    file with one per line (line i is class i; not for a tree, whose folders name them).
-    ``ids``: with ``labels``, the example ids in row order (``ids.txt``, one per line, or
-    ``ids.json``, a list of strings); without it a label-only set's ids are its row numbers.
-    ``tag`` points ``dataset@tag`` at the new revision (moving it needs ``force``).
-    Label-only sets (``labels``, or ``table`` without ``files``) are read, checked and written
-    a row group at a time, in bounded memory.
+    a label-only set (``.npy``, ``.csv`` or ``.parquet``), its example ids in row order in
+    ``ids`` (``ids.txt``, one per line, or ``ids.json``, a list; default: the row numbers); or
+    ``table``, a table of examples (``.parquet`` or ``.csv``) with ``id_column`` and
+    ``label_column``, its payloads at ``files/<example id>`` when ``files`` is given.
+    ``classes``: the class names, a list or a file with one per line (line i is class i; not
+    for a tree, whose folders name them). ``tag`` points ``dataset@tag`` at the new revision
+    (moving it needs ``force``). Label-only sets (``labels``, or ``table`` without ``files``)
+    are read, checked and written a row group at a time, in bounded memory.
 
     ``citation`` (a BibTeX file) and ``credit`` (plain text) record the dataset creators'
-    reference in the snapshot's source (``source.credit``): every ``dsreg.cite`` of any
-    revision of it repeats the reference. The same data with another credit is another snapshot.
+    reference in the snapshot's source (``source.credit``), repeated by every ``dsreg.cite`` of
+    its revisions: the same data with another credit is another snapshot.
 
-    Example ids must be unique in their spelling: ids that differ only in Unicode normalisation
-    (NFC and NFD) or in whitespace ending a path part (``"a.png"`` and ``"a.png "``) would be
-    one file in a checkout on macOS or Windows, and are refused (``DatasetFormatError`` naming
-    both; nothing is written). ``allow_lookalike_ids=True`` keeps them as they are. Ids that
-    differ only in case are kept either way.
+    Example ids that differ only in Unicode normalisation (NFC and NFD) or in whitespace ending
+    a path part (``"a.png"`` and ``"a.png "``) would be one file in a checkout on macOS or
+    Windows: they are refused (``DatasetFormatError`` naming both; nothing is written) unless
+    ``allow_lookalike_ids``. Ids that differ only in case are kept either way.
 
-    Returns
-    -------
-    AddResult
-        ``revision`` (the full digest to pin), ``snapshot``, ``rows``, ``classes``, ``files``,
-        ``new_objects``, …
+    Returns an ``AddResult``: ``revision`` (the full digest to pin), ``snapshot``, ``rows``, …
     """
-    from dsreg.ingest.add import add as do_add
-    from dsreg.ingest.add import check_sources
-
-    check_sources(path, labels=labels, table=table, files=files, classes=classes, ids=ids)
-    source = next(x for x in (path, labels, table) if x is not None)
-    return do_add(
-        find_registry(registry),
-        dataset,
-        path,
+    options = ingest_add.AddOptions(
+        dataset=dataset,
+        path=path,
         labels=labels,
+        ids=ids,
         table=table,
         id_column=id_column,
         label_column=label_column,
         files=files,
         classes=classes,
-        ids=ids,
         tag=tag,
         force=force,
         citation=citation,
         credit=credit,
-        progress=progress or no_progress,
-        command=command if command is not None else command_of("add", dataset, os.fspath(source)),
         allow_lookalike_ids=allow_lookalike_ids,
+    )
+    return ingest_add.add(
+        find_registry(registry),
+        options,
+        progress=hook(progress),
+        command=command_of(command, "add", dataset, os.fspath(options.source)),
     )
 
 
 def ls(
     *,
-    remote: str | None = None,
-    max_tags: int | None = None,
+    remote: ReadRemoteOpt = None,
+    max_tags: Annotated[
+        int | None,
+        Opt(
+            "--max-tags",
+            min=0,
+            help="With --remote: read at most N tags, the first by dataset and tag (default "
+            "$DSREG_MAX_TAGS, else 10,000; 0 reads every one).",
+            show_default=False,
+        ),
+    ] = None,
+    registry: RegistryOpt = None,
     progress: ProgressHook | None = None,
-    registry: RegistryArg = None,
 ) -> TagList:
     """Every tag of every dataset: ``dataset``, ``tag``, ``revision`` (full digest).
 
@@ -122,26 +172,23 @@ def ls(
     most ``max_tags`` of them (default ``$DSREG_MAX_TAGS``, else 10,000; 0 reads every one),
     the first by dataset and tag. The result (a list) says how many the remote names
     (``named``) and how many were left unread (``omitted``). ``progress("reading tags", done,
-    total)`` hears of the reads."""
-    from dsreg.report.show import TagList, TagRef, list_tags
-
+    total)`` hears of the reads. ``max_tags`` without ``remote`` is refused."""
     if remote is None:
-        tags = list_tags(find_registry(registry))
-        return TagList(tags, named=len(tags))
-    from dsreg.api.reading import remote_store
-    from dsreg.remote.read import remote_tags
-
-    _reg, rs, _cached = remote_store(registry, remote)
-    got = remote_tags(rs, max_tags=max_tags, progress=progress or no_progress)
-    return TagList(
-        (TagRef(dataset=ds, tag=t, revision=d) for ds, t, d in got.tags),
+        if max_tags is not None:
+            raise InvalidInputError("--max-tags caps a remote's listing: give --remote too")
+        tags = report_show.list_tags(find_registry(registry))
+        return report_show.TagList(tags, named=len(tags))
+    _reg, rs, _cached = reading.remote_store(registry, remote)
+    got = remote_reading.remote_tags(rs, max_tags=max_tags, progress=hook(progress))
+    return report_show.TagList(
+        (report_show.TagRef(dataset=ds, tag=t, revision=d) for ds, t, d in got.tags),
         named=got.named,
         omitted=got.omitted,
         max_tags=got.cap,
     )
 
 
-def untagged_datasets(*, registry: RegistryArg = None) -> list[str]:
+def untagged_datasets(*, registry: RegistryOpt = None) -> list[str]:
     """The datasets ``ls`` leaves out: those with a ref log but no tag (every tag deleted, or
     none ever set), sorted. Their history is ``log(dataset)``; a revision a deleted tag named
     stays until its log line is older than gc's log expiry, and ``tag`` brings it back."""
@@ -151,7 +198,10 @@ def untagged_datasets(*, registry: RegistryArg = None) -> list[str]:
 
 
 def show(
-    spec: str, *, remote: str | None = None, registry: RegistryArg = None
+    spec: Annotated[str, Arg("dataset@tag, dataset@<prefix>, or any digest.")],
+    *,
+    remote: ReadRemoteOpt = None,
+    registry: RegistryOpt = None,
 ) -> RevisionInfo | ObjectInfo:
     """Describe a revision (``dataset@tag``, ``dataset@<prefix>``, a revision or snapshot
     digest): its manifest, rows, classes, overlays and full digest; or any other stored object
@@ -159,38 +209,50 @@ def show(
 
     With ``remote`` (a name, or a URL: no registry needed), a revision read from that remote:
     its manifests and tables are fetched, verified, never its payloads."""
-    from dsreg.report.show import describe, describe_resolved
-
-    if remote is not None:
-        from dsreg.api.reading import remote_read
-
-        with remote_read(registry, remote) as reader:
-            return reader.repairing(
-                lambda: describe_resolved(reader.reg, reader.revision(spec, payloads=False))
-            )
-    return describe(find_registry(registry), spec)
+    if remote is None:
+        return report_show.describe(find_registry(registry), spec)
+    with reading.remote_read(registry, remote) as reader:
+        return reader.repairing(
+            lambda: report_show.describe_resolved(reader.reg, reader.revision(spec, payloads=False))
+        )
 
 
-def log(dataset: str, *, registry: RegistryArg = None) -> RefLog:
+def log(dataset: Annotated[str, Arg("Dataset name.")], *, registry: RegistryOpt = None) -> RefLog:
     """Who moved which tag of ``dataset`` when (the append-only ref log), oldest first: a list
     of entries whose ``damaged`` names the lines skipped (torn, not UTF-8, wrong types)."""
-    from dsreg.registry.refs import RefLog
-    from dsreg.report.show import dataset_log
-
-    entries = dataset_log(find_registry(registry), dataset)
+    entries = report_show.dataset_log(find_registry(registry), dataset)
     return entries if isinstance(entries, RefLog) else RefLog(entries)
 
 
 def tag(
-    new: str,
-    source: str | None = None,
+    new: Annotated[str, Arg("The tag to create (or delete): dataset@tag.")],
+    source: Annotated[
+        str | None, Arg("What it names: a spec or digest (not with --delete).")
+    ] = None,
     *,
-    overlays: Sequence[str] | None = None,
-    view: str | None = None,
-    force: bool = False,
-    delete: bool = False,
+    overlays: Annotated[
+        Sequence[str] | None,
+        Opt(
+            "--overlay",
+            help="Add an overlay (digest or prefix); repeat for several, applied in order.",
+        ),
+    ] = None,
+    view: Annotated[
+        str | None,
+        Opt(help="original, cleaned, corrected, honeypot or multilabel (default: the source's)."),
+    ] = None,
+    force: Annotated[bool, Opt(help="Move the tag if it exists (the log keeps it).")] = False,
+    delete: Annotated[
+        bool,
+        Opt(
+            "--delete",
+            "-d",
+            help="Delete the tag, as git tag -d. Logged; no object is removed: gc decides, "
+            "once the log line is older than the log's expiry.",
+        ),
+    ] = False,
     command: str | None = None,
-    registry: RegistryArg = None,
+    registry: RegistryOpt = None,
 ) -> TagResult:
     """Name a revision, as ``git tag``: ``new`` (``dataset@tag``) at ``source`` (a spec or
     digest), plus ``overlays`` (digests or prefixes, applied in order) in ``view`` (default:
@@ -200,8 +262,6 @@ def tag(
     ref log records it, no object is removed (the revision stays a gc root through that log
     line until the log's expiry; ``gc`` decides), and the result's ``revision`` is what the
     tag named. An unknown tag raises ``RevisionNotFoundError``."""
-    from dsreg.ops.tag import delete_tag, make_tag
-
     if delete:
         given = [
             name
@@ -217,11 +277,8 @@ def tag(
             raise InvalidInputError(
                 f"deleting tag {new!r} takes only the tag, not {' or '.join(given)}"
             )
-        return delete_tag(
-            find_registry(registry),
-            new,
-            command=command if command is not None else f"dsreg.tag({new!r}, delete=True)",
-        )
+        recorded = command if command is not None else f"dsreg.tag({new!r}, delete=True)"
+        return delete_tag(find_registry(registry), new, command=recorded)
     if source is None:
         raise InvalidInputError(
             f"tag {new!r} needs the revision it names: dsreg tag {new} DATASET@TAG|DIGEST "
@@ -234,19 +291,33 @@ def tag(
         overlays=overlays or (),
         view=view,
         force=force,
-        command=command if command is not None else command_of("tag", new, source),
+        command=command_of(command, "tag", new, source),
     )
 
 
 def checkout(
-    spec: str,
-    path: PathArg,
+    spec: Annotated[str, Arg("The revision: dataset@tag, dataset@<prefix>, blake3:<hex>.")],
+    path: Annotated[PathArg, Arg("The folder to fill (created if missing).")],
     *,
-    link: str | None = None,
-    remote: str | None = None,
-    verify: bool = False,
+    link: Annotated[
+        str | None,
+        Opt(
+            help="reflink (copy-on-write, else a copy), copy, hardlink or symlink (default: "
+            "config, else reflink). Hard and symbolic links are the store's own files: editing "
+            "one corrupts the store."
+        ),
+    ] = None,
+    remote: ReadRemoteOpt = None,
+    verify: Annotated[
+        bool,
+        Opt(
+            "--verify",
+            help="Re-hash every object before it is linked, even one whose stat is unchanged "
+            "since it was last verified (a copy always re-hashes).",
+        ),
+    ] = False,
     progress: ProgressHook | None = None,
-    registry: RegistryArg = None,
+    registry: RegistryOpt = None,
 ) -> CheckoutResult:
     """Materialise revision ``spec`` as files in folder ``path`` (created if missing), with a
     pin file ``path/.dsreg.json``; switching a checkout touches only the files that differ.
@@ -266,33 +337,31 @@ def checkout(
     to its digest (by the add that wrote them, or a re-hash since); ``verify=True`` re-hashes
     every object anyway (docs/concepts.md, "Guarantees": what the stat cannot see).
     """
-    from dsreg.ops.checkout.apply import checkout as do_checkout
-
-    hook = progress or no_progress
     if remote is None:
         reg = find_registry(registry)
-        chosen = _link_type(reg, link)
-        return do_checkout(
-            reg, reg.resolve(spec), Path(path), link=chosen, verify=verify, progress=hook
+        return checkout_ops.checkout(
+            reg,
+            reg.resolve(spec),
+            Path(path),
+            link=_link_type(reg, link),
+            verify=verify,
+            progress=hook(progress),
         )
     if link is not None:
         _link_type(None, link)  # refused before anything is fetched
-    from dsreg.api.reading import read_remote_revision, remote_read
-
     # The registry's lock is held from the fetch until the files are placed, so a gc waits;
     # an object found missing or corrupt all the same is fetched again from the remote.
-    with remote_read(registry, remote, progress=hook) as reader:
+    with reading.remote_read(registry, remote, progress=hook(progress)) as reader:
 
         def run() -> CheckoutResult:
-            resolved = read_remote_revision(reader, spec, remote, payloads=True)
-            chosen = _link_type(reader.reg, link)
-            return do_checkout(
+            resolved = reading.read_remote_revision(reader, spec, remote, payloads=True)
+            return checkout_ops.checkout(
                 reader.reg,
                 resolved,
                 Path(path),
-                link=chosen,
+                link=_link_type(reader.reg, link),
                 verify=verify,
-                progress=hook,
+                progress=hook(progress),
                 refetch=reader.refetch,
             )
 
@@ -312,28 +381,36 @@ def _link_type(reg: Registry | None, link: str | None) -> LinkType:
 
 
 def verify(
-    spec: str | None = None,
+    spec: Annotated[str | None, Arg("Verify what this revision reaches.")] = None,
     *,
-    all: bool = False,
+    all: Annotated[bool, Opt("--all", help="Verify every object (the default).")] = False,
     progress: ProgressHook | None = None,
-    registry: RegistryArg = None,
+    registry: RegistryOpt = None,
 ) -> VerifyResult:
     """Re-hash objects and check manifests against their schemas: what ``spec`` reaches, or
     (the default, ``all``) every object. The result's ``ok`` is False on any problem."""
-    from dsreg.ops.maintenance import verify as do_verify
-
     if spec is not None and all:
         raise InvalidInputError("give a SPEC or --all, not both")
     reg = find_registry(registry)
-    return do_verify(reg, specs=[spec] if spec else [], progress=progress or no_progress)
+    return maintenance.verify(reg, specs=[spec] if spec else [], progress=hook(progress))
 
 
 def gc(
     *,
-    dry_run: bool = False,
-    prune_log_older_than: str | timedelta | None = None,
+    dry_run: Annotated[
+        bool, Opt("--dry-run", help="Say what would be removed; remove nothing.")
+    ] = False,
+    prune_log_older_than: Annotated[
+        str | timedelta | None,
+        Opt(
+            "--prune-log-older-than",
+            metavar="DURATION",
+            help="Let log lines older than DURATION (90d, 2w, 12h, now) keep nothing: what "
+            "only they name is removed (default: the config's [gc] log_expiry, else 90d).",
+        ),
+    ] = None,
     progress: ProgressHook | None = None,
-    registry: RegistryArg = None,
+    registry: RegistryOpt = None,
 ) -> GcResult:
     """Remove objects that no tag, and no log line younger than the log's expiry, reaches;
     ``dry_run``: only say.
@@ -343,16 +420,14 @@ def gc(
     (``"90d"``, ``"2w"``, ``"now"``, or a ``timedelta``) is the explicit way to let lines older
     than that go now: what only they name is then removed. ``progress(task, done, total)``
     hears of each object removed."""
-    from dsreg.ops.maintenance import collect_garbage
-
     if isinstance(prune_log_older_than, timedelta):
         seconds = prune_log_older_than.total_seconds()
         if seconds < 0:
             raise InvalidInputError(f"prune_log_older_than {prune_log_older_than} is negative")
         prune_log_older_than = f"{int(seconds)}s" if seconds else "now"
-    return collect_garbage(
+    return maintenance.collect_garbage(
         find_registry(registry),
         dry_run=dry_run,
         prune_log_older_than=prune_log_older_than,
-        progress=progress or no_progress,
+        progress=hook(progress),
     )

@@ -2,171 +2,205 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, TypeAlias
 
-from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.api.common import PathArg, RegistryArg, command_of, find_registry, specs_of
+from dsreg._util.lazy import lazy_module
+from dsreg._util.progress import ProgressHook
+from dsreg.api.common import command_of, find_registry, hook, specs_of
+from dsreg.api.options import (
+    AllowLookalikeIdsOpt,
+    Arg,
+    JobsOpt,
+    MoveTagOpt,
+    NewTagOpt,
+    Opt,
+    PathArg,
+    RegistryArg,
+    RegistryOpt,
+    RemoteOptionsOpt,
+    TransferRemoteOpt,
+)
+from dsreg.registry.folder import Registry
 
+# A remote is reached through fsspec and DVC, and an import from DVC through DVC itself:
+# imported when first used.
 if TYPE_CHECKING:
+    from dsreg.ingest import dvc as ingest_dvc
     from dsreg.ingest.dvc import ImportResult
+    from dsreg.remote import config as remote_config
+    from dsreg.remote import transfer
     from dsreg.remote.config import RemoteConfig
     from dsreg.remote.transfer import CloneResult, PullResult, PushResult
+else:
+    ingest_dvc = lazy_module("dsreg.ingest.dvc")
+    remote_config = lazy_module("dsreg.remote.config")
+    transfer = lazy_module("dsreg.remote.transfer")
 
 
 # -- remotes -----------------------------------------------------------------------------------
 
 
 def remote_add(
-    name: str,
-    url: str,
+    name: Annotated[str, Arg("The remote's name, e.g. origin.")],
+    url: Annotated[str, Arg("A folder path or a URL DVC accepts.")],
     *,
-    default: bool = False,
-    options: Mapping[str, Any] | Sequence[str] | None = None,
-    force: bool = False,
-    registry: RegistryArg = None,
+    default: Annotated[bool, Opt("--default", help="Make it the default remote.")] = False,
+    options: RemoteOptionsOpt = None,
+    force: Annotated[bool, Opt(help="Replace a remote of that name.")] = False,
+    registry: RegistryOpt = None,
 ) -> RemoteConfig:
     """Add a remote: a folder or any URL a DVC remote accepts (``s3://``, ``gs://``, ``ssh://``,
     …), with DVC's options for it; recorded in config.toml, nothing is contacted. Secrets
     belong in the environment, never in ``options``."""
-    from dsreg.remote.config import add_remote, parse_options
-
-    opts = parse_options(options)
-    return add_remote(
-        find_registry(registry), name, url, options=opts, default=default, force=force
+    return remote_config.add_remote(
+        find_registry(registry),
+        name,
+        url,
+        options=remote_config.parse_options(options),
+        default=default,
+        force=force,
     )
 
 
-def remote_ls(*, registry: RegistryArg = None) -> list[RemoteConfig]:
+def remote_ls(*, registry: RegistryOpt = None) -> list[RemoteConfig]:
     """The remotes: name, URL, options, and which one is the default."""
-    from dsreg.remote.config import list_remotes
-
-    return list_remotes(find_registry(registry))
+    return remote_config.list_remotes(find_registry(registry))
 
 
-def remote_remove(name: str, *, registry: RegistryArg = None) -> RemoteConfig:
+def remote_remove(
+    name: Annotated[str, Arg("The remote to forget (its data stays where it is).")],
+    *,
+    registry: RegistryOpt = None,
+) -> RemoteConfig:
     """Forget a remote (nothing on it is deleted); return what it was."""
-    from dsreg.remote.config import remove_remote
+    return remote_config.remove_remote(find_registry(registry), name)
 
-    return remove_remote(find_registry(registry), name)
+
+def _transfer(
+    name: str, specs: str | Sequence[str] | None, registry: RegistryArg, command: str | None
+) -> tuple[Registry, tuple[str, ...], str]:
+    """What a push or pull starts from: the registry, the specs named, the ref log's line."""
+    wanted = specs_of(specs)
+    return find_registry(registry), wanted, command_of(command, name, *wanted)
 
 
 def push(
-    specs: str | Sequence[str] | None = None,
+    specs: Annotated[
+        str | Sequence[str] | None,
+        Arg("dataset@tag, a dataset (all its tags) or a digest (default: all tags)."),
+    ] = None,
     *,
-    remote: str | None = None,
-    jobs: int | None = None,
-    force: bool = False,
+    remote: TransferRemoteOpt = None,
+    jobs: JobsOpt = None,
+    force: Annotated[
+        bool,
+        Opt(help="Move tags the remote holds at another digest (its log keeps them)."),
+    ] = False,
     progress: ProgressHook | None = None,
     command: str | None = None,
-    registry: RegistryArg = None,
+    registry: RegistryOpt = None,
 ) -> PushResult:
     """Send revisions (``dataset@tag``, a dataset's tags, a digest; default: every tag), all
     they reach that ``remote`` (default: the default remote) lacks, then their tags. A tag the
     remote holds at another digest is refused unless ``force``."""
-    from dsreg.remote.transfer import push as do_push
-
-    reg = find_registry(registry)
-    wanted = specs_of(specs)
-    return do_push(
-        reg,
-        wanted,
-        remote=remote,
-        force=force,
-        jobs=jobs,
-        progress=progress or no_progress,
-        command=command if command is not None else command_of("push", *wanted),
+    reg, wanted, line = _transfer("push", specs, registry, command)
+    return transfer.push(
+        reg, wanted, remote=remote, force=force, jobs=jobs, progress=hook(progress), command=line
     )
 
 
 def pull(
-    specs: str | Sequence[str] | None = None,
+    specs: Annotated[
+        str | Sequence[str] | None,
+        Arg("dataset@tag, a dataset, or a full digest (default: every remote tag)."),
+    ] = None,
     *,
-    remote: str | None = None,
-    jobs: int | None = None,
-    force: bool = False,
+    remote: TransferRemoteOpt = None,
+    jobs: JobsOpt = None,
+    force: Annotated[
+        bool, Opt(help="Move local tags to the remote's digests (the log keeps them).")
+    ] = False,
     progress: ProgressHook | None = None,
     command: str | None = None,
-    registry: RegistryArg = None,
+    registry: RegistryOpt = None,
 ) -> PullResult:
     """Fetch revisions (default: every tag of ``remote``) and what they reach that is missing
     here, verified; then set their tags here. A local tag at another digest is refused unless
     ``force``."""
-    from dsreg.remote.transfer import pull as do_pull
-
-    reg = find_registry(registry)
-    wanted = specs_of(specs)
-    return do_pull(
-        reg,
-        wanted,
-        remote=remote,
-        force=force,
-        jobs=jobs,
-        progress=progress or no_progress,
-        command=command if command is not None else command_of("pull", *wanted),
+    reg, wanted, line = _transfer("pull", specs, registry, command)
+    return transfer.pull(
+        reg, wanted, remote=remote, force=force, jobs=jobs, progress=hook(progress), command=line
     )
 
 
 def clone(
-    url: str,
-    path: PathArg | None = None,
+    url: Annotated[str, Arg("The remote: a folder path or a URL DVC accepts.")],
+    path: Annotated[PathArg | None, Arg("The new registry folder (default: ./.dsreg).")] = None,
     *,
-    name: str = "origin",
-    options: Mapping[str, Any] | Sequence[str] | None = None,
-    jobs: int | None = None,
+    name: Annotated[str, Opt(help="Name of the remote in the new registry.")] = "origin",
+    options: RemoteOptionsOpt = None,
+    jobs: JobsOpt = None,
     progress: ProgressHook | None = None,
     command: str | None = None,
 ) -> CloneResult:
     """A new registry at ``path`` (default ``./.dsreg``) with the remote's tags, logs and
     manifests; its remote ``name`` is the default. Payloads come on demand (``pull``,
     ``checkout``, ``open(..., remote=)``)."""
-    from dsreg.remote.config import parse_options
-    from dsreg.remote.transfer import clone as do_clone
-
-    return do_clone(
+    return transfer.clone(
         url,
         path,
         name=name,
-        options=parse_options(options),
+        options=remote_config.parse_options(options),
         jobs=jobs,
-        progress=progress or no_progress,
-        command=command if command is not None else command_of("clone", url),
+        progress=hook(progress),
+        command=command_of(command, "clone", url),
     )
 
 
+DvcClassesOpt: TypeAlias = Annotated[
+    PathArg | Sequence[str] | None,
+    Opt(
+        help="A label file's class names, one per line (line i is class i), as for "
+        "'dsreg add'; a folder's class folders name them."
+    ),
+]
+
+
 def import_dvc(
-    repo: str,
-    path: str,
+    repo: Annotated[str, Arg("A git repository with DVC: a URL or a local path.")],
+    path: Annotated[str, Arg("The DVC-tracked folder (or file) in it.")],
     *,
-    dataset: str,
-    rev: str = "HEAD",
-    tag: str | None = None,
-    force: bool = False,
-    jobs: int | None = None,
-    classes: PathArg | Sequence[str] | None = None,
+    dataset: Annotated[str, Opt("--as", help="The dataset name, e.g. imagenet-val.")],
+    rev: Annotated[str, Opt(help="A git revision: commit, branch or tag.")] = "HEAD",
+    tag: NewTagOpt = None,
+    force: MoveTagOpt = False,
+    jobs: JobsOpt = None,
+    classes: DvcClassesOpt = None,
+    allow_lookalike_ids: AllowLookalikeIdsOpt = False,
     progress: ProgressHook | None = None,
     command: str | None = None,
-    registry: RegistryArg = None,
-    allow_lookalike_ids: bool = False,
+    registry: RegistryOpt = None,
 ) -> ImportResult:
     """Import a DVC-tracked ImageFolder tree (or label file) ``path`` of git repository
     ``repo`` at ``rev`` as a snapshot of ``dataset`` (the command's ``--as``), with its
     provenance: repository, requested rev, commit, path and DVC's md5. ``classes``: a label
     file's class names, as ``add`` takes them (a list, or a file with one per line).
     ``allow_lookalike_ids``: as ``add``'s."""
-    from dsreg.ingest.dvc import import_dvc as do_import
-
-    return do_import(
-        find_registry(registry),
-        repo,
-        path,
+    options = ingest_dvc.DvcImport(
+        repo=repo,
+        path=path,
         dataset=dataset,
         rev=rev,
         tag=tag,
         force=force,
         jobs=jobs,
         classes=classes,
-        progress=progress or no_progress,
-        command=command if command is not None else command_of("import_dvc", repo, path),
         allow_lookalike_ids=allow_lookalike_ids,
+    )
+    return ingest_dvc.import_dvc(
+        find_registry(registry),
+        options,
+        progress=hook(progress),
+        command=command_of(command, "import_dvc", repo, path),
     )

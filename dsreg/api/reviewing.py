@@ -3,26 +3,46 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from dsreg.api.common import PathArg, RegistryArg, command_of, find_registry
+from dsreg._util.fs import replacing
+from dsreg._util.inputs import INPUT_BYTES
+from dsreg._util.jsonread import loads
+from dsreg._util.lazy import lazy_module
+from dsreg.api.common import command_of, find_registry
+from dsreg.api.options import Arg, Opt, PathArg, RegistryOpt
+from dsreg.errors import InputPathError, VotesError
 
+# The review reads its queue with pyarrow and serves it with Starlette and uvicorn: imported
+# when first used.
 if TYPE_CHECKING:
+    from dsreg.reviewing import queue as review_queue
+    from dsreg.reviewing import server as review_server
+    from dsreg.reviewing import session as review_session
     from dsreg.reviewing.server import ReviewServer
     from dsreg.reviewing.session import ReviewExport, ReviewFinish
+else:
+    review_queue = lazy_module("dsreg.reviewing.queue")
+    review_server = lazy_module("dsreg.reviewing.server")
+    review_session = lazy_module("dsreg.reviewing.session")
 
 
 def review(
-    spec: str,
+    spec: Annotated[str, Arg("The revision whose flagged rows are reviewed.")],
     *,
-    overlay: str | None = None,
-    verdict: str = "suspected",
-    reviewer: str | None = None,
-    votes_per_item: int = 5,
-    host: str = "127.0.0.1",
-    port: int = 0,
+    overlay: Annotated[
+        str | None,
+        Opt(help="The overlay whose rows are reviewed (default: the revision's last)."),
+    ] = None,
+    verdict: Annotated[str, Opt(help="Review the rows with this verdict.")] = "suspected",
+    reviewer: Annotated[
+        str | None, Opt(help="Open the page as this reviewer (put in the URL).")
+    ] = None,
+    votes_per_item: Annotated[int, Opt(help="An item leaves the queue with this many votes.")] = 5,
+    host: Annotated[str, Opt(help="Address to listen on (loopback by default).")] = "127.0.0.1",
+    port: Annotated[int, Opt(help="Port to listen on (0: a free one).")] = 0,
     lease_seconds: float = 300.0,
-    registry: RegistryArg = None,
+    registry: RegistryOpt = None,
 ) -> ReviewServer:
     """A review server for the rows that ``spec``'s last overlay (or ``overlay``, a digest or
     prefix) flags with ``verdict``, worst score first. Not started: ``server.start()`` (or
@@ -37,13 +57,9 @@ def review(
     flipped byte) are moved to files of their own beside it and listed in
     ``server.set_aside``; every record whose check holds is kept, those after them too.
     """
-    from dsreg.reviewing.queue import check_reviewer
-    from dsreg.reviewing.server import ReviewServer
-    from dsreg.reviewing.session import ReviewSession
-
     if reviewer is not None:
-        reviewer = check_reviewer(reviewer)
-    session = ReviewSession(
+        reviewer = review_queue.check_reviewer(reviewer)
+    session = review_session.ReviewSession(
         find_registry(registry),
         spec,
         overlay=overlay,
@@ -52,7 +68,7 @@ def review(
         lease_seconds=lease_seconds,
     )
     try:
-        return ReviewServer(session, host=host, port=port, reviewer=reviewer)
+        return review_server.ReviewServer(session, host=host, port=port, reviewer=reviewer)
     except BaseException:
         session.close()
         raise
@@ -63,20 +79,14 @@ def review_export(
     path: PathArg,
     *,
     overlay: str | None = None,
-    registry: RegistryArg = None,
+    registry: RegistryOpt = None,
 ) -> ReviewExport:
     """Write the votes cast so far about ``spec``'s review queue to ``path`` in the
     label-errors (MTurk) JSON format, which ``import_votes`` reads; returns the number of
     records written, a ``ReviewExport`` (an ``int``) whose ``set_aside`` lists the damaged
     spans of the votes log, whose records it could not count (empty when the log is whole).
     Reads the votes log without disturbing a running server."""
-    from dsreg._util.fs import replacing
-    from dsreg._util.inputs import INPUT_BYTES
-    from dsreg._util.jsonread import loads
-    from dsreg.errors import InputPathError, VotesError
-    from dsreg.reviewing.session import ReviewExport, export_votes
-
-    data, set_aside = export_votes(find_registry(registry), spec, overlay=overlay)
+    data, set_aside = review_session.export_votes(find_registry(registry), spec, overlay=overlay)
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with replacing(path) as f:
@@ -87,7 +97,7 @@ def review_export(
             path=os.fspath(path),
         ) from e
     records = len(loads(data, what="the votes export", error=VotesError, max_bytes=INPUT_BYTES))
-    return ReviewExport(records, path=os.fspath(path), set_aside=set_aside)
+    return review_session.ReviewExport(records, path=os.fspath(path), set_aside=set_aside)
 
 
 def review_finish(
@@ -99,16 +109,14 @@ def review_finish(
     view: str | None = None,
     force: bool = False,
     command: str | None = None,
-    registry: RegistryArg = None,
+    registry: RegistryOpt = None,
 ) -> ReviewFinish:
     """Store the votes about ``spec``'s review queue as a ``validated`` overlay, exactly as
     ``import_votes`` of the file ``review_export`` writes (same verdict rule, same digest);
     ``tag`` also tags ``<dataset>@<tag>``: ``spec`` plus the overlay, in ``view`` (default
     cleaned). The result, a ``ReviewFinish`` (an ``OverlayResult``), lists in ``set_aside`` the
     damaged spans of the votes log, whose records the overlay could not count."""
-    from dsreg.reviewing.session import finish_review
-
-    return finish_review(
+    return review_session.finish_review(
         find_registry(registry),
         spec,
         overlay=overlay,
@@ -116,5 +124,5 @@ def review_finish(
         tag=tag,
         view=view,
         force=force,
-        command=command if command is not None else command_of("review_finish", spec),
+        command=command_of(command, "review_finish", spec),
     )

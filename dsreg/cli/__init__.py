@@ -1,55 +1,116 @@
-"""The ``dsreg`` command: typer app; thin (parse, one library call, render).
+"""The ``dsreg`` command: thin (parse, one library call, render).
+
+Each command is built from the library function it calls (``_command.py``), and only the
+command being run is imported and built: the table below names every command, and ``dsreg
+--help`` builds them all to list them. ``dsreg --version`` answers before any of that.
 
 ``DsregError`` is caught here, once: ``Error: …`` on stderr, exit status 1.
 """
 
 from __future__ import annotations
 
-import contextlib
 import io
 import os
 import sys
-from collections.abc import Iterator
-from typing import Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, NamedTuple
 
 # Before anything imports numpy: its OpenBLAS would start a thread per CPU that spins while
 # idle, taking CPU from dsreg's own worker processes; no command needs threaded BLAS (the
 # detector and the reports are element-wise and reductions). A user's setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import typer
-
-# typer 0.28 carries its own copy of click (``typer._click``): its usage errors are not
-# ``click.ClickException``, and typer.Abort and typer.Exit are typer's own classes.
-from typer._click.exceptions import ClickException
-from typer.main import get_command_name
-
-from dsreg.cli import core, overlays, query, remotes, reviewing
-from dsreg.cli._common import CONTEXT, say
+from dsreg._util.lazy import lazy_module
+from dsreg._version import __version__
+from dsreg.cli._common import say
 from dsreg.cli._text import printable
 from dsreg.errors import DsregError
 
-app = typer.Typer(
-    name="dsreg",
-    help="A versioned registry for ML evaluation sets.",
-    context_settings=CONTEXT,
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-)
+# typer, and every command's module, imported when a command is run (``--version`` needs none).
+if TYPE_CHECKING:
+    import typer
+    import typer._click.exceptions as click_exceptions
+    from typer.core import TyperGroup
+
+    import dsreg.cli._command as _command
+    from dsreg.cli import core, overlays, query, remotes, reviewing
+    from dsreg.cli._command import Command
+else:
+    typer = lazy_module("typer")
+    click_exceptions = lazy_module("typer._click.exceptions")
+    _command = lazy_module("dsreg.cli._command")
+    core = lazy_module("dsreg.cli.core")
+    overlays = lazy_module("dsreg.cli.overlays")
+    query = lazy_module("dsreg.cli.query")
+    remotes = lazy_module("dsreg.cli.remotes")
+    reviewing = lazy_module("dsreg.cli.reviewing")
+
+__all__ = ["main", "root_group"]
+
+HELP = "A versioned registry for ML evaluation sets."
+
+
+class Subgroup(NamedTuple):
+    """A group of commands under one name (``dsreg overlay ...``)."""
+
+    help: str
+    commands: dict[str, Callable[[], Command]]
+
+
+# Every command, in the order `dsreg --help` lists them: a name and where its command is.
+COMMANDS: dict[str, Callable[[], Command] | Subgroup] = {
+    "init": lambda: core.init,
+    "add": lambda: core.add,
+    "ls": lambda: core.ls,
+    "show": lambda: core.show,
+    "log": lambda: core.log,
+    "tag": lambda: core.tag,
+    "checkout": lambda: core.checkout,
+    "verify": lambda: core.verify,
+    "gc": lambda: core.gc,
+    "detect": lambda: overlays.detect,
+    "sql": lambda: query.sql,
+    "eval": lambda: query.eval_,
+    "diff": lambda: query.diff,
+    "cite": lambda: query.cite,
+    "export": lambda: query.export,
+    "push": lambda: remotes.push,
+    "pull": lambda: remotes.pull,
+    "clone": lambda: remotes.clone,
+    "import-dvc": lambda: remotes.import_dvc,
+    "review": lambda: reviewing.review,
+    "overlay": Subgroup(
+        "Label-correction overlays: list, show, export; import votes, relabelings, corrections.",
+        {
+            "import-votes": lambda: overlays.import_votes,
+            "import-labels": lambda: overlays.import_labels,
+            "export": lambda: overlays.export,
+            "ls": lambda: overlays.ls,
+            "show": lambda: overlays.show,
+        },
+    ),
+    "remote": Subgroup(
+        "Manage remotes: any URL a DVC remote accepts (a folder, s3://, gs://, ssh://, …).",
+        {
+            "add": lambda: remotes.remote_add,
+            "ls": lambda: remotes.remote_ls,
+            "remove": lambda: remotes.remote_remove,
+        },
+    ),
+}
+
+
+def _version() -> str:
+    # A literal in dsreg/_version.py: nothing heavy is imported.
+    return f"dsreg {__version__}\n"
 
 
 def _print_version(value: bool) -> None:
     if value:
-        # dsreg.__version__ is a literal in dsreg/_version.py: nothing heavy is imported.
-        import dsreg
-
-        sys.stdout.write(f"dsreg {dsreg.__version__}\n")
+        sys.stdout.write(_version())
         raise typer.Exit()
 
 
-@app.callback()
 def _root(
     version: Annotated[
         bool,
@@ -65,47 +126,23 @@ def _root(
     """A versioned registry for ML evaluation sets."""
 
 
-core.register(app)
-overlays.register(app)
-query.register(app)
-remotes.register(app)
-reviewing.register(app)
-
-
-def _group() -> None:
-    """A versioned registry for ML evaluation sets."""
-
-
-@contextlib.contextmanager
-def _only_the_command(args: list[str]) -> Iterator[None]:
-    """While running ``dsreg NAME ...``, register only NAME: typer turns every registered
-    command into a click command on each run (about 20 ms for dsreg's twenty, from their
-    signatures), though one is run. The callback keeps the app a group (typer makes an app
-    of one command that command). Anything else (``-h``, an unknown name) sees every command."""
-    name = args[0] if args else "-"
-    commands = [
-        c
-        for c in app.registered_commands
-        if c.callback is not None and (c.name or get_command_name(c.callback.__name__)) == name
-    ]
-    groups = [g for g in app.registered_groups if g.name == name]
-    if name.startswith("-") or len(commands) + len(groups) != 1:
-        yield
-        return
-    saved = app.registered_commands, app.registered_groups, app.registered_callback
-    app.registered_commands, app.registered_groups = commands, groups
-    app.callback()(_group)
-    try:
-        yield
-    finally:
-        app.registered_commands, app.registered_groups, app.registered_callback = saved
+def root_group() -> TyperGroup:
+    """The ``dsreg`` group: its commands are built when asked for."""
+    entries = {
+        name: _command.Group(name, e.help, e.commands) if isinstance(e, Subgroup) else e
+        for name, e in COMMANDS.items()
+    }
+    return _command.group(_command.Group("dsreg", HELP, entries), callback=_root)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``dsreg`` script."""
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] in (["--version"], ["-V"]):
+        sys.stdout.write(_version())
+        return
     try:
-        with _only_the_command(sys.argv[1:] if argv is None else argv):
-            code = app(args=argv, prog_name="dsreg", standalone_mode=False)
+        code = root_group().main(args=args, prog_name="dsreg", standalone_mode=False)
     except DsregError as e:
         # A message may quote anything (a path, a value from a file): through the sanitiser.
         say(f"Error: {e}")
@@ -115,7 +152,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except typer.Exit as e:
         sys.exit(e.exit_code)
-    except ClickException as e:
+    except click_exceptions.ClickException as e:
         # Usage errors are bad input too: the same exit status 1, a message that names the value
         # (which click quotes with repr; the usage line and hint are sanitised all the same).
         shown = io.StringIO()
@@ -127,6 +164,3 @@ def main(argv: list[str] | None = None) -> None:
     # Without standalone mode, click returns a command's typer.Exit(code) instead of exiting.
     if isinstance(code, int) and code:
         sys.exit(code)
-
-
-__all__ = ["app", "main"]

@@ -1,4 +1,4 @@
-"""What every command shares: options, output, progress bars."""
+"""What every command shares: its output (each line through the sanitiser) and progress bars."""
 
 from __future__ import annotations
 
@@ -10,62 +10,22 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-import typer
-
+from dsreg._util.lazy import lazy_module
 from dsreg.cli._text import json_safe, printable
 
+# The progress bar's library, imported when a bar is first drawn (on a terminal).
 if TYPE_CHECKING:
-    from dsreg import OverlayResult
+    import rich.console as rich_console
+    import rich.markup as rich_markup
+    import rich.progress as rich_progress
 
-# The library finds the registry (``Registry.find``: --registry, else $DSREG_REGISTRY, else
-# .dsreg here or above, else $DSREG_HOME), in the one place a Python caller's is found too, so
-# the option reads no environment variable itself; its help still names it, as click would.
-RegistryOpt = Annotated[
-    Path | None,
-    typer.Option(
-        "--registry",
-        help="Registry folder (default: .dsreg here or above, else $DSREG_HOME).  "
-        "[env var: DSREG_REGISTRY]",
-        show_default=False,
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
-# A reading command's remote: no registry is needed with a URL (the per-user cache holds what
-# is fetched; docs/remotes.md, "Reading a remote").
-ReadRemoteOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--remote",
-        "-r",
-        help="Read from this remote: a remote's name, or a URL or folder (no registry needed: "
-        "objects go to the per-user cache, $DSREG_CACHE).",
-        show_default=False,
-    ),
-]
-QuietOpt = Annotated[
-    bool,
-    typer.Option(
-        "--quiet",
-        "-q",
-        help="No progress on stderr (a bar on a terminal, else a line every few seconds).",
-    ),
-]
-
-# add and import-dvc: ids that look alike are refused unless this is given.
-AllowLookalikeIdsOpt = Annotated[
-    bool,
-    typer.Option(
-        "--allow-lookalike-ids",
-        help="Keep example ids that differ only in Unicode normalisation (NFC/NFD) or in "
-        "trailing whitespace of a path part, which are otherwise refused: a checkout on macOS "
-        "or Windows writes them to one file.",
-    ),
-]
-
-CONTEXT = {"help_option_names": ["-h", "--help"]}
+    from dsreg.api import OverlayResult
+else:
+    rich_console = lazy_module("rich.console")
+    rich_markup = lazy_module("rich.markup")
+    rich_progress = lazy_module("rich.progress")
 
 Hook: TypeAlias = Callable[[str, int, int], None]
 
@@ -177,23 +137,20 @@ def progress_bar(*, quiet: bool = False) -> Iterator[Hook | None]:
     if not sys.stderr.isatty():
         yield progress_lines()
         return
-    from rich.markup import escape
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    with Progress(
+    with rich_progress.Progress(
         "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
+        rich_progress.BarColumn(),
+        rich_progress.MofNCompleteColumn(),
+        rich_progress.TimeRemainingColumn(),
         transient=True,
-        console=__import__("rich.console").console.Console(stderr=True),
+        console=rich_console.Console(stderr=True),
     ) as bar:
         tasks: dict[str, Any] = {}
 
         def hook(task: str, done: int, total: int) -> None:
             if task not in tasks:
                 # The description is rich markup: a "[bold]" in it is shown, not obeyed.
-                tasks[task] = bar.add_task(escape(printable(task)), total=total)
+                tasks[task] = bar.add_task(rich_markup.escape(printable(task)), total=total)
             bar.update(tasks[task], completed=done, total=total)
 
         yield hook

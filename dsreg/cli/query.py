@@ -4,67 +4,23 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-
-import dsreg
-from dsreg.cli._common import (
-    CONTEXT,
-    JsonOpt,
-    ReadRemoteOpt,
-    RegistryOpt,
-    emit_json,
-    out,
-    say,
-    short,
-    table,
-    write_json,
-)
+from dsreg.api import data as data_api
+from dsreg.api.options import Opt
+from dsreg.cli._command import command
+from dsreg.cli._common import emit_json, out, say, short, table, write_json
 from dsreg.cli._text import SafeStream, printable, write_file_format
 from dsreg.errors import InvalidInputError
 
-
-def register(app: typer.Typer) -> None:
-    app.command(context_settings=CONTEXT)(sql)
-    app.command(name="eval", context_settings=CONTEXT)(eval_)
-    app.command(context_settings=CONTEXT)(diff)
-    app.command(context_settings=CONTEXT)(cite)
-    app.command(name="export", context_settings=CONTEXT)(export)
-
+if TYPE_CHECKING:
+    from dsreg.api import Agreement, Citation, DiffResult, EvalReport, ExportResult
 
 # -- sql ------------------------------------------------------------------------------------------
 
 
-def sql(
-    query: Annotated[
-        str, typer.Argument(help='SQL; name a revision as a quoted identifier: "dataset@tag".')
-    ],
-    format: Annotated[
-        str | None,
-        typer.Option(
-            "--format",
-            "-f",
-            help="table, csv, json or parquet (default: --output's suffix if one of those, "
-            "else table).",
-            show_default=False,
-        ),
-    ] = None,
-    output: Annotated[
-        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
-    ] = None,
-    allow_files: Annotated[
-        bool,
-        typer.Option(
-            "--allow-files",
-            help="Give DuckDB its full access: read and write your own files, ATTACH, "
-            "INSTALL/LOAD, SET. Without it SQL is read-only and reads revisions only.",
-        ),
-    ] = False,
-    remote: ReadRemoteOpt = None,
-    registry_path: RegistryOpt = None,
-    json: JsonOpt = False,
-) -> None:
+@command(data_api.sql)
+def sql(query: str, *, format: str | None, output: Path | None, json: bool, **options: Any) -> None:
     """Run DuckDB SQL over revisions: SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1"
     GROUP BY ALL. Columns: row, example_id, label, label_name, given_label, verdict, blob, size,
     suggested_label, suggested_label_name, score, votes_given, votes_guessed, votes_both,
@@ -79,32 +35,29 @@ def sql(
     if fmt == "parquet" and output is None and sys.stdout.isatty():
         raise InvalidInputError("--format parquet writes binary: give --output FILE or pipe it")
     if fmt == "table" and output is None:
-        _sql_table(dsreg.sql(query, allow_files=allow_files, remote=remote, registry=registry_path))
+        show_rows(data_api.sql(query, **options))
         return
-    target: Any = output
-    if output is None:
-        # JSON is exact either way (its own escapes); CSV is exact into a pipe or file and
-        # escaped on a terminal; Parquet never reaches one.
-        target = sys.stdout
-        if fmt == "json":
-            target = SafeStream(sys.stdout, json=True)
-        elif fmt == "csv" and sys.stdout.isatty():
-            target = SafeStream(sys.stdout)
-    rows = dsreg.sql(
-        query,
-        format=fmt,
-        output=target,
-        allow_files=allow_files,
-        remote=remote,
-        registry=registry_path,
-    )
+    rows = data_api.sql(query, format=fmt, output=_sql_target(output, fmt), **options)
     if output is not None:
         # The data went to a file: say what is in it (stdout stays empty).
         say(f"Wrote {rows} row{'s' if rows != 1 else ''} to {output} ({fmt})")
 
 
-def _sql_table(result: Any) -> None:
-    """A query's rows as a text table: every cell through the sanitiser (a value is data)."""
+def _sql_target(output: Path | None, fmt: str) -> Any:
+    """Where the rows go: the file, or stdout. JSON is exact either way (its own escapes); CSV
+    is exact into a pipe or file and escaped on a terminal; Parquet never reaches one."""
+    if output is not None:
+        return output
+    if fmt == "json":
+        return SafeStream(sys.stdout, json=True)
+    if fmt == "csv" and sys.stdout.isatty():
+        return SafeStream(sys.stdout)
+    return sys.stdout
+
+
+def show_rows(result: Any) -> None:
+    """A query's rows (an Arrow table) as a text table: every cell through the sanitiser (a
+    value is data)."""
     columns = [c.to_pylist() for c in result.columns]
     rows = [["NULL" if v is None else str(v) for v in r] for r in zip(*columns, strict=True)]
     out(table(rows, list(result.column_names)))
@@ -114,54 +67,20 @@ def _sql_table(result: Any) -> None:
 # -- eval -----------------------------------------------------------------------------------------
 
 
-def _split(text: str, what: str) -> list[str]:
-    items = [x.strip() for x in text.split(",") if x.strip()]
-    if not items:
-        raise InvalidInputError(f"{what} is empty")
-    return items
-
-
+@command(data_api.evaluate, name="eval")
 def eval_(
-    spec: Annotated[
-        str, typer.Argument(help="The revision; all views of its snapshot + overlays are scored.")
-    ],
-    predictions: Annotated[
-        list[Path],
-        typer.Argument(help="Predictions: .npy, .parquet or .csv; the model is the file stem."),
-    ],
-    views: Annotated[
-        str, typer.Option(help="Views to score, comma-separated.")
-    ] = "original,cleaned,corrected,honeypot,multilabel",
-    top_k: Annotated[
-        str, typer.Option("--top-k", help="Top-k accuracies, e.g. 1,5 (k > 1 needs probabilities).")
-    ] = "1",
-    plot: Annotated[
-        Path | None, typer.Option(help="Write a slope chart of the ranks: FILE.png or FILE.svg.")
-    ] = None,
-    registry_path: RegistryOpt = None,
-    json: JsonOpt = False,
+    spec: str, predictions: list[Path], *, plot: Path | None, json: bool, **options: Any
 ) -> None:
     """Accuracy of model predictions on original, cleaned, corrected and honeypot labels, set
     accuracy on the multilabel view (ReaL accuracy), agreement with raters' counts, each
     model's rank per view, and how the ranking changes (Northcutt et al. 2021, Table 3)."""
-    try:
-        ks = [int(k) for k in _split(top_k, "--top-k")]
-    except ValueError:
-        raise InvalidInputError(f"--top-k {top_k!r}: give integers, e.g. 1,5") from None
-    report = dsreg.evaluate(
-        spec,
-        list(predictions),
-        views=_split(views, "--views"),  # type: ignore[arg-type]
-        top_k=ks,
-        plot=plot,
-        registry=registry_path,
-    )
+    report = data_api.evaluate(spec, predictions, plot=plot, **options)
     if plot is not None:
         say(f"Wrote the rank chart to {plot}")
     if json:
         write_json(report.to_json())
         return
-    _render_eval(report)
+    show_report(report)
 
 
 def _pct(x: float | None) -> str:
@@ -179,7 +98,7 @@ def _move(a: int | None, b: int | None) -> str:
     return f"{a} -> {b} ({'+' if d > 0 else ''}{d})" if d else f"{a} -> {b} (=)"
 
 
-def _render_eval(report: dsreg.EvalReport) -> None:
+def show_report(report: EvalReport) -> None:
     at = f"{report.dataset}@{report.tag}" if report.tag else report.spec
     out(f"revision  {report.revision}  ({at})")
     out("rows      " + ", ".join(f"{v} {n}" for v, n in report.views.items()))
@@ -248,30 +167,33 @@ def _render_eval(report: dsreg.EvalReport) -> None:
 # -- diff -----------------------------------------------------------------------------------------
 
 
+@command(data_api.diff)
 def diff(
-    a: Annotated[str, typer.Argument(help="The first revision, e.g. cifar10-test@original.")],
-    b: Annotated[str, typer.Argument(help="The second revision, e.g. cifar10-test@corrected-v1.")],
-    top: Annotated[
-        int, typer.Option(help="How many example ids of each kind of change to list (0: none).")
-    ] = 10,
+    a: str,
+    b: str,
+    *,
     pairs: Annotated[
         int,
-        typer.Option(
+        Opt(
             help="How many from -> to label pairs to list, the most frequent first (0: all; "
             "--json lists all).",
             min=0,
             metavar="<int>",
         ),
     ] = 20,
-    registry_path: RegistryOpt = None,
-    json: JsonOpt = False,
+    json: bool,
+    **options: Any,
 ) -> None:
     """Rows only in A, only in B, and relabelled (with a from -> to count table). Revisions of one
     snapshot are matched by row, of different snapshots by example_id."""
-    res = dsreg.diff(a, b, top=top, registry=registry_path)
+    res = data_api.diff(a, b, **options)
     if json:
         emit_json(res.to_dict())
         return
+    show_diff(res, pairs)
+
+
+def show_diff(res: DiffResult, pairs: int) -> None:
     out(f"a  {res.a_revision}  {res.a}  ({res.rows_a} rows)")
     out(f"b  {res.b_revision}  {res.b}  ({res.rows_b} rows)")
     out(f"matched by {res.match}")
@@ -288,7 +210,7 @@ def diff(
             rows = sum(t.count for t in res.transitions[len(shown) :])
             out(f"... {more} more pairs ({rows} rows): --pairs 0 or --json lists them all")
     if res.corrections is not None:
-        _render_agreement(res.corrections)
+        show_agreement(res.corrections)
     for kind, ids in res.samples.items():
         if ids:
             say(f"first {kind.replace('_', ' ')}: {', '.join(map(printable, ids))}")
@@ -298,7 +220,7 @@ def _share(part: int, whole: int) -> str:
     return f"{part} of {whole}" + (f" ({100 * part / whole:.1f}%)" if whole else "")
 
 
-def _render_agreement(c: dsreg.Agreement) -> None:
+def show_agreement(c: Agreement) -> None:
     """How the two sides' corrections agree (one snapshot, different overlays)."""
     out()
     out(f"corrections  a names {c.named_a} rows, b names {c.named_b}, both {c.named_both}")
@@ -322,29 +244,15 @@ def _render_agreement(c: dsreg.Agreement) -> None:
 # -- cite -----------------------------------------------------------------------------------------
 
 
-def cite(
-    spec: Annotated[str, typer.Argument(help="The revision to cite: dataset@tag or a digest.")],
-    format: Annotated[str, typer.Option("--format", "-f", help="bibtex, cff or text.")] = "bibtex",
-    author: Annotated[
-        list[str] | None,
-        typer.Option("--author", help="An author (person or organisation); repeat for several."),
-    ] = None,
-    remote: Annotated[
-        str | None,
-        typer.Option(
-            "--remote",
-            "-r",
-            help="Where readers fetch it: a remote's name or a URL (default: the default "
-            "remote). Not contacted: push the revision there first.",
-        ),
-    ] = None,
-    registry_path: RegistryOpt = None,
-    json: JsonOpt = False,
-) -> None:
+@command(data_api.cite)
+def cite(spec: str, *, json: bool, **options: Any) -> None:
     """A citation (BibTeX, CITATION.cff or text) carrying the dataset, year, full revision,
     snapshot and overlay digests, the remote URL and the 'dsreg checkout DIGEST DIR --remote URL'
     that fetches it on a fresh machine, the dataset creators' credit and the dsreg version."""
-    c = dsreg.cite(spec, format=format, authors=author, remote=remote, registry=registry_path)
+    show_citation(data_api.cite(spec, **options), json=json)
+
+
+def show_citation(c: Citation, *, json: bool) -> None:
     text = str(c)
     if json:
         emit_json({**c.to_dict(), "format": c.format, "citation": text})
@@ -361,27 +269,15 @@ def cite(
 # -- export ---------------------------------------------------------------------------------------
 
 
-def export(
-    spec: Annotated[str, typer.Argument(help="The revision: dataset@tag or a digest.")],
-    output: Annotated[Path, typer.Option("--output", "-o", help="The file to write.")],
-    format: Annotated[
-        str | None,
-        typer.Option("--format", "-f", help="npy, csv or parquet (default: the output's suffix)."),
-    ] = None,
-    align: Annotated[
-        str,
-        typer.Option(
-            help="snapshot: one entry per snapshot row, -1 where the view removes it; "
-            "view: the view's rows only."
-        ),
-    ] = "snapshot",
-    registry_path: RegistryOpt = None,
-    json: JsonOpt = False,
-) -> None:
+@command(data_api.export)
+def export(spec: str, *, json: bool, **options: Any) -> None:
     """Write a revision's labels as .npy (an int64 vector), CSV or Parquet (row, example_id,
     label, label_name), aligned to the snapshot's rows (the form evaluation scripts indexed by
     the test set's order expect) or to the view's. Streamed in batches."""
-    res = dsreg.export(spec, output, format=format, align=align, registry=registry_path)
+    show_exported(data_api.export(spec, **options), json=json)
+
+
+def show_exported(res: ExportResult, *, json: bool) -> None:
     if json:
         emit_json(res.to_dict())
         return

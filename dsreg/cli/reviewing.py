@@ -5,62 +5,36 @@ from __future__ import annotations
 import json as _json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
-import typer
-
-import dsreg
-from dsreg.cli._common import (
-    CONTEXT,
-    JsonOpt,
-    RegistryOpt,
-    command_line,
-    out,
-    overlay_made,
-    say,
-    write_json,
-)
+from dsreg.api import reviewing as reviewing_api
+from dsreg.api.options import Opt, OverlayForceOpt, OverlayViewOpt
+from dsreg.cli._command import command
+from dsreg.cli._common import command_line, out, overlay_made, say, write_json
 from dsreg.errors import InvalidInputError
 
+if TYPE_CHECKING:
+    from dsreg.api import ReviewFinish, ReviewServer, SetAside
 
-def register(app: typer.Typer) -> None:
-    app.command(context_settings=CONTEXT)(review)
 
-
+@command(reviewing_api.review)
 def review(
-    spec: Annotated[str, typer.Argument(help="The revision whose flagged rows are reviewed.")],
-    overlay: Annotated[
-        str | None,
-        typer.Option(help="The overlay whose rows are reviewed (default: the revision's last)."),
-    ] = None,
-    verdict: Annotated[str, typer.Option(help="Review the rows with this verdict.")] = "suspected",
-    reviewer: Annotated[
-        str | None, typer.Option(help="Open the page as this reviewer (put in the URL).")
-    ] = None,
-    votes_per_item: Annotated[
-        int, typer.Option(help="An item leaves the queue with this many votes.")
-    ] = 5,
-    host: Annotated[str, typer.Option(help="Address to listen on (loopback by default).")] = (
-        "127.0.0.1"
-    ),
-    port: Annotated[int, typer.Option(help="Port to listen on (0: a free one).")] = 0,
+    spec: str,
+    *,
+    overlay: str | None,
     finish: Annotated[
-        bool, typer.Option("--finish", help="Store the votes as a 'validated' overlay; no server.")
+        bool, Opt("--finish", help="Store the votes as a 'validated' overlay; no server.")
     ] = False,
-    threshold: Annotated[
-        int, typer.Option(help="With --finish: agreement threshold t (of the votes).")
-    ] = 3,
-    tag: Annotated[str | None, typer.Option(help="With --finish: also tag a revision.")] = None,
-    view: Annotated[str | None, typer.Option(help="With --tag: its view (default cleaned).")] = (
-        None
-    ),
-    force: Annotated[bool, typer.Option(help="With --tag: move it if it exists.")] = False,
+    threshold: Annotated[int, Opt(help="With --finish: agreement threshold t (of the votes).")] = 3,
+    tag: Annotated[str | None, Opt(help="With --finish: also tag a revision.")] = None,
+    view: OverlayViewOpt = None,
+    force: OverlayForceOpt = False,
     export: Annotated[
-        Path | None,
-        typer.Option(help="Write the votes to this file (label-errors JSON); no server."),
+        Path | None, Opt(help="Write the votes to this file (label-errors JSON); no server.")
     ] = None,
-    registry_path: RegistryOpt = None,
-    json: JsonOpt = False,
+    registry: Path | None,
+    json: bool,
+    **options: Any,
 ) -> None:
     """Review flagged rows in the browser; --finish stores the votes as a validated overlay.
 
@@ -72,12 +46,11 @@ def review(
     if not finish and (tag is not None or view is not None or force):
         raise InvalidInputError("--tag, --view and --force go with --finish")
     if export is not None:
-        records = dsreg.review_export(spec, export, overlay=overlay, registry=registry_path)
-        say(f"Wrote {records} voted items to {export}")
-        _say_set_aside(records.set_aside)
-        return
-    if finish:
-        res = dsreg.review_finish(
+        exported = reviewing_api.review_export(spec, export, overlay=overlay, registry=registry)
+        say(f"Wrote {exported.records} voted items to {export}")
+        say_set_aside(exported.set_aside)
+    elif finish:
+        res = reviewing_api.review_finish(
             spec,
             overlay=overlay,
             threshold=threshold,
@@ -85,29 +58,29 @@ def review(
             view=view,
             force=force,
             command=command_line(),
-            registry=registry_path,
+            registry=registry,
         )
-        _say_set_aside(res.set_aside)
-        if overlay_made(res, json=json):
-            return
-        out(f"overlay        {res.digest}")
-        for key, value in res.summary.items():
-            if key != "rows":
-                out(f"{key:<14} {value}")
+        show_finished(res, json=json)
+    else:
+        server = reviewing_api.review(spec, overlay=overlay, registry=registry, **options)
+        serve(server, spec, json=json)
+
+
+def show_finished(res: ReviewFinish, *, json: bool) -> None:
+    say_set_aside(res.set_aside)
+    if overlay_made(res, json=json):
         return
-    server = dsreg.review(
-        spec,
-        overlay=overlay,
-        verdict=verdict,
-        reviewer=reviewer,
-        votes_per_item=votes_per_item,
-        host=host,
-        port=port,
-        registry=registry_path,
-    )
+    out(f"overlay        {res.digest}")
+    for key, value in res.summary.items():
+        if key != "rows":
+            out(f"{key:<14} {value}")
+
+
+def serve(server: ReviewServer, spec: str, *, json: bool) -> None:
+    """Start ``server``, say where its page is, and serve until interrupted."""
     server.start()
     progress = server.progress()
-    _say_set_aside(server.set_aside)
+    say_set_aside(server.set_aside)
     if json:
         spans = [span.to_dict() for span in server.set_aside]
         write_json(
@@ -129,7 +102,7 @@ def review(
         server.stop()
 
 
-def _say_set_aside(spans: tuple[dsreg.SetAside, ...]) -> None:
+def say_set_aside(spans: tuple[SetAside, ...]) -> None:
     """The damaged spans of a votes log, on stderr: how many records, and where each is."""
     if not spans:
         return

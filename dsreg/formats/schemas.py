@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,11 +18,13 @@ SCHEMA_NAMES = ("snapshot", "overlay", "revision", "pin", "config")
 
 
 def schema_dir() -> Path:
-    """The folder holding ``<name>.schema.json``: inside the wheel, else the source tree's."""
-    packaged = resources.files("dsreg").joinpath("schemas")
-    if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parents[2] / "schemas"
+    """The folder holding ``<name>.schema.json``: inside the wheel, else the source tree's.
+
+    Found beside this package's files rather than through ``importlib.resources``, whose
+    readers (zipfile among them) every command that reads a manifest would import."""
+    here = Path(__file__).resolve().parents[1]
+    packaged = here / "schemas"
+    return packaged if packaged.is_dir() else here.parent / "schemas"
 
 
 @functools.cache

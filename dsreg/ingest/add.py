@@ -1,7 +1,8 @@
 """``dsreg add`` from any source: an ImageFolder tree, a label file or a table of examples.
 
 The tree's path stays light (no numpy, pyarrow or schema validator) until it must store
-something: re-adding an unchanged tree is answered from the scan (``tree.py``).
+something: re-adding an unchanged tree is answered from the scan (``tree.py``). So the modules
+of the other sources, and of the tree's storing, are imported when first used.
 """
 
 from __future__ import annotations
@@ -10,40 +11,80 @@ import gc
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from dsreg._util.lazy import lazy_module
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import InputPathError, InvalidInputError
 from dsreg.ingest.result import AddResult, AddTarget
 from dsreg.registry.folder import Registry
 
-__all__ = ["add", "check_sources", "read_credit"]
+if TYPE_CHECKING:
+    from dsreg.formats import credit as credits
+    from dsreg.ingest import snapshot, sources, stream, streamadd, tree, treescan
+else:
+    credits = lazy_module("dsreg.formats.credit")
+    snapshot = lazy_module("dsreg.ingest.snapshot")
+    sources = lazy_module("dsreg.ingest.sources")
+    stream = lazy_module("dsreg.ingest.stream")
+    streamadd = lazy_module("dsreg.ingest.streamadd")
+    tree = lazy_module("dsreg.ingest.tree")
+    treescan = lazy_module("dsreg.ingest.treescan")
+
+__all__ = ["AddOptions", "add", "read_credit"]
 
 PathArg = str | os.PathLike[str]
 
 
-def check_sources(
-    path: PathArg | None,
-    *,
-    labels: PathArg | None,
-    table: PathArg | None,
-    files: PathArg | None,
-    classes: object,
-    ids: PathArg | None = None,
-) -> None:
-    """Refuse a request that names no source, several, or options that do not go with it."""
-    if sum(x is not None for x in (path, labels, table)) != 1:
-        raise InvalidInputError(
-            "give exactly one source: a folder PATH (ImageFolder), --labels FILE or --table FILE"
-        )
-    if files is not None and table is None:
-        raise InvalidInputError("--files goes with --table; an ImageFolder tree holds its files")
-    if ids is not None and labels is None:
-        raise InvalidInputError(
-            "--ids goes with --labels; a --table names its ids in a column, a folder by its paths"
-        )
-    if path is not None and classes is not None:
-        raise InvalidInputError("--classes goes with --labels or --table; folders name classes")
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AddOptions:
+    """One add, as ``dsreg.add`` takes it: the dataset, its one source (``path``, ``labels`` or
+    ``table``), how to read that source, the tag to set and the credit to record. A request
+    that names no source, several, or options that do not go with its source is refused when
+    made, before anything is read."""
+
+    dataset: str
+    path: PathArg | None = None
+    labels: PathArg | None = None
+    ids: PathArg | None = None
+    table: PathArg | None = None
+    id_column: str = "example_id"
+    label_column: str = "label"
+    files: PathArg | None = None
+    classes: PathArg | Sequence[str] | None = None
+    tag: str | None = None
+    force: bool = False
+    citation: PathArg | None = None
+    credit: str | None = None
+    allow_lookalike_ids: bool = False
+
+    def __post_init__(self) -> None:
+        if sum(x is not None for x in (self.path, self.labels, self.table)) != 1:
+            raise InvalidInputError(
+                "give exactly one source: a folder PATH (ImageFolder), --labels FILE or "
+                "--table FILE"
+            )
+        if self.files is not None and self.table is None:
+            raise InvalidInputError(
+                "--files goes with --table; an ImageFolder tree holds its files"
+            )
+        if self.ids is not None and self.labels is None:
+            raise InvalidInputError(
+                "--ids goes with --labels; a --table names its ids in a column, a folder by "
+                "its paths"
+            )
+        if self.path is not None and self.classes is not None:
+            raise InvalidInputError("--classes goes with --labels or --table; folders name classes")
+
+    @property
+    def source(self) -> PathArg:
+        """The one source given: the tree, the label file or the table."""
+        given = self.path if self.path is not None else self.labels
+        given = given if given is not None else self.table
+        assert given is not None  # __post_init__ holds one
+        return given
 
 
 @contextmanager
@@ -61,85 +102,73 @@ def _no_cyclic_gc() -> Iterator[None]:
 
 def add(
     reg: Registry,
-    dataset: str,
-    path: PathArg | None = None,
+    options: AddOptions,
     *,
-    labels: PathArg | None = None,
-    table: PathArg | None = None,
-    id_column: str = "example_id",
-    label_column: str = "label",
-    files: PathArg | None = None,
-    classes: PathArg | Sequence[str] | None = None,
-    ids: PathArg | None = None,
-    tag: str | None = None,
-    force: bool = False,
-    citation: PathArg | None = None,
-    credit: str | None = None,
     progress: ProgressHook = no_progress,
     command: str = "",
-    allow_lookalike_ids: bool = False,
 ) -> AddResult:
-    """Store one source as a snapshot of ``dataset`` (see ``dsreg.add``)."""
-    check_sources(path, labels=labels, table=table, files=files, classes=classes, ids=ids)
+    """Store ``options``' source as a snapshot of its dataset (see ``dsreg.add``)."""
     target = AddTarget(
-        dataset=dataset,
-        tag=tag,
-        force=force,
+        dataset=options.dataset,
+        tag=options.tag,
+        force=options.force,
         command=command,
-        extra_provenance=read_credit(citation, credit),
+        extra_provenance=read_credit(options.citation, options.credit),
     )
-    if path is not None:
-        from dsreg.ingest.tree import add_tree
-        from dsreg.ingest.treescan import scan_tree
-
+    lookalike = options.allow_lookalike_ids
+    if options.path is not None:
         with _no_cyclic_gc():
-            scan = scan_tree(Path(path))
-            return add_tree(
-                reg, target, scan, progress=progress, allow_lookalike_ids=allow_lookalike_ids
+            scan = treescan.scan_tree(Path(options.path))
+            return tree.add_tree(
+                reg, target, scan, progress=progress, allow_lookalike_ids=lookalike
             )
-    from dsreg.ingest import sources
-    from dsreg.ingest.snapshot import add_source
-
-    names: Sequence[str] | None
-    if classes is None or not isinstance(classes, str | os.PathLike):
-        names = classes
-    else:
-        names = sources.read_classes(Path(classes))
-    if labels is not None or files is None:
-        # Label-only sets stream a row group at a time, in bounded memory (#15).
-        from dsreg.ingest import stream
-        from dsreg.ingest.streamadd import add_stream
-
-        if labels is not None:
-            s = stream.labels_stream(
-                Path(labels), classes=names, ids=Path(ids) if ids is not None else None
-            )
-        else:
-            assert table is not None
-            s = stream.table_stream(
-                Path(table), id_column=id_column, label_column=label_column, classes=names
-            )
-        return add_stream(
-            reg, target, s, progress=progress, allow_lookalike_ids=allow_lookalike_ids
+    names = _class_names(options.classes)
+    if options.labels is not None or options.files is None:
+        # Label-only sets stream a row group at a time, in bounded memory.
+        src = _stream(options, names)
+        return streamadd.add_stream(
+            reg, target, src, progress=progress, allow_lookalike_ids=lookalike
         )
-    assert table is not None
-    src = sources.scan_table(
-        Path(table),
-        id_column=id_column,
-        label_column=label_column,
+    assert options.table is not None and options.files is not None
+    table = sources.scan_table(
+        Path(options.table),
+        id_column=options.id_column,
+        label_column=options.label_column,
         classes=names,
-        files=Path(files) if files is not None else None,
-        allow_lookalike_ids=allow_lookalike_ids,
+        files=Path(options.files),
+        allow_lookalike_ids=lookalike,
     )
-    return add_source(
+    return snapshot.add_source(
         reg,
-        dataset,
-        src,
-        tag=tag,
-        force=force,
+        options.dataset,
+        table,
+        tag=options.tag,
+        force=options.force,
         progress=progress,
         command=command,
         extra_provenance=target.extra_provenance,
+    )
+
+
+def _class_names(classes: PathArg | Sequence[str] | None) -> Sequence[str] | None:
+    """The class names given: a list as it is, a file read (one name per line)."""
+    if classes is None or not isinstance(classes, str | os.PathLike):
+        return classes
+    return sources.read_classes(Path(classes))
+
+
+def _stream(options: AddOptions, names: Sequence[str] | None) -> stream.StreamSource:
+    """A label-only set's rows, read a row group at a time: a label file, or a table without
+    payload files."""
+    if options.labels is not None:
+        ids = Path(options.ids) if options.ids is not None else None
+        return stream.labels_stream(Path(options.labels), classes=names, ids=ids)
+    assert options.table is not None
+    return stream.table_stream(
+        Path(options.table),
+        id_column=options.id_column,
+        label_column=options.label_column,
+        classes=names,
     )
 
 
@@ -148,8 +177,6 @@ def read_credit(citation: PathArg | None, credit: str | None) -> dict[str, objec
     ``--credit TEXT`` (``dsreg.formats.credit``), or ``None`` when neither is given."""
     if citation is None and credit is None:
         return None
-    from dsreg.formats.credit import make_credit
-
     bibtex = None
     if citation is not None:
         try:
@@ -166,4 +193,6 @@ def read_credit(citation: PathArg | None, credit: str | None) -> dict[str, objec
             raise InvalidInputError(
                 f"--citation {os.fspath(citation)} is not UTF-8 text; save the BibTeX as UTF-8"
             ) from None
-    return {"credit": make_credit(bibtex=bibtex, text=credit, what=f"--citation {citation}")}
+    return {
+        "credit": credits.make_credit(bibtex=bibtex, text=credit, what=f"--citation {citation}")
+    }

@@ -18,18 +18,48 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from dsreg._util.lazy import lazy_module
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import DsregError, InputPathError, InvalidInputError, RemoteError, StorageError
 from dsreg.formats.names import check_lookalike_ids, check_name
 from dsreg.ingest.result import AddResult, AddTarget
 from dsreg.ingest.snapshot import add_locked
-from dsreg.ingest.sources import read_classes, scan_imagefolder, scan_labels
+from dsreg.ingest.sources import Source, read_classes, scan_imagefolder, scan_labels
 from dsreg.objects.batch import STAGE_PREFIX
 from dsreg.registry.folder import Registry
 
-__all__ = ["ImportResult", "import_dvc"]
+# DVC and fsspec: imported when an import opens the repository (each costs a second).
+if TYPE_CHECKING:
+    import dvc.api as dvc_api
+    import fsspec.callbacks as fsspec_callbacks
+else:
+    dvc_api = lazy_module("dvc.api")
+    fsspec_callbacks = lazy_module("fsspec.callbacks")
+
+__all__ = ["DvcImport", "ImportResult", "import_dvc"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DvcImport:
+    """One import, as ``dsreg.import_dvc`` takes it: ``path`` of git repository ``repo`` at
+    ``rev``, stored as a snapshot of ``dataset`` (tagged ``tag``, moved with ``force``),
+    downloaded with ``jobs`` transfers. ``classes``: the class names of a label file, as
+    ``dsreg add --classes`` takes them (a list, or a file with one per line: line i is class
+    i); a folder names its classes itself. A folder's paths of one spelling
+    (``names.id_spelling``) are refused, as ``dsreg add`` refuses them, unless
+    ``allow_lookalike_ids``."""
+
+    repo: str
+    path: str
+    dataset: str
+    rev: str = "HEAD"
+    tag: str | None = None
+    force: bool = False
+    jobs: int | None = None
+    classes: str | os.PathLike[str] | Sequence[str] | None = None
+    allow_lookalike_ids: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,16 +72,8 @@ class ImportResult:
     md5: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.add.to_dict(),
-            "source": {
-                "repo": self.repo,
-                "rev": self.rev,
-                "commit": self.commit,
-                "path": self.path,
-                "md5": self.md5,
-            },
-        }
+        source = {"repo": self.repo, "rev": self.rev, "commit": self.commit, "path": self.path}
+        return {**self.add.to_dict(), "source": {**source, "md5": self.md5}}
 
 
 def _repo_id(repo: str) -> str:
@@ -74,104 +96,122 @@ def _clean_path(path: str) -> str:
     return "/".join(parts)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Tracked:
+    """What DVC tracks at the path asked for: where it is (repository, requested rev and the
+    commit it resolved to, path inside) and what (a folder or a file, DVC's md5)."""
+
+    repo: str
+    rev: str
+    commit: str
+    path: str
+    md5: str | None
+    is_dir: bool
+
+    def provenance(self) -> dict[str, object]:
+        """The snapshot's source: everything needed to find the bytes again, nothing about
+        time or user."""
+        layout = "imagefolder" if self.is_dir else "labels"
+        where = {"repo": self.repo, "rev": self.rev, "commit": self.commit, "path": self.path}
+        return {"kind": "dvc", "layout": layout, **where, **({"md5": self.md5} if self.md5 else {})}
+
+
 def import_dvc(
     reg: Registry,
-    repo: str,
-    path: str,
+    options: DvcImport,
     *,
-    dataset: str,
-    rev: str = "HEAD",
-    tag: str | None = None,
-    force: bool = False,
-    jobs: int | None = None,
-    classes: str | os.PathLike[str] | Sequence[str] | None = None,
     progress: ProgressHook = no_progress,
     command: str = "",
-    allow_lookalike_ids: bool = False,
 ) -> ImportResult:
-    """Import ``path`` of ``repo`` at ``rev`` as a snapshot of ``dataset`` (tagged ``tag``).
-
-    ``classes``: the class names of a label file, as ``dsreg add --classes`` takes them (a list,
-    or a file with one per line: line i is class i); a folder names its classes itself. A
-    folder's paths of one spelling (``names.id_spelling``) are refused, as ``dsreg add``
-    refuses them, unless ``allow_lookalike_ids``."""
-    check_name(dataset, what="dataset name")
-    if tag is not None:
-        check_name(tag, what="tag name")
+    """Import ``options.path`` of ``options.repo`` at ``options.rev`` as a snapshot of
+    ``options.dataset`` (tagged ``options.tag``)."""
+    check_name(options.dataset, what="dataset name")
+    if options.tag is not None:
+        check_name(options.tag, what="tag name")
     # Read before anything is downloaded: a bad classes file fails at once.
     names: Sequence[str] | None
-    if classes is None or not isinstance(classes, str | os.PathLike):
-        names = classes
+    if options.classes is None or not isinstance(options.classes, str | os.PathLike):
+        names = options.classes
     else:
-        names = read_classes(Path(classes))
-    repo_id = _repo_id(repo)
-    rel = _clean_path(path)
-    fs = _open(repo_id, rev)
+        names = read_classes(Path(options.classes))
+    repo_id = _repo_id(options.repo)
+    rel = _clean_path(options.path)
+    fs = _open(repo_id, options.rev)
     try:
-        commit = _commit(fs, repo_id, rev)
-        info = _info(fs, rel, repo_id, rev)
-        md5 = info.get("md5")
-        is_dir = info.get("type") == "directory"
-        if is_dir and names is not None:
+        commit = _commit(fs, repo_id, options.rev)
+        info = _info(fs, rel, repo_id, options.rev)
+        tracked = _Tracked(
+            repo=repo_id,
+            rev=options.rev,
+            commit=commit,
+            path=rel,
+            md5=str(info["md5"]) if info.get("md5") else None,
+            is_dir=info.get("type") == "directory",
+        )
+        if tracked.is_dir and names is not None:
             raise InvalidInputError(
                 f"{rel} of {repo_id} is a folder: its class folders name the classes; "
                 "--classes goes with a label file"
             )
-        # The download waits in a staging folder under the registry's lock (shared, as every
-        # writer holds it): gc cannot run meanwhile, and removes one a killed import left
-        # behind, as it does an add's staging.
-        with reg.lock():
-            try:
-                reg.store.tmp.mkdir(parents=True, exist_ok=True)
-                scratch = Path(
-                    tempfile.mkdtemp(dir=reg.store.tmp, prefix=f"{STAGE_PREFIX}import-dvc-")
-                )
-            except OSError as e:
-                raise StorageError(f"cannot write to {reg.store.tmp}: {e.strerror}") from e
-            try:
-                local = scratch / (PurePosixPath(rel).name or "data")
-                _download(fs, rel, local, is_dir=is_dir, jobs=jobs, progress=progress, what=repo_id)
-                if is_dir:
-                    source = scan_imagefolder(local)
-                    if not allow_lookalike_ids:
-                        check_lookalike_ids(source.ids, what=f"{rel} of {repo_id}")
-                    layout = "imagefolder"
-                else:
-                    source = scan_labels(local, classes=names)
-                    layout = "labels"
-                provenance: dict[str, object] = {
-                    "kind": "dvc",
-                    "layout": layout,
-                    "repo": repo_id,
-                    "rev": rev,
-                    "commit": commit,
-                    "path": rel,
-                }
-                if md5:
-                    provenance["md5"] = str(md5)
-                target = AddTarget(
-                    dataset=dataset,
-                    tag=tag,
-                    force=force,
-                    command=command,
-                    extra_provenance=provenance,
-                )
-                res = add_locked(reg, target, source, progress=progress)
-            finally:
-                shutil.rmtree(scratch, ignore_errors=True)
+        res = _download_and_add(reg, fs, options, tracked, names, progress, command)
     finally:
         with contextlib.suppress(Exception):
             fs.close()
     return ImportResult(
-        add=res, repo=repo_id, rev=rev, commit=commit, path=rel, md5=str(md5) if md5 else None
+        add=res, repo=repo_id, rev=options.rev, commit=commit, path=rel, md5=tracked.md5
     )
 
 
-def _open(repo: str, rev: str) -> Any:
-    from dvc.api import DVCFileSystem
+def _download_and_add(
+    reg: Registry,
+    fs: Any,
+    options: DvcImport,
+    tracked: _Tracked,
+    names: Sequence[str] | None,
+    progress: ProgressHook,
+    command: str,
+) -> AddResult:
+    """Download ``tracked`` and add it. The download waits in a staging folder under the
+    registry's lock (shared, as every writer holds it): gc cannot run meanwhile, and removes
+    one a killed import left behind, as it does an add's staging."""
+    with reg.lock():
+        try:
+            reg.store.tmp.mkdir(parents=True, exist_ok=True)
+            scratch = Path(tempfile.mkdtemp(dir=reg.store.tmp, prefix=f"{STAGE_PREFIX}import-dvc-"))
+        except OSError as e:
+            raise StorageError(f"cannot write to {reg.store.tmp}: {e.strerror}") from e
+        try:
+            local = scratch / (PurePosixPath(tracked.path).name or "data")
+            _download(fs, tracked, local, jobs=options.jobs, progress=progress)
+            source = _scan(local, tracked, names, allow_lookalike_ids=options.allow_lookalike_ids)
+            target = AddTarget(
+                dataset=options.dataset,
+                tag=options.tag,
+                force=options.force,
+                command=command,
+                extra_provenance=tracked.provenance(),
+            )
+            return add_locked(reg, target, source, progress=progress)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
+
+def _scan(
+    local: Path, tracked: _Tracked, names: Sequence[str] | None, *, allow_lookalike_ids: bool
+) -> Source:
+    """The downloaded folder as an ImageFolder tree (its paths of one spelling refused unless
+    allowed), or the downloaded file as a label file."""
+    if not tracked.is_dir:
+        return scan_labels(local, classes=names)
+    source = scan_imagefolder(local)
+    if not allow_lookalike_ids:
+        check_lookalike_ids(source.ids, what=f"{tracked.path} of {tracked.repo}")
+    return source
+
+
+def _open(repo: str, rev: str) -> Any:
     try:
-        return DVCFileSystem(repo, rev=rev)
+        return dvc_api.DVCFileSystem(repo, rev=rev)
     except Exception as e:  # dvc's NotDvcRepoError, CloneError, RevError, SCM errors
         raise _open_error(repo, rev, e) from None
 
@@ -210,24 +250,16 @@ def _info(fs: Any, rel: str, repo: str, rev: str) -> dict[str, Any]:
 
 
 def _download(
-    fs: Any,
-    rel: str,
-    local: Path,
-    *,
-    is_dir: bool,
-    jobs: int | None,
-    progress: ProgressHook,
-    what: str,
+    fs: Any, tracked: _Tracked, local: Path, *, jobs: int | None, progress: ProgressHook
 ) -> None:
-    from fsspec.callbacks import Callback
-
-    class _Bar(Callback):  # type: ignore[misc]
+    class _Bar(fsspec_callbacks.Callback):  # type: ignore[misc]
         def call(self, *args: Any, **kwargs: Any) -> None:
             if self.size:
                 progress("downloading", int(self.value), int(self.size))
 
+    rel = tracked.path
     try:
-        if is_dir:
+        if tracked.is_dir:
             fs.get(rel, os.fspath(local), recursive=True, callback=_Bar(), batch_size=jobs)
         else:
             fs.get_file(rel, os.fspath(local))
@@ -235,8 +267,8 @@ def _download(
         raise
     except Exception as e:  # the project's remote unreachable, a missing cache object, …
         raise RemoteError(
-            f"cannot download {rel!r} from {what!r}: {_describe(e)}; DVC reads it from the "
-            "project's cache or its default remote: check that one of them holds it"
+            f"cannot download {rel!r} from {tracked.repo!r}: {_describe(e)}; DVC reads it from "
+            "the project's cache or its default remote: check that one of them holds it"
         ) from None
 
 

@@ -74,3 +74,46 @@ def test_re_adding_an_unchanged_tree_loads_no_data_library(
     assert dsreg.open("ds@v1", registry=reg).digest == first.revision
     for args in (["ls"], ["log", "ds"], ["tag", "-h"], ["--help"], ["--version"]):
         assert heavy_modules(tmp_path, *args) == [], args
+
+
+_CLI_MODULES = """
+import sys
+from dsreg.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as e:
+    assert not e.code, e.code
+loaded = sorted(m for m in sys.modules if m.startswith("dsreg.cli") or m == "typer")
+sys.stderr.write("LOADED " + " ".join(loaded) + "\\n")
+"""
+
+_COMMAND_MODULES = {
+    "dsreg.cli.core",
+    "dsreg.cli.overlays",
+    "dsreg.cli.query",
+    "dsreg.cli.remotes",
+    "dsreg.cli.reviewing",
+}
+
+
+def cli_modules(cwd: Path, *args: str) -> set[str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", _CLI_MODULES, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    line = [x for x in proc.stderr.splitlines() if x.startswith("LOADED ")][-1]
+    return set(line.removeprefix("LOADED ").split())
+
+
+def test_a_command_loads_its_own_commands_module_alone(tmp_path: Path) -> None:
+    """Start-up does not grow with the number of commands: ``dsreg tag`` imports the module of
+    the registry commands and no other command's, ``dsreg overlay ls`` the overlay commands',
+    and ``dsreg --version`` none, nor typer."""
+    assert cli_modules(tmp_path, "tag", "-h") & _COMMAND_MODULES == {"dsreg.cli.core"}
+    assert cli_modules(tmp_path, "overlay", "ls", "-h") & _COMMAND_MODULES == {"dsreg.cli.overlays"}
+    version = cli_modules(tmp_path, "--version")
+    assert not version & _COMMAND_MODULES and "typer" not in version
