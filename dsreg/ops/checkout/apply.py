@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -159,12 +159,12 @@ def checkout(
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Run:
-    """What the passes of one ``apply`` share."""
+    """What the passes of one ``apply`` share beside the plan."""
 
     reg: Registry
-    plan: CheckoutPlan
     files: str  # the store's ``files/`` folder, where the objects are
-    root_fd: int  # the checkout folder's descriptor
+    root: str  # the checkout folder
+    root_fd: int  # its descriptor
     trust: Records  # the trust records of the objects to place
     stats: ObjectStats  # what the passes saw of the objects they re-hashed or linked
     progress: ProgressHook
@@ -172,7 +172,7 @@ class _Run:
 
     def dirs(self) -> Dirs:
         """Descriptors of folders below the checkout's root, for one thread or chunk."""
-        return Dirs(os.fspath(self.plan.target), self.root_fd)
+        return Dirs(self.root, self.root_fd)
 
 
 def apply(
@@ -205,8 +205,8 @@ def apply(
         _clear_own_temps(root_fd)
         run = _Run(
             reg=reg,
-            plan=planned,
             files=os.fspath(reg.store.files),
+            root=os.fspath(planned.target),
             root_fd=root_fd,
             trust=trust,
             stats=stats,
@@ -215,9 +215,9 @@ def apply(
         )
         with journaled(planned.target, planned.journal, recovering=planned.recovering):
             if planned.fresh:
-                _fresh(run)
+                _fresh(planned, run)
             else:
-                _switch(run, checked=stats.good())
+                _switch(planned, run, checked=stats.good())
     record(reg, stats.to_record())
     return CheckoutResult(
         revision=planned.revision,
@@ -248,24 +248,25 @@ def _finish(planned: CheckoutPlan) -> None:
 
 
 # -- an empty folder ----------------------------------------------------------------------------
-def _fresh(run: _Run) -> None:
+def _fresh(planned: CheckoutPlan, run: _Run) -> None:
     """An empty folder: each object is checked and placed straight at its name (a link appears
     whole; a copy is written under its name, so a failure removes everything)."""
-    target = run.plan.target
     try:
-        _place_all(run)
-        _finish(run.plan)
+        _place_all(planned, run)
+        _finish(planned)
     except BaseException as e:
         # The folder was empty: empty it again (the journal last), so a re-run starts afresh.
         with contextlib.suppress(OSError):
             empty_folder(run.root_fd, keep=JOURNAL)
-            clear_journal(target)
+            clear_journal(planned.target)
         if isinstance(e, OSError) and not isinstance(e, DsregError):
-            raise StorageError(f"checkout into {target} failed: {e}; nothing was left in it") from e
+            raise StorageError(
+                f"checkout into {planned.target} failed: {e}; nothing was left in it"
+            ) from e
         raise
 
 
-def _place_all(run: _Run) -> None:
+def _place_all(planned: CheckoutPlan, run: _Run) -> None:
     """Check each object and link or copy it to its name in one pass, in workers, which make
     the folders as they first place a file in each (side by side with the others' links,
     rather than one after the other here first).
@@ -274,21 +275,22 @@ def _place_all(run: _Run) -> None:
     files hold (a dataset's duplicates): those are placed after every first one was checked
     and placed, trusting the stat each had after that, so none is re-hashed twice. Objects the
     store lacks (and, with ``refetch``, those found corrupt) are fetched (verified) last."""
-    firsts, repeats = _firsts_and_repeats(run.plan.place)
-    total = len(run.plan.place)
+    link = planned.link
+    firsts, repeats = _firsts_and_repeats(planned.place)
+    total = len(planned.place)
     # Each object comes once in this pass: its trust record is written as its chunk arrives,
     # while the workers place the rest.
     with recording(run.reg, run.stats):
-        left = _checked_pass(run, firsts, run.trust, _offset(run.progress, 0, total))
+        left = _checked_pass(run, link, firsts, run.trust, _offset(run.progress, 0, total))
     if repeats:
         trust = run.trust
-        if run.plan.link in TRUSTING_LINKS:
+        if link in TRUSTING_LINKS:
             # What this checkout found good, as each object's stat is now: its stat after its
             # links, or the stat it was found trusted or re-hashed with (a symbolic link).
             trust = trust.seeing(run.stats.good())
-        left += _checked_pass(run, repeats, trust, _offset(run.progress, len(firsts), total))
+        left += _checked_pass(run, link, repeats, trust, _offset(run.progress, len(firsts), total))
     if left:
-        _place_fetched(run, left)
+        _place_fetched(run, link, left)
 
 
 def _firsts_and_repeats(
@@ -305,12 +307,12 @@ def _firsts_and_repeats(
 
 
 def _checked_pass(
-    run: _Run, todo: Sequence[Placement], trust: Records, progress: ProgressHook
+    run: _Run, link: LinkType, todo: Sequence[Placement], trust: Records, progress: ProgressHook
 ) -> list[Placement]:
     """Check and place each of ``todo`` (``CheckingPutter``), in workers. Returns those whose
     objects the store lacks or, with ``refetch``, holds corrupt (marked): nothing was placed
     for them."""
-    reg, link, files = run.reg, run.plan.link, run.files
+    reg, files = run.reg, run.files
     put = CheckingPutter(link)
     hardlink = link == "hardlink"
 
@@ -342,12 +344,12 @@ def _checked_pass(
     return in_pool(place_chunk, len(todo), progress, "checking out", run.stats)
 
 
-def _place_fetched(run: _Run, left: list[Placement]) -> None:
+def _place_fetched(run: _Run, link: LinkType, left: list[Placement]) -> None:
     """Fetch (verified) the objects the first passes could not place, re-hash them and place
     them. They were fetched just now and are linked after the re-hash: no trust record."""
     check_objects(run.reg, left, trust=Records(), progress=run.progress, refetch=run.refetch)
-    put = putter(run.plan.link)
-    with run.dirs() as dirs, explain_cross_device(run.plan.link):
+    put = putter(link)
+    with run.dirs() as dirs, explain_cross_device(link):
         for rel, blob in left:
             fd, name = dirs.entry(rel)
             place(put, object_path(run.files, blob), fd, name)
@@ -358,18 +360,17 @@ def _offset(progress: ProgressHook, done: int, total: int) -> ProgressHook:
     if not done and progress is no_progress:
         return progress
 
-    def at(task: str, k: int, _n: int) -> None:
+    def at_offset(task: str, k: int, _n: int) -> None:
         progress(task, done + k, total)
 
-    return at
+    return at_offset
 
 
 # -- a folder holding a revision ----------------------------------------------------------------
-def _switch(run: _Run, checked: dict[str, StatKey]) -> None:
+def _switch(planned: CheckoutPlan, run: _Run, checked: dict[str, StatKey]) -> None:
     """A folder holding a revision (or an interrupted checkout): remove what the target does
     not have, then place each file that is not already what the link type makes of it
     (``checked``: each object's stat when it was re-hashed or found trusted)."""
-    planned = run.plan
     try:
         with run.dirs() as dirs:
             clean_leftovers(dirs, planned.leftovers_in)
@@ -377,8 +378,7 @@ def _switch(run: _Run, checked: dict[str, StatKey]) -> None:
                 unlink(dirs, rel)
             for d in planned.dirs:
                 dirs.fd(d, create=True)
-        replace_chunk = _replacing(run, checked)
-        in_pool(replace_chunk, len(planned.place), run.progress, "checking out", run.stats)
+        _replacing_pass(run, planned.link, planned.place, checked)
         with run.dirs() as dirs:
             prune(dirs, planned.remove)
         _finish(planned)
@@ -394,11 +394,13 @@ def _switch(run: _Run, checked: dict[str, StatKey]) -> None:
         ) from e
 
 
-def _replacing(run: _Run, checked: dict[str, StatKey]) -> Callable[[int, int], Chunk[Placement]]:
-    """The switch's work on a chunk of the plan's files: each placed (under a temporary name,
-    then renamed over its own) unless it already is what the link type makes of its object;
-    the objects hard-linked are stat'ed again after."""
-    reg, link, files, todo = run.reg, run.plan.link, run.files, run.plan.place
+def _replacing_pass(
+    run: _Run, link: LinkType, todo: Sequence[Placement], checked: dict[str, StatKey]
+) -> None:
+    """Place each of ``todo`` (under a temporary name, then renamed over its own) unless it
+    already is what the link type makes of its object, in workers; the objects hard-linked
+    are stat'ed again after."""
+    reg, files = run.reg, run.files
     put = putter(link)
     hardlink = link == "hardlink"
 
@@ -417,4 +419,4 @@ def _replacing(run: _Run, checked: dict[str, StatKey]) -> Callable[[int, int], C
             see_after_links(reg, linked, chunk.seen)
         return chunk
 
-    return replace_chunk
+    in_pool(replace_chunk, len(todo), run.progress, "checking out", run.stats)

@@ -30,7 +30,6 @@ from dsreg.objects.hashing import hash_path
 from dsreg.ops.checkout.fs import Cloner, copy_checked, place, putter
 from dsreg.registry.folder import Registry
 from dsreg.registry.trust import Recorder, Records, StatKey, key_of, same_file, trusted, vouches
-from dsreg.remote.transfer import fetch_missing
 
 __all__ = [
     "TRUSTING_LINKS",
@@ -311,16 +310,21 @@ def check_objects(
         if refetch is not None:
             refetch(absent, progress)
         else:
+            # Imported here: the remote modules would add to the start-up of every checkout,
+            # and most fetch nothing.
+            from dsreg.remote.transfer import fetch_missing
+
             fetch_missing(reg, absent, progress=progress)
         # Fetched objects were verified on arrival; a second look costs little and keeps the
         # rule simple: nothing is linked that was not hashed here.
         still = _hash_objects(reg, absent, first, Records(), found, no_progress, False)
         if still:
+            missing = still[0]
             raise ObjectNotFoundError(
-                f"object {short(still[0])} for {first[still[0]]} is missing after it was "
+                f"object {short(missing)} for {first[missing]} is missing after it was "
                 "fetched; it was not checked out: run 'dsreg verify', then 'dsreg pull' or "
                 "re-add",
-                digest=still[0],
+                digest=missing,
             )
     return found
 
