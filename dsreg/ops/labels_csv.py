@@ -1,10 +1,10 @@
-"""``labels.csv`` of a label-only checkout, written as a stream (#15).
+"""``labels.csv`` of a label-only checkout, written as a stream.
 
 The view is read with ``Dataset.iter_batches`` and each batch becomes CSV text in Arrow (no
 Python object per row), byte for byte what ``csv.writer`` wrote before: minimal quoting (a
 field holding a comma, a quote or LF is quoted, quotes doubled; a CR alone is not, as
-``csv.writer`` with ``\\n`` line ends does), nulls empty. A 50-million-row view never sits in
-memory as text.
+``csv.writer`` with ``\\n`` line ends does), nulls empty. A view of any size never sits in
+memory as text: a few batches at a time do.
 
 Speed: a batch is formatted by ``pyarrow.csv.write_csv`` (no quoting) when none of its fields
 needs quotes, which Arrow checks as it writes (it refuses a field holding a comma, a quote, LF

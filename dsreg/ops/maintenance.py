@@ -90,7 +90,7 @@ def verify(
     ordered = sorted(targets)
     done = 0
 
-    def one(d: str) -> Problem | None:
+    def problem_of(d: str) -> Problem | None:
         what = reg.store.check(d)
         if what is None and reg.is_manifest(d):
             try:
@@ -101,7 +101,7 @@ def verify(
 
     absent: list[Problem] = []
     with ThreadPoolExecutor(max_workers=_JOBS) as pool:
-        for p in pool.map(one, ordered, chunksize=64):
+        for p in pool.map(problem_of, ordered, chunksize=64):
             done += 1
             if p is not None:
                 (absent if p.problem == "missing" and p.digest not in unread else problems).append(

@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dsreg.errors import DsregError, InvalidInputError, TagExistsError
+from dsreg.errors import DsregError, InvalidInputError
 from dsreg.formats.manifests import VIEWS, Revision, View
 from dsreg.formats.names import parse_tag_target
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
+from dsreg.registry.refs import move_refused
 
 __all__ = ["TagResult", "delete_tag", "make_revision", "make_tag"]
 
@@ -92,14 +93,7 @@ def make_tag(
         old = reg.refs.get(dataset, tag)
         if old is not None and old != rev.digest and not force:
             # Refused before the revision is stored; refs.set refuses again under its lock.
-            raise TagExistsError(
-                f"tag {dataset}@{tag} exists at {short(old)}; tags are immutable: "
-                f"choose another name, or move it with --force (the log keeps {short(old)})",
-                dataset=dataset,
-                tag=tag,
-                existing=old,
-                new=rev.digest,
-            )
+            raise move_refused(dataset, tag, old, rev.digest)
         reg.store_revision(rev)
         previous = reg.refs.set(dataset, tag, rev.digest, force=force, command=command)
     return TagResult(

@@ -50,6 +50,7 @@ __all__ = [
     "LogEntry",
     "RefLog",
     "RefStore",
+    "move_refused",
     "parse_duration",
     "parse_log",
 ]
@@ -244,6 +245,18 @@ def parse_duration(text: str) -> float:
     return float(int(m.group(1)) * _UNITS[m.group(2)])
 
 
+def move_refused(dataset: str, tag: str, old: str, new: str) -> TagExistsError:
+    """The refusal to move tag ``dataset@tag`` from ``old`` to ``new`` without ``force``."""
+    return TagExistsError(
+        f"tag {dataset}@{tag} exists at {short(old)}; tags are immutable: "
+        f"choose another name, or move it with --force (the log keeps {short(old)})",
+        dataset=dataset,
+        tag=tag,
+        existing=old,
+        new=new,
+    )
+
+
 class RefStore:
     """Tags and logs of one registry."""
 
@@ -342,14 +355,7 @@ class RefStore:
             if old == digest:
                 return old
             if old is not None and not force:
-                raise TagExistsError(
-                    f"tag {dataset}@{tag} exists at {short(old)}; tags are immutable: "
-                    f"choose another name, or move it with --force (the log keeps {short(old)})",
-                    dataset=dataset,
-                    tag=tag,
-                    existing=old,
-                    new=digest,
-                )
+                raise move_refused(dataset, tag, old, digest)
             entry = LogEntry.now(dataset=dataset, tag=tag, old=old, new=digest, command=command)
             try:
                 with _LogFile(self.logs / f"{dataset}.jsonl") as log:

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dsreg
-import dsreg.ops.checkout.apply as checkout_mod
+import dsreg.ops.checkout.objects as checkout_objects
 from dsreg.errors import CorruptObjectError, DsregError
 from dsreg.objects.digest import hex_of
 from dsreg.registry.folder import Registry
@@ -86,13 +86,13 @@ def hashed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """The objects a checkout re-hashes before linking them (checkouts this small run in
     threads, so the count is seen here)."""
     seen: list[str] = []
-    real = checkout_mod.hash_path
+    real = checkout_objects.hash_path
 
     def counting(path: str, **kw: int) -> str:
         seen.append(path)
         return real(path, **kw)
 
-    monkeypatch.setattr(checkout_mod, "hash_path", counting)
+    monkeypatch.setattr(checkout_objects, "hash_path", counting)
     yield seen
 
 

@@ -24,16 +24,18 @@ import re
 import secrets
 import shutil
 import stat
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 from dsreg._util.fs import CHUNK, RD, SMALL, read_small, write_all
-from dsreg.errors import InputPathError, StorageError
+from dsreg.errors import DsregError, InputPathError, StorageError
 from dsreg.objects.hashing import hash_bytes, hash_fd
 
 __all__ = [
     "TMP_PREFIX",
     "Cloner",
+    "Copied",
     "Dirs",
     "Putter",
     "ancestors",
@@ -41,7 +43,9 @@ __all__ = [
     "clean_leftovers",
     "copy_checked",
     "empty_folder",
+    "explain_cross_device",
     "is_tmp_name",
+    "locked",
     "open_root",
     "place",
     "prune",
@@ -73,13 +77,49 @@ def is_tmp_name(name: str) -> bool:
     return _TMP.fullmatch(name) is not None
 
 
-def open_root(target: Path) -> int:
-    """A descriptor of the checkout folder itself (a link naming the folder is the user's
-    choice and is followed; links inside it never are)."""
+@contextlib.contextmanager
+def locked(target: Path) -> Iterator[bool]:
+    """Create ``target`` if missing and hold its lock; yields whether this call created it.
+    The lock is on the folder's inode: if the folder was removed or replaced while this one
+    waited (another checkout made it, was refused and removed it), it starts again."""
+    for _ in range(100):
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.mkdir(target)
+                created = True
+            except FileExistsError:
+                created = False
+            fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as e:
+            raise StorageError(f"cannot create {target}: {e.strerror}") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            held = os.fstat(fd)
+            try:
+                now = os.stat(target)
+            except FileNotFoundError:
+                continue
+            if (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+                yield created
+                return
+        finally:
+            os.close(fd)
+    raise StorageError(f"{target} keeps being removed or replaced; check out again")
+
+
+@contextlib.contextmanager
+def open_root(target: Path) -> Iterator[int]:
+    """A descriptor of the checkout folder itself, closed after the block (a link naming the
+    folder is the user's choice and is followed; links inside it never are)."""
     try:
-        return os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as e:
         raise StorageError(f"cannot open {target}: {e.strerror}") from e
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _not_a_folder(root: str, rel: str) -> InputPathError:
@@ -134,11 +174,18 @@ class Dirs:
             self._fds[rel_dir] = fd
         return fd
 
-    def at(self, rel: str, *, create: bool = False) -> tuple[int, str] | None:
+    def at(self, rel: str) -> tuple[int, str] | None:
         """``(folder descriptor, name)`` of path ``rel``; ``None`` if its folder is absent."""
         folder, _, name = rel.rpartition("/")
-        fd = self.fd(folder, create=create)
+        fd = self.fd(folder)
         return None if fd is None else (fd, name)
+
+    def entry(self, rel: str) -> tuple[int, str]:
+        """``(folder descriptor, name)`` of path ``rel``, its folders made where missing."""
+        folder, _, name = rel.rpartition("/")
+        fd = self.fd(folder, create=True)
+        assert fd is not None  # made where missing
+        return fd, name
 
     def _open(self, pfd: int, name: str, rel: str, create: bool) -> int | None:
         try:
@@ -262,24 +309,30 @@ def _fill(dfd: int, sfd: int, clone: Cloner | None) -> None:
         write_all(dfd, chunk)
 
 
-def copy_checked(
-    src: str, blob: str, fd: int, name: str, clone: Cloner | None
-) -> tuple[str | None, os.stat_result | None]:
+class Copied(NamedTuple):
+    """What ``copy_checked`` found: the digest the object's bytes have (``None``: the object is
+    absent), and its stat taken before it was read (``None`` unless the digest is the one
+    expected and the copy was made)."""
+
+    digest: str | None
+    stat: os.stat_result | None
+
+
+def copy_checked(src: str, blob: str, fd: int, name: str, clone: Cloner | None) -> Copied:
     """Copy (or, with ``clone``, clone) object ``src`` to a new ``name``, re-hashing it on the
-    way: one read of the object for a small file. Returns the digest its bytes have (if that is
-    not ``blob``, nothing was created: the caller refuses it), or ``None`` if it is absent; and
-    the object's stat taken before it was read (what a trust record of it holds)."""
+    way: one read of the object for a small file. If its bytes do not hash to ``blob``, nothing
+    is created: the caller refuses it. The stat returned is what a trust record of it holds."""
     try:
         sfd = os.open(src, RD)
     except FileNotFoundError:
-        return None, None
+        return Copied(None, None)
     try:
         st = os.fstat(sfd)
         size = st.st_size
         data = read_small(sfd, size) if size <= SMALL else None
         got = hash_bytes(data) if data is not None else hash_fd(sfd, size_hint=size)
         if got != blob:
-            return got, None
+            return Copied(got, None)
 
         def fill(dfd: int) -> None:
             if clone is not None and clone.clone(dfd, sfd):
@@ -290,7 +343,7 @@ def copy_checked(
                 _fill(dfd, sfd, None)
 
         _create(fd, name, fill)
-        return got, st
+        return Copied(got, st)
     finally:
         os.close(sfd)
 
@@ -340,11 +393,12 @@ def same(fd: int, name: str, src: str, link: str, blob: str) -> bool:
 
 def unlink(dirs: Dirs, rel: str) -> None:
     """Remove file ``rel`` if it is there (a link is removed, never followed)."""
-    at = dirs.at(rel)
-    if at is None:
+    found = dirs.at(rel)
+    if found is None:
         return
+    fd, name = found
     with contextlib.suppress(FileNotFoundError):
-        os.unlink(at[1], dir_fd=at[0])
+        os.unlink(name, dir_fd=fd)
 
 
 def prune(dirs: Dirs, removed: Iterable[str]) -> None:
@@ -371,6 +425,21 @@ def clean_leftovers(dirs: Dirs, folders: Iterable[str]) -> None:
             if is_tmp_name(name):
                 with contextlib.suppress(OSError):
                     os.unlink(name, dir_fd=fd)
+
+
+@contextlib.contextmanager
+def explain_cross_device(link: str) -> Iterator[None]:
+    """A hard link across file systems, said with the way out; other errors pass as they are
+    (a link inside the folder, a corrupt object and a worker's error are said already)."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno == errno.EXDEV and link == "hardlink" and not isinstance(e, DsregError):
+            raise StorageError(
+                "cannot hard-link across file systems (the registry and the checkout folder are "
+                "on different ones); use --link reflink, copy or symlink"
+            ) from e
+        raise
 
 
 def empty_folder(root_fd: int, *, keep: str) -> None:

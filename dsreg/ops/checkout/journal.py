@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,44 +25,45 @@ from dsreg.errors import DsregError, InputPathError, StorageError
 from dsreg.formats.canonical import parse_json
 from dsreg.formats.schemas import validate
 
-__all__ = ["JOURNAL", "Journal", "clear_journal", "read_journal", "write_journal"]
+__all__ = ["JOURNAL", "Journal", "clear_journal", "journaled", "read_journal", "write_journal"]
 
 JOURNAL = ".dsreg.journal"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Journal:
-    """A switch from ``from_revision`` (``None``: an empty folder) to ``to_revision``."""
+    """A switch from ``from_revision`` (``None``: an empty folder) to ``to_revision``, with the
+    link type each revision's files were (or are being) put there with."""
 
     from_revision: str | None
     from_link: str | None
     to_revision: str
     link: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Journal:
+        """The journal a validated ``dsreg/journal/1`` document describes."""
+        return cls(
+            from_revision=d["from"], from_link=d["from_link"], to_revision=d["to"], link=d["link"]
+        )
+
+    def to_bytes(self) -> bytes:
+        """The journal file's bytes: a ``dsreg/journal/1`` document, keys sorted."""
+        doc: dict[str, str | None] = {
             "schema": "dsreg/journal/1",
             "from": self.from_revision,
             "from_link": self.from_link,
             "to": self.to_revision,
             "link": self.link,
         }
+        return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Journal:
-        return cls(
-            from_revision=d["from"], from_link=d["from_link"], to_revision=d["to"], link=d["link"]
-        )
-
-    def to_bytes(self) -> bytes:
-        return (json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n").encode()
-
-    def held(self) -> list[tuple[str, str]]:
-        """``(revision, link)`` of each revision whose files the folder may hold."""
-        out = [(self.to_revision, self.link)]
+    def held(self) -> dict[str, str]:
+        """``{revision: link type}`` of each revision whose files the folder may hold."""
+        held = {self.to_revision: self.link}
         if self.from_revision is not None:
-            out.append((self.from_revision, self.from_link or ""))
-        return out
+            held[self.from_revision] = self.from_link or ""
+        return held
 
 
 def read_journal(target: Path) -> Journal | None:
@@ -117,3 +119,16 @@ def clear_journal(target: Path) -> None:
             f"cannot remove {target / JOURNAL}: {e.strerror}; run 'dsreg checkout' into it "
             "again, of any revision, to finish"
         ) from e
+
+
+@contextlib.contextmanager
+def journaled(target: Path, journal: bytes | None, *, recovering: bool) -> Iterator[None]:
+    """The journal around the work on a folder: ``journal`` (``None``: the plan touches
+    nothing) is written, durably, before the block, and removed after it, as is one an
+    interrupted checkout left (``recovering``). A block that fails leaves it: the folder may
+    hold files of both revisions, and the next checkout, of any revision, finishes the switch."""
+    if journal is not None:
+        write_journal(target, journal)
+    yield
+    if journal is not None or recovering:
+        clear_journal(target)

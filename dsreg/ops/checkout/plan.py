@@ -20,10 +20,11 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import starmap
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, NamedTuple, TypeAlias
 
 from dsreg.errors import CorruptObjectError, DsregError, InputPathError, ManifestError
 from dsreg.formats.canonical import parse_json
@@ -42,8 +43,10 @@ __all__ = [
     "LABELS_CSV",
     "PIN",
     "CheckoutPlan",
+    "FolderState",
     "Layout",
     "LinkType",
+    "Placement",
     "check_folder",
     "file_map",
     "is_own_temp",
@@ -80,6 +83,14 @@ def is_own_temp(name: str) -> bool:
 _NAME_MAX = 255
 
 
+class Placement(NamedTuple):
+    """A file a checkout places: its path below the folder (``/``-separated) and the digest of
+    the object it holds. A tuple: a plan holds one per file, made in one pass."""
+
+    path: str
+    blob: str
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckoutPlan:
     """What a checkout will do to ``target``; paths are relative to it, ``/``-separated.
@@ -101,7 +112,7 @@ class CheckoutPlan:
     link: LinkType
     fresh: bool
     recovering: bool
-    place: tuple[tuple[str, str], ...]  # (path, blob digest) to link or copy
+    place: tuple[Placement, ...]  # the files to link or copy
     remove: tuple[str, ...]
     dirs: tuple[str, ...]  # folders ``place`` needs, parents before children
     leftovers_in: tuple[str, ...]  # folders ("" the root) to clear of temporary files
@@ -121,8 +132,8 @@ class CheckoutPlan:
         if self.journal is not None:
             yield JOURNAL
         yield from self.dirs
-        for rel, _blob in self.place:
-            yield rel
+        for p in self.place:
+            yield p.path
         yield from self.remove
         if self.labels_csv is not None:
             yield LABELS_CSV
@@ -168,8 +179,8 @@ def file_map(ds: Dataset) -> dict[str, str]:
     ids = ex.column("example_id").to_pylist()
     blobs = ex.column("blob").to_pylist()
     if ds.view == "original":
-        # Every row with its given label, whatever the overlays say (DESIGN.md, "Views"): no
-        # need to merge them.
+        # Every row with its given label, whatever the overlays say (the "original" view of
+        # docs/concepts.md): no need to merge them.
         labels = ex.column("label").to_pylist()
     else:
         v = ds.view_rows()
@@ -227,46 +238,103 @@ def plan(ds: Dataset, target: Path, *, link: LinkType = "reflink") -> CheckoutPl
     """
     target = target.absolute()
     check_folder(target)
-    old_pin = journal = None
-    if target.exists():
-        old_pin = read_pin(target)
-        journal = read_journal(target)
-        if (
-            old_pin is None
-            and journal is None
-            and any(not is_own_temp(p.name) for p in target.iterdir())
-        ):
-            raise InputPathError(
-                f"{target} is not empty and holds no {PIN}; check out into an empty or new folder"
-            )
+    before = _read_folder(target)
     new = file_map(ds)
     _check_destinations(new, f"revision {short(ds.digest)}")
-    # Every revision whose files the folder may hold, with the link type they were put there
-    # with: the pin's, and an interrupted switch's two (its journal).
-    held: dict[str, str] = {}
-    if journal is not None:
-        held.update((r, lk) for r, lk in journal.held())
-    if old_pin is not None:
-        held[old_pin["revision"]] = old_pin.get("link", "")
+    held = before.held()
     olds = [_held_files(ds, target, rev) for rev in held]
-    recovering = journal is not None
-    fresh = not held
-    # Another link type: every file is placed again (a copy must not stay a store link).
-    relink = any(lk != link for lk in held.values())
-    if fresh:
-        place = tuple(new.items())
+    recovering = before.journal is not None
+    folders: list[str] = []
+    if not held:
+        place = _placements(new.items())
     else:
-        check_folders(target, ancestors([*new, *(p for old in olds for p in old)]))
-        place = tuple(
+        folders = ancestors([*new, *(p for old in olds for p in old)])
+        check_folders(target, folders)
+        # Another link type: every file is placed again (a copy must not stay a store link).
+        again = recovering or any(lk != link for lk in held.values())
+        place = _placements(
             (p, b)
             for p, b in new.items()
-            if recovering or relink or not _certain(olds, p, b) or not os.path.lexists(target / p)
+            if again or not _certain(olds, p, b) or not os.path.lexists(target / p)
         )
     _check_digests(place)
-    remove = tuple(
-        sorted({p for old in olds for p, b in old.items() if not _certain(olds, p, new.get(p))})
-    )
+    remove = tuple(sorted({p for old in olds for p in old if not _certain(olds, p, new.get(p))}))
     layout = layout_of(ds)
+    touches = recovering or bool(place or remove)
+    return CheckoutPlan(
+        target=target,
+        revision=ds.digest,
+        old_revision=before.revision,
+        layout=layout,
+        link=link,
+        fresh=not held,
+        recovering=recovering,
+        place=place,
+        remove=remove,
+        dirs=tuple(sorted({p.path.rpartition("/")[0] for p in place} - {""})),
+        leftovers_in=("", *folders) if recovering else (),
+        files=len(new),
+        removed=sum(1 for p in remove if p not in new),
+        labels_csv=LabelsCsv(ds) if layout == "labels" else None,
+        journal=before.switch_to(ds.digest, link) if touches and not recovering else None,
+        pin=_pin(ds, layout, link, files=len(new)),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FolderState:
+    """What a checkout folder holds before a checkout: its pin, and the journal an interrupted
+    checkout left (``None``: none)."""
+
+    pin: dict[str, Any] | None
+    journal: Journal | None
+
+    @property
+    def revision(self) -> str | None:
+        """The revision the pin names."""
+        return None if self.pin is None else str(self.pin["revision"])
+
+    def held(self) -> dict[str, str]:
+        """``{revision: link type}`` of every revision whose files the folder may hold: the
+        pin's, and an interrupted switch's two (its journal)."""
+        held = {} if self.journal is None else self.journal.held()
+        if self.pin is not None:
+            held[self.pin["revision"]] = self.pin.get("link", "")
+        return held
+
+    def switch_to(self, revision: str, link: LinkType) -> bytes:
+        """The journal of a switch from the pinned revision to ``revision``."""
+        return Journal(
+            from_revision=self.revision,
+            from_link=None if self.pin is None else self.pin.get("link"),
+            to_revision=revision,
+            link=link,
+        ).to_bytes()
+
+
+def _read_folder(target: Path) -> FolderState:
+    """The folder's pin and journal; refuses a folder of the user's own (files, and neither)."""
+    if not target.exists():
+        return FolderState(pin=None, journal=None)
+    before = FolderState(pin=read_pin(target), journal=read_journal(target))
+    if (
+        before.pin is None
+        and before.journal is None
+        and any(not is_own_temp(p.name) for p in target.iterdir())
+    ):
+        raise InputPathError(
+            f"{target} is not empty and holds no {PIN}; check out into an empty or new folder"
+        )
+    return before
+
+
+def _placements(items: Iterable[tuple[str, str]]) -> tuple[Placement, ...]:
+    """``(path, blob)`` pairs as the plan's placements."""
+    return tuple(starmap(Placement, items))
+
+
+def _pin(ds: Dataset, layout: Layout, link: LinkType, *, files: int) -> bytes:
+    """The pin file a checkout of ``ds`` writes last, validated."""
     pin = {
         "schema": "dsreg/pin/1",
         "revision": ds.digest,
@@ -276,40 +344,10 @@ def plan(ds: Dataset, target: Path, *, link: LinkType = "reflink") -> CheckoutPl
         "view": ds.view,
         "layout": layout,
         "link": link,
-        "files": len(new),
+        "files": files,
     }
     validate(pin, "pin", what="pin file")
-    old_revision = None if old_pin is None else old_pin["revision"]
-    touches = recovering or bool(place or remove)
-    return CheckoutPlan(
-        target=target,
-        revision=ds.digest,
-        old_revision=old_revision,
-        layout=layout,
-        link=link,
-        fresh=fresh,
-        recovering=recovering,
-        place=place,
-        remove=remove,
-        dirs=tuple(sorted({rel.rpartition("/")[0] for rel, _b in place} - {""})),
-        leftovers_in=(
-            tuple(["", *ancestors([*new, *(p for old in olds for p in old)])]) if recovering else ()
-        ),
-        files=len(new),
-        removed=sum(1 for p in remove if p not in new),
-        labels_csv=LabelsCsv(ds) if layout == "labels" else None,
-        journal=(
-            Journal(
-                from_revision=old_revision,
-                from_link=None if old_pin is None else old_pin.get("link"),
-                to_revision=ds.digest,
-                link=link,
-            ).to_bytes()
-            if touches and not recovering
-            else None
-        ),
-        pin=(json.dumps(pin, indent=2, sort_keys=True) + "\n").encode(),
-    )
+    return (json.dumps(pin, indent=2, sort_keys=True) + "\n").encode()
 
 
 def _certain(olds: list[dict[str, str]], path: str, blob: str | None) -> bool:
@@ -393,7 +431,7 @@ _PREFIX_B = PREFIX.encode()
 _HEX_NL = b"0123456789abcdef\n"
 
 
-def _check_digests(place: tuple[tuple[str, str], ...]) -> None:
+def _check_digests(place: Sequence[tuple[str, str]]) -> None:
     """Refuse an examples table naming something other than a digest (one pass of byte
     operations over all of them; the per-entry check only runs to name the culprit)."""
     blobs = list({b for _r, b in place})
