@@ -142,4 +142,8 @@ def test_json_is_parsed_by_the_bounded_reader_alone() -> None:
         for node in ast.walk(tree)
         if isinstance(node, ast.ImportFrom) and node.module == _JSON_READER
     }
-    assert {"dsreg.formats.canonical", "dsreg.registry.refs", "dsreg.overlays.votes"} <= callers
+    assert {
+        "dsreg.formats.canonical",
+        "dsreg.registry.refs",
+        "dsreg.overlays.votes.labelerrors",
+    } <= callers
