@@ -26,7 +26,8 @@ def commands(group: Any, prefix: list[str]) -> list[list[str]]:
     return out
 
 
-def main() -> None:
+def render() -> str:
+    """docs/cli.md's text: each command's ``--help``, run as a user runs it."""
     root = root_group()
     env = {**os.environ, "COLUMNS": "100", "TERM": "dumb", "NO_COLOR": "1"}
     parts = [
@@ -46,7 +47,11 @@ def main() -> None:
             check=True,
         ).stdout
         parts += [f"## dsreg {' '.join(words)}", "", "```", text.rstrip(), "```", ""]
-    (HERE / "cli.md").write_text("\n".join(parts))
+    return "\n".join(parts)
+
+
+def main() -> None:
+    (HERE / "cli.md").write_text(render())
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ The library declares each command's arguments and options once, on its function
 options reach it in ``**options``, to pass on. Besides the function's options a command has
 what is the command line's alone: ``--json`` (a body parameter ``json``), ``--quiet`` (``quiet``,
 in the place of the function's ``progress``), and options the body declares itself with the
-same markers (``dsreg diff --pairs``). The function's ``command`` and ``progress`` the body
+same markers (``dsreg diff --pairs``), one parameter each or several as the fields of a
+dataclass the body takes as one. The function's ``command`` and ``progress`` the body
 fills itself.
 
 The typer command is made from that when the command is run (or its help shown), so a run of
@@ -18,6 +19,7 @@ and builds a command when click asks for it.
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import inspect
 import os
 import types
@@ -207,37 +209,72 @@ def _params(function: Callable[..., Any]) -> list[_Param | str]:
 # -- a command, built when asked for -------------------------------------------------------------
 
 
-def _body_params(cmd: Command, library: list[_Param | str]) -> tuple[list[_Param], bool]:
-    """The options the body declares itself, and whether it takes the library's others in
+@dataclass(frozen=True, slots=True)
+class _Grouped:
+    """A body parameter that takes several of the command line's own options as one value: a
+    dataclass whose fields carry the markers (``dsreg review``'s ``NotServing``)."""
+
+    cls: type
+    fields: tuple[str, ...]
+
+
+def _grouped(cls: type, where: str) -> tuple[_Grouped, list[_Param]]:
+    """The options of dataclass ``cls``, one per field, and how to gather them back into it."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    params = []
+    for f in dataclasses.fields(cls):
+        marker = _marker(hints[f.name])
+        if marker is None:
+            raise TypeError(f"{where}: field {f.name} of {cls.__name__} has no marker")
+        cli_type = _cli_type(hints[f.name], marker, f"{where}.{f.name}")
+        params.append(_Param(f.name, marker, cli_type, f.default))
+    return _Grouped(cls, tuple(p.name for p in params)), params
+
+
+def _body_params(
+    cmd: Command, library: list[_Param | str]
+) -> tuple[list[_Param], dict[str, _Grouped], bool]:
+    """The options the body declares itself (one parameter each, or several as the fields of a
+    dataclass it takes, by parameter name), and whether it takes the library's others in
     ``**options``. A body naming a parameter the library does not have, without a marker, is a
     mistake found here."""
     known = {p.name for p in library if isinstance(p, _Param)}
-    own, rest = [], False
+    own: list[_Param] = []
+    groups: dict[str, _Grouped] = {}
+    rest = False
     for p in inspect.signature(cmd.body).parameters.values():
         if p.kind is inspect.Parameter.VAR_KEYWORD:
             rest = True
         elif p.name not in known and p.name not in ("json", "quiet"):
             hint = _hint(cmd.body, p.name)
+            where = f"command {cmd.name}({p.name})"
+            if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+                groups[p.name], fields = _grouped(hint, where)
+                own.extend(fields)
+                continue
             marker = _marker(hint)
             if marker is None:
                 raise TypeError(f"command {cmd.name}: {p.name} is not an option of the library's")
-            where = f"command {cmd.name}({p.name})"
             own.append(_Param(p.name, marker, _cli_type(hint, marker, where), p.default))
-    return own, rest
+    return own, groups, rest
 
 
-def _signature(cmd: Command) -> tuple[inspect.Signature, dict[str, _Param], set[str]]:
+def _signature(
+    cmd: Command,
+) -> tuple[inspect.Signature, dict[str, _Param], set[str], dict[str, _Grouped]]:
     """typer's view of the command: the library's arguments and options in its order,
     ``--quiet`` where it takes ``progress``, the body's own options before ``--registry``,
-    ``--json`` last. Also each parameter by name, and the names the body takes by name."""
+    ``--json`` last. Also each parameter by name, the names the body takes by name, and the
+    options it takes gathered in a dataclass."""
     library = _params(cmd.function)
-    own, rest = _body_params(cmd, library)
+    own, groups, rest = _body_params(cmd, library)
     body = inspect.signature(cmd.body).parameters
     ordered: list[_Param | str] = [p for p in library if p != "progress" or "quiet" in body]
     at = next((i for i, p in enumerate(ordered) if getattr(p, "name", "") == "registry"), None)
     ordered[len(ordered) if at is None else at : at] = own
     params = {p.name: p for p in ordered if isinstance(p, _Param)}
-    missing = set(params) - set(body) if not rest else set()
+    gathered = {name for g in groups.values() for name in g.fields}
+    missing = set(params) - set(body) - gathered if not rest else set()
     if missing:
         raise TypeError(f"command {cmd.name}: the body takes neither {missing} nor **options")
     typer_params = [
@@ -252,16 +289,18 @@ def _signature(cmd: Command) -> tuple[inspect.Signature, dict[str, _Param], set[
                 "json", inspect.Parameter.KEYWORD_ONLY, annotation=JSON, default=False
             )
         )
-    return inspect.Signature(typer_params), params, set(body)
+    return inspect.Signature(typer_params), params, set(body), groups
 
 
 @cache
 def build(cmd: Command) -> Any:
     """The click command of ``cmd``."""
-    signature, params, named = _signature(cmd)
+    signature, params, named, groups = _signature(cmd)
 
     def run(**given: Any) -> None:
         values = {k: params[k].value(v) if k in params else v for k, v in given.items()}
+        for name, g in groups.items():
+            values[name] = g.cls(**{f: values.pop(f) for f in g.fields})
         by_name = {k: v for k, v in values.items() if k in named}
         cmd.body(**by_name, **{k: v for k, v in values.items() if k not in named})
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json as _json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -17,21 +18,36 @@ if TYPE_CHECKING:
     from dsreg.api import ReviewFinish, ReviewServer, SetAside
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NotServing:
+    """The command line's ways of not serving: ``--export`` the votes, or ``--finish`` the
+    review (with its threshold, and the tag it may set). Refused together, and the finish's
+    options without ``--finish``, before anything is read."""
+
+    finish: Annotated[
+        bool, Opt("--finish", help="Store the votes as a 'validated' overlay; no server.")
+    ] = False
+    threshold: Annotated[int, Opt(help="With --finish: agreement threshold t (of the votes).")] = 3
+    tag: Annotated[str | None, Opt(help="With --finish: also tag a revision.")] = None
+    view: OverlayViewOpt = None
+    force: OverlayForceOpt = False
+    export: Annotated[
+        Path | None, Opt(help="Write the votes to this file (label-errors JSON); no server.")
+    ] = None
+
+    def __post_init__(self) -> None:
+        if self.finish and self.export is not None:
+            raise InvalidInputError("give --finish or --export, not both")
+        if not self.finish and (self.tag is not None or self.view is not None or self.force):
+            raise InvalidInputError("--tag, --view and --force go with --finish")
+
+
 @command(reviewing_api.review)
 def review(
     spec: str,
     *,
     overlay: str | None,
-    finish: Annotated[
-        bool, Opt("--finish", help="Store the votes as a 'validated' overlay; no server.")
-    ] = False,
-    threshold: Annotated[int, Opt(help="With --finish: agreement threshold t (of the votes).")] = 3,
-    tag: Annotated[str | None, Opt(help="With --finish: also tag a revision.")] = None,
-    view: OverlayViewOpt = None,
-    force: OverlayForceOpt = False,
-    export: Annotated[
-        Path | None, Opt(help="Write the votes to this file (label-errors JSON); no server.")
-    ] = None,
+    instead: NotServing,
     registry: Path | None,
     json: bool,
     **options: Any,
@@ -41,22 +57,20 @@ def review(
     Prints the page's URL (with its access token) and serves until interrupted (Ctrl-C).
     Every answer is on disk before the page moves on; running it again resumes the review.
     """
-    if finish and export is not None:
-        raise InvalidInputError("give --finish or --export, not both")
-    if not finish and (tag is not None or view is not None or force):
-        raise InvalidInputError("--tag, --view and --force go with --finish")
-    if export is not None:
-        exported = reviewing_api.review_export(spec, export, overlay=overlay, registry=registry)
-        say(f"Wrote {exported.records} voted items to {export}")
+    if instead.export is not None:
+        exported = reviewing_api.review_export(
+            spec, instead.export, overlay=overlay, registry=registry
+        )
+        say(f"Wrote {exported.records} voted items to {instead.export}")
         say_set_aside(exported.set_aside)
-    elif finish:
+    elif instead.finish:
         res = reviewing_api.review_finish(
             spec,
             overlay=overlay,
-            threshold=threshold,
-            tag=tag,
-            view=view,
-            force=force,
+            threshold=instead.threshold,
+            tag=instead.tag,
+            view=instead.view,
+            force=instead.force,
             command=command_line(),
             registry=registry,
         )
