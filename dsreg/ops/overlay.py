@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -163,17 +164,8 @@ def detect(
     ``tagging`` asks, with its ``top`` lowest-scored rows."""
     check_detect_options(options.filter_by, options.rank_by)
     probs = Path(pred_probs) if isinstance(pred_probs, str | os.PathLike) else pred_probs
-    return _stored(
-        reg,
-        spec,
-        tagging,
-        lambda: detect_overlay(
-            reg, spec, probs, options=options, progress=progress, command=command
-        ),
-        producer="dsreg.detect",
-        command=command,
-        top=top,
-    )
+    made = partial(detect_overlay, reg, spec, probs, options=options, progress=progress)
+    return _stored(reg, spec, tagging, made, producer="dsreg.detect", command=command, top=top)
 
 
 def check_vote_format(format: str) -> None:
@@ -194,16 +186,8 @@ def import_votes(
     """A ``validated`` overlay of ``spec``'s snapshot from a votes file, tagged as ``tagging``
     asks."""
     check_vote_format(format)
-    return _stored(
-        reg,
-        spec,
-        tagging,
-        lambda: votes_overlay(
-            reg, spec, Path(votes), format=format, threshold=threshold, command=command
-        ),
-        producer="dsreg.import-votes",
-        command=command,
-    )
+    made = partial(votes_overlay, reg, spec, Path(votes), format=format, threshold=threshold)
+    return _stored(reg, spec, tagging, made, producer="dsreg.import-votes", command=command)
 
 
 def import_labels(
@@ -222,33 +206,25 @@ def import_labels(
         raise InvalidInputError(
             f"unknown --format {format!r}; choose one of {', '.join(LABEL_FORMATS)}"
         )
-    return _stored(
-        reg,
-        spec,
-        tagging,
-        lambda: labels_overlay(
-            reg, spec, Path(path), format=format, threshold=threshold, command=command
-        ),
-        producer="dsreg.import-labels",
-        command=command,
-    )
+    made = partial(labels_overlay, reg, spec, Path(path), format=format, threshold=threshold)
+    return _stored(reg, spec, tagging, made, producer="dsreg.import-labels", command=command)
 
 
 def _stored(
     reg: Registry,
     spec: str,
     tagging: Tagging,
-    make: Callable[[], CreatedOverlay],
+    make: Callable[..., CreatedOverlay],
     *,
     producer: str,
     command: str,
     top: int | None = None,
 ) -> OverlayResult:
-    """The overlay ``make`` stores, the tag ``tagging`` asks for and (``top`` given) the
-    overlay's ``top`` lowest-scored rows. The tag is checked first: one that exists is refused
-    before any work (`check_tag_target`)."""
+    """The overlay ``make(command=command)`` stores, the tag ``tagging`` asks for and (``top``
+    given) the overlay's ``top`` lowest-scored rows. The tag is checked first: one that exists
+    is refused before any work (`check_tag_target`)."""
     check_tag_target(reg, spec, tagging.tag, tagging.view, force=tagging.force, producer=producer)
-    made = make()
+    made = make(command=command)
     tagged = _tag(reg, spec, made, tagging, command)
     return _result(made, tagged, ranked_issues(reg, made.digest, top) if top is not None else ())
 
