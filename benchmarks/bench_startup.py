@@ -7,7 +7,8 @@ the CLI library alone.
 Each round runs, in a fresh process each and in an order that turns from one round to the
 next, ``python -c "import typer"`` (what any typer command line pays before it does anything),
 ``dsreg --version`` and ``dsreg tag pets@clean pets@original --view cleaned --force`` (a tag of
-a view of a six-file set: it resolves a revision, writes one manifest and one ref log line).
+a view of a six-file set: it resolves a revision and reads its manifests; the round not counted
+writes the revision and the tag, so the rounds measured find the tag in place and write nothing).
 ``dsreg`` is the script beside the interpreter (else ``python -m dsreg``), run from this
 checkout. Printed side by side: the median wall and CPU (user + system) seconds of each, and
 its ratio to the typer import, taken round by round (so a drift of the machine's speed cancels)

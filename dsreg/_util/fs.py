@@ -4,15 +4,24 @@ hashing, and the Linux calls Python does not wrap (syncfs, renameat2 without rep
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
 import stat
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
+
+from dsreg._util.lazy import lazy_module
+
+# Only syncfs and renameat2 (a batch's barrier and moves) call into libc; only a write makes a
+# temporary file (a command that reads, or a tag that names what it named already, makes none).
+if TYPE_CHECKING:
+    import ctypes
+    import tempfile
+else:
+    ctypes = lazy_module("ctypes")
+    tempfile = lazy_module("tempfile")
 
 __all__ = [
     "CHUNK",

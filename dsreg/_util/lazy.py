@@ -16,7 +16,9 @@ A package whose names are each imported from their own module on first use (``ds
 through it ``dsreg``) lists them once, as the re-exports of its ``if TYPE_CHECKING:`` block
 (``from M import name as name``, the form type checkers read as a re-export), and hands
 ``lazy_names(__name__)`` its ``__getattr__`` and ``__dir__``: they read that block from the
-package's own source.
+package's own source. Its submodules are imported as ``import dsreg.api.reading as reading``:
+``from dsreg.api import reading`` asks the package's ``__getattr__`` first, and so parses that
+source on a path that needs none of the names.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+import dsreg.api.registry as registry_api
 from dsreg import api
-from dsreg.api import registry as registry_api
 from dsreg.cli._command import command
 from dsreg.cli._common import (
     command_line,

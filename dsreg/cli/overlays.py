@@ -6,7 +6,7 @@ import json as _json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dsreg.api import data as data_api
+import dsreg.api.data as data_api
 from dsreg.cli._command import command
 from dsreg.cli._common import (
     command_line,

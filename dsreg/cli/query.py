@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from dsreg.api import data as data_api
+import dsreg.api.data as data_api
 from dsreg.api.options import Opt
 from dsreg.cli._command import command
 from dsreg.cli._common import emit_json, out, say, short, table, write_json

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dsreg.api import remotes as remotes_api
+import dsreg.api.remotes as remotes_api
 from dsreg.cli._command import command
 from dsreg.cli._common import (
     command_line,

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-from dsreg.api import reviewing as reviewing_api
+import dsreg.api.reviewing as reviewing_api
 from dsreg.api.options import Opt, OverlayForceOpt, OverlayViewOpt
 from dsreg.cli._command import command
 from dsreg.cli._common import command_line, out, overlay_made, say, write_json

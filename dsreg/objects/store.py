@@ -18,11 +18,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dsreg._util.fs import CHUNK, READ_ONLY, SMALL
+from dsreg._util.lazy import lazy_module
 from dsreg.errors import (
     AmbiguousDigestError,
     CorruptObjectError,
@@ -30,7 +31,6 @@ from dsreg.errors import (
     ObjectNotFoundError,
     StorageError,
 )
-from dsreg.objects.batch import ObjectBatch
 from dsreg.objects.digest import (
     ALGORITHM,
     MIN_PREFIX,
@@ -43,6 +43,18 @@ from dsreg.objects.digest import (
     short,
 )
 from dsreg.objects.hashing import Hasher, hash_bytes, hash_file
+
+# Batches (and the worker pool, pickle and queue behind them) serve adds and pulls; a command
+# that reads objects or writes one at a time never starts one.
+# A command that only reads objects makes no temporary file either.
+if TYPE_CHECKING:
+    import tempfile
+
+    from dsreg.objects import batch as object_batch
+    from dsreg.objects.batch import ObjectBatch
+else:
+    object_batch = lazy_module("dsreg.objects.batch")
+    tempfile = lazy_module("tempfile")
 
 __all__ = ["ObjectStore"]
 
@@ -94,7 +106,7 @@ class ObjectStore:
 
     def batch(self) -> ObjectBatch:
         """Stage many objects, then install them all with one durability barrier."""
-        return ObjectBatch(self.files, self.tmp)
+        return object_batch.ObjectBatch(self.files, self.tmp)
 
     # -- writing ----------------------------------------------------------------------------
     def put_bytes(self, data: bytes | memoryview) -> str:

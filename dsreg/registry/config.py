@@ -3,15 +3,23 @@ environment or the cloud SDK's own configuration, never in this file)."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
-from typing import Any
-
-import tomli_w
+from typing import TYPE_CHECKING, Any
 
 from dsreg._util.fs import write_atomic
+from dsreg._util.lazy import lazy_module
 from dsreg.errors import ConfigError, ManifestError
 from dsreg.formats.schemas import validate
+
+# Every registry imports this module; only commands that read or write config.toml (remotes,
+# checkout's link setting, init) need a TOML parser or writer.
+if TYPE_CHECKING:
+    import tomllib
+
+    import tomli_w
+else:
+    tomllib = lazy_module("tomllib")
+    tomli_w = lazy_module("tomli_w")
 
 __all__ = ["read_config", "write_config"]
 

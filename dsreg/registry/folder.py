@@ -9,8 +9,9 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from dsreg._util.lazy import lazy_module
 from dsreg.errors import (
     DsregError,
     IntegrityError,
@@ -35,7 +36,14 @@ from dsreg.objects.hashing import hash_bytes
 from dsreg.objects.store import ObjectStore
 from dsreg.registry.config import read_config, write_config
 from dsreg.registry.refs import RefStore
-from dsreg.registry.state import StatCache
+
+# The stat cache (and SQLite with it) serves adds, checkouts and gc; a tag, a show or a read
+# never opens it.
+if TYPE_CHECKING:
+    from dsreg.registry import state as registry_state
+    from dsreg.registry.state import StatCache
+else:
+    registry_state = lazy_module("dsreg.registry.state")
 
 __all__ = ["DIRNAME", "ENV_CACHE", "ENV_REGISTRY", "Registry", "Resolved", "cache_root"]
 
@@ -66,13 +74,20 @@ class Resolved:
 class Registry:
     """One registry folder. ``Registry.find()`` locates it; ``Registry.init()`` makes one."""
 
-    __slots__ = ("refs", "root", "state", "store")
+    __slots__ = ("_state", "refs", "root", "store")
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.store = ObjectStore(root)
         self.refs = RefStore(root)
-        self.state = StatCache(root)
+        self._state: StatCache | None = None
+
+    @property
+    def state(self) -> StatCache:
+        """The stat cache (``state/stat.sqlite``), made on first use."""
+        if self._state is None:
+            self._state = registry_state.StatCache(self.root)
+        return self._state
 
     def __repr__(self) -> str:
         return f"Registry({str(self.root)!r})"

@@ -16,23 +16,21 @@ wrong types, or naming another dataset) is skipped and reported in ``RefLog.dama
 
 from __future__ import annotations
 
-import calendar
 import contextlib
 import fcntl
-import getpass
 import json
 import math
 import os
 import re
-import tempfile
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsreg._util.fs import write_all
 from dsreg._util.jsonread import read_line
+from dsreg._util.lazy import lazy_module
 from dsreg.errors import (
     DsregError,
     InvalidInputError,
@@ -43,6 +41,17 @@ from dsreg.errors import (
 )
 from dsreg.formats.names import check_name
 from dsreg.objects.digest import format_digest, is_digest, short
+
+# Only an entry's age (gc, log expiry) needs calendar; only a tag that moves needs the user's
+# name and a temporary file (reading tags and logs, or a tag already in place, needs neither).
+if TYPE_CHECKING:
+    import calendar
+    import getpass
+    import tempfile
+else:
+    calendar = lazy_module("calendar")
+    getpass = lazy_module("getpass")
+    tempfile = lazy_module("tempfile")
 
 __all__ = [
     "DEFAULT_LOG_EXPIRY",
