@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from dsreg._util.lazy import lazy_module
 from dsreg.cli._text import json_safe, printable
@@ -28,6 +28,7 @@ else:
     rich_progress = lazy_module("rich.progress")
 
 Hook: TypeAlias = Callable[[str, int, int], None]
+_R = TypeVar("_R")
 
 
 def command_line() -> str:
@@ -172,3 +173,14 @@ def lazy_progress_bar(*, quiet: bool = False) -> Iterator[Hook]:
                     bar[0](task, done, total)
 
         yield hook
+
+
+def logged_run(
+    call: Callable[..., _R], *args: Any, quiet: bool, lazy_bar: bool = False, **options: Any
+) -> _R:
+    """``call(*args, **options)`` for a command that writes to a registry: with a progress bar
+    (``lazy_progress_bar`` with ``lazy_bar``; none with ``quiet``) as its ``progress``, and this
+    command line as the ``command`` the registry's log records."""
+    bar = lazy_progress_bar if lazy_bar else progress_bar
+    with bar(quiet=quiet) as hook:
+        return call(*args, progress=hook, command=command_line(), **options)

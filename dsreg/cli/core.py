@@ -15,6 +15,7 @@ from dsreg.cli._common import (
     command_line,
     emit_json,
     lazy_progress_bar,
+    logged_run,
     out,
     progress_bar,
     say,
@@ -56,9 +57,7 @@ def show_registry(reg: Registry, *, json: bool) -> None:
 @command(registry_api.add)
 def add(dataset: str, path: Path | None, *, quiet: bool, json: bool, **options: Any) -> None:
     """Add a test set as an immutable snapshot (content-addressed, deduplicated)."""
-    with progress_bar(quiet=quiet) as hook:
-        res = registry_api.add(dataset, path, progress=hook, command=command_line(), **options)
-    show_added(res, json=json)
+    show_added(logged_run(registry_api.add, dataset, path, quiet=quiet, **options), json=json)
 
 
 def show_added(res: AddResult, *, json: bool) -> None:

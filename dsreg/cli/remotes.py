@@ -8,11 +8,9 @@ from typing import TYPE_CHECKING, Any
 import dsreg.api.remotes as remotes_api
 from dsreg.cli._command import command
 from dsreg.cli._common import (
-    command_line,
     emit_json,
-    lazy_progress_bar,
+    logged_run,
     out,
-    progress_bar,
     say,
     short,
     table,
@@ -78,8 +76,7 @@ def remote_remove(*, json: bool, **options: Any) -> None:
 @command(remotes_api.push)
 def push(specs: list[str] | None, *, quiet: bool, json: bool, **options: Any) -> None:
     """Send revisions, everything they reach, then their tags; nothing the remote holds."""
-    with lazy_progress_bar(quiet=quiet) as hook:
-        res = remotes_api.push(specs, progress=hook, command=command_line(), **options)
+    res = logged_run(remotes_api.push, specs, quiet=quiet, lazy_bar=True, **options)
     show_pushed(res, json=json)
 
 
@@ -96,8 +93,7 @@ def show_pushed(res: PushResult, *, json: bool) -> None:
 @command(remotes_api.pull)
 def pull(specs: list[str] | None, *, quiet: bool, json: bool, **options: Any) -> None:
     """Fetch revisions and what they reach that is missing here, verified; then set the tags."""
-    with lazy_progress_bar(quiet=quiet) as hook:
-        res = remotes_api.pull(specs, progress=hook, command=command_line(), **options)
+    res = logged_run(remotes_api.pull, specs, quiet=quiet, lazy_bar=True, **options)
     show_pulled(res, json=json)
 
 
@@ -126,8 +122,7 @@ def tags_moved(res: PushResult | PullResult, *, json: bool) -> bool:
 def clone(url: str, path: Path | None, *, quiet: bool, json: bool, **options: Any) -> None:
     """A new registry with the remote's tags, logs and manifests; payloads come on demand
     (pull, checkout or dsreg.open(..., remote=))."""
-    with lazy_progress_bar(quiet=quiet) as hook:
-        res = remotes_api.clone(url, path, progress=hook, command=command_line(), **options)
+    res = logged_run(remotes_api.clone, url, path, quiet=quiet, lazy_bar=True, **options)
     show_cloned(res, json=json)
 
 
@@ -146,8 +141,7 @@ def show_cloned(res: CloneResult, *, json: bool) -> None:
 def import_dvc(repo: str, path: str, *, quiet: bool, json: bool, **options: Any) -> None:
     """Import a DVC-tracked ImageFolder tree (or label file) at a git revision as a snapshot,
     with its provenance: repository, requested rev, commit, path and DVC's md5."""
-    with progress_bar(quiet=quiet) as hook:
-        res = remotes_api.import_dvc(repo, path, progress=hook, command=command_line(), **options)
+    res = logged_run(remotes_api.import_dvc, repo, path, quiet=quiet, **options)
     show_imported(res, f"{path} of {repo}", json=json)
 
 

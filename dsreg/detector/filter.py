@@ -13,7 +13,7 @@ a result). Their docstrings describe the other parameters.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict, Unpack
 
 import numpy as np
 import numpy.typing as npt
@@ -24,7 +24,13 @@ from dsreg.detector.options import FILTER_BY, RANK_BY, DetectorOptions
 from dsreg.detector.source import FloatArray, IntArray
 from dsreg.errors import InvalidInputError
 
-__all__ = ["FILTER_BY", "find_label_issues", "find_predicted_neq_given"]
+__all__ = [
+    "CLEANLAB_DEFAULTS",
+    "FILTER_BY",
+    "CleanlabKeywords",
+    "find_label_issues",
+    "find_predicted_neq_given",
+]
 
 _PRUNING = ("prune_by_noise_rate", "prune_by_class", "both")
 #: prune_by_noise_rate gathers single margins when fewer than this fraction of all (row, class)
@@ -402,23 +408,42 @@ def issue_mask(
     return np.asarray(mask & ~scan.reduce_mask)
 
 
+class CleanlabKeywords(TypedDict, total=False):
+    """The keywords of cleanlab's ``find_label_issues`` that :func:`find_label_issues` takes,
+    typed; each one left out takes cleanlab's default (:data:`CLEANLAB_DEFAULTS`)."""
+
+    filter_by: str
+    frac_noise: float
+    num_to_remove_per_class: npt.ArrayLike | None
+    min_examples_per_class: int
+    confident_joint: npt.ArrayLike | None
+    return_indices_ranked_by: str | None
+    rank_by_kwargs: dict[str, Any] | None
+    chunk_rows: int | None
+
+
+CLEANLAB_DEFAULTS: CleanlabKeywords = {
+    "filter_by": "prune_by_noise_rate",
+    "frac_noise": 1.0,
+    "num_to_remove_per_class": None,
+    "min_examples_per_class": 1,
+    "confident_joint": None,
+    "return_indices_ranked_by": None,
+    "rank_by_kwargs": None,
+    "chunk_rows": None,
+}
+
+
 def find_label_issues(
-    labels: npt.ArrayLike,
-    pred_probs: ProbsLike,
-    *,
-    filter_by: str = "prune_by_noise_rate",
-    frac_noise: float = 1.0,
-    num_to_remove_per_class: npt.ArrayLike | None = None,
-    min_examples_per_class: int = 1,
-    confident_joint: npt.ArrayLike | None = None,
-    return_indices_ranked_by: str | None = None,
-    rank_by_kwargs: dict[str, Any] | None = None,
-    chunk_rows: int | None = None,
+    labels: npt.ArrayLike, pred_probs: ProbsLike, **keywords: Unpack[CleanlabKeywords]
 ) -> npt.NDArray[Any]:
     """Identify examples whose given label is likely wrong (confident learning).
 
     cleanlab's signature, so that a call of ``cleanlab.filter.find_label_issues`` runs here
-    unchanged (``dsreg.detector.detector.detect`` takes a :class:`DetectorOptions` instead).
+    unchanged (``dsreg.detector.detector.detect`` takes a :class:`DetectorOptions` instead): its
+    keywords are one typed group, :class:`CleanlabKeywords`, and a keyword cleanlab has but
+    this function does not take (``n_jobs``, ``verbose``) raises ``TypeError`` as an unknown
+    keyword does.
 
     Parameters
     ----------
@@ -451,23 +476,33 @@ def find_label_issues(
     """
     from dsreg.detector.rank import check_rank_options, rank_issues
 
+    unknown = sorted(set(keywords) - set(CLEANLAB_DEFAULTS))
+    if unknown:
+        raise TypeError(f"find_label_issues() got an unexpected keyword argument {unknown[0]!r}")
+    kw: CleanlabKeywords = {**CLEANLAB_DEFAULTS, **keywords}
+    filter_by, ranked_by, chunk_rows = (
+        kw["filter_by"],
+        kw["return_indices_ranked_by"],
+        kw["chunk_rows"],
+    )
+    confident_joint = kw["confident_joint"]
     options = DetectorOptions(
         filter_by=filter_by,
-        rank_by=return_indices_ranked_by or RANK_BY[0],
-        rank_by_kwargs=rank_by_kwargs,
-        frac_noise=frac_noise,
-        num_to_remove_per_class=num_to_remove_per_class,
-        min_examples_per_class=min_examples_per_class,
+        rank_by=ranked_by or RANK_BY[0],
+        rank_by_kwargs=kw["rank_by_kwargs"],
+        frac_noise=kw["frac_noise"],
+        num_to_remove_per_class=kw["num_to_remove_per_class"],
+        min_examples_per_class=kw["min_examples_per_class"],
         chunk_rows=chunk_rows,
     )
     need_max_other = filter_by == "low_normalized_margin"
     scan = Scan(labels, pred_probs, chunk_rows=chunk_rows, need_max_other=need_max_other)
     check_filter_options(scan.k, options, confident_joint=confident_joint)
-    ranked = return_indices_ranked_by is not None
+    ranked = ranked_by is not None
     if ranked:
         check_rank_options(options.rank_by, options.rank_by_kwargs)
     mask = issue_mask(scan, options, confident_joint=confident_joint)
     if not ranked:
         return mask
-    rows, _ = rank_issues(scan, mask, rank_by=options.rank_by, rank_by_kwargs=rank_by_kwargs)
+    rows, _ = rank_issues(scan, mask, rank_by=options.rank_by, rank_by_kwargs=kw["rank_by_kwargs"])
     return rows

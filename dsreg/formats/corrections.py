@@ -14,7 +14,7 @@ table without them is written exactly as before, so version 1 overlays keep thei
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +28,7 @@ __all__ = [
     "LABELS_TYPE",
     "LABEL_COUNTS_TYPE",
     "VOTES_TYPE",
+    "LabelSets",
     "corrections_table",
     "corrections_version",
 ]
@@ -95,6 +96,14 @@ def _scores(score: np.ndarray | pa.Array | None, n: int) -> pa.Array:
     return from_numpy(score, pa.float64())
 
 
+class LabelSets(NamedTuple):
+    """Version 2's two columns of a corrections table, each an Arrow list per row (null where
+    the row has none), or None where the table has no such column (all null)."""
+
+    labels: pa.Array | None = None
+    label_counts: pa.Array | None = None
+
+
 def corrections_table(
     *,
     rows: np.ndarray,
@@ -104,14 +113,13 @@ def corrections_table(
     verdict: list[str] | pa.Array,
     score: np.ndarray | pa.Array | None = None,
     votes: pa.Array | None = None,
-    labels: pa.Array | None = None,
-    label_counts: pa.Array | None = None,
+    label_sets: LabelSets | None = None,
 ) -> pa.Table:
     """Assemble a corrections table in the fixed schema, sorted by row.
 
-    ``suggested_label`` entries below 0 mean "none" (null). With ``labels`` or ``label_counts``
-    (Arrow lists, one entry per row, null where none) the table has version 2's columns;
-    without both it is a version 1 table, byte for byte what it always was.
+    ``suggested_label`` entries below 0 mean "none" (null). With either of ``label_sets``'s
+    columns the table has version 2's columns; without both it is a version 1 table, byte for
+    byte what it always was.
     """
     n = len(rows)
     # Built from numpy buffers (formats/arrays.py): no pandas import on the way.
@@ -132,6 +140,7 @@ def corrections_table(
         ],
         schema=CORRECTIONS_SCHEMA,
     )
+    labels, label_counts = label_sets or LabelSets()
     if labels is not None or label_counts is not None:
         table = table.append_column(
             CORRECTIONS_SCHEMA_2.field("labels"),

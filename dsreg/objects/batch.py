@@ -291,9 +291,7 @@ class ObjectBatch:
         try:
             write_all(fd, data)
         except OSError as e:
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+            _remove_unfinished(fd, path)
             raise StorageError(f"cannot stage object {hexd[:12]}: {e.strerror}") from e
         try:
             st = os.fstat(fd)
@@ -313,9 +311,7 @@ class ObjectBatch:
                 hasher.update(chunk)
                 write_all(out, chunk)
         except OSError as e:
-            os.close(out)
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+            _remove_unfinished(out, path)
             raise StorageError(f"cannot store {src}: {e.strerror}") from e
         os.close(out)
         hexd = hasher.hexdigest()
@@ -460,6 +456,14 @@ class ObjectBatch:
         if self._sync_fd >= 0:
             os.close(self._sync_fd)
             self._sync_fd = -1
+
+
+def _remove_unfinished(fd: int, path: str) -> None:
+    """Close and remove a staged file whose writing failed, so that no partial object stays in
+    the staging folder. Best effort: the write's error is what the caller reports."""
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 def hash_files(

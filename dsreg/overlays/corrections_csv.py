@@ -32,7 +32,12 @@ import pyarrow.csv as pacsv
 
 from dsreg._util.inputs import input_file, shown_all
 from dsreg.errors import RelabelingError
-from dsreg.formats.corrections import LABEL_COUNTS_TYPE, LABELS_TYPE, corrections_table
+from dsreg.formats.corrections import (
+    LABEL_COUNTS_TYPE,
+    LABELS_TYPE,
+    LabelSets,
+    corrections_table,
+)
 from dsreg.formats.inputfiles import (
     CSV_BLOCK,
     check_digit_cells,
@@ -189,8 +194,7 @@ def import_csv(
         given_label=given,
         suggested_label=sug,
         verdict=verdict,
-        labels=lists,
-        label_counts=counts,
+        label_sets=LabelSets(lists, counts),
     )
     counted = pc.value_counts(table.column("verdict"))
     vc = dict(

@@ -33,7 +33,7 @@ from dsreg._util.inputs import input_file, shown
 from dsreg._util.jsonread import load_file
 from dsreg.errors import RelabelingError
 from dsreg.formats.arrays import from_numpy, string_array
-from dsreg.formats.corrections import LABEL_COUNTS_TYPE, corrections_table
+from dsreg.formats.corrections import LABEL_COUNTS_TYPE, LabelSets, corrections_table
 from dsreg.formats.inputfiles import open_npy, refuse_duplicate_columns
 from dsreg.formats.tables import as_numpy
 from dsreg.overlays.match import imagenet_val_numbers
@@ -163,7 +163,7 @@ def import_real(
         given_label=labels,
         suggested_label=suggested,
         verdict=_verdict_strings(codes),
-        labels=lists,
+        label_sets=LabelSets(labels=lists),
     )
     names = ("non_error", "correctable", "multi_label", "neither")
     return LabelImport(
@@ -276,7 +276,7 @@ def import_counts(
         given_label=labels[keep],
         suggested_label=suggested[keep],
         verdict=_verdict_strings(codes[keep]),
-        label_counts=counts_table(counts[keep]),
+        label_sets=LabelSets(label_counts=counts_table(counts[keep])),
     )
     raters = np.unique(total[rated])
     params: dict[str, Any] = {

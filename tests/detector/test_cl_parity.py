@@ -420,3 +420,17 @@ def test_label_within_1e6_of_the_max_is_cleared_as_cleanlab_does(dtype: Any) -> 
     got = filter.find_label_issues(labels, probs, filter_by="predicted_neq_given")
     assert np.array_equal(got, expected)
     assert 0 < got.sum() < n  # both outcomes occur
+
+
+@pytest.mark.parametrize("keyword", ["n_jobs", "verbose", "multi_label"])
+def test_a_cleanlab_keyword_not_taken_is_an_unknown_keyword(keyword: str) -> None:
+    labels, probs = synthetic(60, 3, seed=2, noise=0.2)
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{keyword}'"):
+        filter.find_label_issues(labels, probs, **{keyword: 1})
+
+
+def test_each_keyword_left_out_takes_cleanlab_s_default() -> None:
+    labels, probs = synthetic(400, 4, seed=9, noise=0.3)
+    spelled = filter.find_label_issues(labels, probs, **filter.CLEANLAB_DEFAULTS)
+    assert np.array_equal(spelled, filter.find_label_issues(labels, probs))
+    assert np.array_equal(spelled, cleanlab_find(labels, probs))

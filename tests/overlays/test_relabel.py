@@ -354,7 +354,7 @@ def test_a_table_that_does_not_match_its_manifest_version_is_refused(
     """A version 2 manifest over a version 1 table (or the reverse), made by other code, is
     refused on read: a reader never serves a table its manifest does not describe."""
     from dsreg import ManifestError, Overlay, Revision
-    from dsreg.formats.corrections import corrections_table
+    from dsreg.formats.corrections import LabelSets, corrections_table
     from dsreg.formats.tables import parquet_bytes
 
     reg = make_registry()
@@ -373,7 +373,7 @@ def test_a_table_that_does_not_match_its_manifest_version_is_refused(
         given_label=np.array([LABELS[0]]),
         suggested_label=None,
         verdict=["non_error"],
-        labels=pa.array([[0, 1]], pa.list_(pa.int32())),
+        label_sets=LabelSets(labels=pa.array([[0, 1]], pa.list_(pa.int32()))),
     )
     producer = {"name": "x", "version": "1", "params": {}, "inputs": {}}
     for table, version in ((plain, 2), (with_sets, 1)):

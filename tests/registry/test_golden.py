@@ -219,7 +219,7 @@ FIXED_MULTILABEL = Revision(
 
 
 def _version_2_table() -> pa.Table:
-    from dsreg.formats.corrections import LABEL_COUNTS_TYPE
+    from dsreg.formats.corrections import LABEL_COUNTS_TYPE, LabelSets
 
     return corrections_table(
         rows=np.array([0, 3, 5]),
@@ -227,9 +227,12 @@ def _version_2_table() -> pa.Table:
         given_label=np.array([0, 1, 2]),
         suggested_label=np.array([-1, -1, -1]),
         verdict=["non_error", "multi_label", "neither"],
-        labels=pa.array([[0, 3], [2, 3], []], pa.list_(pa.int32())),
-        label_counts=pa.array(
-            [[{"label": 0, "count": 4}, {"label": 3, "count": 1}], None, None], LABEL_COUNTS_TYPE
+        label_sets=LabelSets(
+            labels=pa.array([[0, 3], [2, 3], []], pa.list_(pa.int32())),
+            label_counts=pa.array(
+                [[{"label": 0, "count": 4}, {"label": 3, "count": 1}], None, None],
+                LABEL_COUNTS_TYPE,
+            ),
         ),
     )
 

@@ -14,7 +14,7 @@ import pytest
 
 import dsreg
 from dsreg import Registry
-from dsreg.formats.corrections import corrections_table
+from dsreg.formats.corrections import LabelSets, corrections_table
 from dsreg.formats.manifests import VIEWS
 from dsreg.overlays.write import write_overlay
 
@@ -101,14 +101,16 @@ def build(
             suggested_label=sug,
             verdict=list(v),
             # The second overlay carries label sets (some rows none): the multilabel view.
-            labels=None
-            if i != 1
-            else pa.array(
-                [
-                    None if rng.random() < 0.3 else sorted(set(rng.integers(0, k, 3).tolist()))
-                    for _ in rows
-                ],
-                pa.list_(pa.int32()),
+            label_sets=LabelSets(
+                labels=None
+                if i != 1
+                else pa.array(
+                    [
+                        None if rng.random() < 0.3 else sorted(set(rng.integers(0, k, 3).tolist()))
+                        for _ in rows
+                    ],
+                    pa.list_(pa.int32()),
+                )
             ),
         )
         d = write_overlay(reg, base=snap, kind="manual", table=table, producer=PRODUCER)

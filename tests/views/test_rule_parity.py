@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from dsreg.formats.corrections import (
     COUNT_FIELDS,
     VOTES_TYPE,
+    LabelSets,
     corrections_table,
     corrections_version,
 )
@@ -96,7 +97,7 @@ def cases(draw: st.DrawFn) -> Case:
                 verdict=verdicts,
                 score=pa.array(scores, pa.float64()),
                 votes=pa.array(votes, VOTES_TYPE),
-                labels=lists,
+                label_sets=LabelSets(labels=lists),
             )
         )
     return Case(
