@@ -209,11 +209,13 @@ def _stage(staging: str, data: bytes) -> str:
     again if another push removed it, empty, in between."""
     path = os.path.join(staging, f"{STAGED_TAG}{secrets.token_hex(8)}")
     for attempt in range(_STAGE_TRIES):
-        os.makedirs(staging, exist_ok=True)
         try:
+            # makedirs(exist_ok=True) itself fails with FileExistsError when another push
+            # removes the empty folder between its mkdir and its check: try again then too.
+            os.makedirs(staging, exist_ok=True)
             fd = os.open(path, _WR_NEW, 0o644)
             break
-        except FileNotFoundError:
+        except (FileNotFoundError, FileExistsError):
             if attempt == _STAGE_TRIES - 1:
                 raise
     try:

@@ -428,3 +428,23 @@ def test_a_push_killed_while_it_writes_a_tag_leaves_nothing_below_refs(
     dsreg.push(registry=reg, remote=str(remote))
     left = sorted(os.listdir(remote / "tmp")) if (remote / "tmp").is_dir() else []
     assert left == [], f"the remote's tmp/ still holds {left}"
+
+
+def test_staging_survives_another_push_removing_the_staging_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A push removes the remote's tmp/ when it empties it; another push's makedirs can then
+    see the folder exist and vanish in one call (FileExistsError): the tag is staged anyway."""
+    real = os.makedirs
+    calls = []
+
+    def racing(path: str, *args: Any, **kwargs: Any) -> None:
+        calls.append(path)
+        if len(calls) == 1:
+            raise FileExistsError(17, "File exists", path)
+        real(path, *args, **kwargs)
+
+    monkeypatch.setattr(remote_refs.os, "makedirs", racing)
+    staged = remote_refs._stage(str(tmp_path / "tmp"), b"blake3:00\n")
+    assert Path(staged).read_bytes() == b"blake3:00\n"
+    assert len(calls) == 2
