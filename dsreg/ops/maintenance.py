@@ -15,9 +15,9 @@ from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import DsregError, IntegrityError
 from dsreg.objects.batch import STAGE_PREFIX
 from dsreg.objects.digest import short
+from dsreg.registry.expiry import DEFAULT_LOG_EXPIRY, parse_duration
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import Problem, log_expiry, logged, reachable, roots
-from dsreg.registry.refs import DEFAULT_LOG_EXPIRY, parse_duration
 from dsreg.remote.config import default_remote
 
 # Problem, reachable and roots live in dsreg.registry.reachable, the one walk; they are named here

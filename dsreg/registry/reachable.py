@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 from dsreg.errors import ConfigError, DsregError, InvalidInputError
 from dsreg.formats.manifests import Overlay, Revision, Snapshot
+from dsreg.registry.expiry import DEFAULT_LOG_EXPIRY, parse_duration
 from dsreg.registry.folder import Registry
-from dsreg.registry.refs import DEFAULT_LOG_EXPIRY, parse_duration
 
 __all__ = [
     "MANIFEST_KINDS",

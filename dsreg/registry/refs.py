@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import math
 import os
 import re
 import time
@@ -33,7 +32,6 @@ from dsreg._util.jsonread import read_line
 from dsreg._util.lazy import lazy_module
 from dsreg.errors import (
     DsregError,
-    InvalidInputError,
     ManifestError,
     RevisionNotFoundError,
     StorageError,
@@ -54,25 +52,18 @@ else:
     tempfile = lazy_module("tempfile")
 
 __all__ = [
-    "DEFAULT_LOG_EXPIRY",
     "DamagedLine",
     "LogEntry",
     "RefLog",
     "RefStore",
     "move_refused",
-    "parse_duration",
     "parse_log",
 ]
-
-#: How long a log line keeps what it names from gc (git's ``gc.reflogExpire``).
-DEFAULT_LOG_EXPIRY = "90d"
 
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 _EVENT = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
-_DURATION = re.compile(r"([0-9]{1,9})([smhdw])")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 # The tail read to find the log's last line (a line is a few hundred bytes).
 _TAIL = 64 << 10
 
@@ -235,23 +226,6 @@ def parse_log(data: str | bytes, *, dataset: str | None = None) -> RefLog:
             continue
         entries.append(entry)
     return RefLog(entries, damaged)
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in a duration: ``90d``, ``2w``, ``12h``, ``30m``, ``45s``; ``now`` is 0 and
-    ``never`` infinite. ``InvalidInputError`` naming the text otherwise."""
-    t = text.strip().lower() if isinstance(text, str) else ""
-    if t == "now":
-        return 0.0
-    if t == "never":
-        return math.inf
-    m = _DURATION.fullmatch(t)
-    if m is None:
-        raise InvalidInputError(
-            f"invalid duration {text!r}: give a number and a unit (s, m, h, d or w), e.g. "
-            "'90d' or '2w', or 'now' or 'never'"
-        )
-    return float(int(m.group(1)) * _UNITS[m.group(2)])
 
 
 def move_refused(dataset: str, tag: str, old: str, new: str) -> TagExistsError:

@@ -21,9 +21,10 @@ import dsreg
 from dsreg.errors import ConfigError, DsregError, InvalidInputError, NotFoundError
 from dsreg.objects.store import ObjectStore
 from dsreg.ops.tag import make_revision
+from dsreg.registry.expiry import parse_duration
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import roots
-from dsreg.registry.refs import LogEntry, parse_duration
+from dsreg.registry.refs import LogEntry
 
 DAY = 86400.0
 
