@@ -209,14 +209,14 @@ class Registry:
             encode_manifest(m)
         return data, digest, checked
 
-    def manifest(self, digest: str) -> Manifest:
+    def manifest(self, digest: str, *, recheck: bool = False) -> Manifest:
         """A stored manifest, re-hashed and validated against its schema.
 
         The bytes are re-hashed on every read; the schema check is skipped for a digest whose
-        verified bytes passed it before (``dsreg.registry.schemamemo``), and remembered only
-        after they pass it here."""
+        verified bytes passed it before (``dsreg.registry.schemamemo``), unless ``recheck``
+        (``dsreg verify`` trusts no memo), and remembered only after they pass it here."""
         data = self.store.read_bytes(digest)  # raises unless the bytes hash to ``digest``
-        checked = self.schema_memo.checked(digest)
+        checked = not recheck and self.schema_memo.checked(digest)
         m = decode_manifest(data, digest=digest, schema_checked=checked)
         if not checked:
             self.schema_memo.remember(digest)

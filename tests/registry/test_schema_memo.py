@@ -194,3 +194,14 @@ def test_a_manifest_that_breaks_its_schema_is_not_stored(reg: Registry) -> None:
 
 def teardown_module() -> None:
     print(f"\nhypothesis cases: {TALLY}")
+
+
+def test_verify_checks_every_schema_whatever_the_memo_says(
+    reg: Registry, schema_checks: list[str]
+) -> None:
+    snap = _snapshot(reg)
+    reg.snapshot(snap)
+    assert _memo(reg, snap).is_file()
+    before = schema_checks.count("snapshot")
+    assert dsreg.verify(registry=reg).ok
+    assert schema_checks.count("snapshot") == before + 1
