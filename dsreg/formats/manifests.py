@@ -25,6 +25,7 @@ __all__ = [
     "Revision",
     "Snapshot",
     "View",
+    "canonical_manifest",
     "decode_manifest",
     "encode_manifest",
 ]
@@ -156,15 +157,24 @@ def _schema_name(m: Manifest) -> str:
 
 def encode_manifest(m: Manifest) -> bytes:
     """Validate ``m`` and return its canonical bytes (what is stored and hashed)."""
+    validate(m.to_dict(), _schema_name(m), what=f"{_schema_name(m)} manifest")
+    return canonical_manifest(m)
+
+
+def canonical_manifest(m: Manifest) -> bytes:
+    """``m``'s canonical bytes, with every check of ``encode_manifest`` but the schema's: for a
+    caller that knows these bytes passed it (``dsreg.registry.schemamemo``)."""
     d = m.to_dict()
-    validate(d, _schema_name(m), what=f"{_schema_name(m)} manifest")
     if isinstance(m, Revision) and len(set(m.overlays)) != len(m.overlays):
         raise ManifestError("a revision names the same overlay twice; name each overlay once")
     return canonical_bytes(d)
 
 
-def decode_manifest(data: bytes, *, digest: str) -> Manifest:
-    """Parse and validate stored manifest bytes (already verified against ``digest``)."""
+def decode_manifest(data: bytes, *, digest: str, schema_checked: bool = False) -> Manifest:
+    """Parse and validate stored manifest bytes (already verified against ``digest``).
+
+    ``schema_checked``: these very bytes passed the schema check before (the registry's memo,
+    ``dsreg.registry.schemamemo``), so it is not run again; every other check still is."""
     what = f"object {short(digest)}"
     hint = "; dsreg writes no such manifest: a damaged or foreign object ('dsreg verify' lists it)"
     d = parse_json(data, what=what, hint=hint)
@@ -176,5 +186,6 @@ def decode_manifest(data: bytes, *, digest: str) -> Manifest:
     ):
         raise ManifestError(f"{what} is not a dsreg manifest (no known 'schema' field)")
     name, cls = _BY_SCHEMA[d["schema"]]
-    validate(d, name, what=f"{name} manifest {short(digest)}")
+    if not schema_checked:
+        validate(d, name, what=f"{name} manifest {short(digest)}")
     return cls.from_dict(d)

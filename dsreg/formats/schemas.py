@@ -7,10 +7,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dsreg._util.jsonread import MANIFEST_BYTES, loads
+from dsreg._util.lazy import lazy_module
 from dsreg.errors import ManifestError
 
+# jsonschema-rs (Rust): it checks each schema against the draft 2020-12 meta-schema when it
+# compiles it, and it imports in a third of the time the pure-Python jsonschema takes. Its
+# extension still imports email.utils, socket and decimal, so it is imported on first use: a
+# command reading only manifests whose check is remembered (dsreg.registry.schemamemo) never
+# loads it.
 if TYPE_CHECKING:
     import jsonschema_rs
+else:
+    jsonschema_rs = lazy_module("jsonschema_rs")
 
 __all__ = ["SCHEMA_NAMES", "schema_dir", "validate"]
 
@@ -29,11 +37,6 @@ def schema_dir() -> Path:
 
 @functools.cache
 def _validator(name: str) -> jsonschema_rs.Validator:
-    # jsonschema-rs (Rust): it checks each schema against the draft 2020-12 meta-schema when it
-    # compiles it, and it imports in a third of the time the pure-Python jsonschema takes, a
-    # cost every command that reads a manifest would pay. Imported on first use.
-    import jsonschema_rs
-
     path = schema_dir() / f"{name}.schema.json"
     schema = loads(path.read_bytes(), what=str(path), error=ManifestError, max_bytes=MANIFEST_BYTES)
     return jsonschema_rs.Draft202012Validator(schema)

@@ -91,15 +91,16 @@ def make_tag(
                 f"tag it as {src_dataset}@{tag}"
             )
         old = reg.refs.get(dataset, tag)
-        if old is not None and old != rev.digest and not force:
+        digest = reg.digest_of(rev)
+        if old is not None and old != digest and not force:
             # Refused before the revision is stored; refs.set refuses again under its lock.
-            raise move_refused(dataset, tag, old, rev.digest)
+            raise move_refused(dataset, tag, old, digest)
         reg.store_revision(rev)
-        previous = reg.refs.set(dataset, tag, rev.digest, force=force, command=command)
+        previous = reg.refs.set(dataset, tag, digest, force=force, command=command)
     return TagResult(
         dataset=dataset,
         tag=tag,
-        revision=rev.digest,
+        revision=digest,
         previous=previous,
         view=rev.view,
         overlays=rev.overlays,

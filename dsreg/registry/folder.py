@@ -27,6 +27,7 @@ from dsreg.formats.manifests import (
     Overlay,
     Revision,
     Snapshot,
+    canonical_manifest,
     decode_manifest,
     encode_manifest,
 )
@@ -36,6 +37,7 @@ from dsreg.objects.hashing import hash_bytes
 from dsreg.objects.store import ObjectStore
 from dsreg.registry.config import read_config, write_config
 from dsreg.registry.refs import RefStore
+from dsreg.registry.schemamemo import SchemaMemo
 
 # The stat cache (and SQLite with it) serves adds, checkouts and gc; a tag, a show or a read
 # never opens it.
@@ -74,12 +76,13 @@ class Resolved:
 class Registry:
     """One registry folder. ``Registry.find()`` locates it; ``Registry.init()`` makes one."""
 
-    __slots__ = ("_state", "refs", "root", "store")
+    __slots__ = ("_state", "refs", "root", "schema_memo", "store")
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self.store = ObjectStore(root)
         self.refs = RefStore(root)
+        self.schema_memo = SchemaMemo(root)
         self._state: StatCache | None = None
 
     @property
@@ -183,11 +186,41 @@ class Registry:
 
     # -- manifests --------------------------------------------------------------------------
     def put_manifest(self, m: Manifest) -> str:
-        return self.store.put_bytes(encode_manifest(m))
+        data, digest, checked = self._encode(m)
+        if not checked:
+            # The bytes themselves, hashed to ``digest``, pass the check a read makes.
+            decode_manifest(data, digest=digest)
+        stored = self.store.put_bytes(data)
+        if not checked:
+            self.schema_memo.remember(digest)
+        return stored
 
-    def manifest(self, digest: str) -> Manifest:
-        """A stored manifest, re-hashed and validated against its schema."""
-        return decode_manifest(self.store.read_bytes(digest), digest=digest)
+    def digest_of(self, m: Manifest) -> str:
+        """``m``'s digest, checked against its schema unless its bytes passed it before."""
+        return self._encode(m)[1]
+
+    def _encode(self, m: Manifest) -> tuple[bytes, str, bool]:
+        """``m``'s canonical bytes, their digest, and whether their schema check is
+        remembered; ``m`` is checked against its schema (``encode_manifest``) if not."""
+        data = canonical_manifest(m)
+        digest = hash_bytes(data)
+        checked = self.schema_memo.checked(digest)
+        if not checked:
+            encode_manifest(m)
+        return data, digest, checked
+
+    def manifest(self, digest: str, *, recheck: bool = False) -> Manifest:
+        """A stored manifest, re-hashed and validated against its schema.
+
+        The bytes are re-hashed on every read; the schema check is skipped for a digest whose
+        verified bytes passed it before (``dsreg.registry.schemamemo``), unless ``recheck``
+        (``dsreg verify`` trusts no memo), and remembered only after they pass it here."""
+        data = self.store.read_bytes(digest)  # raises unless the bytes hash to ``digest``
+        checked = not recheck and self.schema_memo.checked(digest)
+        m = decode_manifest(data, digest=digest, schema_checked=checked)
+        if not checked:
+            self.schema_memo.remember(digest)
+        return m
 
     def snapshot(self, digest: str) -> Snapshot:
         return _expect(self.manifest(digest), Snapshot, digest)
@@ -345,9 +378,6 @@ class Registry:
                     "snapshot only"
                 )
         return self.put_manifest(rev)
-
-    def digest_of(self, m: Manifest) -> str:
-        return hash_bytes(encode_manifest(m))
 
 
 def cache_root() -> Path:

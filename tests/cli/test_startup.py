@@ -108,6 +108,19 @@ def test_a_tag_of_a_view_loads_only_what_it_uses(tmp_path: Path) -> None:
     assert heavy_modules(tmp_path, *args, "--force", names=NOT_FOR_A_TAG) == []
 
 
+def test_a_repeated_tag_of_a_view_does_not_load_the_schema_validator(tmp_path: Path) -> None:
+    """A manifest whose verified bytes passed the schema check once is not checked again (the
+    hash check still runs), so a tag reading and writing only such manifests never imports
+    jsonschema_rs (whose extension imports email, socket and decimal)."""
+    (tmp_path / "labels.csv").write_text("label\n" + "cat\ndog\n" * 3)
+    reg = dsreg.init(registry=tmp_path / ".dsreg")
+    dsreg.add("lab", labels=tmp_path / "labels.csv", tag="original", registry=reg)
+    args = ("tag", "lab@clean", "lab@original", "--view", "cleaned", "--force")
+    heavy_modules(tmp_path, *args)
+    assert heavy_modules(tmp_path, *args, names=("jsonschema_rs",)) == []
+    assert dsreg.open("lab@clean", registry=reg).view == "cleaned"
+
+
 _CLI_MODULES = """
 import sys
 from dsreg.cli import main
