@@ -11,20 +11,8 @@ from typing import IO, TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, overlo
 
 import dsreg.api.reading as reading
 from dsreg._util.fs import replacing
+from dsreg._util.lazy import lazy_module
 from dsreg._util.progress import ProgressHook
-from dsreg.api._modules import (
-    labelexport,
-    overlay_inspect,
-    overlay_ops,
-    overlay_write,
-    report_cite,
-    report_diff,
-    report_evaluate,
-    report_export,
-    report_plot,
-    views_dataset,
-    views_sql,
-)
 from dsreg.api.common import command_of, find_registry, hook
 from dsreg.api.options import (
     Arg,
@@ -42,23 +30,46 @@ from dsreg.errors import InvalidInputError
 from dsreg.formats.manifests import VIEWS, View
 from dsreg.formats.names import check_name
 
-# Types only: their modules are imported when first used (``dsreg.api._modules``).
+# Each of these imports numpy and pyarrow (DuckDB, matplotlib): imported when first used.
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
+    from dsreg.ops import overlay as overlay_ops
     from dsreg.ops.overlay import OverlayResult
+    from dsreg.overlays import inspect as overlay_inspect
+    from dsreg.overlays import write as overlay_write
     from dsreg.overlays.inspect import OverlayInfo
     from dsreg.overlays.write import OverlayRecord
     from dsreg.registry.folder import Registry, Resolved
     from dsreg.remote.read import RemoteRead
+    from dsreg.report import cite as report_cite
+    from dsreg.report import diff as report_diff
+    from dsreg.report import evaluate as report_evaluate
+    from dsreg.report import export as report_export
+    from dsreg.report import labelexport
+    from dsreg.report import plot as report_plot
     from dsreg.report.cite import Citation
     from dsreg.report.diff import DiffResult
     from dsreg.report.evaluate import EvalReport
     from dsreg.report.labelexport import ExportResult
     from dsreg.report.predictions import Predictions
+    from dsreg.views import dataset as views_dataset
+    from dsreg.views import sql as views_sql
     from dsreg.views.dataset import Dataset
     from dsreg.views.sql import Connection
+else:
+    overlay_ops = lazy_module("dsreg.ops.overlay")
+    overlay_inspect = lazy_module("dsreg.overlays.inspect")
+    overlay_write = lazy_module("dsreg.overlays.write")
+    report_cite = lazy_module("dsreg.report.cite")
+    report_diff = lazy_module("dsreg.report.diff")
+    report_evaluate = lazy_module("dsreg.report.evaluate")
+    report_export = lazy_module("dsreg.report.export")
+    labelexport = lazy_module("dsreg.report.labelexport")
+    report_plot = lazy_module("dsreg.report.plot")
+    views_dataset = lazy_module("dsreg.views.dataset")
+    views_sql = lazy_module("dsreg.views.sql")
 
 # What the command line cannot give (an array, a DataFrame): named, not imported, at run time.
 Probabilities: TypeAlias = "np.ndarray | PathArg"

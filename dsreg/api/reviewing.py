@@ -8,15 +8,23 @@ from typing import TYPE_CHECKING, Annotated
 from dsreg._util.fs import replacing
 from dsreg._util.inputs import INPUT_BYTES
 from dsreg._util.jsonread import loads
-from dsreg.api._modules import review_queue, review_server, review_session
+from dsreg._util.lazy import lazy_module
 from dsreg.api.common import command_of, find_registry
 from dsreg.api.options import Arg, Opt, PathArg, RegistryOpt
 from dsreg.errors import InputPathError, VotesError
 
-# Types only: their modules are imported when first used (``dsreg.api._modules``).
+# The review reads its queue with pyarrow and serves it with Starlette and uvicorn: imported
+# when first used.
 if TYPE_CHECKING:
+    from dsreg.reviewing import queue as review_queue
+    from dsreg.reviewing import server as review_server
+    from dsreg.reviewing import session as review_session
     from dsreg.reviewing.server import ReviewServer
     from dsreg.reviewing.session import ReviewExport, ReviewFinish
+else:
+    review_queue = lazy_module("dsreg.reviewing.queue")
+    review_server = lazy_module("dsreg.reviewing.server")
+    review_session = lazy_module("dsreg.reviewing.session")
 
 
 def review(
