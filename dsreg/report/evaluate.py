@@ -339,9 +339,19 @@ def _rank(results: list[ModelResult], names: Sequence[View]) -> list[ModelResult
     return out
 
 
-def _target(
-    reg: Registry, resolved: Resolved
-) -> tuple[Target, Named, list[tuple[str, str]], SetTarget]:
+@dataclass(frozen=True, slots=True)
+class _Labels:
+    """What a revision's predictions are scored against: the rows and their labels
+    (``target``), the overlays' verdicts merged (``merged``) and the overlays by digest and
+    kind, and the rater counts as label sets (``sets``)."""
+
+    target: Target
+    merged: Named
+    overlays: list[tuple[str, str]]
+    sets: SetTarget
+
+
+def _labels_of(reg: Registry, resolved: Resolved) -> _Labels:
     rev = load_revision(reg, resolved.revision)
     merged = rev.merged
     cand = merged.suggested >= 0
@@ -361,7 +371,7 @@ def _target(
         count_label=sets.label,
         count_value=sets.value,
     )
-    return target, merged, list(rev.overlays), sets
+    return _Labels(target, merged, list(rev.overlays), sets)
 
 
 def _cache(fn: Any) -> Any:
@@ -415,21 +425,18 @@ def evaluate_revision(
             for _, p in inputs
             if isinstance(p, str | os.PathLike) and Path(p).is_file()
         }
-        target, merged, kinds, sets = _target(reg, resolved)
-        return _score_all(resolved, target, merged, kinds, sets, inputs, names, ks, digests)
+        return _score_all(resolved, _labels_of(reg, resolved), inputs, names, ks, digests)
 
 
 def _score_all(
     resolved: Resolved,
-    target: Target,
-    merged: Named,
-    kinds: list[tuple[str, str]],
-    sets: SetTarget,
+    labels: _Labels,
     inputs: Sequence[tuple[str, Predictions]],
     names: tuple[View, ...],
     ks: tuple[int, ...],
     digests: Mapping[str, Future[str]],
 ) -> EvalReport:
+    target, merged, kinds, sets = labels.target, labels.merged, labels.overlays, labels.sets
     vws = sparse_views(target.n, merged, names)
     results: list[ModelResult] = []
     seen: set[str] = set()
