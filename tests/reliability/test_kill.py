@@ -50,7 +50,10 @@ SEED = 1124
 REPO = Path(dsreg.__file__).resolve().parents[1]
 HEX = re.compile(r"[0-9a-f]+")
 ROOT_ENTRIES = {"config.toml", "files", "refs", "logs", "tmp", "state", "lock"}
-STATE_FILES = re.compile(r"stat\.sqlite(-wal|-shm|-journal)?|clock")
+# The stat cache, and the memo of manifests that passed their schema check.
+STATE_FILES = re.compile(
+    r"stat\.sqlite(-wal|-shm|-journal)?|clock|schema-checked/[0-9a-f]{16}/[0-9a-f]{64}"
+)
 NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 
 # The child imports what the commands need, says so, then runs the command line: the kill lands
