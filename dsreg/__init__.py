@@ -109,6 +109,7 @@ if TYPE_CHECKING:
     from dsreg.report.labelexport import ExportResult
     from dsreg.report.ranks import PredictionsSource
     from dsreg.report.show import ObjectInfo, RevisionInfo, TagList, TagRef
+    from dsreg.report.significance import Significance, StatsOptions
     from dsreg.reviewing.logbytes import SetAside
     from dsreg.reviewing.queue import ReviewProgress
     from dsreg.reviewing.server import ReviewServer
@@ -147,6 +148,7 @@ _WHERE: dict[str, tuple[str, ...]] = {
     "dsreg.report.labelexport": ("ExportResult",),
     "dsreg.report.ranks": ("PredictionsSource",),
     "dsreg.report.show": ("ObjectInfo", "RevisionInfo", "TagList", "TagRef"),
+    "dsreg.report.significance": ("Significance", "StatsOptions"),
     "dsreg.reviewing.logbytes": ("SetAside",),
     "dsreg.reviewing.queue": ("ReviewProgress",),
     "dsreg.reviewing.server": ("ReviewServer",),
@@ -233,7 +235,9 @@ __all__ = [
     "RevisionInfo",
     "RevisionNotFoundError",
     "SetAside",
+    "Significance",
     "Snapshot",
+    "StatsOptions",
     "StorageError",
     "TagExistsError",
     "TagList",

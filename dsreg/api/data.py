@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from dsreg.report.evaluate import EvalReport
     from dsreg.report.labelexport import ExportResult
     from dsreg.report.predictions import Predictions
+    from dsreg.report.significance import StatsOptions
     from dsreg.views.dataset import Dataset
     from dsreg.views.sql import Connection
 
@@ -387,15 +388,17 @@ def evaluate(
     top_k: Sequence[int] = (1,),
     plot: PathArg | None = None,
     registry: RegistryArg = None,
+    stats: StatsOptions | None = None,
 ) -> EvalReport:
     """Score model predictions on the original, cleaned, corrected and honeypot labels of
     ``spec``'s snapshot and overlays; rank the models on each view.
 
     ``predictions``: ``{model: predictions}`` (a path, a numpy array, an Arrow table or a
     pandas DataFrame), or a list of paths (the model is the file stem). ``plot`` also writes
-    a slope chart of the ranks (``.png`` or ``.svg``). Raises ``PredictionsError`` when
-    predictions miss rows of a view, name unknown example ids or classes, or have the wrong
-    shape.
+    a slope chart of the ranks (``.png`` or ``.svg``). ``stats`` sets the intervals and tests
+    (``dsreg.StatsOptions``: Wilson or bootstrap intervals, resamples, seed). Raises
+    ``PredictionsError`` when predictions miss rows of a view, name unknown example ids or
+    classes, or have the wrong shape.
 
     >>> report = dsreg.evaluate("cifar10-test@corrected-v1", {"resnet": probs})  # doctest: +SKIP
     >>> report.to_arrow()                     # one row per (model, view)
@@ -409,6 +412,7 @@ def evaluate(
         views=VIEWS if views is None else views,
         top_k=top_k,
         registry=find_registry(registry),
+        stats=stats,
     )
     if plot is not None:
         from dsreg.report.plot import plot_ranks

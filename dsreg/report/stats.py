@@ -42,6 +42,7 @@ __all__ = [
     "flip_removed",
     "holm",
     "mcnemar_exact",
+    "mcnemar_exact_many",
     "percentile_interval",
     "wilson",
 ]
@@ -98,6 +99,19 @@ def mcnemar_exact(only_a: int, only_b: int) -> float:
     return float(binomtest(only_a, trials, 0.5, alternative="two-sided").pvalue)
 
 
+def mcnemar_exact_many(only_a: np.ndarray, only_b: np.ndarray) -> np.ndarray:
+    """:func:`mcnemar_exact` elementwise over arrays of discordant counts, in one call: at a
+    success probability of 1/2 the binomial is symmetric, so the two-sided p-value is twice the
+    lower tail at the smaller count, capped at 1 (1 where the counts are equal or both zero)."""
+    from scipy.stats import binom
+
+    a = np.asarray(only_a, dtype=np.int64)
+    b = np.asarray(only_b, dtype=np.int64)
+    tail = binom.cdf(np.minimum(a, b), a + b, 0.5)
+    p: np.ndarray = np.where(a == b, 1.0, np.minimum(1.0, 2.0 * tail))
+    return p
+
+
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values (family-wise error across ``pvalues``), in the order
     given: the i-th smallest p times (m - i), made monotone, capped at 1."""
@@ -123,9 +137,11 @@ def competition_ranks(scores: np.ndarray) -> np.ndarray:
 def discordant(correct: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """For patterns' 0/1 correctness of M models (P x M) and the patterns' row counts, the
     (M x M) matrix whose entry [a, b] counts rows model a gets right and model b does not."""
-    c: np.ndarray = correct.astype(np.float64)
-    right: np.ndarray = c * counts[:, None]
-    both: np.ndarray = right.T @ (1.0 - c)
+    # float32 products are exact while every sum stays below 2**24 rows (BLAS, not a loop).
+    exact = np.dtype(np.float32 if int(counts.sum()) < (1 << 24) else np.float64)
+    c: np.ndarray = correct.astype(exact)
+    right: np.ndarray = c * counts.astype(exact)[:, None]
+    both: np.ndarray = right.T @ (1 - c)
     counted: np.ndarray = np.rint(both).astype(np.int64)
     return counted
 
@@ -186,7 +202,10 @@ class Patterns:
 
     def sums(self) -> np.ndarray:
         """Each feature's sum over all rows (F,)."""
-        return self.counts @ self.features.astype(np.int64)
+        # float64 BLAS is exact below 2**53 rows; an int64 product is a slow loop.
+        total: np.ndarray = self.counts.astype(np.float64) @ self.features.astype(np.float64)
+        counted: np.ndarray = np.rint(total).astype(np.int64)
+        return counted
 
     def resample(self, resamples: int, seed: int) -> np.ndarray:
         """Each feature's sum over ``resamples`` bootstrap resamples of the rows (rows drawn

@@ -15,6 +15,7 @@ from dsreg.report.stats import (
     flip_removed,
     holm,
     mcnemar_exact,
+    mcnemar_exact_many,
     percentile_interval,
     wilson,
 )
@@ -155,3 +156,11 @@ def test_flip_removed_clips_the_cases_a_resample_can_fall_in() -> None:
     exact = flip_point(950, 900, 40, 84, rows=1000, errors=100)
     assert exact is not None
     assert got.tolist() == pytest.approx([exact.removed, 1.0, 0.0, 1.0])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3000), st.integers(0, 3000)), min_size=1, max_size=20))
+def test_mcnemar_exact_many_equals_one_at_a_time(pairs: list[tuple[int, int]]) -> None:
+    a, b = (np.array(x) for x in zip(*pairs, strict=True))
+    ref = [min(1.0, mcnemar([[10, x], [y, 10]], exact=True).pvalue) for x, y in pairs]
+    assert mcnemar_exact_many(a, b).tolist() == pytest.approx(ref, rel=1e-9, abs=1e-300)

@@ -1,0 +1,127 @@
+"""Each model's top-1 correctness row by row on every view ``dsreg eval`` scores, counted as
+patterns for :func:`dsreg.report.significance.significance`.
+
+A view differs from "every row, given label" only at the rows overlays name, so a model is kept
+as one bit per row (its top-1 prediction is the given label) plus, per view, the few rows where
+the view serves another label or a label set (their correctness listed). Rows are then built
+chunk by chunk, every model and view side by side, and counted by pattern: memory stays at a bit
+per row and model, whatever the number of views.
+
+The statistics' views are the eval views plus ``honeypot_given`` (the honeypot's rows on their
+given labels) and ``majority`` (the rows with raters' counts, right when the top-1 prediction is
+the raters' majority label).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from dsreg.formats.manifests import View
+from dsreg.report.human import SetTarget
+from dsreg.report.ranks import Ranks
+from dsreg.report.significance import Correctness, CorrectnessCounter
+from dsreg.views.sparse import SparseView, in_label_sets
+
+__all__ = ["RowScores", "stats_view"]
+
+# Rows built and counted at a time (a multiple of 8: the given bits are unpacked by bytes).
+_CHUNK: Final = 1 << 20
+
+
+def stats_view(view: View, *, given: bool = False) -> str:
+    """The statistics' name of an eval view (``honeypot_given``: the honeypot, given labels)."""
+    return "honeypot_given" if given and view == "honeypot" else view
+
+
+@dataclass(frozen=True, slots=True)
+class _Served:
+    complement: bool  # every row except ``rows``, or only ``rows``
+    rows: np.ndarray  # sorted
+
+
+def _merged(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Rows and values of several (rows, values) lists, sorted by row, the later list winning
+    where two name a row."""
+    rows = np.concatenate([r for r, _ in parts]).astype(np.int64)
+    values = np.concatenate([v for _, v in parts]).astype(bool)
+    # The last of each row wins: unique on the reversed arrays keeps each row's first.
+    rows_r, values_r = rows[::-1], values[::-1]
+    keep, first = np.unique(rows_r, return_index=True)
+    return keep, values_r[first]
+
+
+class RowScores:
+    """Models' correctness on ``views`` (sparse views of ``n`` snapshot rows), added one model
+    at a time (:meth:`add`), then counted (:meth:`correctness`)."""
+
+    def __init__(self, n: int, views: dict[View, SparseView], sets: SetTarget) -> None:
+        self.n, self.vws, self.sets = n, views, sets
+        self.served: dict[str, _Served] = {}
+        for name, vw in views.items():
+            self.served[name] = _Served(vw.complement, vw.rows)
+            if name == "honeypot":
+                self.served["honeypot_given"] = _Served(False, vw.rows)
+        if len(sets.counted):
+            self.served["majority"] = _Served(False, sets.rows[sets.counted])
+        self.models: list[str] = []
+        self._given: list[np.ndarray] = []
+        self._special: list[dict[str, tuple[np.ndarray, np.ndarray]]] = []
+
+    def add(self, model: str, ranks: Ranks) -> None:
+        """Keep one model: its given-label bits and, per view, the rows scored otherwise."""
+        self.models.append(model)
+        self._given.append(np.packbits(ranks.given == 0))
+        special: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for name, vw in self.vws.items():
+            parts = [(vw.relabel, ranks.suggested[vw.relabel_cand] == 0)]
+            if name == "multilabel":
+                parts.append((vw.set_rows, self._in_sets(ranks, vw)))
+                pair = (ranks.given[vw.pair_rows] == 0) | (ranks.suggested[vw.pair_cand] == 0)
+                parts.append((vw.pair_rows, pair))
+            special[name] = _merged(parts)
+        if "majority" in self.served:
+            top1 = ranks.top1[self.sets.counted] if ranks.top1 is not None else None
+            right = np.zeros(len(self.sets.counted), bool) if top1 is None else (
+                top1 == self.sets.majority
+            )  # fmt: skip
+            special["majority"] = (self.served["majority"].rows, right)
+        self._special.append(special)
+
+    def _in_sets(self, ranks: Ranks, vw: SparseView) -> np.ndarray:
+        """Whether each set row's top-1 prediction is in the row's ``labels`` list."""
+        if not len(vw.set_rows) or self.sets.lists is None or ranks.top1 is None:
+            return np.zeros(len(vw.set_rows), dtype=bool)
+        top1 = ranks.top1[np.searchsorted(self.sets.rows, vw.set_rows)]
+        return in_label_sets(top1, vw.set_index, self.sets.lists)
+
+    def correctness(self) -> Correctness:
+        """Every view's rows, chunk by chunk, counted as patterns."""
+        counter = CorrectnessCounter(list(self.served), self.models)
+        for start in range(0, max(self.n, 1), _CHUNK):
+            stop = min(self.n, start + _CHUNK)
+            counter.add(self._chunk(start, stop))
+        return counter.correctness()
+
+    def _chunk(self, start: int, stop: int) -> dict[str, np.ndarray]:
+        n, m = stop - start, len(self.models)
+        given = np.empty((n, m), dtype=np.int8)
+        for j, bits in enumerate(self._given):
+            given[:, j] = np.unpackbits(bits[start // 8 : (stop + 7) // 8])[:n]
+        out = {}
+        for name, served in self.served.items():
+            lo, hi = np.searchsorted(served.rows, [start, stop])
+            at = served.rows[lo:hi] - start
+            member = np.full(n, served.complement)
+            member[at] = not served.complement
+            c = given.copy() if name != "majority" else np.zeros((n, m), np.int8)
+            if name != "honeypot_given":
+                for j, special in enumerate(self._special):
+                    rows, values = special.get(name, (np.empty(0, np.int64), np.empty(0, bool)))
+                    a, b = np.searchsorted(rows, [start, stop])
+                    c[rows[a:b] - start, j] = values[a:b]
+            c[~member] = -1
+            out[name] = c
+        return out
