@@ -22,6 +22,7 @@ from dsreg.cli._common import (
     write_json,
 )
 from dsreg.cli._text import SafeStream, printable, write_file_format
+from dsreg.cli.evaltext import render_eval
 from dsreg.errors import InvalidInputError
 
 
@@ -138,12 +139,26 @@ def eval_(
     plot: Annotated[
         Path | None, typer.Option(help="Write a slope chart of the ranks: FILE.png or FILE.svg.")
     ] = None,
+    ci: Annotated[
+        str, typer.Option(help="Accuracy intervals: wilson, or bootstrap (percentile).")
+    ] = "wilson",
+    resamples: Annotated[
+        int, typer.Option(help="Bootstrap resamples (rank, difference and flip intervals).")
+    ] = 1000,
+    seed: Annotated[int, typer.Option(help="Seed of the bootstrap: the same seed, the same.")] = 0,
+    flip_points: Annotated[
+        bool, typer.Option("--flip-points", help="Print each pair's flip point.")
+    ] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="Print every pair's test and the raters' scores.")
+    ] = False,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Accuracy of model predictions on original, cleaned, corrected and honeypot labels, set
     accuracy on the multilabel view (ReaL accuracy), agreement with raters' counts, each
-    model's rank per view, and how the ranking changes (Northcutt et al. 2021, Table 3)."""
+    model's rank per view, and how the ranking changes (Northcutt et al. 2021, Table 3), with
+    intervals, pairwise tests and rank intervals; --flip-points adds each pair's flip point."""
     try:
         ks = [int(k) for k in _split(top_k, "--top-k")]
     except ValueError:
@@ -155,94 +170,14 @@ def eval_(
         top_k=ks,
         plot=plot,
         registry=registry_path,
+        stats=dsreg.StatsOptions(ci=ci, resamples=resamples, seed=seed),
     )
     if plot is not None:
         say(f"Wrote the rank chart to {plot}")
     if json:
         write_json(report.to_json())
         return
-    _render_eval(report)
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.2f}%"
-
-
-def _rk(r: int | None) -> str:
-    return "" if r is None else f" ({r})"
-
-
-def _move(a: int | None, b: int | None) -> str:
-    if a is None or b is None:
-        return "-"
-    d = a - b
-    return f"{a} -> {b} ({'+' if d > 0 else ''}{d})" if d else f"{a} -> {b} (=)"
-
-
-def _render_eval(report: dsreg.EvalReport) -> None:
-    at = f"{report.dataset}@{report.tag}" if report.tag else report.spec
-    out(f"revision  {report.revision}  ({at})")
-    out("rows      " + ", ".join(f"{v} {n}" for v, n in report.views.items()))
-    # An empty view (a honeypot without correctable rows) gets no columns, only its row count.
-    shown = [v for v, n in report.views.items() if n]
-    headers = ["MODEL"]
-    for v in shown:
-        if v == "honeypot":
-            headers += ["HONEYPOT given", "HONEYPOT corrected"]
-        elif v == "multilabel":
-            headers.append("SET (multilabel)")  # top-1 only: a prediction in the label set
-            continue
-        else:
-            headers.append(v.upper())
-        headers += [f"{v.upper()} top-{k}" for k in report.top_k if k > 1]
-    human = any(m.human is not None for m in report.models)
-    if human:
-        headers += ["MAJORITY", "AGREEMENT", "CROSS-ENTROPY"]
-    if "original" in shown and "corrected" in shown:
-        headers.append("RANK original -> corrected")
-    if "honeypot" in shown:
-        headers.append("RANK honeypot given -> corrected")
-    if "original" in shown and "multilabel" in shown:
-        headers.append("RANK original -> set")
-    if human and "original" in shown:
-        headers.append("RANK original -> majority")
-    rows = []
-    for m in report.models:
-        r = [m.model]
-        for v in shown:
-            s = m.scores[v]
-            if v == "honeypot":
-                r.append(_pct(s.given_accuracy(1)) + _rk(s.given_rank))
-            r.append(_pct(s.accuracy(1)) + _rk(s.rank))
-            if v != "multilabel":
-                r += [_pct(s.accuracy(k)) for k in report.top_k if k > 1]
-        hs = m.human
-        if human:
-            r.append("-" if hs is None else _pct(hs.majority_accuracy) + _rk(hs.rank))
-            r.append("-" if hs is None else _pct(hs.expected_agreement))
-            r.append("-" if hs is None or hs.cross_entropy is None else f"{hs.cross_entropy:.4f}")
-        if "original" in shown and "corrected" in shown:
-            r.append(_move(m.scores["original"].rank, m.scores["corrected"].rank))
-        if "honeypot" in shown:
-            h = m.scores["honeypot"]
-            r.append(_move(h.given_rank, h.rank))
-        if "original" in shown and "multilabel" in shown:
-            r.append(_move(m.scores["original"].rank, m.scores["multilabel"].rank))
-        if human and "original" in shown:
-            r.append(_move(m.scores["original"].rank, hs.rank if hs else None))
-        rows.append(r)
-    out()
-    out(table(rows, headers))
-    out()
-    for m in report.models:
-        p = m.predictions
-        where = p.file if p.file else f"({p.format})"
-        model, where = printable(m.model), printable(where)
-        out(f"predictions  {model}: {p.digest or '-'}  {where}  [{p.kind}]")
-    if report.views.get("honeypot") == 0 and report.overlays:
-        say("Note: the honeypot is empty: no overlay of this revision has correctable rows")
-    for note in report.notes:
-        say(f"Note: {note}")
+    render_eval(report, full=full, flip_points=flip_points)
 
 
 # -- diff -----------------------------------------------------------------------------------------

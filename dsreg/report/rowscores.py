@@ -61,9 +61,9 @@ class RowScores:
         self.n, self.vws, self.sets = n, views, sets
         self.served: dict[str, _Served] = {}
         for name, vw in views.items():
-            self.served[name] = _Served(vw.complement, vw.rows)
-            if name == "honeypot":
+            if name == "honeypot":  # the given labels first, as the table reads
                 self.served["honeypot_given"] = _Served(False, vw.rows)
+            self.served[name] = _Served(vw.complement, vw.rows)
         if len(sets.counted):
             self.served["majority"] = _Served(False, sets.rows[sets.counted])
         self.models: list[str] = []
