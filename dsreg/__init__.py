@@ -109,7 +109,7 @@ if TYPE_CHECKING:
     from dsreg.report.labelexport import ExportResult
     from dsreg.report.ranks import PredictionsSource
     from dsreg.report.show import ObjectInfo, RevisionInfo, TagList, TagRef
-    from dsreg.report.significance import Significance, StatsOptions
+    from dsreg.report.stats.significance import Significance, StatsOptions
     from dsreg.reviewing.logbytes import SetAside
     from dsreg.reviewing.queue import ReviewProgress
     from dsreg.reviewing.server import ReviewServer
@@ -148,7 +148,7 @@ _WHERE: dict[str, tuple[str, ...]] = {
     "dsreg.report.labelexport": ("ExportResult",),
     "dsreg.report.ranks": ("PredictionsSource",),
     "dsreg.report.show": ("ObjectInfo", "RevisionInfo", "TagList", "TagRef"),
-    "dsreg.report.significance": ("Significance", "StatsOptions"),
+    "dsreg.report.stats.significance": ("Significance", "StatsOptions"),
     "dsreg.reviewing.logbytes": ("SetAside",),
     "dsreg.reviewing.queue": ("ReviewProgress",),
     "dsreg.reviewing.server": ("ReviewServer",),

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from dsreg.report.evaluate import EvalReport
     from dsreg.report.labelexport import ExportResult
     from dsreg.report.predictions import Predictions
-    from dsreg.report.significance import StatsOptions
+    from dsreg.report.stats.significance import StatsOptions
     from dsreg.views.dataset import Dataset
     from dsreg.views.sql import Connection
 

@@ -34,8 +34,8 @@ from dsreg.report.predictions import (
     Target,
     read_predictions,
 )
-from dsreg.report.rowscores import RowScores
-from dsreg.report.significance import Significance, StatsOptions, significance
+from dsreg.report.stats.rowscores import RowScores
+from dsreg.report.stats.significance import Significance, StatsOptions, significance
 from dsreg.views.sparse import (
     Named,
     SparseView,

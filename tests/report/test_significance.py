@@ -1,5 +1,6 @@
-"""Intervals, tests, rank changes, correlation and flip points of ``dsreg.report.significance``,
-against statsmodels and scipy on the same counts, against simulation, and inside ``evaluate``."""
+"""Intervals, tests, rank changes, correlation and flip points of
+``dsreg.report.stats.significance``, against statsmodels and scipy on the same counts, against
+simulation, and inside ``evaluate``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from dsreg.errors import InvalidInputError
 from dsreg.report.evaluate import evaluate
-from dsreg.report.significance import (
+from dsreg.report.stats.significance import (
     CorrectnessCounter,
     StatsOptions,
     significance,

@@ -1,5 +1,5 @@
 """Each model's top-1 correctness row by row on every view ``dsreg eval`` scores, counted as
-patterns for :func:`dsreg.report.significance.significance`.
+patterns for :func:`dsreg.report.stats.significance.significance`.
 
 A view differs from "every row, given label" only at the rows overlays name, so a model is kept
 as one bit per row (its top-1 prediction is the given label) plus, per view, the few rows where
@@ -22,7 +22,7 @@ import numpy as np
 from dsreg.formats.manifests import View
 from dsreg.report.human import SetTarget
 from dsreg.report.ranks import Ranks
-from dsreg.report.significance import Correctness, CorrectnessCounter
+from dsreg.report.stats.significance import Correctness, CorrectnessCounter
 from dsreg.views.sparse import SparseView, in_label_sets
 
 __all__ = ["RowScores", "stats_view"]

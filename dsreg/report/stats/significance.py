@@ -28,7 +28,7 @@ from typing import Any, Final
 import numpy as np
 
 from dsreg.errors import InvalidInputError
-from dsreg.report.stats import (
+from dsreg.report.stats.core import (
     LEVEL,
     PatternCounter,
     Patterns,
