@@ -274,7 +274,7 @@ class RankChange:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Correlation:
     """Spearman's and Kendall's correlation of the models' accuracies on two views (their
-    ranks), with p-values; ``warning`` when either is negative and significant at alpha."""
+    ranks), with p-values; ``warning`` when both are negative and significant at alpha."""
 
     source: str
     target: str
@@ -517,7 +517,9 @@ def _correlation(src: ViewStats, dst: ViewStats, alpha: float) -> Correlation | 
 
     rho, rho_p = spearmanr(x, y)
     tau, tau_p = kendalltau(x, y)
-    warn = bool((rho < 0 and rho_p < alpha) or (tau < 0 and tau_p < alpha))
+    # Both must agree: Spearman's p-value (a t approximation) is 0 for any perfect reversal,
+    # even of three models; Kendall's is exact for few models without ties.
+    warn = bool(rho < 0 and rho_p < alpha and tau < 0 and tau_p < alpha)
     return Correlation(
         source=src.view,
         target=dst.view,
