@@ -27,6 +27,7 @@ from dsreg.cli._common import (
     write_json,
 )
 from dsreg.cli._text import printable
+from dsreg.cli.evaltext import quality_lines
 
 
 def register(app: typer.Typer) -> None:
@@ -230,6 +231,8 @@ def show(
         note = " (unvalidated: corrected by the detector)" if o["kind"] == "detected" else ""
         by = printable(str(o["producer"]))
         out(f"overlay   {o['digest']}  {o['kind']}{note}, {o['rows']} rows, by {by}")
+    for line in quality_lines(info.label_quality):
+        out(line)
 
 
 def _render_object(info: dsreg.ObjectInfo) -> None:

@@ -12,7 +12,7 @@ import dsreg
 from dsreg.cli._common import out, say, table
 from dsreg.cli._text import printable
 
-__all__ = ["render_eval"]
+__all__ = ["quality_lines", "render_eval"]
 
 WIDTH: Final = 100
 
@@ -39,6 +39,18 @@ def _line(text: str) -> None:
     out(textwrap.fill(text, WIDTH, subsequent_indent=" " * 10, break_on_hyphens=False))
 
 
+def quality_lines(card: Any) -> list[str]:
+    """A revision's label card (``label_quality``) as lines under a 10-column ``quality``
+    label, each wrapped at 100 columns: what ``eval``, ``show`` and ``cite`` print."""
+    if card is None:
+        return []
+    lines = []
+    for i, text in enumerate(card.lines()):
+        head = "quality   " if i == 0 else " " * 10
+        lines += textwrap.wrap(head + text, WIDTH, subsequent_indent=" " * 12)
+    return lines
+
+
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.2f}%"
 
@@ -59,6 +71,8 @@ def render_eval(report: dsreg.EvalReport, *, full: bool = False, flip_points: bo
     at = f"{report.dataset}@{report.tag}" if report.tag else report.spec
     out(f"revision  {report.revision}  ({at})")
     out("rows      " + ", ".join(f"{v} {n}" for v, n in report.views.items()))
+    for line in quality_lines(report.label_quality):
+        out(line)
     sig = report.significance
     if sig is not None:
         how = "Wilson" if sig.options.ci == "wilson" else "bootstrap"

@@ -22,7 +22,7 @@ from dsreg.cli._common import (
     write_json,
 )
 from dsreg.cli._text import SafeStream, printable, write_file_format
-from dsreg.cli.evaltext import render_eval
+from dsreg.cli.evaltext import quality_lines, render_eval
 from dsreg.errors import InvalidInputError
 
 
@@ -286,6 +286,8 @@ def cite(
         return
     write_file_format(text)
     say(f"Cited {c.name} at revision {short(c.revision)}")
+    for line in quality_lines(c.label_quality):  # stderr: stdout stays the citation alone
+        say(line)
     if c.remote is None:
         say(
             "Note: no remote, so the citation names no place to fetch the revision: push it "

@@ -34,6 +34,7 @@ from dsreg.report.predictions import (
     Target,
     read_predictions,
 )
+from dsreg.report.show import LabelQuality, label_quality
 from dsreg.report.stats.rowscores import RowScores
 from dsreg.report.stats.significance import Significance, StatsOptions, significance
 from dsreg.views.sparse import (
@@ -153,6 +154,7 @@ class EvalReport:
     # Intervals, rank intervals, pairwise tests, rank changes, correlation and flip points of
     # the top-1 accuracies (docs/queries.md, "Uncertainty and significance").
     significance: Significance | None = None
+    label_quality: LabelQuality | None = None  # how clean the revision's labels are
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -169,6 +171,7 @@ class EvalReport:
             "models": [m.to_dict() for m in self.models],
             "notes": list(self.notes),
             "significance": None if self.significance is None else self.significance.to_dict(),
+            "label_quality": None if self.label_quality is None else self.label_quality.to_dict(),
         }
 
     def to_json(self) -> str:
@@ -428,7 +431,11 @@ def evaluate_revision(
         }
         target, merged, kinds, sets = _target(reg, resolved)
         report, rows = _score_all(resolved, target, merged, kinds, sets, inputs, names, ks, digests)
-    return dataclasses.replace(report, significance=significance(rows.correctness(), stats))
+    return dataclasses.replace(
+        report,
+        significance=significance(rows.correctness(), stats),
+        label_quality=label_quality(reg, resolved.revision, dataset=resolved.dataset),
+    )
 
 
 def _score_all(
