@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from dsreg.errors import InvalidInputError
 from dsreg.report.evaluate import evaluate
+from dsreg.report.stats import rowscores
 from dsreg.report.stats.significance import (
     CorrectnessCounter,
     StatsOptions,
@@ -210,14 +211,21 @@ def test_bad_correctness_and_options_are_refused() -> None:
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_evaluate_reports_figures_of_its_own_counts(make_labelset: Any, seed: int) -> None:
+def test_evaluate_reports_figures_of_its_own_counts(
+    make_labelset: Any, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The statistics of a report are computed on the same rows as its scores: every view's
-    correct counts and rows agree, the honeypot's given labels included."""
+    correct counts and rows agree, the honeypot's given labels included; rows no overlay
+    names, counted by their models' bits, count as when built one by one."""
     ls = make_labelset(n=90, k=4, seed=seed, overlays=1 + seed % 3)
     rng = np.random.default_rng(seed)
     preds = {f"m{j}": np.where(rng.random(ls.n) < 0.7, ls.labels, rng.integers(0, 4, ls.n))
              for j in range(3)}  # fmt: skip
     report = evaluate("toy@corrected", preds, registry=ls.reg)
+    with monkeypatch.context() as m:
+        m.setattr(rowscores, "_KEY_BITS", 0)  # every row built one by one
+        slow = evaluate("toy@corrected", preds, registry=ls.reg)
+    assert slow.to_json() == report.to_json()
     sig = report.significance
     assert sig is not None and sig.options == StatsOptions()
     for m in report.models:
@@ -234,3 +242,44 @@ def test_evaluate_reports_figures_of_its_own_counts(make_labelset: Any, seed: in
         change = sig.rank_change("original", "corrected", m.model)
         assert change is not None and change.change == m.rank_change["original_to_corrected"]
     assert report.to_dict()["significance"]["views"]["original"]["rows"] == ls.n
+
+
+def test_set_and_majority_views_are_measured_on_their_rows(
+    make_registry: Any, tmp_path: Any
+) -> None:
+    """Label sets (ReaL) and raters' counts: the set accuracy and the majority accuracy of the
+    report are the statistics' counts of the multilabel and majority views."""
+    import json
+
+    import dsreg
+
+    reg = make_registry()
+    labels = np.array([0, 1, 2, 0, 1, 2, 0, 1], np.int32)
+    np.save(tmp_path / "labels.npy", labels)
+    dsreg.add("ds", labels=tmp_path / "labels.npy", classes=["a", "b", "c"], tag="v1",
+              registry=reg)  # fmt: skip
+    (tmp_path / "real.json").write_text(json.dumps([[0], [0, 1], [], [1], [1, 2], [2], [0], [2]]))
+    counts = np.array([[5, 0, 0], [1, 4, 0], [2, 2, 1], [0, 5, 0], [0, 3, 2], [0, 0, 5],
+                       [4, 1, 0], [0, 0, 5]])  # fmt: skip
+    np.save(tmp_path / "counts.npy", counts)
+    r1 = dsreg.import_labels("ds@v1", tmp_path / "real.json", format="real", registry=reg)
+    r2 = dsreg.import_labels("ds@v1", tmp_path / "counts.npy", format="counts", registry=reg)
+    dsreg.tag("ds@both", "ds@v1", overlays=[r1.digest, r2.digest], view="multilabel",
+              registry=reg)  # fmt: skip
+    dsreg.tag("ds@real", "ds@v1", overlays=[r1.digest], view="multilabel", registry=reg)
+    rng = np.random.default_rng(4)
+    preds = {f"m{j}": rng.integers(0, 3, len(labels)) for j in range(4)}
+    for spec in ("ds@real", "ds@both"):
+        report = evaluate(spec, preds, registry=reg)
+        sig = report.significance
+        assert sig is not None
+        for m in report.models:
+            ml = m.scores["multilabel"]
+            got = sig.views["multilabel"].models[m.model]
+            assert (sig.views["multilabel"].rows, got.correct) == (ml.rows, ml.correct[1])
+            if m.human is not None:
+                maj = sig.views["majority"]
+                assert maj.rows == m.human.rows
+                assert maj.models[m.model].correct == m.human.majority_correct
+            else:
+                assert "majority" not in sig.views

@@ -54,9 +54,9 @@ _DRAW_CHUNK: Final = 1 << 22
 
 def _z(level: float) -> float:
     """The two-sided standard normal quantile of ``level`` (1.96 for 0.95)."""
-    from scipy.stats import norm
+    from statistics import NormalDist  # not scipy.stats: its import costs seconds
 
-    return float(norm.ppf(0.5 + level / 2))
+    return NormalDist().inv_cdf(0.5 + level / 2)
 
 
 def wilson(correct: int, rows: int, level: float = LEVEL) -> tuple[float, float] | None:
@@ -103,11 +103,11 @@ def mcnemar_exact_many(only_a: np.ndarray, only_b: np.ndarray) -> np.ndarray:
     """:func:`mcnemar_exact` elementwise over arrays of discordant counts, in one call: at a
     success probability of 1/2 the binomial is symmetric, so the two-sided p-value is twice the
     lower tail at the smaller count, capped at 1 (1 where the counts are equal or both zero)."""
-    from scipy.stats import binom
+    from scipy.special import bdtr  # the binomial CDF, without importing scipy.stats
 
     a = np.asarray(only_a, dtype=np.int64)
     b = np.asarray(only_b, dtype=np.int64)
-    tail = binom.cdf(np.minimum(a, b), a + b, 0.5)
+    tail = bdtr(np.minimum(a, b), a + b, 0.5)
     p: np.ndarray = np.where(a == b, 1.0, np.minimum(1.0, 2.0 * tail))
     return p
 
@@ -253,13 +253,18 @@ class PatternCounter:
         self._keys = np.empty(0, dtype=f"V{self._width}")
         self._counts = np.empty(0, dtype=np.int64)
 
-    def add(self, features: np.ndarray) -> None:
-        """Count the rows of one (n, columns) 0/1 chunk."""
+    def add(self, features: np.ndarray, counts: np.ndarray | None = None) -> None:
+        """Count the rows of one (n, columns) 0/1 chunk; ``counts``: how many rows each of
+        its rows stands for (default one)."""
         if features.ndim != 2 or features.shape[1] != self.columns:
             raise ValueError(f"expected (n, {self.columns}) features, got {features.shape}")
         packed = np.ascontiguousarray(np.packbits(features.astype(bool), axis=1))
         keys = packed.view(f"V{self._width}").ravel()
-        keys, counts = np.unique(keys, return_counts=True)
+        if counts is None:
+            keys, counts = np.unique(keys, return_counts=True)
+        else:
+            keys, inverse = np.unique(keys, return_inverse=True)
+            counts = np.bincount(inverse.ravel(), weights=counts, minlength=len(keys))
         merged = np.concatenate([self._keys, keys])
         weights = np.concatenate([self._counts, counts])
         self._keys, inverse = np.unique(merged, return_inverse=True)

@@ -124,9 +124,10 @@ class CorrectnessCounter:
         self.views, self.models = tuple(views), tuple(models)
         self._counter = PatternCounter(len(views) * (len(models) + 1))
 
-    def add(self, chunk: Mapping[str, np.ndarray]) -> None:
+    def add(self, chunk: Mapping[str, np.ndarray], counts: np.ndarray | None = None) -> None:
         """One chunk of rows: for every view, a ``(rows, models)`` array of 1 (right), 0 (wrong)
-        and -1 (the view does not serve the row); the same rows in every view."""
+        and -1 (the view does not serve the row); the same rows in every view. ``counts``: how
+        many rows each row given stands for (default one)."""
         missing = [v for v in self.views if v not in chunk]
         if missing:
             raise InvalidInputError(f"correctness of views {missing} is missing")
@@ -147,7 +148,7 @@ class CorrectnessCounter:
                 raise InvalidInputError(f"view {v!r}: a row is served to some models only")
             features[:, i * width] = served
             features[:, i * width + 1 : (i + 1) * width] = c > 0
-        self._counter.add(features)
+        self._counter.add(features, counts)
 
     def correctness(self) -> Correctness:
         return Correctness(self.views, self.models, self._counter.patterns())
