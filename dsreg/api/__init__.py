@@ -122,6 +122,8 @@ if TYPE_CHECKING:
     from dsreg.report.show import RevisionInfo as RevisionInfo
     from dsreg.report.show import TagList as TagList
     from dsreg.report.show import TagRef as TagRef
+    from dsreg.report.stats.significance import Significance as Significance
+    from dsreg.report.stats.significance import StatsOptions as StatsOptions
     from dsreg.reviewing.logbytes import SetAside as SetAside
     from dsreg.reviewing.queue import ReviewProgress as ReviewProgress
     from dsreg.reviewing.server import ReviewServer as ReviewServer

@@ -478,6 +478,13 @@ def evaluate(
     plot: Annotated[
         PathArg | None, Opt(help="Write a slope chart of the ranks: FILE.png or FILE.svg.")
     ] = None,
+    ci: Annotated[
+        str, Opt(help="Accuracy intervals: wilson, or bootstrap (percentile).")
+    ] = "wilson",
+    resamples: Annotated[
+        int, Opt(help="Bootstrap resamples (rank, difference and flip intervals).")
+    ] = 1000,
+    seed: Annotated[int, Opt(help="Seed of the bootstrap: the same seed, the same.")] = 0,
     registry: RegistryOpt = None,
 ) -> EvalReport:
     """Score model predictions on the original, cleaned, corrected and honeypot labels of
@@ -485,19 +492,24 @@ def evaluate(
 
     ``predictions``: ``{model: predictions}`` (a path, a numpy array, an Arrow table or a
     pandas DataFrame), or a list of paths (the model is the file stem). ``plot`` also writes
-    a slope chart of the ranks (``.png`` or ``.svg``). Raises ``PredictionsError`` when
-    predictions miss rows of a view, name unknown example ids or classes, or have the wrong
-    shape.
+    a slope chart of the ranks (``.png`` or ``.svg``). ``ci`` is the accuracy interval
+    (``wilson`` or ``bootstrap``); rank, difference and flip-point intervals are bootstrap
+    intervals over ``resamples`` resamples drawn from ``seed``. Raises
+    ``PredictionsError`` when predictions miss rows of a view, name unknown example ids or
+    classes, or have the wrong shape.
 
     >>> report = dsreg.evaluate("cifar10-test@corrected-v1", {"resnet": probs})  # doctest: +SKIP
     >>> report.to_arrow()                     # one row per (model, view)
     """
+    from dsreg.report.stats.significance import StatsOptions  # imported by evaluate too
+
     report = report_evaluate.evaluate(
         spec,
         predictions,
         views=VIEWS if views is None else views,
         top_k=top_k,
         registry=find_registry(registry),
+        stats=StatsOptions(ci=ci, resamples=resamples, seed=seed),
     )
     if plot is not None:
         report_plot.plot_ranks(report, plot)
