@@ -45,12 +45,14 @@ from dsreg.api.registry import (
     verify,
 )
 from dsreg.api.remotes import clone, import_dvc, pull, push, remote_add, remote_ls, remote_remove
+from dsreg.api.results import cite_result, gap, leaderboard, record
 from dsreg.api.reviewing import review, review_export, review_finish
 
 __all__ = [
     "add",
     "checkout",
     "cite",
+    "cite_result",
     "clone",
     "connect",
     "detect",
@@ -58,11 +60,13 @@ __all__ = [
     "evaluate",
     "export",
     "find_registry",
+    "gap",
     "gc",
     "import_dvc",
     "import_labels",
     "import_votes",
     "init",
+    "leaderboard",
     "log",
     "ls",
     "open",
@@ -71,6 +75,7 @@ __all__ = [
     "overlay_show",
     "pull",
     "push",
+    "record",
     "remote_add",
     "remote_ls",
     "remote_remove",

@@ -386,6 +386,11 @@ def evaluate(
     views: Sequence[View] | None = None,
     top_k: Sequence[int] = (1,),
     plot: PathArg | None = None,
+    record: bool = False,
+    model: str | None = None,
+    meta: Mapping[str, str] | None = None,
+    force: bool = False,
+    command: str | None = None,
     registry: RegistryArg = None,
 ) -> EvalReport:
     """Score model predictions on the original, cleaned, corrected and honeypot labels of
@@ -396,6 +401,11 @@ def evaluate(
     a slope chart of the ranks (``.png`` or ``.svg``). Raises ``PredictionsError`` when
     predictions miss rows of a view, name unknown example ids or classes, or have the wrong
     shape.
+
+    ``record=True`` also keeps the predictions in the registry (``.npy`` files or arrays
+    aligned with the snapshot's rows) under ``model`` (one input) or each input's name, with
+    ``meta``, for ``dsreg.leaderboard`` (``dsreg.record``: ``force`` replaces a model
+    recorded with other predictions, logged as a move).
 
     >>> report = dsreg.evaluate("cifar10-test@corrected-v1", {"resnet": probs})  # doctest: +SKIP
     >>> report.to_arrow()                     # one row per (model, view)
@@ -414,6 +424,18 @@ def evaluate(
         from dsreg.report.plot import plot_ranks
 
         plot_ranks(report, plot)
+    if record:
+        from dsreg.api.results import record as do_record
+
+        do_record(
+            spec,
+            predictions,
+            model=model,
+            meta=meta,
+            force=force,
+            command=command,
+            registry=registry,
+        )
     return report
 
 

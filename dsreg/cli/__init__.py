@@ -24,7 +24,7 @@ import typer
 from typer._click.exceptions import ClickException
 from typer.main import get_command_name
 
-from dsreg.cli import core, overlays, query, remotes, reviewing
+from dsreg.cli import core, overlays, query, remotes, results, reviewing
 from dsreg.cli._common import CONTEXT, say
 from dsreg.cli._text import printable
 from dsreg.errors import DsregError
@@ -69,6 +69,7 @@ core.register(app)
 overlays.register(app)
 query.register(app)
 remotes.register(app)
+results.register(app)
 reviewing.register(app)
 
 

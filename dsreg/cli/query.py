@@ -9,11 +9,13 @@ from typing import Annotated, Any
 import typer
 
 import dsreg
+from dsreg.cli import results
 from dsreg.cli._common import (
     CONTEXT,
     JsonOpt,
     ReadRemoteOpt,
     RegistryOpt,
+    command_line,
     emit_json,
     out,
     say,
@@ -138,6 +140,23 @@ def eval_(
     plot: Annotated[
         Path | None, typer.Option(help="Write a slope chart of the ranks: FILE.png or FILE.svg.")
     ] = None,
+    record: Annotated[
+        bool,
+        typer.Option(
+            "--record",
+            help="Keep the predictions (.npy, aligned with the snapshot's rows) in the registry "
+            "for 'dsreg leaderboard'.",
+        ),
+    ] = False,
+    model: Annotated[
+        str | None, typer.Option(help="With --record: the model's name (default: file stem).")
+    ] = None,
+    meta: Annotated[
+        list[str] | None, typer.Option(help="With --record: KEY=VALUE to keep; repeatable.")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="With --record: replace a model recorded otherwise.")
+    ] = False,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
@@ -156,6 +175,17 @@ def eval_(
         plot=plot,
         registry=registry_path,
     )
+    if record:
+        recorded = dsreg.record(
+            spec,
+            list(predictions),
+            model=model,
+            meta=results.parse_meta(meta),
+            force=force,
+            command=command_line(),
+            registry=registry_path,
+        )
+        results.render_recorded(recorded)
     if plot is not None:
         say(f"Wrote the rank chart to {plot}")
     if json:
@@ -338,12 +368,23 @@ def cite(
             "remote). Not contacted: push the revision there first.",
         ),
     ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="Cite this recorded model's result on the revision, with its figures."),
+    ] = None,
     registry_path: RegistryOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """A citation (BibTeX, CITATION.cff or text) carrying the dataset, year, full revision,
     snapshot and overlay digests, the remote URL and the 'dsreg checkout DIGEST DIR --remote URL'
-    that fetches it on a fresh machine, the dataset creators' credit and the dsreg version."""
+    that fetches it on a fresh machine, the dataset creators' credit and the dsreg version.
+    With --model, the recorded result instead: revision, result and predictions digests and
+    the figures."""
+    if model is not None:
+        results.render_citation(
+            dsreg.cite_result(spec, model=model, registry=registry_path), json=json
+        )
+        return
     c = dsreg.cite(spec, format=format, authors=author, remote=remote, registry=registry_path)
     text = str(c)
     if json:
