@@ -434,3 +434,44 @@ def test_cli_unknown_model_and_damaged_result(cli_set: Any, flip_byte: Callable[
     assert len(r.stderr.strip().splitlines()) == 1
     r = cli("verify")
     assert r.exit_code == 1 and digest.split(":")[1][:12] in r.stdout + r.stderr
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    models=st.integers(1, 5),
+    views=st.lists(st.booleans(), min_size=1, max_size=4),
+    base=st.integers(0, 40),
+    named=st.integers(0, 40),
+    resamples=st.integers(0, 30),
+    seed=st.integers(0, 1000),
+)
+def test_structured_counts_equal_the_joint_patterns(
+    models: int, views: list[bool], base: int, named: int, resamples: int, seed: int
+) -> None:
+    """The leaderboard's cheaper product over its two-part patterns gives the sums, resampled
+    sums and discordant counts of the plain patterns they stand for."""
+    from dsreg.report.board.figures import counts_of
+    from dsreg.report.board.leaderboard import RevisionPatterns
+    from dsreg.report.stats import Patterns
+
+    rng = np.random.default_rng(seed)
+    width = len(views) * (models + 1)
+    rp = RevisionPatterns(
+        base=Patterns(
+            features=rng.integers(0, 2, (base, models)).astype(np.uint8),
+            counts=rng.integers(1, 50, base).astype(np.int64),
+        ),
+        named=Patterns(
+            features=rng.integers(0, 2, (named, width)).astype(np.uint8),
+            counts=rng.integers(1, 5, named).astype(np.int64),
+        ),
+        complement=tuple(views),
+    )
+    got = rp.counts(resamples, seed)
+    want = counts_of(rp.joint(), views=len(views), models=models, resamples=resamples, seed=seed)
+    assert got.sums.tolist() == want.sums.tolist()
+    for a, b in zip(got.only, want.only, strict=True):
+        assert a.tolist() == b.tolist()
+    if resamples:
+        assert got.samples is not None and want.samples is not None
+        assert np.array_equal(got.samples, want.samples)

@@ -29,10 +29,10 @@ from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry, Resolved
 from dsreg.registry.results import ResultRecord, list_results, load_predictions, resolve_result
 from dsreg.report._json import stable_json
-from dsreg.report.board.figures import ViewFigures, feature_index, view_figures
+from dsreg.report.board.figures import Counts, ViewFigures, feature_index, view_figures
 from dsreg.report.evaluate import revision_target
 from dsreg.report.predictions import read_predictions
-from dsreg.report.stats import PatternCounter, Patterns
+from dsreg.report.stats import PatternCounter, Patterns, discordant
 from dsreg.views.sparse import SparseView, sparse_views
 
 __all__ = [
@@ -192,10 +192,15 @@ def _count_base(bits: Sequence[np.ndarray], n: int, named: np.ndarray) -> Patter
 
 
 def _named_features(
-    vws: Sequence[SparseView], named: np.ndarray, given: list[np.ndarray], suggested: list[Any]
+    vws: Sequence[SparseView],
+    named: np.ndarray,
+    given: list[np.ndarray],
+    suggested: list[Any],
+    part: slice,
 ) -> np.ndarray:
-    """The full feature vectors of the rows overlays name: ``given[m]`` is model m's top-1
-    correctness on their given labels, ``suggested[m](vw)`` on a view's relabelled rows."""
+    """The full feature vectors of rows overlays name (``named``, the ``part`` of all of
+    them): ``given[m]`` is model m's top-1 correctness on their given labels,
+    ``suggested[m](vw)`` on a view's relabelled rows (all of them, in ``vw.relabel`` order)."""
     models = len(given)
     out = np.zeros((len(named), len(vws) * (models + 1)), dtype=np.uint8)
     for v, vw in enumerate(vws):
@@ -203,25 +208,85 @@ def _named_features(
         member = ~listed if vw.complement else listed
         col = feature_index(len(vws), models, v, None)
         out[:, col] = member
-        at = np.searchsorted(named, vw.relabel)
+        # The view's relabelled rows within this part, and where they are in it.
+        lo, hi = np.searchsorted(vw.relabel, [named[0], named[-1] + 1]) if len(named) else (0, 0)
+        at = np.searchsorted(named, vw.relabel[lo:hi])
         for m in range(models):
             right = given[m].copy()
-            right[at] = suggested[m](vw)
+            right[at] = suggested[m](vw)[lo:hi]
             out[:, col + 1 + m] = member & right
     return out
 
 
-def _expand(base: Patterns, vws: Sequence[SparseView]) -> np.ndarray:
-    """Base correctness vectors as full feature vectors: in every complement view (with
-    their correctness), in no other."""
-    models = base.features.shape[1]
-    out = np.zeros((len(base.counts), len(vws) * (models + 1)), dtype=np.uint8)
-    for v, vw in enumerate(vws):
-        if vw.complement:
-            col = feature_index(len(vws), models, v, None)
-            out[:, col] = 1
-            out[:, col + 1 : col + 1 + models] = base.features
-    return out
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RevisionPatterns:
+    """One revision's rows as patterns, in two parts: ``base``, the models' correctness on the
+    given label of the rows no overlay names (P_b x M), and ``named``, the full feature vectors
+    of the rows overlays name (P_n x F). ``complement`` marks the views every base row is in
+    (the others hold none)."""
+
+    base: Patterns
+    named: Patterns
+    complement: tuple[bool, ...]
+
+    @property
+    def models(self) -> int:
+        return int(self.base.features.shape[1])
+
+    def joint(self) -> Patterns:
+        """Both parts as one set of patterns of full feature vectors."""
+        views, models = len(self.complement), self.models
+        expanded = np.zeros((len(self.base.counts), views * (models + 1)), dtype=np.uint8)
+        for v, comp in enumerate(self.complement):
+            if comp:
+                col = feature_index(views, models, v, None)
+                expanded[:, col] = 1
+                expanded[:, col + 1 : col + 1 + models] = self.base.features
+        return Patterns(
+            features=np.concatenate([expanded, self.named.features]),
+            counts=np.concatenate([self.base.counts, self.named.counts]),
+        )
+
+    def _spread(self, out: np.ndarray, rows: Any, correct: np.ndarray) -> None:
+        """Add the base rows' count and correct counts to every complement view's columns."""
+        views, models = len(self.complement), self.models
+        for v, comp in enumerate(self.complement):
+            if comp:
+                col = feature_index(views, models, v, None)
+                out[..., col] += rows
+                out[..., col + 1 : col + 1 + models] += correct
+
+    def resample(self, resamples: int, seed: int) -> np.ndarray:
+        """As ``joint().resample``, the same sums from the same seed, with the base part's
+        product taken once for every complement view (M columns, not V x (M + 1))."""
+        joint = self.joint()
+        pb = len(self.base.counts)
+        out = np.zeros((resamples, joint.features.shape[1]))
+        for start, drawn in joint.draws(resamples, seed):
+            wb, wn = drawn[:, :pb], drawn[:, pb:]
+            block = wn @ self.named.features.astype(drawn.dtype)
+            self._spread(block, wb.sum(axis=1), wb @ self.base.features.astype(wb.dtype))
+            out[start : start + len(drawn)] = block
+        return out
+
+    def counts(self, resamples: int, seed: int) -> Counts:
+        views, models = len(self.complement), self.models
+        sums = self.named.sums()
+        self._spread(sums, self.base.rows, self.base.sums())
+        base_only = discordant(self.base.features, self.base.counts)
+        only = []
+        for v, comp in enumerate(self.complement):
+            first = feature_index(views, models, v, 0)
+            named = self.named.features[:, first : first + models]
+            mine = discordant(named, self.named.counts)
+            only.append(mine + base_only if comp else mine)
+        return Counts(
+            views=views,
+            models=models,
+            sums=sums,
+            samples=self.resample(resamples, seed) if resamples else None,
+            only=only,
+        )
 
 
 def revision_patterns(
@@ -229,7 +294,7 @@ def revision_patterns(
     resolved: Resolved,
     models: Sequence[tuple[str, np.ndarray]],
     views: Sequence[View],
-) -> Patterns:
+) -> RevisionPatterns:
     """The row patterns of ``models`` (aligned predictions) on the ``views`` of a revision."""
     target, merged, _, _ = revision_target(reg, resolved)
     n = target.n
@@ -247,9 +312,15 @@ def revision_patterns(
         suggested.append(lambda vw, sug=sug: sug[vw.relabel_cand])
         del ranks, right
     base = _count_base(bits, n, named)
-    features = np.concatenate([_expand(base, vws), _named_features(vws, named, given, suggested)])
-    counts = np.concatenate([base.counts, np.ones(len(named), dtype=np.int64)])
-    return Patterns(features=features, counts=counts)
+    # The rows overlays name, counted by pattern too: the bootstrap draws over distinct
+    # patterns, a few thousand however many rows are corrected.
+    full = PatternCounter(len(vws) * (len(models) + 1))
+    for start in range(0, len(named), _CHUNK):
+        part = slice(start, start + _CHUNK)
+        full.add(_named_features(vws, named[part], [g[part] for g in given], suggested, part))
+    return RevisionPatterns(
+        base=base, named=full.patterns(), complement=tuple(vw.complement for vw in vws)
+    )
 
 
 def score_revision(
@@ -261,18 +332,15 @@ def score_revision(
     resamples: int,
     seed: int,
 ) -> RevisionBoard:
-    """Score aligned predictions on one revision: every figure of ``boardstats``."""
+    """Score aligned predictions on one revision: every figure of ``figures``."""
     patterns = revision_patterns(reg, resolved, models, views)
-    figures = view_figures(
-        patterns, views=len(views), models=len(models), resamples=resamples, seed=seed
-    )
     return RevisionBoard(
         tag=resolved.tag,
         revision=resolved.digest,
         snapshot=resolved.revision.snapshot,
         views=tuple(views),
         models=tuple(m for m, _ in models),
-        figures=tuple(figures),
+        figures=tuple(view_figures(patterns.counts(resamples, seed))),
     )
 
 
