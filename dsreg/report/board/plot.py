@@ -11,52 +11,21 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
-from dsreg._util.fs import replacing
-from dsreg.errors import InvalidInputError, StorageError
+from dsreg.errors import InvalidInputError
 from dsreg.report.board.gap import Gap
 from dsreg.report.board.leaderboard import Leaderboard
+from dsreg.report.plot import chart_format, pyplot, save_chart
 
 __all__ = ["plot_gap", "plot_leaderboard"]
-
-
-def _pyplot(path: str | os.PathLike[str]) -> tuple[Path, str, Any]:
-    out = Path(path)
-    fmt = out.suffix.lower().lstrip(".")
-    if fmt not in ("png", "svg"):
-        raise InvalidInputError(f"--plot {str(out)!r}: give a file ending in .png or .svg")
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    # Fixed metadata and hash salt: the same figures give the same SVG bytes.
-    plt.rcParams["svg.hashsalt"] = "dsreg"
-    plt.rcParams["svg.fonttype"] = "none"
-    return out, fmt, plt
-
-
-def _save(plt: Any, fig: Any, out: Path, fmt: str) -> Path:
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        meta: dict[str, Any] = (
-            {"Date": None, "Creator": "dsreg"} if fmt == "svg" else {"Software": "dsreg"}
-        )
-        with replacing(out) as f:  # no partial chart, even if interrupted
-            fig.savefig(f, format=fmt, dpi=150, metadata=meta)
-    except OSError as e:
-        raise StorageError(f"cannot write {out}: {e.strerror}") from e
-    finally:
-        plt.close(fig)
-    return out
 
 
 def plot_leaderboard(board: Leaderboard, path: str | os.PathLike[str]) -> Path:
     """Write the ranks of ``board``'s models across its revisions to ``path``."""
     if not board.revisions:
         raise InvalidInputError("nothing to plot: no revision has a recorded model")
-    out, fmt, plt = _pyplot(path)
+    out, fmt = chart_format(path)
+    plt = pyplot()
     views = [v for v in board.views if any(b.figure(v).rows for b in board.revisions)]
     models = list(board.results)
     fig, axes = plt.subplots(
@@ -91,7 +60,7 @@ def plot_leaderboard(board: Leaderboard, path: str | os.PathLike[str]) -> Path:
         ax.grid(axis="y", color="#e0e0e0", lw=0.6)
     fig.suptitle(f"{board.dataset}: rank by top-1 accuracy across revisions", fontsize=9)
     fig.tight_layout()
-    return _save(plt, fig, out, fmt)
+    return save_chart(plt, fig, out, fmt)
 
 
 def plot_gap(res: Gap, path: str | os.PathLike[str]) -> Path:
@@ -99,7 +68,8 @@ def plot_gap(res: Gap, path: str | os.PathLike[str]) -> Path:
     pts = [m for m in res.models if m.gap is not None]
     if not pts:
         raise InvalidInputError("nothing to plot: no model has rows on both sets")
-    out, fmt, plt = _pyplot(path)
+    out, fmt = chart_format(path)
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 5))
     x = [100 * m.old["accuracy"] for m in pts]
     y = [100 * m.new["accuracy"] for m in pts]
@@ -124,4 +94,4 @@ def plot_gap(res: Gap, path: str | os.PathLike[str]) -> Path:
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(color="#e0e0e0", lw=0.6)
     fig.tight_layout()
-    return _save(plt, fig, out, fmt)
+    return save_chart(plt, fig, out, fmt)
