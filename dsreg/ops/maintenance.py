@@ -18,7 +18,7 @@ from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import Problem, log_expiry, logged, reachable, roots
 from dsreg.registry.refs import DEFAULT_LOG_EXPIRY, parse_duration
-from dsreg.registry.results import result_objects, result_problems
+from dsreg.registry.results import recorded_digests, result_objects, result_problems
 from dsreg.remote.config import default_remote
 
 # Problem, reachable and roots live in dsreg.registry.reachable, the one walk; they are named here
@@ -261,7 +261,7 @@ def collect_garbage(
             removed=tuple(sorted(remove)),
             bytes=size,
             dry_run=dry_run,
-            logged=len(set(named) - _named_by_tags(reg, tagged)),
+            logged=len(set(named) - _named_by_tags(reg, tagged) - recorded_digests(reg)),
             log_expiry=expiry_text,
             damaged_log_lines=damaged,
         )

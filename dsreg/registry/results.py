@@ -51,6 +51,7 @@ __all__ = [
     "prepare",
     "read_result",
     "record_result",
+    "recorded_digests",
     "refuse_conflict",
     "resolve_result",
     "result_objects",
@@ -415,6 +416,12 @@ def _records(reg: Registry, logged: Iterable[str]) -> tuple[set[str], list[tuple
     for ds in refs.logged_datasets():
         records.update(e.new for e in refs.log(ds) if e.event == EVENT and e.new)
     return records & ({d for _, d in named} | set(logged)), named
+
+
+def recorded_digests(reg: Registry) -> set[str]:
+    """The records every model ref names (what keeps them, apart from the log)."""
+    refs = result_refs(reg)
+    return {d for ds in refs.datasets() for d in refs.tags(ds).values()}
 
 
 def result_objects(reg: Registry, logged: Iterable[str]) -> set[str]:

@@ -281,7 +281,10 @@ def test_gc_keeps_recorded_results_and_verify_finds_damage(
     make_labelset: Any, flip_byte: Callable[..., None]
 ) -> None:
     ls = make_labelset(n=40, k=3, seed=2, overlays=1)
+    before = dsreg.gc(dry_run=True, registry=ls.reg).logged
     (rec,) = dsreg.record("toy@original", {"m": ls.labels.astype(np.int64)}, registry=ls.reg)
+    # A model ref keeps its result: gc does not count it among what the log alone keeps.
+    assert dsreg.gc(dry_run=True, registry=ls.reg).logged == before
     res = dsreg.gc(prune_log_older_than="now", registry=ls.reg)
     assert rec.digest not in res.removed and rec.predictions not in res.removed
     assert dsreg.verify(registry=ls.reg).ok
