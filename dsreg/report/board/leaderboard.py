@@ -17,8 +17,9 @@ per row per model, whatever the number of rows.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -289,10 +290,15 @@ class RevisionPatterns:
         )
 
 
+# A model's predictions, or a function that loads them: the leaderboard maps one model's at a
+# time, so that memory holds one model's predictions whatever the number of models.
+Loadable = np.ndarray | Callable[[], np.ndarray]
+
+
 def revision_patterns(
     reg: Registry,
     resolved: Resolved,
-    models: Sequence[tuple[str, np.ndarray]],
+    models: Sequence[tuple[str, Loadable]],
     views: Sequence[View],
 ) -> RevisionPatterns:
     """The row patterns of ``models`` (aligned predictions) on the ``views`` of a revision."""
@@ -304,7 +310,8 @@ def revision_patterns(
     bits: list[np.ndarray] = []
     given: list[np.ndarray] = []
     suggested: list[Any] = []
-    for ranks in read_predictions(target, models):
+    loaded = ((m, a() if callable(a) else a) for m, a in models)
+    for ranks in read_predictions(target, loaded):  # type: ignore[arg-type]  # one at a time
         right = ranks.given == 0
         bits.append(np.packbits(right))
         given.append(right[named])
@@ -326,7 +333,7 @@ def revision_patterns(
 def score_revision(
     reg: Registry,
     resolved: Resolved,
-    models: Sequence[tuple[str, np.ndarray]],
+    models: Sequence[tuple[str, Loadable]],
     *,
     views: Sequence[View],
     resamples: int,
@@ -432,7 +439,7 @@ def leaderboard(
         here = [m for m, (_, r) in results.items() if r.snapshot == res.revision.snapshot]
         if not here:
             continue
-        arrays = [(m, np.asarray(load_predictions(reg, results[m][1]))) for m in here]
+        arrays = [(m, partial(load_predictions, reg, results[m][1])) for m in here]
         boards.append(score_revision(reg, res, arrays, views=names, resamples=resamples, seed=seed))
     return Leaderboard(
         dataset=dataset,
