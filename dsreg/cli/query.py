@@ -6,12 +6,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import dsreg.api as api
 import dsreg.api.data as data_api
+import dsreg.api.results as results_api
 from dsreg.api.options import Opt
 from dsreg.cli._command import command
-from dsreg.cli._common import emit_json, out, say, short, table, write_json
+from dsreg.cli._common import command_line, emit_json, out, say, short, table, write_json
 from dsreg.cli._text import SafeStream, printable, write_file_format
 from dsreg.cli.evaltext import quality_lines, render_eval
+from dsreg.cli.results import render_citation, render_recorded
 from dsreg.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -80,14 +83,27 @@ def eval_(
     full: Annotated[
         bool, Opt("--full", help="Print every pair's test and the raters' scores.")
     ] = False,
+    record: bool,
     json: bool,
     **options: Any,
 ) -> None:
     """Accuracy of model predictions on original, cleaned, corrected and honeypot labels, set
     accuracy on the multilabel view (ReaL accuracy), agreement with raters' counts, each
     model's rank per view, and how the ranking changes (Northcutt et al. 2021, Table 3), with
-    intervals, pairwise tests and rank intervals; --flip-points adds each pair's flip point."""
+    intervals, pairwise tests and rank intervals; --flip-points adds each pair's flip point.
+    --record also keeps the predictions for 'dsreg leaderboard'."""
     report = data_api.evaluate(spec, predictions, plot=plot, **options)
+    if record:
+        recorded = results_api.record(
+            spec,
+            predictions,
+            model=options["model"],
+            meta=options["meta"],
+            force=options["force"],
+            command=command_line(),
+            registry=options["registry"],
+        )
+        render_recorded(recorded)
     if plot is not None:
         say(f"Wrote the rank chart to {plot}")
     if json:
@@ -177,11 +193,17 @@ def show_agreement(c: Agreement) -> None:
 
 
 @command(data_api.cite)
-def cite(spec: str, *, json: bool, **options: Any) -> None:
+def cite(spec: str, *, model: str | None, json: bool, **options: Any) -> None:
     """A citation (BibTeX, CITATION.cff or text) carrying the dataset, year, full revision,
     snapshot and overlay digests, the remote URL and the 'dsreg checkout DIGEST DIR --remote URL'
-    that fetches it on a fresh machine, the dataset creators' credit and the dsreg version."""
-    show_citation(data_api.cite(spec, **options), json=json)
+    that fetches it on a fresh machine, the dataset creators' credit and the dsreg version.
+    With --model, the recorded result instead: revision, result and predictions digests and
+    the figures."""
+    c = data_api.cite(spec, model=model, **options)
+    if isinstance(c, api.Citation):
+        show_citation(c, json=json)
+    else:
+        render_citation(c, json=json)
 
 
 def show_citation(c: Citation, *, json: bool) -> None:

@@ -349,7 +349,7 @@ def _rank(results: list[ModelResult], names: Sequence[View]) -> list[ModelResult
     return out
 
 
-def _target(
+def revision_target(
     reg: Registry, resolved: Resolved
 ) -> tuple[Target, Named, list[tuple[str, str]], SetTarget]:
     rev = load_revision(reg, resolved.revision)
@@ -429,7 +429,7 @@ def evaluate_revision(
             for _, p in inputs
             if isinstance(p, str | os.PathLike) and Path(p).is_file()
         }
-        target, merged, kinds, sets = _target(reg, resolved)
+        target, merged, kinds, sets = revision_target(reg, resolved)
         report, rows = _score_all(resolved, target, merged, kinds, sets, inputs, names, ks, digests)
     return dataclasses.replace(
         report,

@@ -15,7 +15,7 @@ from dsreg._util.fs import replacing
 from dsreg.errors import InvalidInputError, StorageError
 from dsreg.report.evaluate import EvalReport
 
-__all__ = ["plot_ranks"]
+__all__ = ["chart_format", "plot_ranks", "pyplot", "save_chart"]
 
 # ColorBrewer's RdYlGn green and red, and a neutral grey, as RGB fractions.
 _UP = (26 / 255, 152 / 255, 80 / 255)
@@ -74,24 +74,51 @@ def _rank_interval(report: EvalReport, model: int, key: str) -> tuple[float, flo
     return None if stat is None else stat.rank_interval
 
 
-def plot_ranks(report: EvalReport, path: str | os.PathLike[str]) -> Path:
-    """Write the slope chart of ``report``'s ranks to ``path`` (``.png`` or ``.svg``)."""
+def chart_format(path: str | os.PathLike[str]) -> tuple[Path, str]:
+    """``path`` and its format (``png`` or ``svg``); ``InvalidInputError`` for another."""
     out = Path(path)
     fmt = out.suffix.lower().lstrip(".")
     if fmt not in ("png", "svg"):
         raise InvalidInputError(f"--plot {str(out)!r}: give a file ending in .png or .svg")
-    panels = _columns(report)
-    if not panels or not report.models:
-        raise InvalidInputError("nothing to plot: score at least one model on at least one view")
+    return out, fmt
 
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend, set to write the same SVG bytes for the same
+    chart (fixed hash salt; text stays text: searchable, selectable)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    # Fixed metadata and hash salt: the same report gives the same SVG bytes.
     plt.rcParams["svg.hashsalt"] = "dsreg"
-    plt.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, selectable
+    plt.rcParams["svg.fonttype"] = "none"
+    return plt
+
+
+def save_chart(plt: Any, fig: Any, out: Path, fmt: str) -> Path:
+    """Write ``fig`` to ``out`` whole or not at all (fixed metadata), and close it."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        meta: dict[str, Any] = (
+            {"Date": None, "Creator": "dsreg"} if fmt == "svg" else {"Software": "dsreg"}
+        )
+        with replacing(out) as f:  # no partial chart, even if interrupted
+            fig.savefig(f, format=fmt, dpi=150, metadata=meta)
+    except OSError as e:
+        raise StorageError(f"cannot write {out}: {e.strerror}") from e
+    finally:
+        plt.close(fig)
+    return out
+
+
+def plot_ranks(report: EvalReport, path: str | os.PathLike[str]) -> Path:
+    """Write the slope chart of ``report``'s ranks to ``path`` (``.png`` or ``.svg``)."""
+    out, fmt = chart_format(path)
+    panels = _columns(report)
+    if not panels or not report.models:
+        raise InvalidInputError("nothing to plot: score at least one model on at least one view")
+    plt = pyplot()
     n = len(report.models)
     # Sized to the content: a fixed gap between columns, room for the longest name label on
     # either side, so labels never run into the axis or the next panel.
@@ -116,18 +143,7 @@ def plot_ranks(report: EvalReport, path: str | os.PathLike[str]) -> Path:
         fontsize=9,
     )
     fig.tight_layout()
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        meta: dict[str, Any] = (
-            {"Date": None, "Creator": "dsreg"} if fmt == "svg" else {"Software": "dsreg"}
-        )
-        with replacing(out) as f:  # no partial chart, even if interrupted
-            fig.savefig(f, format=fmt, dpi=150, metadata=meta)
-    except OSError as e:
-        raise StorageError(f"cannot write {out}: {e.strerror}") from e
-    finally:
-        plt.close(fig)
-    return out
+    return save_chart(plt, fig, out, fmt)
 
 
 def _groups(

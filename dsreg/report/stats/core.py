@@ -26,7 +26,7 @@ correctly labelled rows removed, at a noise prevalence of ``n_e / (r* n_c + n_e)
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -54,9 +54,11 @@ _DRAW_CHUNK: Final = 1 << 22
 
 def _z(level: float) -> float:
     """The two-sided standard normal quantile of ``level`` (1.96 for 0.95)."""
-    from statistics import NormalDist  # not scipy.stats: its import costs seconds
+    # scipy.special, not scipy.stats: the same function (norm.ppf is ndtri) without the second
+    # of import time scipy.stats costs.
+    from scipy.special import ndtri
 
-    return NormalDist().inv_cdf(0.5 + level / 2)
+    return float(ndtri(0.5 + level / 2))
 
 
 def wilson(correct: int, rows: int, level: float = LEVEL) -> tuple[float, float] | None:
@@ -211,22 +213,30 @@ class Patterns:
         """Each feature's sum over ``resamples`` bootstrap resamples of the rows (rows drawn
         with replacement, as many as there are), as a (resamples, F) float64 array; the same
         ``seed`` gives the same sums."""
+        features: np.ndarray | None = None
+        out = np.zeros((resamples, self.features.shape[1]))
+        for start, drawn in self.draws(resamples, seed):
+            if features is None:
+                features = self.features.astype(drawn.dtype)
+            out[start : start + len(drawn)] = drawn @ features
+        return out
+
+    def draws(self, resamples: int, seed: int) -> Iterator[tuple[int, np.ndarray]]:
+        """The resamples' counts of each pattern, block by block: ``(first resample, (block,
+        P) counts)``, as float32 where that is exact (below 2**24 rows: the faster matrix
+        product), else float64. ``resample`` is their product with the features; a caller
+        whose features have structure can take a cheaper product."""
         rng = np.random.default_rng(seed)
         n, p = self.rows, len(self.counts)
-        # float32 sums are exact below 2**24 rows and take the faster matrix product.
         exact = np.dtype(np.float32 if n < (1 << 24) else np.float64)
-        features: np.ndarray = self.features.astype(exact)
-        out = np.empty((resamples, features.shape[1]))
         if n == 0:
-            out[:] = 0.0
-            return out
+            return
         if p * 4 <= n:  # few patterns: draw their counts, a multinomial over the patterns
             shares = self.counts / n
             for start in range(0, resamples, 256):
                 drawn = rng.multinomial(n, shares, size=min(256, resamples - start))
-                weights: np.ndarray = drawn.astype(exact)
-                out[start : start + len(drawn)] = weights @ features
-            return out
+                yield start, drawn.astype(exact)
+            return
         # As many patterns as rows, nearly: draw rows, count them by pattern.
         owner = np.repeat(np.arange(p), self.counts)
         per = max(1, _DRAW_CHUNK // n)
@@ -235,9 +245,7 @@ class Patterns:
             picks = owner[rng.integers(0, n, size=(block, n))]
             picks += np.arange(block)[:, None] * p
             drawn = np.bincount(picks.ravel(), minlength=block * p).reshape(block, p)
-            counted: np.ndarray = drawn.astype(exact)
-            out[start : start + block] = counted @ features
-        return out
+            yield start, drawn.astype(exact)
 
 
 class PatternCounter:
