@@ -56,6 +56,10 @@ if TYPE_CHECKING:
     from dsreg.api.remotes import remote_add as remote_add
     from dsreg.api.remotes import remote_ls as remote_ls
     from dsreg.api.remotes import remote_remove as remote_remove
+    from dsreg.api.results import cite_result as cite_result
+    from dsreg.api.results import gap as gap
+    from dsreg.api.results import leaderboard as leaderboard
+    from dsreg.api.results import record as record
     from dsreg.api.reviewing import review as review
     from dsreg.api.reviewing import review_export as review_export
     from dsreg.api.reviewing import review_finish as review_finish
@@ -102,6 +106,8 @@ if TYPE_CHECKING:
     from dsreg.registry.folder import Registry as Registry
     from dsreg.registry.refs import LogEntry as LogEntry
     from dsreg.registry.refs import RefLog as RefLog
+    from dsreg.registry.results import Recorded as Recorded
+    from dsreg.registry.results import ResultRecord as ResultRecord
     from dsreg.remote.config import RemoteConfig as RemoteConfig
     from dsreg.remote.transfer import CloneResult as CloneResult
     from dsreg.remote.transfer import PullResult as PullResult
@@ -109,6 +115,13 @@ if TYPE_CHECKING:
     from dsreg.remote.transfer import RefUpdate as RefUpdate
     from dsreg.report.agreement import Agreement as Agreement
     from dsreg.report.agreement import VerdictPair as VerdictPair
+    from dsreg.report.board.cite import ResultCitation as ResultCitation
+    from dsreg.report.board.figures import ViewFigures as ViewFigures
+    from dsreg.report.board.gap import Gap as Gap
+    from dsreg.report.board.gap import GapModel as GapModel
+    from dsreg.report.board.leaderboard import Flip as Flip
+    from dsreg.report.board.leaderboard import Leaderboard as Leaderboard
+    from dsreg.report.board.leaderboard import RevisionBoard as RevisionBoard
     from dsreg.report.cite import Citation as Citation
     from dsreg.report.diff import DiffResult as DiffResult
     from dsreg.report.diff import Transition as Transition
@@ -122,6 +135,8 @@ if TYPE_CHECKING:
     from dsreg.report.show import RevisionInfo as RevisionInfo
     from dsreg.report.show import TagList as TagList
     from dsreg.report.show import TagRef as TagRef
+    from dsreg.report.stats.significance import Significance as Significance
+    from dsreg.report.stats.significance import StatsOptions as StatsOptions
     from dsreg.reviewing.logbytes import SetAside as SetAside
     from dsreg.reviewing.queue import ReviewProgress as ReviewProgress
     from dsreg.reviewing.server import ReviewServer as ReviewServer

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from dsreg.report import export as report_export
     from dsreg.report import labelexport
     from dsreg.report import plot as report_plot
+    from dsreg.report.board.cite import ResultCitation
     from dsreg.report.cite import Citation
     from dsreg.report.diff import DiffResult
     from dsreg.report.evaluate import EvalReport
@@ -478,6 +479,32 @@ def evaluate(
     plot: Annotated[
         PathArg | None, Opt(help="Write a slope chart of the ranks: FILE.png or FILE.svg.")
     ] = None,
+    ci: Annotated[
+        str, Opt(help="Accuracy intervals: wilson, or bootstrap (percentile).")
+    ] = "wilson",
+    resamples: Annotated[
+        int, Opt(help="Bootstrap resamples (rank, difference and flip intervals).")
+    ] = 1000,
+    seed: Annotated[int, Opt(help="Seed of the bootstrap: the same seed, the same.")] = 0,
+    record: Annotated[
+        bool,
+        Opt(
+            "--record",
+            help="Keep the predictions (.npy, aligned with the snapshot's rows) in the registry "
+            "for 'dsreg leaderboard'.",
+        ),
+    ] = False,
+    model: Annotated[
+        str | None, Opt(help="With --record: the model's name (default: file stem).")
+    ] = None,
+    meta: Annotated[
+        Mapping[str, str] | Sequence[str] | None,
+        Opt(help="With --record: KEY=VALUE to keep; repeatable."),
+    ] = None,
+    force: Annotated[
+        bool, Opt("--force", help="With --record: replace a model recorded otherwise.")
+    ] = False,
+    command: str | None = None,
     registry: RegistryOpt = None,
 ) -> EvalReport:
     """Score model predictions on the original, cleaned, corrected and honeypot labels of
@@ -485,22 +512,44 @@ def evaluate(
 
     ``predictions``: ``{model: predictions}`` (a path, a numpy array, an Arrow table or a
     pandas DataFrame), or a list of paths (the model is the file stem). ``plot`` also writes
-    a slope chart of the ranks (``.png`` or ``.svg``). Raises ``PredictionsError`` when
-    predictions miss rows of a view, name unknown example ids or classes, or have the wrong
-    shape.
+    a slope chart of the ranks (``.png`` or ``.svg``). ``ci`` is the accuracy interval
+    (``wilson`` or ``bootstrap``); rank, difference and flip-point intervals are bootstrap
+    intervals over ``resamples`` resamples drawn from ``seed``. Raises
+    ``PredictionsError`` when predictions miss rows of a view, name unknown example ids or
+    classes, or have the wrong shape.
+
+    ``record=True`` also keeps the predictions in the registry (``.npy`` files or arrays
+    aligned with the snapshot's rows) under ``model`` (one input) or each input's name, with
+    ``meta``, for ``dsreg.leaderboard`` (``dsreg.record``: ``force`` replaces a model
+    recorded with other predictions, logged as a move).
 
     >>> report = dsreg.evaluate("cifar10-test@corrected-v1", {"resnet": probs})  # doctest: +SKIP
     >>> report.to_arrow()                     # one row per (model, view)
     """
+    from dsreg.report.stats.significance import StatsOptions  # imported by evaluate too
+
     report = report_evaluate.evaluate(
         spec,
         predictions,
         views=VIEWS if views is None else views,
         top_k=top_k,
         registry=find_registry(registry),
+        stats=StatsOptions(ci=ci, resamples=resamples, seed=seed),
     )
     if plot is not None:
         report_plot.plot_ranks(report, plot)
+    if record:
+        from dsreg.api.results import record as do_record
+
+        do_record(
+            spec,
+            predictions,
+            model=model,
+            meta=meta,
+            force=force,
+            command=command,
+            registry=registry,
+        )
     return report
 
 
@@ -536,14 +585,23 @@ def cite(
             "remote). Not contacted: push the revision there first.",
         ),
     ] = None,
+    model: Annotated[
+        str | None,
+        Opt(help="Cite this recorded model's result on the revision, with its figures."),
+    ] = None,
     registry: RegistryOpt = None,
-) -> Citation:
+) -> Citation | ResultCitation:
     """A citation of ``spec``'s revision carrying the dataset, tag, year, full revision,
     snapshot and overlay digests, the URL of ``remote`` (a name, URL or path; default: the
     default remote, if any; not contacted) with the ``dsreg checkout <digest> DIR --remote URL``
     that fetches it on a fresh machine, the dataset creators' credit recorded at ``add``, and
     the dsreg version. ``str()`` of it is the text in ``format`` (``bibtex``, ``cff`` or
-    ``text``)."""
+    ``text``). With ``model``, the citation of that model's result recorded on the revision
+    (``dsreg.cite_result``): revision, result and predictions digests and the figures."""
+    if model is not None:
+        from dsreg.api.results import cite_result
+
+        return cite_result(spec, model=model, registry=registry)
     return report_cite.cite(
         find_registry(registry), spec, authors=authors or (), format=format, remote=remote
     )

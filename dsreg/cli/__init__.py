@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from typer.core import TyperGroup
 
     import dsreg.cli._command as _command
-    from dsreg.cli import core, overlays, query, remotes, reviewing
+    from dsreg.cli import core, overlays, query, remotes, results, reviewing
     from dsreg.cli._command import Command
 else:
     typer = lazy_module("typer")
@@ -43,6 +43,7 @@ else:
     overlays = lazy_module("dsreg.cli.overlays")
     query = lazy_module("dsreg.cli.query")
     remotes = lazy_module("dsreg.cli.remotes")
+    results = lazy_module("dsreg.cli.results")
     reviewing = lazy_module("dsreg.cli.reviewing")
 
 __all__ = ["main", "root_group"]
@@ -74,6 +75,8 @@ COMMANDS: dict[str, Callable[[], Command] | Subgroup] = {
     "diff": lambda: query.diff,
     "cite": lambda: query.cite,
     "export": lambda: query.export,
+    "leaderboard": lambda: results.leaderboard,
+    "gap": lambda: results.gap,
     "push": lambda: remotes.push,
     "pull": lambda: remotes.pull,
     "clone": lambda: remotes.clone,

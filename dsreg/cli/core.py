@@ -24,6 +24,7 @@ from dsreg.cli._common import (
     write_json,
 )
 from dsreg.cli._text import printable
+from dsreg.cli.evaltext import quality_lines
 
 if TYPE_CHECKING:
     from dsreg.api import (
@@ -163,6 +164,8 @@ def show_revision(info: RevisionInfo) -> None:
         note = " (unvalidated: corrected by the detector)" if o["kind"] == "detected" else ""
         by = printable(str(o["producer"]))
         out(f"overlay   {o['digest']}  {o['kind']}{note}, {o['rows']} rows, by {by}")
+    for line in quality_lines(info.label_quality):
+        out(line)
 
 
 def show_object(info: ObjectInfo) -> None:

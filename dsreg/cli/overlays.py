@@ -61,9 +61,14 @@ def show_detection(res: OverlayResult, ranked: list[dict[str, Any]], how: str) -
             f"{details.k} classes), and {were} divided by {their} sum before detection."
         )
     out(f"overlay        {res.digest}")
-    out(f"flagged        {s['rows']} of {details.n} rows ({how})")
-    out(f"noise rate     {s['noise_rate']:.4f} (estimated fraction of wrong labels)")
-    out(f"estimate       {s['num_label_issues_estimate']} label issues (cleanlab num_label_issues)")
+    # One figure for how many labels are wrong (the noise rate); the flagged rows are the
+    # filter's candidates for review, which need not number the same.
+    n = details.n
+    rate = s["noise_rate"]
+    out(f"label errors   {100 * rate:.2f}% estimated wrong (noise rate: about {round(rate * n)} "
+        f"of the {n} rows scanned)")  # fmt: skip
+    out(f"flagged        {s['rows']} rows for review ({how}): "
+        "candidates to check, not a count of errors")  # fmt: skip
     if s["issues_per_class"]:
         per_class = s["issues_per_class"].items()
         out("per class      " + ", ".join(f"{printable(k)}: {v}" for k, v in per_class))

@@ -6,15 +6,19 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import dsreg.api as api
 import dsreg.api.data as data_api
+import dsreg.api.results as results_api
 from dsreg.api.options import Opt
 from dsreg.cli._command import command
-from dsreg.cli._common import emit_json, out, say, short, table, write_json
+from dsreg.cli._common import command_line, emit_json, out, say, short, table, write_json
 from dsreg.cli._text import SafeStream, printable, write_file_format
+from dsreg.cli.evaltext import quality_lines, render_eval
+from dsreg.cli.results import render_citation, render_recorded
 from dsreg.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from dsreg.api import Agreement, Citation, DiffResult, EvalReport, ExportResult
+    from dsreg.api import Agreement, Citation, DiffResult, ExportResult
 
 # -- sql ------------------------------------------------------------------------------------------
 
@@ -69,99 +73,43 @@ def show_rows(result: Any) -> None:
 
 @command(data_api.evaluate, name="eval")
 def eval_(
-    spec: str, predictions: list[Path], *, plot: Path | None, json: bool, **options: Any
+    spec: str,
+    predictions: list[Path],
+    *,
+    plot: Path | None,
+    flip_points: Annotated[
+        bool, Opt("--flip-points", help="Print each pair's flip point.")
+    ] = False,
+    full: Annotated[
+        bool, Opt("--full", help="Print every pair's test and the raters' scores.")
+    ] = False,
+    record: bool,
+    json: bool,
+    **options: Any,
 ) -> None:
     """Accuracy of model predictions on original, cleaned, corrected and honeypot labels, set
     accuracy on the multilabel view (ReaL accuracy), agreement with raters' counts, each
-    model's rank per view, and how the ranking changes (Northcutt et al. 2021, Table 3)."""
+    model's rank per view, and how the ranking changes (Northcutt et al. 2021, Table 3), with
+    intervals, pairwise tests and rank intervals; --flip-points adds each pair's flip point.
+    --record also keeps the predictions for 'dsreg leaderboard'."""
     report = data_api.evaluate(spec, predictions, plot=plot, **options)
+    if record:
+        recorded = results_api.record(
+            spec,
+            predictions,
+            model=options["model"],
+            meta=options["meta"],
+            force=options["force"],
+            command=command_line(),
+            registry=options["registry"],
+        )
+        render_recorded(recorded)
     if plot is not None:
         say(f"Wrote the rank chart to {plot}")
     if json:
         write_json(report.to_json())
         return
-    show_report(report)
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.2f}%"
-
-
-def _rk(r: int | None) -> str:
-    return "" if r is None else f" ({r})"
-
-
-def _move(a: int | None, b: int | None) -> str:
-    if a is None or b is None:
-        return "-"
-    d = a - b
-    return f"{a} -> {b} ({'+' if d > 0 else ''}{d})" if d else f"{a} -> {b} (=)"
-
-
-def show_report(report: EvalReport) -> None:
-    at = f"{report.dataset}@{report.tag}" if report.tag else report.spec
-    out(f"revision  {report.revision}  ({at})")
-    out("rows      " + ", ".join(f"{v} {n}" for v, n in report.views.items()))
-    # An empty view (a honeypot without correctable rows) gets no columns, only its row count.
-    shown = [v for v, n in report.views.items() if n]
-    headers = ["MODEL"]
-    for v in shown:
-        if v == "honeypot":
-            headers += ["HONEYPOT given", "HONEYPOT corrected"]
-        elif v == "multilabel":
-            headers.append("SET (multilabel)")  # top-1 only: a prediction in the label set
-            continue
-        else:
-            headers.append(v.upper())
-        headers += [f"{v.upper()} top-{k}" for k in report.top_k if k > 1]
-    human = any(m.human is not None for m in report.models)
-    if human:
-        headers += ["MAJORITY", "AGREEMENT", "CROSS-ENTROPY"]
-    if "original" in shown and "corrected" in shown:
-        headers.append("RANK original -> corrected")
-    if "honeypot" in shown:
-        headers.append("RANK honeypot given -> corrected")
-    if "original" in shown and "multilabel" in shown:
-        headers.append("RANK original -> set")
-    if human and "original" in shown:
-        headers.append("RANK original -> majority")
-    rows = []
-    for m in report.models:
-        r = [m.model]
-        for v in shown:
-            s = m.scores[v]
-            if v == "honeypot":
-                r.append(_pct(s.given_accuracy(1)) + _rk(s.given_rank))
-            r.append(_pct(s.accuracy(1)) + _rk(s.rank))
-            if v != "multilabel":
-                r += [_pct(s.accuracy(k)) for k in report.top_k if k > 1]
-        hs = m.human
-        if human:
-            r.append("-" if hs is None else _pct(hs.majority_accuracy) + _rk(hs.rank))
-            r.append("-" if hs is None else _pct(hs.expected_agreement))
-            r.append("-" if hs is None or hs.cross_entropy is None else f"{hs.cross_entropy:.4f}")
-        if "original" in shown and "corrected" in shown:
-            r.append(_move(m.scores["original"].rank, m.scores["corrected"].rank))
-        if "honeypot" in shown:
-            h = m.scores["honeypot"]
-            r.append(_move(h.given_rank, h.rank))
-        if "original" in shown and "multilabel" in shown:
-            r.append(_move(m.scores["original"].rank, m.scores["multilabel"].rank))
-        if human and "original" in shown:
-            r.append(_move(m.scores["original"].rank, hs.rank if hs else None))
-        rows.append(r)
-    out()
-    out(table(rows, headers))
-    out()
-    for m in report.models:
-        p = m.predictions
-        where = p.file if p.file else f"({p.format})"
-        model, where = printable(m.model), printable(where)
-        out(f"predictions  {model}: {p.digest or '-'}  {where}  [{p.kind}]")
-    if report.views.get("honeypot") == 0 and report.overlays:
-        say("Note: the honeypot is empty: no overlay of this revision has correctable rows")
-    for note in report.notes:
-        say(f"Note: {note}")
+    render_eval(report, full=full, flip_points=flip_points)
 
 
 # -- diff -----------------------------------------------------------------------------------------
@@ -245,11 +193,17 @@ def show_agreement(c: Agreement) -> None:
 
 
 @command(data_api.cite)
-def cite(spec: str, *, json: bool, **options: Any) -> None:
+def cite(spec: str, *, model: str | None, json: bool, **options: Any) -> None:
     """A citation (BibTeX, CITATION.cff or text) carrying the dataset, year, full revision,
     snapshot and overlay digests, the remote URL and the 'dsreg checkout DIGEST DIR --remote URL'
-    that fetches it on a fresh machine, the dataset creators' credit and the dsreg version."""
-    show_citation(data_api.cite(spec, **options), json=json)
+    that fetches it on a fresh machine, the dataset creators' credit and the dsreg version.
+    With --model, the recorded result instead: revision, result and predictions digests and
+    the figures."""
+    c = data_api.cite(spec, model=model, **options)
+    if isinstance(c, api.Citation):
+        show_citation(c, json=json)
+    else:
+        render_citation(c, json=json)
 
 
 def show_citation(c: Citation, *, json: bool) -> None:
@@ -259,6 +213,8 @@ def show_citation(c: Citation, *, json: bool) -> None:
         return
     write_file_format(text)
     say(f"Cited {c.name} at revision {short(c.revision)}")
+    for line in quality_lines(c.label_quality):  # stderr: stdout stays the citation alone
+        say(line)
     if c.remote is None:
         say(
             "Note: no remote, so the citation names no place to fetch the revision: push it "

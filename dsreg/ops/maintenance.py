@@ -18,6 +18,7 @@ from dsreg.objects.digest import short
 from dsreg.registry.expiry import DEFAULT_LOG_EXPIRY, parse_duration
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import Problem, log_expiry, logged, reachable, roots
+from dsreg.registry.results import recorded_digests, result_objects, result_problems
 from dsreg.remote.config import default_remote
 
 # Problem, reachable and roots live in dsreg.registry.reachable, the one walk; they are named here
@@ -83,8 +84,10 @@ def verify(
         # Every stored object, and every object a tag or a recent log line reaches (a missing
         # one is a problem).
         reached, problems = reachable(reg, roots(reg))
-        targets = set(reg.store) | reached
-        problems += _ref_problems(reg) + _log_problems(reg)
+        # Recorded results: their records and predictions, and any that cannot be used.
+        recorded, unusable = result_problems(reg, logged(reg))
+        targets = set(reg.store) | reached | recorded
+        problems += _ref_problems(reg) + _log_problems(reg) + unusable
     # Objects the walk could not read (a missing manifest or table among them): never payloads.
     unread = {p.digest for p in problems}
     ordered = sorted(targets)
@@ -233,6 +236,8 @@ def collect_garbage(
             )
         # A log line may name an object that is no manifest (a hand edit): kept, never walked.
         keep.update(named)
+        # Recorded results (model refs and their logged old values) and their predictions.
+        keep.update(result_objects(reg, named))
         remove = _top_down(reg, [d for d in reg.store if d not in keep])
         if remove and not dry_run:
             # Before anything goes: a remembered scan may name a revision whose objects are
@@ -256,7 +261,7 @@ def collect_garbage(
             removed=tuple(sorted(remove)),
             bytes=size,
             dry_run=dry_run,
-            logged=len(set(named) - _named_by_tags(reg, tagged)),
+            logged=len(set(named) - _named_by_tags(reg, tagged) - recorded_digests(reg)),
             log_expiry=expiry_text,
             damaged_log_lines=damaged,
         )

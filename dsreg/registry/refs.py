@@ -241,12 +241,13 @@ def move_refused(dataset: str, tag: str, old: str, new: str) -> TagExistsError:
 
 
 class RefStore:
-    """Tags and logs of one registry."""
+    """Tags and logs of one registry. ``refs`` names the folder of the refs: ``refs`` for tags,
+    another for refs logged in the same dataset logs under the same locks (recorded models)."""
 
     __slots__ = ("logs", "refs", "tmp")
 
-    def __init__(self, root: Path) -> None:
-        self.refs = root / "refs"
+    def __init__(self, root: Path, *, refs: str = "refs") -> None:
+        self.refs = root / refs
         self.logs = root / "logs"
         self.tmp = root / "tmp"
 
@@ -323,13 +324,21 @@ class RefStore:
                 os.close(fd)
 
     def set(
-        self, dataset: str, tag: str, digest: str, *, force: bool = False, command: str = ""
+        self,
+        dataset: str,
+        tag: str,
+        digest: str,
+        *,
+        force: bool = False,
+        command: str = "",
+        event: str = "tag",
     ) -> str | None:
         """Point ``dataset@tag`` at ``digest``; return the old digest (``None`` if new).
 
         Pointing a tag at the digest it already holds is a no-op. Moving it needs ``force``.
         The tag and its log line are written together or not at all: on any failure (a full
-        disk, say) a ``StorageError`` is raised and neither has changed.
+        disk, say) a ``StorageError`` is raised and neither has changed. ``event`` is the log
+        line's event: ``tag``, or ``result`` for a recorded model's ref.
         """
         path = self.path(dataset, tag)
         format_digest(digest)
@@ -339,7 +348,9 @@ class RefStore:
                 return old
             if old is not None and not force:
                 raise move_refused(dataset, tag, old, digest)
-            entry = LogEntry.now(dataset=dataset, tag=tag, old=old, new=digest, command=command)
+            entry = LogEntry.now(
+                dataset=dataset, tag=tag, old=old, new=digest, command=command, event=event
+            )
             try:
                 with _LogFile(self.logs / f"{dataset}.jsonl") as log:
                     # A crash after the line and before the tag: the line stands for this move.

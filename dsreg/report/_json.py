@@ -3,8 +3,8 @@ decimals (``0.953000``, never ``0.9530000000000001``), so the same result prints
 
 from __future__ import annotations
 
-import json
 import math
+from json.encoder import encode_basestring  # what json.dumps(s, ensure_ascii=False) writes
 from typing import Any
 
 __all__ = ["stable_json"]
@@ -22,7 +22,7 @@ def _dump(x: Any, decimals: int, level: int) -> str:
         if not x:
             return "{}"
         items = [
-            f"{pad}{json.dumps(str(k), ensure_ascii=False)}: {_dump(x[k], decimals, level + 1)}"
+            f"{pad}{encode_basestring(str(k))}: {_dump(x[k], decimals, level + 1)}"
             for k in sorted(x, key=str)
         ]
         return "{\n" + ",\n".join(items) + "\n" + end + "}"
@@ -30,12 +30,14 @@ def _dump(x: Any, decimals: int, level: int) -> str:
         if not x:
             return "[]"
         return "[\n" + ",\n".join(pad + _dump(v, decimals, level + 1) for v in x) + "\n" + end + "]"
-    if isinstance(x, bool) or x is None:
-        return json.dumps(x)
+    if x is None:
+        return "null"
+    if isinstance(x, bool):
+        return "true" if x else "false"
     if isinstance(x, int):
         return str(int(x))
     if isinstance(x, float):
         return "null" if not math.isfinite(x) else f"{x:.{decimals}f}"
     if isinstance(x, str):
-        return json.dumps(x, ensure_ascii=False)
+        return encode_basestring(x)
     raise TypeError(f"cannot write {type(x).__name__} as stable JSON")

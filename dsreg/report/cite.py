@@ -27,6 +27,7 @@ from dsreg.formats.credit import cff_reference, entry_text, parse_bibtex
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
 from dsreg.remote.config import remote_url
+from dsreg.report.show import LabelQuality, label_quality
 from dsreg.views.sql import Connection
 
 __all__ = ["FORMATS", "Citation", "check_format", "cite", "first_tagged"]
@@ -52,6 +53,7 @@ class Citation:
     credit: dict[str, str] = field(default_factory=dict)  # the snapshot's source.credit
     dsreg_version: str = __version__
     format: str = "bibtex"  # what str() renders
+    label_quality: LabelQuality | None = None  # how clean the revision's labels are
 
     def __str__(self) -> str:
         return self.render()
@@ -76,6 +78,7 @@ class Citation:
             "resolve": self.command,
             "credit": dict(self.credit),
             "dsreg_version": self.dsreg_version,
+            "label_quality": None if self.label_quality is None else self.label_quality.to_dict(),
         }
 
     @property
@@ -275,4 +278,5 @@ def cite(
         remote=url,
         credit=dict(snap.source.get("credit") or {}),
         format=format,
+        label_quality=label_quality(reg, r.revision, dataset=r.dataset),
     )

@@ -9,6 +9,7 @@ A test holds these views equal to ``policy.apply_view``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -33,6 +34,9 @@ from dsreg.report.predictions import (
     Target,
     read_predictions,
 )
+from dsreg.report.show import LabelQuality, label_quality
+from dsreg.report.stats.rowscores import RowScores
+from dsreg.report.stats.significance import Significance, StatsOptions, significance
 from dsreg.views.sparse import (
     Named,
     SparseView,
@@ -147,6 +151,10 @@ class EvalReport:
     top_k: tuple[int, ...]
     models: tuple[ModelResult, ...]
     notes: tuple[str, ...] = ()
+    # Intervals, rank intervals, pairwise tests, rank changes, correlation and flip points of
+    # the top-1 accuracies (docs/queries.md, "Uncertainty and significance").
+    significance: Significance | None = None
+    label_quality: LabelQuality | None = None  # how clean the revision's labels are
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -162,6 +170,8 @@ class EvalReport:
             "top_k": list(self.top_k),
             "models": [m.to_dict() for m in self.models],
             "notes": list(self.notes),
+            "significance": None if self.significance is None else self.significance.to_dict(),
+            "label_quality": None if self.label_quality is None else self.label_quality.to_dict(),
         }
 
     def to_json(self) -> str:
@@ -340,7 +350,7 @@ def _rank(results: list[ModelResult], names: Sequence[View]) -> list[ModelResult
 
 
 @dataclass(frozen=True, slots=True)
-class _Labels:
+class RevisionLabels:
     """What a revision's predictions are scored against: the rows and their labels
     (``target``), the overlays' verdicts merged (``merged``) and the overlays by digest and
     kind, and the rater counts as label sets (``sets``)."""
@@ -351,7 +361,7 @@ class _Labels:
     sets: SetTarget
 
 
-def _labels_of(reg: Registry, resolved: Resolved) -> _Labels:
+def revision_target(reg: Registry, resolved: Resolved) -> RevisionLabels:
     rev = load_revision(reg, resolved.revision)
     merged = rev.merged
     cand = merged.suggested >= 0
@@ -371,7 +381,7 @@ def _labels_of(reg: Registry, resolved: Resolved) -> _Labels:
         count_label=sets.label,
         count_value=sets.value,
     )
-    return _Labels(target, merged, list(rev.overlays), sets)
+    return RevisionLabels(target, merged, list(rev.overlays), sets)
 
 
 def _cache(fn: Any) -> Any:
@@ -404,8 +414,12 @@ def evaluate_revision(
     *,
     views: Sequence[View] = VIEWS,
     top_k: Sequence[int] = (1,),
+    stats: StatsOptions | None = None,
 ) -> EvalReport:
-    """Score each named predictions against the views of ``resolved``'s snapshot + overlays."""
+    """Score each named predictions against the views of ``resolved``'s snapshot + overlays,
+    with the intervals and tests of ``stats`` (default options when None)."""
+    stats = stats or StatsOptions()
+    stats.check()
     names = tuple(dict.fromkeys(views))
     for v in names:
         if v not in VIEWS:
@@ -425,19 +439,26 @@ def evaluate_revision(
             for _, p in inputs
             if isinstance(p, str | os.PathLike) and Path(p).is_file()
         }
-        return _score_all(resolved, _labels_of(reg, resolved), inputs, names, ks, digests)
+        labels = revision_target(reg, resolved)
+        report, rows = _score_all(resolved, labels, inputs, names, ks, digests)
+    return dataclasses.replace(
+        report,
+        significance=significance(rows.correctness(), stats),
+        label_quality=label_quality(reg, resolved.revision, dataset=resolved.dataset),
+    )
 
 
 def _score_all(
     resolved: Resolved,
-    labels: _Labels,
+    labels: RevisionLabels,
     inputs: Sequence[tuple[str, Predictions]],
     names: tuple[View, ...],
     ks: tuple[int, ...],
     digests: Mapping[str, Future[str]],
-) -> EvalReport:
+) -> tuple[EvalReport, RowScores]:
     target, merged, kinds, sets = labels.target, labels.merged, labels.overlays, labels.sets
     vws = sparse_views(target.n, merged, names)
+    rows = RowScores(target.n, vws, sets)
     results: list[ModelResult] = []
     seen: set[str] = set()
 
@@ -463,6 +484,7 @@ def _score_all(
         probs = ranks.source.kind == "probabilities"
         full = {k: _hits(ranks.given, k) for k in ks}
         scores = {v: _score(ranks, vws[v], ks, full, probs=probs, sets=sets) for v in names}
+        rows.add(model, ranks)
         results.append(
             ModelResult(
                 model=model,
@@ -482,7 +504,7 @@ def _score_all(
             "a detected overlay is unvalidated: its suspected rows are removed (cleaned) or "
             "relabelled by the detector (corrected)"
         )
-    return EvalReport(
+    report = EvalReport(
         dataset=resolved.dataset,
         spec=resolved.spec,
         tag=resolved.tag,
@@ -494,6 +516,7 @@ def _score_all(
         models=tuple(_rank(results, names)),
         notes=tuple(notes),
     )
+    return report, rows
 
 
 def _named_inputs(predictions: Any) -> list[tuple[str, Predictions]]:
@@ -521,6 +544,7 @@ def evaluate(
     views: Sequence[View] = VIEWS,
     top_k: Sequence[int] = (1,),
     registry: Registry | str | os.PathLike[str] | None = None,
+    stats: StatsOptions | None = None,
 ) -> EvalReport:
     """Score model predictions on the original, cleaned, corrected and honeypot labels of
     ``spec``'s snapshot and overlays; rank the models on each view.
@@ -539,5 +563,5 @@ def evaluate(
         else Registry.find(Path(registry) if registry is not None else None)
     )
     return evaluate_revision(
-        reg, reg.resolve(spec), _named_inputs(predictions), views=views, top_k=top_k
+        reg, reg.resolve(spec), _named_inputs(predictions), views=views, top_k=top_k, stats=stats
     )

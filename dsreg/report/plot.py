@@ -1,7 +1,8 @@
 """The rank slope chart of ``dsreg eval --plot``: each model a line from its rank on the original
 labels to its rank on the cleaned and corrected labels, and on the honeypot from the given to the
 corrected labels (Northcutt et al., NeurIPS 2021, Figure 2). Rank 1 is at the top; a line that
-climbs is green, one that falls is red, one that stays is grey.
+climbs is green, one that falls is red, one that stays is grey; a vertical bar through a point
+is the model's bootstrap rank interval there.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dsreg._util.fs import replacing
 from dsreg.errors import InvalidInputError, StorageError
 from dsreg.report.evaluate import EvalReport
 
-__all__ = ["plot_ranks"]
+__all__ = ["chart_format", "plot_ranks", "pyplot", "save_chart"]
 
 # ColorBrewer's RdYlGn green and red, and a neutral grey, as RGB fractions.
 _UP = (26 / 255, 152 / 255, 80 / 255)
@@ -58,24 +59,66 @@ def _value(report: EvalReport, model: int, key: str) -> tuple[int | None, float 
     return s.rank, s.accuracy(1)
 
 
-def plot_ranks(report: EvalReport, path: str | os.PathLike[str]) -> Path:
-    """Write the slope chart of ``report``'s ranks to ``path`` (``.png`` or ``.svg``)."""
+def _level(report: EvalReport) -> str:
+    sig = report.significance
+    return "95%" if sig is None else f"{100 * sig.options.level:g}%"
+
+
+def _rank_interval(report: EvalReport, model: int, key: str) -> tuple[float, float] | None:
+    """The bootstrap rank interval of a model at a column, if the report measured it."""
+    sig = report.significance
+    view = {"human:majority": "majority", "honeypot:given": "honeypot_given"}.get(key, key)
+    if sig is None or view not in sig.views:
+        return None
+    stat = sig.views[view].models.get(report.models[model].model)
+    return None if stat is None else stat.rank_interval
+
+
+def chart_format(path: str | os.PathLike[str]) -> tuple[Path, str]:
+    """``path`` and its format (``png`` or ``svg``); ``InvalidInputError`` for another."""
     out = Path(path)
     fmt = out.suffix.lower().lstrip(".")
     if fmt not in ("png", "svg"):
         raise InvalidInputError(f"--plot {str(out)!r}: give a file ending in .png or .svg")
-    panels = _columns(report)
-    if not panels or not report.models:
-        raise InvalidInputError("nothing to plot: score at least one model on at least one view")
+    return out, fmt
 
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend, set to write the same SVG bytes for the same
+    chart (fixed hash salt; text stays text: searchable, selectable)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
-    # Fixed metadata and hash salt: the same report gives the same SVG bytes.
     plt.rcParams["svg.hashsalt"] = "dsreg"
-    plt.rcParams["svg.fonttype"] = "none"  # text stays text: searchable, selectable
+    plt.rcParams["svg.fonttype"] = "none"
+    return plt
+
+
+def save_chart(plt: Any, fig: Any, out: Path, fmt: str) -> Path:
+    """Write ``fig`` to ``out`` whole or not at all (fixed metadata), and close it."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        meta: dict[str, Any] = (
+            {"Date": None, "Creator": "dsreg"} if fmt == "svg" else {"Software": "dsreg"}
+        )
+        with replacing(out) as f:  # no partial chart, even if interrupted
+            fig.savefig(f, format=fmt, dpi=150, metadata=meta)
+    except OSError as e:
+        raise StorageError(f"cannot write {out}: {e.strerror}") from e
+    finally:
+        plt.close(fig)
+    return out
+
+
+def plot_ranks(report: EvalReport, path: str | os.PathLike[str]) -> Path:
+    """Write the slope chart of ``report``'s ranks to ``path`` (``.png`` or ``.svg``)."""
+    out, fmt = chart_format(path)
+    panels = _columns(report)
+    if not panels or not report.models:
+        raise InvalidInputError("nothing to plot: score at least one model on at least one view")
+    plt = pyplot()
     n = len(report.models)
     # Sized to the content: a fixed gap between columns, room for the longest name label on
     # either side, so labels never run into the axis or the next panel.
@@ -94,23 +137,13 @@ def plot_ranks(report: EvalReport, path: str | os.PathLike[str]) -> Path:
         _panel(ax, report, title, cols, g, pad=label_in / _GAP_IN)
     at = report.tag or report.revision[7:19]
     fig.suptitle(
-        f"{report.dataset}@{at}: model rank by top-1 accuracy (1 = best)\n"
+        f"{report.dataset}@{at}: model rank by top-1 accuracy (1 = best; bars: "
+        f"{_level(report)} bootstrap rank intervals)\n"
         f"revision {report.revision}",
         fontsize=9,
     )
     fig.tight_layout()
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        meta: dict[str, Any] = (
-            {"Date": None, "Creator": "dsreg"} if fmt == "svg" else {"Software": "dsreg"}
-        )
-        with replacing(out) as f:  # no partial chart, even if interrupted
-            fig.savefig(f, format=fmt, dpi=150, metadata=meta)
-    except OSError as e:
-        raise StorageError(f"cannot write {out}: {e.strerror}") from e
-    finally:
-        plt.close(fig)
-    return out
+    return save_chart(plt, fig, out, fmt)
 
 
 def _groups(
@@ -145,6 +178,12 @@ def _panel(
         first, last = have[0][1], have[-1][1]
         color = _SAME if first == last else (_UP if last < first else _DOWN)
         ax.plot([p[0] for p in have], [p[1] for p in have], "-o", color=color, lw=2, ms=6)
+        # Error bars: the bootstrap rank interval, models side by side so bars do not overlap.
+        shift = (i - (n - 1) / 2) * min(0.04, 0.3 / max(n, 1))
+        for x, (_, key) in zip(xs, cols, strict=True):
+            ci = _rank_interval(report, i, key)
+            if ci is not None and ci[0] != ci[1]:
+                ax.vlines(x + shift, ci[0], ci[1], color=color, lw=1.2, alpha=0.55)
     for (x, r), (names, a) in groups.items():
         if a is not None:
             ax.annotate(

@@ -1,5 +1,6 @@
 """What a registry holds, described: its tags (``ls``), one revision or object (``show``), the
-history of a dataset's tags (``log``)."""
+history of a dataset's tags (``log``), and a revision's label card (``label_quality``: how clean
+its labels are, as ``eval``, ``show`` and ``cite`` report it)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,14 @@ from dsreg.registry.folder import Registry, Resolved
 from dsreg.registry.refs import LogEntry
 
 __all__ = [
+    "LabelQuality",
     "ObjectInfo",
     "RevisionInfo",
     "TagRef",
     "dataset_log",
     "describe",
     "describe_resolved",
+    "label_quality",
     "list_tags",
 ]
 
@@ -84,9 +87,14 @@ class RevisionInfo:
     overlays: tuple[dict[str, Any], ...]
     manifest: Revision
     several_labels: int | None = None  # multilabel view: rows with more than one label
+    label_quality: LabelQuality | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        extra = {} if self.several_labels is None else {"several_labels": self.several_labels}
+        extra: dict[str, Any] = {}
+        if self.several_labels is not None:
+            extra["several_labels"] = self.several_labels
+        if self.label_quality is not None:
+            extra["label_quality"] = self.label_quality.to_dict()
         return extra | {
             "revision": self.revision,
             "spec": self.spec,
@@ -160,6 +168,7 @@ def describe_resolved(reg: Registry, resolved: Resolved) -> RevisionInfo:
         overlays=tuple(info["overlays"]),
         manifest=ds.revision,
         several_labels=info["several_labels"],
+        label_quality=label_quality(reg, resolved.revision, dataset=resolved.dataset),
     )
 
 
@@ -186,3 +195,150 @@ def dataset_log(reg: Registry, dataset: str) -> list[LogEntry]:
             dataset=dataset,
         )
     return entries
+
+
+# -- the label card -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LabelQuality:
+    """How clean a revision's labels are, from its overlays (and the detected overlays of its
+    snapshot that it does not apply).
+
+    ``detected``: the newest detected overlay's estimated share of wrong labels (its noise rate,
+    the figure ``dsreg detect`` prints), the rows it flagged for review (candidates, not a count
+    of errors) and whether the revision applies it. ``validated``: rows people checked, errors they
+    found and their share, and raters per row (None where it varies), summed over the
+    revision's validated and manual overlays. ``agreement``: over the rows with raters' counts,
+    the mean share of raters who chose the majority label. Each names its overlays."""
+
+    rows: int
+    detected: dict[str, Any] | None = None
+    validated: dict[str, Any] | None = None
+    agreement: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "detected": self.detected,
+            "validated": self.validated,
+            "agreement": self.agreement,
+        }
+
+    def lines(self) -> list[str]:
+        """The card as short lines of text (one per kind of figure)."""
+        out = []
+        d, v, a = self.detected, self.validated, self.agreement
+        if v is not None:
+            share = "" if v["share"] is None else f" ({100 * v['share']:.2f}%)"
+            raters = "" if v["raters"] is None else f", {v['raters']} raters a row"
+            out.append(f"validated: {v['errors']} errors in {v['checked']} rows checked{share}"
+                       f"{raters} (overlays {_shorts(v['overlays'])})")  # fmt: skip
+        if d is not None:
+            state = "applied, unvalidated" if d["applied"] else "available, not applied"
+            out.append(f"detector: {100 * d['rate']:.2f}% of labels estimated wrong (noise "
+                       f"rate), {d['flagged']} rows flagged for review; {state} "
+                       f"(overlay {_shorts([d['overlay']])})")  # fmt: skip
+        if a is not None:
+            out.append(f"raters: majority share {100 * a['mean_majority_share']:.2f}% on average "
+                       f"over {a['rows']} rows (overlays {_shorts(a['overlays'])})")  # fmt: skip
+        if not out:
+            out.append("unknown: no detected, validated or rater overlay for this snapshot")
+        return out
+
+
+def _shorts(digests: Iterable[str]) -> str:
+    return ", ".join(d.split(":", 1)[-1][:12] for d in digests)
+
+
+def label_quality(reg: Registry, revision: Revision, *, dataset: str) -> LabelQuality:
+    """The label card of ``revision`` (of ``dataset``): from its overlays' manifests, the rater
+    counts of its version 2 overlays, and the newest detected overlay of its snapshot."""
+    snap = reg.snapshot(revision.snapshot)
+    applied = [(d, reg.overlay(d)) for d in revision.overlays]
+    return LabelQuality(
+        rows=snap.rows,
+        detected=_detected(reg, revision, dataset, applied),
+        validated=_validated(applied),
+        agreement=_agreement(reg, applied),
+    )
+
+
+def _detected(
+    reg: Registry, revision: Revision, dataset: str, applied: list[tuple[str, Overlay]]
+) -> dict[str, Any] | None:
+    found = [(d, o) for d, o in applied if o.kind == "detected"]
+    if not found:
+        from dsreg.overlays.write import list_overlays
+
+        found = [
+            (r.digest, r.overlay)
+            for r in list_overlays(reg, dataset)
+            if r.overlay.kind == "detected" and r.overlay.base == revision.snapshot
+        ]
+    if not found:
+        return None
+    digest, ov = found[-1]
+    s = ov.summary
+    rate = s.get("noise_rate")
+    if not isinstance(rate, int | float):
+        return None
+    return {
+        "overlay": digest,
+        "applied": digest in revision.overlays,
+        "rate": float(rate),
+        "flagged": int(s.get("rows", 0)),
+        "num_label_issues_estimate": s.get("num_label_issues_estimate"),
+    }
+
+
+def _validated(applied: list[tuple[str, Overlay]]) -> dict[str, Any] | None:
+    found = [(d, o) for d, o in applied if o.kind in ("validated", "manual")]
+    if not found:
+        return None
+    checked = sum(int(o.summary.get("checked", o.summary.get("rows", 0))) for _, o in found)
+    errors = sum(int(o.summary.get("errors", 0)) for _, o in found)
+    raters = {o.producer.get("params", {}).get("raters") for _, o in found}
+    return {
+        "overlays": [d for d, _ in found],
+        "checked": checked,
+        "errors": errors,
+        "share": errors / checked if checked else None,
+        "raters": raters.pop() if len(raters) == 1 else None,
+    }
+
+
+def _agreement(reg: Registry, applied: list[tuple[str, Overlay]]) -> dict[str, Any] | None:
+    """Mean majority share over the rows of the revision's overlays with ``label_counts``."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from dsreg.formats.tables import as_numpy
+    from dsreg.views.sparse import read_columns
+
+    used, shares = [], []
+    for digest, ov in applied:
+        if ov.version != 2:
+            continue
+        path = reg.store.verified_path(ov.corrections)
+        col = read_columns(path, ["label_counts"]).column("label_counts").combine_chunks()
+        col = col.filter(pc.invert(pc.is_null(col)))
+        if not len(col):
+            continue
+        counts = as_numpy(col.values.field("count")).astype(np.float64)
+        offsets = as_numpy(col.offsets).astype(np.int64)
+        nonempty = offsets[1:] > offsets[:-1]
+        starts = offsets[:-1][nonempty]
+        top = np.maximum.reduceat(counts, starts) if len(counts) else counts
+        total = np.add.reduceat(counts, starts) if len(counts) else counts
+        ok = total > 0
+        shares.append(top[ok] / total[ok])
+        used.append(digest)
+    if not used:
+        return None
+    share = np.concatenate(shares)
+    return {
+        "overlays": used,
+        "rows": len(share),
+        "mean_majority_share": float(share.mean()) if len(share) else None,
+    }

@@ -86,8 +86,10 @@ def test_detect_prints_rate_per_class_ranked_top_and_digest(
         "corrected",
     )
     assert r.exit_code == 0, r.stderr
-    assert "flagged        284 of 10000" in r.stdout  # cleanlab 2.9 default on these files
+    assert "flagged        284 rows for review" in r.stdout  # cleanlab 2.9 default here
     assert "noise rate" in r.stdout and "per class" in r.stdout
+    # One estimate of the wrong labels, not cleanlab's num_label_issues beside it.
+    assert "of the 10000 rows scanned" in r.stdout and "label issues" not in r.stdout
     assert "overlay        blake3:" in r.stdout
     r = cli("show", "cifar10-test@detected-v1")
     assert "unvalidated" in r.stdout and "rows      10000 of 10000" in r.stdout

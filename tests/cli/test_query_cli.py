@@ -179,10 +179,18 @@ def test_eval_table_json_and_plot(cli: Any, reg: Registry, tmp_path: Path) -> No
     assert res.exit_code == 0, res.stderr
     digest = dsreg.open("toy@corrected-v1", registry=reg).digest
     assert digest in res.stdout and hash_file(files[0]) in res.stdout
-    header, given, fixer = res.stdout.splitlines()[3:6]
-    assert header.split()[:4] == ["MODEL", "ORIGINAL", "CLEANED", "CORRECTED"]
-    assert given.split()[:2] == ["given", "100.00%"] and "1 -> 2 (-1)" in given
-    assert fixer.split()[:2] == ["fixer", "90.00%"] and "2 -> 1 (+1)" in fixer
+    lines = res.stdout.splitlines()
+    header = next(i for i, ln in enumerate(lines) if ln.startswith("MODEL"))
+    assert lines[header].split()[:4] == ["MODEL", "VIEW", "ACCURACY", "95%"]
+    # One line per model and view: accuracy, Wilson interval, rank, bootstrap rank interval.
+    assert lines[header + 1].split()[:3] == ["given", "ORIGINAL", "100.00%"]
+    fixer = next(i for i, ln in enumerate(lines) if ln.startswith("fixer"))
+    assert lines[fixer].split()[:3] == ["fixer", "ORIGINAL", "90.00%"]
+    assert lines[fixer + 2].split()[:2] == ["CORRECTED", "100.00%"]
+    changes = {ln.split()[0]: ln for ln in lines if " -> " in ln and ln.startswith(("gi", "fi"))}
+    assert "1 -> 2 (-1)" in changes["given"] and "2 -> 1 (+1)" in changes["fixer"]
+    tables = [ln for ln in lines if not ln.startswith(("revision", "predictions"))]
+    assert max(map(len, tables)) <= 100
     assert "Wrote the rank chart" in res.stderr and (tmp_path / "r.svg").stat().st_size > 0
     res = run(
         cli, reg, "eval", "toy@corrected-v1", *files, "--json", "--views", "original,honeypot"
@@ -345,3 +353,76 @@ def test_sql_output_to_a_pipe_writes_through_it(cli: Any, reg: Registry, tmp_pat
     reader.join(timeout=30)
     assert res.exit_code == 0, res.stderr
     assert got == [b'"n"\n30\n'] and stat.S_ISFIFO(fifo.lstat().st_mode) and _beside(fifo) == []
+
+
+def _five(tmp_path: Path) -> list[str]:
+    """Five models on toy (honeypot rows 0-2, whose given labels are LABELS): given labels
+    everywhere, the corrected labels, corrected on the first one or two honeypot rows, and
+    one right on the honeypot's corrected labels but wrong on five correctly labelled rows."""
+    corrected = LABELS.copy()
+    corrected[:3] = [1, 2, 0]
+    models = {"given": LABELS.copy(), "fixer": corrected.copy()}
+    models["one"], models["two"] = LABELS.copy(), LABELS.copy()
+    models["one"][:1], models["two"][:2] = corrected[:1], corrected[:2]
+    models["swap"] = corrected.copy()
+    models["swap"][10:15] = (LABELS[10:15] + 1) % 3
+    for name, pred in models.items():
+        np.save(tmp_path / f"{name}.npy", pred)
+    return [str(tmp_path / f"{name}.npy") for name in models]
+
+
+def test_eval_intervals_tests_and_flip_points(cli: Any, reg: Registry, tmp_path: Path) -> None:
+    from statsmodels.stats.proportion import proportion_confint
+
+    files = _five(tmp_path)
+    res = run(cli, reg, "eval", "toy@corrected-v1", *files, "--flip-points")
+    assert res.exit_code == 0, res.stderr
+    lines = res.stdout.splitlines()
+    tables = [ln for ln in lines if not ln.startswith(("revision", "predictions"))]
+    assert max(map(len, tables)) <= 100
+    # swap leads given on all corrected rows, trails it on the corrected errors: it flips
+    # once 40% of the correctly labelled rows are gone (r* = 3/5), at 3 errors in 18 rows.
+    flip = next(ln for ln in lines if ln.startswith("given") and "swap" in ln and "%" in ln)
+    assert flip.split()[:3] == ["given", "swap", "40.00%"]
+    assert "16.67%" in flip
+    assert "overfitting" in res.stderr and res.stderr.count("Warning:") == 1
+    doc = json.loads(run(cli, reg, "eval", "toy@corrected-v1", *files, "--json").stdout)
+    sig = doc["significance"]
+    assert (sig["ci"], sig["resamples"], sig["seed"], sig["level"]) == ("wilson", 1000, 0, 0.95)
+    fixer = sig["views"]["corrected"]["models"]["fixer"]
+    assert fixer["correct"] == 28 and fixer["rank"] == 1 and fixer["rank_interval"] == [1, 1]
+    assert fixer["interval"] == pytest.approx(
+        list(proportion_confint(28, 28, alpha=0.05, method="wilson")), abs=1e-6
+    )
+    corr = sig["correlation"]
+    assert (corr["from"], corr["to"], corr["models"]) == ("honeypot_given", "honeypot", 5)
+    assert corr["spearman"] < 0 and corr["warning"] is True
+    flips = {(f["a"], f["b"]): f for f in sig["flip_points"]}
+    assert flips[("given", "swap")]["removed"] == pytest.approx(0.4)
+    assert flips[("given", "swap")]["prevalence"] == pytest.approx(3 / 18, abs=1e-6)
+    pairs = {(p["a"], p["b"]): p for p in sig["views"]["honeypot"]["pairs"]}
+    assert (pairs[("given", "fixer")]["only_a"], pairs[("given", "fixer")]["only_b"]) == (0, 3)
+    assert {c["model"] for c in sig["rank_changes"]} == {"given", "fixer", "one", "two", "swap"}
+
+
+def test_eval_bootstrap_is_deterministic_for_a_seed(
+    cli: Any, reg: Registry, tmp_path: Path
+) -> None:
+    files = _five(tmp_path)
+    boot = ("--ci", "bootstrap", "--resamples", "300")
+    one = run(cli, reg, "eval", "toy@corrected-v1", *files, *boot, "--seed", "5", "--json")
+    two = run(cli, reg, "eval", "toy@corrected-v1", *files, *boot, "--seed", "5", "--json")
+    other = run(cli, reg, "eval", "toy@corrected-v1", *files, *boot, "--seed", "6", "--json")
+    assert one.exit_code == 0, one.stderr
+    assert one.stdout == two.stdout and one.stdout != other.stdout
+    assert json.loads(one.stdout)["significance"]["ci"] == "bootstrap"
+    full = run(cli, reg, "eval", "toy@corrected-v1", *files, *boot, "--full")
+    assert "ONLY A" in full.stdout and "P HOLM" in full.stdout
+    for bad, said in [
+        (("--ci", "normal"), "--ci 'normal'"),
+        (("--resamples", "0"), "--resamples 0"),
+        (("--seed", "-2"), "--seed -2"),
+    ]:
+        res = run(cli, reg, "eval", "toy@corrected-v1", files[0], *bad)
+        assert res.exit_code == 1 and res.stderr.startswith("Error: ") and said in res.stderr
+        assert res.stderr.count("\n") == 1 and not res.stdout

@@ -144,4 +144,7 @@ def test_cli_eval_json_and_table_carry_the_new_scores(
     assert set(m) >= {"set_accuracy", "majority_accuracy", "expected_agreement", "cross_entropy"}
     r = cli("eval", "ds@both", str(tmp_path / "model.npy"), "--registry", str(reg.root))
     assert r.exit_code == 0, r.stderr
-    assert "SET (multilabel)" in r.stdout and "MAJORITY" in r.stdout and "CROSS-ENTROPY" in r.stdout
+    assert "SET (multilabel)" in r.stdout and "MAJORITY" in r.stdout
+    r = cli("eval", "ds@both", str(tmp_path / "model.npy"), "--registry", str(reg.root), "--full")
+    assert r.exit_code == 0, r.stderr
+    assert "AGREEMENT" in r.stdout and "CROSS-ENTROPY" in r.stdout

@@ -1,0 +1,454 @@
+"""Recorded results: a model's predictions on a snapshot, kept in the registry.
+
+A result is two objects. The *predictions* are a ``.npy`` array aligned with the snapshot's rows
+(row i predicts row i): ``n`` class indices (int32) or ``(n, k)`` probabilities (float32 or
+float64), written with a fixed header so that the same predictions are the same bytes. The
+*record* is canonical JSON naming the dataset, the model, the snapshot's digest (the rows the
+predictions are aligned with), the predictions' digest, their kind and shape, and the user's
+``meta``. A model ref, ``results/<dataset>/<model>``, holds the record's digest.
+
+The ref store writes a model ref as it writes a tag: under the dataset's lock, with a line in
+``logs/<dataset>.jsonl`` (event ``result``, the model in ``tag``) made durable first, so
+``dsreg log`` lists it among the tags' moves. A recorded result is immutable: recording the same
+record again is a no-op, and pointing the name at another record needs ``force`` and is logged as
+a move, its old value kept (and kept from gc) as a moved tag's is.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+
+from dsreg.errors import (
+    DsregError,
+    IntegrityError,
+    ManifestError,
+    NotFoundError,
+    PredictionsError,
+    TagExistsError,
+)
+from dsreg.formats.canonical import canonical_bytes, parse_json
+from dsreg.formats.names import check_name
+from dsreg.objects.digest import is_digest, short
+from dsreg.objects.hashing import hash_bytes
+from dsreg.registry.folder import Registry
+from dsreg.registry.reachable import Problem
+from dsreg.registry.refs import RefStore
+
+__all__ = [
+    "EVENT",
+    "Prepared",
+    "Recorded",
+    "ResultRecord",
+    "aligned_predictions",
+    "check_meta",
+    "list_results",
+    "load_predictions",
+    "prepare",
+    "read_result",
+    "record_result",
+    "recorded_digests",
+    "refuse_conflict",
+    "resolve_result",
+    "result_objects",
+    "result_problems",
+    "result_refs",
+]
+
+#: The value of a record's ``result`` key (its format) and the log event of a model ref.
+FORMAT: Final = "dsreg/result/1"
+EVENT: Final = "result"
+KINDS: Final = ("labels", "probabilities")
+_DTYPES: Final = {"labels": ("<i4",), "probabilities": ("<f4", "<f8")}
+# A ``meta`` key or value is at most this long, and there are at most this many keys.
+_META_TEXT: Final = 256
+_META_KEYS: Final = 64
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResultRecord:
+    """One recorded result (the record): whose predictions, on which snapshot's rows."""
+
+    dataset: str
+    model: str
+    snapshot: str
+    predictions: str
+    kind: str
+    rows: int
+    classes: int
+    dtype: str
+    meta: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        # Sorted, "dataset" is the first key: no manifest starts so (Registry.is_manifest).
+        return {
+            "dataset": self.dataset,
+            "dtype": self.dtype,
+            "kind": self.kind,
+            "meta": dict(self.meta),
+            "model": self.model,
+            "predictions": self.predictions,
+            "result": FORMAT,
+            "rows": self.rows,
+            "classes": self.classes,
+            "snapshot": self.snapshot,
+        }
+
+    def encode(self) -> bytes:
+        return canonical_bytes(self.to_dict())
+
+    @classmethod
+    def decode(cls, data: bytes, *, digest: str) -> ResultRecord:
+        """The record in ``data``; ``ManifestError`` naming the object if it holds none."""
+        what = f"result record {short(digest)}"
+        d = parse_json(data, what=what)
+        problem = _record_problem(d)
+        if problem is not None:
+            raise ManifestError(
+                f"{what} is damaged ({problem}); record the model again with --force, or "
+                "pull the result from a remote"
+            )
+        return cls(
+            dataset=d["dataset"],
+            model=d["model"],
+            snapshot=d["snapshot"],
+            predictions=d["predictions"],
+            kind=d["kind"],
+            rows=d["rows"],
+            classes=d["classes"],
+            dtype=d["dtype"],
+            meta=dict(d["meta"]),
+        )
+
+
+def _record_problem(d: Any) -> str | None:
+    if not isinstance(d, dict) or d.get("result") != FORMAT:
+        return "not a result record"
+    for key in ("dataset", "model", "snapshot", "predictions", "kind", "dtype"):
+        if not isinstance(d.get(key), str):
+            return f"no {key!r}"
+    for key in ("rows", "classes"):
+        if not isinstance(d.get(key), int) or isinstance(d[key], bool) or d[key] < 0:
+            return f"{key!r} is not a count"
+    if not (is_digest(d["snapshot"]) and is_digest(d["predictions"])):
+        return "a digest does not parse"
+    if d["kind"] not in KINDS or d["dtype"] not in _DTYPES[d["kind"]]:
+        return f"kind {d['kind']!r} of dtype {d['dtype']!r} is not one dsreg writes"
+    meta = d.get("meta")
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        return "'meta' is not an object of strings"
+    return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recorded:
+    """What recording did: ``status`` is ``recorded`` (a new model), ``unchanged`` (the same
+    record was there: nothing written) or ``moved`` (``--force``: ``old`` is the record before)."""
+
+    dataset: str
+    model: str
+    digest: str
+    predictions: str
+    status: str
+    old: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "model": self.model,
+            "result": self.digest,
+            "predictions": self.predictions,
+            "status": self.status,
+            "old": self.old,
+        }
+
+
+def result_refs(reg: Registry) -> RefStore:
+    """The model refs of ``reg`` (``results/<dataset>/<model>``), logged in the dataset logs."""
+    return RefStore(reg.root, refs="results")
+
+
+def check_meta(meta: Mapping[str, str]) -> dict[str, str]:
+    """``meta`` as a dict of short strings; ``PredictionsError`` naming the first bad entry."""
+    out: dict[str, str] = {}
+    if len(meta) > _META_KEYS:
+        raise PredictionsError(f"{len(meta)} --meta entries; give at most {_META_KEYS}")
+    for k, v in meta.items():
+        if not isinstance(k, str) or not k or not isinstance(v, str):
+            raise PredictionsError(f"--meta {k!r}={v!r}: give KEY=VALUE with a non-empty key")
+        if len(k) > _META_TEXT or len(v) > _META_TEXT:
+            raise PredictionsError(
+                f"--meta {k[:40]!r}: keys and values are at most {_META_TEXT} characters"
+            )
+        out[k] = v
+    return out
+
+
+def aligned_predictions(arr: Any, *, rows: int, classes: list[str], what: str) -> np.ndarray:
+    """``arr`` checked and put in the form a result stores: ``rows`` class indices (int32,
+    from indices or class names) or ``(rows, len(classes))`` probabilities (finite, not
+    negative, each row summing above 0; float32 stays float32, other types become float64).
+    ``PredictionsError`` naming ``what`` and the first offending value otherwise."""
+    a = np.asarray(arr)
+    k = len(classes)
+    if a.ndim == 1:
+        if len(a) != rows:
+            raise PredictionsError(
+                f"{what} hold {len(a)} labels, but the snapshot has {rows} rows: record "
+                "predictions aligned with the snapshot's rows (row i predicts row i)"
+            )
+        if a.dtype.kind in "US":
+            return _names_to_indices(a, classes, what)
+        if a.dtype.kind not in "iu":
+            raise PredictionsError(f"{what} are {a.dtype} labels; give class indices or names")
+        bad = np.flatnonzero((a < 0) | (a >= k))
+        if len(bad):
+            raise PredictionsError(
+                f"{what}: {len(bad)} labels are outside [0, {k}), first {a[bad[0]]} at row "
+                f"{bad[0]}; the snapshot has {k} classes"
+            )
+        return np.ascontiguousarray(a, dtype="<i4")
+    if a.ndim == 2 and a.dtype.kind in "fiu":
+        if a.shape != (rows, k):
+            raise PredictionsError(
+                f"{what} are probabilities of shape {a.shape}; a result needs (rows, classes) "
+                f"= ({rows}, {k}), aligned with the snapshot's rows and classes"
+            )
+        p = np.ascontiguousarray(a, dtype="<f4" if a.dtype == np.float32 else "<f8")
+        _check_probabilities(p, what)
+        return p
+    raise PredictionsError(
+        f"{what} are a {a.dtype} array of shape {a.shape}; expected {rows} class indices or "
+        f"({rows}, {k}) probabilities"
+    )
+
+
+def _check_probabilities(p: np.ndarray, what: str) -> None:
+    step = max(1, (1 << 22) // max(1, p.shape[1]))
+    for start in range(0, len(p), step):
+        part = p[start : start + step]
+        finite = np.isfinite(part).all(axis=1)
+        bad = np.flatnonzero(~finite | (part < 0).any(axis=1) | ~(part.sum(axis=1) > 0))
+        if len(bad):
+            row = start + int(bad[0])
+            values = ", ".join(f"{x:.4g}" for x in p[row][:5].tolist())
+            why = "NaN or infinite" if not finite[bad[0]] else "negative or all-zero"
+            raise PredictionsError(
+                f"{what}: row {row} holds {why} probabilities ({values}"
+                f"{', …' if p.shape[1] > 5 else ''}); give finite, non-negative probabilities"
+            )
+
+
+def _names_to_indices(a: np.ndarray, classes: list[str], what: str) -> np.ndarray:
+    names, inverse = np.unique(a, return_inverse=True)
+    index = {c: i for i, c in enumerate(classes)}
+    unknown = [str(x) for x in names.tolist() if str(x) not in index]
+    if unknown:
+        raise PredictionsError(
+            f"{what}: {len(unknown)} predicted names are not classes of the snapshot, first "
+            f"{unknown[0]!r}"
+        )
+    lookup = np.array([index[str(x)] for x in names.tolist()], dtype="<i4")
+    return np.ascontiguousarray(lookup[inverse.ravel()])
+
+
+def encode_predictions(arr: np.ndarray) -> bytes:
+    """The ``.npy`` bytes of an aligned array (format 1.0, C order): the same array, the same
+    bytes."""
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, arr, version=(1, 0), allow_pickle=False)
+    return buf.getvalue()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prepared:
+    """A record and its predictions' bytes, made but not stored (``prepare``)."""
+
+    record: ResultRecord
+    data: bytes
+
+    @property
+    def digest(self) -> str:
+        return hash_bytes(self.record.encode())
+
+
+def prepare(
+    *,
+    dataset: str,
+    model: str,
+    snapshot: str,
+    predictions: np.ndarray,
+    classes: int,
+    meta: Mapping[str, str] | None = None,
+) -> Prepared:
+    """The record of aligned ``predictions`` (from ``aligned_predictions``) of ``model``."""
+    check_name(model, what="model name")
+    data = encode_predictions(predictions)
+    rec = ResultRecord(
+        dataset=dataset,
+        model=model,
+        snapshot=snapshot,
+        predictions=hash_bytes(data),
+        kind="labels" if predictions.ndim == 1 else "probabilities",
+        rows=int(predictions.shape[0]),
+        classes=classes,
+        dtype=predictions.dtype.str,
+        meta=check_meta(meta or {}),
+    )
+    return Prepared(record=rec, data=data)
+
+
+def _exists(dataset: str, model: str, held: str, new: str | None) -> TagExistsError:
+    return TagExistsError(
+        f"model {model!r} of {dataset!r} is recorded already, as result {short(held)} with "
+        "other predictions or meta; a recorded result is immutable: choose another model name, "
+        "or replace it with --force (the log keeps the old one); nothing was recorded",
+        dataset=dataset,
+        tag=model,
+        existing=held,
+        new=new,
+    )
+
+
+def refuse_conflict(reg: Registry, p: Prepared, *, force: bool) -> None:
+    """Raise ``TagExistsError`` if the model is recorded with another record and not ``force``
+    (checked for every model before any is recorded)."""
+    held = result_refs(reg).get(p.record.dataset, p.record.model)
+    if held is not None and not force and held != p.digest:
+        raise _exists(p.record.dataset, p.record.model, held, p.digest)
+
+
+def record_result(
+    reg: Registry, p: Prepared, *, force: bool = False, command: str = ""
+) -> Recorded:
+    """Store a prepared record and point its model ref at it. The objects are written before
+    the ref, so a ref always names stored objects; a refused record (``TagExistsError``)
+    leaves the ref and its log as they were (the objects, named by nothing, go at the next
+    gc). The same record again is a no-op: nothing is written."""
+    rec = p.record
+    refs = result_refs(reg)
+    digest = p.digest
+    if refs.get(rec.dataset, rec.model) == digest:
+        return Recorded(
+            dataset=rec.dataset,
+            model=rec.model,
+            digest=digest,
+            predictions=rec.predictions,
+            status="unchanged",
+        )
+    reg.store.put_bytes(p.data)
+    reg.store.put_bytes(rec.encode())
+    try:
+        old = refs.set(rec.dataset, rec.model, digest, force=force, command=command, event=EVENT)
+    except TagExistsError as e:
+        raise _exists(rec.dataset, rec.model, e.existing or "", digest) from None
+    return Recorded(
+        dataset=rec.dataset,
+        model=rec.model,
+        digest=digest,
+        predictions=rec.predictions,
+        status="recorded" if old is None else "moved",
+        old=old,
+    )
+
+
+def read_result(reg: Registry, digest: str) -> ResultRecord:
+    """A stored record, re-hashed and parsed (``IntegrityError`` if damaged)."""
+    return ResultRecord.decode(reg.store.read_bytes(digest), digest=digest)
+
+
+def list_results(reg: Registry, dataset: str) -> dict[str, str]:
+    """``{model: record digest}`` of one dataset, sorted by model."""
+    return result_refs(reg).tags(dataset)
+
+
+def resolve_result(reg: Registry, dataset: str, model: str) -> tuple[str, ResultRecord]:
+    """The record ``model`` of ``dataset`` names; ``NotFoundError`` listing the recorded models
+    when there is none."""
+    check_name(model, what="model name")
+    digest = result_refs(reg).get(dataset, model)
+    if digest is None:
+        known = ", ".join(list_results(reg, dataset)) or "none"
+        raise NotFoundError(
+            f"no model {model!r} is recorded for {dataset!r} (recorded: {known}); record one "
+            "with 'dsreg eval SPEC PREDS --record --model NAME'"
+        )
+    rec = read_result(reg, digest)
+    if rec.dataset != dataset or rec.model != model:
+        raise ManifestError(
+            f"model ref {dataset}/{model} names result {short(digest)} of "
+            f"{rec.dataset}/{rec.model}; record the model again with --force"
+        )
+    return digest, rec
+
+
+def load_predictions(reg: Registry, rec: ResultRecord) -> np.ndarray:
+    """A record's predictions, re-hashed and memory-mapped; ``IntegrityError`` if the object is
+    damaged or does not hold what the record says."""
+    path = reg.store.verified_path(rec.predictions)
+    try:
+        arr: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError, SyntaxError) as e:
+        raise IntegrityError(
+            f"the predictions {short(rec.predictions)} of model {rec.model!r} cannot be read "
+            f"({e}); record the model again with --force"
+        ) from None
+    want = (rec.rows,) if rec.kind == "labels" else (rec.rows, rec.classes)
+    if arr.shape != want or arr.dtype.str != rec.dtype:
+        raise IntegrityError(
+            f"the predictions {short(rec.predictions)} of model {rec.model!r} hold "
+            f"{arr.dtype} {arr.shape}, not the {rec.dtype} {want} its record says; record the "
+            "model again with --force"
+        )
+    return arr
+
+
+def _records(reg: Registry, logged: Iterable[str]) -> tuple[set[str], list[tuple[str, str]]]:
+    """Record digests to keep: every model ref's, and those result log lines name (``logged``:
+    the digests log lines younger than the expiry name); and (what, digest) of each model ref."""
+    refs = result_refs(reg)
+    named = [(f"{ds}/{m}", d) for ds in refs.datasets() for m, d in refs.tags(ds).items()]
+    records = {d for _, d in named}
+    for ds in refs.logged_datasets():
+        records.update(e.new for e in refs.log(ds) if e.event == EVENT and e.new)
+    return records & ({d for _, d in named} | set(logged)), named
+
+
+def recorded_digests(reg: Registry) -> set[str]:
+    """The records every model ref names (what keeps them, apart from the log)."""
+    refs = result_refs(reg)
+    return {d for ds in refs.datasets() for d in refs.tags(ds).values()}
+
+
+def result_objects(reg: Registry, logged: Iterable[str]) -> set[str]:
+    """What recorded results keep from gc: each kept record and its predictions. A record that
+    cannot be read raises: what it would keep cannot be known."""
+    records, _ = _records(reg, logged)
+    out = set(records)
+    for d in records:
+        if reg.store.has(d):
+            out.add(read_result(reg, d).predictions)
+    return out
+
+
+def result_problems(reg: Registry, logged: Iterable[str]) -> tuple[set[str], list[Problem]]:
+    """For verify: the objects recorded results name (to re-hash), and the problems of those
+    that cannot be used (a missing or damaged record, predictions not of the recorded shape)."""
+    records, named = _records(reg, logged)
+    targets = set(records)
+    problems: list[Problem] = []
+    for d in sorted(records):
+        whose = next((w for w, r in named if r == d), None)
+        try:
+            rec = read_result(reg, d)
+            targets.add(rec.predictions)
+            if reg.store.has(rec.predictions):
+                load_predictions(reg, rec)
+        except DsregError as e:
+            where = f"model ref {whose}" if whose else "a result log line"
+            problems.append(Problem(digest=d, problem=f"{where}: {e}"))
+    return targets, problems
