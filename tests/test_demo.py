@@ -40,5 +40,5 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "ranks.png").stat().st_size > 10_000
     assert "Checked " in out and "all intact" in out
     # The models recorded before the relabeling are re-scored on it, with intervals.
-    assert re.search(r"\d+\.\d \(\d+\.\d-\d+\.\d\) #\d \[\d+-\d+\]", out), out
+    assert re.search(r"\d+\.\d \(\d+\.\d-\d+\.\d\) rank \d \[\d+-\d+\]", out), out
     assert (tmp_path / "out" / "leaderboard.png").stat().st_size > 10_000

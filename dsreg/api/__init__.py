@@ -26,12 +26,8 @@ if TYPE_CHECKING:
     from dsreg._util.progress import ProgressHook as ProgressHook
     from dsreg._version import __version__ as __version__
     from dsreg.api.common import find_registry as find_registry
-    from dsreg.api.data import cite as cite
     from dsreg.api.data import connect as connect
     from dsreg.api.data import detect as detect
-    from dsreg.api.data import diff as diff
-    from dsreg.api.data import evaluate as evaluate
-    from dsreg.api.data import export as export
     from dsreg.api.data import import_labels as import_labels
     from dsreg.api.data import import_votes as import_votes
     from dsreg.api.data import open as open
@@ -56,6 +52,10 @@ if TYPE_CHECKING:
     from dsreg.api.remotes import remote_add as remote_add
     from dsreg.api.remotes import remote_ls as remote_ls
     from dsreg.api.remotes import remote_remove as remote_remove
+    from dsreg.api.reports import cite as cite
+    from dsreg.api.reports import diff as diff
+    from dsreg.api.reports import evaluate as evaluate
+    from dsreg.api.reports import export as export
     from dsreg.api.results import cite_result as cite_result
     from dsreg.api.results import gap as gap
     from dsreg.api.results import leaderboard as leaderboard

@@ -34,6 +34,7 @@ __all__ = [
     "RegistryArg",
     "RegistryOpt",
     "RemoteOptionsOpt",
+    "SeedOpt",
     "TransferRemoteOpt",
 ]
 
@@ -163,3 +164,4 @@ OverlayViewOpt: TypeAlias = Annotated[
     str | None, Opt(help="With --tag: its view (default cleaned).")
 ]
 OverlayForceOpt: TypeAlias = Annotated[bool, Opt(help="With --tag: move it if it exists.")]
+SeedOpt: TypeAlias = Annotated[int, Opt(help="Seed of the bootstrap: the same seed, the same.")]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from dsreg.api.common import command_of, find_registry
-from dsreg.api.options import Arg, Opt, PathArg, RegistryArg, RegistryOpt
+from dsreg.api.options import Arg, Opt, PathArg, RegistryArg, RegistryOpt, SeedOpt
 
 if TYPE_CHECKING:
     from dsreg.registry.results import Recorded
@@ -144,7 +144,7 @@ def leaderboard(
     resamples: Annotated[
         int, Opt(help="Bootstrap resamples of the rows for the rank intervals.", min=0)
     ] = 1000,
-    seed: Annotated[int, Opt(help="Seed of the bootstrap: the same seed, the same.")] = 0,
+    seed: SeedOpt = 0,
     plot: PlotOpt = None,
     registry: RegistryOpt = None,
 ) -> Leaderboard:

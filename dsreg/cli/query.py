@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import dsreg.api as api
 import dsreg.api.data as data_api
+import dsreg.api.reports as reports_api
 import dsreg.api.results as results_api
 from dsreg.api.options import Opt
 from dsreg.cli._command import command
@@ -71,7 +72,7 @@ def show_rows(result: Any) -> None:
 # -- eval -----------------------------------------------------------------------------------------
 
 
-@command(data_api.evaluate, name="eval")
+@command(reports_api.evaluate, name="eval")
 def eval_(
     spec: str,
     predictions: list[Path],
@@ -92,7 +93,7 @@ def eval_(
     model's rank per view, and how the ranking changes (Northcutt et al. 2021, Table 3), with
     intervals, pairwise tests and rank intervals; --flip-points adds each pair's flip point.
     --record also keeps the predictions for 'dsreg leaderboard'."""
-    report = data_api.evaluate(spec, predictions, plot=plot, **options)
+    report = reports_api.evaluate(spec, predictions, plot=plot, **options)
     if record:
         recorded = results_api.record(
             spec,
@@ -115,7 +116,7 @@ def eval_(
 # -- diff -----------------------------------------------------------------------------------------
 
 
-@command(data_api.diff)
+@command(reports_api.diff)
 def diff(
     a: str,
     b: str,
@@ -134,7 +135,7 @@ def diff(
 ) -> None:
     """Rows only in A, only in B, and relabelled (with a from -> to count table). Revisions of one
     snapshot are matched by row, of different snapshots by example_id."""
-    res = data_api.diff(a, b, **options)
+    res = reports_api.diff(a, b, **options)
     if json:
         emit_json(res.to_dict())
         return
@@ -192,14 +193,14 @@ def show_agreement(c: Agreement) -> None:
 # -- cite -----------------------------------------------------------------------------------------
 
 
-@command(data_api.cite)
+@command(reports_api.cite)
 def cite(spec: str, *, model: str | None, json: bool, **options: Any) -> None:
     """A citation (BibTeX, CITATION.cff or text) carrying the dataset, year, full revision,
     snapshot and overlay digests, the remote URL and the 'dsreg checkout DIGEST DIR --remote URL'
     that fetches it on a fresh machine, the dataset creators' credit and the dsreg version.
     With --model, the recorded result instead: revision, result and predictions digests and
     the figures."""
-    c = data_api.cite(spec, model=model, **options)
+    c = reports_api.cite(spec, model=model, **options)
     if isinstance(c, api.Citation):
         show_citation(c, json=json)
     else:
@@ -225,12 +226,12 @@ def show_citation(c: Citation, *, json: bool) -> None:
 # -- export ---------------------------------------------------------------------------------------
 
 
-@command(data_api.export)
+@command(reports_api.export)
 def export(spec: str, *, json: bool, **options: Any) -> None:
     """Write a revision's labels as .npy (an int64 vector), CSV or Parquet (row, example_id,
     label, label_name), aligned to the snapshot's rows (the form evaluation scripts indexed by
     the test set's order expect) or to the view's. Streamed in batches."""
-    show_exported(data_api.export(spec, **options), json=json)
+    show_exported(reports_api.export(spec, **options), json=json)
 
 
 def show_exported(res: ExportResult, *, json: bool) -> None:

@@ -31,12 +31,12 @@ def render_citation(c: Any, *, json: bool) -> None:
 
 
 def _cell(f: Any, i: int) -> str:
-    """``93.1 (92.6-93.6) #2 [1-3]``: accuracy and Wilson interval in percent, rank and rank
+    """``93.1 (92.6-93.6) rank 2 [1-3]``: accuracy and Wilson interval in percent, rank and rank
     interval."""
     acc, iv = f.accuracy(i), f.intervals[i]
     if acc is None or iv is None:
         return "-"
-    text = f"{100 * acc:.1f} ({100 * iv[0]:.1f}-{100 * iv[1]:.1f}) #{int(f.ranks[i])}"
+    text = f"{100 * acc:.1f} ({100 * iv[0]:.1f}-{100 * iv[1]:.1f}) rank {int(f.ranks[i])}"
     ri = f.rank_intervals[i]
     if ri is not None:
         text += f" [{ri[0]:g}-{ri[1]:g}]"
@@ -52,7 +52,7 @@ def _render_board(board: Any) -> None:
         if not shown:
             continue
         out()
-        out(f"{view}: top-1 % (95% Wilson interval) #rank [95% bootstrap rank interval]")
+        out(f"{view}: top-1 % (95% Wilson interval), rank [95% bootstrap interval]")
         rows = []
         for m in board.results:
             r = [printable(m)]

@@ -1,4 +1,4 @@
-"""The papercuts of #14 item 7, as a user meets them: ``--version``, ``tag --delete``,
+"""Papercuts as a user meets them: ``--version``, ``tag --delete``,
 ``diff --top``, what ``sql -o`` and a label-only checkout say they wrote, scores printed so
 that they differ, the renormalisation note, and progress when stderr is not a terminal."""
 

@@ -198,7 +198,7 @@ def test_label_file_and_table_sources_have_pinned_digests(
     assert source_digests(tmp_path, reg) == golden["sources"]
 
 
-# Version 2 (issue 13): an overlay whose corrections carry label sets and raters' counts, and a
+# Version 2: an overlay whose corrections carry label sets and raters' counts, and a
 # revision in the multilabel view. Pinned when they were added; version 1 content is above.
 FIXED_OVERLAY_2 = Overlay(
     base="blake3:" + "01" * 32,

@@ -1,4 +1,4 @@
-"""Two checkouts of one folder at once (#11 item 4; the guarantee "A checkout folder holds
+"""Two checkouts of one folder at once (the guarantee "A checkout folder holds
 exactly one revision's view" in docs/concepts.md).
 
 Two processes check out different revisions (with different link types) into the same new

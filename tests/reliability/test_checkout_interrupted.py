@@ -1,4 +1,4 @@
-"""An interrupted checkout is finished by the next one (#11 item 3; the guarantee "A checkout
+"""An interrupted checkout is finished by the next one (the guarantee "A checkout
 folder holds exactly one revision's view" in docs/concepts.md).
 
 A failure is injected at the n-th file operation of a checkout (hypothesis over n, the

@@ -1,4 +1,4 @@
-"""kill -9 at a random moment of a checkout switch (#11 item 3; the guarantee "A checkout
+"""kill -9 at a random moment of a checkout switch (the guarantee "A checkout
 folder holds exactly one revision's view" in docs/concepts.md).
 
 A switch of a few thousand small files (every one replaced, so the work runs in forked

@@ -1,5 +1,5 @@
 """Edits in a checkout never corrupt the store by default, and a corrupt object is repaired by
-adding its data again (#11 item 7; the guarantees "Editing a checkout never changes the
+adding its data again (the guarantees "Editing a checkout never changes the
 store" and "A corrupt object is replaced, not trusted" in docs/concepts.md).
 
 The tests run as whoever runs the suite; as root (common in ML containers) a read-only hard

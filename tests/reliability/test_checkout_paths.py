@@ -1,4 +1,4 @@
-"""A checkout writes and removes only below its folder (#11 item 1, checkout side; the
+"""A checkout writes and removes only below its folder (the
 guarantee "A checkout stays inside its folder" in docs/concepts.md).
 
 Every destination a plan holds is checked (the target revision's files, the files of the

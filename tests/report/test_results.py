@@ -379,7 +379,7 @@ def test_cli_records_scores_and_cites(cli_set: Any) -> None:
     assert "result" in log.stdout and "r2" in log.stdout
     r = cli("leaderboard", "toy", "--resamples", "100", "--plot", str(d / "ranks.png"))
     assert r.exit_code == 0, r.stderr
-    assert "#1" in r.stdout and "corrected" in r.stdout
+    assert "rank 1 [" in r.stdout and "corrected" in r.stdout
     assert (d / "ranks.png").read_bytes()[:4] == b"\x89PNG"
     two = cli("leaderboard", "toy", "--revisions", "original,corrected", "--resamples", "50")
     assert max(len(line) for line in two.stdout.splitlines()) <= 100

@@ -77,9 +77,9 @@ def plot_gap(res: Gap, path: str | os.PathLike[str]) -> Path:
             [100 * m.old["interval"][1] - a for a, m in zip(x, pts, strict=True)]]  # fmt: skip
     yerr = [[b - 100 * m.new["interval"][0] for b, m in zip(y, pts, strict=True)],
             [100 * m.new["interval"][1] - b for b, m in zip(y, pts, strict=True)]]  # fmt: skip
-    ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", ms=4, capsize=2, color="#2b6cb0")
+    ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt="o", ms=4, capsize=2, color="tab:blue")
     lo, hi = min(x + y) - 2, max(x + y) + 2
-    ax.plot([lo, hi], [lo, hi], "--", color="#7f7f7f", lw=1, label="y = x")
+    ax.plot([lo, hi], [lo, hi], "--", color="tab:gray", lw=1, label="y = x")
     if res.slope is not None and res.intercept is not None:
         fx = [lo, hi]
         fy = [100 * (res.slope * v / 100 + res.intercept) for v in fx]

@@ -1,0 +1,219 @@
+"""The reports on a revision: evaluate (with ``record=True``, a recorded result), diff, cite
+and export."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, TypeAlias
+
+from dsreg._util.lazy import lazy_module
+from dsreg.api.common import find_registry
+from dsreg.api.options import Arg, Opt, PathArg, RegistryOpt, SeedOpt
+from dsreg.formats.manifests import VIEWS, View
+
+# Each of these imports numpy and pyarrow (DuckDB, matplotlib): imported when first used.
+if TYPE_CHECKING:
+    from dsreg.report import cite as report_cite
+    from dsreg.report import diff as report_diff
+    from dsreg.report import evaluate as report_evaluate
+    from dsreg.report import labelexport
+    from dsreg.report import plot as report_plot
+    from dsreg.report.board.cite import ResultCitation
+    from dsreg.report.cite import Citation
+    from dsreg.report.diff import DiffResult
+    from dsreg.report.evaluate import EvalReport
+    from dsreg.report.labelexport import ExportResult
+    from dsreg.report.predictions import Predictions
+else:
+    report_cite = lazy_module("dsreg.report.cite")
+    report_diff = lazy_module("dsreg.report.diff")
+    report_evaluate = lazy_module("dsreg.report.evaluate")
+    labelexport = lazy_module("dsreg.report.labelexport")
+    report_plot = lazy_module("dsreg.report.plot")
+
+# What the command line cannot give (a DataFrame, an array): named, not imported, at run time.
+PredictionsArg: TypeAlias = "Mapping[str, Predictions] | Sequence[PathArg] | Predictions"
+
+# eval --record: what is kept beside the figures.
+RecordOpt: TypeAlias = Annotated[
+    bool,
+    Opt(
+        "--record",
+        help="Keep the predictions (.npy, aligned with the snapshot's rows) in the registry "
+        "for 'dsreg leaderboard'.",
+    ),
+]
+ModelOpt: TypeAlias = Annotated[
+    str | None, Opt(help="With --record: the model's name (default: file stem).")
+]
+MetaOpt: TypeAlias = Annotated[
+    Mapping[str, str] | Sequence[str] | None,
+    Opt(help="With --record: KEY=VALUE to keep; repeatable."),
+]
+RecordForceOpt: TypeAlias = Annotated[
+    bool, Opt("--force", help="With --record: replace a model recorded otherwise.")
+]
+
+
+def evaluate(
+    spec: Annotated[str, Arg("The revision; all views of its snapshot + overlays are scored.")],
+    predictions: Annotated[
+        PredictionsArg,
+        Arg(
+            "Predictions: .npy, .parquet or .csv; the model is the file stem.",
+            cli_type=list[Path],
+        ),
+    ],
+    *,
+    views: Annotated[
+        Sequence[View] | None, Opt(comma_list=str, help="Views to score, comma-separated.")
+    ] = VIEWS,
+    top_k: Annotated[
+        Sequence[int],
+        Opt(
+            "--top-k",
+            comma_list=int,
+            help="Top-k accuracies, e.g. 1,5 (k > 1 needs probabilities).",
+        ),
+    ] = (1,),
+    plot: Annotated[
+        PathArg | None, Opt(help="Write a slope chart of the ranks: FILE.png or FILE.svg.")
+    ] = None,
+    ci: Annotated[
+        str, Opt(help="Accuracy intervals: wilson, or bootstrap (percentile).")
+    ] = "wilson",
+    resamples: Annotated[
+        int, Opt(help="Bootstrap resamples (rank, difference and flip intervals).")
+    ] = 1000,
+    seed: SeedOpt = 0,
+    record: RecordOpt = False,
+    model: ModelOpt = None,
+    meta: MetaOpt = None,
+    force: RecordForceOpt = False,
+    command: str | None = None,
+    registry: RegistryOpt = None,
+) -> EvalReport:
+    """Score model predictions on the original, cleaned, corrected and honeypot labels of
+    ``spec``'s snapshot and overlays; rank the models on each view.
+
+    ``predictions``: ``{model: predictions}`` (a path, a numpy array, an Arrow table or a
+    pandas DataFrame), or a list of paths (the model is the file stem). ``plot`` also writes
+    a slope chart of the ranks (``.png`` or ``.svg``). ``ci`` is the accuracy interval
+    (``wilson`` or ``bootstrap``); rank, difference and flip-point intervals are bootstrap
+    intervals over ``resamples`` resamples drawn from ``seed``. Raises
+    ``PredictionsError`` when predictions miss rows of a view, name unknown example ids or
+    classes, or have the wrong shape.
+
+    ``record=True`` also keeps the predictions under ``model`` or each input's name, with
+    ``meta``, for ``dsreg.leaderboard``: see ``dsreg.record``.
+
+    >>> report = dsreg.evaluate("cifar10-test@corrected-v1", {"resnet": probs})  # doctest: +SKIP
+    >>> report.to_arrow()                     # one row per (model, view)
+    """
+    from dsreg.report.stats.significance import StatsOptions  # imported by evaluate too
+
+    report = report_evaluate.evaluate(
+        spec,
+        predictions,
+        views=VIEWS if views is None else views,
+        top_k=top_k,
+        registry=find_registry(registry),
+        stats=StatsOptions(ci=ci, resamples=resamples, seed=seed),
+    )
+    if plot is not None:
+        report_plot.plot_ranks(report, plot)
+    if record:
+        from dsreg.api.results import record as do_record
+
+        do_record(
+            spec,
+            predictions,
+            model=model,
+            meta=meta,
+            force=force,
+            command=command,
+            registry=registry,
+        )
+    return report
+
+
+def diff(
+    a: Annotated[str, Arg("The first revision, e.g. cifar10-test@original.")],
+    b: Annotated[str, Arg("The second revision, e.g. cifar10-test@corrected-v1.")],
+    *,
+    top: Annotated[
+        int, Opt(help="How many example ids of each kind of change to list (0: none).")
+    ] = 10,
+    registry: RegistryOpt = None,
+) -> DiffResult:
+    """Rows only in ``a``, only in ``b``, and relabelled (with from -> to counts). Revisions of
+    one snapshot are matched by row, of different snapshots by ``example_id``. ``samples``
+    lists the first ``top`` example ids of each kind of change, in snapshot order."""
+    return report_diff.diff(find_registry(registry), a, b, top=top)
+
+
+def cite(
+    spec: Annotated[str, Arg("The revision to cite: dataset@tag or a digest.")],
+    *,
+    format: Annotated[str, Opt("--format", "-f", help="bibtex, cff or text.")] = "bibtex",
+    authors: Annotated[
+        Sequence[str] | None,
+        Opt("--author", help="An author (person or organisation); repeat for several."),
+    ] = None,
+    remote: Annotated[
+        str | None,
+        Opt(
+            "--remote",
+            "-r",
+            help="Where readers fetch it: a remote's name or a URL (default: the default "
+            "remote). Not contacted: push the revision there first.",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        Opt(help="Cite this recorded model's result on the revision, with its figures."),
+    ] = None,
+    registry: RegistryOpt = None,
+) -> Citation | ResultCitation:
+    """A citation of ``spec``'s revision carrying the dataset, tag, year, full revision,
+    snapshot and overlay digests, the URL of ``remote`` (a name, URL or path; default: the
+    default remote, if any; not contacted) with the ``dsreg checkout <digest> DIR --remote URL``
+    that fetches it on a fresh machine, the dataset creators' credit recorded at ``add``, and
+    the dsreg version. ``str()`` of it is the text in ``format`` (``bibtex``, ``cff`` or
+    ``text``). With ``model``, the citation of that model's result recorded on the revision
+    (``dsreg.cite_result``): revision, result and predictions digests and the figures."""
+    if model is not None:
+        from dsreg.api.results import cite_result
+
+        return cite_result(spec, model=model, registry=registry)
+    return report_cite.cite(
+        find_registry(registry), spec, authors=authors or (), format=format, remote=remote
+    )
+
+
+def export(
+    spec: Annotated[str, Arg("The revision: dataset@tag or a digest.")],
+    output: Annotated[PathArg, Opt("--output", "-o", help="The file to write.")],
+    *,
+    format: Annotated[
+        str | None,
+        Opt("--format", "-f", help="npy, csv or parquet (default: the output's suffix)."),
+    ] = None,
+    align: Annotated[
+        str,
+        Opt(
+            help="snapshot: one entry per snapshot row, -1 where the view removes it; "
+            "view: the view's rows only."
+        ),
+    ] = "snapshot",
+    registry: RegistryOpt = None,
+) -> ExportResult:
+    """Write ``spec``'s labels to ``output`` as ``npy`` (an int64 vector), ``csv`` or
+    ``parquet`` (``row, example_id, label, label_name``); ``format`` defaults to the output's
+    suffix. ``align="snapshot"``: one entry per snapshot row, label -1 (and no name) where the
+    view removes the row; ``align="view"``: the view's rows only. Streamed in batches; the file
+    appears whole or not at all."""
+    return labelexport.export_labels(
+        find_registry(registry), spec, output, format=format, align=align
+    )
