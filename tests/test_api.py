@@ -369,3 +369,34 @@ def test_every_public_name_resolves_and_every_command_function_is_public() -> No
     assert set(dsreg.api.__all__) <= set(dsreg.__all__)
     for name in dsreg.api.__all__:
         assert getattr(dsreg, name) is getattr(dsreg.api, name), name
+
+
+def test_no_exported_name_is_also_a_submodule_of_dsreg_api() -> None:
+    """``from dsreg.api import registry`` imports the submodule without reading the export list;
+    an exported name that were also a submodule's would then depend on import order."""
+    import pkgutil
+
+    import dsreg.api
+
+    submodules = {m.name for m in pkgutil.iter_modules(dsreg.api.__path__)}
+    assert submodules, "dsreg.api has submodules"
+    assert not submodules & set(dsreg.api.__all__)
+
+
+def test_the_command_line_reaches_the_library_without_reading_its_export_list() -> None:
+    """The CLI's ``from dsreg.api import registry as registry_api`` (the form call-following
+    tools read) imports the submodule directly, and ``dsreg.tag`` still resolves after it."""
+    code = (
+        "import dsreg.api as api, dsreg._util.lazy as lazy\n"
+        "read = []\n"
+        "real = lazy.reexports\n"
+        "lazy.reexports = lambda source: read.append(1) or real(source)\n"
+        "from dsreg.api import registry as registry_api\n"
+        "print(len(read), registry_api.__name__)\n"
+        "import dsreg\n"
+        "print(dsreg.tag is registry_api.tag, len(read))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert proc.stdout.split() == ["0", "dsreg.api.registry", "True", "1"]

@@ -16,14 +16,17 @@ A package whose names are each imported from their own module on first use (``ds
 through it ``dsreg``) lists them once, as the re-exports of its ``if TYPE_CHECKING:`` block
 (``from M import name as name``, the form type checkers read as a re-export), and hands
 ``lazy_names(__name__)`` its ``__getattr__`` and ``__dir__``: they read that block from the
-package's own source. Its submodules are imported as ``import dsreg.api.reading as reading``:
-``from dsreg.api import reading`` asks the package's ``__getattr__`` first, and so parses that
-source on a path that needs none of the names.
+package's own source. ``from dsreg.api import registry`` asks the package's ``__getattr__``
+for a submodule not imported yet: a name that is a submodule is imported as such, without that
+source being read, so the command line's ``from dsreg.api import registry as registry_api``
+stays light (a submodule and an exported name never share a name: ``tests/test_api.py``
+checks it).
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -123,6 +126,8 @@ def lazy_names(
         return table
 
     def __getattr__(name: str) -> Any:
+        if not name.startswith("_") and importlib.util.find_spec(f"{package}.{name}"):
+            return importlib.import_module(f"{package}.{name}")
         if name == "__all__":
             value: Any = sorted(names())
         elif name not in names():

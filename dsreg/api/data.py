@@ -9,10 +9,10 @@ from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, overload
 
-import dsreg.api.reading as reading
 from dsreg._util.fs import replacing
 from dsreg._util.lazy import lazy_module
 from dsreg._util.progress import ProgressHook
+from dsreg.api import reading
 from dsreg.api.common import command_of, find_registry, hook
 from dsreg.api.options import (
     Arg,

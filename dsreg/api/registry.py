@@ -8,9 +8,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeAlias, cast
 
-import dsreg.api.reading as reading
 from dsreg._util.lazy import lazy_module
 from dsreg._util.progress import ProgressHook
+from dsreg.api import reading
 from dsreg.api.common import LINKS, command_of, find_registry, hook
 from dsreg.api.options import (
     AllowLookalikeIdsOpt,

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import dsreg.api as api
-import dsreg.api.data as data_api
-import dsreg.api.reports as reports_api
-import dsreg.api.results as results_api
+from dsreg.api import data as data_api
+from dsreg.api import reports as reports_api
+from dsreg.api import results as results_api
 from dsreg.api.options import Opt
 from dsreg.cli._command import command
 from dsreg.cli._common import command_line, emit_json, out, say, short, table, write_json
@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 # -- sql ------------------------------------------------------------------------------------------
 
 
-@command(data_api.sql)
+@command(
+    data_api.sql,
+)
 def sql(query: str, *, format: str | None, output: Path | None, json: bool, **options: Any) -> None:
     """Run DuckDB SQL over revisions: SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1"
     GROUP BY ALL. Columns: row, example_id, label, label_name, given_label, verdict, blob, size,
@@ -72,7 +74,10 @@ def show_rows(result: Any) -> None:
 # -- eval -----------------------------------------------------------------------------------------
 
 
-@command(reports_api.evaluate, name="eval")
+@command(
+    reports_api.evaluate,
+    name="eval",
+)
 def eval_(
     spec: str,
     predictions: list[Path],
@@ -116,7 +121,9 @@ def eval_(
 # -- diff -----------------------------------------------------------------------------------------
 
 
-@command(reports_api.diff)
+@command(
+    reports_api.diff,
+)
 def diff(
     a: str,
     b: str,
@@ -193,7 +200,9 @@ def show_agreement(c: Agreement) -> None:
 # -- cite -----------------------------------------------------------------------------------------
 
 
-@command(reports_api.cite)
+@command(
+    reports_api.cite,
+)
 def cite(spec: str, *, model: str | None, json: bool, **options: Any) -> None:
     """A citation (BibTeX, CITATION.cff or text) carrying the dataset, year, full revision,
     snapshot and overlay digests, the remote URL and the 'dsreg checkout DIGEST DIR --remote URL'
@@ -226,7 +235,9 @@ def show_citation(c: Citation, *, json: bool) -> None:
 # -- export ---------------------------------------------------------------------------------------
 
 
-@command(reports_api.export)
+@command(
+    reports_api.export,
+)
 def export(spec: str, *, json: bool, **options: Any) -> None:
     """Write a revision's labels as .npy (an int64 vector), CSV or Parquet (row, example_id,
     label, label_name), aligned to the snapshot's rows (the form evaluation scripts indexed by

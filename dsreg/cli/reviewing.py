@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
-import dsreg.api.reviewing as reviewing_api
+from dsreg.api import reviewing as reviewing_api
 from dsreg.api.options import Opt, OverlayForceOpt, OverlayViewOpt
 from dsreg.cli._command import command
 from dsreg.cli._common import command_line, out, overlay_made, say, write_json
@@ -42,7 +42,9 @@ class NotServing:
             raise InvalidInputError("--tag, --view and --force go with --finish")
 
 
-@command(reviewing_api.review)
+@command(
+    reviewing_api.review,
+)
 def review(
     spec: str,
     *,

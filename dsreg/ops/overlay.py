@@ -4,9 +4,7 @@ with it in the same call: what ``dsreg detect`` and ``dsreg overlay import-votes
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,6 +36,7 @@ __all__ = [
     "check_detect_options",
     "check_tag_options",
     "check_tag_target",
+    "check_tagging",
     "check_vote_format",
     "detect",
     "import_labels",
@@ -163,9 +162,10 @@ def detect(
     """A ``detected`` overlay of ``spec`` (options: those of the detector), tagged as
     ``tagging`` asks, with its ``top`` lowest-scored rows."""
     check_detect_options(options.filter_by, options.rank_by)
+    check_tagging(reg, spec, tagging, producer="dsreg.detect")
     probs = Path(pred_probs) if isinstance(pred_probs, str | os.PathLike) else pred_probs
-    made = partial(detect_overlay, reg, spec, probs, options=options, progress=progress)
-    return _stored(reg, spec, tagging, made, producer="dsreg.detect", command=command, top=top)
+    made = detect_overlay(reg, spec, probs, options=options, progress=progress, command=command)
+    return _stored(reg, spec, made, tagging, command=command, top=top)
 
 
 def check_vote_format(format: str) -> None:
@@ -186,8 +186,11 @@ def import_votes(
     """A ``validated`` overlay of ``spec``'s snapshot from a votes file, tagged as ``tagging``
     asks."""
     check_vote_format(format)
-    made = partial(votes_overlay, reg, spec, Path(votes), format=format, threshold=threshold)
-    return _stored(reg, spec, tagging, made, producer="dsreg.import-votes", command=command)
+    check_tagging(reg, spec, tagging, producer="dsreg.import-votes")
+    made = votes_overlay(
+        reg, spec, Path(votes), format=format, threshold=threshold, command=command
+    )
+    return _stored(reg, spec, made, tagging, command=command)
 
 
 def import_labels(
@@ -206,25 +209,30 @@ def import_labels(
         raise InvalidInputError(
             f"unknown --format {format!r}; choose one of {', '.join(LABEL_FORMATS)}"
         )
-    made = partial(labels_overlay, reg, spec, Path(path), format=format, threshold=threshold)
-    return _stored(reg, spec, tagging, made, producer="dsreg.import-labels", command=command)
+    check_tagging(reg, spec, tagging, producer="dsreg.import-labels")
+    made = labels_overlay(
+        reg, spec, Path(path), format=format, threshold=threshold, command=command
+    )
+    return _stored(reg, spec, made, tagging, command=command)
+
+
+def check_tagging(reg: Registry, spec: str, tagging: Tagging, *, producer: str) -> None:
+    """The tag ``tagging`` asks for, checked before any work: one that exists is refused
+    (`check_tag_target`) before an overlay is computed and stored."""
+    check_tag_target(reg, spec, tagging.tag, tagging.view, force=tagging.force, producer=producer)
 
 
 def _stored(
     reg: Registry,
     spec: str,
+    made: CreatedOverlay,
     tagging: Tagging,
-    make: Callable[..., CreatedOverlay],
     *,
-    producer: str,
     command: str,
     top: int | None = None,
 ) -> OverlayResult:
-    """The overlay ``make(command=command)`` stores, the tag ``tagging`` asks for and (``top``
-    given) the overlay's ``top`` lowest-scored rows. The tag is checked first: one that exists
-    is refused before any work (`check_tag_target`)."""
-    check_tag_target(reg, spec, tagging.tag, tagging.view, force=tagging.force, producer=producer)
-    made = make(command=command)
+    """The overlay ``made`` just stored, the tag ``tagging`` asks for (checked beforehand by
+    `check_tagging`) and (``top`` given) the overlay's ``top`` lowest-scored rows."""
     tagged = _tag(reg, spec, made, tagging, command)
     return _result(made, tagged, ranked_issues(reg, made.digest, top) if top is not None else ())
 

@@ -22,8 +22,7 @@ from hypothesis import strategies as st
 
 import dsreg
 import dsreg.overlays.create as create
-import dsreg.overlays.votes.csvfile as csvfile
-import dsreg.overlays.votes.fit as fit
+import dsreg.overlays.votes.refusals as refusals
 from dsreg.errors import VotesError
 from dsreg.formats.tables import parquet_bytes
 from dsreg.objects.hashing import hash_bytes
@@ -378,7 +377,7 @@ def test_a_refusal_found_by_the_join_names_lines_without_the_full_pass(
     def no_full_pass(*a: Any, **k: Any) -> Any:
         raise AssertionError("the line-by-line checks ran")
 
-    monkeypatch.setattr(fit, "explain_refusal", no_full_pass)
+    monkeypatch.setattr(refusals, "explain_refusal", no_full_pass)
     assert _refusal(path) == "{path}: " + said
 
 
@@ -423,7 +422,7 @@ def test_labels_that_are_not_classes_are_counted_before_the_snapshot_is_read(
     def no_snapshot() -> Any:
         raise AssertionError("the snapshot was read")
 
-    monkeypatch.setattr(csvfile, "explain_refusal", no_full_pass)
+    monkeypatch.setattr(refusals, "explain_refusal", no_full_pass)
     with pytest.raises(VotesError) as got:
         read_votes(path, format="csv", threshold=3, dataset="t", classes=classes,
                    examples=no_snapshot)  # fmt: skip
@@ -514,9 +513,8 @@ def test_a_file_that_is_taken_is_read_once(tmp_path: Path, monkeypatch: pytest.M
     def ran(*a: Any, **k: Any) -> Any:
         raise AssertionError("the line-by-line pass ran")
 
-    for module in (csvfile, fit):
-        monkeypatch.setattr(module, "explain_refusal", ran)
-        monkeypatch.setattr(module, "name_lines", ran)
+    monkeypatch.setattr(refusals, "explain_refusal", ran)
+    monkeypatch.setattr(refusals, "name_lines", ran)
     got = _import(path)
     assert got.table.column("row").to_pylist() == [2, 9, 11]
     assert got.table.column("suggested_label").to_pylist() == [2, 4, None]

@@ -10,7 +10,7 @@ the ids and the labels and counts as numbers are kept, never the file's seven te
 whole, and no Python object per record.
 
 A file that breaks a rule is refused in the words of the record-by-record checks
-(``csvlines.py``), which run only then and name the lines at fault. Labels that are not classes
+(``refusals.py``), which run only then and name the lines at fault. Labels that are not classes
 in a file that is otherwise well formed are counted here, every one, and only their lines are
 looked up (one pass of Python's csv reader, which would report a syntax error first).
 """
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final
 
 import numpy as np
 import pyarrow as pa
@@ -31,24 +31,19 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from dsreg._util.inputs import input_file
-from dsreg.errors import VotesError
 from dsreg.formats.arrays import from_numpy, string_array
 from dsreg.formats.tables import as_numpy
-from dsreg.overlays.votes.csvlines import (
+from dsreg.overlays.votes.model import (
     COUNT_COLUMNS,
     CSV_COLUMNS,
-    explain_refusal,
-    name_lines,
-)
-from dsreg.overlays.votes.model import (
     INT32_MAX,
     SHOWN,
     Classes,
     Count,
     KeyRoute,
     VoteColumns,
-    refuse_unknown_labels,
 )
+from dsreg.overlays.votes.refusals import UnknownLabel, refuse_labels, refuse_unreadable
 
 __all__ = ["read_csv_votes"]
 
@@ -58,14 +53,6 @@ _BLOCK: Final = 16 << 20
 
 class _Refused(Exception):
     """A rule of the format is broken somewhere in the file: the line-by-line checks say where."""
-
-
-class _UnknownLabel(NamedTuple):
-    """A label cell that is not a class: its record (in file order), its column, and why."""
-
-    record: int
-    column: str  # "given" or "suggested"
-    why: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,7 +66,7 @@ class _Votes:
     has_suggested: np.ndarray
     counts: dict[str, Count]
     unknown_count: int
-    unknown: tuple[_UnknownLabel, ...]
+    unknown: tuple[UnknownLabel, ...]
 
 
 def read_csv_votes(path: Path, classes: Classes, *, dataset: str) -> VoteColumns:
@@ -95,13 +82,16 @@ def read_csv_votes(path: Path, classes: Classes, *, dataset: str) -> VoteColumns
         The file cannot be read.
     """
     input_file(path, what=f"votes file {str(path)!r}")
+    why: str | None = None
     try:
         votes = _read(path, classes)
     except _Refused as refused:
-        explain_refusal(path, classes, dataset=dataset)
-        raise VotesError(f"{path} cannot be read as a votes CSV: {refused}") from None
+        why = str(refused)
+    if why is not None:
+        refuse_unreadable(path, classes, dataset=dataset, why=why)
     if votes.unknown_count:
-        _refuse_labels(path, votes, classes, dataset=dataset)
+        count = votes.unknown_count
+        refuse_labels(path, votes.unknown, votes.ids, classes, count=count, dataset=dataset)
     return VoteColumns(
         routes=(KeyRoute(keys=votes.ids),),
         given=votes.given.astype(np.int32),
@@ -109,18 +99,6 @@ def read_csv_votes(path: Path, classes: Classes, *, dataset: str) -> VoteColumns
         has_suggested=votes.has_suggested,
         counts=votes.counts,
     )
-
-
-def _refuse_labels(path: Path, votes: _Votes, classes: Classes, *, dataset: str) -> None:
-    """Raise the refusal of label cells that are not classes: every one counted, the first
-    `SHOWN` named by line. The whole file is read by Python's csv reader to find them, so a
-    syntax error anywhere, which is reported first, is found too."""
-    lines = name_lines(path, (u.record for u in votes.unknown), votes.ids, whole=True)
-    if lines is None:
-        explain_refusal(path, classes, dataset=dataset)
-        raise VotesError(f"{path} cannot be read as a votes CSV: its lines do not parse alike")
-    problems = [f"{lines[u.record]}: {u.column} label {u.why}" for u in votes.unknown]
-    refuse_unknown_labels(path, problems, dataset, classes, count=votes.unknown_count)
 
 
 def _read(path: Path, classes: Classes) -> _Votes:
@@ -185,7 +163,7 @@ def _skip_blank(row: pacsv.InvalidRow) -> str:
 
 def _concat(blocks: list[_Votes]) -> _Votes:
     """The blocks as one, their records numbered in the file."""
-    unknown: list[_UnknownLabel] = []
+    unknown: list[UnknownLabel] = []
     start = 0
     for b in blocks:
         unknown.extend(u._replace(record=start + u.record) for u in b.unknown)
@@ -246,7 +224,7 @@ def _block(batch: pa.RecordBatch, header: Mapping[str, str], classes: Classes) -
         counts=counts,
         unknown_count=len(bad_given) + len(bad_suggested),
         unknown=tuple(
-            _UnknownLabel(r, c, str(classes.cell(column[c][r].as_py()))) for r, c in first
+            UnknownLabel(r, c, str(classes.cell(column[c][r].as_py()))) for r, c in first
         ),
     )
 

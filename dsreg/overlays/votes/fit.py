@@ -22,25 +22,20 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, get_args
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from dsreg.errors import VotesError
 from dsreg.formats.arrays import from_numpy, string_array
 from dsreg.formats.corrections import CORRECTIONS_SCHEMA, COUNT_FIELDS, VOTES_TYPE
-from dsreg.overlays.votes.csvlines import explain_refusal, name_lines
 from dsreg.overlays.votes.model import (
-    DIGITS,
-    SHOWN,
     KeyRoute,
+    RowMatch,
     RowRoute,
     VoteColumns,
     VoteImport,
     VoteSnapshot,
     queue_inputs,
-    refuse_label_mismatch,
-    refuse_twice,
-    refuse_unknown_ids,
 )
+from dsreg.overlays.votes.refusals import refuse_misfits
 
 if TYPE_CHECKING:
     import duckdb
@@ -84,17 +79,6 @@ class _Hits:
     id_index: np.ndarray
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RowMatch:
-    """Each record's row (-1: none found), the snapshot's label there, and its example id,
-    ``ids[id_at[i]]`` for record i."""
-
-    rows: np.ndarray
-    labels: np.ndarray
-    ids: pa.Array
-    id_at: np.ndarray
-
-
 def fit_votes(
     path: Path, columns: VoteColumns, snapshot: VoteSnapshot, *, format: str, threshold: int
 ) -> VoteImport:
@@ -110,7 +94,7 @@ def fit_votes(
     """
     examples = snapshot.examples()
     match = _match(columns, examples, dataset=snapshot.dataset)
-    _refuse_misfits(path, columns, match, snapshot, examples)
+    refuse_misfits(path, columns, match, snapshot, examples)
     rows = match.rows
     in_order = len(rows) < 2 or bool((rows[1:] > rows[:-1]).all())
     order = None if in_order else np.argsort(rows, kind="stable")
@@ -168,7 +152,7 @@ def _match(columns: VoteColumns, examples: Path | pa.Table, *, dataset: str) -> 
                 "FROM read_parquet(?, file_row_number = true)"
             )
             params = [str(examples)]
-        routes = [route for route in columns.routes if _size(route)]
+        routes = [route for route in columns.routes if len(route)]
         hits = [_hits(con, route, source, params) for route in routes]
     _refuse_ids_at_two_rows(routes, hits, dataset)
     n = len(columns)
@@ -183,10 +167,6 @@ def _match(columns: VoteColumns, examples: Path | pa.Table, *, dataset: str) -> 
         parts.append(found.ids)
     ids = parts[0] if len(parts) == 1 else pa.concat_arrays([string_array([]), *parts])
     return RowMatch(rows=rows, labels=labels, ids=ids, id_at=id_at)
-
-
-def _size(route: KeyRoute | RowRoute) -> int:
-    return len(route.keys) if isinstance(route, KeyRoute) else len(route.rows)
 
 
 def _hits(
@@ -243,112 +223,6 @@ def _refuse_ids_at_two_rows(
             f"example id {key!r} appears at rows {first} and {second} of {dataset!r}; "
             "example ids must be unique"
         )
-
-
-def _refuse_misfits(
-    path: Path,
-    columns: VoteColumns,
-    match: RowMatch,
-    snapshot: VoteSnapshot,
-    examples: Path | pa.Table,
-) -> None:
-    """Refuse, in this order, records that name no example, examples voted more than once and
-    given labels that are not the snapshot's: every one counted, the first five named."""
-    unknown = np.flatnonzero(match.rows < 0)
-    if len(unknown):
-        names = _names(path, columns, snapshot, unknown[:SHOWN])
-        problems = [f"{names[i]} (tried {_tried(columns, i)})" for i in unknown[:SHOWN].tolist()]
-        hint = _ids_hint(columns, examples, snapshot.dataset)
-        refuse_unknown_ids(
-            path, problems, snapshot.dataset, _rows(examples), hint, count=len(unknown)
-        )
-    order = np.argsort(match.rows, kind="stable")  # fast on rows sorted already
-    again = np.flatnonzero(match.rows[order][1:] == match.rows[order][:-1]) + 1
-    if len(again):
-        # ``order`` sorts the rows stably, so the record before each repeat in ``order`` is
-        # either the first record voting on that row or another repeat of it.
-        starts = np.ones(len(order), dtype=bool)
-        starts[again] = False
-        first_at = order[np.maximum.accumulate(np.where(starts, np.arange(len(order)), 0))]
-        repeats = order[again]
-        by_file = np.argsort(repeats, kind="stable")[:SHOWN]
-        pairs = [(int(first_at[again[j]]), int(repeats[j])) for j in by_file.tolist()]
-        names = _names(path, columns, snapshot, sorted({i for pair in pairs for i in pair}))
-        problems = [
-            f"row {int(match.rows[b])} ({_id(match, b)!r}) by {names[a]} and {names[b]}"
-            for a, b in pairs
-        ]
-        refuse_twice(path, problems, count=len(again))
-    wrong = np.flatnonzero(match.labels != columns.given)
-    if len(wrong):
-        names = _names(path, columns, snapshot, wrong[:SHOWN])
-        describe = snapshot.classes.describe
-        problems = [
-            f"{names[i]} -> row {int(match.rows[i])} ({_id(match, i)!r}): file says "
-            f"{describe(int(columns.given[i]))}, snapshot says {describe(int(match.labels[i]))}"
-            for i in wrong[:SHOWN].tolist()
-        ]
-        hint = _ids_hint(columns, examples, snapshot.dataset)
-        refuse_label_mismatch(path, problems, snapshot.dataset, hint, count=len(wrong))
-
-
-def _names(
-    path: Path, columns: VoteColumns, snapshot: VoteSnapshot, records: Sequence[int] | np.ndarray
-) -> dict[int, str]:
-    """How refusals name ``records``: by the refs the reader kept, or by CSV line."""
-    wanted = [int(i) for i in records]
-    if columns.refs is not None:
-        return {i: columns.refs[i] for i in wanted}
-    ids = next(route.keys for route in columns.routes if isinstance(route, KeyRoute))
-    lines = name_lines(path, wanted, ids)
-    if lines is None:
-        explain_refusal(path, snapshot.classes, dataset=snapshot.dataset)
-        raise VotesError(f"{path} cannot be read as a votes CSV: its lines do not parse alike")
-    return lines
-
-
-def _tried(columns: VoteColumns, record: int) -> str:
-    """What a record names, as a refusal lists it: its ids, then its row position."""
-    tried = []
-    for route in columns.routes:
-        if isinstance(route, KeyRoute):
-            at = [record] if route.records is None else np.flatnonzero(route.records == record)
-            tried += [repr(route.keys[j].as_py()) for j in at]
-        else:
-            tried += [f"row {route.rows[j]}" for j in np.flatnonzero(route.records == record)]
-    return ", ".join(tried) or "nothing"
-
-
-def _id(match: RowMatch, record: int) -> str:
-    return str(match.ids[int(match.id_at[record])].as_py())
-
-
-def _rows(examples: Path | pa.Table) -> int:
-    """The number of rows of the snapshot's examples."""
-    if isinstance(examples, pa.Table):
-        return int(examples.num_rows)
-    return int(pq.ParquetFile(examples).metadata.num_rows)
-
-
-def _ids_hint(columns: VoteColumns, examples: Path | pa.Table, dataset: str) -> str:
-    """When records name rows by number and the snapshot's ids are paths: how to register the
-    set so that its ids are the release's (the numbers then name the right rows)."""
-    if not any(isinstance(route, RowRoute) and _size(route) for route in columns.routes):
-        return ""
-    if isinstance(examples, pa.Table):
-        ids = examples.column("example_id")
-        first = ids[0].as_py() if len(ids) else None
-    else:
-        batches = pq.ParquetFile(examples).iter_batches(batch_size=1, columns=["example_id"])
-        first = next((b.column(0)[0].as_py() for b in batches if b.num_rows), None)
-    if first is None or DIGITS.fullmatch(str(first)):
-        return ""
-    return (
-        f". The records name examples by number (the release's file order), but the ids of "
-        f"{dataset!r} are paths such as {str(first)!r}, in another order: register the "
-        "set in the release's order with its ids, 'dsreg add NAME --labels labels.npy --ids "
-        "ids.txt' (one id per line, in row order), or give records that name example ids"
-    )
 
 
 def _table(

@@ -29,9 +29,8 @@ from dsreg.overlays.votes.model import (
     KeyRoute,
     RowRoute,
     VoteColumns,
-    no_votes,
-    refuse_unknown_labels,
 )
+from dsreg.overlays.votes.refusals import no_votes, refuse_unknown_labels
 
 __all__ = ["read_label_errors"]
 

@@ -1,9 +1,10 @@
-"""What reading a votes file produces and how a refusal is worded, for both formats.
+"""What reading a votes file produces, for both formats, and the votes CSV's columns.
 
 A file is read into `VoteColumns`: one entry per record, in file order, its labels as class
 indices and its counts as numbers, with the routes by which its records name examples. Matching
 those routes to the snapshot's rows, checking that every record fits, and building the
-corrections table are the same for every format (``fit.py``).
+corrections table are the same for every format (``fit.py``); why a file is refused is
+worded in one place (``refusals.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from dsreg._util.inputs import shown
 from dsreg.errors import VotesError
 
 __all__ = [
+    "COUNT_COLUMNS",
+    "CSV_COLUMNS",
+    "CSV_HEADER",
     "DIGITS",
     "INT32_MAX",
     "SHOWN",
@@ -28,22 +32,22 @@ __all__ = [
     "Count",
     "Examples",
     "KeyRoute",
+    "RowMatch",
     "RowRoute",
     "VoteColumns",
     "VoteImport",
     "VoteSnapshot",
-    "no_votes",
     "queue_inputs",
-    "refuse",
-    "refuse_label_mismatch",
-    "refuse_twice",
-    "refuse_unknown_ids",
-    "refuse_unknown_labels",
 ]
 
 SHOWN: Final = 5
 INT32_MAX: Final = 2**31 - 1
 DIGITS: Final = re.compile(r"[0-9]+")
+
+# The header of a votes CSV, and its columns of counts in the order a line's faults are looked for.
+CSV_HEADER: Final = "example_id,given_label,suggested_label,given,guessed,both,neither"
+CSV_COLUMNS: Final = tuple(CSV_HEADER.split(","))
+COUNT_COLUMNS: Final = CSV_COLUMNS[3:]
 
 # The snapshot's ``example_id`` and ``label`` columns in row order: the path of a verified
 # Parquet file (the registry's examples object) or an Arrow table. Called once the votes pass.
@@ -165,6 +169,9 @@ class KeyRoute:
     keys: pa.Array
     records: np.ndarray | None = None
 
+    def __len__(self) -> int:
+        return len(self.keys)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RowRoute:
@@ -172,6 +179,9 @@ class RowRoute:
 
     rows: np.ndarray
     records: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rows)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -220,10 +230,6 @@ class VoteColumns:
         return len(self.given)
 
 
-def no_votes(path: Path) -> VotesError:
-    return VotesError(f"{path} holds no votes; expected at least one record")
-
-
 def queue_inputs(path: Path, queues: Sequence[str | None]) -> dict[str, str]:
     """The producer inputs the records' queues give: ``{"queue": digest}`` when every record
     names the same one, nothing when none names one; a mix is refused."""
@@ -239,70 +245,12 @@ def queue_inputs(path: Path, queues: Sequence[str | None]) -> dict[str, str]:
     return {} if queue is None else {"queue": queue}
 
 
-def refuse_unknown_labels(
-    path: Path, problems: Sequence[str], dataset: str, classes: Classes, *, count: int = 0
-) -> None:
-    """Label cells or values that are not classes (``count``: all of them, when ``problems``
-    holds only the first few)."""
-    names = list(classes.names[:10]) + (["…"] if len(classes.names) > 10 else [])
-    refuse(
-        path,
-        problems,
-        f"labels are not classes of {dataset!r}",
-        f"Labels are class names (exact, or the only match ignoring case) or indices 0.."
-        f"{len(classes.names) - 1} into the snapshot's classes {names}",
-        count=count,
-    )
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RowMatch:
+    """Each record's row (-1: none found), the snapshot's label there, and its example id,
+    ``ids[id_at[i]]`` for record i."""
 
-
-def refuse_unknown_ids(
-    path: Path, problems: Sequence[str], dataset: str, rows: int, hint: str, *, count: int
-) -> None:
-    """Records that name no example (``hint``: how to register a set named by row numbers)."""
-    refuse(
-        path,
-        problems,
-        f"records name no example of {dataset!r} ({rows} rows)",
-        "A record names its example by the url path after /static/<name>/, a string id equal "
-        "to an example id, or an integer id that is a row position; check that the file "
-        "belongs to this dataset" + hint,
-        count=count,
-    )
-
-
-def refuse_twice(path: Path, problems: Sequence[str], *, count: int) -> None:
-    """Examples that more than one record votes on."""
-    refuse(
-        path,
-        problems,
-        "examples are voted more than once",
-        "Keep one record per example, or merge their counts before importing",
-        count=count,
-    )
-
-
-def refuse_label_mismatch(
-    path: Path, problems: Sequence[str], dataset: str, hint: str, *, count: int
-) -> None:
-    """Records whose given label is not the snapshot's label of the row they name."""
-    refuse(
-        path,
-        problems,
-        f"records give a label that differs from the label of the row they name in {dataset!r}",
-        "The records are mapped to the wrong examples (or the file belongs to another "
-        "dataset, class order or revision); nothing was imported" + hint,
-        count=count,
-    )
-
-
-def refuse(
-    path: Path, problems: Sequence[str], headline: str, hint: str, *, count: int = 0
-) -> None:
-    """Raise a `VotesError` for ``problems`` (the first `SHOWN` of them named) unless there are
-    none; ``count`` is their number when ``problems`` holds only the first few."""
-    total = max(count, len(problems))
-    if not total:
-        return
-    named = "; ".join(problems[:SHOWN])
-    more = f"; and {total - SHOWN} more" if total > SHOWN else ""
-    raise VotesError(f"{path}: {total} {headline}: {named}{more}. {hint}")
+    rows: np.ndarray
+    labels: np.ndarray
+    ids: pa.Array
+    id_at: np.ndarray
