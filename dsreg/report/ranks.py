@@ -184,13 +184,7 @@ class RankAccumulator:
 
     def add_probs(self, probs: np.ndarray, pos: slice | np.ndarray) -> None:
         self._fresh(pos)
-        if not np.isfinite(probs).all():
-            bad = np.flatnonzero(~np.isfinite(probs).all(axis=1))
-            rows = np.arange(pos.start, pos.stop)[bad] if isinstance(pos, slice) else pos[bad]
-            raise PredictionsError(
-                f"{describe(self.source)} has {len(bad)} rows with NaN or infinite probabilities, "
-                f"first rows {rows[:5].tolist()}"
-            )
+        self._check_probs(probs, pos)
         self.given[pos] = _rank_of(probs, self.t.labels[pos])
         self.has_probs = True
         ei, off = self._extras(pos)
@@ -204,6 +198,21 @@ class RankAccumulator:
             r = np.full(len(ci), -1, dtype=self.suggested.dtype)
             r[has] = _rank_of(probs[off[has]], sug[has])
             self.suggested[ci] = r
+
+    def _check_probs(self, probs: np.ndarray, pos: slice | np.ndarray) -> None:
+        """Refuse rows with NaN, infinite or negative values (logits are not probabilities: a
+        ranking of them would be scored, but the cross-entropy would not mean anything)."""
+        for bad_rows, why, fix in (
+            (~np.isfinite(probs).all(axis=1), "NaN or infinite", "finite"),
+            ((probs < 0).any(axis=1), "negative", "non-negative (softmax logits first)"),
+        ):
+            if bad_rows.any():
+                bad = np.flatnonzero(bad_rows)
+                at = np.arange(pos.start, pos.stop)[bad] if isinstance(pos, slice) else pos[bad]
+                raise PredictionsError(
+                    f"{describe(self.source)} has {len(bad)} rows with {why} probabilities, "
+                    f"first rows {at[:5].tolist()}; give {fix} probabilities"
+                )
 
 
 def _rank_of(probs: np.ndarray, label: np.ndarray) -> np.ndarray:

@@ -217,6 +217,11 @@ def test_predictions_missing_rows_of_a_view_are_refused(make_labelset: Any) -> N
             r"1 rows with NaN or infinite probabilities, first rows \[3\]",
         ),
         (
+            lambda ls: np.where(np.arange(ls.n) % 10 == 7, -0.5, np.ones((ls.n, 4)).T).T,
+            r"4 rows with negative probabilities, first rows \[7, 17, 27, 37\]; give "
+            r"non-negative \(softmax logits first\) probabilities",
+        ),
+        (
             lambda ls: pa.table({"example_id": ["img0000", "nope", "nada"], "pred": [0, 1, 2]}),
             r"2 example ids are not in the snapshot, first \['nope', 'nada'\]",
         ),
