@@ -59,6 +59,16 @@ RecordForceOpt: TypeAlias = Annotated[
 ]
 
 
+def check_record_remote(spec: str, *, record: bool, remote: str | None) -> None:
+    """Refuse ``record`` with ``remote``: a result is recorded in a registry of one's own,
+    and a remote is read in place (before anything is scored)."""
+    if record and remote is not None:
+        raise InvalidInputError(
+            f"--record keeps predictions in a registry, and --remote {remote!r} reads {spec} in "
+            "place: pull it first ('dsreg pull SPEC -r REMOTE'), then record without --remote"
+        )
+
+
 def evaluate(
     spec: Annotated[str, Arg("The revision; all views of its snapshot + overlays are scored.")],
     predictions: Annotated[
@@ -129,13 +139,9 @@ def evaluate(
         top_k=top_k,
         stats=StatsOptions(ci=ci, resamples=resamples, seed=seed),
     )
+    check_record_remote(spec, record=record, remote=remote)
     if remote is None:
         report = scoring(registry=find_registry(registry))
-    elif record:
-        raise InvalidInputError(
-            f"--record keeps predictions in a registry, and --remote {remote!r} reads {spec} in "
-            "place: pull it first ('dsreg pull SPEC -r REMOTE'), then record without --remote"
-        )
     else:
         with reading.remote_read(registry, remote) as reader:
             report = reader.repairing(

@@ -147,7 +147,9 @@ def _record_problem(d: Any) -> str | None:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Recorded:
     """What recording did: ``status`` is ``recorded`` (a new model), ``unchanged`` (the same
-    record was there: nothing written) or ``moved`` (``--force``: ``old`` is the record before)."""
+    record was there, intact: nothing written), ``repaired`` (``--force``: the same record was
+    there, damaged, and its objects were stored again) or ``moved`` (``--force``: ``old`` is the
+    record before)."""
 
     dataset: str
     model: str
@@ -328,17 +330,28 @@ def record_result(
     """Store a prepared record and point its model ref at it. The objects are written before
     the ref, so a ref always names stored objects; a refused record (``TagExistsError``)
     leaves the ref and its log as they were (the objects, named by nothing, go at the next
-    gc). The same record again is a no-op: nothing is written."""
+    gc). The same record again is a no-op: nothing is written; if its objects are damaged it
+    is refused (``IntegrityError`` naming them), and with ``force`` they are stored again."""
     rec = p.record
     refs = result_refs(reg)
     digest = p.digest
     if refs.get(rec.dataset, rec.model) == digest:
+        status = "unchanged"
+        try:
+            load_predictions(reg, read_result(reg, digest))
+        except IntegrityError:
+            if not force:
+                raise  # damaged: refused, named; --force stores the bytes again
+            reg.store.replace_corrupt(rec.predictions, p.data)  # each only if damaged
+            reg.store.replace_corrupt(digest, rec.encode())
+            load_predictions(reg, read_result(reg, digest))
+            status = "repaired"
         return Recorded(
             dataset=rec.dataset,
             model=rec.model,
             digest=digest,
             predictions=rec.predictions,
-            status="unchanged",
+            status=status,
         )
     reg.store.put_bytes(p.data)
     reg.store.put_bytes(rec.encode())
