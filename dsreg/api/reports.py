@@ -55,7 +55,11 @@ MetaOpt: TypeAlias = Annotated[
     Opt(help="With --record: KEY=VALUE to keep; repeatable."),
 ]
 RecordForceOpt: TypeAlias = Annotated[
-    bool, Opt("--force", help="With --record: replace a model recorded otherwise.")
+    bool,
+    Opt(
+        "--force",
+        help="With --record: replace a model recorded otherwise, or repair a damaged one.",
+    ),
 ]
 
 
