@@ -3,7 +3,7 @@ and export."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeAlias
@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Annotated, TypeAlias
 import dsreg.api.reading as reading
 from dsreg._util.lazy import lazy_module
 from dsreg.api.common import find_registry
-from dsreg.api.options import Arg, Opt, PathArg, ReadRemoteOpt, RegistryOpt, SeedOpt
+from dsreg.api.options import (
+    Arg,
+    Opt,
+    PathArg,
+    ReadRemoteOpt,
+    RegistryArg,
+    RegistryOpt,
+    SeedOpt,
+)
 from dsreg.errors import InvalidInputError
 from dsreg.formats.manifests import VIEWS, View
 
@@ -61,6 +69,19 @@ RecordForceOpt: TypeAlias = Annotated[
         help="With --record: replace a model recorded otherwise, or repair a damaged one.",
     ),
 ]
+
+
+def _scored_where(
+    scoring: Callable[..., EvalReport], registry: RegistryArg, remote: str | None
+) -> EvalReport:
+    """``scoring(registry=…)`` in the registry found, or with ``remote``, in the registry (or
+    the per-user cache) that reader reads the revision into."""
+    if remote is None:
+        return scoring(registry=find_registry(registry))
+    with reading.remote_read(registry, remote) as reader:
+        return reader.repairing(
+            lambda: scoring(registry=reader.reg, resolve=partial(reader.revision, payloads=False))
+        )
 
 
 def check_record_remote(spec: str, *, record: bool, remote: str | None) -> None:
@@ -124,49 +145,26 @@ def evaluate(
     classes, or have the wrong shape.
 
     ``record=True`` also keeps the predictions under ``model`` or each input's name, with
-    ``meta``, for ``dsreg.leaderboard``: see ``dsreg.record``.
-
-    With ``remote`` (a name, or a URL or folder: no registry needed), ``spec`` is read from
-    that remote: its manifests and tables are fetched and verified (never payloads), into the
-    registry or the per-user cache. Nothing is recorded then (``record`` is refused).
+    ``meta``, for ``dsreg.leaderboard``: see ``dsreg.record``. With ``remote`` (no registry
+    needed), ``spec`` is read from that remote, never its payloads (``record`` is refused).
 
     >>> report = dsreg.evaluate("cifar10-test@corrected-v1", {"resnet": probs})  # doctest: +SKIP
     >>> report.to_arrow()                     # one row per (model, view)
     """
     from dsreg.report.stats.significance import StatsOptions  # imported by evaluate too
 
-    scoring = partial(
-        report_evaluate.evaluate,
-        spec,
-        predictions,
-        views=VIEWS if views is None else views,
-        top_k=top_k,
-        stats=StatsOptions(ci=ci, resamples=resamples, seed=seed),
-    )
     check_record_remote(spec, record=record, remote=remote)
-    if remote is None:
-        report = scoring(registry=find_registry(registry))
-    else:
-        with reading.remote_read(registry, remote) as reader:
-            report = reader.repairing(
-                lambda: scoring(
-                    registry=reader.reg, resolve=partial(reader.revision, payloads=False)
-                )
-            )
+    stats = StatsOptions(ci=ci, resamples=resamples, seed=seed)
+    views = VIEWS if views is None else views
+    scoring = partial(report_evaluate.evaluate, spec, predictions, views=views, top_k=top_k)
+    report = _scored_where(partial(scoring, stats=stats), registry, remote)
     if plot is not None:
         report_plot.plot_ranks(report, plot)
     if record:
         from dsreg.api.results import record as do_record
 
-        do_record(
-            spec,
-            predictions,
-            model=model,
-            meta=meta,
-            force=force,
-            command=command,
-            registry=registry,
-        )
+        do_record(spec, predictions, model=model, meta=meta, force=force, command=command,
+                  registry=registry)  # fmt: skip
     return report
 
 

@@ -56,7 +56,6 @@ __all__ = [
     "LogEntry",
     "RefLog",
     "RefStore",
-    "first_set",
     "move_refused",
     "parse_log",
 ]
@@ -227,16 +226,6 @@ def parse_log(data: str | bytes, *, dataset: str | None = None) -> RefLog:
             continue
         entries.append(entry)
     return RefLog(entries, damaged)
-
-
-def first_set(tags: Iterable[str], entries: Iterable[LogEntry]) -> list[str]:
-    """``tags`` in the order a log's ``entries`` first set them (a tag's own line, or the line
-    of a push that wrote it, which a clone copies), then by name."""
-    first: dict[str, int] = {}
-    for i, e in enumerate(entries):
-        if e.event in ("tag", "push") and e.tag is not None:
-            first.setdefault(e.tag, i)
-    return sorted(tags, key=lambda t: (first.get(t, len(first)), t))
 
 
 def move_refused(dataset: str, tag: str, old: str, new: str) -> TagExistsError:

@@ -19,10 +19,9 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
-
+from dsreg._util.lazy import lazy_module
 from dsreg.errors import (
     DsregError,
     IntegrityError,
@@ -37,7 +36,13 @@ from dsreg.objects.digest import is_digest, short
 from dsreg.objects.hashing import hash_bytes
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import Problem
-from dsreg.registry.refs import RefStore
+from dsreg.registry.refs import LogEntry, RefStore
+
+# A push or pull of results without predictions to check, and a no-op push, need no numpy.
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 __all__ = [
     "EVENT",
@@ -46,6 +51,7 @@ __all__ = [
     "ResultRecord",
     "aligned_predictions",
     "check_meta",
+    "first_set",
     "list_results",
     "load_predictions",
     "prepare",
@@ -172,6 +178,16 @@ class Recorded:
 def result_refs(reg: Registry) -> RefStore:
     """The model refs of ``reg`` (``results/<dataset>/<model>``), logged in the dataset logs."""
     return RefStore(reg.root, refs="results")
+
+
+def first_set(tags: Iterable[str], entries: Iterable[LogEntry]) -> list[str]:
+    """``tags`` in the order a log's ``entries`` first set them (a tag's own line, or the line
+    of a push that wrote it, which a clone copies), then by name."""
+    first: dict[str, int] = {}
+    for i, e in enumerate(entries):
+        if e.event in ("tag", "push") and e.tag is not None:
+            first.setdefault(e.tag, i)
+    return sorted(tags, key=lambda t: (first.get(t, len(first)), t))
 
 
 def check_meta(meta: Mapping[str, str]) -> dict[str, str]:

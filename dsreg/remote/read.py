@@ -54,8 +54,8 @@ from dsreg.errors import (
 from dsreg.formats.names import check_name, parse_spec
 from dsreg.objects.digest import PREFIX, is_digest, short
 from dsreg.registry.folder import Registry, Resolved
-from dsreg.registry.refs import first_set, parse_log
-from dsreg.registry.results import ResultRecord
+from dsreg.registry.refs import parse_log
+from dsreg.registry.results import ResultRecord, first_set
 from dsreg.remote.config import jobs_for, open_remote
 from dsreg.remote.fetch import Fetch, owner
 from dsreg.remote.results import fetched_result

@@ -28,8 +28,13 @@ from dsreg.errors import InvalidInputError, NotFoundError
 from dsreg.formats.manifests import View
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry, Resolved
-from dsreg.registry.refs import first_set
-from dsreg.registry.results import ResultRecord, list_results, load_predictions, resolve_result
+from dsreg.registry.results import (
+    ResultRecord,
+    first_set,
+    list_results,
+    load_predictions,
+    resolve_result,
+)
 from dsreg.report._json import stable_json
 from dsreg.report.board.figures import Counts, ViewFigures, feature_index, view_figures
 from dsreg.report.evaluate import revision_target
