@@ -3,13 +3,24 @@ and export."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeAlias
 
+import dsreg.api.reading as reading
 from dsreg._util.lazy import lazy_module
 from dsreg.api.common import find_registry
-from dsreg.api.options import Arg, Opt, PathArg, RegistryOpt, SeedOpt
+from dsreg.api.options import (
+    Arg,
+    Opt,
+    PathArg,
+    ReadRemoteOpt,
+    RegistryArg,
+    RegistryOpt,
+    SeedOpt,
+)
+from dsreg.errors import InvalidInputError
 from dsreg.formats.manifests import VIEWS, View
 
 # Each of these imports numpy and pyarrow (DuckDB, matplotlib): imported when first used.
@@ -52,8 +63,35 @@ MetaOpt: TypeAlias = Annotated[
     Opt(help="With --record: KEY=VALUE to keep; repeatable."),
 ]
 RecordForceOpt: TypeAlias = Annotated[
-    bool, Opt("--force", help="With --record: replace a model recorded otherwise.")
+    bool,
+    Opt(
+        "--force",
+        help="With --record: replace a model recorded otherwise, or repair a damaged one.",
+    ),
 ]
+
+
+def _scored_where(
+    scoring: Callable[..., EvalReport], registry: RegistryArg, remote: str | None
+) -> EvalReport:
+    """``scoring(registry=…)`` in the registry found, or with ``remote``, in the registry (or
+    the per-user cache) that reader reads the revision into."""
+    if remote is None:
+        return scoring(registry=find_registry(registry))
+    with reading.remote_read(registry, remote) as reader:
+        return reader.repairing(
+            lambda: scoring(registry=reader.reg, resolve=partial(reader.revision, payloads=False))
+        )
+
+
+def check_record_remote(spec: str, *, record: bool, remote: str | None) -> None:
+    """Refuse ``record`` with ``remote``: a result is recorded in a registry of one's own,
+    and a remote is read in place (before anything is scored)."""
+    if record and remote is not None:
+        raise InvalidInputError(
+            f"--record keeps predictions in a registry, and --remote {remote!r} reads {spec} in "
+            "place: pull it first ('dsreg pull SPEC -r REMOTE'), then record without --remote"
+        )
 
 
 def evaluate(
@@ -92,6 +130,7 @@ def evaluate(
     meta: MetaOpt = None,
     force: RecordForceOpt = False,
     command: str | None = None,
+    remote: ReadRemoteOpt = None,
     registry: RegistryOpt = None,
 ) -> EvalReport:
     """Score model predictions on the original, cleaned, corrected and honeypot labels of
@@ -106,35 +145,26 @@ def evaluate(
     classes, or have the wrong shape.
 
     ``record=True`` also keeps the predictions under ``model`` or each input's name, with
-    ``meta``, for ``dsreg.leaderboard``: see ``dsreg.record``.
+    ``meta``, for ``dsreg.leaderboard``: see ``dsreg.record``. With ``remote`` (no registry
+    needed), ``spec`` is read from that remote, never its payloads (``record`` is refused).
 
     >>> report = dsreg.evaluate("cifar10-test@corrected-v1", {"resnet": probs})  # doctest: +SKIP
     >>> report.to_arrow()                     # one row per (model, view)
     """
     from dsreg.report.stats.significance import StatsOptions  # imported by evaluate too
 
-    report = report_evaluate.evaluate(
-        spec,
-        predictions,
-        views=VIEWS if views is None else views,
-        top_k=top_k,
-        registry=find_registry(registry),
-        stats=StatsOptions(ci=ci, resamples=resamples, seed=seed),
-    )
+    check_record_remote(spec, record=record, remote=remote)
+    stats = StatsOptions(ci=ci, resamples=resamples, seed=seed)
+    views = VIEWS if views is None else views
+    scoring = partial(report_evaluate.evaluate, spec, predictions, views=views, top_k=top_k)
+    report = _scored_where(partial(scoring, stats=stats), registry, remote)
     if plot is not None:
         report_plot.plot_ranks(report, plot)
     if record:
         from dsreg.api.results import record as do_record
 
-        do_record(
-            spec,
-            predictions,
-            model=model,
-            meta=meta,
-            force=force,
-            command=command,
-            registry=registry,
-        )
+        do_record(spec, predictions, model=model, meta=meta, force=force, command=command,
+                  registry=registry)  # fmt: skip
     return report
 
 
@@ -167,7 +197,8 @@ def cite(
             "--remote",
             "-r",
             help="Where readers fetch it: a remote's name or a URL (default: the default "
-            "remote). Not contacted: push the revision there first.",
+            "remote). Not contacted: push the revision there first. With --model, the result "
+            "is read from this remote (no registry needed).",
         ),
     ] = None,
     model: Annotated[
@@ -182,11 +213,12 @@ def cite(
     that fetches it on a fresh machine, the dataset creators' credit recorded at ``add``, and
     the dsreg version. ``str()`` of it is the text in ``format`` (``bibtex``, ``cff`` or
     ``text``). With ``model``, the citation of that model's result recorded on the revision
-    (``dsreg.cite_result``): revision, result and predictions digests and the figures."""
+    (``dsreg.cite_result``): revision, result and predictions digests and the figures, read
+    from ``remote`` when it is given (no registry needed)."""
     if model is not None:
         from dsreg.api.results import cite_result
 
-        return cite_result(spec, model=model, registry=registry)
+        return cite_result(spec, model=model, remote=remote, registry=registry)
     return report_cite.cite(
         find_registry(registry), spec, authors=authors or (), format=format, remote=remote
     )

@@ -5,17 +5,28 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
+import dsreg.api.reading as reading
 from dsreg.api.common import command_of, find_registry
-from dsreg.api.options import Arg, Opt, PathArg, RegistryArg, RegistryOpt, SeedOpt
+from dsreg.api.options import (
+    Arg,
+    Opt,
+    PathArg,
+    ReadRemoteOpt,
+    RegistryArg,
+    RegistryOpt,
+    SeedOpt,
+)
 
 if TYPE_CHECKING:
     from dsreg.registry.results import Recorded
+    from dsreg.remote.read import RemoteRead
     from dsreg.report.board.cite import ResultCitation
     from dsreg.report.board.gap import Gap
-    from dsreg.report.board.leaderboard import Leaderboard
+    from dsreg.report.board.leaderboard import BoardSource, Leaderboard
 
 
 def _arrays(predictions: Any, model: str | None) -> list[tuple[str, Any]]:
@@ -146,24 +157,37 @@ def leaderboard(
     ] = 1000,
     seed: SeedOpt = 0,
     plot: PlotOpt = None,
+    remote: ReadRemoteOpt = None,
     registry: RegistryOpt = None,
 ) -> Leaderboard:
     """Every model recorded for ``dataset`` scored on each of ``revisions`` (default: every
     tag, oldest first): accuracy with its 95% Wilson interval, rank with its bootstrap rank
     interval (``resamples`` resamples, the same for a ``seed``), and the pairs whose order
     flips between consecutive revisions, significant where McNemar's test (Holm-corrected)
-    separates the pair on both. ``plot`` writes the ranks across revisions (.png or .svg)."""
+    separates the pair on both. ``plot`` writes the ranks across revisions (.png or .svg).
+
+    With ``remote`` (a name, or a URL or folder: no registry needed), the models recorded on
+    that remote and its tags: records, predictions, manifests and tables are fetched and
+    verified (never payloads), into the registry or the per-user cache."""
     from dsreg.report.board.leaderboard import BOARD_VIEWS
     from dsreg.report.board.leaderboard import leaderboard as do_leaderboard
 
-    board = do_leaderboard(
-        find_registry(registry),
-        dataset,
-        revisions=revisions,
-        views=BOARD_VIEWS if views is None else views,
-        resamples=resamples,
-        seed=seed,
-    )
+    def board_in(reg: Any, source: BoardSource | None = None) -> Leaderboard:
+        return do_leaderboard(
+            reg,
+            dataset,
+            revisions=revisions,
+            views=BOARD_VIEWS if views is None else views,
+            resamples=resamples,
+            seed=seed,
+            source=source,
+        )
+
+    if remote is None:
+        board = board_in(find_registry(registry))
+    else:
+        with reading.remote_read(registry, remote) as reader:
+            board = reader.repairing(lambda: board_in(reader.reg, _remote_source(reader, dataset)))
     if plot is not None:
         from dsreg.report.board.plot import plot_leaderboard
 
@@ -193,9 +217,36 @@ def gap(
     return res
 
 
-def cite_result(spec: str, *, model: str, registry: RegistryArg = None) -> ResultCitation:
+def _remote_source(reader: RemoteRead, dataset: str) -> BoardSource:
+    """The recorded results and tags of ``dataset`` on the remote ``reader`` reads."""
+    from dsreg.report.board.leaderboard import BoardSource
+
+    return BoardSource(
+        results=lambda: {m: reader.result(dataset, m) for m in reader.model_refs(dataset)},
+        tags=lambda: reader.tag_order(dataset),
+        resolve=partial(reader.revision, payloads=False),
+        where=f" on remote {reader.rs.label}",
+    )
+
+
+def cite_result(
+    spec: str, *, model: str, remote: str | None = None, registry: RegistryArg = None
+) -> ResultCitation:
     """A citation of ``model``'s recorded result on ``spec``'s revision: the revision digest,
-    the predictions' digest and the figures (accuracy with interval per view)."""
+    the predictions' digest and the figures (accuracy with interval per view). With
+    ``remote`` (a name, or a URL or folder: no registry needed), the result recorded on that
+    remote and its revision, fetched and verified (never payloads)."""
     from dsreg.report.board.cite import cite_result as do_cite
 
-    return do_cite(find_registry(registry), spec, model=model)
+    if remote is None:
+        return do_cite(find_registry(registry), spec, model=model)
+    with reading.remote_read(registry, remote) as reader:
+        return reader.repairing(
+            lambda: do_cite(
+                reader.reg,
+                spec,
+                model=model,
+                resolve=partial(reader.revision, payloads=False),
+                find=reader.result,
+            )
+        )

@@ -98,6 +98,7 @@ def eval_(
     model's rank per view, and how the ranking changes (Northcutt et al. 2021, Table 3), with
     intervals, pairwise tests and rank intervals; --flip-points adds each pair's flip point.
     --record also keeps the predictions for 'dsreg leaderboard'."""
+    reports_api.check_record_remote(spec, record=record, remote=options["remote"])
     report = reports_api.evaluate(spec, predictions, plot=plot, **options)
     if record:
         recorded = results_api.record(

@@ -17,6 +17,8 @@ def render_recorded(recorded: list[Any]) -> None:
         model = printable(r.model)
         if r.status == "unchanged":
             say(f"Model {model} is recorded already as result {short(r.digest)}: nothing to do")
+        elif r.status == "repaired":
+            say(f"Stored the damaged result {short(r.digest)} of model {model} again")
         elif r.status == "moved":
             say(f"Recorded model {model} as result {short(r.digest)} (was {short(r.old)})")
         else:

@@ -19,10 +19,9 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
-
+from dsreg._util.lazy import lazy_module
 from dsreg.errors import (
     DsregError,
     IntegrityError,
@@ -37,7 +36,13 @@ from dsreg.objects.digest import is_digest, short
 from dsreg.objects.hashing import hash_bytes
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import Problem
-from dsreg.registry.refs import RefStore
+from dsreg.registry.refs import LogEntry, RefStore
+
+# A push or pull of results without predictions to check, and a no-op push, need no numpy.
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    np = lazy_module("numpy")
 
 __all__ = [
     "EVENT",
@@ -46,6 +51,7 @@ __all__ = [
     "ResultRecord",
     "aligned_predictions",
     "check_meta",
+    "first_set",
     "list_results",
     "load_predictions",
     "prepare",
@@ -147,7 +153,9 @@ def _record_problem(d: Any) -> str | None:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Recorded:
     """What recording did: ``status`` is ``recorded`` (a new model), ``unchanged`` (the same
-    record was there: nothing written) or ``moved`` (``--force``: ``old`` is the record before)."""
+    record was there, intact: nothing written), ``repaired`` (``--force``: the same record was
+    there, damaged, and its objects were stored again) or ``moved`` (``--force``: ``old`` is the
+    record before)."""
 
     dataset: str
     model: str
@@ -170,6 +178,16 @@ class Recorded:
 def result_refs(reg: Registry) -> RefStore:
     """The model refs of ``reg`` (``results/<dataset>/<model>``), logged in the dataset logs."""
     return RefStore(reg.root, refs="results")
+
+
+def first_set(tags: Iterable[str], entries: Iterable[LogEntry]) -> list[str]:
+    """``tags`` in the order a log's ``entries`` first set them (a tag's own line, or the line
+    of a push that wrote it, which a clone copies), then by name."""
+    first: dict[str, int] = {}
+    for i, e in enumerate(entries):
+        if e.event in ("tag", "push") and e.tag is not None:
+            first.setdefault(e.tag, i)
+    return sorted(tags, key=lambda t: (first.get(t, len(first)), t))
 
 
 def check_meta(meta: Mapping[str, str]) -> dict[str, str]:
@@ -328,17 +346,28 @@ def record_result(
     """Store a prepared record and point its model ref at it. The objects are written before
     the ref, so a ref always names stored objects; a refused record (``TagExistsError``)
     leaves the ref and its log as they were (the objects, named by nothing, go at the next
-    gc). The same record again is a no-op: nothing is written."""
+    gc). The same record again is a no-op: nothing is written; if its objects are damaged it
+    is refused (``IntegrityError`` naming them), and with ``force`` they are stored again."""
     rec = p.record
     refs = result_refs(reg)
     digest = p.digest
     if refs.get(rec.dataset, rec.model) == digest:
+        status = "unchanged"
+        try:
+            load_predictions(reg, read_result(reg, digest))
+        except IntegrityError:
+            if not force:
+                raise  # damaged: refused, named; --force stores the bytes again
+            reg.store.replace_corrupt(rec.predictions, p.data)  # each only if damaged
+            reg.store.replace_corrupt(digest, rec.encode())
+            load_predictions(reg, read_result(reg, digest))
+            status = "repaired"
         return Recorded(
             dataset=rec.dataset,
             model=rec.model,
             digest=digest,
             predictions=rec.predictions,
-            status="unchanged",
+            status=status,
         )
     reg.store.put_bytes(p.data)
     reg.store.put_bytes(rec.encode())

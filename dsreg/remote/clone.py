@@ -1,12 +1,15 @@
 """``dsreg clone``: a new registry from a remote, with its tags, its history, its manifests and
-tables; payloads come later (``pull``, ``open(remote=)``, ``checkout``).
+tables, and its recorded results (model refs, records and predictions: ``results.py``);
+payloads come later (``pull``, ``open(remote=)``, ``checkout``).
 
 Nothing of the remote is taken on trust. A tag that is damaged or names no revision of its own
 dataset is not written (the clone ends with an error naming it). A log line is copied only if
 it is an entry of the right types for its dataset and every digest it names is a manifest of
 that dataset fetched whole with the clone: the revisions the tags reach, and those the history
-names (a tag's value before a forced move) when the remote holds them whole. Any other line is
-skipped and reported, so nothing in a clone's log names what the clone cannot read.
+names (a tag's value before a forced move) when the remote holds them whole; a ``result`` line
+names a result record of that dataset's model, fetched and checked with its predictions. Any
+other line is skipped and reported, so nothing in a clone's log names what the clone cannot
+read.
 """
 
 from __future__ import annotations
@@ -21,14 +24,22 @@ from typing import Any
 
 from dsreg._util.jsonread import read_line
 from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.errors import DsregError, InvalidInputError, RemoteError, RevisionNotFoundError
+from dsreg.errors import (
+    DsregError,
+    IntegrityError,
+    InvalidInputError,
+    RemoteError,
+    RevisionNotFoundError,
+)
 from dsreg.formats.names import check_name
 from dsreg.objects.digest import is_digest, short
 from dsreg.registry.folder import DIRNAME, Registry
 from dsreg.registry.refs import LogEntry
+from dsreg.registry.results import EVENT, result_refs
 from dsreg.remote.config import add_remote, check_options, jobs_for, normalize_url
 from dsreg.remote.fetch import Fetch, owner, refused_error
 from dsreg.remote.refs import RefUpdate, damaged_reasons
+from dsreg.remote.results import fetch_results, fetched_result, remote_model_refs
 from dsreg.remote.store import RemoteStore, Target
 
 __all__ = ["CloneResult", "SkippedLine", "clone"]
@@ -58,6 +69,7 @@ class CloneResult:
     fetched: int
     bytes: int
     skipped: tuple[SkippedLine, ...] = field(default_factory=tuple)
+    results: tuple[RefUpdate, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,6 +77,7 @@ class CloneResult:
             "remote": self.remote,
             "url": self.url,
             "refs": [r.to_dict() for r in self.refs],
+            "results": [r.to_dict() for r in self.results],
             "objects_fetched": self.fetched,
             "bytes_fetched": self.bytes,
             "log_lines_skipped": [s.to_dict() for s in self.skipped],
@@ -113,21 +126,31 @@ def clone(
             if not good:
                 raise refused_error(rs, refused, "Nothing was cloned")
             fetch.closure(sorted({t.digest for t in good}), payloads=False)
+            brought = fetch_results(fetch, remote_model_refs(rs))
             history = _History(fetch)
             datasets = sorted({tag.dataset for tag in found.good})
             skipped = [line for ds in datasets for line in history.copy(ds)]
             updates = fetch.write_tags(good, force=False, command=command)
+            results = fetch.write_tags(
+                brought.good, force=False, command=command, refs=result_refs(reg), event=EVENT
+            )
     except BaseException:
         if created:
             shutil.rmtree(root, ignore_errors=True)
         raise
-    if refused:
-        raise refused_error(rs, refused, f"The clone at {root} holds the other {len(updates)} tags")
+    if refused or brought.refused:
+        raise refused_error(
+            rs,
+            {**refused, **brought.refused},
+            f"The clone at {root} holds the other {len(updates)} tags and {len(results)} model "
+            "refs",
+        )
     return CloneResult(
         registry=str(root),
         remote=name,
         url=url,
         refs=tuple(updates),
+        results=tuple(results),
         fetched=fetch.fetched,
         bytes=fetch.bytes,
         skipped=tuple(skipped),
@@ -157,7 +180,10 @@ class _History:
                 skipped.append(SkippedLine(dataset=dataset, line=n, reason=entry))
                 continue
             named = [d for d in (entry.old, entry.new) if d is not None]
-            why = next((w for d in named if (w := self._verdict(dataset, d)) is not None), None)
+            model = entry.tag if entry.event == EVENT else None
+            why = next(
+                (w for d in named if (w := self._verdict(dataset, d, model)) is not None), None
+            )
             if why is not None:
                 skipped.append(SkippedLine(dataset=dataset, line=n, reason=why))
                 continue
@@ -165,11 +191,24 @@ class _History:
         self.reg.refs.append_log(dataset, entries)
         return skipped
 
-    def _verdict(self, dataset: str, digest: str) -> str | None:
+    def _verdict(self, dataset: str, digest: str, model: str | None) -> str | None:
         key = (dataset, digest)
         if key not in self._verdicts:
-            self._verdicts[key] = self._judge(dataset, digest)
+            self._verdicts[key] = (
+                self._judge(dataset, digest)
+                if model is None
+                else self._result(dataset, digest, model)
+            )
         return self._verdicts[key]
+
+    def _result(self, dataset: str, digest: str, model: str) -> str | None:
+        """Why a ``result`` line may not name ``digest`` (``None`` if it may): the record of
+        ``dataset``'s ``model``, fetched whole with its predictions."""
+        try:
+            fetched_result(self.fetch, dataset, model, digest)
+        except IntegrityError as e:
+            return str(e)
+        return None
 
     def _judge(self, dataset: str, digest: str) -> str | None:
         if digest not in self.fetch.reached:

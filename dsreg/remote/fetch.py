@@ -40,6 +40,7 @@ from dsreg.objects.hashing import hash_bytes, hash_path
 from dsreg.objects.store import ObjectStore
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import MANIFEST_KINDS, Node, Problem, reachable
+from dsreg.registry.refs import RefStore
 from dsreg.remote.objects import Received, Sink, receive
 from dsreg.remote.refs import RefUpdate
 from dsreg.remote.store import RemoteStore, TagName, Target
@@ -148,15 +149,23 @@ class Fetch:
             )
 
     def write_tags(
-        self, targets: Iterable[Target], *, force: bool, command: str
+        self,
+        targets: Iterable[Target],
+        *,
+        force: bool,
+        command: str,
+        refs: RefStore | None = None,
+        event: str = "tag",
     ) -> list[RefUpdate]:
-        """Set the local tags of ``targets``, once ``check_whole`` found what they reach here."""
+        """Set the local tags of ``targets``, once ``check_whole`` found what they reach here;
+        with ``refs``, the refs of that store instead (model refs), logged as ``event``."""
         self.check_whole()
+        store = self.reg.refs if refs is None else refs
         out = []
         for t in targets:
             if t.dataset is None or t.tag is None:
                 continue
-            old = self.reg.refs.set(t.dataset, t.tag, t.digest, force=force, command=command)
+            old = store.set(t.dataset, t.tag, t.digest, force=force, command=command, event=event)
             status = "unchanged" if old == t.digest else ("created" if old is None else "moved")
             out.append(
                 RefUpdate(

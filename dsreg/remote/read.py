@@ -1,6 +1,8 @@
 """Reading a remote in place: its tags (``ls --remote``), one revision's manifests and tables
 (``show`` and ``sql --remote``, never its payloads), or the whole revision (``open`` and
-``checkout --remote``), on any machine, with or without a registry of one's own.
+``checkout --remote``), and its recorded results (``leaderboard`` and ``cite --model`` with
+``--remote``: model refs, records and predictions), on any machine, with or without a registry
+of one's own.
 
 Where there is no registry, what is fetched goes to the per-user cache registry
 (``Registry.cache``), verified as every fetch is; the cache holds objects and no tags, so a
@@ -46,13 +48,17 @@ from dsreg.errors import (
     InvalidInputError,
     NotFoundError,
     ObjectNotFoundError,
+    RemoteError,
     RevisionNotFoundError,
 )
-from dsreg.formats.names import parse_spec
+from dsreg.formats.names import check_name, parse_spec
 from dsreg.objects.digest import PREFIX, is_digest, short
 from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.refs import parse_log
+from dsreg.registry.results import ResultRecord, first_set
 from dsreg.remote.config import jobs_for, open_remote
 from dsreg.remote.fetch import Fetch, owner
+from dsreg.remote.results import fetched_result
 from dsreg.remote.store import RemoteStore, Target, listed_tags, looks_like_url
 
 __all__ = [
@@ -251,6 +257,53 @@ class RemoteRead:
             tag=target.tag,
             spec=spec,
         )
+
+    # -- recorded results (``leaderboard``, ``cite --model`` with a remote) --------------------
+    def model_refs(self, dataset: str) -> dict[str, str]:
+        """The remote's recorded models of ``dataset``: ``{model: record digest}``, sorted. A
+        damaged model ref is a ``RemoteError`` naming it: none is skipped silently."""
+        rr = self.rs.results()
+        found = rr.scan_refs(dataset)
+        if found.damaged:
+            name, data = min(found.damaged.items())
+            raise RemoteError(
+                f"model ref {name.dataset}/{name.tag} on remote {self.rs.label} is damaged "
+                f"(holds {data.decode('ascii', 'replace').strip()[:80]!r}); push the result "
+                "again with --force from a registry that holds it"
+            )
+        return {name.tag: d for name, d in sorted(found.good.items())}
+
+    def result(self, dataset: str, model: str) -> tuple[str, ResultRecord]:
+        """The remote's recorded result of ``model`` on ``dataset``: the record's digest and the
+        record, fetched here with its predictions, verified and checked (``IntegrityError``
+        naming the model ref otherwise). ``NotFoundError`` naming the models the remote
+        records when it records no such model."""
+        check_name(model, what="model name")
+        rr = self.rs.results()
+        state = rr.ref_state(dataset, model)
+        if state is None:
+            known = ", ".join(name.tag for name in rr.tag_names(dataset)) or "none"
+            raise NotFoundError(
+                f"no model {model!r} is recorded for {dataset!r} on remote {self.rs.label} "
+                f"(recorded there: {known}); push it there with 'dsreg push' from the registry "
+                "that recorded it"
+            )
+        if isinstance(state, bytes):
+            raise RemoteError(
+                f"model ref {dataset}/{model} on remote {self.rs.label} is damaged (holds "
+                f"{state.decode('ascii', 'replace').strip()[:80]!r}); push the result again "
+                "with --force from a registry that holds it"
+            )
+        with self._fetch() as fetch:
+            rec = fetched_result(fetch, dataset, model, state)
+        assert rec is not None  # no snapshot filter: every record is fetched
+        return state, rec
+
+    def tag_order(self, dataset: str) -> list[str]:
+        """The remote's tags of ``dataset`` (names only: no tag file is read), in the order its
+        log says they were first set, then by name."""
+        tags = [name.tag for name in self.rs.tag_names(dataset)]
+        return first_set(tags, parse_log(self.rs.log_bytes(dataset), dataset=dataset))
 
     def _check_owner(self, spec: str, target: Target) -> None:
         """A remote tag (or ``dataset@<digest>``) names a revision of its own dataset."""

@@ -110,12 +110,14 @@ def update_ref(
     *,
     expected: str | bytes | None,
     command: str,
+    event: str = "push",
 ) -> None:
     """Point the remote's ``dataset@tag`` at ``new`` if it still holds ``expected`` (a digest,
-    the bytes of a damaged tag, or ``None``: absent), and log the move. ``TagExistsError``
-    naming what it holds if it does not; nothing is written then."""
+    the bytes of a damaged tag, or ``None``: absent), and log the move as ``event`` (``push``
+    for a tag; a model ref of ``rs.results()`` is logged as ``result``, as it is locally).
+    ``TagExistsError`` naming what it holds if it does not; nothing is written then."""
     old = expected if isinstance(expected, str) else None
-    entry = LogEntry.now(dataset=dataset, tag=tag, old=old, new=new, command=command, event="push")
+    entry = LogEntry.now(dataset=dataset, tag=tag, old=old, new=new, command=command, event=event)
     line = entry.to_line().encode("utf-8")
     if rs.local:
         _update_folder(rs, dataset, tag, new, expected, line)
@@ -153,7 +155,7 @@ def write_index(rs: RemoteStore, names: Iterable[TagName]) -> bool:
     wrote = False
     for _ in range(_INDEX_TRIES):
         body = "".join(f"{ds}/{tag}\n" for ds, tag in sorted(wanted)).encode("utf-8")
-        if rs.read(path, "read the tag index (info/refs) of", limit=len(body)) == body:
+        if rs.read(path, f"read the index {rs.refs_dir} of", limit=len(body)) == body:
             return wrote
         rs.write(path, body)
         wrote = True

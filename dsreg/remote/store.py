@@ -1,7 +1,9 @@
 """One remote: where its files are and what its small files say. A remote is laid out as
 dvc-objects sees a filesystem holding ``files/blake3/ab/cdef…`` (dvc-data's object layout with
 ``hash_name="blake3"``), plus ``refs/<dataset>/<tag>``, ``logs/<dataset>.jsonl`` and the tag
-index ``info/refs``.
+index ``info/refs``; the model refs of recorded results, ``results/<dataset>/<model>``, are
+laid out and indexed (``info/results``) as tags are, and read and written through the same code
+(``RemoteStore.results``).
 
 Any URL a DVC remote accepts works: the filesystem comes from ``dvc.fs.get_cloud_fs`` (S3
 through dvc-s3, GCS, Azure, SSH, HTTP (read), WebDAV, HDFS, or a folder with DVC options). A
@@ -16,6 +18,7 @@ once (``RemoteStore.error``).
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -33,6 +36,7 @@ __all__ = [
     "INDEX",
     "INDEX_BYTES",
     "LOCAL_JOBS",
+    "RESULTS",
     "STAGED_TAG",
     "STAGING_AGE",
     "TAG_BYTES",
@@ -45,8 +49,11 @@ __all__ = [
     "ref_value",
 ]
 
-# Where a push lists the remote's tags for readers that cannot list folders (git's info/refs).
+# Where a push lists the remote's tags for readers that cannot list folders (git's info/refs);
+# ``info/results`` lists the model refs the same way.
 INDEX = ("info", "refs")
+#: The folder of a remote's model refs (a registry's ``results/``, ``registry.results``).
+RESULTS = "results"
 # The index names each tag on a line of at most 129 bytes: two million tags of 30 characters
 # fit. A larger one is refused unread (by what a folder holds) or unparsed.
 INDEX_BYTES = 64 << 20
@@ -129,9 +136,10 @@ def looks_like_url(remote: str) -> bool:
 
 
 class RemoteStore:
-    """The objects, refs and logs at one remote URL."""
+    """The objects, refs and logs at one remote URL. ``refs_dir`` is the folder of the refs
+    it reads and writes: ``refs`` (tags), or ``results`` for the store ``results()`` gives."""
 
-    __slots__ = ("fs", "local", "name", "read_only", "root", "url")
+    __slots__ = ("fs", "local", "name", "read_only", "refs_dir", "root", "url")
 
     def __init__(self, *, name: str, url: str, options: dict[str, Any]) -> None:
         self.name = name
@@ -141,6 +149,15 @@ class RemoteStore:
         self.local = protocol == "local"
         # A web server is read as a static one: no listing, no writes (docs/remotes.md).
         self.read_only = protocol in READ_ONLY
+        self.refs_dir = INDEX[1]
+
+    def results(self) -> RemoteStore:
+        """The same remote, its model refs (``results/<dataset>/<model>``) in place of its
+        tags: every method on refs (listing, reading, the index ``info/results``) and
+        ``refs.update_ref`` then move model refs, under the same dataset lock and log."""
+        other = copy.copy(self)
+        other.refs_dir = RESULTS
+        return other
 
     def __repr__(self) -> str:
         return f"RemoteStore({self.name!r}, {self.url!r})"
@@ -179,13 +196,13 @@ class RemoteStore:
 
     # -- refs and logs (read here; refs.py writes them) --------------------------------------
     def ref_path(self, dataset: str, tag: str) -> str:
-        return self.path("refs", dataset, tag)
+        return self.path(self.refs_dir, dataset, tag)
 
     def log_path(self, dataset: str) -> str:
         return self.path("logs", f"{dataset}.jsonl")
 
     def index_path(self) -> str:
-        return self.path(*INDEX)
+        return self.path(INDEX[0], self.refs_dir)
 
     def tag_names(self, dataset: str | None = None) -> list[TagName]:
         """The remote's tags (every one, or ``dataset``'s), sorted, without reading a tag file:
@@ -270,9 +287,11 @@ class RemoteStore:
 
     def _listed(self, dataset: str | None) -> set[TagName]:
         """The tag files below ``refs/`` (or ``refs/<dataset>/``), by listing it."""
-        base = self.path("refs")
+        base = self.path(self.refs_dir)
         try:
-            paths = list(self.fs.find(base if dataset is None else self.path("refs", dataset)))
+            paths = list(
+                self.fs.find(base if dataset is None else self.path(self.refs_dir, dataset))
+            )
         except FileNotFoundError:
             return set()
         except Exception as e:
@@ -291,7 +310,9 @@ class RemoteStore:
         """The tags ``info/refs`` names (``dataset/tag`` per line; what push writes for readers
         that cannot list folders, such as a static web server), all or ``dataset``'s. The tag
         files themselves stay the values' only source."""
-        data = self.read(self.index_path(), "read the tag index (info/refs) of", limit=INDEX_BYTES)
+        data = self.read(
+            self.index_path(), f"read the index {INDEX[0]}/{self.refs_dir} of", limit=INDEX_BYTES
+        )
         if data is not None and len(data) > INDEX_BYTES:
             raise RemoteError(
                 f"the tag index {self.index_path()} of remote {self.label} is larger than "

@@ -16,7 +16,7 @@ checked against the remote only for what its tagged revisions do not already rea
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -36,6 +36,8 @@ from dsreg.formats.names import check_name, parse_spec
 from dsreg.objects.digest import PREFIX, is_digest, short
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import reachable
+from dsreg.registry.refs import RefStore
+from dsreg.registry.results import EVENT, result_refs
 from dsreg.remote.clone import CloneResult, SkippedLine, clone
 from dsreg.remote.config import (
     RemoteConfig,
@@ -54,6 +56,12 @@ from dsreg.remote.refs import (
     describe_state,
     update_ref,
     write_index,
+)
+from dsreg.remote.results import (
+    fetch_results,
+    model_targets,
+    pushed_results,
+    remote_model_refs,
 )
 from dsreg.remote.store import RemoteStore, TagName, TagValues, Target, listed_tags
 
@@ -83,12 +91,15 @@ __all__ = [
 # -- results ---------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Transfer:
-    """What a push and a pull both report: the remote, the revisions moved, the tags written."""
+    """What a push and a pull both report: the remote, the revisions moved, the tags written
+    and the model refs of recorded results written (``results``: ``tag`` is the model,
+    ``revision`` the result record)."""
 
     remote: str
     url: str
     revisions: tuple[str, ...]
     refs: tuple[RefUpdate, ...]
+    results: tuple[RefUpdate, ...] = ()
 
     def _counts(self) -> dict[str, int]:
         raise NotImplementedError
@@ -100,6 +111,7 @@ class _Transfer:
             "revisions": list(self.revisions),
             **self._counts(),
             "refs": [r.to_dict() for r in self.refs],
+            "results": [r.to_dict() for r in self.results],
         }
 
 
@@ -171,19 +183,30 @@ def push(
     _check_own_dataset(
         reg, [t for t in targets if t.tag_name and there.good.get(t.tag_name) != t.digest]
     )
+    # Recorded results of what is pushed: refused the same way, before anything is sent.
+    models = remote_model_refs(rs, {t.dataset for t in targets if t.dataset})
+    results = pushed_results(reg, targets, models.good)
+    _refuse_conflicts(rs, results.targets, models, force=force, what="model refs")
     sent = _send_missing(reg, rs, targets, there.good, jobs=n_jobs, progress=progress)
+    more = _send_objects(reg, rs, results.objects, jobs=n_jobs, progress=progress)
     tidy(rs)
     updates = [_push_tag(rs, t, force=force, command=command) for t in targets if t.tag_name]
     # For readers that cannot list the remote's folders (a static web server).
     write_index(rs, {*there.good, *there.damaged, *(u.tag_name for u in updates)})
+    # Model refs last: each certifies its result and the revisions of its snapshot.
+    rr = rs.results()
+    moved = [_push_tag(rr, t, force=force, command=command, event=EVENT) for t in results.targets]
+    if moved:
+        write_index(rr, {*models.good, *models.damaged, *(u.tag_name for u in moved)})
     return PushResult(
         remote=rs.name,
         url=rs.url,
         revisions=tuple(sorted({t.digest for t in targets})),
-        sent=sent.objects,
-        bytes=sent.bytes,
-        already=sent.already,
+        sent=sent.objects + more.objects,
+        bytes=sent.bytes + more.bytes,
+        already=sent.already + more.already,
         refs=tuple(updates),
+        results=tuple(moved),
     )
 
 
@@ -205,31 +228,37 @@ def _push_targets(reg: Registry, specs: Sequence[str]) -> list[Target]:
 
 
 def _refuse_conflicts(
-    rs: RemoteStore, targets: Sequence[Target], there: TagValues, *, force: bool
+    rs: RemoteStore,
+    targets: Sequence[Target],
+    there: TagValues,
+    *,
+    force: bool,
+    what: str = "tags",
 ) -> None:
-    """Unless ``force``, refuse before anything is sent: a tag the remote holds at another
-    digest, or damaged."""
+    """Unless ``force``, refuse before anything is sent: a tag (or model ref: ``what``) the
+    remote holds at another digest, or damaged."""
     if force:
         return
+    at = "@" if what == "tags" else "/"
     conflicts = [
-        f"{t.dataset}@{t.tag} (remote {short(there.good[t.tag_name])}, local {short(t.digest)})"
+        f"{t.dataset}{at}{t.tag} (remote {short(there.good[t.tag_name])}, local {short(t.digest)})"
         for t in targets
         if t.tag_name and there.good.get(t.tag_name, t.digest) != t.digest
     ]
     if conflicts:
         raise TagExistsError(
-            f"remote {rs.label} holds {', '.join(conflicts)}; tags are immutable: nothing was "
-            "pushed. Pull the remote's, or move the remote's tags with --force (its log keeps "
-            "the old values)"
+            f"remote {rs.label} holds {', '.join(conflicts)}; {what} are immutable: nothing "
+            f"was pushed. Pull the remote's, or move the remote's {what} with --force (its log "
+            "keeps the old values)"
         )
     broken = [
-        f"{t.dataset}@{t.tag} ({describe_state(there.damaged[t.tag_name])})"
+        f"{t.dataset}{at}{t.tag} ({describe_state(there.damaged[t.tag_name])})"
         for t in targets
         if t.tag_name and t.tag_name in there.damaged
     ]
     if broken:
         raise TagExistsError(
-            f"remote {rs.label} holds damaged tags {', '.join(broken)}: nothing was pushed. "
+            f"remote {rs.label} holds damaged {what} {', '.join(broken)}: nothing was pushed. "
             "Replace them with this registry's with --force"
         )
 
@@ -283,7 +312,17 @@ def _send_missing(
     if known_starts:
         known, _ = reachable(reg, known_starts)
         need -= known
-    to_send = sorted(need - present(rs, need, jobs=jobs, progress=progress))
+    return _send_objects(reg, rs, need, jobs=jobs, progress=progress)
+
+
+def _send_objects(
+    reg: Registry, rs: RemoteStore, need: Collection[str], *, jobs: int, progress: ProgressHook
+) -> _Sent:
+    """Send the objects among ``need`` that the remote lacks, under the registry's lock."""
+    wanted = set(need)
+    if not wanted:
+        return _Sent()
+    to_send = sorted(wanted - present(rs, wanted, jobs=jobs, progress=progress))
     absent = reg.store.missing(to_send)
     if absent:
         raise ObjectNotFoundError(
@@ -296,8 +335,11 @@ def _send_missing(
     return _Sent(objects=len(to_send), bytes=nbytes, already=len(need) - len(to_send))
 
 
-def _push_tag(rs: RemoteStore, t: Target, *, force: bool, command: str) -> RefUpdate:
-    """Write one remote tag, compare-and-swap against the value read just before."""
+def _push_tag(
+    rs: RemoteStore, t: Target, *, force: bool, command: str, event: str = "push"
+) -> RefUpdate:
+    """Write one remote tag (or model ref, through ``rs.results()``, logged as ``event``),
+    compare-and-swap against the value read just before."""
     assert t.dataset is not None and t.tag is not None
     ds, tag, d = t.dataset, t.tag, t.digest
     now = rs.ref_state(ds, tag)
@@ -312,7 +354,7 @@ def _push_tag(rs: RemoteStore, t: Target, *, force: bool, command: str) -> RefUp
             existing=now if isinstance(now, str) else None,
             new=d,
         )
-    update_ref(rs, ds, tag, d, expected=now, command=command)
+    update_ref(rs, ds, tag, d, expected=now, command=command, event=event)
     previous = now if isinstance(now, str) else None
     status = "created" if now is None else ("moved" if previous else "repaired")
     return RefUpdate(dataset=ds, tag=tag, revision=d, previous=previous, status=status)
@@ -341,27 +383,29 @@ def pull(
     n_jobs = jobs_for(reg, rs, jobs)
     wanted = _pull_targets(reg, rs, specs, progress)
     targets, refused = wanted.targets, wanted.refused
-    conflicts = []
-    for t in targets:
-        name = t.tag_name
-        local = reg.refs.get(name.dataset, name.tag) if name else None
-        if local is not None and local != t.digest:
-            conflicts.append(
-                f"{t.dataset}@{t.tag} (local {short(local)}, remote {short(t.digest)})"
-            )
+    # The remote's model refs of the datasets pulled: their results come with the revisions.
+    models = remote_model_refs(rs, {t.dataset for t in targets if t.dataset} if specs else None)
+    conflicts = _local_conflicts(reg.refs, targets, "@")
+    conflicts += _local_conflicts(result_refs(reg), model_targets(models), "/")
     if conflicts and not force:
         raise TagExistsError(
-            f"this registry holds {', '.join(conflicts)}; tags are immutable: nothing was "
-            "pulled. Move the local tags with --force (the log keeps the old values)"
+            f"this registry holds {', '.join(conflicts)}; tags and recorded results are "
+            "immutable: nothing was pulled. Move the local ones with --force (the log keeps "
+            "the old values)"
         )
     with Fetch(reg, rs, jobs=n_jobs, progress=progress) as fetch:
         refused |= fetch.refused_tags(targets)
         good = [t for t in targets if t.tag_name not in refused]
         digests = sorted({t.digest for t in good})
         fetch.closure(digests, payloads=True)
+        brought = fetch_results(fetch, models)
         updates = fetch.write_tags(good, force=force, command=command)
-    if refused:
-        raise refused_error(rs, refused, f"{len(updates)} other tags were pulled")
+        results = fetch.write_tags(
+            brought.good, force=force, command=command, refs=result_refs(reg), event=EVENT
+        )
+    if refused or brought.refused:
+        done = f"{len(updates)} other tags and {len(results)} model refs were pulled"
+        raise refused_error(rs, {**refused, **brought.refused}, done)
     return PullResult(
         remote=rs.name,
         url=rs.url,
@@ -369,7 +413,19 @@ def pull(
         fetched=fetch.fetched,
         bytes=fetch.bytes,
         refs=tuple(updates),
+        results=tuple(results),
     )
+
+
+def _local_conflicts(refs: RefStore, targets: Sequence[Target], at: str) -> list[str]:
+    """The refs among ``targets`` that ``refs`` holds at another digest, described."""
+    out = []
+    for t in targets:
+        name = t.tag_name
+        local = refs.get(name.dataset, name.tag) if name else None
+        if local is not None and local != t.digest:
+            out.append(f"{t.dataset}{at}{t.tag} (local {short(local)}, remote {short(t.digest)})")
+    return out
 
 
 class _Wanted(NamedTuple):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -545,6 +545,7 @@ def evaluate(
     top_k: Sequence[int] = (1,),
     registry: Registry | str | os.PathLike[str] | None = None,
     stats: StatsOptions | None = None,
+    resolve: Callable[[str], Resolved] | None = None,
 ) -> EvalReport:
     """Score model predictions on the original, cleaned, corrected and honeypot labels of
     ``spec``'s snapshot and overlays; rank the models on each view.
@@ -556,12 +557,16 @@ def evaluate(
 
     >>> report = dsreg.evaluate("cifar10-test@corrected-v1", {"resnet": probs})  # doctest: +SKIP
     >>> report.to_arrow()                     # one row per (model, view)
+
+    ``resolve`` (a spec to its revision, whose objects are then in ``registry``) defaults to
+    the registry's own: a remote's reader resolves there.
     """
     reg = (
         registry
         if isinstance(registry, Registry)
         else Registry.find(Path(registry) if registry is not None else None)
     )
+    resolved = (resolve or reg.resolve)(spec)
     return evaluate_revision(
-        reg, reg.resolve(spec), _named_inputs(predictions), views=views, top_k=top_k, stats=stats
+        reg, resolved, _named_inputs(predictions), views=views, top_k=top_k, stats=stats
     )

@@ -17,12 +17,15 @@ from collections.abc import Callable, Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 import dsreg
 from dsreg import AddResult, CorruptObjectError, Registry, RemoteError
 from dsreg.ops.maintenance import reachable
+from dsreg.registry.results import read_result
 
 PIN = ".dsreg.json"
 
@@ -396,3 +399,127 @@ def test_a_missing_object_on_an_http_remote_is_named(
         dsreg.open("pets@v1", remote=url)
     # Every other payload was fetched, verified and kept: a second try fetches none of them.
     assert fresh.cached() == published.tables | (published.payloads - {gone})
+
+
+# -- recorded results read from a remote ----------------------------------------------------------
+def _served_folder(folder: Path, static_server: Callable[[Path], Served], tmp_path: Path) -> str:
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / "reg").symlink_to(folder)
+    return static_server(site).url
+
+
+def _board(out: str) -> dict[str, dict[str, dict[str, object]]]:
+    """``--json`` of a leaderboard: ``{revision tag: {model: {view: score}}}``."""
+    return {r["tag"]: r["scores"] for r in json.loads(out)["revisions"]}
+
+
+@pytest.mark.parametrize("kind", ["http", "clone"])
+def test_a_model_recorded_before_a_relabeling_is_rescored_from_a_remote(
+    toy: Any,
+    fresh: Fresh,
+    static_server: Callable[[Path], Served],
+    tmp_path: Path,
+    kind: str,
+) -> None:
+    folder = tmp_path / "published"
+    dsreg.push(remote=str(folder), registry=toy.reg)
+    toy.relabel("corrected")  # tagged after the models were recorded and pushed
+    dsreg.push(remote=str(folder), registry=toy.reg)
+    if kind == "http":
+        where = ["--remote", _served_folder(folder, static_server, tmp_path)]
+    else:
+        code, _out, err = fresh.run("clone", str(folder), "mirror")
+        assert code == 0, err
+        where = ["--registry", str(fresh.work / "mirror")]
+
+    code, out, err = fresh.run("leaderboard", "toy", *where, "--resamples", "200")
+    assert code == 0, err
+    assert out.splitlines()[1].split()[:2] == ["revision", "original"]
+    assert out.splitlines()[2].split()[:2] == ["revision", "corrected"]
+    # The corrected view's table: each model with its interval and rank interval, on both
+    # revisions; "fixed" leads on the relabeling.
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("corrected:"))
+    fixed = next(line for line in lines[at:] if line.startswith("fixed"))
+    assert fixed.split() == [
+        *("fixed", "50.0", "(44.4-55.6)", "rank", "3", "[3-3]"),
+        *("100.0", "(98.7-100.0)", "rank", "1", "[1-1]"),
+    ]
+
+    code, out, err = fresh.run("leaderboard", "toy", *where, "--json", "--resamples", "200")
+    assert code == 0, err
+    board = _board(out)
+    assert list(board) == ["original", "corrected"]
+    n = len(toy.labels)
+    after = board["corrected"]
+    # Re-scored on the relabeling: "fixed" predicted the corrected labels all along.
+    assert after["fixed"]["corrected"]["correct"] == n
+    assert after["given"]["corrected"]["correct"] == n // 2
+    assert board["original"]["given"]["original"]["correct"] == n
+    lo, hi = after["given"]["corrected"]["interval"]
+    assert lo < 0.5 < hi and after["fixed"]["corrected"]["rank"] == 1
+    local = dsreg.leaderboard("toy", resamples=200, registry=toy.reg)
+    assert json.loads(out) == json.loads(local.to_json())  # the same board as the origin's
+
+    code, out, err = fresh.run("cite", "toy@corrected", "--model", "fixed", *where, "--json")
+    assert code == 0, err
+    cited = json.loads(out)
+    assert cited["result"] == toy.recorded["fixed"] and cited["meta"] == {"run": "fixed"}
+    assert cited["revision"] == toy.reg.resolve("toy@corrected").digest
+    if kind == "http":
+        # No registry was made: what was read is in the per-user cache, no payload among it.
+        assert sorted(p.name for p in fresh.work.iterdir()) == []
+        assert dsreg.verify(registry=fresh.cache).ok
+
+
+def test_eval_scores_given_predictions_against_a_remote_revision(
+    toy: Any, fresh: Fresh, static_server: Callable[[Path], Served], tmp_path: Path
+) -> None:
+    folder = tmp_path / "published"
+    toy.relabel("corrected")
+    dsreg.push(remote=str(folder), registry=toy.reg)
+    url = _served_folder(folder, static_server, tmp_path)
+    np.save(fresh.work / "fixed.npy", toy.preds["fixed"])
+    code, out, err = fresh.run(
+        "eval", "toy@corrected", "fixed.npy", "--remote", url, "--views", "corrected", "--json"
+    )
+    assert code == 0, err
+    want = dsreg.evaluate(
+        "toy@corrected", {"fixed": toy.preds["fixed"]}, views=["corrected"], registry=toy.reg
+    )
+    got, ref = json.loads(out), json.loads(want.to_json())
+    assert got["revision"] == ref["revision"] and got["views"] == {"corrected": {"rows": 300}}
+    assert [m["scores"] for m in got["models"]] == [m["scores"] for m in ref["models"]]
+    assert got["models"][0]["scores"]["corrected"]["correct"] == {"top1": 300}
+    code, _out, err = fresh.run("eval", "toy@corrected", "fixed.npy", "--remote", url, "--record")
+    assert code == 1 and err.startswith("Error: --record keeps predictions in a registry")
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("kind", ["folder", "http"])
+def test_an_unknown_model_or_a_damaged_result_on_a_remote_is_one_line(
+    toy: Any,
+    fresh: Fresh,
+    static_server: Callable[[Path], Served],
+    tmp_path: Path,
+    kind: str,
+) -> None:
+    folder = tmp_path / "published"
+    dsreg.push(remote=str(folder), registry=toy.reg)
+    url = str(folder) if kind == "folder" else _served_folder(folder, static_server, tmp_path)
+    code, _out, err = fresh.run("cite", "toy@original", "--model", "nosuch", "--remote", url)
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert "no model 'nosuch'" in err and "fixed, given, near" in err
+
+    # The predictions of "fixed" damaged on the remote: refused, named, never served.
+    predictions = read_result(toy.reg, toy.recorded["fixed"]).predictions
+    _damage(_object(folder, predictions))
+    for args in (
+        ("leaderboard", "toy", "--remote", url),
+        ("cite", "toy@original", "--model", "fixed", "--remote", url),
+    ):
+        code, out, err = fresh.run(*args)
+        assert code == 1 and not out and len(err.strip().splitlines()) == 1, err
+        assert err.startswith("Error: model ref toy/fixed on remote") and predictions in err
+    assert predictions not in fresh.cached()

@@ -7,7 +7,9 @@ rows), and the figures themselves, each view's top-1 accuracy with its 95% Wilso
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -15,8 +17,8 @@ import numpy as np
 from dsreg._version import __version__
 from dsreg.errors import InvalidInputError
 from dsreg.objects.digest import short
-from dsreg.registry.folder import Registry
-from dsreg.registry.results import load_predictions, resolve_result
+from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.results import ResultRecord, load_predictions, resolve_result
 from dsreg.report._json import stable_json
 from dsreg.report.board.leaderboard import BOARD_VIEWS, score_revision
 
@@ -78,11 +80,19 @@ class ResultCitation:
         return "\n".join(lines) + "\n"
 
 
-def cite_result(reg: Registry, spec: str, *, model: str) -> ResultCitation:
+def cite_result(
+    reg: Registry,
+    spec: str,
+    *,
+    model: str,
+    resolve: Callable[[str], Resolved] | None = None,
+    find: Callable[[str, str], tuple[str, ResultRecord]] | None = None,
+) -> ResultCitation:
     """Cite ``model``'s recorded result on ``spec``'s revision (of the snapshot it was
-    recorded on)."""
-    res = reg.resolve(spec)
-    digest, rec = resolve_result(reg, res.dataset, model)
+    recorded on). ``resolve`` (a spec to its revision) and ``find`` (a dataset and model to
+    the record's digest and record) default to ``reg``'s own; a remote's read into ``reg``."""
+    res = (resolve or reg.resolve)(spec)
+    digest, rec = (find or partial(resolve_result, reg))(res.dataset, model)
     if rec.snapshot != res.revision.snapshot:
         raise InvalidInputError(
             f"model {model!r} was recorded on snapshot {short(rec.snapshot)}, and {spec} is a "

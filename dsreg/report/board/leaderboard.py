@@ -28,7 +28,13 @@ from dsreg.errors import InvalidInputError, NotFoundError
 from dsreg.formats.manifests import View
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry, Resolved
-from dsreg.registry.results import ResultRecord, list_results, load_predictions, resolve_result
+from dsreg.registry.results import (
+    ResultRecord,
+    first_set,
+    list_results,
+    load_predictions,
+    resolve_result,
+)
 from dsreg.report._json import stable_json
 from dsreg.report.board.figures import Counts, ViewFigures, feature_index, view_figures
 from dsreg.report.evaluate import revision_target
@@ -38,10 +44,12 @@ from dsreg.views.sparse import SparseView, sparse_views
 
 __all__ = [
     "BOARD_VIEWS",
+    "BoardSource",
     "Flip",
     "Leaderboard",
     "RevisionBoard",
     "leaderboard",
+    "registry_source",
     "score_revision",
 ]
 
@@ -355,23 +363,37 @@ def score_revision(
 # -- the board ------------------------------------------------------------------------------------
 
 
-def _tag_order(reg: Registry, dataset: str) -> list[str]:
-    """The dataset's tags, in the order they were first set (then by name)."""
-    tags = list(reg.refs.tags(dataset))
-    first: dict[str, int] = {}
-    for i, e in enumerate(reg.refs.log(dataset)):
-        if e.event == "tag" and e.tag is not None:
-            first.setdefault(e.tag, i)
-    return sorted(tags, key=lambda t: (first.get(t, len(first)), t))
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BoardSource:
+    """Where a leaderboard's inputs come from: ``results()``, ``{model: (record digest,
+    record)}`` of the dataset; ``tags()``, its tags in the order they were first set;
+    ``resolve``, a spec to its revision (whose objects are then in the registry scored in);
+    ``where``, how errors name the place (`` on remote …``; empty for a registry's own)."""
+
+    results: Callable[[], dict[str, tuple[str, ResultRecord]]]
+    tags: Callable[[], list[str]]
+    resolve: Callable[[str], Resolved]
+    where: str = ""
 
 
-def _revisions(reg: Registry, dataset: str, revisions: Sequence[str] | None) -> list[Resolved]:
-    names = list(revisions) if revisions else _tag_order(reg, dataset)
+def registry_source(reg: Registry, dataset: str) -> BoardSource:
+    """A registry's own recorded results of ``dataset`` and its tags."""
+    return BoardSource(
+        results=lambda: {m: resolve_result(reg, dataset, m) for m in list_results(reg, dataset)},
+        tags=lambda: first_set(reg.refs.tags(dataset), reg.refs.log(dataset)),
+        resolve=reg.resolve,
+    )
+
+
+def _revisions(
+    source: BoardSource, dataset: str, revisions: Sequence[str] | None
+) -> list[Resolved]:
+    names = list(revisions) if revisions else source.tags()
     if not names:
-        raise NotFoundError(f"dataset {dataset!r} has no tags; tag a revision first")
+        raise NotFoundError(f"dataset {dataset!r} has no tags{source.where}; tag a revision first")
     out: list[Resolved] = []
     for r in names:
-        res = reg.resolve(r if "@" in r else f"{dataset}@{r}")
+        res = source.resolve(r if "@" in r else f"{dataset}@{r}")
         if res.dataset != dataset:
             raise InvalidInputError(
                 f"--revisions {r!r} is a revision of {res.dataset!r}, not of {dataset!r}"
@@ -422,21 +444,24 @@ def leaderboard(
     views: Sequence[str] = BOARD_VIEWS,
     resamples: int = 1000,
     seed: int = 0,
+    source: BoardSource | None = None,
 ) -> Leaderboard:
     """Score every model recorded for ``dataset`` on each of ``revisions`` (default: every
-    tag, oldest first) whose snapshot the model's predictions are aligned with."""
+    tag, oldest first) whose snapshot the model's predictions are aligned with. ``source``:
+    where the results and tags come from (default: ``reg``'s own; a remote's is read into
+    ``reg``)."""
     names = check_views(views)
     if resamples < 0:
         raise InvalidInputError(f"--resamples {resamples}: give 0 or more")
-    recorded = list_results(reg, dataset)
-    if not recorded:
+    source = source or registry_source(reg, dataset)
+    results = source.results()
+    if not results:
         raise NotFoundError(
-            f"no model is recorded for {dataset!r}; record one with "
+            f"no model is recorded for {dataset!r}{source.where}; record one with "
             "'dsreg eval SPEC PREDS --record --model NAME'"
         )
-    results = {m: resolve_result(reg, dataset, m) for m in recorded}
     boards = []
-    for res in _revisions(reg, dataset, revisions):
+    for res in _revisions(source, dataset, revisions):
         here = [m for m, (_, r) in results.items() if r.snapshot == res.revision.snapshot]
         if not here:
             continue

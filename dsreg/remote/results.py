@@ -1,0 +1,164 @@
+"""Recorded results between registries: a remote's model refs, ``results/<dataset>/<model>``,
+are pushed, pulled, cloned and read as its tags are, through the same code
+(``RemoteStore.results()`` is the remote with its model refs in place of its tags).
+
+A result travels with the revisions of its snapshot: a push sends the model refs of the datasets
+it pushes whose record names the snapshot of a revision it pushes, their records and their
+predictions (objects first, then the tags, then the model refs, so that a remote model ref
+certifies that its result and the revisions of its snapshot are whole there). A pull or clone
+brings the remote's model refs of the datasets it brings whose snapshot it holds, each record
+and its predictions fetched and re-hashed like every object, and checked before the ref is
+written here: the record names that dataset and model, and the predictions hold what it says.
+A model ref that is damaged there, or names a record that is not its own, is refused and named,
+as a damaged tag is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from dsreg.errors import IntegrityError, ObjectNotFoundError
+from dsreg.formats.manifests import Revision
+from dsreg.objects.digest import short
+from dsreg.registry.folder import Registry
+from dsreg.registry.results import (
+    ResultRecord,
+    list_results,
+    load_predictions,
+    read_result,
+)
+from dsreg.remote.fetch import Fetch
+from dsreg.remote.refs import damaged_reasons
+from dsreg.remote.store import RemoteStore, TagName, TagValues, Target
+
+__all__ = [
+    "FetchedResults",
+    "PushedResults",
+    "fetch_results",
+    "fetched_result",
+    "model_targets",
+    "pushed_results",
+    "remote_model_refs",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PushedResults:
+    """What a push sends of recorded results: ``targets``, one per model ref (``tag`` is the
+    model, ``digest`` the record), and ``objects``, their records and predictions."""
+
+    targets: tuple[Target, ...]
+    objects: frozenset[str]
+
+
+def _snapshots(reg: Registry, revisions: Iterable[str]) -> set[str]:
+    out = set()
+    for d in revisions:
+        m = reg.manifest(d)
+        if isinstance(m, Revision):
+            out.add(m.snapshot)
+    return out
+
+
+def pushed_results(
+    reg: Registry, revisions: Sequence[Target], there: Mapping[TagName, str]
+) -> PushedResults:
+    """The recorded results a push of ``revisions`` sends (module docstring), given the
+    remote's model refs ``there``. Each result the remote does not hold is read and its
+    predictions re-hashed first: a damaged one stops the push before anything is sent (one
+    the remote's model ref names already is whole there, and is not sent again)."""
+    snapshots = _snapshots(reg, {t.digest for t in revisions})
+    datasets = sorted({t.dataset for t in revisions if t.dataset is not None})
+    targets: list[Target] = []
+    objects: set[str] = set()
+    for ds in datasets:
+        for model, digest in list_results(reg, ds).items():
+            rec = read_result(reg, digest)
+            if rec.snapshot not in snapshots:
+                continue
+            targets.append(Target(ds, model, digest))
+            if there.get(TagName(ds, model)) != digest:
+                load_predictions(reg, rec)
+                objects |= {digest, rec.predictions}
+    return PushedResults(targets=tuple(targets), objects=frozenset(objects))
+
+
+def remote_model_refs(rs: RemoteStore, datasets: Iterable[str] | None = None) -> TagValues:
+    """The remote's model refs (of ``datasets``; ``None``: all), damaged ones apart."""
+    rr = rs.results()
+    if datasets is None:
+        return rr.scan_refs()
+    found = TagValues(good={}, damaged={})
+    for ds in sorted(set(datasets)):
+        part = rr.scan_refs(ds)
+        found.good.update(part.good)
+        found.damaged.update(part.damaged)
+    return found
+
+
+def model_targets(found: TagValues) -> list[Target]:
+    return [Target(name.dataset, name.tag, d) for name, d in sorted(found.good.items())]
+
+
+def fetched_result(
+    fetch: Fetch, dataset: str, model: str, digest: str, *, snapshots: Container[str] | None = None
+) -> ResultRecord | None:
+    """The record ``digest`` a remote model ref ``dataset/model`` names, fetched with its
+    predictions (both re-hashed), and checked: it is that model's, and its predictions hold
+    what it says; ``IntegrityError`` naming the model ref otherwise. With ``snapshots``, a
+    record of another snapshot is ``None`` (its predictions are not fetched)."""
+    try:
+        fetch.objects([digest])
+        rec = read_result(fetch.reg, digest)
+        if rec.dataset != dataset or rec.model != model:
+            raise IntegrityError(f"it names result {short(digest)} of {rec.dataset}/{rec.model}")
+        if snapshots is not None and rec.snapshot not in snapshots:
+            return None
+        fetch.objects([rec.predictions])
+        load_predictions(fetch.reg, rec)
+    except (IntegrityError, ObjectNotFoundError) as e:
+        raise IntegrityError(
+            f"model ref {dataset}/{model} on remote {fetch.rs.label} is not usable: {e}; not "
+            "served. Push the result again with --force from a registry that holds it",
+            digest=getattr(e, "digest", None) or digest,
+        ) from None
+    return rec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchedResults:
+    """What a pull or clone brought of recorded results: the model refs to write here
+    (``good``) and those refused, with the reason (``refused``)."""
+
+    good: tuple[Target, ...]
+    refused: dict[TagName, str]
+
+
+def fetch_results(fetch: Fetch, found: TagValues) -> FetchedResults:
+    """Fetch, verified, the results the remote's model refs ``found`` name whose snapshot the
+    fetch brought or this registry holds; the damaged or unusable ones are refused, named."""
+    refused = {name: f"(a model ref) {why}" for name, why in damaged_reasons(found).items()}
+    good: list[Target] = []
+    for t in model_targets(found):
+        assert t.dataset is not None and t.tag is not None and t.tag_name is not None
+        try:
+            rec = fetched_result(fetch, t.dataset, t.tag, t.digest, snapshots=_Held(fetch))
+        except IntegrityError as e:
+            refused[t.tag_name] = f"(a model ref): {e}"
+            continue
+        if rec is not None:
+            good.append(t)
+    return FetchedResults(good=tuple(good), refused=refused)
+
+
+class _Held:
+    """The snapshots a fetch reached or its registry holds (a container for ``in``)."""
+
+    def __init__(self, fetch: Fetch) -> None:
+        self._fetch = fetch
+
+    def __contains__(self, digest: object) -> bool:
+        return digest in self._fetch.reached or (
+            isinstance(digest, str) and self._fetch.reg.store.has(digest)
+        )
