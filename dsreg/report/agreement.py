@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from dsreg._util.records import FieldDict
 from dsreg.formats.manifests import VERDICTS
 from dsreg.views.sparse import Named, in_label_sets, union_rows
 
@@ -20,16 +21,13 @@ _RELABEL = (VERDICTS.index("suspected") + 1, VERDICTS.index("correctable") + 1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class VerdictPair:
+class VerdictPair(FieldDict):
     """How many rows A's overlays give verdict ``a`` and B's give ``b`` (None: no overlay names
     the row on that side)."""
 
     a: str | None
     b: str | None
     rows: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"a": self.a, "b": self.b, "rows": self.rows}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
