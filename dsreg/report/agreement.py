@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from dsreg._util.records import FieldDict
+from dsreg._util.records import FieldDict, field_dict
 from dsreg.formats.manifests import VERDICTS
 from dsreg.views.sparse import Named, in_label_sets, union_rows
 
@@ -51,17 +51,12 @@ class Agreement:
     b_in_a_labels: tuple[int, int]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "named_a": self.named_a,
-            "named_b": self.named_b,
-            "named_both": self.named_both,
-            "verdicts": [v.to_dict() for v in self.verdicts],
-            "both_errors": self.both_errors,
-            "both_relabel": self.both_relabel,
-            "same_suggestion": self.same_suggestion,
-            "a_in_b_labels": {"rows": self.a_in_b_labels[0], "agree": self.a_in_b_labels[1]},
-            "b_in_a_labels": {"rows": self.b_in_a_labels[0], "agree": self.b_in_a_labels[1]},
-        }
+        return field_dict(
+            self,
+            verdicts=[v.to_dict() for v in self.verdicts],
+            a_in_b_labels={"rows": self.a_in_b_labels[0], "agree": self.a_in_b_labels[1]},
+            b_in_a_labels={"rows": self.b_in_a_labels[0], "agree": self.b_in_a_labels[1]},
+        )
 
 
 def _at(named: np.ndarray, side: Named) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -151,22 +151,15 @@ def describe_resolved(reg: Registry, resolved: Resolved) -> RevisionInfo:
 
     ds = Dataset(reg, resolved)
     info = ds.describe()
+    # What the dataset describes, key for field; the manifest as held rather than as JSON.
     return RevisionInfo(
-        revision=info["revision"],
-        spec=info["spec"],
-        dataset=info["dataset"],
-        tag=info["tag"],
-        view=info["view"],
-        snapshot=info["snapshot"],
-        examples=info["examples"],
-        snapshot_rows=info["snapshot_rows"],
-        rows=info["rows"],
-        classes=tuple(info["classes"]),
-        source=info["source"],
-        overlays=tuple(info["overlays"]),
-        manifest=ds.revision,
-        several_labels=info["several_labels"],
-        label_quality=label_quality(reg, resolved.revision, dataset=resolved.dataset),
+        **info
+        | {
+            "classes": tuple(info["classes"]),
+            "overlays": tuple(info["overlays"]),
+            "manifest": ds.revision,
+            "label_quality": label_quality(reg, resolved.revision, dataset=resolved.dataset),
+        }
     )
 
 
