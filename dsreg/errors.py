@@ -84,6 +84,14 @@ class DsregError(Exception):
         return str(self.args[0]) if self.args else ""
 
 
+class _PathAttribute(DsregError):
+    """Base of the errors whose one attribute is ``path`` (the file or folder, where known)."""
+
+    def __init__(self, message: str = "", *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class InvalidInputError(DsregError, ValueError):
     """Input from the user that dsreg refuses; nothing was written."""
 
@@ -111,26 +119,18 @@ class InvalidSpecError(InvalidInputError):
         self.spec = spec
 
 
-class InputPathError(InvalidInputError, FileNotFoundError):
+class InputPathError(_PathAttribute, InvalidInputError, FileNotFoundError):
     """A path that does not exist, or is unsafe: ``..``, absolute, or a link out of its tree.
 
     Attributes: ``path``.
     """
 
-    def __init__(self, message: str = "", *, path: str | None = None) -> None:
-        super().__init__(message)
-        self.path = path
 
-
-class DatasetFormatError(InvalidInputError):
+class DatasetFormatError(_PathAttribute, InvalidInputError):
     """A source (folder tree, label file, table) that cannot become a snapshot.
 
     Attributes: ``path`` (the source, where known).
     """
-
-    def __init__(self, message: str = "", *, path: str | None = None) -> None:
-        super().__init__(message)
-        self.path = path
 
 
 class ProbabilitiesError(InvalidInputError):
@@ -147,15 +147,11 @@ class ProbabilitiesError(InvalidInputError):
         self.actual = actual
 
 
-class VotesError(InvalidInputError):
+class VotesError(_PathAttribute, InvalidInputError):
     """Human validation votes that cannot become an overlay of the named snapshot.
 
     Attributes: ``path`` (the votes file, where known).
     """
-
-    def __init__(self, message: str = "", *, path: str | None = None) -> None:
-        super().__init__(message)
-        self.path = path
 
 
 class RelabelingError(InvalidInputError):
@@ -194,16 +190,12 @@ class NotFoundError(DsregError, LookupError):
     """Something named does not exist."""
 
 
-class RegistryNotFoundError(NotFoundError, FileNotFoundError):
+class RegistryNotFoundError(_PathAttribute, NotFoundError, FileNotFoundError):
     """No registry at ``registry=``/``--registry``, ``$DSREG_REGISTRY``, above the working
     directory, or at ``$DSREG_HOME``.
 
     Attributes: ``path`` (the folder looked at, when one was named; else the working folder).
     """
-
-    def __init__(self, message: str = "", *, path: str | None = None) -> None:
-        super().__init__(message)
-        self.path = path
 
 
 class RevisionNotFoundError(NotFoundError):
@@ -306,15 +298,11 @@ class ManifestError(IntegrityError):
     """
 
 
-class ConfigError(DsregError, ValueError):
+class ConfigError(_PathAttribute, DsregError, ValueError):
     """A config.toml that cannot be read, or a setting with an invalid value.
 
     Attributes: ``path`` (the file, where known).
     """
-
-    def __init__(self, message: str = "", *, path: str | None = None) -> None:
-        super().__init__(message)
-        self.path = path
 
 
 class RemoteError(DsregError, OSError):
@@ -328,12 +316,8 @@ class RemoteError(DsregError, OSError):
         self.remote = remote
 
 
-class StorageError(DsregError, OSError):
+class StorageError(_PathAttribute, DsregError, OSError):
     """The local file system refused an operation (permissions, disk full, …).
 
     Attributes: ``path`` (where known).
     """
-
-    def __init__(self, message: str = "", *, path: str | None = None) -> None:
-        super().__init__(message)
-        self.path = path

@@ -40,6 +40,7 @@ from dsreg.ingest.sources import (
     map_label_npy,
     table_errors,
 )
+from dsreg.ingest.treescan import encodes_utf8
 
 __all__ = ["StreamSource", "Validation", "labels_stream", "read_ids", "table_stream"]
 
@@ -261,7 +262,7 @@ def read_ids(path: Path) -> Callable[[], Iterator[pa.Array]]:
                     ids = pa.array(chunk, type=pa.string())
                 except UnicodeEncodeError:
                     # A "\ud800" escape JSON allows: a lone surrogate, which no UTF-8 holds.
-                    bad = next(v for v in chunk if not _encodes(v))
+                    bad = next(v for v in chunk if not encodes_utf8(v))
                     raise DatasetFormatError(
                         f"{what} holds the id {bad!a}, with a lone surrogate (half of a "
                         "UTF-16 pair) that is no character; write the ids as Unicode text"
@@ -293,14 +294,6 @@ def read_ids(path: Path) -> Callable[[], Iterator[pa.Array]]:
                 rest = data[cut + 1 :]
 
     return from_txt
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _lines(data: bytes, what: str) -> pa.Array:

@@ -20,7 +20,7 @@ from dsreg._util.parallel import forking, map_chunks
 from dsreg.errors import DatasetFormatError, InputPathError
 from dsreg.objects.hashing import Hasher
 
-__all__ = ["RACY_NS", "TreeScan", "scan_tree"]
+__all__ = ["RACY_NS", "TreeScan", "encodes_utf8", "scan_tree"]
 
 # A file whose mtime or ctime is this close to the scan (or later) may still change within the
 # same timestamp tick without its stat changing (git's "racy clean" problem): its digest is not
@@ -143,7 +143,7 @@ def _utf8_ids(ids: list[str], top: str) -> bytes:
     try:
         return "\0".join(ids).encode("utf-8")
     except UnicodeEncodeError:
-        bad = next(i for i in ids if not i.isascii() and _not_utf8(i))
+        bad = next(i for i in ids if not i.isascii() and not encodes_utf8(i))
         raw = os.fsencode(f"{top}/{bad}")
         raise DatasetFormatError(
             f"the name {raw!r} is not valid UTF-8; rename it (for example with "
@@ -151,12 +151,14 @@ def _utf8_ids(ids: list[str], top: str) -> bytes:
         ) from None
 
 
-def _not_utf8(name: str) -> bool:
+def encodes_utf8(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8: False when it holds a lone surrogate (a name
+    ``os`` decoded with surrogate escapes, a JSON ``"\\ud800"`` escape)."""
     try:
-        name.encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError:
-        return True
-    return False
+        return False
+    return True
 
 
 def _scan_class(scan: TreeScan, top: str, real_root: str, ci: int, is_link: bool) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dsreg._util.records import FieldDict
 from dsreg.errors import InvalidInputError
 from dsreg.formats.manifests import VERDICTS, Overlay
 from dsreg.registry.folder import Registry
@@ -30,7 +31,7 @@ SHOW_ORDERS: tuple[ShowOrder, ...] = get_args(ShowOrder)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Issue:
+class Issue(FieldDict):
     """A flagged row: its position, id, given and suggested class names, label quality."""
 
     row: int
@@ -38,15 +39,6 @@ class Issue:
     given: str
     suggested: str | None
     score: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "row": self.row,
-            "example_id": self.example_id,
-            "given": self.given,
-            "suggested": self.suggested,
-            "score": self.score,
-        }
 
 
 def ranked_issues(reg: Registry, digest: str, top: int) -> tuple[Issue, ...]:

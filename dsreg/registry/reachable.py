@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
+from dsreg._util.records import FieldDict
 from dsreg.errors import ConfigError, DsregError, InvalidInputError
 from dsreg.formats.manifests import Overlay, Revision, Snapshot
 from dsreg.registry.expiry import DEFAULT_LOG_EXPIRY, parse_duration
@@ -70,14 +71,11 @@ class Node:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Problem:
+class Problem(FieldDict):
     """An object the walk (or verify) could not use: missing, corrupt or unreadable."""
 
     digest: str
     problem: str
-
-    def to_dict(self) -> dict[str, str]:
-        return {"digest": self.digest, "problem": self.problem}
 
 
 def children(reg: Registry, node: Node, *, tables: bool = True) -> tuple[list[Node], list[str]]:

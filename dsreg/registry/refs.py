@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from dsreg._util.fs import write_all
 from dsreg._util.jsonread import read_line
 from dsreg._util.lazy import lazy_module
+from dsreg._util.records import FieldDict
 from dsreg.errors import (
     DsregError,
     ManifestError,
@@ -69,7 +70,7 @@ _TAIL = 64 << 10
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LogEntry:
+class LogEntry(FieldDict):
     """One line of ``logs/<dataset>.jsonl``: who moved which tag when."""
 
     time: str
@@ -80,18 +81,6 @@ class LogEntry:
     new: str | None
     command: str
     event: str = "tag"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "time": self.time,
-            "user": self.user,
-            "dataset": self.dataset,
-            "tag": self.tag,
-            "old": self.old,
-            "new": self.new,
-            "command": self.command,
-            "event": self.event,
-        }
 
     @classmethod
     def from_dict(cls, d: Any) -> LogEntry:
@@ -177,14 +166,11 @@ class LogEntry:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DamagedLine:
+class DamagedLine(FieldDict):
     """A line of a log that is not an entry: skipped by every reader, reported by verify."""
 
     line: int  # counted from 1
     reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"line": self.line, "reason": self.reason}
 
 
 class RefLog(list[LogEntry]):

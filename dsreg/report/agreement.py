@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from dsreg._util.records import FieldDict, field_dict
 from dsreg.formats.manifests import VERDICTS
 from dsreg.views.sparse import Named, in_label_sets, union_rows
 
@@ -20,16 +21,13 @@ _RELABEL = (VERDICTS.index("suspected") + 1, VERDICTS.index("correctable") + 1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class VerdictPair:
+class VerdictPair(FieldDict):
     """How many rows A's overlays give verdict ``a`` and B's give ``b`` (None: no overlay names
     the row on that side)."""
 
     a: str | None
     b: str | None
     rows: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"a": self.a, "b": self.b, "rows": self.rows}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,17 +51,12 @@ class Agreement:
     b_in_a_labels: tuple[int, int]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "named_a": self.named_a,
-            "named_b": self.named_b,
-            "named_both": self.named_both,
-            "verdicts": [v.to_dict() for v in self.verdicts],
-            "both_errors": self.both_errors,
-            "both_relabel": self.both_relabel,
-            "same_suggestion": self.same_suggestion,
-            "a_in_b_labels": {"rows": self.a_in_b_labels[0], "agree": self.a_in_b_labels[1]},
-            "b_in_a_labels": {"rows": self.b_in_a_labels[0], "agree": self.b_in_a_labels[1]},
-        }
+        return field_dict(
+            self,
+            verdicts=[v.to_dict() for v in self.verdicts],
+            a_in_b_labels={"rows": self.a_in_b_labels[0], "agree": self.a_in_b_labels[1]},
+            b_in_a_labels={"rows": self.b_in_a_labels[0], "agree": self.b_in_a_labels[1]},
+        )
 
 
 def _at(named: np.ndarray, side: Named) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

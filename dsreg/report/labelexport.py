@@ -19,6 +19,7 @@ from typing import IO, Any
 import numpy as np
 
 from dsreg._util.fs import replacing
+from dsreg._util.records import FieldDict
 from dsreg.errors import DsregError, InvalidInputError, StorageError
 from dsreg.registry.folder import Registry
 from dsreg.views.loaders import check_align
@@ -32,7 +33,7 @@ _BATCH = 1 << 16
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ExportResult:
+class ExportResult(FieldDict):
     """What ``dsreg export`` wrote: ``rows`` entries (``removed`` of them -1, snapshot-aligned)."""
 
     revision: str
@@ -41,16 +42,6 @@ class ExportResult:
     align: str
     rows: int
     removed: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "revision": self.revision,
-            "output": self.output,
-            "format": self.format,
-            "align": self.align,
-            "rows": self.rows,
-            "removed": self.removed,
-        }
 
 
 def check_export_format(format: str | None, output: str | os.PathLike[str]) -> str:

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from dsreg._util.records import FieldDict
 from dsreg.errors import RevisionNotFoundError
 from dsreg.formats.manifests import Overlay, Revision, Snapshot
 from dsreg.formats.names import check_name
@@ -28,15 +29,12 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TagRef:
+class TagRef(FieldDict):
     """A tag: ``dataset@tag`` and the full digest of the revision it names."""
 
     dataset: str
     tag: str
     revision: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"dataset": self.dataset, "tag": self.tag, "revision": self.revision}
 
 
 class TagList(list[TagRef]):
@@ -153,22 +151,15 @@ def describe_resolved(reg: Registry, resolved: Resolved) -> RevisionInfo:
 
     ds = Dataset(reg, resolved)
     info = ds.describe()
+    # What the dataset describes, key for field; the manifest as held rather than as JSON.
     return RevisionInfo(
-        revision=info["revision"],
-        spec=info["spec"],
-        dataset=info["dataset"],
-        tag=info["tag"],
-        view=info["view"],
-        snapshot=info["snapshot"],
-        examples=info["examples"],
-        snapshot_rows=info["snapshot_rows"],
-        rows=info["rows"],
-        classes=tuple(info["classes"]),
-        source=info["source"],
-        overlays=tuple(info["overlays"]),
-        manifest=ds.revision,
-        several_labels=info["several_labels"],
-        label_quality=label_quality(reg, resolved.revision, dataset=resolved.dataset),
+        **info
+        | {
+            "classes": tuple(info["classes"]),
+            "overlays": tuple(info["overlays"]),
+            "manifest": ds.revision,
+            "label_quality": label_quality(reg, resolved.revision, dataset=resolved.dataset),
+        }
     )
 
 
@@ -201,7 +192,7 @@ def dataset_log(reg: Registry, dataset: str) -> list[LogEntry]:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LabelQuality:
+class LabelQuality(FieldDict):
     """How clean a revision's labels are, from its overlays (and the detected overlays of its
     snapshot that it does not apply).
 
@@ -216,14 +207,6 @@ class LabelQuality:
     detected: dict[str, Any] | None = None
     validated: dict[str, Any] | None = None
     agreement: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "rows": self.rows,
-            "detected": self.detected,
-            "validated": self.validated,
-            "agreement": self.agreement,
-        }
 
     def lines(self) -> list[str]:
         """The card as short lines of text (one per kind of figure)."""

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from dsreg._util.jsonread import LINE_BYTES, loads
+from dsreg._util.records import field_dict
 from dsreg.errors import InvalidInputError
 
 __all__ = [
@@ -135,16 +136,7 @@ class SetAside:
         return f"{what}: moved to {self.file}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "log": self.log,
-            "start": self.start,
-            "end": self.end,
-            "records": self.records,
-            "seqs": None if self.seqs is None else list(self.seqs),
-            "file": self.file,
-            "time": self.time,
-            "readable": self.readable,
-        }
+        return field_dict(self, seqs=None if self.seqs is None else list(self.seqs))
 
 
 @dataclass(frozen=True, slots=True)

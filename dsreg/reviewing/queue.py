@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from dsreg._util.records import FieldDict
 from dsreg.errors import InvalidInputError, ReviewConflictError
 from dsreg.reviewing.votelog import VotesLog
 
@@ -54,7 +55,7 @@ class Item:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReviewProgress:
+class ReviewProgress(FieldDict):
     """``you``: votes by this reviewer; ``everyone``: all votes; ``complete``: items with
     ``votes_per_item`` votes; ``remaining``: the others; ``items``: the queue's length."""
 
@@ -63,15 +64,6 @@ class ReviewProgress:
     complete: int
     remaining: int
     items: int
-
-    def to_dict(self) -> dict[str, int]:
-        return {
-            "you": self.you,
-            "everyone": self.everyone,
-            "complete": self.complete,
-            "remaining": self.remaining,
-            "items": self.items,
-        }
 
 
 def check_reviewer(name: object) -> str:

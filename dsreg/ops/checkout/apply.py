@@ -27,11 +27,11 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dsreg._util.fs import write_atomic
 from dsreg._util.parallel import gc_paused
 from dsreg._util.progress import ProgressHook, no_progress
+from dsreg._util.records import FieldDict
 from dsreg.errors import DsregError, StorageError
 from dsreg.objects.digest import short
 from dsreg.ops.checkout.fs import (
@@ -94,7 +94,11 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class CheckoutResult:
+class CheckoutResult(FieldDict):
+    # A label-only set: the labels.csv written (its path) and its rows; None otherwise. First,
+    # as ``to_dict`` (the JSON printed) lists them.
+    labels_csv: str | None = None
+    labels_rows: int | None = None
     revision: str
     path: str
     files: int
@@ -102,22 +106,6 @@ class CheckoutResult:
     removed: int
     unchanged: int
     link: str
-    # A label-only set: the labels.csv written (its path) and its rows; None otherwise.
-    labels_csv: str | None = None
-    labels_rows: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "labels_csv": self.labels_csv,
-            "labels_rows": self.labels_rows,
-            "revision": self.revision,
-            "path": self.path,
-            "files": self.files,
-            "added": self.added,
-            "removed": self.removed,
-            "unchanged": self.unchanged,
-            "link": self.link,
-        }
 
 
 def checkout(

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from dsreg._util.records import field_dict
 from dsreg.errors import InvalidInputError
 from dsreg.report.stats.core import (
     LEVEL,
@@ -173,13 +174,9 @@ class ModelStat:
     rank_interval: Interval | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "correct": self.correct,
-            "accuracy": self.accuracy,
-            "interval": _interval(self.interval),
-            "rank": self.rank,
-            "rank_interval": _interval(self.rank_interval),
-        }
+        return field_dict(
+            self, interval=_interval(self.interval), rank_interval=_interval(self.rank_interval)
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -199,17 +196,7 @@ class PairStat:
     difference_interval: Interval | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "a": self.a,
-            "b": self.b,
-            "only_a": self.only_a,
-            "only_b": self.only_b,
-            "p": self.p,
-            "p_holm": self.p_holm,
-            "significant": self.significant,
-            "difference": self.difference,
-            "difference_interval": _interval(self.difference_interval),
-        }
+        return field_dict(self, difference_interval=_interval(self.difference_interval))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -310,10 +297,11 @@ class FlipPointStat:
     prevalence_interval: Interval | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"a": self.a, "b": self.b, "rows": self.rows, "errors": self.errors,
-                "removed": self.removed, "removed_interval": _interval(self.removed_interval),
-                "prevalence": self.prevalence,
-                "prevalence_interval": _interval(self.prevalence_interval)}  # fmt: skip
+        return field_dict(
+            self,
+            removed_interval=_interval(self.removed_interval),
+            prevalence_interval=_interval(self.prevalence_interval),
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
