@@ -1,0 +1,1 @@
+"""Duplicates and train-test contamination: fingerprints, exact candidate indexes, the audit."""
