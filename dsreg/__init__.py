@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from dsreg._version import __version__
     from dsreg.api import (
         add,
+        audit_duplicates,
         checkout,
         cite,
         clone,
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
         untagged_datasets,
         verify,
     )
+    from dsreg.audit.duplicates import AuditResult, Finding
     from dsreg.detector.detector import Detection
     from dsreg.formats.manifests import Overlay, Revision, Snapshot
     from dsreg.ingest.dvc import ImportResult
@@ -124,6 +126,7 @@ if TYPE_CHECKING:
 _WHERE: dict[str, tuple[str, ...]] = {
     "dsreg._version": ("__version__",),
     "dsreg._util.progress": ("ProgressHook",),
+    "dsreg.audit.duplicates": ("AuditResult", "Finding"),
     "dsreg.detector.detector": ("Detection",),
     "dsreg.ingest.dvc": ("ImportResult",),
     "dsreg.ingest.result": ("AddResult",),
@@ -176,6 +179,7 @@ __all__ = [
     "AddResult",
     "Agreement",
     "AmbiguousDigestError",
+    "AuditResult",
     "CheckoutResult",
     "Citation",
     "CloneResult",
@@ -191,6 +195,7 @@ __all__ = [
     "EvalReport",
     "Example",
     "ExportResult",
+    "Finding",
     "GcResult",
     "HumanScore",
     "ImportResult",
@@ -246,6 +251,7 @@ __all__ = [
     "VotesError",
     "__version__",
     "add",
+    "audit_duplicates",
     "checkout",
     "cite",
     "clone",

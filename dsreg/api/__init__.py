@@ -16,6 +16,7 @@ Heavy modules (numpy, pyarrow, DuckDB, DVC) are imported inside the functions th
 
 from __future__ import annotations
 
+from dsreg.api.audit import audit_duplicates
 from dsreg.api.common import find_registry
 from dsreg.api.data import (
     cite,
@@ -49,6 +50,7 @@ from dsreg.api.reviewing import review, review_export, review_finish
 
 __all__ = [
     "add",
+    "audit_duplicates",
     "checkout",
     "cite",
     "clone",

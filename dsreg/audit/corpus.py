@@ -77,21 +77,25 @@ def photo_files() -> list[Path]:
 
 
 def photo_tiles(count: int, *, seed: int = 0, side: int = 128) -> list[Image.Image]:
-    """``count`` distinct RGB images of ``side`` pixels: square tiles cut from the photographs
-    at random places, each a quarter to a half of the photograph's shorter side."""
+    """``count`` distinct RGB images of ``side`` pixels: square tiles that do not overlap, each
+    a quarter of its photograph's shorter side, cut on a grid, taken in a shuffled order."""
+    boxes = []
     photos = [Image.open(p).convert("RGB") for p in photo_files()]
-    if not photos:
-        raise FileNotFoundError("no bundled photographs: install scikit-learn or matplotlib")
-    rng = np.random.default_rng(seed)
-    tiles = []
-    for k in range(count):
-        photo = photos[k % len(photos)]
+    for k, photo in enumerate(photos):
         w, h = photo.size
-        size = int(rng.integers(min(w, h) // 4, min(w, h) // 2))
-        x, y = int(rng.integers(0, w - size)), int(rng.integers(0, h - size))
-        tile = photo.crop((x, y, x + size, y + size))
-        tiles.append(tile.resize((side, side), Image.Resampling.LANCZOS))
-    return tiles
+        cell = min(w, h) // 4
+        boxes += [
+            (k, (x, y, x + cell, y + cell))
+            for y in range(0, h - cell + 1, cell)
+            for x in range(0, w - cell + 1, cell)
+        ]
+    if len(boxes) < count:
+        raise ValueError(f"{count} tiles asked for, the photographs found give {len(boxes)}")
+    order = np.random.default_rng(seed).permutation(len(boxes))[:count]
+    return [
+        photos[boxes[i][0]].crop(boxes[i][1]).resize((side, side), Image.Resampling.LANCZOS)
+        for i in order
+    ]
 
 
 def jpeg(image: Image.Image, quality: int = 90) -> bytes:
@@ -241,7 +245,19 @@ def stdlib_texts(min_words: int = 40, max_words: int = 400) -> list[str]:
             if min_words <= n <= max_words and key not in seen:
                 seen.add(key)
                 out.append(doc)
-    return out
+    return _distinct(out)
+
+
+def _distinct(texts: list[str], similar: float = 0.2) -> list[str]:
+    """``texts`` without those sharing ``similar`` or more of their shingles (Jaccard) with an
+    earlier one: the library documents some methods twice in nearly the same words."""
+    from dsreg.audit.lsh import minhash_pairs
+    from dsreg.audit.text import fingerprint_texts
+
+    fp = fingerprint_texts([t.encode() for t in texts])
+    pairs = minhash_pairs(fp.minhash, fp.minhash, fp.shingles, fp.shingles, similar)
+    later = {int(max(a, b)) for a, b in zip(pairs.query, pairs.stored, strict=True) if a != b}
+    return [t for i, t in enumerate(texts) if i not in later]
 
 
 def _docstrings(module: object) -> list[str]:

@@ -24,7 +24,7 @@ import typer
 from typer._click.exceptions import ClickException
 from typer.main import get_command_name
 
-from dsreg.cli import core, overlays, query, remotes, reviewing
+from dsreg.cli import audit, core, overlays, query, remotes, reviewing
 from dsreg.cli._common import CONTEXT, say
 from dsreg.cli._text import printable
 from dsreg.errors import DsregError
@@ -70,6 +70,7 @@ overlays.register(app)
 query.register(app)
 remotes.register(app)
 reviewing.register(app)
+audit.register(app)
 
 
 def _group() -> None:

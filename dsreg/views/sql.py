@@ -203,7 +203,8 @@ def view_sql(
         score = "NULL::DOUBLE"
         votes = "NULL::STRUCT(" + ", ".join(f"{_ident(f)} INTEGER" for f in COUNT_FIELDS) + ")"
 
-    is_error = "(__dsreg_v IS NOT NULL AND __dsreg_v <> 'non_error')"
+    audited = "(__dsreg_v IN ('duplicate', 'contaminated'))"
+    is_error = f"(__dsreg_v IS NOT NULL AND __dsreg_v <> 'non_error' AND NOT {audited})"
     relabel = "(__dsreg_v IN ('correctable', 'suspected') AND __dsreg_s IS NOT NULL)"
     keep = {
         "original": "TRUE",
@@ -211,6 +212,7 @@ def view_sql(
         "corrected": f"(NOT {is_error} OR {relabel})",
         "honeypot": "(__dsreg_v = 'correctable' AND __dsreg_s IS NOT NULL)",
         "multilabel": "(__dsreg_v IS NULL OR __dsreg_v <> 'neither')",
+        "decontaminated": f"(__dsreg_v IS NULL OR NOT {audited})",
     }[chosen]
     label = (
         f"CASE WHEN {relabel} THEN __dsreg_s ELSE __dsreg_given END"
