@@ -10,6 +10,12 @@ payloads (contamination) and, with ``within``, against the test set's own (dupli
 - ``ngram``: at least one shared 13-gram (distance: the fraction of the test text's 13-grams
   the match does not hold).
 
+An ``--against`` that names a folder (a corpus that is not registered) is read file by file:
+its files are fingerprinted as they are (not stored), named by their path below the folder,
+and the folder is named in the matches by a digest of its listing (each file's path and
+digest). A file that cannot be read is counted and listed with its reason, never skipped
+silently.
+
 Rows are then named by verdict: ``contaminated`` (some row of another dataset matches it) or
 ``duplicate`` (it repeats an earlier row of its own set: of each group of rows that match one
 another, the first row is kept and every other is a duplicate), each with every match it has.
@@ -19,8 +25,11 @@ read are counted and listed, never treated as clean.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,13 +38,14 @@ import pyarrow.compute as pc
 
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg._version import __version__
-from dsreg.audit.fingerprints import METHOD, fingerprints_of
+from dsreg.audit.fingerprints import METHOD, fingerprint_payloads, fingerprints_of
 from dsreg.audit.index import hamming_pairs
 from dsreg.audit.lsh import band_plan, gram_pairs, minhash_pairs
 from dsreg.errors import InvalidInputError
 from dsreg.formats.corrections import MATCHES_TYPE, corrections_table
 from dsreg.formats.manifests import Snapshot
 from dsreg.formats.tables import as_numpy
+from dsreg.objects.hashing import hash_bytes
 from dsreg.overlays.write import write_overlay
 from dsreg.registry.folder import Registry, Resolved
 from dsreg.registry.tables import read_examples
@@ -82,6 +92,8 @@ class AuditResult:
     counts: dict[str, int]  # per verdict and per tier
     findings: tuple[Finding, ...]
     fingerprints: dict[str, int] = field(default_factory=dict)  # computed, reused
+    # Files of an --against folder that could not be read: (path, reason).
+    unreadable_against: tuple[tuple[str, str], ...] = ()
     # The tag made with the overlay (an ``ops.tag.TagResult``; the API layer sets it).
     tagged: Any = None
 
@@ -95,6 +107,9 @@ class AuditResult:
             "skipped_labels_only": self.skipped_labels_only,
             "unreadable": [
                 {"row": r, "example_id": i, "reason": why} for r, i, why in self.unreadable
+            ],
+            "unreadable_against": [
+                {"path": p, "reason": why} for p, why in self.unreadable_against
             ],
             "counts": self.counts,
             "fingerprints": self.fingerprints,
@@ -157,6 +172,48 @@ def _side(reg: Registry, resolved: Resolved, progress: ProgressHook) -> tuple[_S
         labels=as_numpy(table.column("label")).astype(np.int64),
     )
     return side, snap.rows - len(rows), made
+
+
+def _folder_side(folder: Path) -> tuple[_Side, list[tuple[str, str]]]:
+    """A corpus folder that is not registered: every file below it (names starting with ``.``
+    skipped, as an add skips them), fingerprinted from its bytes; and the files that could not
+    be read, with the reason."""
+    ids: list[str] = []
+    payloads: list[bytes] = []
+    bad: list[tuple[str, str]] = []
+    for top, dirs, files in os.walk(
+        folder, onerror=lambda e: bad.append((str(e.filename), _why(e)))
+    ):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(f for f in files if not f.startswith(".")):
+            path = Path(top) / name
+            rel = path.relative_to(folder).as_posix()
+            try:
+                # A FIFO or device would block or never end: regular files only.
+                if not stat.S_ISREG(path.stat().st_mode):
+                    bad.append((rel, "not a regular file"))
+                    continue
+                payloads.append(path.read_bytes())
+            except OSError as e:
+                bad.append((rel, _why(e)))
+                continue
+            ids.append(rel)
+    digests = [hash_bytes(p) for p in payloads]
+    listing = "".join(f"{i}\t{d}\n" for i, d in zip(ids, digests, strict=True))
+    fp = fingerprint_payloads(digests, payloads)
+    n = len(ids)
+    side = _Side(
+        revision=hash_bytes(listing.encode()),
+        ids=ids,
+        rows=np.arange(n, dtype=np.int64),
+        payload_index=np.arange(n, dtype=np.int64),
+        fp=fp,
+    )
+    return side, bad
+
+
+def _why(e: OSError) -> str:
+    return f"cannot be read ({e.strerror or type(e).__name__})"
 
 
 def _of_kind(fp: pa.Table, kind: str) -> np.ndarray:
@@ -276,15 +333,22 @@ def audit_duplicates(
     if not against and not within:
         raise InvalidInputError("nothing to audit against: give --against DATASET or --within")
     base = reg.resolve(spec)
-    others = [reg.resolve(o) for o in against]
+    folders = {o for o in against if os.path.isdir(o)}
+    others = [o if o in folders else reg.resolve(o) for o in against]
     test, skipped, made = _side(reg, base, progress)
     computed, reused = made.computed, made.table.num_rows - made.computed
     found: dict[int, tuple[str, list[tuple[str, str, str, float]]]] = {}
     inputs = {"fingerprints": made.digest}
+    bad_files: list[tuple[str, str]] = []
     for k, other in enumerate(others):
-        side, _, theirs = _side(reg, other, progress)
-        computed += theirs.computed
-        inputs[f"against{k}"] = other.digest
+        if isinstance(other, str):
+            side, bad = _folder_side(Path(other))
+            computed += side.fp.num_rows
+            bad_files += [(str(Path(other) / p), why) for p, why in bad]
+        else:
+            side, _, theirs = _side(reg, other, progress)
+            computed += theirs.computed
+        inputs[f"against{k}"] = side.revision
         pairs = _payload_pairs(test.fp, side.fp, image_threshold, text_threshold)
         for r, ms in _row_matches(test, side, pairs).items():
             entry = found.setdefault(r, ("contaminated", []))
@@ -301,7 +365,8 @@ def audit_duplicates(
         "within": within,
     }
     how = _Provenance(params, inputs, command, {"computed": computed, "reused": reused})
-    return _store(reg, base, test, found, skipped, how)
+    result = _store(reg, base, test, found, skipped, how)
+    return replace(result, unreadable_against=tuple(bad_files))
 
 
 @dataclass(frozen=True, slots=True)

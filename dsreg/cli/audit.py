@@ -44,8 +44,8 @@ def duplicates(
         list[str] | None,
         typer.Option(
             "--against",
-            help="A dataset whose rows the test set must not contain (a revision, typically "
-            "the training set); repeat for several.",
+            help="A dataset whose rows the test set must not contain: a revision (typically "
+            "the training set) or a folder of files; repeat for several.",
             show_default=False,
         ),
     ] = None,
@@ -127,3 +127,8 @@ def duplicates(
         say(f"Unreadable: row {row} ({example_id}): {reason}")
     if len(res.unreadable) > _SHOWN:
         say(f"{len(res.unreadable) - _SHOWN} more unreadable rows: --json lists every one")
+    for path, reason in res.unreadable_against[:_SHOWN]:
+        say(f"Unreadable in --against: {path}: {reason}")
+    if len(res.unreadable_against) > _SHOWN:
+        more = len(res.unreadable_against) - _SHOWN
+        say(f"{more} more unreadable --against files: --json lists every one")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -170,6 +171,25 @@ def test_labels_only_rows_are_skipped_and_bad_payloads_listed(
 
     lo = dsreg.audit_duplicates("lo@v1", within=True, registry=reg)
     assert (lo.skipped_labels_only, lo.audited, lo.digest) == (3, 0, None)
+
+
+def test_against_a_folder_lists_its_unreadable_files(
+    make_registry: Callable[..., Registry], tmp_path: Path, images: list[object]
+) -> None:
+    reg = make_registry()
+    _, test = _image_sets(tmp_path, images)
+    dsreg.add("test", test, tag="v1", registry=reg)
+    corpus = _write(tmp_path / "corpus", {"sub/t04.jpg": jpeg(images[4]), "z.txt": b"words"})  # type: ignore[arg-type]
+    (corpus / "gone.jpg").symlink_to(corpus / "missing.jpg")
+    os.mkfifo(corpus / "pipe")
+    res = dsreg.audit_duplicates("test@v1", against=[str(corpus)], registry=reg)
+    assert [(f.example_id, f.matches[0]["example_id"]) for f in res.findings] == [
+        ("c0/exact4.jpg", "sub/t04.jpg")
+    ]
+    assert dict(res.unreadable_against) == {
+        str(corpus / "gone.jpg"): "cannot be read (No such file or directory)",
+        str(corpus / "pipe"): "not a regular file",
+    }
 
 
 @pytest.mark.parametrize(
