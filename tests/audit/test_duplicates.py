@@ -95,6 +95,12 @@ def test_audit_finds_exact_and_near_copies_and_duplicates(
         assert len(dsreg.open(f"test@{view}", registry=reg)) == 12, view
     con = dsreg.sql('SELECT example_id FROM "test@clean" ORDER BY 1', registry=reg)
     assert con.column(0).to_pylist() == sorted(clean.labels().column("example_id").to_pylist())
+    # dsreg eval scores the full set and the decontaminated rows side by side.
+    given = dsreg.open("test@v1", registry=reg).labels().column("label").to_numpy()
+    report = dsreg.evaluate(
+        "test@clean", {"m": given}, views=["original", "decontaminated"], registry=reg
+    )
+    assert report.views == {"original": 12, "decontaminated": 6}
 
 
 def test_a_reaudit_reuses_every_fingerprint(
