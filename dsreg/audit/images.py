@@ -19,9 +19,9 @@ What differs is how the work is done, and one documented option:
   down by 1/2, 1/4 or 1/8 (PIL's ``draft``, libjpeg's DCT scaling) while it stays at least
   ``DRAFT_SIDE`` pixels on each side, before the same Lanczos resize. Decoding a 500 x 375
   JPEG that way costs a fraction of the full decode, and the hash moves by a few bits at most
-  (docs/audit.md measures both: the speed, the distance to imagehash's hash, and the
-  precision and recall). Other formats are decoded in full either way. ``reduced_decode=False``
-  decodes every image in full, as imagehash does.
+  (the tests bound the distance to imagehash's hash; docs/benchmarks.md has the speed and
+  docs/audit.md the precision and recall, both with this default). Other formats are decoded
+  in full either way. ``reduced_decode=False`` decodes every image in full, as imagehash does.
 
 EXIF orientation is not applied (as in imagehash): a rotated copy is a different image.
 Undecodable bytes are reported per item with a one-line reason and a zero hash; they never

@@ -16,7 +16,8 @@ threshold gets wide exact bands and a large one narrower bands searched with rad
 lookup table is built once: for bands up to ``TABLE_BITS`` bits a direct-address table (a
 count per band value, summed), wider ones a sorted array searched by bisection.
 
-numpy, not DuckDB, does the band join: docs/audit.md measures both.
+numpy, not DuckDB, does the band join: a probe is a band value XOR one of up to a few hundred
+masks, which a SQL equi-join would first have to materialise (docs/audit.md).
 """
 
 from __future__ import annotations
