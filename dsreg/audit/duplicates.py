@@ -154,14 +154,12 @@ def _side(reg: Registry, resolved: Resolved, progress: ProgressHook) -> tuple[_S
     blobs = table.column("blob").combine_chunks()
     has = ~as_numpy(pc.is_null(blobs)).astype(bool)
     rows = np.flatnonzero(has)
-    done = 0
-
-    def tick(n: int) -> None:
-        nonlocal done
-        done += n
-        progress("fingerprint", done, len(rows))
-
-    made = fingerprints_of(reg, resolved.revision.snapshot, blobs, progress=tick)
+    made = fingerprints_of(
+        reg,
+        resolved.revision.snapshot,
+        blobs,
+        progress=lambda done, total: progress("fingerprint", done, total),
+    )
     index = pc.index_in(blobs.filter(pa.array(has)), value_set=made.table.column("payload"))
     side = _Side(
         revision=resolved.digest,

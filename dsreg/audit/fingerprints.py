@@ -194,11 +194,12 @@ def fingerprints_of(
     snapshot: str,
     payloads: pa.Array,
     *,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Fingerprinted:
     """The fingerprints of the distinct ``payloads`` (digests) of ``snapshot``: the stored table
     if indexed, else the rows stored for any snapshot plus the missing ones computed (in worker
-    processes), stored as one object and indexed."""
+    processes), stored as one object and indexed. ``progress(done, total)`` hears of the
+    payloads fingerprinted now, of those that were not stored."""
     wanted = pc.unique(payloads.drop_null()) if len(payloads) else pa.array([], pa.string())
     wanted = wanted.cast(pa.string())
     own, every = _indexed(reg, snapshot)
@@ -218,7 +219,9 @@ def fingerprints_of(
     return Fingerprinted(table, digest, fresh.num_rows)
 
 
-def _compute(reg: Registry, digests: list[str], progress: Callable[[int], None] | None) -> pa.Table:
+def _compute(
+    reg: Registry, digests: list[str], progress: Callable[[int, int], None] | None
+) -> pa.Table:
     """Fingerprint the stored payloads ``digests`` (re-hashed as they are read: a damaged
     object is refused, never fingerprinted), in worker processes from a few thousand on."""
 
@@ -227,8 +230,10 @@ def _compute(reg: Registry, digests: list[str], progress: Callable[[int], None] 
         return fingerprint_payloads(names, [reg.store.read_bytes(d) for d in names])
 
     parts = []
+    done = 0
     for _, part in map_chunks(work, len(digests), chunk=_CHUNK, threshold=4 * _CHUNK):
         parts.append(part)
+        done += part.num_rows
         if progress is not None:
-            progress(part.num_rows)
+            progress(done, len(digests))
     return pa.concat_tables(parts) if parts else FINGERPRINT_SCHEMA.empty_table()

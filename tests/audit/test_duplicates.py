@@ -240,3 +240,18 @@ def test_cli_json_and_errors(
     assert bad.exit_code == 1  # type: ignore[attr-defined]
     assert bad.stderr.strip().count("\n") == 0  # type: ignore[attr-defined]
     assert "image threshold 99 is out of range" in bad.stderr  # type: ignore[attr-defined]
+
+
+def test_a_damaged_payload_is_refused_not_fingerprinted(
+    make_registry: Callable[..., Registry], tmp_path: Path, images: list[object]
+) -> None:
+    reg = make_registry()
+    files = {f"a/{i}.jpg": jpeg(images[i]) for i in range(3)}  # type: ignore[arg-type]
+    dsreg.add("test", _write(tmp_path / "t", files), tag="v1", registry=reg)
+    digest = dsreg.open("test@v1", registry=reg).labels().column("blob")[1].as_py()
+    path = reg.store.path(digest)
+    path.chmod(0o644)
+    path.write_bytes(b"not the bytes that were added")
+    with pytest.raises(dsreg.CorruptObjectError):
+        dsreg.audit_duplicates("test@v1", within=True, registry=reg)
+    assert not list((reg.root / "state").glob("fingerprints/*/*"))
