@@ -268,28 +268,43 @@ def _text_pairs(
     ]
 
 
+def _rows_of(side: _Side, payloads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every ``(i, row)`` with ``row`` a row of ``side`` holding payload ``payloads[i]``."""
+    order = np.argsort(side.payload_index, kind="stable")
+    sorted_p = side.payload_index[order]
+    left = np.searchsorted(sorted_p, payloads, side="left")
+    counts = (np.searchsorted(sorted_p, payloads, side="right") - left).astype(np.int64)
+    first = np.cumsum(counts) - counts
+    picks = np.repeat(left - first, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+    owner = np.repeat(np.arange(len(payloads), dtype=np.int64), counts)
+    return owner, side.rows[order[picks]].astype(np.int64)
+
+
 def _row_matches(
     test: _Side, other: _Side, pairs: list[tuple[np.ndarray, np.ndarray, np.ndarray, str]]
 ) -> dict[int, list[tuple[int, str, float]]]:
-    """Per test row: ``(other row, tier, distance)`` of every row of ``other`` it matches."""
-    by_payload: dict[int, list[int]] = {}
-    for pos, p in enumerate(other.payload_index.tolist()):
-        by_payload.setdefault(p, []).append(int(other.rows[pos]))
-    test_rows: dict[int, list[int]] = {}
-    for pos, p in enumerate(test.payload_index.tolist()):
-        test_rows.setdefault(p, []).append(int(test.rows[pos]))
-    best: dict[tuple[int, int], tuple[int, str, float]] = {}
-    for qp, sp, dist, tier in pairs:
-        for a, b, d in zip(qp.tolist(), sp.tolist(), dist.tolist(), strict=True):
-            for r in test_rows.get(a, ()):
-                for o in by_payload.get(b, ()):
-                    key = (r, o)
-                    cand = (_RANK[tier], tier, float(d))
-                    if key not in best or cand < best[key]:
-                        best[key] = cand
+    """Per test row: ``(other row, tier, distance)`` of every row of ``other`` it matches, by
+    its best tier (then distance) where several tiers match the same two rows."""
+    if not pairs:
+        return {}
+    qp = np.concatenate([p[0] for p in pairs]).astype(np.int64)
+    sp = np.concatenate([p[1] for p in pairs]).astype(np.int64)
+    dist = np.concatenate([np.asarray(p[2], dtype=np.float64) for p in pairs])
+    rank = np.concatenate([np.full(len(p[0]), _RANK[p[3]], dtype=np.int64) for p in pairs])
+    k, test_row = _rows_of(test, qp)
+    j, other_row = _rows_of(other, sp[k])
+    k = k[j]
+    test_row = test_row[j]
+    # Best first, then the first of each (test row, other row).
+    order = np.lexsort((dist[k], rank[k], other_row, test_row))
+    test_row, other_row, k = test_row[order], other_row[order], k[order]
+    keep = np.ones(len(k), dtype=bool)
+    keep[1:] = (test_row[1:] != test_row[:-1]) | (other_row[1:] != other_row[:-1])
     out: dict[int, list[tuple[int, str, float]]] = {}
-    for (r, o), (_, tier, d) in best.items():
-        out.setdefault(r, []).append((o, tier, d))
+    for r, o, i in zip(
+        test_row[keep].tolist(), other_row[keep].tolist(), k[keep].tolist(), strict=True
+    ):
+        out.setdefault(r, []).append((o, TIERS[int(rank[i])], float(dist[i])))
     return out
 
 
