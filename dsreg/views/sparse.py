@@ -233,8 +233,9 @@ def sparse_views(n: int, ov: Named, names: Iterable[View]) -> dict[View, SparseV
             out[name] = SparseView(
                 name=name, complement=True, rows=none, relabel=none, relabel_cand=none, size=n
             )
-        elif name == "cleaned":
-            drop = rows[err]
+        elif name in ("cleaned", "decontaminated"):
+            # Rows left out, none relabelled: label errors, or the rows an audit named.
+            drop = rows[err if name == "cleaned" else audited]
             out[name] = SparseView(
                 name=name,
                 complement=True,
@@ -270,16 +271,6 @@ def sparse_views(n: int, ov: Named, names: Iterable[View]) -> dict[View, SparseV
                 set_cand=np.where(relabel[listed], cand_index[listed], -1),
                 pair_rows=rows[pair],
                 pair_cand=cand_index[pair],
-            )
-        elif name == "decontaminated":
-            drop = rows[audited]
-            out[name] = SparseView(
-                name=name,
-                complement=True,
-                rows=drop,
-                relabel=none,
-                relabel_cand=none,
-                size=n - len(drop),
             )
         elif name == "honeypot":
             take = (v == _CORRECTABLE) & (s >= 0)

@@ -49,13 +49,18 @@ def _image_sets(tmp_path: Path, images: list[object]) -> tuple[Path, Path]:
     return _write(tmp_path / "train", train), _write(tmp_path / "test", test)
 
 
-def test_audit_finds_exact_and_near_copies_and_duplicates(
-    make_registry: Callable[..., Registry], tmp_path: Path, images: list[object]
-) -> None:
-    reg = make_registry()
+def _registered(reg: Registry, tmp_path: Path, images: list[object]) -> Registry:
+    """``reg`` holding the two sets of ``_image_sets`` as ``train@v1`` and ``test@v1``."""
     train, test = _image_sets(tmp_path, images)
     dsreg.add("train", train, tag="v1", registry=reg)
     dsreg.add("test", test, tag="v1", registry=reg)
+    return reg
+
+
+def test_audit_finds_exact_and_near_copies_and_duplicates(
+    make_registry: Callable[..., Registry], tmp_path: Path, images: list[object]
+) -> None:
+    reg = _registered(make_registry(), tmp_path, images)
     res = dsreg.audit_duplicates(
         "test@v1", against=["train@v1"], within=True, tag="clean", registry=reg
     )
@@ -106,10 +111,7 @@ def test_audit_finds_exact_and_near_copies_and_duplicates(
 def test_a_reaudit_reuses_every_fingerprint(
     make_registry: Callable[..., Registry], tmp_path: Path, images: list[object]
 ) -> None:
-    reg = make_registry()
-    train, test = _image_sets(tmp_path, images)
-    dsreg.add("train", train, tag="v1", registry=reg)
-    dsreg.add("test", test, tag="v1", registry=reg)
+    reg = _registered(make_registry(), tmp_path, images)
     first = dsreg.audit_duplicates("test@v1", against=["train@v1"], registry=reg)
     again = dsreg.audit_duplicates("test@v1", against=["train@v1"], registry=reg)
     # 12 test payloads, 16 training ones, one of them (tile 4) the same bytes: fingerprinted once.
