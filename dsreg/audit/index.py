@@ -104,6 +104,9 @@ def _band_cost(width: int, radius: int, n_queries: int, n_stored: int) -> float:
 
 def plan_bands(threshold: int, n_queries: int, n_stored: int) -> Plan:
     """The bands and radii with the least expected work for ``threshold`` (see the module)."""
+    # Empty sides cost nothing whatever the plan: plan as for one item, not for none (a plan
+    # for none would be any plan, even one of millions of probes).
+    n_queries, n_stored = max(n_queries, 1), max(n_stored, 1)
     best: Plan | None = None
     # At least two bands: a band value must fit an int64 (and one 64-bit band is brute force).
     for m in range(2, _MAX_BANDS + 1):
@@ -198,6 +201,8 @@ def hamming_pairs(
     q, s = _check(queries, "queries"), _check(stored, "stored hashes")
     if not 0 <= threshold <= 64:
         raise InvalidInputError(f"threshold {threshold} is not a Hamming distance: use 0 to 64")
+    if not len(q) or not len(s):
+        return _sorted_pairs([])
     plan = plan or plan_bands(threshold, len(q), len(s))
     if any(w > 63 for _, w in plan.bands):
         raise InvalidInputError("a band of the plan is wider than 63 bits: use two bands or more")
