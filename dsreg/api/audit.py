@@ -51,9 +51,7 @@ def audit_duplicates(
         float, Opt(help="Near-duplicate texts: shingle Jaccard similarity, above 0 to 1.")
     ] = DEFAULT_TEXT_THRESHOLD,
     tag: OverlayTagOpt = None,
-    view: Annotated[
-        str | None, Opt(help=f"With --tag: its view (default {AUDIT_VIEW}).")
-    ] = None,
+    view: Annotated[str | None, Opt(help=f"With --tag: its view (default {AUDIT_VIEW}).")] = None,
     force: OverlayForceOpt = False,
     progress: ProgressHook | None = None,
     command: str | None = None,

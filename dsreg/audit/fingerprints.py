@@ -6,8 +6,12 @@ object in the store (``FINGERPRINT_SCHEMA``, one row per distinct payload, sorte
 found again through a local index, ``state/fingerprints/<method>/<snapshot hex>``, holding its
 digest. Fingerprinting a snapshot first gathers the rows every indexed table already holds for
 its payloads (any snapshot's: a training set that grew by 1% shares 99% of its payloads with
-the one before) and computes only the rest. The index is state: deleting it, or a table ``dsreg
-gc`` removed, costs a recomputation and nothing else.
+the one before) and computes only the rest.
+
+The tables are a cache, as the rest of ``state/`` is: derived from payloads the store keeps, so
+no tag reaches them, ``dsreg gc`` removes them, and push, pull and clone never carry them.
+Deleting the index, or a table gc removed, costs a recomputation and nothing else; a table found
+damaged is never read, its rows are recomputed and the good bytes replace it.
 
 What a payload is: bytes PIL recognises as an image are pHashed (``images.py``); anything else
 is read as UTF-8 text (``text.py``). A payload that is neither (an undecodable image, empty or
@@ -211,12 +215,23 @@ def fingerprints_of(
     todo = pc.filter(wanted, pc.invert(pc.is_in(wanted, value_set=known["payload"])))
     fresh = _compute(reg, todo.to_pylist(), progress)
     table = pa.concat_tables([known, fresh]).sort_by("payload")
-    digest = reg.store.put_bytes(parquet_bytes(table))
-    try:
-        write_atomic(_index_dir(reg) / snapshot.removeprefix("blake3:"), digest.encode() + b"\n")
-    except OSError as e:
-        raise StorageError(f"cannot index the fingerprints of {short(snapshot)}: {e}") from e
-    return Fingerprinted(table, digest, fresh.num_rows)
+    return Fingerprinted(table, _stored(reg, snapshot, table), fresh.num_rows)
+
+
+def _stored(reg: Registry, snapshot: str, table: pa.Table) -> str:
+    """Store ``table`` and index it for ``snapshot``, as a writer (gc waits meanwhile); the same
+    bytes found damaged in the store (marked when read) are replaced by these."""
+    data = parquet_bytes(table)
+    with reg.lock():
+        digest = reg.store.put_bytes(data)
+        if digest in reg.store.marked_corrupt():
+            reg.store.replace_corrupt(digest, data)
+        try:
+            path = _index_dir(reg) / snapshot.removeprefix("blake3:")
+            write_atomic(path, digest.encode() + b"\n")
+        except OSError as e:
+            raise StorageError(f"cannot index the fingerprints of {short(snapshot)}: {e}") from e
+    return digest
 
 
 def _compute(

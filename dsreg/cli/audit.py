@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import dsreg.api.audit as audit_api
 from dsreg.cli._command import command
-from dsreg.cli._common import command_line, emit_json, out, progress_bar, say, short, table
+from dsreg.cli._common import command_line, out, overlay_made, progress_bar, say, short, table
 from dsreg.cli._text import printable
 
 if TYPE_CHECKING:
@@ -22,16 +22,9 @@ _SHOWN = 20
 def duplicates(spec: str, *, quiet: bool, json: bool, **options: Any) -> None:
     """Find duplicated and contaminated rows; store them as an 'audit' overlay."""
     with progress_bar(quiet=quiet) as hook:
-        res = audit_api.audit_duplicates(
-            spec, progress=hook, command=command_line(), **options
-        )
-    t = res.tagged
-    if t is not None:
-        say(f"Tagged {t.dataset}@{t.tag} -> {short(t.revision)} [{t.view}]")
-    if json:
-        emit_json(res.to_dict())
-        return
-    show_audit(res)
+        res = audit_api.audit_duplicates(spec, progress=hook, command=command_line(), **options)
+    if not overlay_made(res, json=json):
+        show_audit(res)
 
 
 def show_audit(res: AuditResult) -> None:

@@ -120,6 +120,35 @@ def test_a_reaudit_reuses_every_fingerprint(
     assert again.digest == first.digest
 
 
+def test_fingerprints_are_a_cache_gc_removes_and_the_audit_recomputes(
+    make_registry: Callable[..., Registry], tmp_path: Path, images: list[object]
+) -> None:
+    reg = _registered(make_registry(), tmp_path, images)
+    first = dsreg.audit_duplicates("test@v1", against=["train@v1"], tag="clean", registry=reg)
+    assert first.digest is not None
+    table = reg.overlay(first.digest).producer["inputs"]["fingerprints"]
+    assert reg.store.has(table)
+    # No tag reaches a fingerprints table: gc removes it, and keeps the tagged audit overlay.
+    swept = dsreg.gc(registry=reg)
+    assert table in swept.removed and first.digest not in swept.removed
+    assert dsreg.verify(registry=reg).ok
+    assert len(dsreg.open("test@clean", registry=reg)) == 12 - 5
+    again = dsreg.audit_duplicates("test@v1", against=["train@v1"], registry=reg)
+    assert again.fingerprints["computed"] == 12 + 16 - 1
+    assert (again.digest, again.findings) == (first.digest, first.findings)
+    assert reg.store.has(table)
+
+    # A damaged table is never read: its rows are recomputed (tile 4's is in the training
+    # set's table) and the good bytes replace it.
+    path = reg.store.path(table)
+    path.chmod(0o644)
+    path.write_bytes(b"not a fingerprints table")
+    third = dsreg.audit_duplicates("test@v1", against=["train@v1"], registry=reg)
+    assert third.fingerprints["computed"] == 12 - 1
+    assert (third.digest, third.findings) == (first.digest, first.findings)
+    assert reg.store.check(table) is None
+
+
 def test_text_tiers_near_copies_and_13_grams(
     make_registry: Callable[..., Registry], tmp_path: Path
 ) -> None:
