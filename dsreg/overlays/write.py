@@ -41,12 +41,13 @@ __all__ = [
     "write_overlay",
 ]
 
-_LABEL_VERDICTS = frozenset(VERDICTS) - frozenset(AUDIT_VERDICTS)
+_AUDITED = frozenset(AUDIT_VERDICTS)
+_LABEL_VERDICTS = frozenset(VERDICTS) - _AUDITED
 _ALLOWED: dict[str, frozenset[str]] = {
     "detected": frozenset({"suspected"}),
     "validated": _LABEL_VERDICTS - {"suspected"},
     "manual": _LABEL_VERDICTS,
-    "audit": frozenset(AUDIT_VERDICTS),
+    "audit": _AUDITED,
 }
 
 
@@ -139,8 +140,10 @@ def _check(
     verdicts = set(pc.unique(table.column("verdict")).to_pylist())
     wrong = sorted(verdicts - _ALLOWED[kind])
     if wrong:
+        audit = " ('dsreg audit duplicates' makes the audit's)" if set(wrong) & _AUDITED else ""
         raise InvalidInputError(
             f"a {kind} overlay cannot hold verdicts {wrong}; allowed: {sorted(_ALLOWED[kind])}"
+            + audit
         )
     needs = pc.and_(
         pc.is_in(table.column("verdict"), string_array(["suspected", "correctable"])),
