@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from dsreg._util.progress import ProgressHook as ProgressHook
     from dsreg._version import __version__ as __version__
+    from dsreg.api.audit import audit_duplicates as audit_duplicates
     from dsreg.api.common import find_registry as find_registry
     from dsreg.api.data import connect as connect
     from dsreg.api.data import detect as detect
@@ -63,6 +64,8 @@ if TYPE_CHECKING:
     from dsreg.api.reviewing import review as review
     from dsreg.api.reviewing import review_export as review_export
     from dsreg.api.reviewing import review_finish as review_finish
+    from dsreg.audit.duplicates import AuditResult as AuditResult
+    from dsreg.audit.duplicates import Finding as Finding
     from dsreg.detector.detector import Detection as Detection
     from dsreg.errors import AmbiguousDigestError as AmbiguousDigestError
     from dsreg.errors import ConfigError as ConfigError

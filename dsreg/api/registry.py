@@ -23,6 +23,7 @@ from dsreg.api.options import (
     RegistryOpt,
 )
 from dsreg.errors import InvalidInputError
+from dsreg.formats.manifests import VIEWS
 from dsreg.ops.tag import delete_tag, make_tag
 from dsreg.registry.folder import Registry
 from dsreg.registry.refs import RefLog
@@ -239,7 +240,7 @@ def tag(
     ] = None,
     view: Annotated[
         str | None,
-        Opt(help="original, cleaned, corrected, honeypot or multilabel (default: the source's)."),
+        Opt(help=", ".join(VIEWS[:-1]) + f" or {VIEWS[-1]} (default: the source's)."),
     ] = None,
     force: Annotated[bool, Opt(help="Move the tag if it exists (the log keeps it).")] = False,
     delete: Annotated[

@@ -46,6 +46,17 @@ else:
 # What the command line cannot give (a DataFrame, an array): named, not imported, at run time.
 PredictionsArg: TypeAlias = "Mapping[str, Predictions] | Sequence[PathArg] | Predictions"
 
+# Every view by default; the help names them (decontaminated too, which an audit serves).
+ViewsOpt: TypeAlias = Annotated[
+    Sequence[View] | None,
+    Opt(
+        comma_list=str,
+        help="Views to score, comma-separated (default: every view, "
+        + ", ".join(VIEWS)
+        + "; decontaminated leaves out the rows an audit overlay names).",
+        show_default=False,
+    ),
+]
 # eval --record: what is kept beside the figures.
 RecordOpt: TypeAlias = Annotated[
     bool,
@@ -104,9 +115,7 @@ def evaluate(
         ),
     ],
     *,
-    views: Annotated[
-        Sequence[View] | None, Opt(comma_list=str, help="Views to score, comma-separated.")
-    ] = VIEWS,
+    views: ViewsOpt = VIEWS,
     top_k: Annotated[
         Sequence[int],
         Opt(
@@ -133,8 +142,9 @@ def evaluate(
     remote: ReadRemoteOpt = None,
     registry: RegistryOpt = None,
 ) -> EvalReport:
-    """Score model predictions on the original, cleaned, corrected and honeypot labels of
-    ``spec``'s snapshot and overlays; rank the models on each view.
+    """Score model predictions on the views of ``spec``'s snapshot and overlays (``views``,
+    default every one: original, cleaned, corrected, honeypot, multilabel and decontaminated,
+    the rows an audit overlay does not name); rank the models on each view.
 
     ``predictions``: ``{model: predictions}`` (a path, a numpy array, an Arrow table or a
     pandas DataFrame), or a list of paths (the model is the file stem). ``plot`` also writes

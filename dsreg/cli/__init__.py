@@ -33,10 +33,11 @@ if TYPE_CHECKING:
     from typer.core import TyperGroup
 
     import dsreg.cli._command as _command
-    from dsreg.cli import core, overlays, query, remotes, results, reviewing
+    from dsreg.cli import audit, core, overlays, query, remotes, results, reviewing
     from dsreg.cli._command import Command
 else:
     typer = lazy_module("typer")
+    audit = lazy_module("dsreg.cli.audit")
     click_exceptions = lazy_module("typer._click.exceptions")
     _command = lazy_module("dsreg.cli._command")
     core = lazy_module("dsreg.cli.core")
@@ -99,6 +100,10 @@ COMMANDS: dict[str, Callable[[], Command] | Subgroup] = {
             "ls": lambda: remotes.remote_ls,
             "remove": lambda: remotes.remote_remove,
         },
+    ),
+    "audit": Subgroup(
+        "Audit a test set: duplicates within it and contamination from other datasets.",
+        {"duplicates": lambda: audit.duplicates},
     ),
 }
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import rich.markup as rich_markup
     import rich.progress as rich_progress
 
-    from dsreg.api import OverlayResult
+    from dsreg.api import AuditResult, OverlayResult
 else:
     rich_console = lazy_module("rich.console")
     rich_markup = lazy_module("rich.markup")
@@ -64,7 +64,7 @@ def short(digest: str) -> str:
     return digest.partition(":")[2][:12] if ":" in digest else digest[:12]
 
 
-def overlay_made(res: OverlayResult, *, json: bool, **extra: Any) -> bool:
+def overlay_made(res: OverlayResult | AuditResult, *, json: bool, **extra: Any) -> bool:
     """What every command that made an overlay says first: the tag it set, if any, on stderr;
     with ``--json``, the overlay, the revision the tag names (null without one) and ``extra``
     on stdout. True when that is all there is to print (``--json``)."""

@@ -94,9 +94,10 @@ def eval_(
     **options: Any,
 ) -> None:
     """Accuracy of model predictions on original, cleaned, corrected and honeypot labels, set
-    accuracy on the multilabel view (ReaL accuracy), agreement with raters' counts, each
-    model's rank per view, and how the ranking changes (Northcutt et al. 2021, Table 3), with
-    intervals, pairwise tests and rank intervals; --flip-points adds each pair's flip point.
+    accuracy on the multilabel view (ReaL accuracy), accuracy on the rows an audit did not
+    name (decontaminated), agreement with raters' counts, each model's rank per view, and how
+    the ranking changes (Northcutt et al. 2021, Table 3), with intervals, pairwise tests and
+    rank intervals; --flip-points adds each pair's flip point.
     --record also keeps the predictions for 'dsreg leaderboard'."""
     reports_api.check_record_remote(spec, record=record, remote=options["remote"])
     report = reports_api.evaluate(spec, predictions, plot=plot, **options)

@@ -9,6 +9,10 @@ Version 2 (``dsreg/overlay/2`` manifests) adds two columns after ``votes``: ``la
 class indices: every label that fits, as ImageNet-ReaL) and ``label_counts`` (list of
 ``{label, count}``: the raters' distribution, as CIFAR-10H), both null where a row has none. A
 table without them is written exactly as before, so version 1 overlays keep their bytes.
+
+Version 3 (``dsreg/overlay/3``, the audit's overlays) adds ``matches`` after ``votes``: per row
+the list of ``{dataset, example_id, tier, distance}`` it matched (``dataset`` the revision
+digest of the matched set, ``tier`` ``exact``, ``image``, ``text`` or ``ngram``).
 """
 
 from __future__ import annotations
@@ -24,9 +28,11 @@ from dsreg.formats.arrays import from_numpy, string_array
 __all__ = [
     "CORRECTIONS_SCHEMA",
     "CORRECTIONS_SCHEMA_2",
+    "CORRECTIONS_SCHEMA_3",
     "COUNT_FIELDS",
     "LABELS_TYPE",
     "LABEL_COUNTS_TYPE",
+    "MATCHES_TYPE",
     "VOTES_TYPE",
     "LabelSets",
     "corrections_table",
@@ -69,12 +75,31 @@ CORRECTIONS_SCHEMA_2: Final = pa.schema(
 )
 
 
+MATCHES_TYPE: Final = pa.list_(
+    pa.field(
+        "element",
+        pa.struct(
+            [
+                pa.field("dataset", pa.string(), nullable=False),
+                pa.field("example_id", pa.string(), nullable=False),
+                pa.field("tier", pa.string(), nullable=False),
+                pa.field("distance", pa.float64(), nullable=False),
+            ]
+        ),
+        nullable=False,
+    )
+)
+CORRECTIONS_SCHEMA_3: Final = pa.schema([*CORRECTIONS_SCHEMA, pa.field("matches", MATCHES_TYPE)])
+
+
 def corrections_version(schema: pa.Schema) -> int | None:
-    """1 or 2 for the two layouts of a corrections table (None: neither)."""
+    """1, 2 or 3 for the layouts of a corrections table (None: none of them)."""
     if schema.equals(CORRECTIONS_SCHEMA):
         return 1
     if schema.equals(CORRECTIONS_SCHEMA_2):
         return 2
+    if schema.equals(CORRECTIONS_SCHEMA_3):
+        return 3
     return None
 
 

@@ -15,6 +15,7 @@ from dsreg.objects.digest import short
 from dsreg.objects.hashing import hash_bytes
 
 __all__ = [
+    "AUDIT_VERDICTS",
     "ERRORS",
     "KINDS",
     "VERDICTS",
@@ -30,14 +31,28 @@ __all__ = [
     "encode_manifest",
 ]
 
-View: TypeAlias = Literal["original", "cleaned", "corrected", "honeypot", "multilabel"]
-OverlayKind: TypeAlias = Literal["detected", "validated", "manual"]
+View: TypeAlias = Literal[
+    "original", "cleaned", "corrected", "honeypot", "multilabel", "decontaminated"
+]
+OverlayKind: TypeAlias = Literal["detected", "validated", "manual", "audit"]
 VIEWS: tuple[View, ...] = get_args(View)
 KINDS: tuple[OverlayKind, ...] = get_args(OverlayKind)
 # The verdicts of Northcutt et al. (NeurIPS 2021), plus ``suspected`` (detected, not validated).
-VERDICTS = ("suspected", "non_error", "correctable", "multi_label", "neither", "non_agreement")
-# Every verdict but non_error is an error: the cleaned view removes such rows.
-ERRORS = frozenset(v for v in VERDICTS if v != "non_error")
+# Then the audit's two (``dsreg audit duplicates``): a row that repeats another row of its own
+# set, or that matches a row of another dataset. They say nothing of the label.
+AUDIT_VERDICTS = ("duplicate", "contaminated")
+VERDICTS = (
+    "suspected",
+    "non_error",
+    "correctable",
+    "multi_label",
+    "neither",
+    "non_agreement",
+    *AUDIT_VERDICTS,
+)
+# Every label verdict but non_error is an error: the cleaned view removes such rows. The
+# audit's verdicts are not label errors; the decontaminated view removes those rows.
+ERRORS = frozenset(v for v in VERDICTS if v != "non_error" and v not in AUDIT_VERDICTS)
 
 SNAPSHOT = "dsreg/snapshot/1"
 OVERLAY = "dsreg/overlay/1"
@@ -46,6 +61,8 @@ OVERLAY = "dsreg/overlay/1"
 # before keeps its bytes and digest, and a dsreg that predates the columns refuses a version 2
 # overlay instead of ignoring what its raters said.
 OVERLAY_2 = "dsreg/overlay/2"
+# Version 3: an audit's corrections table, with the ``matches`` column (formats/corrections.py).
+OVERLAY_3 = "dsreg/overlay/3"
 REVISION = "dsreg/revision/1"
 
 
@@ -92,11 +109,11 @@ class Overlay:
     corrections: str
     producer: dict[str, Any]
     summary: dict[str, Any]
-    version: int = 1  # 2: its corrections table carries labels and label_counts
+    version: int = 1  # 2: labels and label_counts; 3: an audit's matches
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "schema": OVERLAY_2 if self.version == 2 else OVERLAY,
+            "schema": {2: OVERLAY_2, 3: OVERLAY_3}.get(self.version, OVERLAY),
             "base": self.base,
             "kind": self.kind,
             "corrections": self.corrections,
@@ -112,7 +129,7 @@ class Overlay:
             corrections=d["corrections"],
             producer=d["producer"],
             summary=d["summary"],
-            version=2 if d.get("schema") == OVERLAY_2 else 1,
+            version={OVERLAY_2: 2, OVERLAY_3: 3}.get(d.get("schema", ""), 1),
         )
 
 
@@ -147,6 +164,7 @@ _BY_SCHEMA: dict[str, tuple[str, type[Snapshot] | type[Overlay] | type[Revision]
     SNAPSHOT: ("snapshot", Snapshot),
     OVERLAY: ("overlay", Overlay),
     OVERLAY_2: ("overlay", Overlay),
+    OVERLAY_3: ("overlay", Overlay),
     REVISION: ("revision", Revision),
 }
 

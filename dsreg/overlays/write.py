@@ -25,7 +25,7 @@ from dsreg.formats.corrections import (
     corrections_table,
     corrections_version,
 )
-from dsreg.formats.manifests import VERDICTS, Overlay, OverlayKind, Snapshot
+from dsreg.formats.manifests import AUDIT_VERDICTS, VERDICTS, Overlay, OverlayKind, Snapshot
 from dsreg.formats.tables import as_numpy, parquet_bytes
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
@@ -41,10 +41,13 @@ __all__ = [
     "write_overlay",
 ]
 
+_AUDITED = frozenset(AUDIT_VERDICTS)
+_LABEL_VERDICTS = frozenset(VERDICTS) - _AUDITED
 _ALLOWED: dict[str, frozenset[str]] = {
     "detected": frozenset({"suspected"}),
-    "validated": frozenset(VERDICTS) - {"suspected"},
-    "manual": frozenset(VERDICTS),
+    "validated": _LABEL_VERDICTS - {"suspected"},
+    "manual": _LABEL_VERDICTS,
+    "audit": _AUDITED,
 }
 
 
@@ -87,8 +90,14 @@ def _check(
     snap: Snapshot,
     gather: Callable[[np.ndarray], tuple[pa.Array | None, np.ndarray]],
 ) -> None:
-    if corrections_version(table.schema) is None:
+    version = corrections_version(table.schema)
+    if version is None:
         raise InvalidInputError(f"corrections table has schema {table.schema}, not the overlay's")
+    if (kind == "audit") != (version == 3):
+        raise InvalidInputError(
+            f"a {kind} overlay cannot have a version {version} corrections table: the matches "
+            "column (version 3) is the audit's and only the audit's"
+        )
     rows = as_numpy(table.column("row")).astype(np.int64, copy=False)
     n = snap.rows
     if len(rows) and (rows.min() < 0 or rows.max() >= n):
@@ -131,8 +140,10 @@ def _check(
     verdicts = set(pc.unique(table.column("verdict")).to_pylist())
     wrong = sorted(verdicts - _ALLOWED[kind])
     if wrong:
+        audit = " ('dsreg audit duplicates' makes the audit's)" if set(wrong) & _AUDITED else ""
         raise InvalidInputError(
             f"a {kind} overlay cannot hold verdicts {wrong}; allowed: {sorted(_ALLOWED[kind])}"
+            + audit
         )
     needs = pc.and_(
         pc.is_in(table.column("verdict"), string_array(["suspected", "correctable"])),

@@ -6,6 +6,8 @@ and relabelled.
 - ``corrected``: ``correctable`` and ``suspected`` rows take the suggested label; other error rows
   are removed.
 - ``honeypot``: only the ``correctable`` rows, with the corrected label.
+- ``decontaminated``: every row but those an audit found (``duplicate``, ``contaminated``);
+  labels as given. The audit's verdicts are no label errors: the other views keep such rows.
 - ``multilabel``: every row but ``neither``, labelled as in ``corrected``, with ``labels``: the
   ``labels`` list of the last overlay naming the row when it has one; else, for a
   ``multi_label`` row with a suggested label (a votes overlay's "both fit"), the given and the
@@ -36,7 +38,7 @@ import pyarrow.compute as pc
 
 from dsreg.formats.arrays import from_numpy, null_array, scattered, string_array
 from dsreg.formats.corrections import COUNT_FIELDS
-from dsreg.formats.manifests import VERDICTS, View
+from dsreg.formats.manifests import AUDIT_VERDICTS, VERDICTS, View
 from dsreg.formats.tables import as_numpy
 
 __all__ = [
@@ -62,7 +64,8 @@ def _lut(test: Callable[[str | None], bool]) -> np.ndarray:
     return np.array([test(None), *(test(name) for name in VERDICTS)], dtype=bool)
 
 
-_NOT_ERROR = _lut(lambda name: name in (None, "non_error"))
+_NOT_ERROR = _lut(lambda name: name in (None, "non_error", *AUDIT_VERDICTS))
+_NOT_AUDITED = _lut(lambda name: name not in AUDIT_VERDICTS)
 _RELABEL = _lut(lambda name: name in ("correctable", "suspected"))
 _IS_CORRECTABLE = _lut(lambda name: name == "correctable")
 _NOT_NEITHER = _lut(lambda name: name != "neither")
@@ -209,6 +212,8 @@ def view_mask(view: View, merged: Merged) -> tuple[np.ndarray, np.ndarray]:
         np.logical_and(keep, merged.suggested >= 0, out=keep)
     elif view == "multilabel":
         keep = _NOT_NEITHER[v]
+    elif view == "decontaminated":
+        keep = _NOT_AUDITED[v]
     else:  # pragma: no cover - View is a closed Literal, checked by the schema
         raise ValueError(view)
     return keep, relabel

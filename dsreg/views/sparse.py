@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dsreg.errors import InvalidInputError, ManifestError
-from dsreg.formats.manifests import VERDICTS, VIEWS, Revision, Snapshot, View
+from dsreg.formats.manifests import AUDIT_VERDICTS, VERDICTS, VIEWS, Revision, Snapshot, View
 from dsreg.formats.tables import as_numpy
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
@@ -53,6 +53,7 @@ _CORRECTABLE = VERDICTS.index("correctable") + 1
 _SUSPECTED = VERDICTS.index("suspected") + 1
 _NEITHER = VERDICTS.index("neither") + 1
 _MULTI_LABEL = VERDICTS.index("multi_label") + 1
+_AUDITED = np.array([VERDICTS.index(v) + 1 for v in AUDIT_VERDICTS], dtype=np.uint8)
 
 
 def _none() -> np.ndarray:
@@ -220,7 +221,8 @@ def in_label_sets(labels: np.ndarray, index: np.ndarray, sets: pa.ListArray | No
 def sparse_views(n: int, ov: Named, names: Iterable[View]) -> dict[View, SparseView]:
     """Each view of ``names`` over ``n`` snapshot rows, from the rows overlays name (``ov``)."""
     v, s, rows = ov.verdict, ov.suggested, ov.named
-    err = v != _NON_ERROR
+    audited = np.isin(v, _AUDITED)
+    err = (v != _NON_ERROR) & ~audited
     relabel = ((v == _CORRECTABLE) | (v == _SUSPECTED)) & (s >= 0)
     cand = np.flatnonzero(s >= 0)  # positions in `named` of the target's candidate rows
     cand_index = np.full(len(rows), -1, dtype=np.int64)
@@ -247,6 +249,9 @@ def sparse_views(n: int, ov: Named, names: Iterable[View]) -> dict[View, SparseV
             out[name] = served_except(name, nothing, nothing)
         elif name == "cleaned":
             out[name] = served_except(name, err, nothing)
+        elif name == "decontaminated":
+            # The rows an audit named left out, none relabelled.
+            out[name] = served_except(name, audited, nothing)
         elif name == "corrected":
             out[name] = served_except(name, err & ~relabel, relabel)
         elif name == "multilabel":

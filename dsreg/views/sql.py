@@ -206,7 +206,9 @@ def _latest(field: str, count: int) -> str:
     return "CASE " + " ".join(whens) + " END"
 
 
-_IS_ERROR = "(__dsreg_v IS NOT NULL AND __dsreg_v <> 'non_error')"
+# The audit's verdicts say nothing of the label: no label error; decontaminated leaves them out.
+_AUDITED = "(__dsreg_v IN ('duplicate', 'contaminated'))"
+_IS_ERROR = f"(__dsreg_v IS NOT NULL AND __dsreg_v <> 'non_error' AND NOT {_AUDITED})"
 _RELABEL = "(__dsreg_v IN ('correctable', 'suspected') AND __dsreg_s IS NOT NULL)"
 # Which rows each view keeps (the view rule, as views/rule.py states it).
 _KEEP: dict[str, str] = {
@@ -215,6 +217,7 @@ _KEEP: dict[str, str] = {
     "corrected": f"(NOT {_IS_ERROR} OR {_RELABEL})",
     "honeypot": "(__dsreg_v = 'correctable' AND __dsreg_s IS NOT NULL)",
     "multilabel": "(__dsreg_v IS NULL OR __dsreg_v <> 'neither')",
+    "decontaminated": f"(__dsreg_v IS NULL OR NOT {_AUDITED})",
 }
 
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsreg.formats.corrections import corrections_table
-from dsreg.formats.manifests import VERDICTS
+from dsreg.formats.manifests import AUDIT_VERDICTS, ERRORS, VERDICTS
 from dsreg.views.rule import apply_view, merge_overlays
 
 
@@ -69,9 +69,11 @@ def test_view_sizes_are_consistent(data: st.DataObject) -> None:
     verdicts = [data.draw(st.sampled_from(VERDICTS)) for _ in rows]
     sug = [data.draw(st.integers(0, 3)) for _ in rows]
     merged = merge_overlays(n, [table(rows, verdicts, sug)])
-    errors = sum(v != "non_error" for v in verdicts)
+    errors = sum(v in ERRORS for v in verdicts)  # not the audit's verdicts: no label errors
+    audited = sum(v in AUDIT_VERDICTS for v in verdicts)
     relabelled = sum(v in ("correctable", "suspected") for v in verdicts)
     assert len(apply_view("original", labels, merged).rows) == n
     assert len(apply_view("cleaned", labels, merged).rows) == n - errors
     assert len(apply_view("corrected", labels, merged).rows) == n - errors + relabelled
     assert len(apply_view("honeypot", labels, merged).rows) == verdicts.count("correctable")
+    assert len(apply_view("decontaminated", labels, merged).rows) == n - audited

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dsreg
-from dsreg import Registry, RelabelingError
+from dsreg import InvalidInputError, Registry, RelabelingError
 from dsreg.overlays.match import match_ids
 from dsreg.overlays.relabel import import_real
 
@@ -235,6 +235,11 @@ def test_real_rule_matches_a_plain_python_reference(data: tuple[int, list]) -> N
     assert t.column("labels").to_pylist() == lists
 
 
+LABEL_VERDICTS = [
+    v for v in dsreg.formats.manifests.VERDICTS if v not in dsreg.formats.manifests.AUDIT_VERDICTS
+]
+
+
 @st.composite
 def corrections_csv(draw: st.DrawFn) -> str:
     n = len(LABELS)
@@ -244,7 +249,8 @@ def corrections_csv(draw: st.DrawFn) -> str:
     w.writerow(["example_id", "suggested_label", "verdict", "labels", "label_counts"])
     cls = st.sampled_from(range(len(CLASSES)))
     for r in rows:
-        verdict = draw(st.sampled_from(dsreg.formats.manifests.VERDICTS))
+        # A manual overlay's verdicts: the audit's are its own overlays' alone.
+        verdict = draw(st.sampled_from(LABEL_VERDICTS))
         sug = draw(cls) if verdict in ("correctable", "suspected") else draw(st.none() | cls)
         labels = draw(st.none() | st.lists(cls, unique=True, max_size=3))
         counts = draw(st.none() | st.dictionaries(cls, st.integers(0, 60), max_size=3))
@@ -279,6 +285,21 @@ def test_csv_import_then_export_is_lossless(text: str) -> None:
         a, b = reg.overlay(first.digest), reg.overlay(again.digest)
         assert a.corrections == b.corrections  # the same table, byte for byte
         assert dsreg.overlay_export(again.digest, registry=reg) == exported
+
+
+def test_a_corrections_csv_with_the_audits_verdicts_is_refused(
+    make_registry: Callable[..., Registry], tmp_path: Path
+) -> None:
+    reg = make_registry()
+    np.save(tmp_path / "l.npy", np.asarray(LABELS, np.int32))
+    dsreg.add("toy", labels=tmp_path / "l.npy", classes=CLASSES, tag="v1", registry=reg)
+    (tmp_path / "mine.csv").write_text("example_id,verdict\n0,duplicate\n1,non_error\n")
+    before = set(reg.store)
+    with pytest.raises(InvalidInputError, match="cannot hold verdicts") as err:
+        dsreg.import_labels("toy@v1", tmp_path / "mine.csv", format="csv", registry=reg)
+    assert "'duplicate'" in str(err.value) and "dsreg audit duplicates" in str(err.value)
+    assert "\n" not in str(err.value)
+    assert set(reg.store) == before
 
 
 def test_cli_import_labels_json_counts_verdicts_and_export_prints_csv(

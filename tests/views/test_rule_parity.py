@@ -26,7 +26,7 @@ from dsreg.formats.corrections import (
     corrections_table,
     corrections_version,
 )
-from dsreg.formats.manifests import VERDICTS, VIEWS, Overlay, Revision
+from dsreg.formats.manifests import AUDIT_VERDICTS, VERDICTS, VIEWS, Overlay, Revision
 from dsreg.formats.tables import parquet_bytes
 from dsreg.ingest.snapshot import add_source
 from dsreg.ingest.sources import Source
@@ -129,11 +129,15 @@ def store_overlay(reg: Registry, snapshot: str, table: pa.Table) -> str:
 
     ``write_overlay`` refuses a suspected or correctable row without a suggested label, but an
     overlay written by another program (or cloned from one) may hold one, and the three must
-    serve it alike: such a table is stored without those checks.
+    serve it alike: such a table is stored without those checks. So is a table mixing label
+    verdicts with the audit's (``write_overlay`` keeps those to audit overlays).
     """
     verdicts = table.column("verdict").to_pylist()
     suggested = table.column("suggested_label").to_pylist()
-    if all(s is not None for v, s in zip(verdicts, suggested, strict=True) if v in RELABEL):
+    mixed = bool(set(verdicts) & set(AUDIT_VERDICTS))
+    if not mixed and all(
+        s is not None for v, s in zip(verdicts, suggested, strict=True) if v in RELABEL
+    ):
         return write_overlay(reg, base=snapshot, kind="manual", table=table, producer=PRODUCER)
     corrections = reg.store.put_bytes(parquet_bytes(table))
     overlay = Overlay(

@@ -1,0 +1,164 @@
+"""The duplicates audit: fingerprint rate, matching at scale, and the re-audit (docs/benchmarks.md).
+
+    python benchmarks/bench_audit.py rate      # image fingerprints per second, one core
+    python benchmarks/bench_audit.py scale     # 50,000 test hashes against 5,000,000 stored
+    python benchmarks/bench_audit.py reaudit   # an audit, then again after adding 1% new items
+
+``rate`` pHashes the same JPEG files with dsreg's batch function (with and without the reduced
+JPEG decode) and with imagehash's own loop (``imagehash.phash(Image.open(f))`` per file), on
+one core (``DSREG_JOBS=1``). ``scale`` stores 5,000,000 fingerprints as a Parquet file, reads
+them back and finds every pair within the default threshold for 50,000 test hashes (half of
+them near copies of stored ones), in a child process whose peak memory is reported. ``reaudit``
+builds a registry with a training set of real-photograph tiles and a test set, audits, adds 1%
+new training items and audits again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+os.environ.setdefault("DSREG_JOBS", "1")
+
+
+def rate(n: int) -> None:
+    import imagehash
+    from PIL import Image
+
+    from dsreg.audit.corpus import jpeg, photo_files, photo_tiles
+    from dsreg.audit.images import fingerprint_images
+
+    sets = {
+        "tiles 256 px": [jpeg(t) for t in photo_tiles(min(n, 300), seed=1, side=256)],
+        "photographs (full size)": [p.read_bytes() for p in photo_files() if p.suffix == ".jpg"],
+    }
+    for name, payloads in sets.items():
+        runs = {
+            "dsreg, reduced decode": lambda p=payloads: fingerprint_images(p),
+            "dsreg, full decode": lambda p=payloads: fingerprint_images(p, reduced_decode=False),
+            "imagehash loop": lambda p=payloads: [
+                imagehash.phash(Image.open(io.BytesIO(b))) for b in p
+            ],
+        }
+        print(f"\n{name}: {len(payloads)} JPEGs")
+        for label, run in runs.items():
+            best = min(_timed(run) for _ in range(3))
+            print(f"  {label:24s} {len(payloads) / best:9.0f} images/s")
+
+
+def _timed(fn: object) -> float:
+    start = time.perf_counter()
+    fn()  # type: ignore[operator]
+    return time.perf_counter() - start
+
+
+def scale(stored: int, queries: int, threshold: int) -> None:
+    """In a child process: its peak resident memory is the matching's alone."""
+    code = (
+        "import sys; sys.argv = sys.argv[:1]; import bench_audit as b; "
+        f"b._scale_child({stored}, {queries}, {threshold})"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path])}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def _scale_child(stored: int, queries: int, threshold: int) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dsreg.audit.index import hamming_pairs
+
+    rng = np.random.default_rng(0)
+    s = rng.integers(0, 2**64, size=stored, dtype=np.uint64)
+    q = s[rng.integers(0, stored, size=queries)].copy()
+    for _ in range(threshold):  # near copies: up to ``threshold`` bits flipped
+        flip = rng.random(queries) < 0.5
+        q[flip] ^= np.uint64(1) << rng.integers(0, 64, size=int(flip.sum())).astype(np.uint64)
+    fresh = rng.random(queries) < 0.5
+    q[fresh] = rng.integers(0, 2**64, size=int(fresh.sum()), dtype=np.uint64)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "fingerprints.parquet"
+        pq.write_table(pa.table({"phash": s}), path)
+        del s
+        start = time.perf_counter()
+        stored_hashes = pq.read_table(path).column("phash").to_numpy()
+        pairs = hamming_pairs(q, stored_hashes, threshold)
+        took = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        f"{queries:,} test hashes vs {stored:,} stored, threshold {threshold}: "
+        f"{len(pairs.query):,} pairs in {took:.1f} s (read + index + check), "
+        f"peak {peak:,.0f} MB resident"
+    )
+
+
+def reaudit(train_n: int, test_n: int) -> None:
+    import dsreg
+    from dsreg.audit.corpus import jpeg, photo_tiles
+
+    tiles = photo_tiles(min(300, train_n + test_n), seed=3, side=96)
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        reg = dsreg.init(registry=root / "reg")
+        train, test = root / "train", root / "test"
+        for i in range(train_n):
+            tile = tiles[i % len(tiles)]
+            # Each training item its own bytes: a tile at its own JPEG quality and size.
+            side = 64 + i % 64
+            _put(
+                train / f"c{i % 10}" / f"{i:06d}.jpg", jpeg(tile.resize((side, side)), 50 + i % 45)
+            )
+        for i in range(test_n):
+            _put(test / f"c{i % 10}" / f"{i:05d}.jpg", jpeg(tiles[int(rng.integers(len(tiles)))]))
+        dsreg.add("train", train, tag="v1", registry=reg)
+        dsreg.add("test", test, tag="v1", registry=reg)
+        first = _timed(lambda: dsreg.audit_duplicates("test@v1", against="train@v1", registry=reg))
+        extra = max(1, train_n // 100)
+        for i in range(train_n, train_n + extra):
+            _put(train / f"c{i % 10}" / f"{i:06d}.jpg", jpeg(tiles[i % len(tiles)], 97))
+        dsreg.add("train", train, tag="v2", registry=reg)
+        result = []
+        again = _timed(
+            lambda: result.append(
+                dsreg.audit_duplicates("test@v1", against="train@v2", registry=reg)
+            )
+        )
+        print(
+            f"audit of {test_n:,} test images against {train_n:,} training images: {first:.2f} s; "
+            f"after adding {extra} ({extra / train_n:.0%}): {again:.2f} s "
+            f"({again / first:.1%} of the first), {result[0].fingerprints['computed']} "
+            "fingerprints computed"
+        )
+
+
+def _put(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("what", choices=["rate", "scale", "reaudit"])
+    parser.add_argument("--n", type=int, default=300)
+    parser.add_argument("--stored", type=int, default=5_000_000)
+    parser.add_argument("--queries", type=int, default=50_000)
+    parser.add_argument("--threshold", type=int, default=10)
+    parser.add_argument("--train", type=int, default=5_000)
+    parser.add_argument("--test", type=int, default=500)
+    args = parser.parse_args()
+    if args.what == "rate":
+        rate(args.n)
+    elif args.what == "scale":
+        scale(args.stored, args.queries, args.threshold)
+    else:
+        reaudit(args.train, args.test)

@@ -1,0 +1,469 @@
+"""The duplicates audit: which rows of a test set repeat each other, or rows of other datasets.
+
+Work is per distinct payload: the test set's payloads are fingerprinted (``fingerprints.py``,
+reusing what is stored) and matched, tier by tier, against each ``--against`` dataset's
+payloads (contamination) and, with ``within``, against the test set's own (duplicates):
+
+- ``exact``: equal payload digests (distance 0);
+- ``image``: pHashes within ``image_threshold`` bits (the distance: the bits that differ);
+- ``text``: shingle Jaccard similarity at least ``text_threshold`` (distance ``1 - J``);
+- ``ngram``: at least one shared 13-gram (distance: the fraction of the test text's 13-grams
+  the match does not hold).
+
+An ``--against`` that names a folder (a corpus that is not registered) is read file by file:
+its files are fingerprinted as they are (not stored), named by their path below the folder,
+and the folder is named in the matches by a digest of its listing (each file's path and
+digest). A file that cannot be read is counted and listed with its reason, never skipped
+silently.
+
+Rows are then named by verdict: ``contaminated`` (some row of another dataset matches it) or
+``duplicate`` (it repeats an earlier row of its own set: of each group of rows that match one
+another, the first row is kept and every other is a duplicate), each with every match it has.
+Rows without a payload (labels-only) are skipped and counted; rows whose payload could not be
+read are counted and listed, never treated as clean.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dsreg._util.progress import ProgressHook, no_progress
+from dsreg._version import __version__
+from dsreg.audit import DEFAULT_IMAGE_THRESHOLD, DEFAULT_TEXT_THRESHOLD
+from dsreg.audit.fingerprints import METHOD, fingerprint_payloads, fingerprints_of
+from dsreg.audit.index import hamming_pairs
+from dsreg.audit.lsh import band_plan, gram_pairs, minhash_pairs
+from dsreg.errors import InvalidInputError
+from dsreg.formats.corrections import MATCHES_TYPE, corrections_table
+from dsreg.formats.manifests import Snapshot
+from dsreg.formats.tables import as_numpy
+from dsreg.objects.hashing import hash_bytes
+from dsreg.overlays.write import write_overlay
+from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.tables import read_examples
+
+__all__ = [
+    "DEFAULT_IMAGE_THRESHOLD",
+    "DEFAULT_TEXT_THRESHOLD",
+    "PRODUCER",
+    "TIERS",
+    "AuditResult",
+    "Finding",
+    "audit_duplicates",
+    "check_thresholds",
+]
+
+#: The producer name of an audit overlay (a re-run's tag is recognised by it).
+PRODUCER = "dsreg.audit-duplicates"
+TIERS = ("exact", "image", "text", "ngram")
+_RANK = {t: i for i, t in enumerate(TIERS)}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One audited row: its verdict and every match, best first."""
+
+    row: int
+    example_id: str
+    verdict: str
+    matches: tuple[dict[str, Any], ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditResult:
+    """What ``dsreg audit duplicates`` found and stored."""
+
+    digest: str | None  # the audit overlay (None when no row was found)
+    dataset: str
+    revision: str
+    rows: int
+    audited: int
+    skipped_labels_only: int
+    unreadable: tuple[tuple[int, str, str], ...]  # (row, example id, reason)
+    counts: dict[str, int]  # per verdict and per tier
+    findings: tuple[Finding, ...]
+    fingerprints: dict[str, int] = field(default_factory=dict)  # computed, reused
+    # Files of an --against folder that could not be read: (path, reason).
+    unreadable_against: tuple[tuple[str, str], ...] = ()
+    # The tag made with the overlay (an ``ops.tag.TagResult``; the API layer sets it).
+    tagged: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "overlay": self.digest,
+            "dataset": self.dataset,
+            "revision": self.revision,
+            "rows": self.rows,
+            "audited": self.audited,
+            "skipped_labels_only": self.skipped_labels_only,
+            "unreadable": [
+                {"row": r, "example_id": i, "reason": why} for r, i, why in self.unreadable
+            ],
+            "unreadable_against": [
+                {"path": p, "reason": why} for p, why in self.unreadable_against
+            ],
+            "counts": self.counts,
+            "fingerprints": self.fingerprints,
+            "tagged": self.tagged.revision if self.tagged is not None else None,
+            "findings": [
+                {
+                    "row": f.row,
+                    "example_id": f.example_id,
+                    "verdict": f.verdict,
+                    "matches": list(f.matches),
+                }
+                for f in self.findings
+            ],
+        }
+
+
+def check_thresholds(image_threshold: int, text_threshold: float) -> None:
+    """Refuse thresholds out of range before any work."""
+    if not 0 <= image_threshold <= 32:
+        raise InvalidInputError(
+            f"image threshold {image_threshold} is out of range: use a Hamming distance from 0 "
+            f"to 32 bits (default {DEFAULT_IMAGE_THRESHOLD})"
+        )
+    band_plan(text_threshold)
+
+
+@dataclass
+class _Side:
+    """One dataset's rows with payloads, and the fingerprints of its distinct payloads."""
+
+    revision: str
+    ids: list[str]
+    rows: np.ndarray  # snapshot rows with a payload
+    payload_index: np.ndarray  # per such row: its payload's row in ``fp``
+    fp: pa.Table
+    labels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+
+def _side(reg: Registry, resolved: Resolved, progress: ProgressHook) -> tuple[_Side, int, Any]:
+    snap: Snapshot = reg.snapshot(resolved.revision.snapshot)
+    table = read_examples(reg, snap, columns=["example_id", "label", "blob"])
+    blobs = table.column("blob").combine_chunks()
+    has = ~as_numpy(pc.is_null(blobs)).astype(bool)
+    rows = np.flatnonzero(has)
+    made = fingerprints_of(
+        reg,
+        resolved.revision.snapshot,
+        blobs,
+        progress=lambda done, total: progress("fingerprint", done, total),
+    )
+    index = pc.index_in(blobs.filter(pa.array(has)), value_set=made.table.column("payload"))
+    side = _Side(
+        revision=resolved.digest,
+        ids=table.column("example_id").to_pylist(),
+        rows=rows,
+        payload_index=as_numpy(index).astype(np.int64),
+        fp=made.table,
+        labels=as_numpy(table.column("label")).astype(np.int64),
+    )
+    return side, snap.rows - len(rows), made
+
+
+def _folder_side(folder: Path) -> tuple[_Side, list[tuple[str, str]]]:
+    """A corpus folder that is not registered: every file below it (names starting with ``.``
+    skipped, as an add skips them), fingerprinted from its bytes; and the files that could not
+    be read, with the reason."""
+    ids: list[str] = []
+    payloads: list[bytes] = []
+    bad: list[tuple[str, str]] = []
+    for top, dirs, files in os.walk(
+        folder, onerror=lambda e: bad.append((str(e.filename), _why(e)))
+    ):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(f for f in files if not f.startswith(".")):
+            path = Path(top) / name
+            rel = path.relative_to(folder).as_posix()
+            try:
+                # A FIFO or device would block or never end: regular files only.
+                if not stat.S_ISREG(path.stat().st_mode):
+                    bad.append((rel, "not a regular file"))
+                    continue
+                payloads.append(path.read_bytes())
+            except OSError as e:
+                bad.append((rel, _why(e)))
+                continue
+            ids.append(rel)
+    digests = [hash_bytes(p) for p in payloads]
+    listing = "".join(f"{i}\t{d}\n" for i, d in zip(ids, digests, strict=True))
+    fp = fingerprint_payloads(digests, payloads)
+    n = len(ids)
+    side = _Side(
+        revision=hash_bytes(listing.encode()),
+        ids=ids,
+        rows=np.arange(n, dtype=np.int64),
+        payload_index=np.arange(n, dtype=np.int64),
+        fp=fp,
+    )
+    return side, bad
+
+
+def _why(e: OSError) -> str:
+    return f"cannot be read ({e.strerror or type(e).__name__})"
+
+
+def _of_kind(fp: pa.Table, kind: str) -> np.ndarray:
+    return np.flatnonzero(as_numpy(pc.equal(fp.column("kind"), kind)).astype(bool))
+
+
+def _payload_pairs(
+    q: pa.Table, s: pa.Table, image_threshold: int, text_threshold: float
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, str]]:
+    """Pairs of payload indices ``(q, s)`` per tier, with their distance."""
+    out = []
+    qd, sd = q.column("payload"), s.column("payload")
+    at = pc.index_in(qd, value_set=sd)
+    hit = np.flatnonzero(~as_numpy(pc.is_null(at)).astype(bool))
+    out.append(
+        (hit, as_numpy(at.filter(pc.is_valid(at))).astype(np.int64), np.zeros(len(hit)), "exact")
+    )
+    qi, si = _of_kind(q, "image"), _of_kind(s, "image")
+    if len(qi) and len(si):
+        qh = as_numpy(q.column("phash").take(pa.array(qi))).astype(np.uint64)
+        sh = as_numpy(s.column("phash").take(pa.array(si))).astype(np.uint64)
+        pairs = hamming_pairs(qh, sh, image_threshold)
+        out.append((qi[pairs.query], si[pairs.stored], pairs.distance.astype(float), "image"))
+    qt, st = _of_kind(q, "text"), _of_kind(s, "text")
+    if len(qt) and len(st):
+        out += _text_pairs(q, s, qt, st, text_threshold)
+    return out
+
+
+def _sets(table: pa.Table, rows: np.ndarray, column: str) -> list[np.ndarray]:
+    col = table.column(column).take(pa.array(rows)).combine_chunks()
+    offsets = as_numpy(col.offsets).astype(np.int64)
+    values = as_numpy(col.values).astype(np.uint64)
+    return [values[offsets[i] : offsets[i + 1]] for i in range(len(rows))]
+
+
+def _signatures(table: pa.Table, rows: np.ndarray) -> np.ndarray:
+    col = table.column("minhash").take(pa.array(rows)).combine_chunks()
+    return as_numpy(col.values).astype(np.uint32).reshape(len(rows), -1)
+
+
+def _text_pairs(
+    q: pa.Table, s: pa.Table, qt: np.ndarray, st: np.ndarray, threshold: float
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, str]]:
+    qs, ss = _sets(q, qt, "shingles"), _sets(s, st, "shingles")
+    near = minhash_pairs(_signatures(q, qt), _signatures(s, st), qs, ss, threshold)
+    qg, sg = _sets(q, qt, "grams"), _sets(s, st, "grams")
+    grams = gram_pairs(qg, sg)
+    sizes = np.array([max(len(g), 1) for g in qg], dtype=np.float64)
+    missing = 1.0 - grams.similarity / sizes[grams.query]
+    return [
+        (qt[near.query], st[near.stored], 1.0 - near.similarity, "text"),
+        (qt[grams.query], st[grams.stored], missing, "ngram"),
+    ]
+
+
+def _rows_of(side: _Side, payloads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every ``(i, row)`` with ``row`` a row of ``side`` holding payload ``payloads[i]``."""
+    order = np.argsort(side.payload_index, kind="stable")
+    sorted_p = side.payload_index[order]
+    left = np.searchsorted(sorted_p, payloads, side="left")
+    counts = (np.searchsorted(sorted_p, payloads, side="right") - left).astype(np.int64)
+    first = np.cumsum(counts) - counts
+    picks = np.repeat(left - first, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+    owner = np.repeat(np.arange(len(payloads), dtype=np.int64), counts)
+    return owner, side.rows[order[picks]].astype(np.int64)
+
+
+def _row_matches(
+    test: _Side, other: _Side, pairs: list[tuple[np.ndarray, np.ndarray, np.ndarray, str]]
+) -> dict[int, list[tuple[int, str, float]]]:
+    """Per test row: ``(other row, tier, distance)`` of every row of ``other`` it matches, by
+    its best tier (then distance) where several tiers match the same two rows."""
+    if not pairs:
+        return {}
+    qp = np.concatenate([p[0] for p in pairs]).astype(np.int64)
+    sp = np.concatenate([p[1] for p in pairs]).astype(np.int64)
+    dist = np.concatenate([np.asarray(p[2], dtype=np.float64) for p in pairs])
+    rank = np.concatenate([np.full(len(p[0]), _RANK[p[3]], dtype=np.int64) for p in pairs])
+    k, test_row = _rows_of(test, qp)
+    j, other_row = _rows_of(other, sp[k])
+    k = k[j]
+    test_row = test_row[j]
+    # Best first, then the first of each (test row, other row).
+    order = np.lexsort((dist[k], rank[k], other_row, test_row))
+    test_row, other_row, k = test_row[order], other_row[order], k[order]
+    keep = np.ones(len(k), dtype=bool)
+    keep[1:] = (test_row[1:] != test_row[:-1]) | (other_row[1:] != other_row[:-1])
+    out: dict[int, list[tuple[int, str, float]]] = {}
+    for r, o, i in zip(
+        test_row[keep].tolist(), other_row[keep].tolist(), k[keep].tolist(), strict=True
+    ):
+        out.setdefault(r, []).append((o, TIERS[int(rank[i])], float(dist[i])))
+    return out
+
+
+def _within(test: _Side, pairs: list[Any]) -> dict[int, list[tuple[int, str, float]]]:
+    """The duplicate rows of the test set: in each group of rows linked by a match, every row
+    but the first, each with its matches among the group's other rows."""
+    matched = _row_matches(test, test, pairs)
+    parent = {r: r for r in matched}
+
+    def root(r: int) -> int:
+        while parent.setdefault(r, r) != r:
+            parent[r] = parent[parent[r]]
+            r = parent[r]
+        return r
+
+    links = {r: [(o, t, d) for o, t, d in ms if o != r] for r, ms in matched.items()}
+    for r, ms in links.items():
+        for o, _, _ in ms:
+            a, b = root(r), root(o)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    return {r: ms for r, ms in links.items() if ms and root(r) != r}
+
+
+def audit_duplicates(
+    reg: Registry,
+    spec: str,
+    *,
+    against: Sequence[str] = (),
+    within: bool = False,
+    image_threshold: int = DEFAULT_IMAGE_THRESHOLD,
+    text_threshold: float = DEFAULT_TEXT_THRESHOLD,
+    progress: ProgressHook = no_progress,
+    command: str = "",
+) -> AuditResult:
+    """Audit ``spec`` against each of ``against`` (contamination) and, with ``within``, against
+    itself (duplicates); store the findings as an ``audit`` overlay (see the module)."""
+    check_thresholds(image_threshold, text_threshold)
+    if not against and not within:
+        raise InvalidInputError("nothing to audit against: give --against DATASET or --within")
+    base = reg.resolve(spec)
+    folders = {o for o in against if os.path.isdir(o)}
+    others = [o if o in folders else reg.resolve(o) for o in against]
+    test, skipped, made = _side(reg, base, progress)
+    computed, reused = made.computed, made.table.num_rows - made.computed
+    found: dict[int, tuple[str, list[tuple[str, str, str, float]]]] = {}
+    inputs = {"fingerprints": made.digest}
+    bad_files: list[tuple[str, str]] = []
+    for k, other in enumerate(others):
+        if isinstance(other, str):
+            side, bad = _folder_side(Path(other))
+            computed += side.fp.num_rows
+            bad_files += [(str(Path(other) / p), why) for p, why in bad]
+        else:
+            side, _, theirs = _side(reg, other, progress)
+            computed += theirs.computed
+        inputs[f"against{k}"] = side.revision
+        pairs = _payload_pairs(test.fp, side.fp, image_threshold, text_threshold)
+        for r, ms in _row_matches(test, side, pairs).items():
+            entry = found.setdefault(r, ("contaminated", []))
+            entry[1].extend((side.revision, side.ids[o], t, d) for o, t, d in ms)
+    if within:
+        pairs = _payload_pairs(test.fp, test.fp, image_threshold, text_threshold)
+        for r, ms in _within(test, pairs).items():
+            entry = found.setdefault(r, ("duplicate", []))
+            entry[1].extend((test.revision, test.ids[o], t, d) for o, t, d in ms)
+    params = {
+        "method": METHOD,
+        "image_threshold": image_threshold,
+        "text_threshold": text_threshold,
+        "within": within,
+    }
+    how = _Provenance(params, inputs, command, {"computed": computed, "reused": reused})
+    result = _store(reg, base, test, found, skipped, how)
+    return replace(result, unreadable_against=tuple(bad_files))
+
+
+@dataclass(frozen=True, slots=True)
+class _Provenance:
+    """What the overlay's producer records, and how many fingerprints were computed."""
+
+    params: dict[str, Any]
+    inputs: dict[str, str]
+    command: str
+    fingerprints: dict[str, int]
+
+
+def _unreadable(test: _Side) -> tuple[tuple[int, str, str], ...]:
+    kinds = as_numpy(pc.equal(test.fp.column("kind"), "unreadable")).astype(bool)
+    errors = test.fp.column("error").to_pylist()
+    out = []
+    for pos, p in enumerate(test.payload_index.tolist()):
+        if kinds[p]:
+            r = int(test.rows[pos])
+            out.append((r, test.ids[r], str(errors[p])))
+    return tuple(out)
+
+
+def _store(
+    reg: Registry,
+    base: Resolved,
+    test: _Side,
+    found: dict[int, tuple[str, list[tuple[str, str, str, float]]]],
+    skipped: int,
+    how: _Provenance,
+) -> AuditResult:
+    unreadable = _unreadable(test)
+    rows = np.array(sorted(found), dtype=np.int64)
+    findings = []
+    for r in rows.tolist():
+        verdict, ms = found[r]
+        ordered = sorted(ms, key=lambda m: (_RANK[m[2]], m[3], m[0], m[1]))
+        matches = tuple(
+            {"dataset": ds, "example_id": i, "tier": t, "distance": d} for ds, i, t, d in ordered
+        )
+        findings.append(Finding(r, test.ids[r], verdict, matches))
+    counts: dict[str, int] = {"duplicate": 0, "contaminated": 0}
+    for f in findings:
+        counts[f.verdict] += 1
+        counts[f"tier_{f.matches[0]['tier']}"] = counts.get(f"tier_{f.matches[0]['tier']}", 0) + 1
+    counts["unreadable"] = len(unreadable)
+    digest = None
+    snapshot = base.revision.snapshot
+    if findings:
+        table = corrections_table(
+            rows=rows,
+            example_ids=[f.example_id for f in findings],
+            given_label=test.labels[rows],
+            suggested_label=None,
+            verdict=[f.verdict for f in findings],
+        ).append_column(
+            pa.field("matches", MATCHES_TYPE),
+            pa.array([list(f.matches) for f in findings], MATCHES_TYPE),
+        )
+        producer = {
+            "name": PRODUCER,
+            "version": __version__,
+            "params": how.params,
+            "inputs": how.inputs,
+        }
+        summary = {"skipped_labels_only": skipped, "unreadable": len(unreadable)}
+        digest = write_overlay(
+            reg,
+            base=snapshot,
+            kind="audit",
+            table=table,
+            producer=producer,
+            summary=summary,
+            command=how.command,
+        )
+    return AuditResult(
+        digest=digest,
+        dataset=base.dataset,
+        revision=base.digest,
+        rows=reg.snapshot(snapshot).rows,
+        audited=len(test.rows) - len(unreadable),
+        skipped_labels_only=skipped,
+        unreadable=unreadable,
+        counts=counts,
+        findings=tuple(findings),
+        fingerprints=how.fingerprints,
+    )

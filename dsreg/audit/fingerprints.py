@@ -1,0 +1,254 @@
+"""Fingerprints of payloads, stored once per payload digest and reused.
+
+A fingerprint is a pure function of a payload's bytes (and of the method, ``METHOD``), so it is
+computed once per payload digest. The fingerprints of a snapshot's payloads are one Parquet
+object in the store (``FINGERPRINT_SCHEMA``, one row per distinct payload, sorted by digest),
+found again through a local index, ``state/fingerprints/<method>/<snapshot hex>``, holding its
+digest. Fingerprinting a snapshot first gathers the rows every indexed table already holds for
+its payloads (any snapshot's: a training set that grew by 1% shares 99% of its payloads with
+the one before) and computes only the rest.
+
+The tables are a cache, as the rest of ``state/`` is: derived from payloads the store keeps, so
+no tag reaches them, ``dsreg gc`` removes them, and push, pull and clone never carry them.
+Deleting the index, or a table gc removed, costs a recomputation and nothing else; a table found
+damaged is never read, its rows are recomputed and the good bytes replace it.
+
+What a payload is: bytes PIL recognises as an image are pHashed (``images.py``); anything else
+is read as UTF-8 text (``text.py``). A payload that is neither (an undecodable image, empty or
+binary data) gets kind ``unreadable`` and its one-line reason: it is counted and listed by the
+audit, never matched and never passed as clean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from PIL import Image
+
+from dsreg._util.fs import write_atomic
+from dsreg._util.parallel import map_chunks
+from dsreg.audit.images import fingerprint_images
+from dsreg.audit.text import NUM_PERM, fingerprint_texts
+from dsreg.errors import CorruptObjectError, ObjectNotFoundError, StorageError
+from dsreg.formats.tables import parquet_bytes, read_parquet_bytes
+from dsreg.objects.digest import short
+from dsreg.registry.folder import Registry
+
+__all__ = [
+    "FINGERPRINT_SCHEMA",
+    "METHOD",
+    "Fingerprinted",
+    "fingerprint_payloads",
+    "fingerprints_of",
+]
+
+#: The method's name: a change to any fingerprint function gets a new one (a new index folder).
+METHOD = "phash32-draft64_minhash-a32-128-w3_gram13_v1"
+# Lists as Parquet reads them back (item fields named "element"), so a read table's schema
+# equals this one.
+_U64_LIST = pa.list_(pa.field("element", pa.uint64()))
+_U32_LIST = pa.list_(pa.field("element", pa.uint32()))
+FINGERPRINT_SCHEMA = pa.schema(
+    [
+        pa.field("payload", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),  # image, text or unreadable
+        pa.field("error", pa.string()),
+        pa.field("phash", pa.uint64()),
+        pa.field("minhash", _U32_LIST),  # NUM_PERM values
+        pa.field("shingles", _U64_LIST),
+        pa.field("grams", _U64_LIST),
+    ]
+)
+# Payloads fingerprinted per task of the worker pool.
+_CHUNK = 256
+
+
+def _is_image(payload: bytes) -> bool:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        try:
+            with Image.open(io.BytesIO(payload)):
+                return True
+        except Exception:  # PIL raises many types for bytes it does not know
+            return False
+
+
+def _u64_lists(values: Sequence[np.ndarray], valid: np.ndarray) -> pa.Array:
+    sizes = np.array([len(v) if ok else 0 for v, ok in zip(values, valid, strict=True)])
+    offsets = np.zeros(len(values) + 1, dtype=np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    kept = [v for v, ok in zip(values, valid, strict=True) if ok]
+    flat = np.concatenate(kept) if kept else np.zeros(0, dtype=np.uint64)
+    mask = pa.array(~valid) if not valid.all() else None
+    lists = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, pa.uint64()), mask=mask)
+    return lists.cast(_U64_LIST)
+
+
+def fingerprint_payloads(digests: Sequence[str], payloads: Sequence[bytes]) -> pa.Table:
+    """The fingerprints table of ``payloads`` (named by ``digests``), in their order: the pure
+    batch function that a worker process or Ray Data's ``map_batches`` runs."""
+    n = len(payloads)
+    image = np.array([_is_image(p) for p in payloads], dtype=bool)
+    kind = np.where(image, "image", "text").astype(object)
+    error: list[str | None] = [None] * n
+    phash = np.zeros(n, dtype=np.uint64)
+    idx_i, idx_t = np.flatnonzero(image), np.flatnonzero(~image)
+    img = fingerprint_images([payloads[int(i)] for i in idx_i])
+    phash[idx_i] = img.hashes
+    txt = fingerprint_texts([payloads[int(i)] for i in idx_t])
+    minhash = np.zeros((n, NUM_PERM), dtype=np.uint32)
+    minhash[idx_t] = txt.minhash
+    shingles: list[np.ndarray] = [np.zeros(0, dtype=np.uint64)] * n
+    grams = list(shingles)
+    for j, i in enumerate(idx_t):
+        shingles[i], grams[i] = txt.shingles[j], txt.grams[j]
+    ok = np.zeros(n, dtype=bool)
+    ok[idx_i], ok[idx_t] = img.ok, txt.ok
+    for pos, errs in ((idx_i, img.errors), (idx_t, txt.errors)):
+        for j, i in enumerate(pos):
+            error[i] = errs[j] or None
+    kind[~ok] = "unreadable"
+    is_img, is_txt = image & ok, ~image & ok
+    flat = pa.array(minhash.ravel(), pa.uint32())
+    return pa.Table.from_arrays(
+        [
+            pa.array(list(digests), pa.string()),
+            pa.array(kind.tolist(), pa.string()),
+            pa.array(error, pa.string()),
+            pa.array(phash, pa.uint64(), mask=~is_img),
+            pa.FixedSizeListArray.from_arrays(flat, NUM_PERM, mask=pa.array(~is_txt)).cast(
+                _U32_LIST
+            ),
+            _u64_lists(shingles, is_txt),
+            _u64_lists(grams, is_txt),
+        ],
+        schema=FINGERPRINT_SCHEMA,
+    )
+
+
+class Fingerprinted:
+    """A snapshot's fingerprints: the table (one row per distinct payload), its digest, and how
+    many rows were computed now rather than found stored."""
+
+    __slots__ = ("computed", "digest", "table")
+
+    def __init__(self, table: pa.Table, digest: str, computed: int) -> None:
+        self.table = table
+        self.digest = digest
+        self.computed = computed
+
+
+def _index_dir(reg: Registry) -> Path:
+    return reg.root / "state" / "fingerprints" / METHOD
+
+
+def _read_table(reg: Registry, digest: str) -> pa.Table | None:
+    """A stored fingerprints table, verified; None if it is gone or damaged (recomputed)."""
+    try:
+        data = reg.store.read_bytes(digest)
+        table = read_parquet_bytes(data, digest=digest)
+    except (ObjectNotFoundError, CorruptObjectError, StorageError):
+        return None
+    return table if table.schema.equals(FINGERPRINT_SCHEMA) else None
+
+
+def _indexed(reg: Registry, snapshot: str) -> tuple[str | None, list[str]]:
+    """The digest indexed for ``snapshot`` (None if none) and every indexed digest."""
+    folder = _index_dir(reg)
+    own, every = None, []
+    with contextlib.suppress(FileNotFoundError):
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            if entry.name.startswith("."):
+                continue
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                text = Path(entry.path).read_text("ascii").strip()
+                every.append(text)
+                if entry.name == snapshot.removeprefix("blake3:"):
+                    own = text
+    return own, every
+
+
+def _known_rows(reg: Registry, wanted: pa.Array, digests: list[str]) -> pa.Table:
+    """The rows of the indexed tables for the payloads in ``wanted``, each once."""
+    parts = []
+    missing = wanted
+    for digest in digests:
+        if not len(missing):
+            break
+        table = _read_table(reg, digest)
+        if table is None:
+            continue
+        hit = table.filter(pc.is_in(table.column("payload"), value_set=missing))
+        if hit.num_rows:
+            parts.append(hit)
+            missing = pc.filter(missing, pc.invert(pc.is_in(missing, value_set=hit["payload"])))
+    return pa.concat_tables(parts) if parts else FINGERPRINT_SCHEMA.empty_table()
+
+
+def fingerprints_of(
+    reg: Registry,
+    snapshot: str,
+    payloads: pa.Array,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> Fingerprinted:
+    """The fingerprints of the distinct ``payloads`` (digests) of ``snapshot``: the stored table
+    if indexed, else the rows stored for any snapshot plus the missing ones computed (in worker
+    processes), stored as one object and indexed. ``progress(done, total)`` hears of the
+    payloads fingerprinted now, of those that were not stored."""
+    wanted = pc.unique(payloads.drop_null()) if len(payloads) else pa.array([], pa.string())
+    wanted = wanted.cast(pa.string())
+    own, every = _indexed(reg, snapshot)
+    if own is not None:
+        table = _read_table(reg, own)
+        if table is not None and pc.all(pc.is_in(wanted, value_set=table["payload"])).as_py():
+            return Fingerprinted(table, own, 0)
+    known = _known_rows(reg, wanted, every)
+    todo = pc.filter(wanted, pc.invert(pc.is_in(wanted, value_set=known["payload"])))
+    fresh = _compute(reg, todo.to_pylist(), progress)
+    table = pa.concat_tables([known, fresh]).sort_by("payload")
+    return Fingerprinted(table, _stored(reg, snapshot, table), fresh.num_rows)
+
+
+def _stored(reg: Registry, snapshot: str, table: pa.Table) -> str:
+    """Store ``table`` and index it for ``snapshot``, as a writer (gc waits meanwhile); the same
+    bytes found damaged in the store (marked when read) are replaced by these."""
+    data = parquet_bytes(table)
+    with reg.lock():
+        digest = reg.store.put_bytes(data)
+        if digest in reg.store.marked_corrupt():
+            reg.store.replace_corrupt(digest, data)
+        try:
+            path = _index_dir(reg) / snapshot.removeprefix("blake3:")
+            write_atomic(path, digest.encode() + b"\n")
+        except OSError as e:
+            raise StorageError(f"cannot index the fingerprints of {short(snapshot)}: {e}") from e
+    return digest
+
+
+def _compute(
+    reg: Registry, digests: list[str], progress: Callable[[int, int], None] | None
+) -> pa.Table:
+    """Fingerprint the stored payloads ``digests`` (re-hashed as they are read: a damaged
+    object is refused, never fingerprinted), in worker processes from a few thousand on."""
+
+    def work(lo: int, hi: int) -> pa.Table:
+        names = digests[lo:hi]
+        return fingerprint_payloads(names, [reg.store.read_bytes(d) for d in names])
+
+    parts = []
+    done = 0
+    for _, part in map_chunks(work, len(digests), chunk=_CHUNK, threshold=4 * _CHUNK):
+        parts.append(part)
+        done += part.num_rows
+        if progress is not None:
+            progress(done, len(digests))
+    return pa.concat_tables(parts) if parts else FINGERPRINT_SCHEMA.empty_table()

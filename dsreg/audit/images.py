@@ -1,0 +1,153 @@
+"""Perceptual hashes of images (pHash): 64 bits per image, a pure function of its bytes.
+
+The hash is the one ``imagehash.phash`` computes: the image converted to grayscale (``L``),
+resized to 32 x 32 with Lanczos, transformed by the unnormalised 2-D DCT-II (scipy's
+``dct(dct(x, axis=0), axis=1)``), and the top-left 8 x 8 block of low frequencies compared
+with its own median, one bit per coefficient, row by row, the first bit the most significant
+(``int(str(imagehash.phash(im)), 16)`` is the same integer).
+
+What differs is how the work is done, and one documented option:
+
+* The DCT of a whole batch is one matrix product: the 64 low-frequency coefficients of a
+  32 x 32 block are ``kron(D8, D8) @ x.ravel()``, with ``D8`` the first 8 rows of the DCT
+  matrix, so ``(B, 1024) @ (1024, 64)`` gives them for ``B`` images at once. It is exact
+  arithmetic, rounded differently from scipy's FFT; a bit can differ from imagehash's only
+  where a coefficient equals the median to within that rounding (about 1e-12 of the
+  coefficients' scale), which happens when two of the 64 coefficients tie exactly, as in a
+  flat or synthetic image.
+* ``reduced_decode=True`` (the default) asks the JPEG decoder for a grayscale image scaled
+  down by 1/2, 1/4 or 1/8 (PIL's ``draft``, libjpeg's DCT scaling) while it stays at least
+  ``DRAFT_SIDE`` pixels on each side, before the same Lanczos resize. Decoding a 500 x 375
+  JPEG that way costs a fraction of the full decode, and the hash moves by a few bits at most
+  (the tests bound the distance to imagehash's hash; docs/benchmarks.md has the speed and
+  docs/audit.md the precision and recall, both with this default). Other formats are decoded
+  in full either way. ``reduced_decode=False`` decodes every image in full, as imagehash does.
+
+EXIF orientation is not applied (as in imagehash): a rotated copy is a different image.
+Undecodable bytes are reported per item with a one-line reason and a zero hash; they never
+count as fingerprinted and never stop the batch.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+from PIL import Image
+
+__all__ = [
+    "DRAFT_SIDE",
+    "HASH_SIDE",
+    "ImageFingerprints",
+    "dct_matrix",
+    "fingerprint_images",
+    "hashes_of_pixels",
+    "hex_hash",
+    "pixels_of",
+]
+
+#: The side of the grayscale square the DCT is taken over.
+HASH_SIDE = 32
+#: The side of the low-frequency block kept: 8 x 8 = 64 bits.
+_LOW = 8
+#: With ``reduced_decode``, a JPEG is decoded scaled down while both sides stay at least this
+#: long: twice the hash side, so the Lanczos filter still has two source pixels per output pixel.
+DRAFT_SIDE = 64
+
+
+class ImageFingerprints(NamedTuple):
+    """Per item of a batch: its hash, whether it was decoded, and why not."""
+
+    #: ``uint64`` pHash per item; 0 where ``ok`` is false.
+    hashes: npt.NDArray[np.uint64]
+    #: True where the item was decoded and hashed.
+    ok: npt.NDArray[np.bool_]
+    #: One line per item saying why it could not be decoded; ``""`` where ``ok``.
+    errors: list[str]
+
+
+def dct_matrix(n: int) -> npt.NDArray[np.float64]:
+    """The ``(n, n)`` matrix of scipy's unnormalised DCT-II,
+    ``D[k, j] = 2 cos(pi k (2j + 1) / 2n)``: ``D @ x`` is ``scipy.fft.dct(x, type=2, norm=None)``
+    along the first axis."""
+    k = np.arange(n, dtype=np.float64)[:, None]
+    j = np.arange(n, dtype=np.float64)[None, :]
+    return 2.0 * np.cos(np.pi * k * (2.0 * j + 1.0) / (2.0 * n))
+
+
+# (1024, 64): the flattened 32 x 32 block times this is its 8 x 8 low-frequency DCT, flattened
+# row by row: kron(D8, D8)[8u + v, 32i + j] = D8[u, i] * D8[v, j].
+_LOW_DCT = np.ascontiguousarray(
+    np.kron(dct_matrix(HASH_SIDE)[:_LOW], dct_matrix(HASH_SIDE)[:_LOW]).T
+)
+
+
+def hashes_of_pixels(pixels: npt.NDArray[Any]) -> npt.NDArray[np.uint64]:
+    """The pHash of each ``(32, 32)`` grayscale block of ``pixels``, shape ``(B, 32, 32)``.
+
+    One matrix product for the whole batch, then each row's 64 coefficients against their
+    median (the mean of the 32nd and 33rd values); bit 63 is coefficient (0, 0).
+    """
+    blocks = np.asarray(pixels, dtype=np.float64).reshape(-1, HASH_SIDE * HASH_SIDE)
+    low = blocks @ _LOW_DCT
+    bits = low > np.median(low, axis=1, keepdims=True)
+    packed = np.packbits(bits, axis=1)  # (B, 8) bytes, the first bit the most significant
+    return packed.view(">u8").ravel().astype(np.uint64)
+
+
+def pixels_of(payload: bytes, *, reduced_decode: bool = True) -> npt.NDArray[np.uint8]:
+    """The ``(32, 32)`` grayscale Lanczos thumbnail of an encoded image. Raises what PIL raises
+    for bytes it cannot decode (a format it does not know, a truncated file, a decompression
+    bomb)."""
+    with warnings.catch_warnings():
+        # Over PIL's pixel limit it warns (and over twice the limit it raises, which is reported):
+        # a large image is decoded scaled down where it is a JPEG, or in full otherwise.
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        with Image.open(io.BytesIO(payload)) as image:
+            if reduced_decode and image.format == "JPEG":
+                image.draft("L", (DRAFT_SIDE, DRAFT_SIDE))
+            gray = image.convert("L")
+    small = gray.resize((HASH_SIDE, HASH_SIDE), Image.Resampling.LANCZOS)
+    return np.asarray(small, dtype=np.uint8)
+
+
+def fingerprint_images(
+    payloads: Sequence[bytes], *, reduced_decode: bool = True
+) -> ImageFingerprints:
+    """pHash every encoded image of ``payloads``: decode and resize each, then one DCT product.
+
+    A pure function of the bytes, item by item (a batch never changes an item's hash), so it
+    can run in worker processes or ``map_batches`` unchanged and be stored per payload digest.
+    """
+    n = len(payloads)
+    pixels = np.zeros((n, HASH_SIDE, HASH_SIDE), dtype=np.uint8)
+    ok = np.zeros(n, dtype=np.bool_)
+    errors = [""] * n
+    for i, payload in enumerate(payloads):
+        try:
+            pixels[i] = pixels_of(payload, reduced_decode=reduced_decode)
+        # Untrusted bytes through a third-party decoder: PIL raises OSError, ValueError,
+        # SyntaxError, struct.error, DecompressionBombError and more; each is this item's.
+        except Exception as exc:
+            errors[i] = _reason(exc)
+        else:
+            ok[i] = True
+    hashes = np.zeros(n, dtype=np.uint64)
+    if ok.any():
+        hashes[ok] = hashes_of_pixels(pixels[ok])
+    return ImageFingerprints(hashes=hashes, ok=ok, errors=errors)
+
+
+def hex_hash(value: int | np.uint64) -> str:
+    """A hash as imagehash prints it: 16 lowercase hexadecimal digits."""
+    return f"{int(value):016x}"
+
+
+def _reason(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or "no detail"
+    text = "".join(c if c.isprintable() else "?" for c in text)
+    return f"not a decodable image ({type(exc).__name__}: {text[:200]})"

@@ -1,0 +1,288 @@
+"""``dsreg audit duplicates``: tiers, verdicts, the overlay, the decontaminated view, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import ImageEnhance
+
+import dsreg
+from dsreg import Registry
+from dsreg.audit.corpus import edit_text, jpeg, photo_tiles, stdlib_texts
+from dsreg.errors import InvalidInputError
+
+
+@pytest.fixture(scope="module")
+def images() -> list[object]:
+    return photo_tiles(24, seed=7, side=160)
+
+
+def _write(root: Path, files: dict[str, bytes]) -> Path:
+    for name, data in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return root
+
+
+def _image_sets(tmp_path: Path, images: list[object]) -> tuple[Path, Path]:
+    """A training tree of tiles 0-15 and a test tree: tiles 0-3 re-encoded, resized or
+    brightened (near), tile 4 byte for byte (exact), tiles 16-21 unrelated, tile 16 twice (a
+    duplicate within)."""
+    train = {f"c{i % 2}/t{i:02d}.jpg": jpeg(images[i]) for i in range(16)}  # type: ignore[arg-type]
+    near = [
+        jpeg(images[0], quality=30),  # type: ignore[arg-type]
+        jpeg(images[1].resize((80, 80))),  # type: ignore[attr-defined]
+        jpeg(ImageEnhance.Brightness(images[2]).enhance(1.2)),  # type: ignore[arg-type]
+        jpeg(images[3].resize((320, 320)), quality=50),  # type: ignore[attr-defined]
+    ]
+    test = {f"c{i % 2}/near{i}.jpg": near[i] for i in range(4)}
+    test["c0/exact4.jpg"] = train["c0/t04.jpg"]
+    for i in range(16, 22):
+        test[f"c{i % 2}/new{i}.jpg"] = jpeg(images[i])  # type: ignore[arg-type]
+    test["c1/again16.jpg"] = jpeg(images[16], quality=60)  # type: ignore[arg-type]
+    return _write(tmp_path / "train", train), _write(tmp_path / "test", test)
+
+
+def _registered(reg: Registry, tmp_path: Path, images: list[object]) -> Registry:
+    """``reg`` holding the two sets of ``_image_sets`` as ``train@v1`` and ``test@v1``."""
+    train, test = _image_sets(tmp_path, images)
+    dsreg.add("train", train, tag="v1", registry=reg)
+    dsreg.add("test", test, tag="v1", registry=reg)
+    return reg
+
+
+def test_audit_finds_exact_and_near_copies_and_duplicates(
+    make_registry: Callable[..., Registry], tmp_path: Path, images: list[object]
+) -> None:
+    reg = _registered(make_registry(), tmp_path, images)
+    res = dsreg.audit_duplicates(
+        "test@v1", against=["train@v1"], within=True, tag="clean", registry=reg
+    )
+    by_id = {f.example_id: f for f in res.findings}
+    assert {i for i, f in by_id.items() if f.verdict == "contaminated"} == {
+        "c0/exact4.jpg",
+        "c0/near0.jpg",
+        "c1/near1.jpg",
+        "c0/near2.jpg",
+        "c1/near3.jpg",
+    }
+    assert by_id["c0/exact4.jpg"].matches[0] == {
+        "dataset": reg.resolve("train@v1").digest,
+        "example_id": "c0/t04.jpg",
+        "tier": "exact",
+        "distance": 0.0,
+    }
+    assert by_id["c0/near0.jpg"].matches[0]["example_id"] == "c0/t00.jpg"
+    assert by_id["c0/near0.jpg"].matches[0]["tier"] == "image"
+    # Of the two copies of tile 16, the first row is kept, the other is the duplicate.
+    dups = [i for i, f in by_id.items() if f.verdict == "duplicate"]
+    assert dups == ["c1/again16.jpg"]
+    assert res.counts["contaminated"] == 5 and res.counts["duplicate"] == 1
+
+    # The decontaminated view leaves those six rows out; the other views keep them.
+    clean = dsreg.open("test@clean", registry=reg)
+    assert len(clean) == 12 - 6
+    assert set(clean.labels().column("example_id").to_pylist()).isdisjoint(by_id)
+    assert len(dsreg.open("test@v1", registry=reg)) == 12
+    rev = reg.resolve("test@clean").revision
+    assert rev.view == "decontaminated"
+    overlay = reg.overlay(rev.overlays[-1])
+    assert overlay.kind == "audit" and overlay.version == 3
+    # Only the decontaminated view leaves them out: they are no label errors.
+    for view in ("cleaned", "corrected", "multilabel"):
+        dsreg.tag(f"test@{view}", "test@clean", view=view, registry=reg)
+        assert len(dsreg.open(f"test@{view}", registry=reg)) == 12, view
+    con = dsreg.sql('SELECT example_id FROM "test@clean" ORDER BY 1', registry=reg)
+    assert con.column(0).to_pylist() == sorted(clean.labels().column("example_id").to_pylist())
+    # dsreg eval scores the full set and the decontaminated rows side by side.
+    given = dsreg.open("test@v1", registry=reg).labels().column("label").to_numpy()
+    report = dsreg.evaluate(
+        "test@clean", {"m": given}, views=["original", "decontaminated"], registry=reg
+    )
+    assert report.views == {"original": 12, "decontaminated": 6}
+
+
+def test_a_reaudit_reuses_every_fingerprint(
+    make_registry: Callable[..., Registry], tmp_path: Path, images: list[object]
+) -> None:
+    reg = _registered(make_registry(), tmp_path, images)
+    first = dsreg.audit_duplicates("test@v1", against=["train@v1"], registry=reg)
+    again = dsreg.audit_duplicates("test@v1", against=["train@v1"], registry=reg)
+    # 12 test payloads, 16 training ones, one of them (tile 4) the same bytes: fingerprinted once.
+    assert first.fingerprints["computed"] == 12 + 16 - 1
+    assert again.fingerprints["computed"] == 0
+    assert again.digest == first.digest
+
+
+def test_fingerprints_are_a_cache_gc_removes_and_the_audit_recomputes(
+    make_registry: Callable[..., Registry], tmp_path: Path, images: list[object]
+) -> None:
+    reg = _registered(make_registry(), tmp_path, images)
+    first = dsreg.audit_duplicates("test@v1", against=["train@v1"], tag="clean", registry=reg)
+    assert first.digest is not None
+    table = reg.overlay(first.digest).producer["inputs"]["fingerprints"]
+    assert reg.store.has(table)
+    # No tag reaches a fingerprints table: gc removes it, and keeps the tagged audit overlay.
+    swept = dsreg.gc(registry=reg)
+    assert table in swept.removed and first.digest not in swept.removed
+    assert dsreg.verify(registry=reg).ok
+    assert len(dsreg.open("test@clean", registry=reg)) == 12 - 5
+    again = dsreg.audit_duplicates("test@v1", against=["train@v1"], registry=reg)
+    assert again.fingerprints["computed"] == 12 + 16 - 1
+    assert (again.digest, again.findings) == (first.digest, first.findings)
+    assert reg.store.has(table)
+
+    # A damaged table is never read: its rows are recomputed (tile 4's is in the training
+    # set's table) and the good bytes replace it.
+    path = reg.store.path(table)
+    path.chmod(0o644)
+    path.write_bytes(b"not a fingerprints table")
+    third = dsreg.audit_duplicates("test@v1", against=["train@v1"], registry=reg)
+    assert third.fingerprints["computed"] == 12 - 1
+    assert (third.digest, third.findings) == (first.digest, first.findings)
+    assert reg.store.check(table) is None
+
+
+def test_text_tiers_near_copies_and_13_grams(
+    make_registry: Callable[..., Registry], tmp_path: Path
+) -> None:
+    texts = stdlib_texts()[:40]
+    rng = np.random.default_rng(2)
+    vocab = " ".join(texts).split()
+    train = {f"a/doc{i:02d}.txt": t.encode() for i, t in enumerate(texts[:30])}
+    test = {
+        "a/edited.txt": edit_text(texts[3], rng, vocab)[0].encode(),
+        "a/quote.txt": ("Q: " + " ".join(texts[5].split()[2:20]) + "?").encode(),
+        "a/fresh.txt": texts[35].encode(),
+        "a/other.txt": texts[36].encode(),
+    }
+    reg = make_registry()
+    dsreg.add("corpus", _write(tmp_path / "train", train), tag="v1", registry=reg)
+    dsreg.add("bench", _write(tmp_path / "test", test), tag="v1", registry=reg)
+    res = dsreg.audit_duplicates("bench@v1", against="corpus@v1", registry=reg)
+    found = {f.example_id: f.matches[0] for f in res.findings}
+    assert set(found) == {"a/edited.txt", "a/quote.txt"}
+    assert (found["a/edited.txt"]["tier"], found["a/edited.txt"]["example_id"]) == (
+        "text",
+        "a/doc03.txt",
+    )
+    assert (found["a/quote.txt"]["tier"], found["a/quote.txt"]["example_id"]) == (
+        "ngram",
+        "a/doc05.txt",
+    )
+
+
+def test_labels_only_rows_are_skipped_and_bad_payloads_listed(
+    make_registry: Callable[..., Registry], tmp_path: Path, images: list[object]
+) -> None:
+    reg = make_registry()
+    good = jpeg(images[0])  # type: ignore[arg-type]
+    files = {
+        "x/good.jpg": good,
+        "x/truncated.jpg": good[: len(good) // 2],
+        "x/empty.txt": b"",
+        "x/binary.bin": bytes(range(256)),
+        "x/nul.txt": b"words\x00and more words",
+    }
+    test = _write(tmp_path / "test", files)
+    dsreg.add("test", test, tag="v1", registry=reg)
+    dsreg.add("train", _write(tmp_path / "train", {"y/a.jpg": good}), tag="v1", registry=reg)
+    labels = tmp_path / "labels.npy"
+    np.save(labels, np.array([0, 1, 0]))
+    dsreg.add("lo", labels=labels, tag="v1", registry=reg)
+
+    res = dsreg.audit_duplicates("test@v1", against=["train@v1"], registry=reg)
+    reasons = {i: why for _, i, why in res.unreadable}
+    assert set(reasons) == {"x/truncated.jpg", "x/empty.txt", "x/binary.bin", "x/nul.txt"}
+    assert reasons["x/empty.txt"] == "empty text (0 bytes)"
+    assert reasons["x/truncated.jpg"].startswith("not a decodable image")
+    assert reasons["x/binary.bin"] == "not UTF-8 text (byte 128 cannot be decoded)"
+    assert reasons["x/nul.txt"] == "binary data, not text (control character U+0000)"
+    assert res.audited == 1 and [f.example_id for f in res.findings] == ["x/good.jpg"]
+
+    lo = dsreg.audit_duplicates("lo@v1", within=True, registry=reg)
+    assert (lo.skipped_labels_only, lo.audited, lo.digest) == (3, 0, None)
+
+
+def test_against_a_folder_lists_its_unreadable_files(
+    make_registry: Callable[..., Registry], tmp_path: Path, images: list[object]
+) -> None:
+    reg = make_registry()
+    _, test = _image_sets(tmp_path, images)
+    dsreg.add("test", test, tag="v1", registry=reg)
+    corpus = _write(tmp_path / "corpus", {"sub/t04.jpg": jpeg(images[4]), "z.txt": b"words"})  # type: ignore[arg-type]
+    (corpus / "gone.jpg").symlink_to(corpus / "missing.jpg")
+    os.mkfifo(corpus / "pipe")
+    res = dsreg.audit_duplicates("test@v1", against=[str(corpus)], registry=reg)
+    assert [(f.example_id, f.matches[0]["example_id"]) for f in res.findings] == [
+        ("c0/exact4.jpg", "sub/t04.jpg")
+    ]
+    assert dict(res.unreadable_against) == {
+        str(corpus / "gone.jpg"): "cannot be read (No such file or directory)",
+        str(corpus / "pipe"): "not a regular file",
+    }
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"image_threshold": 40}, "image threshold 40 is out of range"),
+        ({"image_threshold": -1}, "image threshold -1 is out of range"),
+        ({"text_threshold": 1.5}, "Jaccard threshold 1.5 is out of range"),
+        ({"text_threshold": 0.0}, "Jaccard threshold 0.0 is out of range"),
+        ({}, "nothing to audit against"),
+    ],
+)
+def test_bad_options_are_refused_before_any_work(
+    make_registry: Callable[..., Registry],
+    tmp_path: Path,
+    images: list[object],
+    options: dict[str, object],
+    message: str,
+) -> None:
+    reg = make_registry()
+    dsreg.add("test", _write(tmp_path / "t", {"a/x.jpg": jpeg(images[0])}), registry=reg)  # type: ignore[arg-type]
+    within = {"within": True} if options else {}
+    with pytest.raises(InvalidInputError, match=message):
+        dsreg.audit_duplicates("test@latest", **within, **options, registry=reg)  # type: ignore[arg-type]
+    assert not (reg.root / "state" / "fingerprints").exists()
+
+
+def test_cli_json_and_errors(
+    cli: Callable[..., object], tmp_path: Path, images: list[object]
+) -> None:
+    train, test = _image_sets(tmp_path, images)
+    assert cli("init").exit_code == 0  # type: ignore[attr-defined]
+    cli("add", "train", str(train), "--tag", "v1")
+    cli("add", "test", str(test), "--tag", "v1")
+    res = cli("audit", "duplicates", "test@v1", "--against", "train@v1", "--within", "--json")
+    assert res.exit_code == 0, res.stderr  # type: ignore[attr-defined]
+    data = json.loads(res.stdout)  # type: ignore[attr-defined]
+    assert data["counts"]["contaminated"] == 5 and data["counts"]["duplicate"] == 1
+    text = cli("audit", "duplicates", "test@v1", "--against", "train@v1")
+    assert "contaminated   5" in text.stdout  # type: ignore[attr-defined]
+    bad = cli("audit", "duplicates", "test@v1", "--within", "--image-threshold", "99")
+    assert bad.exit_code == 1  # type: ignore[attr-defined]
+    assert bad.stderr.strip().count("\n") == 0  # type: ignore[attr-defined]
+    assert "image threshold 99 is out of range" in bad.stderr  # type: ignore[attr-defined]
+
+
+def test_a_damaged_payload_is_refused_not_fingerprinted(
+    make_registry: Callable[..., Registry], tmp_path: Path, images: list[object]
+) -> None:
+    reg = make_registry()
+    files = {f"a/{i}.jpg": jpeg(images[i]) for i in range(3)}  # type: ignore[arg-type]
+    dsreg.add("test", _write(tmp_path / "t", files), tag="v1", registry=reg)
+    digest = dsreg.open("test@v1", registry=reg).labels().column("blob")[1].as_py()
+    path = reg.store.path(digest)
+    path.chmod(0o644)
+    path.write_bytes(b"not the bytes that were added")
+    with pytest.raises(dsreg.CorruptObjectError):
+        dsreg.audit_duplicates("test@v1", within=True, registry=reg)
+    assert not list((reg.root / "state").glob("fingerprints/*/*"))
