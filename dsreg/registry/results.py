@@ -68,8 +68,8 @@ __all__ = [
 #: The value of a record's ``result`` key (its format) and the log event of a model ref.
 FORMAT: Final = "dsreg/result/1"
 EVENT: Final = "result"
-KINDS: Final = ("labels", "probabilities")
-_DTYPES: Final = {"labels": ("<i4",), "probabilities": ("<f4", "<f8")}
+KINDS: Final = ("labels", "topk", "probabilities")
+_DTYPES: Final = {"labels": ("<i4",), "topk": ("<i4",), "probabilities": ("<f4", "<f8")}
 # A ``meta`` key or value is at most this long, and there are at most this many keys.
 _META_TEXT: Final = 256
 _META_KEYS: Final = 64
@@ -230,6 +230,8 @@ def aligned_predictions(arr: Any, *, rows: int, classes: list[str], what: str) -
                 f"{bad[0]}; the snapshot has {k} classes"
             )
         return np.ascontiguousarray(a, dtype="<i4")
+    if a.ndim == 2 and a.dtype.kind in "iu" and 0 < a.shape[1] < k:
+        return _top_classes(a, rows=rows, k=k, what=what)
     if a.ndim == 2 and a.dtype.kind in "fiu":
         if a.shape != (rows, k):
             raise PredictionsError(
@@ -240,9 +242,29 @@ def aligned_predictions(arr: Any, *, rows: int, classes: list[str], what: str) -
         _check_probabilities(p, what)
         return p
     raise PredictionsError(
-        f"{what} are a {a.dtype} array of shape {a.shape}; expected {rows} class indices or "
-        f"({rows}, {k}) probabilities"
+        f"{what} are a {a.dtype} array of shape {a.shape}; expected {rows} class indices, "
+        f"({rows}, m) top-m class indices (m < {k}, best first) or ({rows}, {k}) probabilities"
     )
+
+
+def _top_classes(a: np.ndarray, *, rows: int, k: int, what: str) -> np.ndarray:
+    """``(rows, m)`` top-m class indices (m < k), each row m different classes, best first."""
+    if len(a) != rows:
+        raise PredictionsError(
+            f"{what} hold top-{a.shape[1]} classes of {len(a)} rows, but the snapshot has {rows} "
+            "rows: record predictions aligned with the snapshot's rows (row i predicts row i)"
+        )
+    out = np.flatnonzero(((a < 0) | (a >= k)).any(axis=1))
+    ordered = np.sort(a, axis=1)
+    twice = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
+    for bad, why in ((out, f"a class outside [0, {k})"), (twice, "a class twice")):
+        if len(bad):
+            raise PredictionsError(
+                f"{what}: {len(bad)} rows name {why}, first row {int(bad[0])} "
+                f"({a[bad[0]][:5].tolist()}); each row lists m different class indices of the "
+                "snapshot, best first"
+            )
+    return np.ascontiguousarray(a, dtype="<i4")
 
 
 def _check_probabilities(p: np.ndarray, what: str) -> None:
@@ -294,6 +316,17 @@ class Prepared:
         return hash_bytes(self.record.encode())
 
 
+def _kind(predictions: np.ndarray, classes: int) -> str:
+    """The kind of aligned predictions: 1-D labels, narrower integer top-k, or probabilities."""
+    if predictions.ndim == 1:
+        return "labels"
+    return (
+        "topk"
+        if predictions.dtype.kind == "i" and predictions.shape[1] < classes
+        else ("probabilities")
+    )
+
+
 def prepare(
     *,
     dataset: str,
@@ -311,7 +344,7 @@ def prepare(
         model=model,
         snapshot=snapshot,
         predictions=hash_bytes(data),
-        kind="labels" if predictions.ndim == 1 else "probabilities",
+        kind=_kind(predictions, classes),
         rows=int(predictions.shape[0]),
         classes=classes,
         dtype=predictions.dtype.str,
@@ -427,6 +460,8 @@ def load_predictions(reg: Registry, rec: ResultRecord) -> np.ndarray:
             f"({e}); record the model again with --force"
         ) from None
     want = (rec.rows,) if rec.kind == "labels" else (rec.rows, rec.classes)
+    if rec.kind == "topk" and arr.ndim == 2 and 0 < arr.shape[1] < rec.classes:
+        want = (rec.rows, arr.shape[1])  # a top-m array: m is its own
     if arr.shape != want or arr.dtype.str != rec.dtype:
         raise IntegrityError(
             f"the predictions {short(rec.predictions)} of model {rec.model!r} hold "

@@ -227,7 +227,6 @@ def _score(
     top_k: Sequence[int],
     full: Mapping[int, int],
     *,
-    probs: bool,
     sets: SetTarget,
 ) -> ViewScore:
     """Counts over the few rows a view adds, drops or relabels; ``full[k]`` is the top-k count
@@ -236,7 +235,7 @@ def _score(
     given_correct: dict[int, int | None] | None = {} if vw.name == "honeypot" else None
     g, s = ranks.given, ranks.suggested
     for k in top_k:
-        if k > 1 and not probs:
+        if ranks.depth is not None and k > ranks.depth:
             correct[k] = None
             if given_correct is not None:
                 given_correct[k] = None
@@ -481,9 +480,8 @@ def _score_all(
                     f"{vw.name} view, first rows {miss[:5].tolist()} (example ids {ids}); predict "
                     "every row, or score fewer views with --views"
                 )
-        probs = ranks.source.kind == "probabilities"
         full = {k: _hits(ranks.given, k) for k in ks}
-        scores = {v: _score(ranks, vws[v], ks, full, probs=probs, sets=sets) for v in names}
+        scores = {v: _score(ranks, vws[v], ks, full, sets=sets) for v in names}
         rows.add(model, ranks)
         results.append(
             ModelResult(

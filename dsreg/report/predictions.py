@@ -90,6 +90,15 @@ def _from_array(arr: np.ndarray, target: Target, source: PredictionsSource) -> R
 
         _each(labels, n, _CHUNK_ROWS)
         return acc.ranks()
+    if arr.ndim == 2 and arr.dtype.kind in "iu" and 0 < arr.shape[1] < k:
+        if len(arr) != n:
+            raise PredictionsError(
+                f"{what} hold top-{arr.shape[1]} classes of {len(arr)} rows, but the snapshot "
+                f"has {n} rows: an array must be aligned with the snapshot's rows"
+            )
+        top = RankAccumulator(target, _with_kind(source, "topk"))
+        _each(lambda rows: top.add_topk(np.asarray(arr[rows]), rows), n, _CHUNK_ROWS)
+        return top.ranks()
     if arr.ndim == 2 and arr.dtype.kind in "fiu":
         if arr.shape != (n, k):
             raise PredictionsError(
@@ -106,7 +115,8 @@ def _from_array(arr: np.ndarray, target: Target, source: PredictionsSource) -> R
         return probs.ranks()
     raise PredictionsError(
         f"{what} are a {arr.dtype} array of shape {arr.shape}; expected {n} class indices "
-        f"(1-D integers) or ({n}, {k}) probabilities"
+        f"(1-D integers), ({n}, m) top-m class indices (m < {k}, best first) or ({n}, {k}) "
+        "probabilities"
     )
 
 

@@ -29,7 +29,7 @@ class PredictionsSource:
     file: str | None
     digest: str | None
     format: str
-    kind: str  # "labels" or "probabilities"
+    kind: str  # "labels", "topk" or "probabilities"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +79,9 @@ class Ranks:
     # float64 at Target.extra_rows: cross-entropy of the probabilities against the raters'
     # distribution (nan where the row has no counts); None for predicted labels
     xent: np.ndarray | None = None
+    # The largest k whose top-k the ranks tell: 1 from labels, m from top-m class indices,
+    # None (every k) from probabilities.
+    depth: int | None = None
 
 
 # Probabilities below this are taken as this in a cross-entropy (a model that gives a class
@@ -100,6 +103,7 @@ class RankAccumulator:
         self.top1 = np.full(m, -1, dtype=np.int32)
         self.xent = np.full(m, np.nan) if m else None
         self.has_probs = False
+        self.depth: int | None = 1
 
     def ranks(self) -> Ranks:
         return Ranks(
@@ -108,6 +112,7 @@ class RankAccumulator:
             suggested=self.suggested,
             top1=self.top1 if len(self.top1) else None,
             xent=self.xent if self.has_probs else None,
+            depth=None if self.has_probs else self.depth,
         )
 
     def _extras(self, pos: slice | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -182,6 +187,42 @@ class RankAccumulator:
             sug = self.t.cand_suggested[ci]
             self.suggested[ci] = np.where(sug < 0, -1, pred[off] != sug)
 
+    def add_topk(self, pred: np.ndarray, pos: slice | np.ndarray) -> None:
+        """Top-m class indices per row, best first: a label ranks where it stands in its row,
+        or m (beyond the top-m) where it is absent."""
+        self._fresh(pos)
+        self._check_topk(pred, pos)
+        m = pred.shape[1]
+        self.depth = m
+        self.given[pos] = _position(pred, self.t.labels[pos])
+        ei, off = self._extras(pos)
+        if len(ei):
+            self.top1[ei] = pred[off, 0]
+        ci, off = self._candidates(pos)
+        if len(ci):
+            sug = self.t.cand_suggested[ci]
+            has = sug >= 0
+            r = np.full(len(ci), -1, dtype=self.suggested.dtype)
+            r[has] = _position(pred[off[has]], sug[has])
+            self.suggested[ci] = r
+
+    def _check_topk(self, pred: np.ndarray, pos: slice | np.ndarray) -> None:
+        rows = np.arange(pos.start, pos.stop) if isinstance(pos, slice) else pos
+        out = np.flatnonzero(((pred < 0) | (pred >= self.t.k)).any(axis=1))
+        if len(out):
+            raise PredictionsError(
+                f"{describe(self.source)}: {len(out)} rows name a class outside "
+                f"[0, {self.t.k}), first rows {rows[out[:5]].tolist()}; top-k predictions are "
+                "class indices of the snapshot, best first"
+            )
+        ordered = np.sort(pred, axis=1)
+        twice = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
+        if len(twice):
+            raise PredictionsError(
+                f"{describe(self.source)}: {len(twice)} rows name a class twice, first rows "
+                f"{rows[twice[:5]].tolist()}; each row lists m different classes, best first"
+            )
+
     def add_probs(self, probs: np.ndarray, pos: slice | np.ndarray) -> None:
         self._fresh(pos)
         self._check_probs(probs, pos)
@@ -213,6 +254,12 @@ class RankAccumulator:
                     f"{describe(self.source)} has {len(bad)} rows with {why} probabilities, "
                     f"first rows {at[:5].tolist()}; give {fix} probabilities"
                 )
+
+
+def _position(pred: np.ndarray, label: np.ndarray) -> np.ndarray:
+    """Where ``label`` stands in each row of the top-m ``pred`` (0: first), m where absent."""
+    hit = pred == label[:, None]
+    return np.asarray(np.where(hit.any(axis=1), hit.argmax(axis=1), pred.shape[1]))
 
 
 def _rank_of(probs: np.ndarray, label: np.ndarray) -> np.ndarray:

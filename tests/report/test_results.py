@@ -43,6 +43,11 @@ def model_probs(ls: LabelSet, seed: int, skill: float) -> np.ndarray:
     return out
 
 
+def top_classes(probs: np.ndarray, m: int) -> np.ndarray:
+    """The m most probable classes of each row, best first (ties: lower index first)."""
+    return np.argsort(-probs, axis=1, kind="stable")[:, :m].astype(np.int64)
+
+
 def models_for(ls: LabelSet, count: int, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     out: dict[str, np.ndarray] = {}
@@ -52,6 +57,8 @@ def models_for(ls: LabelSet, count: int, seed: int) -> dict[str, np.ndarray]:
                 rng.random(ls.n) < 0.6, ls.labels, rng.integers(0, len(ls.classes), ls.n)
             )
             out[f"m{i}"] = lab.astype(np.int64)
+        elif i % 4 == 3:  # top-m class indices, best first
+            out[f"m{i}"] = top_classes(model_probs(ls, seed + i, 0.5), len(ls.classes) - 1)
         else:
             out[f"m{i}"] = model_probs(ls, seed + i, 0.3 + 0.4 * i)
     return out
@@ -307,6 +314,9 @@ def test_bad_predictions_record_nothing(make_labelset: Any) -> None:
         "range": (np.full(40, 3), r"outside \[0, 3\)"),
         "nan": (nan, "row 7 holds NaN"),
         "neg": (neg, "row 9 holds negative"),
+        "top_twice": (np.array([[0, 0]] * 40), r"40 rows name a class twice, first row 0"),
+        "top_range": (np.array([[1, 5]] * 40), r"rows name a class outside \[0, 3\)"),
+        "top_rows": (np.array([[1, 2]] * 39), r"top-2 classes of 39 rows.*40 rows"),
     }
     for name, (arr, msg) in cases.items():
         with pytest.raises(PredictionsError, match=msg):
@@ -316,6 +326,29 @@ def test_bad_predictions_record_nothing(make_labelset: Any) -> None:
         dsreg.leaderboard("toy", registry=ls.reg)
     with pytest.raises(NotFoundError, match=r"no model 'nosuch'.*recorded: none"):
         dsreg.cite_result("toy@original", model="nosuch", registry=ls.reg)
+
+
+def test_top_k_predictions_score_as_the_probabilities_they_come_from(
+    make_labelset: Callable[..., LabelSet],
+) -> None:
+    """A top-m array scores top-1..top-m exactly as the probabilities it was cut from, says
+    nothing of top-(m+1), and is recorded as its own kind."""
+    ls = make_labelset(n=300, k=6, seed=5, overlays=2)
+    probs = model_probs(ls, 1, 0.8)
+    top = top_classes(probs, 3)
+    full = evaluate("toy@corrected", {"m": probs}, top_k=(1, 2, 3, 4), registry=ls.reg)
+    cut = evaluate("toy@corrected", {"m": top}, top_k=(1, 2, 3, 4), registry=ls.reg)
+    for view, score in cut.models[0].scores.items():
+        want = full.models[0].scores[view].correct
+        assert [score.correct[k] for k in (1, 2, 3)] == [want[k] for k in (1, 2, 3)], view
+        assert score.correct[4] is None
+    assert cut.models[0].predictions.kind == "topk"
+    (rec,) = dsreg.record("toy@original", {"top3": top}, registry=ls.reg)
+    assert rec.status == "recorded"
+    board = dsreg.leaderboard("toy", revisions=["corrected"], resamples=20, registry=ls.reg)
+    f = board.revisions[0].figure("corrected")
+    assert int(f.correct[0]) == full.models[0].scores["corrected"].correct[1]
+    assert dsreg.cite_result("toy@original", model="top3", registry=ls.reg).kind == "topk"
 
 
 # -- gap: two test sets of one task ---------------------------------------------------------------
