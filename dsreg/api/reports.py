@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeAlias
+from typing import TYPE_CHECKING, Annotated, TypeAlias, TypeVar
 
-import dsreg.api.reading as reading
 from dsreg._util.lazy import lazy_module
+from dsreg.api import reading
 from dsreg.api.common import find_registry
 from dsreg.api.options import (
     Arg,
@@ -25,6 +25,7 @@ from dsreg.formats.manifests import VIEWS, View
 
 # Each of these imports numpy and pyarrow (DuckDB, matplotlib): imported when first used.
 if TYPE_CHECKING:
+    from dsreg.registry.folder import Registry, Resolved
     from dsreg.report import cite as report_cite
     from dsreg.report import diff as report_diff
     from dsreg.report import evaluate as report_evaluate
@@ -82,17 +83,21 @@ RecordForceOpt: TypeAlias = Annotated[
 ]
 
 
-def _scored_where(
-    scoring: Callable[..., EvalReport], registry: RegistryArg, remote: str | None
-) -> EvalReport:
-    """``scoring(registry=…)`` in the registry found, or with ``remote``, in the registry (or
-    the per-user cache) that reader reads the revision into."""
+T = TypeVar("T")
+
+
+def _read_where(report: Callable[..., T], registry: RegistryArg, remote: str | None) -> T:
+    """``report(registry=…)`` in the registry found, or with ``remote``, in the registry (or
+    the per-user cache) that reader reads the revisions' manifests and tables into, resolving
+    specs there (``resolve=``)."""
     if remote is None:
-        return scoring(registry=find_registry(registry))
+        return report(registry=find_registry(registry))
     with reading.remote_read(registry, remote) as reader:
-        return reader.repairing(
-            lambda: scoring(registry=reader.reg, resolve=partial(reader.revision, payloads=False))
-        )
+
+        def resolve(spec: str) -> Resolved:
+            return reader.revision(spec, payloads=False)
+
+        return reader.repairing(lambda: report(registry=reader.reg, resolve=resolve))
 
 
 def check_record_remote(spec: str, *, record: bool, remote: str | None) -> None:
@@ -167,7 +172,7 @@ def evaluate(
     stats = StatsOptions(ci=ci, resamples=resamples, seed=seed)
     views = VIEWS if views is None else views
     scoring = partial(report_evaluate.evaluate, spec, predictions, views=views, top_k=top_k)
-    report = _scored_where(partial(scoring, stats=stats), registry, remote)
+    report = _read_where(partial(scoring, stats=stats), registry, remote)
     if plot is not None:
         report_plot.plot_ranks(report, plot)
     if record:
@@ -185,12 +190,18 @@ def diff(
     top: Annotated[
         int, Opt(help="How many example ids of each kind of change to list (0: none).")
     ] = 10,
+    remote: ReadRemoteOpt = None,
     registry: RegistryOpt = None,
 ) -> DiffResult:
     """Rows only in ``a``, only in ``b``, and relabelled (with from -> to counts). Revisions of
     one snapshot are matched by row, of different snapshots by ``example_id``. ``samples``
-    lists the first ``top`` example ids of each kind of change, in snapshot order."""
-    return report_diff.diff(find_registry(registry), a, b, top=top)
+    lists the first ``top`` example ids of each kind of change, in snapshot order. With
+    ``remote`` (no registry needed), both are read from that remote, never their payloads."""
+
+    def compare(registry: Registry, resolve: Callable[[str], Resolved] | None = None) -> DiffResult:
+        return report_diff.diff(registry, a, b, top=top, resolve=resolve)
+
+    return _read_where(compare, registry, remote)
 
 
 def cite(

@@ -8,6 +8,7 @@ labels are compared by class name, so snapshots whose class lists differ still d
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,12 +85,21 @@ class DiffResult:
         }
 
 
-def diff(reg: Registry, a: str, b: str, *, top: int = TOP) -> DiffResult:
+def diff(
+    reg: Registry,
+    a: str,
+    b: str,
+    *,
+    top: int = TOP,
+    resolve: Callable[[str], Resolved] | None = None,
+) -> DiffResult:
     """Compare the views of revisions ``a`` and ``b`` (specs); list the first ``top`` example
-    ids of each kind of change."""
+    ids of each kind of change. ``resolve`` (a spec to its revision, whose manifests and tables
+    are then in ``reg``) defaults to the registry's own: a remote's reader resolves there."""
     if isinstance(top, bool) or not isinstance(top, int) or top < 0:
         raise InvalidInputError(f"top {top!r} is not a count of rows: give 0 or more")
-    ra, rb = reg.resolve(a), reg.resolve(b)
+    resolve = resolve or reg.resolve
+    ra, rb = resolve(a), resolve(b)
     if ra.revision.snapshot == rb.revision.snapshot:
         return _diff_rows(reg, ra, rb, top=top)
     return _diff_sql(reg, ra, rb, match="example_id", top=top)

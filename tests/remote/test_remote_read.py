@@ -497,6 +497,25 @@ def test_eval_scores_given_predictions_against_a_remote_revision(
     assert len(err.strip().splitlines()) == 1
 
 
+def test_diff_of_two_remote_revisions_equals_the_local_diff(
+    toy: Any, fresh: Fresh, static_server: Callable[[Path], Served], tmp_path: Path
+) -> None:
+    """``dsreg diff A B --remote URL`` with no registry: the same result as in the registry
+    that pushed them, and no payload is fetched."""
+    folder = tmp_path / "published"
+    toy.relabel("corrected")
+    dsreg.push(remote=str(folder), registry=toy.reg)
+    url = _served_folder(folder, static_server, tmp_path)
+    code, out, err = fresh.run("diff", "toy@original", "toy@corrected", "--remote", url, "--json")
+    assert code == 0, err
+    want = dsreg.diff("toy@original", "toy@corrected", registry=toy.reg)
+    assert json.loads(out) == json.loads(json.dumps(want.to_dict()))
+    assert want.relabelled > 0
+    assert sorted(p.name for p in fresh.work.iterdir()) == []
+    code, _out, err = fresh.run("diff", "toy@original", "toy@nosuch", "--remote", url)
+    assert code == 1 and len(err.strip().splitlines()) == 1 and "nosuch" in err
+
+
 @pytest.mark.parametrize("kind", ["folder", "http"])
 def test_an_unknown_model_or_a_damaged_result_on_a_remote_is_one_line(
     toy: Any,
