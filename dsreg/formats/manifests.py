@@ -17,6 +17,7 @@ from dsreg.objects.hashing import hash_bytes
 __all__ = [
     "ERRORS",
     "KINDS",
+    "SUMMARIZED_VERDICTS",
     "VERDICTS",
     "VIEWS",
     "Manifest",
@@ -34,10 +35,22 @@ View: TypeAlias = Literal["original", "cleaned", "corrected", "honeypot", "multi
 OverlayKind: TypeAlias = Literal["detected", "validated", "manual"]
 VIEWS: tuple[View, ...] = get_args(View)
 KINDS: tuple[OverlayKind, ...] = get_args(OverlayKind)
-# The verdicts of Northcutt et al. (NeurIPS 2021), plus ``suspected`` (detected, not validated).
-VERDICTS = ("suspected", "non_error", "correctable", "multi_label", "neither", "non_agreement")
-# Every verdict but non_error is an error: the cleaned view removes such rows.
-ERRORS = frozenset(v for v in VERDICTS if v != "non_error")
+# The verdicts of Northcutt et al. (NeurIPS 2021), plus ``suspected`` (detected, not validated)
+# and ``unreviewed`` (a review finished before the row had its votes: not judged, so no error).
+VERDICTS = (
+    "suspected",
+    "non_error",
+    "correctable",
+    "multi_label",
+    "neither",
+    "non_agreement",
+    "unreviewed",
+)
+# An overlay's summary counts these verdicts always (0 when no row has one) and a verdict added
+# since only when a row has it, so the overlays made before it keep their bytes and digests.
+SUMMARIZED_VERDICTS = VERDICTS[:6]
+# Every verdict but non_error and unreviewed is an error: the cleaned view removes such rows.
+ERRORS = frozenset(v for v in VERDICTS if v not in ("non_error", "unreviewed"))
 
 SNAPSHOT = "dsreg/snapshot/1"
 OVERLAY = "dsreg/overlay/1"

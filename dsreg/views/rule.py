@@ -62,7 +62,7 @@ def _lut(test: Callable[[str | None], bool]) -> np.ndarray:
     return np.array([test(None), *(test(name) for name in VERDICTS)], dtype=bool)
 
 
-_NOT_ERROR = _lut(lambda name: name in (None, "non_error"))
+_NOT_ERROR = _lut(lambda name: name in (None, "non_error", "unreviewed"))
 _RELABEL = _lut(lambda name: name in ("correctable", "suspected"))
 _IS_CORRECTABLE = _lut(lambda name: name == "correctable")
 _NOT_NEITHER = _lut(lambda name: name != "neither")

@@ -53,6 +53,7 @@ _CORRECTABLE = VERDICTS.index("correctable") + 1
 _SUSPECTED = VERDICTS.index("suspected") + 1
 _NEITHER = VERDICTS.index("neither") + 1
 _MULTI_LABEL = VERDICTS.index("multi_label") + 1
+_UNREVIEWED = VERDICTS.index("unreviewed") + 1
 
 
 def _none() -> np.ndarray:
@@ -220,7 +221,7 @@ def in_label_sets(labels: np.ndarray, index: np.ndarray, sets: pa.ListArray | No
 def sparse_views(n: int, ov: Named, names: Iterable[View]) -> dict[View, SparseView]:
     """Each view of ``names`` over ``n`` snapshot rows, from the rows overlays name (``ov``)."""
     v, s, rows = ov.verdict, ov.suggested, ov.named
-    err = v != _NON_ERROR
+    err = (v != _NON_ERROR) & (v != _UNREVIEWED)
     relabel = ((v == _CORRECTABLE) | (v == _SUSPECTED)) & (s >= 0)
     cand = np.flatnonzero(s >= 0)  # positions in `named` of the target's candidate rows
     cand_index = np.full(len(rows), -1, dtype=np.int64)

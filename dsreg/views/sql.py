@@ -206,7 +206,7 @@ def _latest(field: str, count: int) -> str:
     return "CASE " + " ".join(whens) + " END"
 
 
-_IS_ERROR = "(__dsreg_v IS NOT NULL AND __dsreg_v <> 'non_error')"
+_IS_ERROR = "(__dsreg_v IS NOT NULL AND __dsreg_v NOT IN ('non_error', 'unreviewed'))"
 _RELABEL = "(__dsreg_v IN ('correctable', 'suspected') AND __dsreg_s IS NOT NULL)"
 # Which rows each view keeps (the view rule, as views/rule.py states it).
 _KEEP: dict[str, str] = {

@@ -19,18 +19,25 @@ BASE = "http://127.0.0.1"
 
 
 class Page:
-    """One reviewer's browser, as the page's script talks to the server."""
+    """One reviewer's browser, as the page's script talks to the server: a vote or skip
+    carries the ticket the server handed out with the item it names."""
 
     def __init__(self, server: dsreg.ReviewServer, reviewer: str) -> None:
         self.client = TestClient(server.asgi(), base_url=BASE)
         self.reviewer = reviewer
         assert self.client.get(f"/?token={server.token}", follow_redirects=False).status_code == 303
         self.headers = {"X-Dsreg-Token": server.token, "Origin": BASE}
+        self.tickets: dict[int, str] = {}
 
     def post(self, path: str, **body: Any) -> Any:
+        if path in ("/api/vote", "/api/skip") and body.get("row") in self.tickets:
+            body.setdefault("ticket", self.tickets[body["row"]])
         response = self.client.post(
             path, json={"reviewer": self.reviewer, **body}, headers=self.headers
         )
+        item = response.json().get("item") if response.status_code == 200 else None
+        if item:
+            self.tickets[item["row"]] = item["ticket"]
         return response
 
     def next(self) -> dict[str, Any]:

@@ -21,7 +21,13 @@ def _vote(review_set: ReviewSet, answers: dict[str, str]) -> None:
         headers = {"X-Dsreg-Token": server.token}
         for name, answer in answers.items():
             item = client.post("/api/next", json={"reviewer": name}, headers=headers)
-            body = {"reviewer": name, "row": item.json()["item"]["row"], "answer": answer}
+            handed = item.json()["item"]
+            body = {
+                "reviewer": name,
+                "row": handed["row"],
+                "ticket": handed["ticket"],
+                "answer": answer,
+            }
             assert client.post("/api/vote", json=body, headers=headers).status_code == 200
 
 
