@@ -82,11 +82,11 @@ def review(
     (``"NAME,NAME"`` or ``"@FILE"``, one name a line), or, when the review names no rater, one
     shared link where raters name themselves. Names are casefolded: ``Ann`` and ``ANN`` are one
     rater. The links, the port and the votes per item are stored with the review, so the next
-    server of the same queue keeps them and open pages keep working. Every answer is fsynced to the queue's votes log
-    (``<registry>/review/<overlay hex>/votes.log``) before it is acknowledged; a new server of
-    the same queue resumes from it. Damaged spans of the log (a record torn by a crash, a
-    flipped byte) are moved to files of their own beside it and listed in
-    ``server.set_aside``; every record whose check holds is kept, those after them too.
+    server of the same queue keeps them and open pages keep working. Every answer is fsynced
+    to the queue's votes log (``<registry>/review/<overlay hex>/votes.log``) before it is
+    acknowledged; a new server of the same queue resumes from it. Damaged spans of the log (a
+    record torn by a crash, a flipped byte) are moved to files of their own beside it and
+    listed in ``server.set_aside``; every record whose check holds is kept, those after them.
     """
     if reviewer is not None:
         reviewer = review_queue.check_reviewer(reviewer)

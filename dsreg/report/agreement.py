@@ -36,11 +36,11 @@ class VerdictPair:
 class Agreement:
     """The two sides' corrections compared at the rows either names.
 
-    ``both_errors``: rows both call an error (any verdict but ``non_error`` and ``unreviewed``). ``both_relabel``:
-    rows both relabel (``correctable`` or ``suspected`` with a suggested label);
-    ``same_suggestion``: of those, how many suggest the same label. ``a_in_b_labels``: (rows A
-    relabels where B gives a label set, of which A's suggestion is in B's set); ``b_in_a_labels``
-    the other way round."""
+    ``both_errors``: rows both call an error (any verdict but ``non_error`` and
+    ``unreviewed``). ``both_relabel``: rows both relabel (``correctable`` or ``suspected``
+    with a suggested label); ``same_suggestion``: of those, how many suggest the same label.
+    ``a_in_b_labels``: (rows A relabels where B gives a label set, of which A's suggestion is
+    in B's set); ``b_in_a_labels`` the other way round."""
 
     named_a: int
     named_b: int

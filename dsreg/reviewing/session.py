@@ -40,10 +40,10 @@ from dsreg.reviewing.queue import Item, ReviewQueue, tally
 from dsreg.reviewing.votelog import VotesLog, log_path, read_votes
 
 __all__ = [
+    "VOTES_PER_ITEM",
     "ReviewExport",
     "ReviewFinish",
     "ReviewSession",
-    "VOTES_PER_ITEM",
     "VotesFile",
     "export_votes",
     "finish_review",
@@ -52,6 +52,7 @@ __all__ = [
 
 _METADATA_COLUMNS: Final = 20
 VOTES_PER_ITEM: Final = 5
+_NO_TAG: Final = Tagging()
 _METADATA_CHARS: Final = 200
 _IMAGE_MAGIC: Final = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -400,7 +401,7 @@ def finish_review(
     *,
     overlay: str | None = None,
     threshold: int = 3,
-    tagging: Tagging = Tagging(),
+    tagging: Tagging = _NO_TAG,
     votes_per_item: int | None = None,
     command: str = "",
 ) -> ReviewFinish:

@@ -101,12 +101,16 @@ def test_a_lease_keeps_an_item_from_others_until_it_expires(
     assert bob.next()["item"]["row"] != first  # one vote left, alice holds it
     assert alice.next()["item"]["row"] == first  # a reload shows alice the same item
     time.sleep(0.4)
-    assert Page(server, "carol").next()["item"]["row"] == first  # alice's lease ran out
+    carol = Page(server, "carol")
+    assert carol.next()["item"]["row"] == first  # alice's lease ran out
     # The item takes no vote beyond its one.
     alice.vote(first, "guessed")
-    refused = Page(server, "dave").post("/api/vote", row=first, answer="given")
+    refused = carol.post("/api/vote", row=first, answer="given")
     assert refused.status_code == 409
     assert "has its 1 votes already" in refused.json()["error"]
+    # Nor one from a rater it was never handed to: not saved.
+    stranger = Page(server, "dave").post("/api/vote", row=first, answer="given")
+    assert stranger.status_code == 409 and "NOT saved" in stranger.json()["error"]
 
 
 def test_undo_is_a_record_and_brings_the_item_back(serve: Any, review_set: ReviewSet) -> None:
