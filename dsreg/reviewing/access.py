@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from dsreg._util.fs import write_atomic
+from dsreg._util.jsonread import loads
 from dsreg.errors import InvalidInputError, StorageError
 
 __all__ = ["Access", "Visitor", "access_path", "load_access", "rater_name", "save_access"]
@@ -114,15 +115,16 @@ def load_access(path: Path) -> Access | None:
     """The stored access of a review, or None when it has none yet; a file that is not one
     (damaged, or edited by hand) is refused, naming it."""
     try:
-        data = json.loads(path.read_bytes())
+        raw = path.read_bytes()
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as e:
+    except OSError as e:
         raise StorageError(
-            f"cannot read the review's links {path}: {e}; delete it to issue new links "
-            "(open pages then need them)",
-            path=str(path),
+            f"cannot read the review's links {path}: {e.strerror or e}", path=str(path)
         ) from e
+    hint = "; delete the file to issue new links (open pages then need them)"
+    data = loads(raw, what=f"the review's links {path}", error=StorageError, max_bytes=1 << 20,
+                 hint=hint)  # fmt: skip
     try:
         if data.get("version") != _VERSION:
             raise TypeError("unknown version")
