@@ -108,7 +108,12 @@ def run(reg: Path, spec: str, votes: int) -> tuple[float, float]:
             item = got.json()["item"]
             if item is None:
                 break
-            body = {"reviewer": who, "row": item["row"], "answer": answers[rng.integers(4)]}
+            body = {
+                "reviewer": who,
+                "row": item["row"],
+                "ticket": item["ticket"],
+                "answer": answers[rng.integers(4)],
+            }
             t0 = time.perf_counter()
             done = client.post("/api/vote", json=body, headers=headers)
             votes_t.append(time.perf_counter() - t0)

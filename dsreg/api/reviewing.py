@@ -6,22 +6,26 @@ import os
 from typing import TYPE_CHECKING, Annotated
 
 from dsreg._util.fs import replacing
-from dsreg._util.inputs import INPUT_BYTES
+from dsreg._util.inputs import INPUT_BYTES, read_input
 from dsreg._util.jsonread import loads
 from dsreg._util.lazy import lazy_module
 from dsreg.api.common import command_of, find_registry
 from dsreg.api.options import Arg, Opt, PathArg, RegistryOpt
-from dsreg.errors import InputPathError, VotesError
+from dsreg.errors import InputPathError, InvalidInputError, VotesError
 
 # The review reads its queue with pyarrow and serves it with Starlette and uvicorn: imported
 # when first used.
 if TYPE_CHECKING:
+    from dsreg.ops import overlay as overlay_ops
+    from dsreg.reviewing import access as review_access
     from dsreg.reviewing import queue as review_queue
     from dsreg.reviewing import server as review_server
     from dsreg.reviewing import session as review_session
     from dsreg.reviewing.server import ReviewServer
     from dsreg.reviewing.session import ReviewExport, ReviewFinish
 else:
+    overlay_ops = lazy_module("dsreg.ops.overlay")
+    review_access = lazy_module("dsreg.reviewing.access")
     review_queue = lazy_module("dsreg.reviewing.queue")
     review_server = lazy_module("dsreg.reviewing.server")
     review_session = lazy_module("dsreg.reviewing.session")
@@ -38,9 +42,31 @@ def review(
     reviewer: Annotated[
         str | None, Opt(help="Open the page as this reviewer (put in the URL).")
     ] = None,
-    votes_per_item: Annotated[int, Opt(help="An item leaves the queue with this many votes.")] = 5,
+    votes_per_item: Annotated[
+        int | None,
+        Opt(
+            help="An item leaves the queue with this many votes; finishing with fewer leaves "
+            "an item without agreement 'unreviewed' (default: the review's last, else 5).",
+            min=1,
+            show_default=False,
+        ),
+    ] = None,
+    raters: Annotated[
+        str | None,
+        Opt(
+            help="Give each of these raters a link of their own: NAME,NAME,... or @FILE (one "
+            "name a line); names ignore case. Without: one shared link, raters name themselves.",
+            metavar="NAMES",
+        ),
+    ] = None,
     host: Annotated[str, Opt(help="Address to listen on (loopback by default).")] = "127.0.0.1",
-    port: Annotated[int, Opt(help="Port to listen on (0: a free one).")] = 0,
+    port: Annotated[
+        int | None,
+        Opt(
+            help="Port to listen on (default: the review's last, else a free one; 0: a free one).",
+            show_default=False,
+        ),
+    ] = None,
     lease_seconds: float = 300.0,
     registry: RegistryOpt = None,
 ) -> ReviewServer:
@@ -51,14 +77,20 @@ def review(
 
     Each item is shown until ``votes_per_item`` reviewers answered it; an item given to a
     reviewer is kept from others for ``lease_seconds``. ``reviewer`` is put in the URL, so the
-    page opens as that reviewer. Every answer is fsynced to the queue's votes log
-    (``<registry>/review/<overlay hex>/votes.log``) before it is acknowledged; a new server of
-    the same queue resumes from it. Damaged spans of the log (a record torn by a crash, a
-    flipped byte) are moved to files of their own beside it and listed in
-    ``server.set_aside``; every record whose check holds is kept, those after them too.
+    page opens as that reviewer. ``server.links`` are the links to hand out: the operator's
+    (``server.url``, the only one that can finish) and one per rater of ``raters``
+    (``"NAME,NAME"`` or ``"@FILE"``, one name a line), or, when the review names no rater, one
+    shared link where raters name themselves. Names are casefolded: ``Ann`` and ``ANN`` are one
+    rater. The links, the port and the votes per item are stored with the review, so the next
+    server of the same queue keeps them and open pages keep working. Every answer is fsynced
+    to the queue's votes log (``<registry>/review/<overlay hex>/votes.log``) before it is
+    acknowledged; a new server of the same queue resumes from it. Damaged spans of the log (a
+    record torn by a crash, a flipped byte) are moved to files of their own beside it and
+    listed in ``server.set_aside``; every record whose check holds is kept, those after them.
     """
     if reviewer is not None:
         reviewer = review_queue.check_reviewer(reviewer)
+    names = rater_names(raters) if raters is not None else ()
     session = review_session.ReviewSession(
         find_registry(registry),
         spec,
@@ -66,12 +98,46 @@ def review(
         verdict=verdict,
         votes_per_item=votes_per_item,
         lease_seconds=lease_seconds,
+        raters=names,
     )
     try:
         return review_server.ReviewServer(session, host=host, port=port, reviewer=reviewer)
     except BaseException:
         session.close()
         raise
+
+
+def rater_names(raters: str) -> tuple[str, ...]:
+    """The names of ``--raters``: ``NAME,NAME,...``, or ``@FILE`` with one name a line (blank
+    lines skipped), each casefolded; a name given twice (in any case) is refused."""
+    if raters.startswith("@"):
+        data = read_input(
+            raters[1:],
+            what=f"raters file {raters[1:]!r}",
+            max_bytes=1 << 20,
+            error=InvalidInputError,
+        )
+        try:
+            given = data.decode("utf-8-sig").splitlines()
+        except UnicodeDecodeError:
+            raise InvalidInputError(
+                f"raters file {raters[1:]!r} is not UTF-8 text; write one name a line"
+            ) from None
+    else:
+        given = raters.split(",")
+    given = [name for name in given if name.strip()]
+    if not given:
+        raise InvalidInputError(f"--raters {raters!r} names no rater; give NAME,NAME or @FILE")
+    names: dict[str, str] = {}
+    for name in given:
+        folded = review_access.rater_name(name)
+        if folded in names:
+            raise InvalidInputError(
+                f"rater {name.strip()!r} is given twice (as {names[folded]!r} too): names ignore "
+                "case; give each rater once"
+            )
+        names[folded] = name.strip()
+    return tuple(names)
 
 
 def review_export(
@@ -86,7 +152,9 @@ def review_export(
     records written, a ``ReviewExport`` (an ``int``) whose ``set_aside`` lists the damaged
     spans of the votes log, whose records it could not count (empty when the log is whole).
     Reads the votes log without disturbing a running server."""
-    data, set_aside = review_session.export_votes(find_registry(registry), spec, overlay=overlay)
+    data, set_aside, _, _ = review_session.export_votes(
+        find_registry(registry), spec, overlay=overlay
+    )
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with replacing(path) as f:
@@ -108,6 +176,7 @@ def review_finish(
     tag: str | None = None,
     view: str | None = None,
     force: bool = False,
+    votes_per_item: int | None = None,
     command: str | None = None,
     registry: RegistryOpt = None,
 ) -> ReviewFinish:
@@ -115,14 +184,18 @@ def review_finish(
     ``import_votes`` of the file ``review_export`` writes (same verdict rule, same digest);
     ``tag`` also tags ``<dataset>@<tag>``: ``spec`` plus the overlay, in ``view`` (default
     cleaned). The result, a ``ReviewFinish`` (an ``OverlayResult``), lists in ``set_aside`` the
-    damaged spans of the votes log, whose records the overlay could not count."""
+    damaged spans of the votes log, whose records the overlay could not count.
+
+    An item with fewer than ``votes_per_item`` votes (default: the review's last server's,
+    else 5) whose votes agree on no answer is ``unreviewed`` (no view removes it), not
+    ``non_agreement``; ``short`` counts the queue's items with fewer votes (``unvoted`` those
+    with none, which the overlay leaves out)."""
     return review_session.finish_review(
         find_registry(registry),
         spec,
         overlay=overlay,
         threshold=threshold,
-        tag=tag,
-        view=view,
-        force=force,
+        tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
+        votes_per_item=votes_per_item,
         command=command_of(command, "review_finish", spec),
     )

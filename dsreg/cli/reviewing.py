@@ -56,8 +56,9 @@ def review(
 ) -> None:
     """Review flagged rows in the browser; --finish stores the votes as a validated overlay.
 
-    Prints the page's URL (with its access token) and serves until interrupted (Ctrl-C).
-    Every answer is on disk before the page moves on; running it again resumes the review.
+    Prints the operator's link and the raters' (each with its access token) and serves until
+    interrupted (Ctrl-C). Every answer is on disk before the page moves on; running it again
+    resumes the review, on the same port with the same links.
     """
     if instead.export is not None:
         exported = reviewing_api.review_export(
@@ -73,6 +74,7 @@ def review(
             tag=instead.tag,
             view=instead.view,
             force=instead.force,
+            votes_per_item=options.get("votes_per_item"),
             command=command_line(),
             registry=registry,
         )
@@ -84,6 +86,14 @@ def review(
 
 def show_finished(res: ReviewFinish, *, json: bool) -> None:
     say_set_aside(res.set_aside)
+    if res.short:
+        left = res.summary.get("unreviewed", 0)
+        say(
+            f"Warning: finished early: {res.short} item{'s have' if res.short > 1 else ' has'} "
+            f"fewer than {res.votes_per_item} votes ({res.unvoted} with none, left out); "
+            f"{left} whose votes agree on nothing yet {'are' if left != 1 else 'is'} "
+            "'unreviewed', which no view removes"
+        )
     if overlay_made(res, json=json):
         return
     out(f"overlay        {res.digest}")
@@ -97,17 +107,22 @@ def serve(server: ReviewServer, spec: str, *, json: bool) -> None:
     server.start()
     progress = server.progress()
     say_set_aside(server.set_aside)
+    links = server.links
     if json:
         spans = [span.to_dict() for span in server.set_aside]
-        write_json(
-            _json.dumps({"url": server.url, "items": progress.items, "set_aside": spans}) + "\n"
-        )
+        started = {"url": server.url, "links": links, "items": progress.items, "set_aside": spans}
+        write_json(_json.dumps(started) + "\n")
     else:
         say(
             f"Reviewing {progress.items} items of {spec} ({progress.everyone} votes so far); "
-            "open this URL, Ctrl-C to stop:"
+            "hand out these links (kept across restarts), Ctrl-C to stop:"
         )
-        out(server.url)
+        out(f"operator (can finish)      {links['operator']}")
+        if "shared" in links:
+            out(f"raters (each names self)   {links['shared']}")
+        for name, link in links.get("raters", {}).items():
+            out(f"rater {name}")
+            out(f"  {link}")
     sys.stdout.flush()
     try:
         while server.running:

@@ -18,6 +18,7 @@ __all__ = [
     "AUDIT_VERDICTS",
     "ERRORS",
     "KINDS",
+    "SUMMARIZED_VERDICTS",
     "VERDICTS",
     "VIEWS",
     "Manifest",
@@ -37,7 +38,8 @@ View: TypeAlias = Literal[
 OverlayKind: TypeAlias = Literal["detected", "validated", "manual", "audit"]
 VIEWS: tuple[View, ...] = get_args(View)
 KINDS: tuple[OverlayKind, ...] = get_args(OverlayKind)
-# The verdicts of Northcutt et al. (NeurIPS 2021), plus ``suspected`` (detected, not validated).
+# The verdicts of Northcutt et al. (NeurIPS 2021), plus ``suspected`` (detected, not validated)
+# and ``unreviewed`` (a review finished before the row had its votes: not judged, so no error).
 # Then the audit's two (``dsreg audit duplicates``): a row that repeats another row of its own
 # set, or that matches a row of another dataset. They say nothing of the label.
 AUDIT_VERDICTS = ("duplicate", "contaminated")
@@ -48,11 +50,18 @@ VERDICTS = (
     "multi_label",
     "neither",
     "non_agreement",
+    "unreviewed",
     *AUDIT_VERDICTS,
 )
-# Every label verdict but non_error is an error: the cleaned view removes such rows. The
-# audit's verdicts are not label errors; the decontaminated view removes those rows.
-ERRORS = frozenset(v for v in VERDICTS if v != "non_error" and v not in AUDIT_VERDICTS)
+# An overlay's summary counts these verdicts always (0 when no row has one, among those its
+# kind may hold) and ``unreviewed`` only when a row has it, so the overlays made before that
+# verdict keep their bytes and digests.
+SUMMARIZED_VERDICTS = tuple(v for v in VERDICTS if v != "unreviewed")
+# Every label verdict but non_error and unreviewed is an error: the cleaned view removes such
+# rows. The audit's verdicts are not label errors; the decontaminated view removes those rows.
+ERRORS = frozenset(
+    v for v in VERDICTS if v not in ("non_error", "unreviewed") and v not in AUDIT_VERDICTS
+)
 
 SNAPSHOT = "dsreg/snapshot/1"
 OVERLAY = "dsreg/overlay/1"

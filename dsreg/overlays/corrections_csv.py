@@ -44,7 +44,7 @@ from dsreg.formats.inputfiles import (
     csv_error,
     refuse_duplicate_columns,
 )
-from dsreg.formats.manifests import VERDICTS
+from dsreg.formats.manifests import SUMMARIZED_VERDICTS, VERDICTS
 from dsreg.formats.tables import as_numpy
 from dsreg.overlays.match import rows_by_id
 from dsreg.overlays.relabel import LabelImport
@@ -201,8 +201,8 @@ def import_csv(
         zip(counted.field("values").to_pylist(), counted.field("counts").to_pylist(), strict=True)
     )
     summary: dict[str, Any] = {"checked": table.num_rows, "match": match}
-    summary["errors"] = table.num_rows - int(vc.get("non_error", 0))
-    summary |= {v: int(vc.get(v, 0)) for v in VERDICTS}
+    summary["errors"] = table.num_rows - int(vc.get("non_error", 0) + vc.get("unreviewed", 0))
+    summary |= {v: int(vc.get(v, 0)) for v in VERDICTS if v in vc or v in SUMMARIZED_VERDICTS}
     return LabelImport(table=table, summary=summary, params={"format": "csv", "match": match})
 
 

@@ -25,7 +25,14 @@ from dsreg.formats.corrections import (
     corrections_table,
     corrections_version,
 )
-from dsreg.formats.manifests import AUDIT_VERDICTS, VERDICTS, Overlay, OverlayKind, Snapshot
+from dsreg.formats.manifests import (
+    AUDIT_VERDICTS,
+    SUMMARIZED_VERDICTS,
+    VERDICTS,
+    Overlay,
+    OverlayKind,
+    Snapshot,
+)
 from dsreg.formats.tables import as_numpy, parquet_bytes
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
@@ -259,7 +266,13 @@ def write_overlay(
     vc = pc.value_counts(table.column("verdict"))
     counts = dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True))
     full_summary: dict[str, Any] = {"rows": table.num_rows}
-    full_summary.update({v: counts.get(v, 0) for v in VERDICTS if v in _ALLOWED[kind]})
+    full_summary.update(
+        {
+            v: counts.get(v, 0)
+            for v in VERDICTS
+            if v in _ALLOWED[kind] and (v in counts or v in SUMMARIZED_VERDICTS)
+        }
+    )
     full_summary.update(summary or {})
     with reg.lock():
         corrections = reg.store.put_bytes(data)

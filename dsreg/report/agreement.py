@@ -16,7 +16,7 @@ from dsreg.views.sparse import Named, in_label_sets, union_rows
 
 __all__ = ["Agreement", "VerdictPair", "compare_corrections"]
 
-_NON_ERROR = VERDICTS.index("non_error") + 1
+_NOT_ERRORS = (0, VERDICTS.index("non_error") + 1, VERDICTS.index("unreviewed") + 1)
 _RELABEL = (VERDICTS.index("suspected") + 1, VERDICTS.index("correctable") + 1)
 
 
@@ -34,11 +34,11 @@ class VerdictPair(FieldDict):
 class Agreement:
     """The two sides' corrections compared at the rows either names.
 
-    ``both_errors``: rows both call an error (any verdict but ``non_error``). ``both_relabel``:
-    rows both relabel (``correctable`` or ``suspected`` with a suggested label);
-    ``same_suggestion``: of those, how many suggest the same label. ``a_in_b_labels``: (rows A
-    relabels where B gives a label set, of which A's suggestion is in B's set); ``b_in_a_labels``
-    the other way round."""
+    ``both_errors``: rows both call an error (any verdict but ``non_error`` and
+    ``unreviewed``). ``both_relabel``: rows both relabel (``correctable`` or ``suspected``
+    with a suggested label); ``same_suggestion``: of those, how many suggest the same label.
+    ``a_in_b_labels``: (rows A relabels where B gives a label set, of which A's suggestion is
+    in B's set); ``b_in_a_labels`` the other way round."""
 
     named_a: int
     named_b: int
@@ -96,8 +96,8 @@ def compare_corrections(a: Named, b: Named) -> Agreement:
         VerdictPair(a=names[int(c) // m], b=names[int(c) % m], rows=int(pairs[c]))
         for c in np.flatnonzero(pairs)
     )
-    err_a = (ca != 0) & (ca != _NON_ERROR)
-    err_b = (cb != 0) & (cb != _NON_ERROR)
+    err_a = ~np.isin(ca, _NOT_ERRORS)
+    err_b = ~np.isin(cb, _NOT_ERRORS)
     rel_a = np.isin(ca, _RELABEL) & (sa >= 0)
     rel_b = np.isin(cb, _RELABEL) & (sb >= 0)
     both = rel_a & rel_b

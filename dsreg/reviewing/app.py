@@ -7,6 +7,11 @@ token in the ``X-Dsreg-Token`` header (which a cross-site form or script cannot 
 ``Origin`` or ``Sec-Fetch-Site`` header, when the browser sends one, must say the request came
 from this page's origin. The cookie is ``HttpOnly`` and ``SameSite=Strict``.
 
+A token is a visitor's (``access.py``): the operator's, the shared raters' (who name
+themselves) or a named rater's (whose requests are that rater's, whatever their body says).
+Only the operator finishes the review; a rater who tries gets 403. A vote or skip carries the
+ticket of the item it answers (``queue.py``); one that does not fit gets 409 and is not saved.
+
 Payload bytes are served by row number only (a row of the queue), read from the store
 re-hashed, with a content type sniffed from their magic bytes (``session.sniff``: an image
 type, else text or opaque bytes, never HTML) and ``X-Content-Type-Options: nosniff``. Every
@@ -53,6 +58,7 @@ from dsreg.errors import (
     VotesError,
 )
 from dsreg.objects.digest import short
+from dsreg.reviewing.access import Visitor
 from dsreg.reviewing.queue import ANSWERS, Item, check_reviewer
 from dsreg.reviewing.session import ReviewSession
 
@@ -150,15 +156,13 @@ def _status(error: DsregError) -> int:
 
 
 class _Guard(BaseHTTPMiddleware):
-    """The token, the cross-site checks and the headers every response carries."""
+    """The token, the cross-site checks and the headers every response carries; the visitor
+    a request's token names is ``request.state.visitor``."""
 
-    def __init__(self, app: Any, *, token: str, cookie: str) -> None:
+    def __init__(self, app: Any, *, session: ReviewSession, cookie: str) -> None:
         super().__init__(app)
-        self.token = token
+        self.session = session
         self.cookie = cookie
-
-    def _valid(self, value: str | None) -> bool:
-        return value is not None and hmac.compare_digest(value.encode(), self.token.encode())
 
     async def dispatch(
         self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
@@ -177,21 +181,28 @@ class _Guard(BaseHTTPMiddleware):
         self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         query = request.query_params
-        if request.method == "GET" and self._valid(query.get("token")):
+        access = self.session.access
+        given = access.visitor(query.get("token")) if request.method == "GET" else None
+        if given is not None:
             # Trade the token in the address for a cookie, and drop it from the address.
             rest = urlencode([(k, v) for k, v in query.multi_items() if k != "token"])
             path = same_origin_path(request.scope["path"])
             response = RedirectResponse(path + (f"?{rest}" if rest else ""), 303)
-            response.set_cookie(self.cookie, self.token, httponly=True, samesite="strict", path="/")
+            response.set_cookie(
+                self.cookie, given.token, httponly=True, samesite="strict", path="/"
+            )
             return response
-        if not self._valid(request.cookies.get(self.cookie)):
+        visitor = access.visitor(request.cookies.get(self.cookie))
+        if visitor is None:
             return _error(
                 403,
-                "a valid access token is required: open the URL that 'dsreg review' printed "
-                "(it carries ?token=...)",
+                "a valid access token is required: open the link that 'dsreg review' printed "
+                "for you (it carries ?token=...)",
             )
+        request.state.visitor = visitor
         if request.method not in ("GET", "HEAD"):
-            if not self._valid(request.headers.get(TOKEN_HEADER)):
+            header = request.headers.get(TOKEN_HEADER) or ""
+            if not hmac.compare_digest(header.encode(), visitor.token.encode()):
                 return _error(403, f"a state-changing request needs the {TOKEN_HEADER} header")
             origin = request.headers.get("origin")
             own = f"{request.url.scheme}://{request.headers.get('host', '')}"
@@ -203,12 +214,13 @@ class _Guard(BaseHTTPMiddleware):
         return await call_next(request)
 
 
-def _item_json(session: ReviewSession, item: Item | None) -> dict[str, Any] | None:
+def _item_json(session: ReviewSession, item: Item | None, reviewer: str) -> dict[str, Any] | None:
     if item is None:
         return None
     classes = session.classes
     return {
         "row": item.row,
+        "ticket": session.queue.ticket(reviewer, item.row),
         "example_id": item.example_id,
         "given": {"index": item.given, "name": classes[item.given]},
         "suggested": {"index": item.suggested, "name": classes[item.suggested]},
@@ -219,9 +231,9 @@ def _item_json(session: ReviewSession, item: Item | None) -> dict[str, Any] | No
     }
 
 
-def make_app(session: ReviewSession, *, token: str, cookie: str) -> Starlette:
-    """The review app of ``session``; ``token`` is the access token, ``cookie`` its cookie's
-    name (one per server: cookies do not tell ports apart)."""
+def make_app(session: ReviewSession, *, cookie: str) -> Starlette:
+    """The review app of ``session``, whose ``access`` holds the tokens; ``cookie`` is the
+    token's cookie's name (one per port: cookies do not tell ports apart)."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("dsreg.reviewing", "templates"),
         autoescape=True,
@@ -231,7 +243,7 @@ def make_app(session: ReviewSession, *, token: str, cookie: str) -> Starlette:
         name: _Asset(resources.files("dsreg.reviewing").joinpath("static", name).read_bytes(), kind)
         for name, kind in _ASSETS.items()
     }
-    endpoints = _Endpoints(session, token, env.get_template("review.html"), assets)
+    endpoints = _Endpoints(session, env.get_template("review.html"), assets)
     return Starlette(
         routes=[
             Route("/", endpoints.index, methods=["GET"]),
@@ -243,7 +255,7 @@ def make_app(session: ReviewSession, *, token: str, cookie: str) -> Starlette:
             Route("/api/undo", endpoints.undo, methods=["POST"]),
             Route("/api/finish", endpoints.finish, methods=["POST"]),
         ],
-        middleware=[Middleware(_Guard, token=token, cookie=cookie)],
+        middleware=[Middleware(_Guard, session=session, cookie=cookie)],
         exception_handlers={DsregError: _dsreg_error, HTTPException: _http_error},
     )
 
@@ -255,29 +267,45 @@ class _Asset(NamedTuple):
     media_type: str
 
 
+def _visitor(request: Request) -> Visitor:
+    visitor = request.state.visitor
+    assert isinstance(visitor, Visitor)
+    return visitor
+
+
+def _reviewer(request: Request, data: dict[str, Any]) -> str:
+    """Who a request is from: a named rater's link says; else the name the page sends."""
+    name = _visitor(request).name
+    return name if name is not None else check_reviewer(data.get("reviewer"))
+
+
 @dataclass(frozen=True, slots=True)
 class _Endpoints:
     """The app's endpoints over one session: the page, its files, a payload, and the JSON API.
     One lock makes each change to the queue and the item it answers with one step."""
 
     session: ReviewSession
-    token: str
     page: jinja2.Template
     assets: dict[str, _Asset]
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def _state(self, reviewer: str, item: Item | None) -> JSONResponse:
+    def _state(self, reviewer: str, item: Item | None, **extra: Any) -> JSONResponse:
         return JSONResponse(
             {
-                "item": _item_json(self.session, item),
+                "reviewer": reviewer,
+                "item": _item_json(self.session, item, reviewer),
                 "progress": self.session.queue.progress(reviewer).to_dict(),
+                **extra,
             }
         )
 
     async def index(self, request: Request) -> Response:
         session = self.session
+        visitor = _visitor(request)
         html = self.page.render(
-            token=self.token,
+            token=visitor.token,
+            rater=visitor.name or "",
+            operator=visitor.operator,
             dataset=session.dataset,
             spec=session.source.spec,
             overlay=short(session.source.digest),
@@ -299,28 +327,40 @@ class _Endpoints:
 
     async def next_item(self, request: Request) -> Response:
         data = await _body(request)
+        reviewer = _reviewer(request, data)
         with self.lock:
-            reviewer = check_reviewer(data.get("reviewer"))
             return self._state(reviewer, self.session.queue.next_item(reviewer))
 
     async def answer(self, request: Request) -> Response:
         data = await _body(request)
-        reviewer = check_reviewer(data.get("reviewer"))
+        reviewer = _reviewer(request, data)
         queue = self.session.queue
+        ticket = data.get("ticket")
         with self.lock:
             if request.url.path.endswith("/skip"):
-                queue.skip(reviewer, data.get("row"))
+                queue.skip(reviewer, data.get("row"), ticket=ticket)
+                saved = {"row": data.get("row"), "answer": None}
             else:
-                queue.vote(reviewer, data.get("row"), data.get("answer"))
-            return self._state(reviewer, queue.next_item(reviewer))
+                record = queue.vote(reviewer, data.get("row"), data.get("answer"), ticket=ticket)
+                saved = {"row": record["row"], "answer": record["answer"]}
+            return self._state(reviewer, queue.next_item(reviewer), saved=saved)
 
     async def undo(self, request: Request) -> Response:
         data = await _body(request)
-        reviewer = check_reviewer(data.get("reviewer"))
+        reviewer = _reviewer(request, data)
         with self.lock:
-            return self._state(reviewer, self.session.queue.undo(reviewer))
+            undone = self.session.queue.undo_action(reviewer)
+        record = undone.record
+        cancelled = {"row": record["row"], "answer": record.get("answer")}
+        return self._state(reviewer, undone.item, undone=cancelled)
 
     async def finish(self, request: Request) -> Response:
+        if not _visitor(request).operator:
+            return _error(
+                403,
+                "finishing the review is the operator's: ask them, or open the operator's "
+                "link ('dsreg review' printed it), or run 'dsreg review SPEC --finish'",
+            )
         data = await _body(request)
         threshold = data.get("threshold", 3)
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
@@ -338,6 +378,8 @@ class _Endpoints:
                 "summary": result.summary,
                 "tagged": None if tagged is None else f"{tagged.dataset}@{tagged.tag}",
                 "set_aside": [span.to_dict() for span in result.set_aside],
+                "short": result.short,
+                "votes_per_item": result.votes_per_item,
             }
         )
 

@@ -12,6 +12,15 @@ A record may be missing: one damaged on disk is set aside (``votelog.py``), and 
 replayed without it (an undo of it undoes nothing; a log whose ``open`` record was set aside
 starts with a later record).
 
+Reviewer names are compared case-insensitively: a request's name is casefolded before it is
+recorded, and the log's names are casefolded when replayed (an older log may hold ``Alice``).
+
+Each item handed to a reviewer comes with a ticket: an HMAC, under the session's secret, of
+the reviewer, the row and how many of their records name that row. A vote or skip must carry
+the ticket of the item the reviewer holds, so a repeated or stale request (a double press, a
+second tab, a retry after an undo) can never land on another row, and the tickets stay valid
+across a restart (the secret is stored with the session; the count is replayed from the log).
+
 Assignment: a reviewer is given the first item, worst first, that they have neither answered
 nor skipped, whose votes plus the leases other reviewers hold on it are fewer than
 ``votes_per_item``. Giving an item takes a lease on it for ``lease_seconds``; answering or
@@ -23,21 +32,35 @@ lost or doubled vote (a reviewer can vote on an item once, and an item takes no 
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from dsreg._util.records import FieldDict
 from dsreg.errors import InvalidInputError, ReviewConflictError
+from dsreg.reviewing.access import rater_name
 from dsreg.reviewing.votelog import VotesLog
 
-__all__ = ["ANSWERS", "Item", "ReviewProgress", "ReviewQueue", "check_reviewer"]
+__all__ = [
+    "ANSWERS",
+    "NO_TICKET",
+    "Item",
+    "ReviewProgress",
+    "ReviewQueue",
+    "Undone",
+    "check_reviewer",
+]
 
 # The four answers of Northcutt, Athalye and Mueller's protocol, named as the label-errors
 # release names its vote counts.
 ANSWERS: Final = ("given", "guessed", "both", "neither")
-_MAX_NAME: Final = 64
+# What an in-process caller (the library, a test) passes for the ticket it does not hold: the
+# web app always passes the request's, so a request without one is refused.
+NO_TICKET: Final = object()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,15 +90,15 @@ class ReviewProgress(FieldDict):
 
 
 def check_reviewer(name: object) -> str:
-    """A reviewer's name: 1 to 64 printable characters, spaces trimmed."""
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidInputError("a reviewer name is required: type your name on the page")
-    name = name.strip()
-    if len(name) > _MAX_NAME or not name.isprintable():
-        raise InvalidInputError(
-            f"reviewer name {name[:80]!r} must be 1 to {_MAX_NAME} printable characters"
-        )
-    return name
+    """A reviewer's name: 1 to 64 printable characters, spaces trimmed, casefolded."""
+    return rater_name(name)
+
+
+class Undone(NamedTuple):
+    """What an undo cancelled: the record (a vote or a skip), and its item, handed back."""
+
+    item: Item
+    record: dict[str, Any]
 
 
 @dataclass(slots=True)
@@ -84,6 +107,7 @@ class _Reviewer:
     skipped: set[int] = field(default_factory=set)
     actions: list[dict[str, Any]] = field(default_factory=list)  # undoable, oldest first
     held: int | None = None
+    touched: dict[int, int] = field(default_factory=dict)  # row -> records naming it
 
 
 class ReviewQueue:
@@ -98,6 +122,7 @@ class ReviewQueue:
         votes_per_item: int = 5,
         lease_seconds: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        secret: bytes | None = None,
     ) -> None:
         if isinstance(votes_per_item, bool) or not isinstance(votes_per_item, int):
             raise InvalidInputError(f"votes per item must be a whole number: {votes_per_item!r}")
@@ -112,6 +137,7 @@ class ReviewQueue:
         self.votes_per_item = votes_per_item
         self.lease_seconds = lease_seconds
         self._clock = clock
+        self._secret = secrets.token_bytes(32) if secret is None else secret
         self._reviewers: dict[str, _Reviewer] = {}
         self._counts: dict[int, int] = {}  # row -> votes
         self._leases: dict[int, dict[str, float]] = {}  # row -> reviewer -> expiry
@@ -136,7 +162,10 @@ class ReviewQueue:
 
     def _apply(self, record: dict[str, Any]) -> None:
         op = record.get("op")
-        reviewer = self._reviewer(str(record.get("reviewer")))
+        reviewer = self._reviewer(str(record.get("reviewer")).casefold())
+        if "row" in record:
+            row = int(record["row"])
+            reviewer.touched[row] = reviewer.touched.get(row, 0) + 1
         if op == "vote":
             row = int(record["row"])
             reviewer.votes[row] = str(record["answer"])
@@ -153,6 +182,7 @@ class ReviewQueue:
                 return  # it undoes a record that was damaged and set aside
             reviewer.actions.remove(target)
             row = int(target["row"])
+            reviewer.touched[row] = reviewer.touched.get(row, 0) + 1
             if target["op"] == "vote":
                 del reviewer.votes[row]
                 self._counts[row] -= 1
@@ -205,14 +235,40 @@ class ReviewQueue:
                 return self._lease(name, reviewer, item.row, now)
         return None
 
+    # -- tickets -----------------------------------------------------------------------------
+    def ticket(self, name: str, row: int) -> str:
+        """The ticket of ``row`` handed to ``name`` now: it changes with each of their records
+        about the row, so an answer, skip or undo makes the tickets before it stale."""
+        name = check_reviewer(name)
+        touched = self._reviewer(name).touched.get(row, 0)
+        message = f"{name}\0{row}\0{touched}".encode()
+        return hmac.new(self._secret, message, hashlib.sha256).hexdigest()[:32]
+
+    def _check_ticket(self, name: str, reviewer: _Reviewer, item: Item, ticket: object) -> None:
+        if ticket is NO_TICKET:
+            return
+        held = reviewer.held
+        valid = isinstance(ticket, str) and hmac.compare_digest(
+            ticket.encode(), self.ticket(name, item.row).encode()
+        )
+        if not valid or (held is not None and held != item.row):
+            raise ReviewConflictError(
+                f"Your answer was NOT saved: row {item.row} is not the item the server is "
+                "showing you now (a repeated or late request, or another tab). Look at the "
+                "item shown now and answer it."
+            )
+
     # -- answers -----------------------------------------------------------------------------
     def _item(self, row: object) -> Item:
         if isinstance(row, bool) or not isinstance(row, int) or row not in self.by_row:
             raise InvalidInputError(f"row {row!r} is not an item of this review queue")
         return self.by_row[row]
 
-    def vote(self, name: str, row: object, answer: object) -> dict[str, Any]:
-        """Record ``name``'s answer about ``row`` (durably, before returning)."""
+    def vote(
+        self, name: str, row: object, answer: object, *, ticket: object = NO_TICKET
+    ) -> dict[str, Any]:
+        """Record ``name``'s answer about ``row`` (durably, before returning); ``ticket`` must
+        be the one handed out with the item ``name`` holds (``NO_TICKET``: not checked)."""
         name = check_reviewer(name)
         item = self._item(row)
         if answer not in ANSWERS:
@@ -220,8 +276,10 @@ class ReviewQueue:
         reviewer = self._reviewer(name)
         if item.row in reviewer.votes:
             raise ReviewConflictError(
-                f"{name!r} answered row {item.row} already; undo it first to change the answer"
+                f"This answer was NOT saved: {name!r} answered row {item.row} already "
+                f"({reviewer.votes[item.row]!r} stands); undo it first to change the answer"
             )
+        self._check_ticket(name, reviewer, item, ticket)
         count = self._counts.get(item.row, 0)
         if count >= self.votes_per_item:
             raise ReviewConflictError(
@@ -232,19 +290,26 @@ class ReviewQueue:
         self._release(name, reviewer)
         return record
 
-    def skip(self, name: str, row: object) -> None:
+    def skip(self, name: str, row: object, *, ticket: object = NO_TICKET) -> None:
         """``name`` passes on ``row``: they are not shown it again (undo brings it back)."""
         name = check_reviewer(name)
         item = self._item(row)
         reviewer = self._reviewer(name)
         if item.row in reviewer.votes or item.row in reviewer.skipped:
-            raise ReviewConflictError(f"{name!r} answered or skipped row {item.row} already")
+            raise ReviewConflictError(
+                f"This skip was NOT saved: {name!r} answered or skipped row {item.row} already"
+            )
+        self._check_ticket(name, reviewer, item, ticket)
         record = {"op": "skip", "reviewer": name, "row": item.row, "t": time.time()}
         self._apply(self.log.append(record))
         self._release(name, reviewer)
 
     def undo(self, name: str) -> Item:
         """Cancel ``name``'s last vote or skip; the item becomes theirs to answer again."""
+        return self.undo_action(name).item
+
+    def undo_action(self, name: str) -> Undone:
+        """``undo``, and the record it cancelled (the vote, with its answer, or the skip)."""
         name = check_reviewer(name)
         reviewer = self._reviewer(name)
         if not reviewer.actions:
@@ -253,7 +318,8 @@ class ReviewQueue:
         record = {"op": "undo", "reviewer": name, "target": target["seq"], "t": time.time()}
         self._apply(self.log.append(record))
         self._release(name, reviewer)
-        return self._lease(name, reviewer, int(target["row"]), self._clock())
+        item = self._lease(name, reviewer, int(target["row"]), self._clock())
+        return Undone(item=item, record=target)
 
     # -- reading -----------------------------------------------------------------------------
     def progress(self, name: str | None = None) -> ReviewProgress:

@@ -1,8 +1,10 @@
 """``ReviewServer``: the review app served by uvicorn on a background thread.
 
-What ``dsreg.review`` returns: ``start()`` binds (loopback unless told otherwise; port 0 picks
-a free one) and serves, ``url`` is the address to open (it carries the access token),
-``stop()`` stops serving and releases the votes log. A context manager starts and stops it.
+What ``dsreg.review`` returns: ``start()`` binds (loopback unless told otherwise; by default
+the port the review's last server had, so open pages and their links keep working; port 0
+picks a free one) and serves, ``url`` is the operator's address (it carries the operator's
+token), ``links`` every address to hand out, ``stop()`` stops serving and releases the votes
+log. A context manager starts and stops it.
 uvicorn is given no logging configuration and no access log: the library prints nothing.
 """
 
@@ -10,12 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import secrets
 import socket
 import threading
 import time
 from types import TracebackType
-from typing import Final
+from typing import Any, Final
 from urllib.parse import urlencode
 
 import uvicorn
@@ -40,9 +41,10 @@ class ReviewServer:
     session : ReviewSession
         The queue, its votes log and its finishing.
     host, port : str, int
-        Where it listens (``port`` is the bound one once started).
+        Where it listens (``port`` is the bound one once started; given None, the review's
+        last server's port, else a free one).
     token : str
-        The access token every request must carry.
+        The operator's access token (the raters' are in ``session.access``).
     """
 
     def __init__(
@@ -50,16 +52,17 @@ class ReviewServer:
         session: ReviewSession,
         *,
         host: str = "127.0.0.1",
-        port: int = 0,
+        port: int | None = None,
         reviewer: str | None = None,
     ) -> None:
-        if not 0 <= port <= 65535:
+        if port is not None and not 0 <= port <= 65535:
             raise InvalidInputError(f"port {port} is not between 0 and 65535")
         self.session = session
         self.host = host
-        self.port = port
+        self.port = port if port is not None else session.access.port or 0
+        self._kept_port = port is None and bool(session.access.port)
         self.reviewer = reviewer
-        self.token = secrets.token_urlsafe(24)
+        self.token = session.access.operator
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._app: Starlette | None = None
@@ -68,20 +71,34 @@ class ReviewServer:
         """The review app itself (an ASGI app), to mount elsewhere or to test with Starlette's
         ``TestClient``; ``start`` serves this same app."""
         if self._app is None:
-            self._app = make_app(self.session, token=self.token, cookie=f"dsreg-review-{self.port}")
+            self._app = make_app(self.session, cookie=f"dsreg-review-{self.port}")
         return self._app
 
-    @property
-    def url(self) -> str:
-        """The page's address with the access token (and ``reviewer`` when one was given)."""
+    def _link(self, token: str, reviewer: str | None = None) -> str:
         host = self.host
         with contextlib.suppress(ValueError):
             if ipaddress.ip_address(host).version == 6:
                 host = f"[{host}]"
-        query = {"token": self.token}
-        if self.reviewer:
-            query["reviewer"] = self.reviewer
+        query = {"token": token}
+        if reviewer:
+            query["reviewer"] = reviewer
         return f"http://{host}:{self.port}/?{urlencode(query)}"
+
+    @property
+    def url(self) -> str:
+        """The operator's page address with its token (and ``reviewer`` when one was given)."""
+        return self._link(self.token, self.reviewer)
+
+    @property
+    def links(self) -> dict[str, Any]:
+        """Every link to hand out: ``operator`` (``url``), and ``raters``, one per named rater
+        (name -> link), or, when the review names none, ``shared``, the link where raters name
+        themselves."""
+        access = self.session.access
+        if access.raters:
+            raters = {name: self._link(token) for name, token in sorted(access.raters.items())}
+            return {"operator": self.url, "raters": raters}
+        return {"operator": self.url, "shared": self._link(access.shared)}
 
     def progress(self, reviewer: str | None = None) -> ReviewProgress:
         """The queue's progress line: votes by ``reviewer`` and by everyone, items complete and
@@ -112,11 +129,19 @@ class ReviewServer:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.bind(info[4])
         except OSError as e:
+            kept = (
+                " (the review's port: its open pages and links name it; --port 0 picks a free "
+                "port and new links)"
+                if self._kept_port
+                else ""
+            )
             raise StorageError(
-                f"cannot listen on {self.host}:{self.port}: {e.strerror or e}; choose another "
-                "--host or --port (0 picks a free port)"
+                f"cannot listen on {self.host}:{self.port}{kept}: {e.strerror or e}; choose "
+                "another --host or --port (0 picks a free port)"
             ) from e
         self.port = sock.getsockname()[1]
+        if self.session.access.port != self.port:
+            self.session.store_access(port=self.port)
         config = uvicorn.Config(
             self.asgi(), log_config=None, access_log=False, log_level="warning", lifespan="off"
         )

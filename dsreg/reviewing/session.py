@@ -7,6 +7,9 @@ Finishing is importing: ``finish`` writes the votes in the label-errors format (
 overlay made by ``dsreg review --finish`` has the digest of one made by importing the file
 ``dsreg review --export`` writes: the same table, and the same producer (its ``votes`` input is
 the digest of those bytes, its ``queue`` input and ``reviewers`` param are read from them).
+An item with fewer votes than the review's votes per item carries ``votes_wanted`` in the
+export, so that, when its votes agree on nothing yet, it is ``unreviewed`` (a finish before the
+votes are in judges nothing), not ``non_agreement``.
 """
 
 from __future__ import annotations
@@ -16,10 +19,10 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,20 +34,25 @@ from dsreg.objects.digest import hex_of, short
 from dsreg.ops.overlay import OverlayResult, Tagging, check_tag_target, import_votes
 from dsreg.registry.folder import Registry, Resolved
 from dsreg.registry.tables import read_corrections, read_examples
+from dsreg.reviewing.access import Access, access_path, load_access, save_access
 from dsreg.reviewing.logbytes import SetAside
 from dsreg.reviewing.queue import Item, ReviewQueue, tally
 from dsreg.reviewing.votelog import VotesLog, log_path, read_votes
 
 __all__ = [
+    "VOTES_PER_ITEM",
     "ReviewExport",
     "ReviewFinish",
     "ReviewSession",
+    "VotesFile",
     "export_votes",
     "finish_review",
     "sniff",
 ]
 
 _METADATA_COLUMNS: Final = 20
+VOTES_PER_ITEM: Final = 5
+_NO_TAG: Final = Tagging()
 _METADATA_CHARS: Final = 200
 _IMAGE_MAGIC: Final = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -102,6 +110,10 @@ class _Queued:
     @property
     def log_path(self) -> Path:
         return log_path(self.registry.root, hex_of(self.digest))
+
+    def stored_access(self) -> Access | None:
+        """The review's links and settings, as its last server stored them (None: none yet)."""
+        return load_access(access_path(self.log_path))
 
 
 def _items(q: _Queued, verdict: str) -> list[Item]:
@@ -161,10 +173,15 @@ class ReviewSession:
         An overlay digest or prefix (of the revision's snapshot).
     verdict : str
         The verdict of the rows to review (default ``suspected``).
-    votes_per_item : int
-        An item leaves the queue with this many votes.
+    votes_per_item : int, optional
+        An item leaves the queue with this many votes (default: the review's last, else 5).
     lease_seconds : float
         How long an item given to a reviewer is kept from others.
+    raters : sequence of str
+        Names (casefolded) of raters to give a link of their own, beside those given before.
+
+    The review's links (``access``) are read from beside the votes log, or made, and stored
+    again with the raters, the votes per item and (once bound, by the server) the port.
     """
 
     def __init__(
@@ -174,9 +191,10 @@ class ReviewSession:
         *,
         overlay: str | None = None,
         verdict: str = "suspected",
-        votes_per_item: int = 5,
+        votes_per_item: int | None = None,
         lease_seconds: float = 300.0,
         clock: Callable[[], float] | None = None,
+        raters: Sequence[str] = (),
     ) -> None:
         if verdict not in VERDICTS:
             raise InvalidInputError(f"unknown verdict {verdict!r}; choose one of {VERDICTS}")
@@ -191,6 +209,9 @@ class ReviewSession:
         self.classes = self.source.snapshot.classes
         self.log = VotesLog(self.source.log_path)
         try:
+            access = (self.source.stored_access() or Access()).with_raters(raters)
+            if votes_per_item is None:
+                votes_per_item = access.votes_per_item or VOTES_PER_ITEM
             extra = {} if clock is None else {"clock": clock}
             self.queue = ReviewQueue(
                 items,
@@ -198,8 +219,11 @@ class ReviewSession:
                 queue=self.source.digest,
                 votes_per_item=votes_per_item,
                 lease_seconds=lease_seconds,
+                secret=bytes.fromhex(access.secret),
                 **extra,
             )
+            self.access = access
+            self.store_access(votes_per_item=votes_per_item, verdict=verdict)
         except BaseException:
             self.log.close()
             raise
@@ -222,17 +246,23 @@ class ReviewSession:
         data = self.registry.store.read_bytes(item.blob)
         return data, sniff(data)
 
+    def store_access(self, **changes: Any) -> None:
+        """Store the review's links and settings with ``changes`` (the port a server bound,
+        the votes per item), atomically, beside the votes log this session holds."""
+        self.access = replace(self.access, **changes)
+        save_access(access_path(self.source.log_path), self.access)
+
     def finish(
         self, *, threshold: int, tag: str | None = None, view: str | None = None
     ) -> ReviewFinish:
-        """``finish_review`` of this session's queue (the page's button)."""
+        """``finish_review`` of this session's queue (the page's operator's button)."""
         return finish_review(
             self.registry,
             self.source.spec,
             overlay=self.source.digest,
             threshold=threshold,
-            tag=tag,
-            view=view,
+            tagging=Tagging(tag=tag, view=view),
+            votes_per_item=self.queue.votes_per_item,
             command=f"dsreg review {self.source.spec} --finish (page)",
         )
 
@@ -278,23 +308,43 @@ class ReviewExport(int):
 class ReviewFinish(OverlayResult):
     """What ``dsreg.review_finish`` returns: the overlay stored (an ``OverlayResult``), with
     ``set_aside``, the damaged spans of the votes log whose records it could not count (empty
-    when the log is whole)."""
+    when the log is whole), and the items finished early: ``short``, the queue's items with
+    fewer than ``votes_per_item`` votes (``unvoted`` of them with none, left out of the overlay);
+    those whose votes agree on nothing are ``unreviewed``."""
 
     set_aside: tuple[SetAside, ...] = ()
+    votes_per_item: int = VOTES_PER_ITEM
+    short: int = 0
+    unvoted: int = 0
+
+
+class VotesFile(NamedTuple):
+    """The export of a review: the label-errors JSON bytes, the damaged spans of its log, the
+    votes per item it was measured against and each voted row's number of votes."""
+
+    data: bytes
+    set_aside: tuple[SetAside, ...]
+    votes_per_item: int
+    totals: dict[int, int]
 
 
 def export_votes(
-    reg: Registry, spec: str, *, overlay: str | None = None
-) -> tuple[bytes, tuple[SetAside, ...]]:
+    reg: Registry, spec: str, *, overlay: str | None = None, votes_per_item: int | None = None
+) -> VotesFile:
     """The votes cast so far about ``spec``'s queue, as a label-errors JSON file's bytes, and
     the damaged spans of its log (moved aside, or still in it), whose records are left out.
 
     One record per voted row, in row order: ``id`` (the example id), ``given_original_label``
     and ``our_guessed_label`` (class indices) with their ``_name``, ``mturk`` (the counts of
-    the four answers, undone votes left out), and dsreg's two additions: ``reviewers`` (sorted)
-    and ``queue`` (the overlay reviewed). The same votes give the same bytes.
+    the four answers, undone votes left out), and dsreg's additions: ``reviewers`` (sorted),
+    ``queue`` (the overlay reviewed) and, on a row with fewer votes than ``votes_per_item``
+    (default: the review's last server's, else 5), ``votes_wanted``. The same votes give the
+    same bytes.
     """
     q = _Queued(reg, spec, overlay)
+    if votes_per_item is None:
+        stored = q.stored_access()
+        votes_per_item = (stored and stored.votes_per_item) or VOTES_PER_ITEM
     votes = read_votes(q.log_path)
     counted = tally(votes.records)
     if not counted and votes.set_aside:
@@ -318,6 +368,7 @@ def export_votes(
     }
     classes = q.snapshot.classes
     records: list[dict[str, Any]] = []
+    totals: dict[int, int] = {}
     for row, (counts, reviewers) in counted.items():
         found = by_row.get(row)
         if found is None or found["suggested_label"] is None:
@@ -325,6 +376,8 @@ def export_votes(
                 f"the votes log {q.log_path} names row {row}, which overlay "
                 f"{short(q.digest)} does not flag with a suggested label"
             )
+        totals[row] = sum(counts.values())
+        wanted = {"votes_wanted": votes_per_item} if totals[row] < votes_per_item else {}
         records.append(
             {
                 "id": found["example_id"],
@@ -335,10 +388,11 @@ def export_votes(
                 "mturk": counts,
                 "reviewers": list(reviewers),
                 "queue": q.digest,
+                **wanted,
             }
         )
     data = (json.dumps(records, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
-    return data, votes.set_aside
+    return VotesFile(data, votes.set_aside, votes_per_item, totals)
 
 
 def finish_review(
@@ -347,19 +401,22 @@ def finish_review(
     *,
     overlay: str | None = None,
     threshold: int = 3,
-    tag: str | None = None,
-    view: str | None = None,
-    force: bool = False,
+    tagging: Tagging = _NO_TAG,
+    votes_per_item: int | None = None,
     command: str = "",
 ) -> ReviewFinish:
     """Store the votes about ``spec``'s queue as a ``validated`` overlay: ``import_votes`` of the
-    bytes ``export_votes`` returns (and, with ``tag``, tag the revision plus it in ``view``)."""
-    check_tag_target(reg, spec, tag, view, force=force, producer="dsreg.import-votes")
-    data, set_aside = export_votes(reg, spec, overlay=overlay)
+    bytes ``export_votes`` returns (and, with ``tagging.tag``, tag the revision plus it in
+    ``tagging.view``). The result counts the queue's items with fewer than ``votes_per_item``
+    votes (default: the review's last server's, else 5)."""
+    check_tag_target(
+        reg, spec, tagging.tag, tagging.view, force=tagging.force, producer="dsreg.import-votes"
+    )
+    exported = export_votes(reg, spec, overlay=overlay, votes_per_item=votes_per_item)
     try:
         fd, name = tempfile.mkstemp(dir=reg.store.tmp, prefix="review-", suffix=".json")
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            f.write(exported.data)
     except OSError as e:
         raise StorageError(f"cannot stage the votes in {reg.store.tmp}: {e.strerror}") from e
     try:
@@ -369,11 +426,33 @@ def finish_review(
             name,
             format="label-errors",
             threshold=threshold,
-            tagging=Tagging(tag=tag, view=view, force=force),
+            tagging=tagging,
             command=command,
         )
-        fields = {f.name: getattr(made, f.name) for f in dataclasses.fields(made)}
-        return ReviewFinish(**fields, set_aside=set_aside)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(name)
+    fields = {f.name: getattr(made, f.name) for f in dataclasses.fields(made)}
+    unvoted = _unvoted(reg, spec, overlay, exported.totals)
+    return ReviewFinish(
+        **fields,
+        set_aside=exported.set_aside,
+        votes_per_item=exported.votes_per_item,
+        short=unvoted + sum(1 for n in exported.totals.values() if n < exported.votes_per_item),
+        unvoted=unvoted,
+    )
+
+
+def _unvoted(reg: Registry, spec: str, overlay: str | None, voted: dict[int, int]) -> int:
+    """The queue's items (of the verdict its last server reviewed) without a vote."""
+    q = _Queued(reg, spec, overlay)
+    stored = q.stored_access()
+    verdict = stored.verdict if stored is not None else "suspected"
+    flagged = q.corrections.filter(
+        pc.and_(
+            pc.equal(q.corrections.column("verdict"), verdict),
+            pc.is_valid(q.corrections.column("suggested_label")),
+        )
+    )
+    rows = flagged.column("row").to_pylist()
+    return sum(1 for row in rows if row not in voted)

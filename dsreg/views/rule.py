@@ -64,7 +64,7 @@ def _lut(test: Callable[[str | None], bool]) -> np.ndarray:
     return np.array([test(None), *(test(name) for name in VERDICTS)], dtype=bool)
 
 
-_NOT_ERROR = _lut(lambda name: name in (None, "non_error", *AUDIT_VERDICTS))
+_NOT_ERROR = _lut(lambda name: name in (None, "non_error", "unreviewed", *AUDIT_VERDICTS))
 _NOT_AUDITED = _lut(lambda name: name not in AUDIT_VERDICTS)
 _RELABEL = _lut(lambda name: name in ("correctable", "suspected"))
 _IS_CORRECTABLE = _lut(lambda name: name == "correctable")

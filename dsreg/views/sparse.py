@@ -54,6 +54,7 @@ _SUSPECTED = VERDICTS.index("suspected") + 1
 _NEITHER = VERDICTS.index("neither") + 1
 _MULTI_LABEL = VERDICTS.index("multi_label") + 1
 _AUDITED = np.array([VERDICTS.index(v) + 1 for v in AUDIT_VERDICTS], dtype=np.uint8)
+_UNREVIEWED = VERDICTS.index("unreviewed") + 1
 
 
 def _none() -> np.ndarray:
@@ -222,7 +223,7 @@ def sparse_views(n: int, ov: Named, names: Iterable[View]) -> dict[View, SparseV
     """Each view of ``names`` over ``n`` snapshot rows, from the rows overlays name (``ov``)."""
     v, s, rows = ov.verdict, ov.suggested, ov.named
     audited = np.isin(v, _AUDITED)
-    err = (v != _NON_ERROR) & ~audited
+    err = (v != _NON_ERROR) & (v != _UNREVIEWED) & ~audited
     relabel = ((v == _CORRECTABLE) | (v == _SUSPECTED)) & (s >= 0)
     cand = np.flatnonzero(s >= 0)  # positions in `named` of the target's candidate rows
     cand_index = np.full(len(rows), -1, dtype=np.int64)

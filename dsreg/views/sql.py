@@ -208,7 +208,9 @@ def _latest(field: str, count: int) -> str:
 
 # The audit's verdicts say nothing of the label: no label error; decontaminated leaves them out.
 _AUDITED = "(__dsreg_v IN ('duplicate', 'contaminated'))"
-_IS_ERROR = f"(__dsreg_v IS NOT NULL AND __dsreg_v <> 'non_error' AND NOT {_AUDITED})"
+_IS_ERROR = (
+    f"(__dsreg_v IS NOT NULL AND __dsreg_v NOT IN ('non_error', 'unreviewed') AND NOT {_AUDITED})"
+)
 _RELABEL = "(__dsreg_v IN ('correctable', 'suspected') AND __dsreg_s IS NOT NULL)"
 # Which rows each view keeps (the view rule, as views/rule.py states it).
 _KEEP: dict[str, str] = {

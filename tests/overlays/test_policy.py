@@ -69,7 +69,10 @@ def test_view_sizes_are_consistent(data: st.DataObject) -> None:
     verdicts = [data.draw(st.sampled_from(VERDICTS)) for _ in rows]
     sug = [data.draw(st.integers(0, 3)) for _ in rows]
     merged = merge_overlays(n, [table(rows, verdicts, sug)])
-    errors = sum(v in ERRORS for v in verdicts)  # not the audit's verdicts: no label errors
+    # Not unreviewed (no judgement) nor the audit's verdicts (no label errors).
+    not_errors = ("non_error", "unreviewed", *AUDIT_VERDICTS)
+    errors = sum(v not in not_errors for v in verdicts)
+    assert errors == sum(v in ERRORS for v in verdicts)
     audited = sum(v in AUDIT_VERDICTS for v in verdicts)
     relabelled = sum(v in ("correctable", "suspected") for v in verdicts)
     assert len(apply_view("original", labels, merged).rows) == n

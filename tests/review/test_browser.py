@@ -72,13 +72,7 @@ class Reviewer:
         given = self.page.text_content("#given")
         suggested = self.page.text_content("#suggested")
         self.seen_script_class |= XSS_CLASS in (given, suggested)
-        # The example is the PNG itself, decoded by the browser. (Polled from here: the
-        # page's CSP forbids the eval that wait_for_function's polling needs.)
-        deadline = time.monotonic() + 15
-        width = "() => document.getElementById('example-image')?.naturalWidth"
-        while self.page.evaluate(width) != 32:
-            assert time.monotonic() < deadline, "the example's image did not load"
-            time.sleep(0.02)
+        wait_until_drawn(self.page)
         before = self.you()
         if keyboard:
             self.page.keyboard.press(KEYS[answer])
@@ -87,6 +81,21 @@ class Reviewer:
         self.page.wait_for_selector(f"#progress:has-text('You: {before + 1} answered')")
         self.answered.append((row, answer))
         return row
+
+
+def wait_until_drawn(page: Any) -> None:
+    """Until the page takes answers: the example, the PNG itself, decoded and drawn, and the
+    guard after it over. (Polled from here: the page's CSP forbids the eval that
+    wait_for_function's polling needs.)"""
+    deadline = time.monotonic() + 15
+    width = "() => document.getElementById('example-image')?.naturalWidth"
+    while page.evaluate(width) != 32:
+        assert time.monotonic() < deadline, "the example's image did not load"
+        time.sleep(0.02)
+    drawing = "() => document.body.classList.contains('drawing')"
+    while page.evaluate(drawing):
+        assert time.monotonic() < deadline, "the page did not take answers"
+        time.sleep(0.02)
 
 
 def _logged(review_set: ReviewSet, tmp_path: Path) -> set[tuple[str, int]]:
@@ -244,8 +253,10 @@ def test_an_item_filled_while_its_lease_ran_out_moves_the_page_on(
         bob.goto(server.url + "&reviewer=bob")
         bob.wait_for_selector("#progress:has-text('You: 0')")
         assert bob.text_content("#row") == first
+        wait_until_drawn(bob)
         bob.click("button[data-answer='given']")
         bob.wait_for_selector("#progress:has-text('You: 1')")
+        wait_until_drawn(alice)
         alice.click("button[data-answer='guessed']")
         alice.wait_for_selector("#message:has-text('has its 1 votes already')")
         deadline = time.monotonic() + 10

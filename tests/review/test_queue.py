@@ -19,18 +19,25 @@ BASE = "http://127.0.0.1"
 
 
 class Page:
-    """One reviewer's browser, as the page's script talks to the server."""
+    """One reviewer's browser, as the page's script talks to the server: a vote or skip
+    carries the ticket the server handed out with the item it names."""
 
     def __init__(self, server: dsreg.ReviewServer, reviewer: str) -> None:
         self.client = TestClient(server.asgi(), base_url=BASE)
         self.reviewer = reviewer
         assert self.client.get(f"/?token={server.token}", follow_redirects=False).status_code == 303
         self.headers = {"X-Dsreg-Token": server.token, "Origin": BASE}
+        self.tickets: dict[int, str] = {}
 
     def post(self, path: str, **body: Any) -> Any:
+        if path in ("/api/vote", "/api/skip") and body.get("row") in self.tickets:
+            body.setdefault("ticket", self.tickets[body["row"]])
         response = self.client.post(
             path, json={"reviewer": self.reviewer, **body}, headers=self.headers
         )
+        item = response.json().get("item") if response.status_code == 200 else None
+        if item:
+            self.tickets[item["row"]] = item["ticket"]
         return response
 
     def next(self) -> dict[str, Any]:
@@ -94,12 +101,16 @@ def test_a_lease_keeps_an_item_from_others_until_it_expires(
     assert bob.next()["item"]["row"] != first  # one vote left, alice holds it
     assert alice.next()["item"]["row"] == first  # a reload shows alice the same item
     time.sleep(0.4)
-    assert Page(server, "carol").next()["item"]["row"] == first  # alice's lease ran out
+    carol = Page(server, "carol")
+    assert carol.next()["item"]["row"] == first  # alice's lease ran out
     # The item takes no vote beyond its one.
     alice.vote(first, "guessed")
-    refused = Page(server, "dave").post("/api/vote", row=first, answer="given")
+    refused = carol.post("/api/vote", row=first, answer="given")
     assert refused.status_code == 409
     assert "has its 1 votes already" in refused.json()["error"]
+    # Nor one from a rater it was never handed to: not saved.
+    stranger = Page(server, "dave").post("/api/vote", row=first, answer="given")
+    assert stranger.status_code == 409 and "NOT saved" in stranger.json()["error"]
 
 
 def test_undo_is_a_record_and_brings_the_item_back(serve: Any, review_set: ReviewSet) -> None:

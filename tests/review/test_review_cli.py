@@ -21,7 +21,13 @@ def _vote(review_set: ReviewSet, answers: dict[str, str]) -> None:
         headers = {"X-Dsreg-Token": server.token}
         for name, answer in answers.items():
             item = client.post("/api/next", json={"reviewer": name}, headers=headers)
-            body = {"reviewer": name, "row": item.json()["item"]["row"], "answer": answer}
+            handed = item.json()["item"]
+            body = {
+                "reviewer": name,
+                "row": handed["row"],
+                "ticket": handed["ticket"],
+                "answer": answer,
+            }
             assert client.post("/api/vote", json=body, headers=headers).status_code == 200
 
 
@@ -98,3 +104,67 @@ def test_finish_refuses_an_existing_tag_before_storing(
     )
     assert forced.exit_code == 0, forced.stderr
     assert len(dsreg.show("pets@v1", registry=review_set.registry).overlays) == 2
+
+
+def test_raters_differing_only_in_case_are_refused_and_a_file_gives_links(
+    cli: Any, review_set: ReviewSet, tmp_path: Path
+) -> None:
+    reg = ["--registry", str(review_set.registry)]
+    twice = cli("review", review_set.spec, "--raters", "ann,Bob,ANN", *reg)
+    assert twice.exit_code == 1 and "'ANN' is given twice" in twice.stderr
+    empty = cli("review", review_set.spec, "--raters", " , ", *reg)
+    assert empty.exit_code == 1 and "names no rater" in empty.stderr
+    names = tmp_path / "raters.txt"
+    names.write_text("Ann\n\nbob\n")
+    with dsreg.review(review_set.spec, raters=f"@{names}", registry=review_set.registry) as server:
+        links = server.links
+    assert sorted(links["raters"]) == ["ann", "bob"] and "shared" not in links
+    assert len({links["operator"], *links["raters"].values()}) == 3
+
+
+def test_an_early_finish_warns_and_leaves_split_items_unreviewed(
+    cli: Any, review_set: ReviewSet, tmp_path: Path
+) -> None:
+    """Three votes of five on one item, split: non_agreement once it had all five, but
+    finished early it is unreviewed, which the cleaned view keeps; export then import-votes
+    gives the same overlay."""
+    _vote(review_set, {"alice": "guessed", "bob": "given", "carol": "both"})
+    reg = ["--registry", str(review_set.registry)]
+    finished = cli(
+        "review", review_set.spec, "--finish", "--threshold", "2", "--tag", "early", "--json", *reg
+    )
+    assert finished.exit_code == 0, finished.stderr
+    flagged = len(review_set.flagged)
+    assert f"Warning: finished early: {flagged} items have fewer than 5 votes" in finished.stderr
+    summary = json.loads(finished.stdout)["summary"]
+    assert summary["unreviewed"] == 1 and summary["non_agreement"] == 0 and summary["errors"] == 0
+    row = review_set.flagged[0]
+    kept = dsreg.open("pets@early", registry=review_set.registry).labels()
+    assert row in kept.column("row").to_pylist()
+
+    cli("review", review_set.spec, "--export", str(tmp_path / "v.json"), *reg)
+    assert json.loads((tmp_path / "v.json").read_text())[0]["votes_wanted"] == 5
+    imported = cli(
+        "overlay",
+        "import-votes",
+        review_set.spec,
+        str(tmp_path / "v.json"),
+        "--threshold",
+        "2",
+        "--json",
+        *reg,
+    )
+    assert json.loads(imported.stdout)["overlay"] == json.loads(finished.stdout)["overlay"]
+    # Counted with all its votes (--votes-per-item 3), the same votes are a disagreement.
+    full = cli(
+        "review",
+        review_set.spec,
+        "--finish",
+        "--threshold",
+        "2",
+        "--votes-per-item",
+        "3",
+        "--json",
+        *reg,
+    )
+    assert json.loads(full.stdout)["summary"]["non_agreement"] == 1

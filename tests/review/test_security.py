@@ -62,6 +62,9 @@ def test_cross_site_posts_are_refused(server: dsreg.ReviewServer, review_set: Re
     assert form.status_code == 400 and "application/json" in form.json()["error"]
     assert client.get("/api/vote").status_code == 405
     assert server.progress().everyone == 0
+    handed = client.post("/api/next", json={"reviewer": "eve"}, headers=header).json()["item"]
+    assert handed["row"] == body["row"]
+    body["ticket"] = handed["ticket"]
     same = client.post("/api/vote", json=body, headers={**header, "Origin": BASE})
     assert same.status_code == 200
 

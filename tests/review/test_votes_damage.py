@@ -339,7 +339,13 @@ def _cast(server: dsreg.ReviewServer, votes: int) -> None:
             item = client.post("/api/next", json={"reviewer": name}, headers=headers).json()
             if item["item"] is None:
                 break
-            body = {"reviewer": name, "row": item["item"]["row"], "answer": ANSWERS[cast % 4]}
+            handed = item["item"]
+            body = {
+                "reviewer": name,
+                "row": handed["row"],
+                "ticket": handed["ticket"],
+                "answer": ANSWERS[cast % 4],
+            }
             assert client.post("/api/vote", json=body, headers=headers).status_code == 200
             cast += 1
 

@@ -42,8 +42,12 @@ if TYPE_CHECKING:
 
 __all__ = ["VERDICTS", "Verdict", "fit_votes", "verdict_for"]
 
-Verdict: TypeAlias = Literal["non_error", "correctable", "multi_label", "neither", "non_agreement"]
+Verdict: TypeAlias = Literal[
+    "non_error", "correctable", "multi_label", "neither", "non_agreement", "unreviewed"
+]
 VERDICTS: Final[tuple[Verdict, ...]] = get_args(Verdict)
+_NO_AGREEMENT: Final = 4  # VERDICTS' index of non_agreement
+_UNREVIEWED: Final = 5  # of unreviewed: no agreement yet, and fewer votes than the review wanted
 # The rule, in its order: the first count at the threshold gives its verdict; none gives the last.
 _RULE: Final = ("given", "guessed", "both", "neither")
 
@@ -64,7 +68,8 @@ def verdict_for(
     non_agreement.
     """
     counts = (given, guessed, both, neither)
-    return next((VERDICTS[i] for i, count in enumerate(counts) if count >= threshold), VERDICTS[-1])
+    found = (VERDICTS[i] for i, count in enumerate(counts) if count >= threshold)
+    return next(found, VERDICTS[_NO_AGREEMENT])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,7 +115,7 @@ def fit_votes(
         table=table,
         summary={
             "checked": table.num_rows,
-            "errors": table.num_rows - per_verdict["non_error"],
+            "errors": table.num_rows - per_verdict["non_error"] - per_verdict.get("unreviewed", 0),
             **per_verdict,
         },
         params=params,
@@ -238,6 +243,11 @@ def _table(
     verdict_code = np.full(len(columns), len(_RULE), dtype=np.int8)
     for code in reversed(range(len(_RULE))):
         verdict_code[columns.counts[_RULE[code]].values >= threshold] = code
+    if columns.wanted is not None:
+        # A review finished early: a record with no agreement and fewer votes than its review
+        # wanted is not judged yet, not a disagreement.
+        totals = sum(count.values.astype(np.int64) for count in columns.counts.values())
+        verdict_code[(verdict_code == _NO_AGREEMENT) & (totals < columns.wanted)] = _UNREVIEWED
     fields = []
     for name in COUNT_FIELDS:
         count = columns.counts.get(name)
@@ -259,7 +269,10 @@ def _table(
         schema=CORRECTIONS_SCHEMA,
     )
     per = np.bincount(verdict_code, minlength=len(VERDICTS))
-    return table, {verdict: int(n) for verdict, n in zip(VERDICTS, per, strict=True)}
+    counted: dict[str, int] = {v: int(n) for v, n in zip(VERDICTS, per, strict=True)}
+    if not counted["unreviewed"]:
+        del counted["unreviewed"]  # summaries made before the verdict keep their bytes
+    return table, counted
 
 
 def _take(values: pa.Array, index: np.ndarray) -> pa.Array:

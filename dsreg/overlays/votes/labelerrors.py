@@ -4,7 +4,9 @@ A JSON list of records with ``id``, ``url``, ``given_original_label``, ``our_gue
 ``mturk`` counts. A record names its example by the first that fits: the path of its ``url``
 after ``/static/<release name>/``, a string ``id`` (an example id), an integer ``id`` (a row
 position). ``dsreg review --export`` adds ``reviewers`` (who voted) and ``queue`` (the overlay
-whose rows were reviewed), which other readers of the format ignore.
+whose rows were reviewed), and ``votes_wanted`` (the votes its review asked for) on a record
+with fewer: such a record whose votes agree on nothing is ``unreviewed``, not
+``non_agreement``. Other readers of the format ignore the three.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class _Record:
     counts: dict[str, int | None]
     reviewers: tuple[str, ...]
     queue: str | None
+    wanted: int  # votes_wanted; 0 when the record does not say
 
 
 def read_label_errors(path: Path, classes: Classes, *, dataset: str) -> VoteColumns:
@@ -100,6 +103,11 @@ def read_label_errors(path: Path, classes: Classes, *, dataset: str) -> VoteColu
         refs=tuple(r.ref for r in records),
         reviewers=tuple(sorted({name for r in records for name in r.reviewers})),
         queues=tuple(r.queue for r in records),
+        wanted=(
+            np.array([r.wanted for r in records], dtype=np.int32)
+            if any(r.wanted for r in records)
+            else None
+        ),
     )
 
 
@@ -173,6 +181,7 @@ def _record(where: str, raw: object, classes: Classes, unknown: list[str]) -> _R
         counts=_mturk_counts(f"{where} ({ref})", raw["mturk"]),
         reviewers=_reviewers(f"{where} ({ref})", raw.get("reviewers")),
         queue=_queue(f"{where} ({ref})", raw.get("queue")),
+        wanted=_wanted(f"{where} ({ref})", raw.get("votes_wanted")),
     )
 
 
@@ -231,4 +240,13 @@ def _queue(where: str, value: object) -> str | None:
         return None
     if not isinstance(value, str) or not is_digest(value):
         raise VotesError(f"{where}: queue must be an overlay digest (blake3:…); got {value!r}")
+    return value
+
+
+def _wanted(where: str, value: object) -> int:
+    """A record's ``votes_wanted``: absent (0), or a whole number of votes, at least 1."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= INT32_MAX:
+        raise VotesError(f"{where}: votes_wanted must be a whole number >= 1; got {shown(value)}")
     return value

@@ -215,6 +215,9 @@ class VoteColumns:
         Every name the records give as reviewers, sorted (``dsreg review --export``).
     queues : tuple of str or None
         The review queue each record names (``dsreg review --export``), or none at all.
+    wanted : ndarray of int32, or None
+        The votes each record's review asked for, where the record has fewer (its
+        ``votes_wanted``, ``dsreg review --export``); 0 elsewhere. None when no record says.
     """
 
     routes: tuple[KeyRoute | RowRoute, ...]
@@ -225,6 +228,7 @@ class VoteColumns:
     refs: tuple[str, ...] | None = None
     reviewers: tuple[str, ...] = ()
     queues: tuple[str | None, ...] = ()
+    wanted: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.given)

@@ -1,16 +1,31 @@
 // dsreg review page. Plain JS, no dependencies. Data from the server is only ever put in the
 // page with textContent (never innerHTML), so class names and ids render as text.
+//
+// Every answer is deliberate: none is taken until the item's example has been drawn (an image
+// loaded and decoded, text or the label-only card put in) and GUARD_MS have passed since, a
+// held-down key's repeats are ignored, and each vote carries the item's ticket, so the server
+// refuses (409, nothing saved) an answer meant for an item it no longer shows this rater.
 "use strict";
 
 (function () {
-  const TOKEN = document.querySelector('meta[name="dsreg-token"]').content;
+  const meta = (name) => document.querySelector('meta[name="' + name + '"]').content;
+  const TOKEN = meta("dsreg-token");
+  const RATER = meta("dsreg-rater"); // a named rater's link: the name is the link's
   const STORE_KEY = "dsreg-review-reviewer";
   const TEXT_LIMIT = 20000;
+  const GUARD_MS = 150;
+  const ANSWER_NAMES = {
+    given: "Given label fits",
+    guessed: "Suggested label fits",
+    both: "Both fit",
+    neither: "Neither fits",
+  };
   const $ = (id) => document.getElementById(id);
   let reviewer = null;
   let item = null;
   let busy = false;
   let objectUrl = null;
+  let readyAt = Infinity; // when the shown item's answers are taken (performance.now())
 
   async function post(path, body) {
     const response = await fetch(path, {
@@ -37,10 +52,51 @@
     $("message").textContent = text || "";
   }
 
+  function confirm(text) {
+    $("saved").textContent = text || "";
+  }
+
+  function waitForDrawing() {
+    readyAt = Infinity;
+    document.body.classList.add("drawing");
+  }
+
+  function drawn(current) {
+    if (item !== current) {
+      return;
+    }
+    readyAt = performance.now() + GUARD_MS;
+    setTimeout(() => {
+      if (item === current) {
+        document.body.classList.remove("drawing");
+      }
+    }, GUARD_MS);
+  }
+
+  function ready() {
+    return item !== null && !busy && performance.now() >= readyAt;
+  }
+
+  function markSelected(answer) {
+    for (const button of document.querySelectorAll("button.answer")) {
+      const selected = button.dataset.answer === answer;
+      button.classList.toggle("selected", selected);
+      button.setAttribute("aria-pressed", selected ? "true" : "false");
+    }
+  }
+
   function showProgress(p) {
     $("progress").textContent =
       "You: " + p.you + " answered · Everyone: " + p.everyone + " votes · Remaining: " +
       p.remaining + " of " + p.items + " items (" + p.complete + " complete)";
+    const warning = $("finish-warning");
+    if (warning) {
+      warning.textContent = p.remaining
+        ? "Warning: " + p.remaining + " of " + p.items + " items have fewer than " +
+          meta("dsreg-votes-per-item") + " votes. Finishing now leaves those whose votes " +
+          "agree on no answer 'unreviewed' (kept by every view, not counted as errors)."
+        : "";
+    }
   }
 
   async function showPayload(current) {
@@ -60,6 +116,7 @@
       note.textContent = "Label-only example: judge it by its id and metadata.";
       wrap.append(id, note);
       box.append(wrap);
+      drawn(current);
       return;
     }
     const response = await fetch(current.payload, { credentials: "same-origin" });
@@ -77,6 +134,11 @@
       img.src = objectUrl;
       img.alt = "example " + current.example_id;
       img.id = "example-image";
+      // Decoded before it is put in, so it is drawn with the next frame.
+      await img.decode().catch(() => undefined);
+      if (item !== current) {
+        return;
+      }
       box.append(img);
     } else if (kind === "text/plain") {
       const pre = document.createElement("pre");
@@ -89,6 +151,7 @@
       note.textContent = "Binary payload of " + blob.size + " bytes (not an image or text).";
       box.append(note);
     }
+    requestAnimationFrame(() => drawn(current));
   }
 
   function showMetadata(rows) {
@@ -107,6 +170,15 @@
 
   function show(data) {
     showProgress(data.progress);
+    if (data.reviewer && data.reviewer !== reviewer) {
+      reviewer = data.reviewer; // as the server records it (names are casefolded)
+      $("reviewer-name").textContent = reviewer;
+      if (!RATER) {
+        localStorage.setItem(STORE_KEY, reviewer);
+      }
+    }
+    waitForDrawing();
+    markSelected(null);
     item = data.item;
     $("card").hidden = !item;
     $("done").hidden = !!item;
@@ -119,8 +191,22 @@
     $("row").textContent = String(item.row);
     $("score").textContent = item.score === null ? "none" : item.score.toFixed(4);
     showMetadata(item.metadata);
-    // Not awaited: the answers stay live while the example loads.
+    // Not awaited; answers are taken once the example is drawn (drawn()).
     showPayload(item).catch((e) => say(e.message));
+  }
+
+  function savedText(data) {
+    if (data.saved) {
+      const what = data.saved.answer ? "“" + ANSWER_NAMES[data.saved.answer] + "”" : "Skip";
+      return "Saved: " + what + " for row " + data.saved.row + ". Press U to undo.";
+    }
+    if (data.undone) {
+      const what = data.undone.answer
+        ? "your answer “" + ANSWER_NAMES[data.undone.answer] + "” (shown selected)"
+        : "your skip";
+      return "Undone: " + what + " for row " + data.undone.row + ". Answer it again.";
+    }
+    return "";
   }
 
   async function act(path, body) {
@@ -131,9 +217,20 @@
     document.body.classList.add("busy");
     try {
       say("");
-      show(await post(path, Object.assign({ reviewer: reviewer }, body)));
+      const data = await post(path, Object.assign({ reviewer: reviewer }, body));
+      show(data);
+      confirm(savedText(data));
+      if (data.undone && data.undone.answer) {
+        markSelected(data.undone.answer);
+      }
     } catch (e) {
-      say(e.message);
+      confirm("");
+      say(
+        e.status === undefined
+          ? "Your answer was NOT saved: the server cannot be reached (" + e.message +
+              "). Check that 'dsreg review' still runs, then answer again."
+          : e.message
+      );
       if (e.status === 409 && path !== "/api/undo") {
         // The item filled up while this reviewer held it too long: move on to the next.
         try {
@@ -148,16 +245,26 @@
     }
   }
 
-  function answer(value) {
-    if (item) {
-      act("/api/vote", { row: item.row, answer: value });
+  function notReady() {
+    if (item && !busy) {
+      say("Not taken: wait until the example is shown, then answer.");
     }
   }
 
-  function skip() {
-    if (item) {
-      act("/api/skip", { row: item.row });
+  function answer(value) {
+    if (!ready()) {
+      notReady();
+      return;
     }
+    act("/api/vote", { row: item.row, answer: value, ticket: item.ticket });
+  }
+
+  function skip() {
+    if (!ready()) {
+      notReady();
+      return;
+    }
+    act("/api/skip", { row: item.row, ticket: item.ticket });
   }
 
   function undo() {
@@ -166,7 +273,9 @@
 
   function start(name) {
     reviewer = name;
-    localStorage.setItem(STORE_KEY, name);
+    if (!RATER) {
+      localStorage.setItem(STORE_KEY, name);
+    }
     $("reviewer-name").textContent = name;
     $("name-form").hidden = true;
     $("review").hidden = false;
@@ -194,7 +303,8 @@
         start(name);
       }
     });
-    $("finish").addEventListener("submit", async (event) => {
+    const finish = $("finish"); // the operator's page only
+    finish?.addEventListener("submit", async (event) => {
       event.preventDefault();
       const out = $("finish-result");
       out.textContent = "Storing…";
@@ -208,9 +318,13 @@
           .filter(([key]) => key !== "rows")
           .map(([key, value]) => key + " " + value)
           .join(", ");
+        const early = data.short
+          ? " Finished early: " + data.short + " items had fewer than " + data.votes_per_item +
+            " votes."
+          : "";
         out.textContent =
           "Stored validated overlay " + data.overlay.slice(7, 19) + ": " + counts +
-          (data.tagged ? ". Tagged " + data.tagged + "." : ".");
+          (data.tagged ? ". Tagged " + data.tagged + "." : ".") + early;
         out.dataset.overlay = data.overlay;
       } catch (e) {
         out.textContent = e.message;
@@ -222,6 +336,10 @@
         return;
       }
       if (target instanceof HTMLInputElement || target instanceof HTMLSelectElement) {
+        return;
+      }
+      if (event.repeat) {
+        event.preventDefault(); // a held-down key answers once, not on every item it reaches
         return;
       }
       const keys = { "1": "given", "2": "guessed", "3": "both", "4": "neither" };
@@ -238,8 +356,11 @@
       event.preventDefault();
     });
 
+    if (RATER) {
+      $("rename").hidden = true;
+    }
     const fromUrl = new URLSearchParams(location.search).get("reviewer");
-    const name = (fromUrl || localStorage.getItem(STORE_KEY) || "").trim();
+    const name = (RATER || fromUrl || localStorage.getItem(STORE_KEY) || "").trim();
     if (name) {
       start(name);
     } else {
