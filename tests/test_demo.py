@@ -42,3 +42,12 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     # The models recorded before the relabeling are re-scored on it, with intervals.
     assert re.search(r"\d+\.\d \(\d+\.\d-\d+\.\d\) rank \d \[\d+-\d+\]", out), out
     assert (tmp_path / "out" / "leaderboard.png").stat().st_size > 10_000
+    # The audit finds the training set's copies of test images (3 byte for byte, 5 edited),
+    # reuses every fingerprint when run again, and eval scores the rows it left beside the rest.
+    assert "contaminated rows per tier: exact 3, image 5" in out, out
+    m = re.search(r"test image (\S+) is training image (\S+) \(image tier, (\d+) bits apart\)", out)
+    assert m, out
+    assert m.group(2).split("-")[-1].split(".")[0] == m.group(1).split("/")[-1].split(".")[0]
+    assert 0 < int(m.group(3)) <= 4
+    assert "the same findings again: 0 fingerprints computed" in out
+    assert re.search(r"^rows .* decontaminated 1789$", out, re.MULTILINE), out

@@ -44,7 +44,7 @@ from dsreg.audit.index import hamming_pairs
 from dsreg.audit.lsh import band_plan, gram_pairs, minhash_pairs
 from dsreg.errors import InvalidInputError
 from dsreg.formats.corrections import MATCHES_TYPE, corrections_table
-from dsreg.formats.manifests import Snapshot
+from dsreg.formats.manifests import HELD_INPUT, Snapshot
 from dsreg.formats.tables import as_numpy
 from dsreg.objects.hashing import hash_bytes
 from dsreg.overlays.write import write_overlay
@@ -341,17 +341,43 @@ def audit_duplicates(
     command: str = "",
 ) -> AuditResult:
     """Audit ``spec`` against each of ``against`` (contamination) and, with ``within``, against
-    itself (duplicates); store the findings as an ``audit`` overlay (see the module)."""
+    itself (duplicates); store the findings as an ``audit`` overlay (see the module).
+
+    The registry's lock is held, shared, from the first fingerprints table stored until the
+    overlay naming them is: gc waits, and never removes a table the overlay is about to hold."""
     check_thresholds(image_threshold, text_threshold)
     if not against and not within:
         raise InvalidInputError("nothing to audit against: give --against DATASET or --within")
+    with reg.lock():
+        return _audit(
+            reg,
+            spec,
+            against,
+            within,
+            (image_threshold, text_threshold),
+            progress=progress,
+            command=command,
+        )
+
+
+def _audit(
+    reg: Registry,
+    spec: str,
+    against: Sequence[str],
+    within: bool,
+    thresholds: tuple[int, float],
+    *,
+    progress: ProgressHook,
+    command: str,
+) -> AuditResult:
+    image_threshold, text_threshold = thresholds
     base = reg.resolve(spec)
     folders = {o for o in against if os.path.isdir(o)}
     others = [o if o in folders else reg.resolve(o) for o in against]
     test, skipped, made = _side(reg, base, progress)
     computed, reused = made.computed, made.table.num_rows - made.computed
     found: dict[int, tuple[str, list[tuple[str, str, str, float]]]] = {}
-    inputs = {"fingerprints": made.digest}
+    inputs = {HELD_INPUT: made.digest}
     bad_files: list[tuple[str, str]] = []
     for k, other in enumerate(others):
         if isinstance(other, str):
@@ -361,6 +387,7 @@ def audit_duplicates(
         else:
             side, _, theirs = _side(reg, other, progress)
             computed += theirs.computed
+            inputs[f"against{k}_{HELD_INPUT}"] = theirs.digest
         inputs[f"against{k}"] = side.revision
         pairs = _payload_pairs(test.fp, side.fp, image_threshold, text_threshold)
         for r, ms in _row_matches(test, side, pairs).items():

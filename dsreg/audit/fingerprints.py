@@ -8,10 +8,13 @@ digest. Fingerprinting a snapshot first gathers the rows every indexed table alr
 its payloads (any snapshot's: a training set that grew by 1% shares 99% of its payloads with
 the one before) and computes only the rest.
 
-The tables are a cache, as the rest of ``state/`` is: derived from payloads the store keeps, so
-no tag reaches them, ``dsreg gc`` removes them, and push, pull and clone never carry them.
-Deleting the index, or a table gc removed, costs a recomputation and nothing else; a table found
-damaged is never read, its rows are recomputed and the good bytes replace it.
+The tables are objects like any other: the audit overlay names those it read in its producer
+inputs (``Overlay.held``), so whatever keeps the overlay keeps them (gc, verify), and push,
+pull and clone carry them with the revisions that apply it. The index is a cache: where it has
+no entry for a snapshot (a clone, or ``state/`` deleted), the audit overlays the registry's
+tags and log reach are read for the tables they hold, and indexed again. A table gc removed
+(held by nothing any more) costs a recomputation; a table found damaged is never read, its rows
+are recomputed and the good bytes replace it.
 
 What a payload is: bytes PIL recognises as an image are pHashed (``images.py``); anything else
 is read as UTF-8 text (``text.py``). A payload that is neither (an undecodable image, empty or
@@ -37,10 +40,12 @@ from dsreg._util.fs import write_atomic
 from dsreg._util.parallel import map_chunks
 from dsreg.audit.images import fingerprint_images
 from dsreg.audit.text import NUM_PERM, fingerprint_texts
-from dsreg.errors import CorruptObjectError, ObjectNotFoundError, StorageError
+from dsreg.errors import CorruptObjectError, DsregError, ObjectNotFoundError, StorageError
+from dsreg.formats.manifests import HELD_INPUT, Overlay, Revision
 from dsreg.formats.tables import parquet_bytes, read_parquet_bytes
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
+from dsreg.registry.reachable import roots
 
 __all__ = [
     "FINGERPRINT_SCHEMA",
@@ -207,6 +212,8 @@ def fingerprints_of(
     wanted = pc.unique(payloads.drop_null()) if len(payloads) else pa.array([], pa.string())
     wanted = wanted.cast(pa.string())
     own, every = _indexed(reg, snapshot)
+    if own is None and _index_held(reg, every):
+        own, every = _indexed(reg, snapshot)
     if own is not None:
         table = _read_table(reg, own)
         if table is not None and pc.all(pc.is_in(wanted, value_set=table["payload"])).as_py():
@@ -226,12 +233,60 @@ def _stored(reg: Registry, snapshot: str, table: pa.Table) -> str:
         digest = reg.store.put_bytes(data)
         if digest in reg.store.marked_corrupt():
             reg.store.replace_corrupt(digest, data)
-        try:
-            path = _index_dir(reg) / snapshot.removeprefix("blake3:")
-            write_atomic(path, digest.encode() + b"\n")
-        except OSError as e:
-            raise StorageError(f"cannot index the fingerprints of {short(snapshot)}: {e}") from e
+        _index(reg, snapshot, digest)
     return digest
+
+
+def _index(reg: Registry, snapshot: str, digest: str) -> None:
+    try:
+        path = _index_dir(reg) / snapshot.removeprefix("blake3:")
+        write_atomic(path, digest.encode() + b"\n")
+    except OSError as e:
+        raise StorageError(f"cannot index the fingerprints of {short(snapshot)}: {e}") from e
+
+
+def _index_held(reg: Registry, indexed: list[str]) -> int:
+    """Index the fingerprints tables that the audit overlays reached from the registry's tags
+    and log hold, and that the index does not name yet (a clone's, or after ``state/`` was
+    deleted); how many were indexed. The audited set's table is the overlay base's; an
+    ``against<k>_fingerprints`` table is the snapshot of revision ``against<k>``, where that
+    revision is here."""
+    known = set(indexed)
+    found: dict[str, str] = {}
+    for ov in _audit_overlays(reg):
+        inputs = ov.producer.get("inputs", {})
+        pairs = [(ov.base, inputs.get(HELD_INPUT))]
+        for name, digest in inputs.items():
+            source = name.removesuffix(f"_{HELD_INPUT}")
+            if source != name and inputs.get(source) and reg.store.has(inputs[source]):
+                with contextlib.suppress(DsregError):
+                    pairs.append((reg.revision(inputs[source]).snapshot, digest))
+        for snapshot, digest in pairs:
+            if digest and digest not in known and reg.store.has(digest):
+                found.setdefault(snapshot, digest)
+    for snapshot, digest in found.items():
+        _index(reg, snapshot, digest)
+    return len(found)
+
+
+def _audit_overlays(reg: Registry) -> list[Overlay]:
+    """The overlays holding fingerprints that the tags and the log reach (directly, or by a
+    revision applying them); one that cannot be read is left out (verify names it)."""
+    digests: dict[str, None] = {}
+    for start in roots(reg):
+        with contextlib.suppress(DsregError):
+            m = reg.manifest(start)
+            if isinstance(m, Revision):
+                digests.update(dict.fromkeys(m.overlays))
+            elif isinstance(m, Overlay):
+                digests[start] = None
+    out = []
+    for d in digests:
+        with contextlib.suppress(DsregError):
+            ov = reg.overlay(d)
+            if ov.held:
+                out.append(ov)
+    return out
 
 
 def _compute(

@@ -17,6 +17,7 @@ from dsreg.objects.hashing import hash_bytes
 __all__ = [
     "AUDIT_VERDICTS",
     "ERRORS",
+    "HELD_INPUT",
     "KINDS",
     "SUMMARIZED_VERDICTS",
     "VERDICTS",
@@ -71,7 +72,10 @@ OVERLAY = "dsreg/overlay/1"
 # overlay instead of ignoring what its raters said.
 OVERLAY_2 = "dsreg/overlay/2"
 # Version 3: an audit's corrections table, with the ``matches`` column (formats/corrections.py).
+# Its producer inputs named ``fingerprints`` or ``<name>_fingerprints`` are objects the overlay
+# holds (``Overlay.held``): the fingerprints tables the audit read.
 OVERLAY_3 = "dsreg/overlay/3"
+HELD_INPUT = "fingerprints"
 REVISION = "dsreg/revision/1"
 
 
@@ -139,6 +143,21 @@ class Overlay:
             producer=d["producer"],
             summary=d["summary"],
             version={OVERLAY_2: 2, OVERLAY_3: 3}.get(d.get("schema", ""), 1),
+        )
+
+    @property
+    def held(self) -> tuple[str, ...]:
+        """The objects this overlay holds besides its corrections table, which whatever keeps
+        the overlay keeps too (gc, verify, push, pull): of a version 3 (audit) overlay, the
+        fingerprints tables its producer inputs name (``fingerprints``, the audited set's, and
+        ``against<k>_fingerprints``); of the other versions, none."""
+        if self.version != 3:
+            return ()
+        inputs = self.producer.get("inputs", {})
+        return tuple(
+            d
+            for name, d in sorted(inputs.items())
+            if name == HELD_INPUT or name.endswith(f"_{HELD_INPUT}")
         )
 
 

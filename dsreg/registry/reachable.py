@@ -4,6 +4,7 @@
 
     revision -> snapshot -> examples table -> payload blobs
     revision -> overlays -> corrections tables (and each overlay's base snapshot)
+                         -> held objects (an audit's fingerprints tables: ``Overlay.held``)
 
 gc keeps what it reaches and verify checks it (``reachable`` collects what cannot be read);
 push sends it; pull and clone fetch it, wave by wave: ``reachable(before_read=…)`` hands each
@@ -11,7 +12,8 @@ wave of digests to the caller before it reads them, so a transfer fetches a wave
 it and names the next one. ``children`` is the one step: what one object names.
 
 Every object the walk reads is re-hashed (the store's reads verify), and each is read at most
-once per walk, however many revisions name it. Payload blobs are named, never read. An overlay
+once per walk, however many revisions name it. Payload blobs and an overlay's held objects are
+named, never read (a fingerprints table is checked by its digest; the audit reads it). An overlay
 named only by the log (made, never applied) is walked as an applied one is, its corrections
 table read too: gc promises to remove nothing while any table it keeps cannot be read.
 """
@@ -122,7 +124,7 @@ def _revision_children(rev: Revision) -> tuple[list[Node], list[str]]:
 
 def _overlay_children(ov: Overlay, tables: bool) -> tuple[list[Node], list[str]]:
     nodes, leaves = _table(ov.corrections, Kind.CORRECTIONS, ov, tables)
-    return [*nodes, Node(digest=ov.base, kind=Kind.SNAPSHOT)], leaves
+    return [*nodes, Node(digest=ov.base, kind=Kind.SNAPSHOT)], [*leaves, *ov.held]
 
 
 def _table(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -120,33 +121,47 @@ def test_a_reaudit_reuses_every_fingerprint(
     assert again.digest == first.digest
 
 
-def test_fingerprints_are_a_cache_gc_removes_and_the_audit_recomputes(
+def test_fingerprints_are_objects_the_audit_overlay_holds(
     make_registry: Callable[..., Registry], tmp_path: Path, images: list[object]
 ) -> None:
     reg = _registered(make_registry(), tmp_path, images)
     first = dsreg.audit_duplicates("test@v1", against=["train@v1"], tag="clean", registry=reg)
     assert first.digest is not None
-    table = reg.overlay(first.digest).producer["inputs"]["fingerprints"]
-    assert reg.store.has(table)
-    # No tag reaches a fingerprints table: gc removes it, and keeps the tagged audit overlay.
+    overlay = reg.overlay(first.digest)
+    inputs = overlay.producer["inputs"]
+    test_table, train_table = inputs["fingerprints"], inputs["against0_fingerprints"]
+    assert set(overlay.held) == {test_table, train_table}
+    # The tag applying the overlay reaches both tables: gc keeps them, verify checks them.
     swept = dsreg.gc(registry=reg)
-    assert table in swept.removed and first.digest not in swept.removed
-    assert dsreg.verify(registry=reg).ok
-    assert len(dsreg.open("test@clean", registry=reg)) == 12 - 5
-    again = dsreg.audit_duplicates("test@v1", against=["train@v1"], registry=reg)
-    assert again.fingerprints["computed"] == 12 + 16 - 1
-    assert (again.digest, again.findings) == (first.digest, first.findings)
-    assert reg.store.has(table)
+    assert not {test_table, train_table} & set(swept.removed)
+    assert dsreg.verify("test@clean", registry=reg).ok
 
-    # A damaged table is never read: its rows are recomputed (tile 4's is in the training
-    # set's table) and the good bytes replace it.
-    path = reg.store.path(table)
+    # The index is a cache: without it, the audit finds the tables the overlay holds.
+    shutil.rmtree(reg.root / "state" / "fingerprints")
+    again = dsreg.audit_duplicates("test@v1", against=["train@v1"], registry=reg)
+    assert again.fingerprints["computed"] == 0
+    assert (again.digest, again.findings) == (first.digest, first.findings)
+
+    # A damaged table is named by verify and never read by the audit: its rows are recomputed
+    # (tile 4's is in the training set's table) and the good bytes replace it.
+    path = reg.store.path(test_table)
     path.chmod(0o644)
     path.write_bytes(b"not a fingerprints table")
+    assert test_table in {p.digest for p in dsreg.verify("test@clean", registry=reg).problems}
     third = dsreg.audit_duplicates("test@v1", against=["train@v1"], registry=reg)
     assert third.fingerprints["computed"] == 12 - 1
     assert (third.digest, third.findings) == (first.digest, first.findings)
-    assert reg.store.check(table) is None
+    assert dsreg.verify(registry=reg).ok
+
+    # Held by nothing any more (the tag deleted, the log let go): gc removes the tables and
+    # the next audit computes every fingerprint again, to the same overlay.
+    dsreg.tag("test@clean", delete=True, registry=reg)
+    swept = dsreg.gc(prune_log_older_than="now", registry=reg)
+    assert {first.digest, test_table, train_table} <= set(swept.removed)
+    fourth = dsreg.audit_duplicates("test@v1", against=["train@v1"], registry=reg)
+    assert fourth.fingerprints["computed"] == 12 + 16 - 1
+    assert (fourth.digest, fourth.findings) == (first.digest, first.findings)
+    assert dsreg.verify(registry=reg).ok
 
 
 def test_text_tiers_near_copies_and_13_grams(
