@@ -29,6 +29,23 @@ __all__ = ["audit_duplicates"]
 # The view an audit's tag serves unless told otherwise: the rows the audit did not name.
 AUDIT_VIEW = "decontaminated"
 
+EngineOpt = Annotated[
+    Literal["local", "ray"],
+    Opt(
+        help="Where fingerprints are computed: 'local' (worker processes here) or 'ray' "
+        "(Ray Data tasks on a Ray cluster; needs pip install 'dsreg[ray]').",
+    ),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    Opt(
+        "--ray-address",
+        help="With --engine ray: the cluster, e.g. ray://HOST:10001 (default: Ray on this "
+        "machine, or the cluster RAY_ADDRESS names).",
+        show_default=False,
+    ),
+]
+
 
 def audit_duplicates(
     spec: Annotated[str, Arg("The test set audited (a revision).")],
@@ -54,22 +71,8 @@ def audit_duplicates(
     tag: OverlayTagOpt = None,
     view: Annotated[str | None, Opt(help=f"With --tag: its view (default {AUDIT_VIEW}).")] = None,
     force: OverlayForceOpt = False,
-    engine: Annotated[
-        Literal["local", "ray"],
-        Opt(
-            help="Where fingerprints are computed: 'local' (worker processes here) or 'ray' "
-            "(Ray Data tasks on a Ray cluster; needs pip install 'dsreg[ray]').",
-        ),
-    ] = "local",
-    ray_address: Annotated[
-        str | None,
-        Opt(
-            "--ray-address",
-            help="With --engine ray: the cluster, e.g. ray://HOST:10001 (default: Ray on "
-            "this machine, or the cluster RAY_ADDRESS names).",
-            show_default=False,
-        ),
-    ] = None,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
     progress: ProgressHook | None = None,
     command: str | None = None,
     registry: RegistryOpt = None,

@@ -136,10 +136,12 @@ def _connect(ray: Any, address: str | None) -> None:
     extra = _LOCAL_INIT if address is None else {}
     try:
         ray.init(address=address, ignore_reinit_error=True, logging_level=logging.WARNING, **extra)
-    except (ConnectionError, ValueError, RuntimeError) as e:
+    # Ray's core exits the process (SystemExit) when it finds no cluster at an address.
+    except (ConnectionError, TimeoutError, ValueError, RuntimeError, SystemExit) as e:
         where = address or "this machine"
+        why = "no cluster answered" if isinstance(e, SystemExit) else " ".join(str(e).split())
         raise InvalidInputError(
-            f"cannot start or reach Ray at {where}: {e}; start a cluster with `ray start "
+            f"cannot start or reach Ray at {where}: {why}; start a cluster with `ray start "
             "--head` and pass --ray-address ray://HOST:10001"
         ) from None
 

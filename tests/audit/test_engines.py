@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -181,4 +182,22 @@ def test_without_ray_the_engine_names_the_extra_to_install(
     assert res.exit_code == 1  # type: ignore[attr-defined]
     assert res.stderr.strip().count("\n") == 0  # type: ignore[attr-defined]
     assert "pip install 'dsreg[ray]'" in res.stderr  # type: ignore[attr-defined]
+    assert not (tmp_path / ".dsreg" / "state" / "fingerprints").exists()
+
+
+def test_an_unreachable_cluster_is_a_one_line_error(
+    run_dsreg: Callable[..., subprocess.CompletedProcess[str]], tmp_path: Path
+) -> None:
+    _write(tmp_path / "t", {"a/x.txt": b"some words here"})
+    assert run_dsreg("init", cwd=tmp_path).returncode == 0
+    assert (
+        run_dsreg("add", "test", str(tmp_path / "t"), "--tag", "v1", cwd=tmp_path).returncode == 0
+    )
+    # A fresh process: no Ray initialised before, so the address is the one used.
+    args = ("--engine", "ray", "--ray-address", "ray://127.0.0.1:1")
+    res = run_dsreg("audit", "duplicates", "test@v1", "--within", *args, cwd=tmp_path)
+    assert res.returncode == 1
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error: cannot start or reach Ray at ray://127.0.0.1:1: ")
+    assert "Traceback" not in res.stderr
     assert not (tmp_path / ".dsreg" / "state" / "fingerprints").exists()
