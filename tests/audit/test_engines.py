@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import dsreg
 from dsreg import Registry
@@ -148,6 +150,43 @@ def test_both_engines_run_the_batch_function_over_every_row(
     assert tables["ray"].num_rows == 1100
     assert tables["ray"].equals(tables["local"])
     assert heard["ray"][-1] == heard["local"][-1] == (1100, 1100)
+
+
+@pytest.fixture(scope="module")
+def mixed_files(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """Files of every kind a corpus holds: texts, JPEGs, empty and binary files, a FIFO."""
+    root = tmp_path_factory.mktemp("mixed")
+    tiles = photo_tiles(4, seed=9, side=48)
+    kinds = [b"", b"\x00\x01\xff binary", b"plain words in a row"]
+    paths = []
+    for i in range(600):
+        path = root / f"{i:03d}"
+        if i % 97 == 5:
+            os.mkfifo(path)
+        else:
+            data = jpeg(tiles[i % 4], 50 + i % 40) if i % 5 == 0 else kinds[i % 3] + b" %d" % i
+            path.write_bytes(data if i % 7 else kinds[i % 3])
+        paths.append(str(path))
+    return paths
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.integers(0, 600), st.integers(0, 600))
+def test_the_local_pool_gives_one_row_per_file_as_one_batch_would(
+    mixed_files: list[str], start: int, count: int
+) -> None:
+    paths = mixed_files[start : start + count]
+    inputs = pa.table({"path": paths, "expect": [None] * len(paths)}, schema=FILES_SCHEMA)
+    heard: list[tuple[int, int]] = []
+    parts = run_batches(fingerprint_files, inputs, Engine(), lambda d, t: heard.append((d, t)))
+    whole = fingerprint_files(inputs)
+    if not paths:
+        assert parts == [] and heard == []
+        return
+    assert pa.concat_tables(parts).sort_by("path").equals(whole.sort_by("path"))
+    assert heard[-1] == (len(paths), len(paths))
 
 
 @pytest.mark.parametrize(
