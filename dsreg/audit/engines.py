@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from dsreg._util.parallel import map_chunks
 from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.errors import InvalidInputError
+from dsreg.errors import InvalidInputError, StorageError
 
 __all__ = ["ENGINES", "Engine", "check_engine", "run_batches"]
 
@@ -123,7 +123,8 @@ def _import_ray() -> Any:
 @contextlib.contextmanager
 def _quiet_ray() -> Iterator[None]:
     """Ray's own deprecation warnings (raised inside Ray, about Ray's settings) kept off the
-    caller's terminal, and Ray Data's log lines about each execution below warnings."""
+    caller's terminal, for one call into Ray (never across a ``yield``: the caller's code runs
+    with its own filters)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"ray(\.|$)")
         warnings.filterwarnings("ignore", category=FutureWarning, module=r"ray(\.|$)")
@@ -155,6 +156,7 @@ def _on_ray(
     ray = _import_ray()
     with _quiet_ray():
         _connect(ray, address)
+        # Ray Data logs each execution's plan and timing at INFO: errors only on the terminal.
         logging.getLogger("ray.data").setLevel(logging.ERROR)
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False
@@ -162,9 +164,18 @@ def _on_ray(
         dataset = ray.data.from_arrow(blocks).map_batches(
             _counted(fn), batch_format="pyarrow", batch_size=None, zero_copy_batch=True
         )
-        for batch in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
-            rows = batch.column("_inputs").to_pylist()
-            yield sum(rows), batch.drop_columns(["_inputs"])
+        batches = iter(dataset.iter_batches(batch_format="pyarrow", batch_size=None))
+    while True:
+        try:
+            with _quiet_ray():
+                batch = next(batches, None)
+        except ray.exceptions.RayError as e:
+            # A task that failed after Ray's retries: its error, without Ray's traceback.
+            first = next(iter(str(e).strip().splitlines()), "")
+            raise StorageError(f"a Ray task failed: {type(e).__name__}: {first}") from None
+        if batch is None:
+            return
+        yield sum(batch.column("_inputs").to_pylist()), batch.drop_columns(["_inputs"])
 
 
 def _counted(fn: Callable[[pa.Table], pa.Table]) -> Callable[[pa.Table], pa.Table]:

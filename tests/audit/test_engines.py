@@ -3,6 +3,7 @@ run the same batch function and give the same fingerprints, findings and overlay
 
 from __future__ import annotations
 
+import operator
 import os
 import shutil
 import subprocess
@@ -150,6 +151,15 @@ def test_both_engines_run_the_batch_function_over_every_row(
     assert tables["ray"].num_rows == 1100
     assert tables["ray"].equals(tables["local"])
     assert heard["ray"][-1] == heard["local"][-1] == (1100, 1100)
+
+
+def test_a_failing_ray_task_is_a_one_line_error(tmp_path: Path, ray_local: None) -> None:
+    inputs = pa.table({"path": ["a", "b"], "expect": [None, None]}, schema=FILES_SCHEMA)
+    # A batch function that fails on the cluster (a column the batch does not have).
+    failing = operator.itemgetter("no such column")
+    with pytest.raises(dsreg.StorageError, match=r"^a Ray task failed: ") as caught:
+        run_batches(failing, inputs, Engine("ray"))
+    assert "\n" not in str(caught.value)
 
 
 @pytest.fixture(scope="module")
