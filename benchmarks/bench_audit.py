@@ -3,6 +3,7 @@
     python benchmarks/bench_audit.py rate      # image fingerprints per second, one core
     python benchmarks/bench_audit.py scale     # 50,000 test hashes against 5,000,000 stored
     python benchmarks/bench_audit.py reaudit   # an audit, then again after adding 1% new items
+    python benchmarks/bench_audit.py engines   # a corpus fingerprinted on the pool, then on Ray
 
 ``rate`` pHashes the same JPEG files with dsreg's batch function (with and without the reduced
 JPEG decode) and with imagehash's own loop (``imagehash.phash(Image.open(f))`` per file), on
@@ -10,7 +11,9 @@ one core (``DSREG_JOBS=1``). ``scale`` stores 5,000,000 fingerprints as a Parque
 them back and finds every pair within the default threshold for 50,000 test hashes (half of
 them near copies of stored ones), in a child process whose peak memory is reported. ``reaudit``
 builds a registry with a training set of real-photograph tiles and a test set, audits, adds 1%
-new training items and audits again.
+new training items and audits again. ``engines`` fingerprints the same folder of JPEG tiles
+and texts with the local process pool (one worker per CPU) and with Ray Data in local mode on
+this machine (Ray's start timed apart), as ``--engine ray`` runs them.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+_JOBS_GIVEN = "DSREG_JOBS" in os.environ
 os.environ.setdefault("DSREG_JOBS", "1")
 
 
@@ -141,6 +145,43 @@ def reaudit(train_n: int, test_n: int) -> None:
         )
 
 
+def engines(n: int) -> None:
+    """The same corpus fingerprinted by the local pool and by Ray Data in local mode."""
+    import warnings
+
+    import pyarrow as pa
+
+    from dsreg.audit.corpus import jpeg, photo_tiles, stdlib_texts
+    from dsreg.audit.engines import Engine, run_batches
+    from dsreg.audit.fingerprints import FILES_SCHEMA, fingerprint_files
+
+    if not _JOBS_GIVEN:
+        del os.environ["DSREG_JOBS"]  # the pool's default: a worker per CPU
+    tiles = photo_tiles(300, seed=1, side=128)
+    texts = stdlib_texts()
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for i in range(n):
+            path = Path(tmp) / f"{i:06d}"
+            # Half images (each its own bytes: its own JPEG quality), half texts.
+            data = jpeg(tiles[i % 300], 40 + i % 55) if i % 2 else f"{texts[i % len(texts)]} {i}"
+            path.write_bytes(data if isinstance(data, bytes) else data.encode())
+            paths.append(str(path))
+        inputs = pa.table({"path": paths, "expect": [None] * n}, schema=FILES_SCHEMA)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import ray
+
+            start = time.perf_counter()
+            ray.init(include_dashboard=False)
+            ray_start = time.perf_counter() - start
+        for name in ("local", "ray", "local", "ray"):
+            took = _timed(lambda e=name: run_batches(fingerprint_files, inputs, Engine(e)))
+            print(f"  {name:6s} {n:,} files in {took:6.2f} s: {n / took:6.0f} files/s")
+        cpus = int(ray.cluster_resources().get("CPU", 0))
+        print(f"  (Ray's start: {ray_start:.1f} s; {cpus} CPUs; load {os.getloadavg()[0]:.1f})")
+
+
 def _put(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
@@ -148,7 +189,7 @@ def _put(path: Path, data: bytes) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("what", choices=["rate", "scale", "reaudit"])
+    parser.add_argument("what", choices=["rate", "scale", "reaudit", "engines"])
     parser.add_argument("--n", type=int, default=300)
     parser.add_argument("--stored", type=int, default=5_000_000)
     parser.add_argument("--queries", type=int, default=50_000)
@@ -160,5 +201,7 @@ if __name__ == "__main__":
         rate(args.n)
     elif args.what == "scale":
         scale(args.stored, args.queries, args.threshold)
+    elif args.what == "engines":
+        engines(args.n)
     else:
         reaudit(args.train, args.test)

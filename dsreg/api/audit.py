@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from dsreg._util.lazy import lazy_module
 from dsreg._util.progress import ProgressHook
@@ -14,12 +14,13 @@ from dsreg.audit import DEFAULT_IMAGE_THRESHOLD, DEFAULT_TEXT_THRESHOLD
 
 # The audit imports numpy, pyarrow and Pillow: imported when first used.
 if TYPE_CHECKING:
-    from dsreg.audit import duplicates
+    from dsreg.audit import duplicates, engines
     from dsreg.audit.duplicates import AuditResult
     from dsreg.ops import overlay as overlay_ops
     from dsreg.ops import tag as tag_ops
 else:
     duplicates = lazy_module("dsreg.audit.duplicates")
+    engines = lazy_module("dsreg.audit.engines")
     overlay_ops = lazy_module("dsreg.ops.overlay")
     tag_ops = lazy_module("dsreg.ops.tag")
 
@@ -27,6 +28,23 @@ __all__ = ["audit_duplicates"]
 
 # The view an audit's tag serves unless told otherwise: the rows the audit did not name.
 AUDIT_VIEW = "decontaminated"
+
+EngineOpt = Annotated[
+    Literal["local", "ray"],
+    Opt(
+        help="Where fingerprints are computed: 'local' (worker processes here) or 'ray' "
+        "(Ray Data tasks on a Ray cluster; needs pip install 'dsreg[ray]').",
+    ),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    Opt(
+        "--ray-address",
+        help="With --engine ray: the cluster, e.g. ray://HOST:10001 (default: Ray on this "
+        "machine, or the cluster RAY_ADDRESS names).",
+        show_default=False,
+    ),
+]
 
 
 def audit_duplicates(
@@ -53,6 +71,8 @@ def audit_duplicates(
     tag: OverlayTagOpt = None,
     view: Annotated[str | None, Opt(help=f"With --tag: its view (default {AUDIT_VIEW}).")] = None,
     force: OverlayForceOpt = False,
+    engine: EngineOpt = "local",
+    ray_address: RayAddressOpt = None,
     progress: ProgressHook | None = None,
     command: str | None = None,
     registry: RegistryOpt = None,
@@ -64,11 +84,15 @@ def audit_duplicates(
     in ``view`` (default ``decontaminated``, which leaves those rows out).
 
     ``against``: revisions (specs) or folders of files that are not registered.
+    ``engine``: where fingerprints are computed, ``"local"`` (worker processes) or ``"ray"``
+    (Ray Data on the cluster at ``ray_address``; default: Ray on this machine); the findings
+    and the overlay are the same on both.
     ``image_threshold``: Hamming bits; ``text_threshold``: shingle Jaccard similarity
     (docs/audit.md measures both). Labels-only rows are skipped and counted; unreadable
     payloads are counted and listed, never passed as clean.
     """
     duplicates.check_thresholds(image_threshold, text_threshold)
+    engines.check_engine(engine, ray_address)
     reg = find_registry(registry)
     line = command_of(command, "audit_duplicates", spec)
     tag_view = (view or AUDIT_VIEW) if tag is not None else view
@@ -82,7 +106,7 @@ def audit_duplicates(
         within=within,
         image_threshold=image_threshold,
         text_threshold=text_threshold,
-        progress=hook(progress),
+        engine=engines.Engine(engine, ray_address, hook(progress)),
         command=line,
     )
     if tag is None or result.digest is None:

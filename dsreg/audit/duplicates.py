@@ -26,7 +26,6 @@ read are counted and listed, never treated as clean.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,10 +35,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dsreg._util.progress import ProgressHook, no_progress
 from dsreg._version import __version__
 from dsreg.audit import DEFAULT_IMAGE_THRESHOLD, DEFAULT_TEXT_THRESHOLD
-from dsreg.audit.fingerprints import METHOD, fingerprint_payloads, fingerprints_of
+from dsreg.audit.engines import Engine, check_engine, run_batches
+from dsreg.audit.fingerprints import (
+    FILES_SCHEMA,
+    METHOD,
+    files_table,
+    fingerprint_files,
+    fingerprints_of,
+    fingerprints_only,
+)
 from dsreg.audit.index import hamming_pairs
 from dsreg.audit.lsh import band_plan, gram_pairs, minhash_pairs
 from dsreg.errors import InvalidInputError
@@ -66,6 +72,7 @@ __all__ = [
 PRODUCER = "dsreg.audit-duplicates"
 TIERS = ("exact", "image", "text", "ngram")
 _RANK = {t: i for i, t in enumerate(TIERS)}
+LOCAL = Engine()
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +155,7 @@ class _Side:
     labels: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
-def _side(reg: Registry, resolved: Resolved, progress: ProgressHook) -> tuple[_Side, int, Any]:
+def _side(reg: Registry, resolved: Resolved, engine: Engine) -> tuple[_Side, int, Any]:
     snap: Snapshot = reg.snapshot(resolved.revision.snapshot)
     table = read_examples(reg, snap, columns=["example_id", "label", "blob"])
     blobs = table.column("blob").combine_chunks()
@@ -158,7 +165,8 @@ def _side(reg: Registry, resolved: Resolved, progress: ProgressHook) -> tuple[_S
         reg,
         resolved.revision.snapshot,
         blobs,
-        progress=lambda done, total: progress("fingerprint", done, total),
+        engine=engine,
+        progress=lambda done, total: engine.progress("fingerprint", done, total),
     )
     index = pc.index_in(blobs.filter(pa.array(has)), value_set=made.table.column("payload"))
     side = _Side(
@@ -172,33 +180,34 @@ def _side(reg: Registry, resolved: Resolved, progress: ProgressHook) -> tuple[_S
     return side, snap.rows - len(rows), made
 
 
-def _folder_side(folder: Path) -> tuple[_Side, list[tuple[str, str]]]:
+def _folder_side(folder: Path, engine: Engine) -> tuple[_Side, list[tuple[str, str]]]:
     """A corpus folder that is not registered: every file below it (names starting with ``.``
-    skipped, as an add skips them), fingerprinted from its bytes; and the files that could not
-    be read, with the reason."""
-    ids: list[str] = []
-    payloads: list[bytes] = []
+    skipped, as an add skips them), fingerprinted from its bytes on ``engine``; and the files
+    that could not be read, with the reason."""
+    rels: list[str] = []
     bad: list[tuple[str, str]] = []
     for top, dirs, files in os.walk(
         folder, onerror=lambda e: bad.append((str(e.filename), _why(e)))
     ):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(f for f in files if not f.startswith(".")):
-            path = Path(top) / name
-            rel = path.relative_to(folder).as_posix()
-            try:
-                # A FIFO or device would block or never end: regular files only.
-                if not stat.S_ISREG(path.stat().st_mode):
-                    bad.append((rel, "not a regular file"))
-                    continue
-                payloads.append(path.read_bytes())
-            except OSError as e:
-                bad.append((rel, _why(e)))
-                continue
-            ids.append(rel)
-    digests = [hash_bytes(p) for p in payloads]
+            rels.append((Path(top) / name).relative_to(folder).as_posix())
+    paths = pa.array([os.fspath(folder / r) for r in rels], pa.string())
+    inputs = pa.table({"path": paths, "expect": pa.nulls(len(rels), pa.string())})
+    parts = run_batches(
+        fingerprint_files,
+        inputs.cast(FILES_SCHEMA),
+        engine,
+        lambda done, total: engine.progress("fingerprint", done, total),
+    )
+    table = files_table(parts)
+    table = table.take(pc.index_in(paths, value_set=table.column("path")))  # listing order
+    errors = table.column("read_error").to_pylist()
+    bad += [(rel, why) for rel, why in zip(rels, errors, strict=True) if why is not None]
+    ids = [rel for rel, why in zip(rels, errors, strict=True) if why is None]
+    fp = fingerprints_only(table)
+    digests = fp.column("payload").to_pylist()
     listing = "".join(f"{i}\t{d}\n" for i, d in zip(ids, digests, strict=True))
-    fp = fingerprint_payloads(digests, payloads)
     n = len(ids)
     side = _Side(
         revision=hash_bytes(listing.encode()),
@@ -337,15 +346,18 @@ def audit_duplicates(
     within: bool = False,
     image_threshold: int = DEFAULT_IMAGE_THRESHOLD,
     text_threshold: float = DEFAULT_TEXT_THRESHOLD,
-    progress: ProgressHook = no_progress,
+    engine: Engine = LOCAL,
     command: str = "",
 ) -> AuditResult:
     """Audit ``spec`` against each of ``against`` (contamination) and, with ``within``, against
     itself (duplicates); store the findings as an ``audit`` overlay (see the module).
+    Fingerprints are computed on ``engine`` (which also hears of the progress); the findings
+    are the same on every engine.
 
     The registry's lock is held, shared, from the first fingerprints table stored until the
     overlay naming them is: gc waits, and never removes a table the overlay is about to hold."""
     check_thresholds(image_threshold, text_threshold)
+    check_engine(engine.name, engine.ray_address)
     if not against and not within:
         raise InvalidInputError("nothing to audit against: give --against DATASET or --within")
     with reg.lock():
@@ -374,18 +386,18 @@ def _audit(
     base = reg.resolve(spec)
     folders = {o for o in against if os.path.isdir(o)}
     others = [o if o in folders else reg.resolve(o) for o in against]
-    test, skipped, made = _side(reg, base, progress)
+    test, skipped, made = _side(reg, base, engine)
     computed, reused = made.computed, made.table.num_rows - made.computed
     found: dict[int, tuple[str, list[tuple[str, str, str, float]]]] = {}
     inputs = {HELD_INPUT: made.digest}
     bad_files: list[tuple[str, str]] = []
     for k, other in enumerate(others):
         if isinstance(other, str):
-            side, bad = _folder_side(Path(other))
+            side, bad = _folder_side(Path(other), engine)
             computed += side.fp.num_rows
             bad_files += [(str(Path(other) / p), why) for p, why in bad]
         else:
-            side, _, theirs = _side(reg, other, progress)
+            side, _, theirs = _side(reg, other, engine)
             computed += theirs.computed
             inputs[f"against{k}_{HELD_INPUT}"] = theirs.digest
         inputs[f"against{k}"] = side.revision

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import stat
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,20 +38,23 @@ import pyarrow.compute as pc
 from PIL import Image
 
 from dsreg._util.fs import write_atomic
-from dsreg._util.parallel import map_chunks
+from dsreg.audit.engines import Engine, run_batches
 from dsreg.audit.images import fingerprint_images
 from dsreg.audit.text import NUM_PERM, fingerprint_texts
 from dsreg.errors import CorruptObjectError, DsregError, ObjectNotFoundError, StorageError
 from dsreg.formats.manifests import HELD_INPUT, Overlay, Revision
 from dsreg.formats.tables import parquet_bytes, read_parquet_bytes
 from dsreg.objects.digest import short
+from dsreg.objects.hashing import hash_bytes
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import roots
 
 __all__ = [
+    "FILES_SCHEMA",
     "FINGERPRINT_SCHEMA",
     "METHOD",
     "Fingerprinted",
+    "fingerprint_files",
     "fingerprint_payloads",
     "fingerprints_of",
 ]
@@ -72,8 +76,17 @@ FINGERPRINT_SCHEMA = pa.schema(
         pa.field("grams", _U64_LIST),
     ]
 )
-# Payloads fingerprinted per task of the worker pool.
-_CHUNK = 256
+# What ``fingerprint_files`` reads: each file's path and, for an object of the store, the
+# digest its bytes must hash to (null for a corpus file, named by whatever it hashes to).
+FILES_SCHEMA = pa.schema(
+    [pa.field("path", pa.string(), nullable=False), pa.field("expect", pa.string())]
+)
+# What it returns: per file, its path, why it could not be read (null if it was), then its
+# fingerprints (null for a file not read).
+_READ_SCHEMA = pa.schema(
+    [pa.field("path", pa.string(), nullable=False), pa.field("read_error", pa.string())]
+    + [f.with_nullable(True) for f in FINGERPRINT_SCHEMA]
+)
 
 
 def _is_image(payload: bytes) -> bool:
@@ -136,6 +149,43 @@ def fingerprint_payloads(digests: Sequence[str], payloads: Sequence[bytes]) -> p
             _u64_lists(grams, is_txt),
         ],
         schema=FINGERPRINT_SCHEMA,
+    )
+
+
+def _read(path: str, expect: str | None) -> tuple[bytes, str | None]:
+    """A file's bytes, or why they cannot be fingerprinted: not a regular file (a FIFO or a
+    device would block or never end), unreadable, or not the bytes ``expect`` names."""
+    try:
+        # Looked at before it is opened: opening a FIFO would wait for a writer.
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return b"", "not a regular file"
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        return b"", f"cannot be read ({e.strerror or type(e).__name__})"
+    if expect is not None and hash_bytes(data) != expect:
+        return b"", "damaged: its bytes do not hash to its digest"
+    return data, None
+
+
+def fingerprint_files(batch: pa.Table) -> pa.Table:
+    """The fingerprints of the files a ``FILES_SCHEMA`` batch names, one row per file in the
+    batch's order, each named by the digest of the bytes read: the pure batch function every
+    engine runs (``engines.py``), here in a worker process or on a Ray cluster's node. A file
+    that cannot be read, or an object whose bytes are not those of its digest, gets its reason
+    in ``read_error`` and no fingerprints."""
+    paths = batch.column("path").to_pylist()
+    reads = [_read(p, e) for p, e in zip(paths, batch.column("expect").to_pylist(), strict=True)]
+    good = [i for i, (_, why) in enumerate(reads) if why is None]
+    fp = fingerprint_payloads([hash_bytes(reads[i][0]) for i in good], [reads[i][0] for i in good])
+    at = np.full(len(paths), -1, dtype=np.int64)
+    at[good] = np.arange(len(good))
+    take = pa.array(at, mask=at < 0)
+    columns = [fp.column(f.name).take(take) for f in FINGERPRINT_SCHEMA]
+    errors = [why for _, why in reads]
+    return pa.Table.from_arrays(
+        [pa.array(paths, pa.string()), pa.array(errors, pa.string()), *columns],
+        schema=_READ_SCHEMA,
     )
 
 
@@ -203,12 +253,14 @@ def fingerprints_of(
     snapshot: str,
     payloads: pa.Array,
     *,
+    engine: Engine | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Fingerprinted:
     """The fingerprints of the distinct ``payloads`` (digests) of ``snapshot``: the stored table
-    if indexed, else the rows stored for any snapshot plus the missing ones computed (in worker
-    processes), stored as one object and indexed. ``progress(done, total)`` hears of the
-    payloads fingerprinted now, of those that were not stored."""
+    if indexed, else the rows stored for any snapshot plus the missing ones computed (on
+    ``engine``: by default worker processes here), stored as one object and indexed.
+    ``progress(done, total)`` hears of the payloads fingerprinted now, of those that were not
+    stored."""
     wanted = pc.unique(payloads.drop_null()) if len(payloads) else pa.array([], pa.string())
     wanted = wanted.cast(pa.string())
     own, every = _indexed(reg, snapshot)
@@ -220,7 +272,7 @@ def fingerprints_of(
             return Fingerprinted(table, own, 0)
     known = _known_rows(reg, wanted, every)
     todo = pc.filter(wanted, pc.invert(pc.is_in(wanted, value_set=known["payload"])))
-    fresh = _compute(reg, todo.to_pylist(), progress)
+    fresh = _compute(reg, todo.to_pylist(), engine or Engine(), progress)
     table = pa.concat_tables([known, fresh]).sort_by("payload")
     return Fingerprinted(table, _stored(reg, snapshot, table), fresh.num_rows)
 
@@ -290,20 +342,36 @@ def _audit_overlays(reg: Registry) -> list[Overlay]:
 
 
 def _compute(
-    reg: Registry, digests: list[str], progress: Callable[[int, int], None] | None
+    reg: Registry,
+    digests: list[str],
+    engine: Engine,
+    progress: Callable[[int, int], None] | None,
 ) -> pa.Table:
-    """Fingerprint the stored payloads ``digests`` (re-hashed as they are read: a damaged
-    object is refused, never fingerprinted), in worker processes from a few thousand on."""
+    """Fingerprint the stored payloads ``digests`` on ``engine``, each re-hashed as it is read:
+    a damaged object is refused (and marked), never fingerprinted."""
+    inputs = pa.table(
+        {"path": [os.fspath(reg.store.path(d)) for d in digests], "expect": digests},
+        schema=FILES_SCHEMA,
+    )
+    table = files_table(run_batches(fingerprint_files, inputs, engine, progress))
+    failed = pc.is_valid(table.column("read_error"))
+    for path, why in zip(
+        table.column("path").filter(failed).to_pylist(),
+        table.column("read_error").filter(failed).to_pylist(),
+        strict=True,
+    ):
+        digest = digests[inputs.column("path").to_pylist().index(path)]
+        reg.store.read_bytes(digest)  # raises the store's own error: absent, damaged, unreadable
+        raise StorageError(f"cannot fingerprint object {short(digest)}: {why}")
+    return fingerprints_only(table)
 
-    def work(lo: int, hi: int) -> pa.Table:
-        names = digests[lo:hi]
-        return fingerprint_payloads(names, [reg.store.read_bytes(d) for d in names])
 
-    parts = []
-    done = 0
-    for _, part in map_chunks(work, len(digests), chunk=_CHUNK, threshold=4 * _CHUNK):
-        parts.append(part)
-        done += part.num_rows
-        if progress is not None:
-            progress(done, len(digests))
-    return pa.concat_tables(parts) if parts else FINGERPRINT_SCHEMA.empty_table()
+def files_table(parts: list[pa.Table]) -> pa.Table:
+    """The batches ``fingerprint_files`` returned, as one table."""
+    return pa.concat_tables(parts) if parts else _READ_SCHEMA.empty_table()
+
+
+def fingerprints_only(table: pa.Table) -> pa.Table:
+    """The rows of a ``files_table`` that were read, as a ``FINGERPRINT_SCHEMA`` table."""
+    read = table.filter(pc.is_null(table.column("read_error")))
+    return read.select(FINGERPRINT_SCHEMA.names).cast(FINGERPRINT_SCHEMA)

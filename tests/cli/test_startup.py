@@ -28,6 +28,7 @@ HEAVY = (
     "torch",
     "datasets",
     "PIL",
+    "ray",
 )
 
 _RUN = """
