@@ -367,7 +367,7 @@ def audit_duplicates(
             against,
             within,
             (image_threshold, text_threshold),
-            progress=progress,
+            engine=engine,
             command=command,
         )
 
@@ -379,7 +379,7 @@ def _audit(
     within: bool,
     thresholds: tuple[int, float],
     *,
-    progress: ProgressHook,
+    engine: Engine,
     command: str,
 ) -> AuditResult:
     image_threshold, text_threshold = thresholds
