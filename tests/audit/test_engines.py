@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import operator
 import os
-import shutil
 import subprocess
 import sys
 import warnings
@@ -96,9 +95,12 @@ def test_ray_finds_what_the_local_pool_finds(
     local = _audit(reg, folder, "local")
     assert local.digest is not None
     assert local.counts["contaminated"] == 6 and local.counts["duplicate"] == 1
-    # Nothing stored: Ray computes every fingerprint again, from the payloads' files.
-    shutil.rmtree(reg.root / "state" / "fingerprints")
-    on_ray = _audit(reg, folder, "ray")
+    # A second registry of the same sets, with no fingerprints stored: Ray computes every one
+    # from the payloads' files.
+    fresh = make_registry("fresh")
+    dsreg.add("train", train, tag="v1", registry=fresh)
+    dsreg.add("test", test, tag="v1", registry=fresh)
+    on_ray = _audit(fresh, folder, "ray")
     assert on_ray.fingerprints == local.fingerprints
     assert on_ray.fingerprints["computed"] == 16 + 10 - 1 + 2
     assert (on_ray.digest, on_ray.findings) == (local.digest, local.findings)
