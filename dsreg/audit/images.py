@@ -84,6 +84,9 @@ def dct_matrix(n: int) -> npt.NDArray[np.float64]:
 _LOW_DCT = np.ascontiguousarray(
     np.kron(dct_matrix(HASH_SIDE)[:_LOW], dct_matrix(HASH_SIDE)[:_LOW]).T
 )
+# Relative to the DC coefficient: far below any coefficient of a real image, far above the
+# rounding of a 1,024-term product in float64.
+_ZERO_BELOW = 1e-9
 
 
 def hashes_of_pixels(pixels: npt.NDArray[Any]) -> npt.NDArray[np.uint64]:
@@ -94,6 +97,11 @@ def hashes_of_pixels(pixels: npt.NDArray[Any]) -> npt.NDArray[np.uint64]:
     """
     blocks = np.asarray(pixels, dtype=np.float64).reshape(-1, HASH_SIDE * HASH_SIDE)
     low = blocks @ _LOW_DCT
+    # A coefficient that is zero in exact arithmetic (every one but (0, 0) of a flat image, the
+    # odd ones of a mirrored image) comes out of the product as rounding noise, whose sign would
+    # decide its bit; imagehash's DCT gives such coefficients as 0, and so does this.
+    noise = _ZERO_BELOW * (1.0 + np.abs(low[:, :1]))
+    low[np.abs(low) < noise] = 0.0
     bits = low > np.median(low, axis=1, keepdims=True)
     packed = np.packbits(bits, axis=1)  # (B, 8) bytes, the first bit the most significant
     return packed.view(">u8").ravel().astype(np.uint64)

@@ -57,6 +57,18 @@ def test_batch_dct_equals_imagehash_on_any_pixels(seed: int, batch: int) -> None
     assert hashes_of_pixels(pixels).tolist() == want
 
 
+@pytest.mark.parametrize("value", [0, 1, 128, 254, 255])
+def test_a_flat_or_mirrored_image_hashes_as_imagehash(value: int) -> None:
+    """Coefficients that are zero in exact arithmetic decide no bit by their rounding noise: a
+    flat image (every AC coefficient 0) and mirrored ones (the odd ones 0) are imagehash's."""
+    flat = np.full((32, 32), value, dtype=np.uint8)
+    ramp = np.tile(np.concatenate([np.arange(16), np.arange(16)[::-1]]) * 8 + value // 4, (32, 1))
+    mirrored = ramp.astype(np.uint8)
+    for pixels in (flat, mirrored, mirrored.T):
+        want = int(str(imagehash.phash(Image.fromarray(pixels, "L"))), 16)
+        assert hashes_of_pixels(pixels[None]).tolist() == [want]
+
+
 def test_undecodable_images_are_reported_each_with_a_reason(photos: list[bytes]) -> None:
     good = photos[0]
     batch = [good[: len(good) // 3], b"\x89PNG\r\n\x1a\n" + b"\0" * 40, good]
