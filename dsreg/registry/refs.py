@@ -22,7 +22,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -441,6 +441,26 @@ class RefStore:
                 dataset=dataset, tag=None, old=None, new=new, command=command, event=event
             )
             self._append(dataset, [entry.to_line()])
+
+    def logged_change(
+        self, dataset: str, entry: LogEntry, change: Callable[[], None], *, what: str
+    ) -> None:
+        """Log ``entry``, then run ``change`` (an atomic write: a yank, a retirement), under
+        the dataset's lock; if ``change`` fails the line is cut back: a failure leaves neither."""
+        check_name(dataset, what="dataset name")
+        with self._locked(dataset):
+            try:
+                with _LogFile(self.logs / f"{dataset}.jsonl") as log:
+                    log.append(entry.to_line())
+                    try:
+                        change()
+                    except BaseException:
+                        log.rollback()
+                        raise
+            except OSError as e:
+                raise StorageError(
+                    f"cannot write {what}: {e.strerror or e}; nothing was changed"
+                ) from e
 
     def append_log(self, dataset: str, entries: Sequence[LogEntry]) -> None:
         """Append entries written elsewhere (a remote's history of the dataset, copied by a
