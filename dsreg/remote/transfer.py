@@ -32,7 +32,7 @@ from dsreg.errors import (
     TagExistsError,
 )
 from dsreg.formats.manifests import Overlay
-from dsreg.formats.names import check_name, parse_spec
+from dsreg.formats.names import check_name, parse_spec, parse_tag_target
 from dsreg.objects.digest import PREFIX, is_digest, short
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import reachable
@@ -53,6 +53,7 @@ from dsreg.remote.objects import present, send, tidy
 from dsreg.remote.refs import (
     RefUpdate,
     damaged_reasons,
+    delete_ref,
     describe_state,
     update_ref,
     write_index,
@@ -166,13 +167,7 @@ def push(
     another push set meanwhile is refused, ``force`` or not. Nothing the remote holds is sent
     again.
     """
-    rs = open_remote(reg, remote)
-    if rs.read_only:
-        raise RemoteError(
-            f"remote {rs.label} is read-only: dsreg reads http(s) remotes as a static web server "
-            "serves them and never writes there; push to the folder or bucket the server "
-            "publishes (e.g. 'dsreg push -r /srv/www/dsreg' or an s3:// URL) instead"
-        )
+    rs = _writable(reg, remote)
     n_jobs = jobs_for(reg, rs, jobs)
     targets = _push_targets(reg, specs)
     if not targets:
@@ -207,6 +202,52 @@ def push(
         already=sent.already + more.already,
         refs=tuple(updates),
         results=tuple(moved),
+    )
+
+
+def _writable(reg: Registry, remote: str | None) -> RemoteStore:
+    """The remote a push writes to; ``RemoteError`` if it is read-only (HTTP)."""
+    rs = open_remote(reg, remote)
+    if rs.read_only:
+        raise RemoteError(
+            f"remote {rs.label} is read-only: dsreg reads http(s) remotes as a static web server "
+            "serves them and never writes there; push to the folder or bucket the server "
+            "publishes (e.g. 'dsreg push -r /srv/www/dsreg' or an s3:// URL) instead"
+        )
+    return rs
+
+
+def push_delete(
+    reg: Registry, names: Sequence[str], *, remote: str | None = None, command: str = ""
+) -> PushResult:
+    """Remove tags ``names`` (``dataset@tag``) on the remote, each by compare-and-swap against
+    the value read first and logged there (event ``delete``); nothing is sent and nothing here
+    changes. Every tag is checked before any is removed: a tag the remote does not hold (or
+    holds damaged) raises ``RevisionNotFoundError`` and nothing is deleted."""
+    rs = _writable(reg, remote)
+    if not names:
+        raise InvalidInputError("push --delete needs the tags to delete: DATASET@TAG")
+    wanted = [parse_tag_target(n) for n in names]
+    held: list[tuple[str, str, str]] = []
+    for ds, tag in wanted:
+        now = rs.ref_state(ds, tag)
+        if not isinstance(now, str):
+            what = "holds no" if now is None else "holds a damaged"
+            raise RevisionNotFoundError(
+                f"remote {rs.label} {what} tag {ds}@{tag}: nothing was deleted; see "
+                f"'dsreg ls --remote {rs.name}'",
+                dataset=ds,
+                ref=tag,
+            )
+        held.append((ds, tag, now))
+    for ds, tag, digest in held:
+        delete_ref(rs, ds, tag, expected=digest, command=command)
+    write_index(rs, set(rs.tag_names()))
+    refs = [
+        RefUpdate(dataset=ds, tag=t, revision=d, previous=d, status="deleted") for ds, t, d in held
+    ]
+    return PushResult(
+        remote=rs.name, url=rs.url, revisions=(), sent=0, bytes=0, already=0, refs=tuple(refs)
     )
 
 
