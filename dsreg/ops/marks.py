@@ -1,6 +1,6 @@
 """``dsreg yank DATASET@TAG``: withdraw a tag without removing it (PEP 592's yank), and
-``dsreg retire DATASET --successor OTHER``: name the dataset that replaces one. Both logged in
-the dataset's ref log; the marks themselves are described in ``dsreg.registry.marks``."""
+``dsreg retire DATASET --successor OTHER``: name the dataset that replaces one. Both are refs
+naming a mark object, logged in the dataset's ref log (``dsreg.registry.marks``)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,7 @@ from dataclasses import dataclass
 from dsreg.errors import InvalidInputError, RevisionNotFoundError
 from dsreg.formats.names import check_name, parse_tag_target
 from dsreg.registry.folder import Registry
-from dsreg.registry.marks import (
-    check_reason,
-    mark_bytes,
-    read_yanks,
-    retired_path,
-    write_mark,
-    yank_path,
-)
-from dsreg.registry.refs import LogEntry
+from dsreg.registry.marks import check_reason, mark_bytes, retired_refs, yank_refs
 
 __all__ = ["MarkResult", "retire_dataset", "yank_tag"]
 
@@ -44,9 +36,9 @@ class MarkResult:
 def yank_tag(
     reg: Registry, name: str, reason: str | None, *, undo: bool = False, command: str = ""
 ) -> MarkResult:
-    """Yank tag ``name`` (``dataset@tag``) for ``reason``; with ``undo``, lift its yank (the
-    reason is then optional, and logged if given). ``RevisionNotFoundError`` for an unknown
-    tag, ``InvalidInputError`` for an empty reason or an undo of a tag not yanked."""
+    """Yank tag ``name`` (``dataset@tag``) for ``reason``; with ``undo``, lift its yank.
+    ``RevisionNotFoundError`` for an unknown tag, ``InvalidInputError`` for an empty reason or
+    an undo of a tag that is not yanked."""
     dataset, tag = parse_tag_target(name)
     digest = reg.refs.get(dataset, tag)
     if digest is None:
@@ -56,22 +48,19 @@ def yank_tag(
             dataset=dataset,
             ref=tag,
         )
-    path = yank_path(reg.root, dataset, tag)
+    refs = yank_refs(reg.root)
     if undo:
-        held = read_yanks(reg.root, dataset).get(tag)
-        if held is None:
+        if refs.get(dataset, tag) is None:
             raise InvalidInputError(f"tag {dataset}@{tag} is not yanked: nothing to undo")
-        text, data, event = held.reason, None, "unyank"
-    else:
-        text = check_reason(reason, what=f"yanking {dataset}@{tag}")
-        data, event = mark_bytes({"reason": text, "revision": digest}), "yank"
-    entry = LogEntry.now(
-        dataset=dataset, tag=tag, old=None, new=digest, command=command, event=event
-    )
-    reg.refs.logged_change(
-        dataset, entry, lambda: write_mark(path, data), what=f"the yank of {dataset}@{tag}"
-    )
-    return MarkResult(dataset=dataset, tag=tag, reason=text, revision=digest, undone=undo)
+        refs.delete(dataset, tag, command=command, event="unyank")
+        return MarkResult(dataset=dataset, tag=tag, reason="", revision=digest, undone=True)
+    text = check_reason(reason, what=f"yanking {dataset}@{tag}")
+    fields = {"mark": "yank", "dataset": dataset, "tag": tag, "revision": digest, "reason": text}
+    # One shared lock from storing the mark to its ref: a gc in between would remove it.
+    with reg.lock():
+        mark = reg.store.put_bytes(mark_bytes(fields))
+        refs.set(dataset, tag, mark, force=True, command=command, event="yank")
+    return MarkResult(dataset=dataset, tag=tag, reason=text, revision=digest)
 
 
 def retire_dataset(
@@ -94,12 +83,12 @@ def retire_dataset(
             dataset=successor,
         )
     text = check_reason(reason, what=f"retiring {dataset}")
-    data = mark_bytes({"reason": text, "successor": successor})
-    entry = LogEntry.now(
-        dataset=dataset, tag=None, old=None, new=None, command=command, event="retire"
-    )
-    path = retired_path(reg.root, dataset)
-    reg.refs.logged_change(
-        dataset, entry, lambda: write_mark(path, data), what=f"the retirement of {dataset}"
-    )
+    fields = {"mark": "retire", "dataset": dataset, "successor": successor, "reason": text}
+    refs = retired_refs(reg.root)
+    with reg.lock():
+        mark = reg.store.put_bytes(mark_bytes(fields))
+        refs.set(dataset, successor, mark, force=True, command=command, event="retire")
+        for other in refs.tags(dataset):
+            if other != successor:
+                refs.delete(dataset, other, command=command, event="retire")
     return MarkResult(dataset=dataset, tag=None, reason=text, successor=successor)

@@ -1,37 +1,49 @@
 """Yanked tags and retired datasets, as PyPI yanks a release (PEP 592).
 
-A yank is a file ``yanked/<dataset>/<tag>`` and a retirement a file ``retired/<dataset>``, each
-canonical JSON (``{"reason", "revision"}``; ``{"reason", "successor"}``), written atomically
-under the dataset's lock after its line in ``logs/<dataset>.jsonl`` (events ``yank``,
-``unyank``, ``retire``), so ``dsreg log`` lists them among the tags' moves. A yanked tag is left
-out of listings and of any default choice of tag, and still resolves when named exactly; its
-reason (and a retired dataset's successor) is told on every resolve, as a ``YankedWarning``.
+A mark is an object, canonical JSON: a yank ``{"mark": "yank", "dataset", "tag", "revision",
+"reason"}``, a retirement ``{"mark": "retire", "dataset", "successor", "reason"}``. It is named
+by a ref, ``yanked/<dataset>/<tag>`` or ``retired/<dataset>/<successor>``, written as a tag is
+(``RefStore`` with another folder: under the dataset's lock, after its line in
+``logs/<dataset>.jsonl``, events ``yank``, ``unyank``, ``retire``), so ``dsreg log`` lists them
+and push, pull and clone carry them as they carry tags (``dsreg.remote.marks``).
+
+A yanked tag is left out of listings and of any default choice of tag, and still resolves when
+named exactly; its reason (and a retired dataset's successor) is told on every resolve, as a
+``YankedWarning``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Final
 
-from dsreg._util.fs import write_atomic
-from dsreg.errors import InvalidInputError, StorageError, YankedWarning
-from dsreg.formats.names import check_name
+from dsreg._util.jsonread import read_line
+from dsreg.errors import DsregError, IntegrityError, InvalidInputError, YankedWarning
+from dsreg.formats.canonical import canonical_bytes
+from dsreg.objects.store import ObjectStore
+from dsreg.registry.refs import RefStore
 
 __all__ = [
+    "RETIRED",
+    "YANKED",
     "Retirement",
     "Yank",
     "check_reason",
+    "mark_bytes",
+    "mark_objects",
+    "parse_mark",
     "read_retirement",
     "read_yanks",
+    "retired_refs",
     "warn_marks",
+    "yank_refs",
 ]
 
-YANKED = "yanked"
-RETIRED = "retired"
+#: The ref folders of yanks and retirements (a registry's and a remote's).
+YANKED: Final = "yanked"
+RETIRED: Final = "retired"
 _MAX_REASON = 1000
 
 
@@ -47,13 +59,21 @@ class Retirement:
     successor: str
 
 
+def yank_refs(root: Path) -> RefStore:
+    return RefStore(root, refs=YANKED)
+
+
+def retired_refs(root: Path) -> RefStore:
+    return RefStore(root, refs=RETIRED)
+
+
 def check_reason(reason: str | None, *, what: str) -> str:
     """``reason`` stripped; ``InvalidInputError`` if it is empty, has control characters, or
     is longer than 1000 characters."""
     text = (reason or "").strip()
     if not text:
         raise InvalidInputError(f"{what} needs a reason: give --reason TEXT (not empty)")
-    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text):
         raise InvalidInputError(f"the reason for {what} holds a control character; write one line")
     if len(text) > _MAX_REASON:
         raise InvalidInputError(f"the reason for {what} is {len(text)} characters; at most 1000")
@@ -61,61 +81,57 @@ def check_reason(reason: str | None, *, what: str) -> str:
 
 
 def mark_bytes(fields: dict[str, str]) -> bytes:
-    return json.dumps(fields, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+    return canonical_bytes(fields)
 
 
-def write_mark(path: Path, data: bytes | None) -> None:
-    """Write (``data``) or remove (``None``) the mark at ``path``, durably."""
-    if data is not None:
-        write_atomic(path, data)
-        return
-    os.unlink(path)
-    with contextlib.suppress(OSError):
-        path.parent.rmdir()
+def parse_mark(data: bytes, *, kind: str, dataset: str, name: str) -> dict[str, str]:
+    """The fields of mark ``data``, checked: a mark of ``kind`` (``yank``, ``retire``) of
+    ``dataset`` whose tag (or successor) is ``name``; ``IntegrityError`` saying what is wrong."""
+    obj, why = read_line(data)
+    key = "tag" if kind == "yank" else "successor"
+    if why is None and not (
+        isinstance(obj, dict)
+        and all(isinstance(v, str) for v in obj.values())
+        and obj.get("mark") == kind
+        and obj.get("dataset") == dataset
+        and obj.get(key) == name
+        and obj.get("reason")
+    ):
+        why = f"not the {kind} of {dataset} {name}"
+    if why is not None:
+        raise IntegrityError(f"a {kind} mark of {dataset} is damaged: {why}")
+    fields: dict[str, str] = obj
+    return fields
 
 
-def _read(path: Path) -> dict[str, str] | None:
-    """A mark's fields, or ``None`` if there is none or it is not a mark (a damaged mark
-    hides nothing: the tag is served as if unmarked, and ``dsreg verify`` reads the refs)."""
-    try:
-        obj = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError) as e:
-        raise StorageError(f"cannot read {path}: {e}") from e
-    if not isinstance(obj, dict) or not all(isinstance(v, str) for v in obj.values()):
-        return None
-    return obj
-
-
-def yank_path(root: Path, dataset: str, tag: str) -> Path:
-    return root / YANKED / check_name(dataset, what="dataset name") / check_name(tag, what="tag")
-
-
-def retired_path(root: Path, dataset: str) -> Path:
-    return root / RETIRED / check_name(dataset, what="dataset name")
+def _marks(store: ObjectStore, refs: RefStore, dataset: str, kind: str) -> dict[str, Any]:
+    """``{name: fields}`` of one dataset's marks; one that cannot be read is skipped (it hides
+    nothing: the tag is served unmarked, and ``dsreg verify`` names what is damaged)."""
+    out = {}
+    for name, digest in refs.tags(dataset).items():
+        try:
+            out[name] = parse_mark(store.read_bytes(digest), kind=kind, dataset=dataset, name=name)
+        except DsregError:
+            continue
+    return out
 
 
 def read_yanks(root: Path, dataset: str) -> dict[str, Yank]:
     """``{tag: Yank}`` of one dataset's yanked tags."""
-    folder = root / YANKED / dataset
-    if not folder.is_dir():
-        return {}
-    out = {}
-    for p in sorted(folder.iterdir()):
-        if p.name.startswith("."):
-            continue
-        fields = _read(p)
-        if fields is not None and "reason" in fields:
-            out[p.name] = Yank(reason=fields["reason"], revision=fields.get("revision", ""))
-    return out
+    found = _marks(ObjectStore(root), yank_refs(root), dataset, "yank")
+    return {t: Yank(reason=f["reason"], revision=f.get("revision", "")) for t, f in found.items()}
 
 
 def read_retirement(root: Path, dataset: str) -> Retirement | None:
-    fields = _read(retired_path(root, dataset))
-    if fields is None or "reason" not in fields or "successor" not in fields:
-        return None
-    return Retirement(reason=fields["reason"], successor=fields["successor"])
+    found = _marks(ObjectStore(root), retired_refs(root), dataset, "retire")
+    for successor, f in sorted(found.items()):
+        return Retirement(reason=f["reason"], successor=successor)
+    return None
+
+
+def mark_objects(root: Path) -> set[str]:
+    """The digests every yank and retirement ref names (gc keeps them)."""
+    return {d for refs in (yank_refs(root), retired_refs(root)) for _, _, d in refs.all()}
 
 
 def warn_marks(root: Path, dataset: str, tag: str) -> None:

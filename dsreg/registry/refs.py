@@ -363,7 +363,7 @@ class RefStore:
                 ) from e
         return old
 
-    def delete(self, dataset: str, tag: str, *, command: str = "") -> str:
+    def delete(self, dataset: str, tag: str, *, command: str = "", event: str = "delete") -> str:
         """Remove ``dataset@tag``; return the digest it pointed at. Logged like every move (event
         ``delete``, ``old`` the digest, ``new`` none); no object is removed: what the tag kept
         stays a gc root through the log line until the log's expiry, as git's reflog keeps a
@@ -385,7 +385,7 @@ class RefStore:
                     ref=tag,
                 )
             entry = LogEntry.now(
-                dataset=dataset, tag=tag, old=old, new=None, command=command, event="delete"
+                dataset=dataset, tag=tag, old=old, new=None, command=command, event=event
             )
             try:
                 with _LogFile(self.logs / f"{dataset}.jsonl") as log:

@@ -130,12 +130,14 @@ def update_ref(
         _update_unconditional(rs, dataset, tag, new, expected, line)
 
 
-def delete_ref(rs: RemoteStore, dataset: str, tag: str, *, expected: str, command: str) -> None:
+def delete_ref(
+    rs: RemoteStore, dataset: str, tag: str, *, expected: str, command: str, event: str = "delete"
+) -> None:
     """Remove the remote's ``dataset@tag`` if it still holds ``expected``, logged (event
     ``delete``, ``old`` the digest) under the same lock (a folder) or the same re-read
     (an object store) as a move; ``TagExistsError`` naming what it holds if it does not."""
     entry = LogEntry.now(
-        dataset=dataset, tag=tag, old=expected, new=None, command=command, event="delete"
+        dataset=dataset, tag=tag, old=expected, new=None, command=command, event=event
     )
     line = entry.to_line().encode("utf-8")
     path = rs.ref_path(dataset, tag)

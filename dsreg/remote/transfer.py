@@ -49,6 +49,7 @@ from dsreg.remote.config import (
     remove_remote,
 )
 from dsreg.remote.fetch import Fetch, owner, refused_error
+from dsreg.remote.marks import fetch_marks, push_marks
 from dsreg.remote.objects import present, send, tidy
 from dsreg.remote.refs import (
     RefUpdate,
@@ -94,13 +95,15 @@ __all__ = [
 class _Transfer:
     """What a push and a pull both report: the remote, the revisions moved, the tags written
     and the model refs of recorded results written (``results``: ``tag`` is the model,
-    ``revision`` the result record)."""
+    ``revision`` the result record), and the yanks and retirements set or lifted (``marks``:
+    ``status`` is the log event, ``revision`` the mark object)."""
 
     remote: str
     url: str
     revisions: tuple[str, ...]
     refs: tuple[RefUpdate, ...]
     results: tuple[RefUpdate, ...] = ()
+    marks: tuple[RefUpdate, ...] = ()
 
     def _counts(self) -> dict[str, int]:
         raise NotImplementedError
@@ -113,6 +116,7 @@ class _Transfer:
             **self._counts(),
             "refs": [r.to_dict() for r in self.refs],
             "results": [r.to_dict() for r in self.results],
+            "marks": [r.to_dict() for r in self.marks],
         }
 
 
@@ -193,6 +197,8 @@ def push(
     moved = [_push_tag(rr, t, force=force, command=command, event=EVENT) for t in results.targets]
     if moved:
         write_index(rr, {*models.good, *models.damaged, *(u.tag_name for u in moved)})
+    datasets = {t.dataset for t in targets if t.dataset is not None}
+    marks = push_marks(reg, rs, datasets, jobs=n_jobs, progress=progress, command=command)
     return PushResult(
         remote=rs.name,
         url=rs.url,
@@ -202,6 +208,7 @@ def push(
         already=sent.already + more.already,
         refs=tuple(updates),
         results=tuple(moved),
+        marks=tuple(marks),
     )
 
 
@@ -444,9 +451,10 @@ def pull(
         results = fetch.write_tags(
             brought.good, force=force, command=command, refs=result_refs(reg), event=EVENT
         )
-    if refused or brought.refused:
+        marks = fetch_marks(fetch, {t.dataset for t in good if t.dataset}, command=command)
+    if refused or brought.refused or marks.refused:
         done = f"{len(updates)} other tags and {len(results)} model refs were pulled"
-        raise refused_error(rs, {**refused, **brought.refused}, done)
+        raise refused_error(rs, {**refused, **brought.refused, **marks.refused}, done)
     return PullResult(
         remote=rs.name,
         url=rs.url,
@@ -455,6 +463,7 @@ def pull(
         bytes=fetch.bytes,
         refs=tuple(updates),
         results=tuple(results),
+        marks=marks.updates,
     )
 
 

@@ -4,6 +4,7 @@ the same lock as a move, logged there; bad input refused with nothing deleted.""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -92,3 +93,41 @@ def test_push_delete_on_s3(
         dsreg.ls(remote="s3", registry=reg)
     with pytest.raises(dsreg.RevisionNotFoundError, match="holds no tag pets@v1"):
         dsreg.push("pets@v1", remote="s3", delete=True, registry=reg)
+
+
+def test_yanks_and_retirements_travel_with_push_pull_and_clone(
+    cli: Cli,
+    pushed: tuple[Registry, Path],
+    make_imagefolder: Callable[..., Path],
+    make_registry: Callable[..., Registry],
+    tmp_path: Path,
+) -> None:
+    reg, remote = pushed
+    assert cli("add", "pets2", str(make_imagefolder("b", seed=3)), "--tag", "v1").exit_code == 0
+    assert cli("yank", "pets@v1", "--reason", "leaked").exit_code == 0
+    assert cli("retire", "pets", "--successor", "pets2", "--reason", "replaced").exit_code == 0
+    r = cli("push", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert {m["status"] for m in json.loads(r.stdout)["marks"]} == {"yank", "retire"}
+    events = [e.event for e in parse_log((remote / "logs" / "pets.jsonl").read_bytes())]
+    assert "yank" in events and "retire" in events
+
+    fresh = dsreg.clone(str(remote), tmp_path / "clone")
+    with pytest.warns(dsreg.YankedWarning) as told:
+        dsreg.open("pets@v1", registry=fresh.registry)
+    said = " ".join(str(w.message) for w in told)
+    assert "leaked" in said and "use pets2 instead" in said
+    assert ("pets", "v1") not in {(t.dataset, t.tag) for t in dsreg.ls(registry=fresh.registry)}
+
+    other = make_registry("other")
+    dsreg.remote_add("origin", str(remote), default=True, registry=other)
+    dsreg.pull("pets", registry=other)
+    every = {(t.dataset, t.tag): t.yanked for t in dsreg.ls(all=True, registry=other)}
+    assert every[("pets", "v1")] == {"reason": "leaked"}
+
+    # Lifted here, then pushed: the remote's yank goes too (logged there).
+    assert cli("yank", "pets@v1", "--undo").exit_code == 0
+    assert cli("push", "pets").exit_code == 0
+    assert not (remote / "yanked" / "pets" / "v1").exists()
+    last = [e for e in parse_log((remote / "logs" / "pets.jsonl").read_bytes())][-1]
+    assert last.event == "unyank"
