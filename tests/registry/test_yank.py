@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -67,6 +68,26 @@ def test_checkout_and_eval_print_the_reason(cli: Cli, reg: Registry, tmp_path: P
     r = cli("checkout", "pets@v1", str(tmp_path / "co"))
     assert r.exit_code == 0, r.stderr
     assert "Warning: pets@v1 is yanked: bad labels" in r.stderr
+
+
+def test_eval_prints_the_reason(cli: Cli, reg: Registry, tmp_path: Path) -> None:
+    assert cli("yank", "pets@v1", "--reason", "bad labels").exit_code == 0
+    labels = dsreg.open("pets@v2", registry=reg.root).labels()["label"].to_numpy()
+    preds = tmp_path / "m.npy"
+    np.save(preds, labels.astype(np.int32))
+    r = cli("eval", "pets@v1", str(preds), "--json")
+    assert r.exit_code == 0, r.stderr
+    assert "Warning: pets@v1 is yanked: bad labels" in r.stderr
+
+
+def test_gc_keeps_yanks_and_retirements(cli: Cli, reg: Registry) -> None:
+    assert cli("yank", "pets@v1", "--reason", "kept").exit_code == 0
+    assert cli("retire", "pets", "--successor", "pets2", "--reason", "kept too").exit_code == 0
+    assert cli("gc", "--prune-log-older-than", "0s").exit_code == 0
+    assert cli("verify").exit_code == 0
+    shown = json.loads(cli("show", "pets@v1", "--json").stdout)
+    assert shown["yanked"] == {"reason": "kept"}
+    assert shown["retired"] == {"successor": "pets2", "reason": "kept too"}
 
 
 def test_undo_lifts_the_yank_and_is_logged(cli: Cli, reg: Registry) -> None:
