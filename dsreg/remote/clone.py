@@ -38,9 +38,8 @@ from dsreg.registry.refs import LogEntry
 from dsreg.registry.results import EVENT, result_refs
 from dsreg.remote.config import add_remote, check_options, jobs_for, normalize_url
 from dsreg.remote.fetch import Fetch, owner, refused_error
-from dsreg.remote.marks import fetch_marks
 from dsreg.remote.refs import RefUpdate, damaged_reasons
-from dsreg.remote.results import fetch_results, fetched_result, remote_model_refs
+from dsreg.remote.results import fetch_marks, fetch_results, fetched_result, remote_model_refs
 from dsreg.remote.store import RemoteStore, Target
 
 __all__ = ["CloneResult", "SkippedLine", "clone"]

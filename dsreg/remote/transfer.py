@@ -49,7 +49,6 @@ from dsreg.remote.config import (
     remove_remote,
 )
 from dsreg.remote.fetch import Fetch, owner, refused_error
-from dsreg.remote.marks import fetch_marks, push_marks
 from dsreg.remote.objects import present, send, tidy
 from dsreg.remote.refs import (
     RefUpdate,
@@ -60,8 +59,10 @@ from dsreg.remote.refs import (
     write_index,
 )
 from dsreg.remote.results import (
+    fetch_marks,
     fetch_results,
     model_targets,
+    push_marks,
     pushed_results,
     remote_model_refs,
 )
