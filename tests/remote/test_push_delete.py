@@ -102,7 +102,7 @@ def test_yanks_and_retirements_travel_with_push_pull_and_clone(
     make_registry: Callable[..., Registry],
     tmp_path: Path,
 ) -> None:
-    reg, remote = pushed
+    _reg, remote = pushed
     assert cli("add", "pets2", str(make_imagefolder("b", seed=3)), "--tag", "v1").exit_code == 0
     assert cli("yank", "pets@v1", "--reason", "leaked").exit_code == 0
     assert cli("retire", "pets", "--successor", "pets2", "--reason", "replaced").exit_code == 0
