@@ -80,6 +80,17 @@ def test_eval_prints_the_reason(cli: Cli, reg: Registry, tmp_path: Path) -> None
     assert "Warning: pets@v1 is yanked: bad labels" in r.stderr
 
 
+def test_a_leaderboard_leaves_out_yanked_tags_unless_named(reg: Registry) -> None:
+    labels = dsreg.open("pets@v2", registry=reg.root).labels()["label"].to_numpy()
+    dsreg.record("pets@v2", labels.astype(np.int32), model="m", registry=reg.root)
+    dsreg.yank("pets@v1", reason="leaked", registry=reg.root)
+    board = dsreg.leaderboard("pets", resamples=0, registry=reg.root)
+    assert [r.tag for r in board.revisions] == ["v2"]
+    with pytest.warns(dsreg.YankedWarning, match="leaked"):
+        named = dsreg.leaderboard("pets", revisions=["v1", "v2"], resamples=0, registry=reg.root)
+    assert [r.tag for r in named.revisions][0] == "v1"  # v2 is the same revision
+
+
 def test_gc_keeps_yanks_and_retirements(cli: Cli, reg: Registry) -> None:
     assert cli("yank", "pets@v1", "--reason", "kept").exit_code == 0
     assert cli("retire", "pets", "--successor", "pets2", "--reason", "kept too").exit_code == 0
