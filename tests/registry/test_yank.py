@@ -88,7 +88,7 @@ def test_a_leaderboard_leaves_out_yanked_tags_unless_named(reg: Registry) -> Non
     assert [r.tag for r in board.revisions] == ["v2"]
     with pytest.warns(dsreg.YankedWarning, match="leaked"):
         named = dsreg.leaderboard("pets", revisions=["v1", "v2"], resamples=0, registry=reg.root)
-    assert [r.tag for r in named.revisions][0] == "v1"  # v2 is the same revision
+    assert named.revisions[0].tag == "v1"  # v2 is the same revision
 
 
 def test_gc_keeps_yanks_and_retirements(cli: Cli, reg: Registry) -> None:
