@@ -321,3 +321,8 @@ class StorageError(_PathAttribute, DsregError, OSError):
 
     Attributes: ``path`` (where known).
     """
+
+
+class YankedWarning(UserWarning):
+    """Not an error: a yanked tag, or a tag of a retired dataset, was resolved. The message
+    holds the reason, and the successor to use (the CLI prints it as one line on stderr)."""

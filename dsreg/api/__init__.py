@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     from dsreg.api.data import overlay_ls as overlay_ls
     from dsreg.api.data import overlay_show as overlay_show
     from dsreg.api.data import sql as sql
+    from dsreg.api.marks import retire as retire
+    from dsreg.api.marks import yank as yank
     from dsreg.api.registry import add as add
     from dsreg.api.registry import checkout as checkout
     from dsreg.api.registry import gc as gc
@@ -91,6 +93,7 @@ if TYPE_CHECKING:
     from dsreg.errors import StorageError as StorageError
     from dsreg.errors import TagExistsError as TagExistsError
     from dsreg.errors import VotesError as VotesError
+    from dsreg.errors import YankedWarning as YankedWarning
     from dsreg.formats.manifests import Overlay as Overlay
     from dsreg.formats.manifests import Revision as Revision
     from dsreg.formats.manifests import Snapshot as Snapshot
@@ -100,6 +103,7 @@ if TYPE_CHECKING:
     from dsreg.ops.maintenance import GcResult as GcResult
     from dsreg.ops.maintenance import Problem as Problem
     from dsreg.ops.maintenance import VerifyResult as VerifyResult
+    from dsreg.ops.marks import MarkResult as MarkResult
     from dsreg.ops.overlay import OverlayResult as OverlayResult
     from dsreg.ops.tag import TagResult as TagResult
     from dsreg.overlays.create import CreatedOverlay as CreatedOverlay

@@ -163,6 +163,9 @@ def ls(
             show_default=False,
         ),
     ] = None,
+    all: Annotated[
+        bool, Opt("--all", help="List yanked tags too, marked yanked (no --remote).")
+    ] = False,
     registry: RegistryOpt = None,
     progress: ProgressHook | None = None,
 ) -> TagList:
@@ -173,12 +176,15 @@ def ls(
     most ``max_tags`` of them (default ``$DSREG_MAX_TAGS``, else 10,000; 0 reads every one),
     the first by dataset and tag. The result (a list) says how many the remote names
     (``named``) and how many were left unread (``omitted``). ``progress("reading tags", done,
-    total)`` hears of the reads. ``max_tags`` without ``remote`` is refused."""
+    total)`` hears of the reads. ``max_tags`` without ``remote`` is refused. A yanked tag is
+    left out unless ``all`` (then its ``yanked`` holds the reason)."""
     if remote is None:
         if max_tags is not None:
             raise InvalidInputError("--max-tags caps a remote's listing: give --remote too")
-        tags = report_show.list_tags(find_registry(registry))
+        tags = report_show.list_tags(find_registry(registry), all=all)
         return report_show.TagList(tags, named=len(tags))
+    if all:
+        raise InvalidInputError("--all lists this registry's yanked tags: not with --remote")
     _reg, rs, _cached = reading.remote_store(registry, remote)
     got = remote_reading.remote_tags(rs, max_tags=max_tags, progress=hook(progress))
     return report_show.TagList(

@@ -21,6 +21,7 @@ from dsreg.api.options import (
     RemoteOptionsOpt,
     TransferRemoteOpt,
 )
+from dsreg.errors import InvalidInputError
 from dsreg.registry.folder import Registry
 
 # A remote is reached through fsspec and DVC, and an import from DVC through DVC itself:
@@ -97,14 +98,29 @@ def push(
         bool,
         Opt(help="Move tags the remote holds at another digest (its log keeps them)."),
     ] = False,
+    delete: Annotated[
+        bool,
+        Opt(
+            "--delete",
+            help="Delete the named tags (dataset@tag) on the remote instead; logged there.",
+        ),
+    ] = False,
     progress: ProgressHook | None = None,
     command: str | None = None,
     registry: RegistryOpt = None,
 ) -> PushResult:
     """Send revisions (``dataset@tag``, a dataset's tags, a digest; default: every tag), all
     they reach that ``remote`` (default: the default remote) lacks, then their tags. A tag the
-    remote holds at another digest is refused unless ``force``."""
+    remote holds at another digest is refused unless ``force``.
+
+    ``delete=True`` removes the tags ``specs`` names (``dataset@tag``) on the remote instead,
+    each by compare-and-swap under the same lock as a move, logged there; a tag the remote does
+    not hold raises ``RevisionNotFoundError`` and nothing is deleted."""
     reg, wanted, line = _transfer("push", specs, registry, command)
+    if delete:
+        if force or jobs is not None:
+            raise InvalidInputError("push --delete takes the tags and --remote only")
+        return transfer.push_delete(reg, wanted, remote=remote, command=line)
     return transfer.push(
         reg, wanted, remote=remote, force=force, jobs=jobs, progress=hook(progress), command=line
     )

@@ -12,8 +12,9 @@ from __future__ import annotations
 import io
 import os
 import sys
+import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, NamedTuple
+from typing import TYPE_CHECKING, Annotated, NamedTuple, TextIO
 
 # Before anything imports numpy: its OpenBLAS would start a thread per CPU that spins while
 # idle, taking CPU from dsreg's own worker processes; no command needs threaded BLAS (the
@@ -24,7 +25,7 @@ from dsreg._util.lazy import lazy_module
 from dsreg._version import __version__
 from dsreg.cli._common import say
 from dsreg.cli._text import printable
-from dsreg.errors import DsregError
+from dsreg.errors import DsregError, YankedWarning
 
 # typer, and every command's module, imported when a command is run (``--version`` needs none).
 if TYPE_CHECKING:
@@ -67,6 +68,8 @@ COMMANDS: dict[str, Callable[[], Command] | Subgroup] = {
     "show": lambda: core.show,
     "log": lambda: core.log,
     "tag": lambda: core.tag,
+    "yank": lambda: core.yank,
+    "retire": lambda: core.retire,
     "checkout": lambda: core.checkout,
     "verify": lambda: core.verify,
     "gc": lambda: core.gc,
@@ -143,6 +146,21 @@ def root_group() -> TyperGroup:
     return _command.group(_command.Group("dsreg", HELP, entries), callback=_root)
 
 
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A yank or a retirement told as one line on stderr; other warnings as Python shows them."""
+    if issubclass(category, YankedWarning):
+        say(f"Warning: {message}")
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``dsreg`` script."""
     args = sys.argv[1:] if argv is None else argv
@@ -150,7 +168,11 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.write(_version())
         return
     try:
-        code = root_group().main(args=args, prog_name="dsreg", standalone_mode=False)
+        with warnings.catch_warnings():
+            # A yank is told once per resolve, as one line, whatever the filters say.
+            warnings.simplefilter("always", YankedWarning)
+            warnings.showwarning = _show_warning
+            code = root_group().main(args=args, prog_name="dsreg", standalone_mode=False)
     except DsregError as e:
         # A message may quote anything (a path, a value from a file): through the sanitiser.
         say(f"Error: {e}")

@@ -1,4 +1,4 @@
-"""Registry commands: init, add, ls, show, log, tag, checkout, verify, gc."""
+"""Registry commands: init, add, ls, show, log, tag, yank, retire, checkout, verify, gc."""
 
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         AddResult,
         CheckoutResult,
         GcResult,
+        MarkResult,
         ObjectInfo,
         RefLog,
         Registry,
@@ -110,7 +111,9 @@ def show_tags(tags: TagList, untagged: list[str], *, remote: str | None, json: b
         emit_json([r.to_dict() for r in tags])
         return
     if tags:
-        rows = [[r.dataset, r.tag, short(r.revision)] for r in tags]
+        rows = [
+            [r.dataset, r.tag + (" (yanked)" if r.yanked else ""), short(r.revision)] for r in tags
+        ]
         out(table(rows, ["DATASET", "TAG", "REVISION"]))
     elif not untagged:
         say("No datasets yet: add one with 'dsreg add'.")
@@ -168,6 +171,11 @@ def show_revision(info: RevisionInfo) -> None:
             if line.startswith("@")
         ]
         out(f"credit    BibTeX: {', '.join(map(printable, keys))} (dsreg cite repeats the entries)")
+    if info.marks and "yanked" in info.marks:
+        out(f"yanked    {printable(info.marks['yanked']['reason'])}")
+    if info.marks and "retired" in info.marks:
+        r = info.marks["retired"]
+        out(f"retired   {printable(r['reason'])}; successor {r['successor']}")
     for o in info.overlays:
         note = " (unvalidated: corrected by the detector)" if o["kind"] == "detected" else ""
         by = printable(str(o["producer"]))
@@ -247,6 +255,33 @@ def show_tagged(res: TagResult, *, json: bool) -> None:
         else ""
     )
     say(f"Tagged {res.dataset}@{res.tag} -> {short(res.revision)} [{res.view}]{moved}")
+
+
+@command(
+    api.yank,
+)
+def yank(name: str, *, json: bool, **options: Any) -> None:
+    """Yank a tag: left out of ls, still resolved when named exactly, with its reason."""
+    show_marked(api.yank(name, command=command_line(), **options), json=json)
+
+
+@command(
+    api.retire,
+)
+def retire(dataset: str, *, json: bool, **options: Any) -> None:
+    """Retire a dataset: every resolve of its tags names its successor and the reason."""
+    show_marked(api.retire(dataset, command=command_line(), **options), json=json)
+
+
+def show_marked(res: MarkResult, *, json: bool) -> None:
+    if json:
+        emit_json(res.to_dict())
+    elif res.successor is not None:
+        say(f"Retired {res.dataset} (successor {res.successor}): {printable(res.reason)}")
+    elif res.undone:
+        say(f"Lifted the yank of {res.dataset}@{res.tag}; 'dsreg ls' lists it again")
+    else:
+        say(f"Yanked {res.dataset}@{res.tag}: {printable(res.reason)} (see 'dsreg ls --all')")
 
 
 @command(

@@ -94,6 +94,10 @@ def push(specs: list[str] | None, *, quiet: bool, json: bool, **options: Any) ->
 def show_pushed(res: PushResult, *, json: bool) -> None:
     if tags_moved(res, json=json):
         return
+    deleted = [f"{r.dataset}@{r.tag}" for r in res.refs if r.status == "deleted"]
+    if deleted:
+        say(f"Deleted {', '.join(deleted)} on {res.remote}; its log keeps what they named")
+        return
     written = sum(r.status != "unchanged" for r in res.refs)
     say(
         f"Pushed {len(res.revisions)} revisions to {res.remote}: {res.sent} objects sent "

@@ -17,6 +17,7 @@ from dsreg.objects.batch import STAGE_PREFIX
 from dsreg.objects.digest import short
 from dsreg.registry.expiry import DEFAULT_LOG_EXPIRY, parse_duration
 from dsreg.registry.folder import Registry
+from dsreg.registry.marks import mark_objects
 from dsreg.registry.reachable import Problem, log_expiry, logged, reachable, roots
 from dsreg.registry.results import recorded_digests, result_objects, result_problems
 from dsreg.remote.config import default_remote
@@ -238,6 +239,7 @@ def collect_garbage(
         keep.update(named)
         # Recorded results (model refs and their logged old values) and their predictions.
         keep.update(result_objects(reg, named))
+        keep.update(mark_objects(reg.root))  # yanks and retirements
         remove = _top_down(reg, [d for d in reg.store if d not in keep])
         if remove and not dry_run:
             # Before anything goes: a remembered scan may name a revision whose objects are

@@ -36,6 +36,7 @@ from dsreg.objects.digest import PREFIX, short
 from dsreg.objects.hashing import hash_bytes
 from dsreg.objects.store import ObjectStore
 from dsreg.registry.config import read_config, write_config
+from dsreg.registry.marks import warn_marks
 from dsreg.registry.refs import RefStore
 from dsreg.registry.schemamemo import SchemaMemo
 
@@ -285,6 +286,7 @@ class Registry:
             if digest is not None:
                 rev = self.revision(digest)
                 self.check_tag_dataset(s.dataset, s.ref, rev)
+                warn_marks(self.root, s.dataset, s.ref)
                 return Resolved(
                     digest=digest, revision=rev, dataset=s.dataset, tag=s.ref, spec=spec
                 )

@@ -22,7 +22,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -363,7 +363,7 @@ class RefStore:
                 ) from e
         return old
 
-    def delete(self, dataset: str, tag: str, *, command: str = "") -> str:
+    def delete(self, dataset: str, tag: str, *, command: str = "", event: str = "delete") -> str:
         """Remove ``dataset@tag``; return the digest it pointed at. Logged like every move (event
         ``delete``, ``old`` the digest, ``new`` none); no object is removed: what the tag kept
         stays a gc root through the log line until the log's expiry, as git's reflog keeps a
@@ -385,7 +385,7 @@ class RefStore:
                     ref=tag,
                 )
             entry = LogEntry.now(
-                dataset=dataset, tag=tag, old=old, new=None, command=command, event="delete"
+                dataset=dataset, tag=tag, old=old, new=None, command=command, event=event
             )
             try:
                 with _LogFile(self.logs / f"{dataset}.jsonl") as log:
@@ -441,6 +441,26 @@ class RefStore:
                 dataset=dataset, tag=None, old=None, new=new, command=command, event=event
             )
             self._append(dataset, [entry.to_line()])
+
+    def logged_change(
+        self, dataset: str, entry: LogEntry, change: Callable[[], None], *, what: str
+    ) -> None:
+        """Log ``entry``, then run ``change`` (an atomic write: a yank, a retirement), under
+        the dataset's lock; if ``change`` fails the line is cut back: a failure leaves neither."""
+        check_name(dataset, what="dataset name")
+        with self._locked(dataset):
+            try:
+                with _LogFile(self.logs / f"{dataset}.jsonl") as log:
+                    log.append(entry.to_line())
+                    try:
+                        change()
+                    except BaseException:
+                        log.rollback()
+                        raise
+            except OSError as e:
+                raise StorageError(
+                    f"cannot write {what}: {e.strerror or e}; nothing was changed"
+                ) from e
 
     def append_log(self, dataset: str, entries: Sequence[LogEntry]) -> None:
         """Append entries written elsewhere (a remote's history of the dataset, copied by a

@@ -39,7 +39,7 @@ from dsreg.registry.results import EVENT, result_refs
 from dsreg.remote.config import add_remote, check_options, jobs_for, normalize_url
 from dsreg.remote.fetch import Fetch, owner, refused_error
 from dsreg.remote.refs import RefUpdate, damaged_reasons
-from dsreg.remote.results import fetch_results, fetched_result, remote_model_refs
+from dsreg.remote.results import fetch_marks, fetch_results, fetched_result, remote_model_refs
 from dsreg.remote.store import RemoteStore, Target
 
 __all__ = ["CloneResult", "SkippedLine", "clone"]
@@ -70,6 +70,7 @@ class CloneResult:
     bytes: int
     skipped: tuple[SkippedLine, ...] = field(default_factory=tuple)
     results: tuple[RefUpdate, ...] = field(default_factory=tuple)
+    marks: tuple[RefUpdate, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,6 +79,7 @@ class CloneResult:
             "url": self.url,
             "refs": [r.to_dict() for r in self.refs],
             "results": [r.to_dict() for r in self.results],
+            "marks": [r.to_dict() for r in self.marks],
             "objects_fetched": self.fetched,
             "bytes_fetched": self.bytes,
             "log_lines_skipped": [s.to_dict() for s in self.skipped],
@@ -134,14 +136,15 @@ def clone(
             results = fetch.write_tags(
                 brought.good, force=False, command=command, refs=result_refs(reg), event=EVENT
             )
+            marks = fetch_marks(fetch, {t.dataset for t in good if t.dataset}, command=command)
     except BaseException:
         if created:
             shutil.rmtree(root, ignore_errors=True)
         raise
-    if refused or brought.refused:
+    if refused or brought.refused or marks.refused:
         raise refused_error(
             rs,
-            {**refused, **brought.refused},
+            {**refused, **brought.refused, **marks.refused},
             f"The clone at {root} holds the other {len(updates)} tags and {len(results)} model "
             "refs",
         )
@@ -151,6 +154,7 @@ def clone(
         url=url,
         refs=tuple(updates),
         results=tuple(results),
+        marks=marks.updates,
         fetched=fetch.fetched,
         bytes=fetch.bytes,
         skipped=tuple(skipped),

@@ -45,6 +45,7 @@ from dsreg.remote.store import STAGED_TAG, RemoteStore, TagName, TagValues, ref_
 __all__ = [
     "RefUpdate",
     "damaged_reasons",
+    "delete_ref",
     "describe_state",
     "update_ref",
     "write_index",
@@ -72,7 +73,9 @@ class RefUpdate:
     tag: str
     revision: str
     previous: str | None
-    status: str  # "created", "moved", "unchanged", or "repaired" (a damaged tag replaced)
+    # "created", "moved", "unchanged", "repaired" (a damaged tag replaced), or "deleted"
+    # (``push --delete``: ``revision`` is what the tag named)
+    status: str
 
     @property
     def tag_name(self) -> TagName:
@@ -125,6 +128,62 @@ def update_ref(
         _update_conditional(rs, dataset, tag, new, expected, line)
     else:
         _update_unconditional(rs, dataset, tag, new, expected, line)
+
+
+def delete_ref(
+    rs: RemoteStore, dataset: str, tag: str, *, expected: str, command: str, event: str = "delete"
+) -> None:
+    """Remove the remote's ``dataset@tag`` if it still holds ``expected``, logged (event
+    ``delete``, ``old`` the digest) under the same lock (a folder) or the same re-read
+    (an object store) as a move; ``TagExistsError`` naming what it holds if it does not."""
+    entry = LogEntry.now(
+        dataset=dataset, tag=tag, old=expected, new=None, command=command, event=event
+    )
+    line = entry.to_line().encode("utf-8")
+    path = rs.ref_path(dataset, tag)
+    if rs.local:
+        try:
+            clock = _stage(rs.tmp_path(), b"")
+        except OSError as e:
+            raise rs.error(f"delete tag {dataset}@{tag} on", e) from None
+        try:
+            with _FolderLock(rs, dataset, clock=clock):
+                _check_still(rs, dataset, tag, expected)
+                size = _append(rs.log_path(dataset), line)
+                try:
+                    os.unlink(path)
+                except BaseException:
+                    _truncate(rs.log_path(dataset), size)
+                    raise
+        except OSError as e:
+            if isinstance(e, RemoteError):
+                raise
+            raise rs.error(f"delete tag {dataset}@{tag} on", e) from None
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(clock)
+        return
+    _check_still(rs, dataset, tag, expected)
+    log = rs.log_path(dataset)
+    rs.write(log, _joined(rs.log_bytes(dataset), line))
+    try:
+        rs.fs.rm_file(path)
+    except Exception as e:
+        rs.write(log, _without(rs.log_bytes(dataset), line))
+        raise rs.error(f"delete tag {dataset}@{tag} on", e) from None
+
+
+def _check_still(rs: RemoteStore, dataset: str, tag: str, expected: str) -> None:
+    now = rs.ref_state(dataset, tag)
+    if now != expected:
+        what = "removed" if now is None else f"set to {describe_state(now)}"
+        raise TagExistsError(
+            f"tag {dataset}@{tag} was {what} on remote {rs.label} by another push; "
+            "nothing was deleted",
+            dataset=dataset,
+            tag=tag,
+            existing=now if isinstance(now, str) else None,
+        )
 
 
 def _conflict(

@@ -155,8 +155,13 @@ class RemoteStore:
         """The same remote, its model refs (``results/<dataset>/<model>``) in place of its
         tags: every method on refs (listing, reading, the index ``info/results``) and
         ``refs.update_ref`` then move model refs, under the same dataset lock and log."""
+        return self.with_refs(RESULTS)
+
+    def with_refs(self, folder: str) -> RemoteStore:
+        """The same remote with the refs of ``folder`` in place of its tags (model refs,
+        yanks, retirements), listed, read, indexed (``info/<folder>``) and moved as tags are."""
         other = copy.copy(self)
-        other.refs_dir = RESULTS
+        other.refs_dir = folder
         return other
 
     def __repr__(self) -> str:

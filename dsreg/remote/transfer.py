@@ -32,7 +32,7 @@ from dsreg.errors import (
     TagExistsError,
 )
 from dsreg.formats.manifests import Overlay
-from dsreg.formats.names import check_name, parse_spec
+from dsreg.formats.names import check_name, parse_spec, parse_tag_target
 from dsreg.objects.digest import PREFIX, is_digest, short
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import reachable
@@ -53,13 +53,16 @@ from dsreg.remote.objects import present, send, tidy
 from dsreg.remote.refs import (
     RefUpdate,
     damaged_reasons,
+    delete_ref,
     describe_state,
     update_ref,
     write_index,
 )
 from dsreg.remote.results import (
+    fetch_marks,
     fetch_results,
     model_targets,
+    push_marks,
     pushed_results,
     remote_model_refs,
 )
@@ -93,13 +96,15 @@ __all__ = [
 class _Transfer:
     """What a push and a pull both report: the remote, the revisions moved, the tags written
     and the model refs of recorded results written (``results``: ``tag`` is the model,
-    ``revision`` the result record)."""
+    ``revision`` the result record), and the yanks and retirements set or lifted (``marks``:
+    ``status`` is the log event, ``revision`` the mark object)."""
 
     remote: str
     url: str
     revisions: tuple[str, ...]
     refs: tuple[RefUpdate, ...]
     results: tuple[RefUpdate, ...] = ()
+    marks: tuple[RefUpdate, ...] = ()
 
     def _counts(self) -> dict[str, int]:
         raise NotImplementedError
@@ -112,6 +117,7 @@ class _Transfer:
             **self._counts(),
             "refs": [r.to_dict() for r in self.refs],
             "results": [r.to_dict() for r in self.results],
+            "marks": [r.to_dict() for r in self.marks],
         }
 
 
@@ -166,13 +172,7 @@ def push(
     another push set meanwhile is refused, ``force`` or not. Nothing the remote holds is sent
     again.
     """
-    rs = open_remote(reg, remote)
-    if rs.read_only:
-        raise RemoteError(
-            f"remote {rs.label} is read-only: dsreg reads http(s) remotes as a static web server "
-            "serves them and never writes there; push to the folder or bucket the server "
-            "publishes (e.g. 'dsreg push -r /srv/www/dsreg' or an s3:// URL) instead"
-        )
+    rs = _writable(reg, remote)
     n_jobs = jobs_for(reg, rs, jobs)
     targets = _push_targets(reg, specs)
     if not targets:
@@ -198,6 +198,8 @@ def push(
     moved = [_push_tag(rr, t, force=force, command=command, event=EVENT) for t in results.targets]
     if moved:
         write_index(rr, {*models.good, *models.damaged, *(u.tag_name for u in moved)})
+    datasets = {t.dataset for t in targets if t.dataset is not None}
+    marks = push_marks(reg, rs, datasets, jobs=n_jobs, progress=progress, command=command)
     return PushResult(
         remote=rs.name,
         url=rs.url,
@@ -207,6 +209,53 @@ def push(
         already=sent.already + more.already,
         refs=tuple(updates),
         results=tuple(moved),
+        marks=tuple(marks),
+    )
+
+
+def _writable(reg: Registry, remote: str | None) -> RemoteStore:
+    """The remote a push writes to; ``RemoteError`` if it is read-only (HTTP)."""
+    rs = open_remote(reg, remote)
+    if rs.read_only:
+        raise RemoteError(
+            f"remote {rs.label} is read-only: dsreg reads http(s) remotes as a static web server "
+            "serves them and never writes there; push to the folder or bucket the server "
+            "publishes (e.g. 'dsreg push -r /srv/www/dsreg' or an s3:// URL) instead"
+        )
+    return rs
+
+
+def push_delete(
+    reg: Registry, names: Sequence[str], *, remote: str | None = None, command: str = ""
+) -> PushResult:
+    """Remove tags ``names`` (``dataset@tag``) on the remote, each by compare-and-swap against
+    the value read first and logged there (event ``delete``); nothing is sent and nothing here
+    changes. Every tag is checked before any is removed: a tag the remote does not hold (or
+    holds damaged) raises ``RevisionNotFoundError`` and nothing is deleted."""
+    rs = _writable(reg, remote)
+    if not names:
+        raise InvalidInputError("push --delete needs the tags to delete: DATASET@TAG")
+    wanted = [parse_tag_target(n) for n in names]
+    held: list[tuple[str, str, str]] = []
+    for ds, tag in wanted:
+        now = rs.ref_state(ds, tag)
+        if not isinstance(now, str):
+            what = "holds no" if now is None else "holds a damaged"
+            raise RevisionNotFoundError(
+                f"remote {rs.label} {what} tag {ds}@{tag}: nothing was deleted; see "
+                f"'dsreg ls --remote {rs.name}'",
+                dataset=ds,
+                ref=tag,
+            )
+        held.append((ds, tag, now))
+    for ds, tag, digest in held:
+        delete_ref(rs, ds, tag, expected=digest, command=command)
+    write_index(rs, set(rs.tag_names()))
+    refs = [
+        RefUpdate(dataset=ds, tag=t, revision=d, previous=d, status="deleted") for ds, t, d in held
+    ]
+    return PushResult(
+        remote=rs.name, url=rs.url, revisions=(), sent=0, bytes=0, already=0, refs=tuple(refs)
     )
 
 
@@ -403,9 +452,10 @@ def pull(
         results = fetch.write_tags(
             brought.good, force=force, command=command, refs=result_refs(reg), event=EVENT
         )
-    if refused or brought.refused:
+        marks = fetch_marks(fetch, {t.dataset for t in good if t.dataset}, command=command)
+    if refused or brought.refused or marks.refused:
         done = f"{len(updates)} other tags and {len(results)} model refs were pulled"
-        raise refused_error(rs, {**refused, **brought.refused}, done)
+        raise refused_error(rs, {**refused, **brought.refused, **marks.refused}, done)
     return PullResult(
         remote=rs.name,
         url=rs.url,
@@ -414,6 +464,7 @@ def pull(
         bytes=fetch.bytes,
         refs=tuple(updates),
         results=tuple(results),
+        marks=marks.updates,
     )
 
 

@@ -13,6 +13,7 @@ from dsreg.errors import RevisionNotFoundError
 from dsreg.formats.manifests import Overlay, Revision, Snapshot
 from dsreg.formats.names import check_name
 from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.marks import read_retirement, read_yanks
 from dsreg.registry.refs import LogEntry
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "describe_resolved",
     "label_quality",
     "list_tags",
+    "marks_of",
 ]
 
 
@@ -35,6 +37,11 @@ class TagRef(FieldDict):
     dataset: str
     tag: str
     revision: str
+    yanked: dict[str, str] | None = None  # {"reason"} of a yanked tag, listed with --all
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"dataset": self.dataset, "tag": self.tag, "revision": self.revision}
+        return d if self.yanked is None else d | {"yanked": self.yanked}
 
 
 class TagList(list[TagRef]):
@@ -59,9 +66,31 @@ class TagList(list[TagRef]):
         self.max_tags = max_tags
 
 
-def list_tags(reg: Registry) -> list[TagRef]:
-    """Every tag of every dataset, by dataset and tag name."""
-    return [TagRef(dataset=ds, tag=t, revision=d) for ds, t, d in reg.refs.all()]
+def list_tags(reg: Registry, *, all: bool = False) -> list[TagRef]:
+    """Every tag of every dataset, by dataset and tag name; a yanked tag only with ``all``
+    (and marked: its ``yanked`` holds the reason)."""
+    out = []
+    for ds in reg.refs.datasets():
+        yanks = read_yanks(reg.root, ds)
+        for t, d in reg.refs.tags(ds).items():
+            yank = yanks.get(t)
+            if yank is None or all:
+                marked = None if yank is None else {"reason": yank.reason}
+                out.append(TagRef(dataset=ds, tag=t, revision=d, yanked=marked))
+    return out
+
+
+def marks_of(reg: Registry, dataset: str, tag: str | None) -> dict[str, Any]:
+    """``{"yanked": {reason}}`` if ``dataset@tag`` is yanked, ``{"retired": {successor,
+    reason}}`` if ``dataset`` is retired (both, or neither: ``{}``)."""
+    out: dict[str, Any] = {}
+    yank = read_yanks(reg.root, dataset).get(tag) if tag is not None else None
+    if yank is not None:
+        out["yanked"] = {"reason": yank.reason}
+    retired = read_retirement(reg.root, dataset)
+    if retired is not None:
+        out["retired"] = {"successor": retired.successor, "reason": retired.reason}
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +115,7 @@ class RevisionInfo:
     manifest: Revision
     several_labels: int | None = None  # multilabel view: rows with more than one label
     label_quality: LabelQuality | None = None
+    marks: dict[str, Any] | None = None  # "yanked": {reason}, "retired": {successor, reason}
 
     def to_dict(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
@@ -93,6 +123,7 @@ class RevisionInfo:
             extra["several_labels"] = self.several_labels
         if self.label_quality is not None:
             extra["label_quality"] = self.label_quality.to_dict()
+        extra |= self.marks or {}
         return extra | {
             "revision": self.revision,
             "spec": self.spec,
@@ -159,6 +190,7 @@ def describe_resolved(reg: Registry, resolved: Resolved) -> RevisionInfo:
             "overlays": tuple(info["overlays"]),
             "manifest": ds.revision,
             "label_quality": label_quality(reg, resolved.revision, dataset=resolved.dataset),
+            "marks": marks_of(reg, resolved.dataset, resolved.tag),
         }
     )
 

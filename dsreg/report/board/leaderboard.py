@@ -28,6 +28,7 @@ from dsreg.errors import InvalidInputError, NotFoundError
 from dsreg.formats.manifests import View
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.marks import read_yanks
 from dsreg.registry.results import (
     ResultRecord,
     first_set,
@@ -377,10 +378,15 @@ class BoardSource:
 
 
 def registry_source(reg: Registry, dataset: str) -> BoardSource:
-    """A registry's own recorded results of ``dataset`` and its tags."""
+    """A registry's own recorded results of ``dataset`` and its tags (not the yanked ones: a
+    board lists them only when they are named)."""
     return BoardSource(
         results=lambda: {m: resolve_result(reg, dataset, m) for m in list_results(reg, dataset)},
-        tags=lambda: first_set(reg.refs.tags(dataset), reg.refs.log(dataset)),
+        tags=lambda: [
+            t
+            for t in first_set(reg.refs.tags(dataset), reg.refs.log(dataset))
+            if t not in read_yanks(reg.root, dataset)
+        ],
         resolve=reg.resolve,
     )
 

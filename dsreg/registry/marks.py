@@ -1,0 +1,148 @@
+"""Yanked tags and retired datasets, as PyPI yanks a release (PEP 592).
+
+A mark is an object, canonical JSON: a yank ``{"mark": "yank", "dataset", "tag", "revision",
+"reason"}``, a retirement ``{"mark": "retire", "dataset", "successor", "reason"}``. It is named
+by a ref, ``yanked/<dataset>/<tag>`` or ``retired/<dataset>/<successor>``, written as a tag is
+(``RefStore`` with another folder: under the dataset's lock, after its line in
+``logs/<dataset>.jsonl``, events ``yank``, ``unyank``, ``retire``), so ``dsreg log`` lists them
+and push, pull and clone carry them as they carry tags (``dsreg.remote.marks``).
+
+A yanked tag is left out of listings and of any default choice of tag, and still resolves when
+named exactly; its reason (and a retired dataset's successor) is told on every resolve, as a
+``YankedWarning``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from dsreg._util.jsonread import read_line
+from dsreg.errors import DsregError, IntegrityError, InvalidInputError, YankedWarning
+from dsreg.formats.canonical import canonical_bytes
+from dsreg.objects.store import ObjectStore
+from dsreg.registry.refs import RefStore
+
+__all__ = [
+    "RETIRED",
+    "YANKED",
+    "Retirement",
+    "Yank",
+    "check_reason",
+    "mark_bytes",
+    "mark_objects",
+    "parse_mark",
+    "read_retirement",
+    "read_yanks",
+    "retired_refs",
+    "warn_marks",
+    "yank_refs",
+]
+
+#: The ref folders of yanks and retirements (a registry's and a remote's).
+YANKED: Final = "yanked"
+RETIRED: Final = "retired"
+_MAX_REASON = 1000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Yank:
+    reason: str
+    revision: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retirement:
+    reason: str
+    successor: str
+
+
+def yank_refs(root: Path) -> RefStore:
+    return RefStore(root, refs=YANKED)
+
+
+def retired_refs(root: Path) -> RefStore:
+    return RefStore(root, refs=RETIRED)
+
+
+def check_reason(reason: str | None, *, what: str) -> str:
+    """``reason`` stripped; ``InvalidInputError`` if it is empty, has control characters, or
+    is longer than 1000 characters."""
+    text = (reason or "").strip()
+    if not text:
+        raise InvalidInputError(f"{what} needs a reason: give --reason TEXT (not empty)")
+    if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text):
+        raise InvalidInputError(f"the reason for {what} holds a control character; write one line")
+    if len(text) > _MAX_REASON:
+        raise InvalidInputError(f"the reason for {what} is {len(text)} characters; at most 1000")
+    return text
+
+
+def mark_bytes(fields: dict[str, str]) -> bytes:
+    return canonical_bytes(fields)
+
+
+def parse_mark(data: bytes, *, kind: str, dataset: str, name: str) -> dict[str, str]:
+    """The fields of mark ``data``, checked: a mark of ``kind`` (``yank``, ``retire``) of
+    ``dataset`` whose tag (or successor) is ``name``; ``IntegrityError`` saying what is wrong."""
+    obj, why = read_line(data)
+    key = "tag" if kind == "yank" else "successor"
+    if why is None and not (
+        isinstance(obj, dict)
+        and all(isinstance(v, str) for v in obj.values())
+        and obj.get("mark") == kind
+        and obj.get("dataset") == dataset
+        and obj.get(key) == name
+        and obj.get("reason")
+    ):
+        why = f"not the {kind} of {dataset} {name}"
+    if why is not None:
+        raise IntegrityError(f"a {kind} mark of {dataset} is damaged: {why}")
+    fields: dict[str, str] = obj
+    return fields
+
+
+def _marks(store: ObjectStore, refs: RefStore, dataset: str, kind: str) -> dict[str, Any]:
+    """``{name: fields}`` of one dataset's marks; one that cannot be read is skipped (it hides
+    nothing: the tag is served unmarked, and ``dsreg verify`` names what is damaged)."""
+    out = {}
+    for name, digest in refs.tags(dataset).items():
+        try:
+            out[name] = parse_mark(store.read_bytes(digest), kind=kind, dataset=dataset, name=name)
+        except DsregError:
+            continue
+    return out
+
+
+def read_yanks(root: Path, dataset: str) -> dict[str, Yank]:
+    """``{tag: Yank}`` of one dataset's yanked tags."""
+    found = _marks(ObjectStore(root), yank_refs(root), dataset, "yank")
+    return {t: Yank(reason=f["reason"], revision=f.get("revision", "")) for t, f in found.items()}
+
+
+def read_retirement(root: Path, dataset: str) -> Retirement | None:
+    found = _marks(ObjectStore(root), retired_refs(root), dataset, "retire")
+    for successor, f in sorted(found.items()):
+        return Retirement(reason=f["reason"], successor=successor)
+    return None
+
+
+def mark_objects(root: Path) -> set[str]:
+    """The digests every yank and retirement ref names (gc keeps them)."""
+    return {d for refs in (yank_refs(root), retired_refs(root)) for _, _, d in refs.all()}
+
+
+def warn_marks(root: Path, dataset: str, tag: str) -> None:
+    """Warn (``YankedWarning``) if ``dataset@tag`` is yanked or ``dataset`` retired."""
+    yank = read_yanks(root, dataset).get(tag)
+    if yank is not None:
+        warnings.warn(f"{dataset}@{tag} is yanked: {yank.reason}", YankedWarning, stacklevel=3)
+    retired = read_retirement(root, dataset)
+    if retired is not None:
+        warnings.warn(
+            f"dataset {dataset} is retired: {retired.reason}; use {retired.successor} instead",
+            YankedWarning,
+            stacklevel=3,
+        )
