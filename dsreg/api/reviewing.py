@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 from dsreg._util.fs import replacing
@@ -18,6 +19,7 @@ from dsreg.errors import InputPathError, InvalidInputError, VotesError
 if TYPE_CHECKING:
     from dsreg.ops import overlay as overlay_ops
     from dsreg.reviewing import access as review_access
+    from dsreg.reviewing import media as review_media
     from dsreg.reviewing import queue as review_queue
     from dsreg.reviewing import server as review_server
     from dsreg.reviewing import session as review_session
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 else:
     overlay_ops = lazy_module("dsreg.ops.overlay")
     review_access = lazy_module("dsreg.reviewing.access")
+    review_media = lazy_module("dsreg.reviewing.media")
     review_queue = lazy_module("dsreg.reviewing.queue")
     review_server = lazy_module("dsreg.reviewing.server")
     review_session = lazy_module("dsreg.reviewing.session")
@@ -59,6 +62,23 @@ def review(
             metavar="NAMES",
         ),
     ] = None,
+    media: Annotated[
+        PathArg | None,
+        Opt(
+            help="Show rows without a stored payload from this folder (read only): the file "
+            "DIR/<example_id>, else DIR/<example_id>.<ext> (png, jpg, txt, wav, ...).",
+            metavar="DIR",
+            cli_type=Path,
+        ),
+    ] = None,
+    media_url: Annotated[
+        str | None,
+        Opt(
+            help="Or let the page load them from this address, {example_id} replaced by the "
+            "URL-quoted id (audio by the address's extension, else an image).",
+            metavar="TEMPLATE",
+        ),
+    ] = None,
     host: Annotated[str, Opt(help="Address to listen on (loopback by default).")] = "127.0.0.1",
     port: Annotated[
         int | None,
@@ -87,10 +107,17 @@ def review(
     acknowledged; a new server of the same queue resumes from it. Damaged spans of the log (a
     record torn by a crash, a flipped byte) are moved to files of their own beside it and
     listed in ``server.set_aside``; every record whose check holds is kept, those after them.
+
+    A row without a payload in the store is shown from ``media``, a folder read only and only
+    inside itself (``DIR/<example_id>``, else ``DIR/<example_id>.<ext>``; see
+    ``docs/review.md``), or loaded by the page from ``media_url``, a template whose
+    ``{example_id}`` is replaced by the URL-quoted id. A label-only queue with neither and no
+    metadata column is refused: the page would have nothing to show.
     """
     if reviewer is not None:
         reviewer = review_queue.check_reviewer(reviewer)
     names = rater_names(raters) if raters is not None else ()
+    shown = review_media.Media.of(media, media_url)
     session = review_session.ReviewSession(
         find_registry(registry),
         spec,
@@ -99,6 +126,7 @@ def review(
         votes_per_item=votes_per_item,
         lease_seconds=lease_seconds,
         raters=names,
+        media=shown,
     )
     try:
         return review_server.ReviewServer(session, host=host, port=port, reviewer=reviewer)
