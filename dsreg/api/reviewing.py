@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TypeAlias
 
 from dsreg._util.fs import replacing
 from dsreg._util.inputs import INPUT_BYTES, read_input
@@ -34,6 +34,34 @@ else:
     review_session = lazy_module("dsreg.reviewing.session")
 
 
+RatersOpt: TypeAlias = Annotated[
+    str | None,
+    Opt(
+        help="Give each of these raters a link of their own: NAME,NAME,... or @FILE (one "
+        "name a line); names ignore case. Without: one shared link, raters name themselves.",
+        metavar="NAMES",
+    ),
+]
+# Where a label-only set's payloads are (``dsreg.reviewing.media``).
+MediaOpt: TypeAlias = Annotated[
+    PathArg | None,
+    Opt(
+        help="Show rows without a stored payload from this folder (read only): the file "
+        "DIR/<example_id>, else DIR/<example_id>.<ext> (png, jpg, txt, wav, ...).",
+        metavar="DIR",
+        cli_type=Path,
+    ),
+]
+MediaUrlOpt: TypeAlias = Annotated[
+    str | None,
+    Opt(
+        help="Or let the page load them from this address, {example_id} replaced by the "
+        "URL-quoted id (audio by the address's extension, else an image).",
+        metavar="TEMPLATE",
+    ),
+]
+
+
 def review(
     spec: Annotated[str, Arg("The revision whose flagged rows are reviewed.")],
     *,
@@ -54,31 +82,9 @@ def review(
             show_default=False,
         ),
     ] = None,
-    raters: Annotated[
-        str | None,
-        Opt(
-            help="Give each of these raters a link of their own: NAME,NAME,... or @FILE (one "
-            "name a line); names ignore case. Without: one shared link, raters name themselves.",
-            metavar="NAMES",
-        ),
-    ] = None,
-    media: Annotated[
-        PathArg | None,
-        Opt(
-            help="Show rows without a stored payload from this folder (read only): the file "
-            "DIR/<example_id>, else DIR/<example_id>.<ext> (png, jpg, txt, wav, ...).",
-            metavar="DIR",
-            cli_type=Path,
-        ),
-    ] = None,
-    media_url: Annotated[
-        str | None,
-        Opt(
-            help="Or let the page load them from this address, {example_id} replaced by the "
-            "URL-quoted id (audio by the address's extension, else an image).",
-            metavar="TEMPLATE",
-        ),
-    ] = None,
+    raters: RatersOpt = None,
+    media: MediaOpt = None,
+    media_url: MediaUrlOpt = None,
     host: Annotated[str, Opt(help="Address to listen on (loopback by default).")] = "127.0.0.1",
     port: Annotated[
         int | None,
@@ -108,11 +114,9 @@ def review(
     record torn by a crash, a flipped byte) are moved to files of their own beside it and
     listed in ``server.set_aside``; every record whose check holds is kept, those after them.
 
-    A row without a payload in the store is shown from ``media``, a folder read only and only
-    inside itself (``DIR/<example_id>``, else ``DIR/<example_id>.<ext>``; see
-    ``docs/review.md``), or loaded by the page from ``media_url``, a template whose
-    ``{example_id}`` is replaced by the URL-quoted id. A label-only queue with neither and no
-    metadata column is refused: the page would have nothing to show.
+    A row without a stored payload is shown from ``media``, a folder read only and only inside
+    itself, or from ``media_url``, a template of ``{example_id}`` (``docs/review.md``); a
+    label-only queue with neither and no metadata column is refused.
     """
     if reviewer is not None:
         reviewer = review_queue.check_reviewer(reviewer)

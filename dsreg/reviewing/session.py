@@ -19,7 +19,7 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final, NamedTuple
@@ -188,7 +188,6 @@ class ReviewSession:
         verdict: str = "suspected",
         votes_per_item: int | None = None,
         lease_seconds: float = 300.0,
-        clock: Callable[[], float] | None = None,
         raters: Sequence[str] = (),
         media: Media = _NO_MEDIA,
     ) -> None:
@@ -210,7 +209,6 @@ class ReviewSession:
             access = (self.source.stored_access() or Access()).with_raters(raters)
             if votes_per_item is None:
                 votes_per_item = access.votes_per_item or VOTES_PER_ITEM
-            extra = {} if clock is None else {"clock": clock}
             self.queue = ReviewQueue(
                 items,
                 log=self.log,
@@ -218,7 +216,6 @@ class ReviewSession:
                 votes_per_item=votes_per_item,
                 lease_seconds=lease_seconds,
                 secret=bytes.fromhex(access.secret),
-                **extra,
             )
             # Each item's place in the queue, worst first: what the page calls it ("Example 3
             # of 284"), never its id or path, which may name its given label.
