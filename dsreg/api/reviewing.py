@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, TypeAlias
 
 from dsreg._util.fs import replacing
 from dsreg._util.inputs import INPUT_BYTES, read_input
@@ -18,6 +19,7 @@ from dsreg.errors import InputPathError, InvalidInputError, VotesError
 if TYPE_CHECKING:
     from dsreg.ops import overlay as overlay_ops
     from dsreg.reviewing import access as review_access
+    from dsreg.reviewing import media as review_media
     from dsreg.reviewing import queue as review_queue
     from dsreg.reviewing import server as review_server
     from dsreg.reviewing import session as review_session
@@ -26,9 +28,38 @@ if TYPE_CHECKING:
 else:
     overlay_ops = lazy_module("dsreg.ops.overlay")
     review_access = lazy_module("dsreg.reviewing.access")
+    review_media = lazy_module("dsreg.reviewing.media")
     review_queue = lazy_module("dsreg.reviewing.queue")
     review_server = lazy_module("dsreg.reviewing.server")
     review_session = lazy_module("dsreg.reviewing.session")
+
+
+RatersOpt: TypeAlias = Annotated[
+    str | None,
+    Opt(
+        help="Give each of these raters a link of their own: NAME,NAME,... or @FILE (one "
+        "name a line); names ignore case. Without: one shared link, raters name themselves.",
+        metavar="NAMES",
+    ),
+]
+# Where a label-only set's payloads are (``dsreg.reviewing.media``).
+MediaOpt: TypeAlias = Annotated[
+    PathArg | None,
+    Opt(
+        help="Show rows without a stored payload from this folder (read only): the file "
+        "DIR/<example_id>, else DIR/<example_id>.<ext> (png, jpg, txt, wav, ...).",
+        metavar="DIR",
+        cli_type=Path,
+    ),
+]
+MediaUrlOpt: TypeAlias = Annotated[
+    str | None,
+    Opt(
+        help="Or let the page load them from this address, {example_id} replaced by the "
+        "URL-quoted id (audio by the address's extension, else an image).",
+        metavar="TEMPLATE",
+    ),
+]
 
 
 def review(
@@ -51,14 +82,9 @@ def review(
             show_default=False,
         ),
     ] = None,
-    raters: Annotated[
-        str | None,
-        Opt(
-            help="Give each of these raters a link of their own: NAME,NAME,... or @FILE (one "
-            "name a line); names ignore case. Without: one shared link, raters name themselves.",
-            metavar="NAMES",
-        ),
-    ] = None,
+    raters: RatersOpt = None,
+    media: MediaOpt = None,
+    media_url: MediaUrlOpt = None,
     host: Annotated[str, Opt(help="Address to listen on (loopback by default).")] = "127.0.0.1",
     port: Annotated[
         int | None,
@@ -87,10 +113,15 @@ def review(
     acknowledged; a new server of the same queue resumes from it. Damaged spans of the log (a
     record torn by a crash, a flipped byte) are moved to files of their own beside it and
     listed in ``server.set_aside``; every record whose check holds is kept, those after them.
+
+    A row without a stored payload is shown from ``media``, a folder read only and only inside
+    itself, or from ``media_url``, a template of ``{example_id}`` (``docs/review.md``); a
+    label-only queue with neither and no metadata column is refused.
     """
     if reviewer is not None:
         reviewer = review_queue.check_reviewer(reviewer)
     names = rater_names(raters) if raters is not None else ()
+    shown = review_media.Media.of(media, media_url)
     session = review_session.ReviewSession(
         find_registry(registry),
         spec,
@@ -99,6 +130,7 @@ def review(
         votes_per_item=votes_per_item,
         lease_seconds=lease_seconds,
         raters=names,
+        media=shown,
     )
     try:
         return review_server.ReviewServer(session, host=host, port=port, reviewer=reviewer)

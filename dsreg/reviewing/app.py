@@ -13,12 +13,15 @@ Only the operator finishes the review; a rater who tries gets 403. A vote or ski
 ticket of the item it answers (``queue.py``); one that does not fit gets 409 and is not saved.
 
 Payload bytes are served by row number only (a row of the queue), read from the store
-re-hashed, with a content type sniffed from their magic bytes (``session.sniff``: an image
-type, else text or opaque bytes, never HTML) and ``X-Content-Type-Options: nosniff``. Every
-response carries a Content-Security-Policy that allows this origin's script, style and images
-and nothing else. Data reaches the page as JSON and is put in with ``textContent``; the page
-template is rendered with Jinja2's autoescape. Errors are JSON ``{"error": message}`` with a
-4xx status (5xx only for the server's own failures), never a traceback.
+re-hashed, or, for a row without one, from the ``--media`` folder by the row's example id
+(``media.py``: never a path from the request, never outside the folder), with a content type
+sniffed from their magic bytes (``media.sniff``: an image or audio type, else text or opaque
+bytes, never HTML) and ``X-Content-Type-Options: nosniff``. Every response carries a
+Content-Security-Policy that allows this origin's script, style, images and media and nothing
+else, but a ``--media-url`` template's origin for images and media. Data reaches the page as
+JSON and is put in with ``textContent``; the page template is rendered with Jinja2's
+autoescape. Errors are JSON ``{"error": message}`` with a 4xx status (5xx only for the
+server's own failures), never a traceback.
 
 A request body is read only up to 16 KiB: a larger ``Content-Length`` is refused (413, and the
 connection closed) before a byte of it is read, and a chunked body or one without a length is
@@ -59,6 +62,7 @@ from dsreg.errors import (
 )
 from dsreg.objects.digest import short
 from dsreg.reviewing.access import Visitor
+from dsreg.reviewing.media import MediaRefusedError, media_origin
 from dsreg.reviewing.queue import ANSWERS, Item, check_reviewer
 from dsreg.reviewing.session import ReviewSession
 
@@ -70,11 +74,11 @@ _MAX_BODY: Final = 16 * 1024
 # slashes and percent escapes; a query of the same and "+=&".
 _OWN_LOCATION: Final = re.compile(r"/(?![/\\])[A-Za-z0-9\-._~%/]*(?:\?[A-Za-z0-9\-._~%+=&]*)?")
 _CSP: Final = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:; "
-    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:{media}; "
+    "media-src 'self' blob:{media}; connect-src 'self'; base-uri 'none'; form-action 'none'; "
+    "frame-ancestors 'none'"
 )
 _HEADERS: Final = {
-    "Content-Security-Policy": _CSP,
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
@@ -146,6 +150,8 @@ def _too_large(size: str) -> HTTPException:
 
 
 def _status(error: DsregError) -> int:
+    if isinstance(error, MediaRefusedError):
+        return 403
     if isinstance(error, ReviewConflictError):
         return 409
     if isinstance(error, NotFoundError):
@@ -163,12 +169,19 @@ class _Guard(BaseHTTPMiddleware):
         super().__init__(app)
         self.session = session
         self.cookie = cookie
+        url = session.media.url
+        self.headers = {
+            "Content-Security-Policy": _CSP.format(
+                media="" if url is None else " " + media_origin(url)
+            ),
+            **_HEADERS,
+        }
 
     async def dispatch(
         self, request: Request, call_next: Callable[[Request], Awaitable[Response]]
     ) -> Response:
         response = await self._checked(request, call_next)
-        for name, value in _HEADERS.items():
+        for name, value in self.headers.items():
             response.headers.setdefault(name, value)
         location = response.headers.get("location")
         if location is not None:
@@ -218,14 +231,22 @@ def _item_json(session: ReviewSession, item: Item | None, reviewer: str) -> dict
     if item is None:
         return None
     classes = session.classes
+    payload, remote = None, False
+    if item.blob is not None or session.media.folder is not None:
+        payload = f"/payload/{item.row}"
+    elif session.media.url is not None:
+        payload, remote = session.media.address(item.example_id), True
     return {
         "row": item.row,
+        "position": session.positions[item.row],
+        "of": len(session.positions),
         "ticket": session.queue.ticket(reviewer, item.row),
         "example_id": item.example_id,
         "given": {"index": item.given, "name": classes[item.given]},
         "suggested": {"index": item.suggested, "name": classes[item.suggested]},
         "score": item.score,
-        "payload": None if item.blob is None else f"/payload/{item.row}",
+        "payload": payload,
+        "remote": remote,
         "size": item.size,
         "metadata": [list(pair) for pair in item.metadata],
     }

@@ -19,7 +19,7 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final, NamedTuple
@@ -36,6 +36,7 @@ from dsreg.registry.folder import Registry, Resolved
 from dsreg.registry.tables import read_corrections, read_examples
 from dsreg.reviewing.access import Access, access_path, load_access, save_access
 from dsreg.reviewing.logbytes import SetAside
+from dsreg.reviewing.media import Media, find_media, sniff
 from dsreg.reviewing.queue import Item, ReviewQueue, tally
 from dsreg.reviewing.votelog import VotesLog, log_path, read_votes
 
@@ -47,34 +48,13 @@ __all__ = [
     "VotesFile",
     "export_votes",
     "finish_review",
-    "sniff",
 ]
 
 _METADATA_COLUMNS: Final = 20
 VOTES_PER_ITEM: Final = 5
 _NO_TAG: Final = Tagging()
+_NO_MEDIA: Final = Media()
 _METADATA_CHARS: Final = 200
-_IMAGE_MAGIC: Final = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
-
-
-def sniff(data: bytes) -> str:
-    """The content type a payload is served with: an image type only from its magic bytes,
-    else text when it is UTF-8, else opaque bytes (never HTML, whatever the bytes say)."""
-    for magic, kind in _IMAGE_MAGIC:
-        if data.startswith(magic):
-            return kind
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return "application/octet-stream"
-    return "text/plain; charset=utf-8"
 
 
 class _Queued:
@@ -160,6 +140,18 @@ def _items(q: _Queued, verdict: str) -> list[Item]:
     return items
 
 
+def _check_showable(spec: str, items: Sequence[Item], media: Media) -> None:
+    """Refuse a queue whose items the page could show nothing of: no payload in the store, no
+    ``--media``/``--media-url`` and no metadata column."""
+    if media.given or any(it.blob is not None or it.metadata for it in items):
+        return
+    raise InvalidInputError(
+        f"{spec!r} is label-only and has no metadata: raters would judge ids alone; give its "
+        "files with --media DIR (each named by its example id) or --media-url "
+        "'https://host/path/{example_id}'"
+    )
+
+
 class ReviewSession:
     """One server's queue: the log opened for appending (its damaged spans moved aside), the
     state replayed.
@@ -179,6 +171,9 @@ class ReviewSession:
         How long an item given to a reviewer is kept from others.
     raters : sequence of str
         Names (casefolded) of raters to give a link of their own, beside those given before.
+    media : Media
+        Where the payloads of rows without one in the store are (``media.py``); a queue with
+        no payload, no media and no metadata is refused.
 
     The review's links (``access``) are read from beside the votes log, or made, and stored
     again with the raters, the votes per item and (once bound, by the server) the port.
@@ -193,8 +188,8 @@ class ReviewSession:
         verdict: str = "suspected",
         votes_per_item: int | None = None,
         lease_seconds: float = 300.0,
-        clock: Callable[[], float] | None = None,
         raters: Sequence[str] = (),
+        media: Media = _NO_MEDIA,
     ) -> None:
         if verdict not in VERDICTS:
             raise InvalidInputError(f"unknown verdict {verdict!r}; choose one of {VERDICTS}")
@@ -205,6 +200,8 @@ class ReviewSession:
                 f"overlay {short(self.source.digest)} flags no row as {verdict!r} with a "
                 "suggested label; nothing to review (see 'dsreg overlay show')"
             )
+        _check_showable(spec, items, media)
+        self.media = media
         self.verdict = verdict
         self.classes = self.source.snapshot.classes
         self.log = VotesLog(self.source.log_path)
@@ -212,7 +209,6 @@ class ReviewSession:
             access = (self.source.stored_access() or Access()).with_raters(raters)
             if votes_per_item is None:
                 votes_per_item = access.votes_per_item or VOTES_PER_ITEM
-            extra = {} if clock is None else {"clock": clock}
             self.queue = ReviewQueue(
                 items,
                 log=self.log,
@@ -220,8 +216,10 @@ class ReviewSession:
                 votes_per_item=votes_per_item,
                 lease_seconds=lease_seconds,
                 secret=bytes.fromhex(access.secret),
-                **extra,
             )
+            # Each item's place in the queue, worst first: what the page calls it ("Example 3
+            # of 284"), never its id or path, which may name its given label.
+            self.positions = {it.row: n for n, it in enumerate(self.queue.items, 1)}
             self.access = access
             self.store_access(votes_per_item=votes_per_item, verdict=verdict)
         except BaseException:
@@ -241,9 +239,12 @@ class ReviewSession:
         item = self.queue.by_row.get(row)
         if item is None:
             raise InvalidInputError(f"row {row} is not an item of this review queue")
-        if item.blob is None:
+        if item.blob is not None:
+            data = self.registry.store.read_bytes(item.blob)
+        elif self.media.folder is not None:
+            data = find_media(self.media.folder, item.example_id)
+        else:
             raise InvalidInputError(f"row {row} has no payload: this dataset is label-only")
-        data = self.registry.store.read_bytes(item.blob)
         return data, sniff(data)
 
     def store_access(self, **changes: Any) -> None:

@@ -19,6 +19,7 @@ import dsreg
 
 XSS_CLASS = "<script>alert(1)</script>"
 CLASSES = ["cat", "dog", XSS_CLASS]
+FOLDERS = ["cat", "dog", "other"]  # the class folders of ImageFolder-like ids
 
 
 @dataclass(frozen=True)
@@ -41,25 +42,38 @@ def _png(rng: np.random.Generator, color: tuple[int, int, int]) -> bytes:
 
 
 def build_review_set(
-    root: Path, *, rows: int = 30, flagged: int = 8, payloads: str = "png", seed: int = 0
+    root: Path,
+    *,
+    rows: int = 30,
+    flagged: int = 8,
+    payloads: str = "png",
+    seed: int = 0,
+    ids: str = "files",
+    metadata: bool = True,
 ) -> ReviewSet:
     """``rows`` examples of three classes (one named like a script tag), ``flagged`` of them
     given a label their predicted probabilities contradict; detected and tagged ``@detected``.
-    ``payloads``: ``png`` (Pillow images), ``text`` or ``none`` (label-only)."""
+    ``payloads``: ``png`` (Pillow images), ``text`` or ``none`` (label-only). ``ids``: ``files``
+    (``ex00007.png``), or, label-only, ``plain`` (``ex00007``) or ``folders`` (ImageFolder-like,
+    ``<class folder>/ex00007.png``). ``metadata``: a ``note`` column."""
     rng = np.random.default_rng(seed)
     labels = np.arange(rows) % 3
     colors = [(200, 60, 60), (60, 160, 60), (60, 60, 200)]
     src = root / "src"
     files = src / "files"
     files.mkdir(parents=True)
-    lines = ["example_id,label,note"]
+    lines = ["example_id,label" + (",note" if metadata else "")]
     for i in range(rows):
         name = f"ex{i:05d}" + (".png" if payloads == "png" else ".txt")
+        if ids == "plain":
+            name = f"ex{i:05d}"
+        elif ids == "folders":
+            name = f"{FOLDERS[labels[i]]}/ex{i:05d}.png"
         if payloads == "png":
             (files / name).write_bytes(_png(rng, colors[labels[i]]))
         elif payloads == "text":
             (files / name).write_text(f"text of example {i} <b>not bold</b>\n")
-        lines.append(f"{name},{labels[i]},note {i}")
+        lines.append(f"{name},{labels[i]}" + (f",note {i}" if metadata else ""))
     (src / "examples.csv").write_text("\n".join(lines) + "\n")
     reg = root / "reg"
     dsreg.init(registry=reg)

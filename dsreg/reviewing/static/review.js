@@ -99,6 +99,61 @@
     }
   }
 
+  function note(text, className) {
+    const p = document.createElement("p");
+    p.className = className || "nopayload";
+    p.textContent = text;
+    return p;
+  }
+
+  // The neutral name of an example: its place in the queue, never its id or file path
+  // (an ImageFolder path names the given label).
+  function exampleName(current) {
+    return "Example " + current.position + " of " + current.of;
+  }
+
+  function showMissing(current, text) {
+    const box = $("payload");
+    box.replaceChildren(note(text + " Judge it by its labels and metadata, or press S to skip it.", "missing"));
+    drawn(current);
+  }
+
+  // A --media-url address: the page loads it itself (the policy allows that origin for images
+  // and media only), as audio when the address ends in an audio extension, else an image.
+  function showRemote(current) {
+    const box = $("payload");
+    const path = current.payload.split(/[?#]/)[0].toLowerCase();
+    const audio = /\.(wav|mp3|ogg|oga|flac|m4a)$/.test(path);
+    const el = document.createElement(audio ? "audio" : "img");
+    const failed = () => {
+      if (item === current) {
+        showMissing(current, "The media address has no file for this example (" + current.payload + ").");
+      }
+    };
+    el.addEventListener("error", failed);
+    if (audio) {
+      el.controls = true;
+      el.preload = "metadata";
+      el.setAttribute("aria-label", exampleName(current));
+      el.addEventListener("loadedmetadata", () => drawn(current));
+      el.src = current.payload;
+      box.append(el);
+      return;
+    }
+    el.alt = exampleName(current);
+    el.id = "example-image";
+    el.src = current.payload;
+    el.decode().then(
+      () => {
+        if (item === current) {
+          box.append(el);
+          requestAnimationFrame(() => drawn(current));
+        }
+      },
+      failed
+    );
+  }
+
   async function showPayload(current) {
     const box = $("payload");
     box.replaceChildren();
@@ -111,28 +166,39 @@
       wrap.className = "labelonly";
       const id = document.createElement("code");
       id.textContent = current.example_id;
-      const note = document.createElement("p");
-      note.className = "nopayload";
-      note.textContent = "Label-only example: judge it by its id and metadata.";
-      wrap.append(id, note);
+      wrap.append(id, note("Label-only example: judge it by its id and metadata."));
       box.append(wrap);
       drawn(current);
       return;
     }
+    if (current.remote) {
+      showRemote(current);
+      return;
+    }
     const response = await fetch(current.payload, { credentials: "same-origin" });
+    if (item !== current) {
+      return; // an answer moved on while the payload loaded
+    }
     if (!response.ok) {
-      throw new Error("cannot load the example (" + response.status + ")");
+      let why = "the server answered " + response.status;
+      try {
+        why = (await response.json()).error || why;
+      } catch (e) {
+        // not JSON: the status says it
+      }
+      showMissing(current, "This example cannot be shown: " + why + ".");
+      return;
     }
     const blob = await response.blob();
     if (item !== current) {
-      return; // an answer moved on while the payload loaded
+      return;
     }
     const kind = (response.headers.get("Content-Type") || "").split(";")[0];
     if (kind.startsWith("image/")) {
       const img = document.createElement("img");
       objectUrl = URL.createObjectURL(blob);
       img.src = objectUrl;
-      img.alt = "example " + current.example_id;
+      img.alt = exampleName(current);
       img.id = "example-image";
       // Decoded before it is put in, so it is drawn with the next frame.
       await img.decode().catch(() => undefined);
@@ -140,16 +206,24 @@
         return;
       }
       box.append(img);
+    } else if (kind.startsWith("audio/")) {
+      const audio = document.createElement("audio");
+      objectUrl = URL.createObjectURL(blob);
+      audio.controls = true;
+      audio.src = objectUrl;
+      audio.id = "example-audio";
+      audio.setAttribute("aria-label", exampleName(current));
+      box.append(audio);
     } else if (kind === "text/plain") {
       const pre = document.createElement("pre");
       const text = await blob.text();
       pre.textContent = text.length > TEXT_LIMIT ? text.slice(0, TEXT_LIMIT) + "\n…" : text;
+      pre.id = "example-text";
+      pre.tabIndex = 0; // a scrollable box the keyboard can scroll
+      pre.setAttribute("aria-label", exampleName(current) + " (text)");
       box.append(pre);
     } else {
-      const note = document.createElement("p");
-      note.className = "nopayload";
-      note.textContent = "Binary payload of " + blob.size + " bytes (not an image or text).";
-      box.append(note);
+      box.append(note("Binary payload of " + blob.size + " bytes (not an image, audio or text)."));
     }
     requestAnimationFrame(() => drawn(current));
   }
