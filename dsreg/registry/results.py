@@ -63,6 +63,7 @@ __all__ = [
     "result_objects",
     "result_problems",
     "result_refs",
+    "topk_faults",
 ]
 
 #: The value of a record's ``result`` key (its format) and the log event of a model ref.
@@ -247,6 +248,15 @@ def aligned_predictions(arr: Any, *, rows: int, classes: list[str], what: str) -
     )
 
 
+def topk_faults(a: np.ndarray, k: int) -> tuple[tuple[np.ndarray, str], ...]:
+    """The rows of top-m class indices ``a`` that name a class outside ``[0, k)``, then those
+    that name a class twice, each with how a refusal says it: what eval and a record refuse."""
+    out = np.flatnonzero(((a < 0) | (a >= k)).any(axis=1))
+    ordered = np.sort(a, axis=1)
+    twice = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
+    return (out, f"a class outside [0, {k})"), (twice, "a class twice")
+
+
 def _top_classes(a: np.ndarray, *, rows: int, k: int, what: str) -> np.ndarray:
     """``(rows, m)`` top-m class indices (m < k), each row m different classes, best first."""
     if len(a) != rows:
@@ -254,10 +264,7 @@ def _top_classes(a: np.ndarray, *, rows: int, k: int, what: str) -> np.ndarray:
             f"{what} hold top-{a.shape[1]} classes of {len(a)} rows, but the snapshot has {rows} "
             "rows: record predictions aligned with the snapshot's rows (row i predicts row i)"
         )
-    out = np.flatnonzero(((a < 0) | (a >= k)).any(axis=1))
-    ordered = np.sort(a, axis=1)
-    twice = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
-    for bad, why in ((out, f"a class outside [0, {k})"), (twice, "a class twice")):
+    for bad, why in topk_faults(a, k):
         if len(bad):
             raise PredictionsError(
                 f"{what}: {len(bad)} rows name {why}, first row {int(bad[0])} "

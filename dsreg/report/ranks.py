@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from dsreg.errors import PredictionsError
+from dsreg.registry.results import topk_faults
 
 __all__ = ["EPS", "PredictionsSource", "RankAccumulator", "Ranks", "Target", "describe"]
 
@@ -198,30 +199,17 @@ class RankAccumulator:
         ei, off = self._extras(pos)
         if len(ei):
             self.top1[ei] = pred[off, 0]
-        ci, off = self._candidates(pos)
-        if len(ci):
-            sug = self.t.cand_suggested[ci]
-            has = sug >= 0
-            r = np.full(len(ci), -1, dtype=self.suggested.dtype)
-            r[has] = _position(pred[off[has]], sug[has])
-            self.suggested[ci] = r
+        self._rank_suggested(pred, pos, _position)
 
     def _check_topk(self, pred: np.ndarray, pos: slice | np.ndarray) -> None:
         rows = np.arange(pos.start, pos.stop) if isinstance(pos, slice) else pos
-        out = np.flatnonzero(((pred < 0) | (pred >= self.t.k)).any(axis=1))
-        if len(out):
-            raise PredictionsError(
-                f"{describe(self.source)}: {len(out)} rows name a class outside "
-                f"[0, {self.t.k}), first rows {rows[out[:5]].tolist()}; top-k predictions are "
-                "class indices of the snapshot, best first"
-            )
-        ordered = np.sort(pred, axis=1)
-        twice = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
-        if len(twice):
-            raise PredictionsError(
-                f"{describe(self.source)}: {len(twice)} rows name a class twice, first rows "
-                f"{rows[twice[:5]].tolist()}; each row lists m different classes, best first"
-            )
+        for bad, why in topk_faults(pred, self.t.k):
+            if len(bad):
+                raise PredictionsError(
+                    f"{describe(self.source)}: {len(bad)} rows name {why}, first rows "
+                    f"{rows[bad[:5]].tolist()}; each row lists m different class indices of "
+                    "the snapshot, best first"
+                )
 
     def add_probs(self, probs: np.ndarray, pos: slice | np.ndarray) -> None:
         self._fresh(pos)
@@ -232,12 +220,22 @@ class RankAccumulator:
         if len(ei):
             self.top1[ei] = np.argmax(probs[off], axis=1)
             self._cross_entropy(probs, ei, off)
+        self._rank_suggested(probs, pos, _rank_of)
+
+    def _rank_suggested(
+        self,
+        scores: np.ndarray,
+        pos: slice | np.ndarray,
+        rank: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    ) -> None:
+        """The rank of the suggested label at the chunk's candidate rows, by ``rank`` of the
+        chunk's ``scores`` (-1 where a candidate row has no suggested label)."""
         ci, off = self._candidates(pos)
         if len(ci):
             sug = self.t.cand_suggested[ci]
             has = sug >= 0
             r = np.full(len(ci), -1, dtype=self.suggested.dtype)
-            r[has] = _rank_of(probs[off[has]], sug[has])
+            r[has] = rank(scores[off[has]], sug[has])
             self.suggested[ci] = r
 
     def _check_probs(self, probs: np.ndarray, pos: slice | np.ndarray) -> None:
