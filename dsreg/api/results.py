@@ -149,7 +149,7 @@ def leaderboard(
         Opt(
             comma_list=str,
             help="Views to score, comma-separated (default: original, cleaned, corrected, "
-            "honeypot).",
+            "honeypot, and decontaminated when a revision applies an audit).",
         ),
     ] = None,
     resamples: Annotated[
@@ -169,7 +169,6 @@ def leaderboard(
     With ``remote`` (a name, or a URL or folder: no registry needed), the models recorded on
     that remote and its tags: records, predictions, manifests and tables are fetched and
     verified (never payloads), into the registry or the per-user cache."""
-    from dsreg.report.board.leaderboard import BOARD_VIEWS
     from dsreg.report.board.leaderboard import leaderboard as do_leaderboard
 
     def board_in(reg: Any, source: BoardSource | None = None) -> Leaderboard:
@@ -177,7 +176,7 @@ def leaderboard(
             reg,
             dataset,
             revisions=revisions,
-            views=BOARD_VIEWS if views is None else views,
+            views=views,
             resamples=resamples,
             seed=seed,
             source=source,

@@ -301,3 +301,35 @@ def test_a_damaged_payload_is_refused_not_fingerprinted(
     with pytest.raises(dsreg.CorruptObjectError):
         dsreg.audit_duplicates("test@v1", within=True, registry=reg)
     assert not list((reg.root / "state").glob("fingerprints/*/*"))
+
+
+def test_leaderboard_scores_the_decontaminated_rows_once_audited(
+    make_registry: Callable[..., Registry], tmp_path: Path, images: list[object]
+) -> None:
+    reg = _registered(make_registry(), tmp_path, images)
+    given = dsreg.open("test@v1", registry=reg).labels().column("label").to_numpy()
+    wrong = given.copy()
+    wrong[:6] = 1 - wrong[:6]  # wrong on the first six rows, whichever the audit names
+    dsreg.record("test@v1", {"given": given, "half": wrong}, registry=reg)
+    # Before an audit no revision has the view, so the board does not show it.
+    assert "decontaminated" not in dsreg.leaderboard("test", registry=reg, resamples=0).views
+
+    dsreg.audit_duplicates("test@v1", against=["train@v1"], within=True, tag="clean", registry=reg)
+    board = dsreg.leaderboard("test", registry=reg, resamples=0)
+    assert board.views[-1] == "decontaminated"
+    clean = next(b for b in board.revisions if b.tag == "clean")
+    report = dsreg.evaluate(
+        "test@clean", {"given": given, "half": wrong}, views=["decontaminated"], registry=reg
+    )
+    fig = clean.figure("decontaminated")
+    assert fig.rows == report.views["decontaminated"] == 6
+    scores = clean.to_dict()["scores"]
+    by_model = {m.model: m.scores["decontaminated"].accuracy(1) for m in report.models}
+    for model in ("given", "half"):
+        assert scores[model]["decontaminated"]["accuracy"] == pytest.approx(by_model[model])
+    assert by_model["given"] == 1.0
+    # Asked for by name, and refused with the choices when misspelt.
+    named = dsreg.leaderboard("test", views=["decontaminated"], registry=reg, resamples=0)
+    assert named.views == ("decontaminated",)
+    with pytest.raises(InvalidInputError, match="decontaminated"):
+        dsreg.leaderboard("test", views=["decontam"], registry=reg, resamples=0)

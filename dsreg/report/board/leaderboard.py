@@ -57,6 +57,9 @@ __all__ = [
 SCHEMA = "dsreg/leaderboard/1"
 #: The views a leaderboard scores (top-1 accuracy; the multilabel view is ``dsreg eval``'s).
 BOARD_VIEWS: tuple[View, ...] = ("original", "cleaned", "corrected", "honeypot")
+#: What ``--views`` may name: the default views, and the rows an audit left (scored by default
+#: when a scored revision applies an audit overlay, as ``dsreg eval`` does).
+BOARD_CHOICES: tuple[View, ...] = (*BOARD_VIEWS, "decontaminated")
 # Rows counted at a time (a multiple of 8: the models' correctness is kept as packed bits).
 _CHUNK = 1 << 22
 
@@ -411,12 +414,20 @@ def _revisions(
 
 def check_views(views: Sequence[str]) -> tuple[View, ...]:
     names = tuple(dict.fromkeys(views))
-    bad = [v for v in names if v not in BOARD_VIEWS]
+    bad = [v for v in names if v not in BOARD_CHOICES]
     if bad or not names:
         raise InvalidInputError(
-            f"--views {','.join(views)!r}: choose from {', '.join(BOARD_VIEWS)}"
+            f"--views {','.join(views)!r}: choose from {', '.join(BOARD_CHOICES)}"
         )
-    return names  # type: ignore[return-value]  # checked against BOARD_VIEWS
+    return names  # type: ignore[return-value]  # checked against BOARD_CHOICES
+
+
+def default_views(reg: Registry, revisions: Sequence[Resolved]) -> tuple[View, ...]:
+    """The default views, with ``decontaminated`` when one of ``revisions`` applies an audit."""
+    audited = any(
+        reg.overlay(d).kind == "audit" for res in revisions for d in res.revision.overlays
+    )
+    return (*BOARD_VIEWS, "decontaminated") if audited else BOARD_VIEWS
 
 
 def _flips(boards: Sequence[RevisionBoard], views: Sequence[View]) -> list[Flip]:
@@ -447,7 +458,7 @@ def leaderboard(
     dataset: str,
     *,
     revisions: Sequence[str] | None = None,
-    views: Sequence[str] = BOARD_VIEWS,
+    views: Sequence[str] | None = None,
     resamples: int = 1000,
     seed: int = 0,
     source: BoardSource | None = None,
@@ -455,8 +466,9 @@ def leaderboard(
     """Score every model recorded for ``dataset`` on each of ``revisions`` (default: every
     tag, oldest first) whose snapshot the model's predictions are aligned with. ``source``:
     where the results and tags come from (default: ``reg``'s own; a remote's is read into
-    ``reg``)."""
-    names = check_views(views)
+    ``reg``). ``views``: default original, cleaned, corrected and honeypot, and
+    decontaminated when a scored revision applies an audit overlay."""
+    names = None if views is None else check_views(views)
     if resamples < 0:
         raise InvalidInputError(f"--resamples {resamples}: give 0 or more")
     source = source or registry_source(reg, dataset)
@@ -466,11 +478,15 @@ def leaderboard(
             f"no model is recorded for {dataset!r}{source.where}; record one with "
             "'dsreg eval SPEC PREDS --record --model NAME'"
         )
+    scored = [
+        (res, [m for m, (_, r) in results.items() if r.snapshot == res.revision.snapshot])
+        for res in _revisions(source, dataset, revisions)
+    ]
+    scored = [(res, here) for res, here in scored if here]
+    if names is None:
+        names = default_views(reg, [res for res, _ in scored])
     boards = []
-    for res in _revisions(source, dataset, revisions):
-        here = [m for m, (_, r) in results.items() if r.snapshot == res.revision.snapshot]
-        if not here:
-            continue
+    for res, here in scored:
         arrays = [(m, partial(load_predictions, reg, results[m][1])) for m in here]
         boards.append(score_revision(reg, res, arrays, views=names, resamples=resamples, seed=seed))
     return Leaderboard(
