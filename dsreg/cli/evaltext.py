@@ -24,6 +24,8 @@ _LABELS: Final = {
     "honeypot_given": "HONEYPOT given",
     "honeypot": "HONEYPOT corrected",
     "multilabel": "SET (multilabel)",
+    "decontaminated": "DECONTAMINATED",
+    "contaminated": "CONTAMINATED",
     "majority": "MAJORITY",
 }
 _CHANGES: Final = {
@@ -31,6 +33,7 @@ _CHANGES: Final = {
     ("honeypot_given", "honeypot"): "honeypot given -> corrected",
     ("original", "multilabel"): "original -> set",
     ("original", "majority"): "original -> majority",
+    ("original", "decontaminated"): "original -> decontaminated",
 }
 
 
@@ -123,7 +126,7 @@ def _accuracy_rows(
             s = sig.views[v].models[m.model]
             r = [m.model if i == 0 else "", _LABELS.get(v, v), _pct(s.accuracy), _ci(s.interval)]
             r += [str(s.rank) if s.rank is not None else "-", _ranks(s.rank_interval)]
-            r += _topk(report, m, v if v != "honeypot_given" else "")
+            r += _topk(report, m, v if v not in ("honeypot_given", "contaminated") else "")
             if human:
                 h = m.human if v == "majority" else None
                 r.append("" if h is None else _pct(h.expected_agreement))
@@ -143,6 +146,9 @@ def _move(change: Any) -> str:
 
 def _changes(report: dsreg.EvalReport, sig: dsreg.Significance) -> None:
     kinds = [k for k in _CHANGES if any((c.source, c.target) == k for c in sig.rank_changes)]
+    audited = sig.views.get("contaminated")
+    if audited is None or not audited.rows:  # no row left out: the two views are one
+        kinds = [k for k in kinds if k != ("original", "decontaminated")]
     if not kinds:
         return
     headers = ["MODEL"] + [f"RANK {_CHANGES[k]}" for k in kinds]

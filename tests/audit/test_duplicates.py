@@ -328,6 +328,17 @@ def test_leaderboard_scores_the_decontaminated_rows_once_audited(
     for model in ("given", "half"):
         assert scores[model]["decontaminated"]["accuracy"] == pytest.approx(by_model[model])
     assert by_model["given"] == 1.0
+    # dsreg eval scores the rows the audit named beside the rows it left, and the full set.
+    stats = dsreg.evaluate("test@clean", {"given": given, "half": wrong}, registry=reg)
+    sig = stats.significance
+    assert sig is not None
+    full, left, named_rows = (sig.views[v] for v in ("original", "decontaminated", "contaminated"))
+    assert (full.rows, left.rows, named_rows.rows) == (12, 6, 6)
+    for model in ("given", "half"):
+        f, a, b = (vs.models[model] for vs in (full, left, named_rows))
+        assert f.accuracy * 12 == pytest.approx(a.accuracy * 6 + b.accuracy * 6)
+    assert named_rows.models["given"].accuracy == 1.0
+    assert any(c.source == "original" and c.target == "decontaminated" for c in sig.rank_changes)
     # Asked for by name, and refused with the choices when misspelt.
     named = dsreg.leaderboard("test", views=["decontaminated"], registry=reg, resamples=0)
     assert named.views == ("decontaminated",)

@@ -9,8 +9,10 @@ views on its given label, so it is counted by its models' bits alone (one intege
 Memory stays at a bit per row and model, whatever the number of views.
 
 The statistics' views are the eval views plus ``honeypot_given`` (the honeypot's rows on their
-given labels) and ``majority`` (the rows with raters' counts, right when the top-1 prediction is
-the raters' majority label).
+given labels), ``contaminated`` (the rows the decontaminated view leaves out, on their given
+labels: what an audit named, scored beside the clean rows as lm-eval-harness reports them) and
+``majority`` (the rows with raters' counts, right when the top-1 prediction is the raters'
+majority label).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ __all__ = ["RowScores", "stats_view"]
 _CHUNK: Final = 1 << 20
 # Models whose given bits fit one integer key per row (the fast count of unnamed rows).
 _KEY_BITS: Final = 64
+# The statistics' views scored on the given labels alone (no view relabels their rows).
+_GIVEN_ONLY: Final = ("honeypot_given", "contaminated")
 
 
 def stats_view(view: View, *, given: bool = False) -> str:
@@ -67,6 +71,8 @@ class RowScores:
             if name == "honeypot":  # the given labels first, as the table reads
                 self.served["honeypot_given"] = _Served(False, vw.rows)
             self.served[name] = _Served(vw.complement, vw.rows)
+            if name == "decontaminated":  # the rows it leaves out, beside it
+                self.served["contaminated"] = _Served(False, vw.rows)
         if len(sets.counted):
             self.served["majority"] = _Served(False, sets.rows[sets.counted])
         self.models: list[str] = []
@@ -167,7 +173,7 @@ class RowScores:
             inside = np.isin(rows, served.rows, assume_unique=True)
             member = ~inside if served.complement else inside
             c = given.copy() if name != "majority" else np.zeros_like(given)
-            if name != "honeypot_given":
+            if name not in _GIVEN_ONLY:
                 for j, special in enumerate(self._special):
                     at, values = special.get(name, (np.empty(0, np.int64), np.empty(0, bool)))
                     pos = np.minimum(np.searchsorted(rows, at), max(len(rows) - 1, 0))

@@ -83,6 +83,7 @@ class StatsOptions:
         ("honeypot_given", "honeypot"),
         ("original", "multilabel"),
         ("original", "majority"),
+        ("original", "decontaminated"),
     )
     correlate: tuple[str, str] = ("honeypot_given", "honeypot")
     flips: tuple[str, str] = ("corrected", "honeypot")
