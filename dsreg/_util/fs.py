@@ -10,18 +10,15 @@ import stat
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 
 # Only syncfs and renameat2 (a batch's barrier and moves) call into libc; only a write makes a
 # temporary file (a command that reads, or a tag that names what it named already, makes none).
-if TYPE_CHECKING:
+with lazy_imports():
     import ctypes
     import tempfile
-else:
-    ctypes = lazy_module("ctypes")
-    tempfile = lazy_module("tempfile")
 
 __all__ = [
     "CHUNK",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg.errors import (
     DsregError,
     IntegrityError,
@@ -42,11 +42,11 @@ from dsreg.registry.schemamemo import SchemaMemo
 
 # The stat cache (and SQLite with it) serves adds, checkouts and gc; a tag, a show or a read
 # never opens it.
-if TYPE_CHECKING:
+with lazy_imports():
     from dsreg.registry import state as registry_state
+
+if TYPE_CHECKING:
     from dsreg.registry.state import StatCache
-else:
-    registry_state = lazy_module("dsreg.registry.state")
 
 __all__ = ["DIRNAME", "ENV_CACHE", "ENV_REGISTRY", "Registry", "Resolved", "cache_root"]
 
