@@ -33,7 +33,7 @@ with lazy_imports():
     from typer._click import exceptions as click_exceptions
 
     import dsreg.cli._command as _command
-    from dsreg.cli import audit, core, overlays, query, remotes, results, reviewing
+    from dsreg.cli import audit, core, marks, overlays, query, remotes, results, reviewing
 
 if TYPE_CHECKING:
     from typer.core import TyperGroup
@@ -60,8 +60,8 @@ COMMANDS: dict[str, Callable[[], Command] | Subgroup] = {
     "show": lambda: core.show,
     "log": lambda: core.log,
     "tag": lambda: core.tag,
-    "yank": lambda: core.yank,
-    "retire": lambda: core.retire,
+    "yank": lambda: marks.yank,
+    "retire": lambda: marks.retire,
     "checkout": lambda: core.checkout,
     "verify": lambda: core.verify,
     "gc": lambda: core.gc,
