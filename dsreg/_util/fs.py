@@ -84,6 +84,24 @@ def write_atomic(
         raise
 
 
+def fsync_folder(folder: str | os.PathLike[str]) -> None:
+    """fsync ``folder`` itself, so that what was renamed or created in it survives a crash."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_durable(
+    path: str | os.PathLike[str], data: bytes | Iterable[bytes | memoryview], *, mode: int = 0o644
+) -> None:
+    """:func:`write_atomic`, then its folder fsynced: once this returns, the new bytes are what
+    ``path`` holds after a crash too. ``OSError`` propagates, as there."""
+    write_atomic(path, data, mode=mode)
+    fsync_folder(os.path.dirname(os.fspath(path)) or ".")
+
+
 @contextlib.contextmanager
 def replacing(path: str | os.PathLike[str], *, text: bool = False) -> Iterator[IO[Any]]:
     """A file to write a user's output ``path`` through: a temporary file beside it (same

@@ -23,12 +23,10 @@ from dsreg._util.jsonread import read_line
 from dsreg.errors import DsregError, IntegrityError, InvalidInputError, YankedWarning
 from dsreg.formats.canonical import canonical_bytes
 from dsreg.objects.store import ObjectStore
-from dsreg.registry.markrefs import RETIRED, YANKED, retired_refs, yank_refs
+from dsreg.registry.markrefs import retired_refs, yank_refs
 from dsreg.registry.refs import RefStore
 
 __all__ = [
-    "RETIRED",
-    "YANKED",
     "Retirement",
     "Yank",
     "check_reason",
@@ -37,9 +35,7 @@ __all__ = [
     "parse_mark",
     "read_retirement",
     "read_yanks",
-    "retired_refs",
     "warn_marks",
-    "yank_refs",
 ]
 
 _MAX_REASON = 1000
