@@ -10,18 +10,15 @@ import stat
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 
 # Only syncfs and renameat2 (a batch's barrier and moves) call into libc; only a write makes a
 # temporary file (a command that reads, or a tag that names what it named already, makes none).
-if TYPE_CHECKING:
+with lazy_imports():
     import ctypes
     import tempfile
-else:
-    ctypes = lazy_module("ctypes")
-    tempfile = lazy_module("tempfile")
 
 __all__ = [
     "CHUNK",
@@ -85,6 +82,24 @@ def write_atomic(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def fsync_folder(folder: str | os.PathLike[str]) -> None:
+    """fsync ``folder`` itself, so that what was renamed or created in it survives a crash."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_durable(
+    path: str | os.PathLike[str], data: bytes | Iterable[bytes | memoryview], *, mode: int = 0o644
+) -> None:
+    """:func:`write_atomic`, then its folder fsynced: once this returns, the new bytes are what
+    ``path`` holds after a crash too. ``OSError`` propagates, as there."""
+    write_atomic(path, data, mode=mode)
+    fsync_folder(os.path.dirname(os.fspath(path)) or ".")
 
 
 @contextlib.contextmanager

@@ -1,16 +1,20 @@
 """Imports made when first used, written where a reader and a static tool can follow them.
 
 A module that must stay off a light path (``import dsreg``, a re-add of an unchanged tree, a
-tag) is imported at module level all the same, in two lines a type checker reads as the plain
-import::
+tag) is imported at module level all the same, as a plain import inside one block, which type
+checkers, import contracts and readers take for the import it is (the shape of PEP 810's lazy
+imports)::
 
-    if TYPE_CHECKING:
+    with lazy_imports():
+        import numpy as np
         from dsreg.ops.checkout import apply as checkout_ops
-    else:
-        checkout_ops = lazy_module("dsreg.ops.checkout.apply")
 
-``checkout_ops.checkout(...)`` then imports the module on its first call, and every later call
-reads the module's attribute again (a test's monkeypatch of it is seen).
+Inside the block each statement binds its name to the module it names, not imported yet
+(:func:`lazy_module`): ``checkout_ops.checkout(...)`` imports the module on its first call, and
+every later call reads the module's attribute again (a test's monkeypatch of it is seen). Only
+modules can be named so (``import name``, ``import package.module as alias``, ``from package
+import module [as alias]``): a name that is not a module (a class, a function) stays in the
+``if TYPE_CHECKING:`` block beside it when only annotations use it.
 
 A package whose names are each imported from their own module on first use (``dsreg.api``, and
 through it ``dsreg``) lists them once, as the re-exports of its ``if TYPE_CHECKING:`` block
@@ -25,14 +29,16 @@ checks it).
 
 from __future__ import annotations
 
+import _thread
+import builtins
 import importlib
 import importlib.util
 import sys
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
-__all__ = ["LazyModule", "lazy_module", "lazy_names", "reexports"]
+__all__ = ["LazyModule", "lazy_imports", "lazy_module", "lazy_names", "reexports"]
 
 
 class LazyModule(ModuleType):
@@ -75,6 +81,77 @@ def lazy_module(name: str) -> ModuleType:
     plain import inside a function would."""
     module = sys.modules.get(name)
     return module if module is not None else LazyModule(name)
+
+
+class _Package:
+    """What a ``from package import module`` inside :class:`lazy_imports` reads its names from:
+    each is the submodule, not imported yet. For ``import a.b.c as x`` (``target`` ``a.b.c``)
+    the statement reads ``b`` of package ``a``, then ``c`` of that: the packages on the way
+    are passed through, and only the module named is bound."""
+
+    def __init__(self, name: str, target: str | None = None) -> None:
+        self.name = name
+        self.target = target
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        name = f"{self.name}.{attr}"
+        if self.target is not None and name != self.target:
+            return _Package(name, self.target)
+        return lazy_module(name)
+
+
+class lazy_imports:
+    """``with lazy_imports():`` makes the imports of its block, and only of the module whose
+    top level holds it, lazy (:func:`lazy_module`). Any other import made meanwhile (another
+    thread's, say) is the ordinary one."""
+
+    _lock: ClassVar = _thread.allocate_lock()
+    # id of a module's globals -> the blocks open in it; the import they replace.
+    _modules: ClassVar[dict[int, int]] = {}
+    _plain: ClassVar[Callable[..., ModuleType] | None] = None
+
+    def __enter__(self) -> None:
+        self._globals = sys._getframe(1).f_globals
+        with self._lock:
+            cls = type(self)
+            if not cls._modules:
+                cls._plain = builtins.__import__
+                # Typed as returning a module; a ``from`` import is handed a _Package here.
+                builtins.__import__ = cls._import  # type: ignore[assignment]
+            key = id(self._globals)
+            cls._modules[key] = cls._modules.get(key, 0) + 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            cls = type(self)
+            key = id(self._globals)
+            cls._modules[key] -= 1
+            if not cls._modules[key]:
+                del cls._modules[key]
+            if not cls._modules and cls._plain is not None:
+                builtins.__import__ = cls._plain
+                cls._plain = None
+
+    @classmethod
+    def _import(
+        cls,
+        name: str,
+        globals: dict[str, Any] | None = None,
+        locals: Any = None,
+        fromlist: Any = (),
+        level: int = 0,
+    ) -> Any:
+        plain = cls._plain or importlib.__import__
+        if globals is None or id(globals) not in cls._modules:
+            return plain(name, globals, locals, fromlist, level)
+        if level or "*" in (fromlist or ()):
+            raise ImportError(f"a lazy import names its modules absolutely and one by one: {name}")
+        if fromlist:
+            return _Package(name)
+        top, dot, _ = name.partition(".")
+        return _Package(top, name) if dot else lazy_module(name)
 
 
 def reexports(source: str) -> dict[str, tuple[str, str]]:

@@ -6,23 +6,20 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
 from dsreg.api.common import command_of, find_registry, hook, specs_of
 from dsreg.api.options import Arg, Opt, OverlayForceOpt, OverlayTagOpt, RegistryOpt
 from dsreg.audit import DEFAULT_IMAGE_THRESHOLD, DEFAULT_TEXT_THRESHOLD
 
 # The audit imports numpy, pyarrow and Pillow: imported when first used.
-if TYPE_CHECKING:
+with lazy_imports():
     from dsreg.audit import duplicates, engines
-    from dsreg.audit.duplicates import AuditResult
     from dsreg.ops import overlay as overlay_ops
     from dsreg.ops import tag as tag_ops
-else:
-    duplicates = lazy_module("dsreg.audit.duplicates")
-    engines = lazy_module("dsreg.audit.engines")
-    overlay_ops = lazy_module("dsreg.ops.overlay")
-    tag_ops = lazy_module("dsreg.ops.tag")
+
+if TYPE_CHECKING:
+    from dsreg.audit.duplicates import AuditResult
 
 __all__ = ["audit_duplicates"]
 

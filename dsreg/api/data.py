@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, overload
 
 from dsreg._util.fs import replacing
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
 from dsreg.api import reading
 from dsreg.api.common import command_of, find_registry, hook
@@ -30,30 +30,25 @@ from dsreg.errors import InvalidInputError
 from dsreg.formats.names import check_name
 
 # Each of these imports numpy and pyarrow (DuckDB, matplotlib): imported when first used.
+with lazy_imports():
+    from dsreg.ops import overlay as overlay_ops
+    from dsreg.overlays import inspect as overlay_inspect
+    from dsreg.overlays import write as overlay_write
+    from dsreg.report import export as report_export
+    from dsreg.views import dataset as views_dataset
+    from dsreg.views import sql as views_sql
+
 if TYPE_CHECKING:
     import numpy as np
     import pyarrow as pa
 
-    from dsreg.ops import overlay as overlay_ops
     from dsreg.ops.overlay import OverlayResult
-    from dsreg.overlays import inspect as overlay_inspect
-    from dsreg.overlays import write as overlay_write
     from dsreg.overlays.inspect import OverlayInfo
     from dsreg.overlays.write import OverlayRecord
     from dsreg.registry.folder import Registry, Resolved
     from dsreg.remote.read import RemoteRead
-    from dsreg.report import export as report_export
-    from dsreg.views import dataset as views_dataset
-    from dsreg.views import sql as views_sql
     from dsreg.views.dataset import Dataset
     from dsreg.views.sql import Connection
-else:
-    overlay_ops = lazy_module("dsreg.ops.overlay")
-    overlay_inspect = lazy_module("dsreg.overlays.inspect")
-    overlay_write = lazy_module("dsreg.overlays.write")
-    report_export = lazy_module("dsreg.report.export")
-    views_dataset = lazy_module("dsreg.views.dataset")
-    views_sql = lazy_module("dsreg.views.sql")
 
 # What the command line cannot give (an array, a DataFrame): named, not imported, at run time.
 Probabilities: TypeAlias = "np.ndarray | PathArg"

@@ -9,7 +9,7 @@ import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.api.common import find_registry
 from dsreg.api.options import RegistryArg
@@ -17,14 +17,13 @@ from dsreg.errors import RegistryNotFoundError
 from dsreg.registry.folder import Registry, Resolved
 
 # A remote's file systems import fsspec and DVC: only a read of a remote needs them.
-if TYPE_CHECKING:
+with lazy_imports():
     from dsreg.remote import read as remote_reading
     from dsreg.remote import transfer
+
+if TYPE_CHECKING:
     from dsreg.remote.read import RemoteRead
     from dsreg.remote.store import RemoteStore
-else:
-    remote_reading = lazy_module("dsreg.remote.read")
-    transfer = lazy_module("dsreg.remote.transfer")
 
 
 def registry_for_remote(registry: RegistryArg) -> tuple[Registry, bool]:

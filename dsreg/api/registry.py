@@ -8,7 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeAlias, cast
 
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
 from dsreg.api import reading
 from dsreg.api.common import LINKS, command_of, find_registry, hook
@@ -30,23 +30,19 @@ from dsreg.registry.refs import RefLog
 
 # What only some of these commands need, imported when first used: the checkout and the
 # maintenance walk import numpy and pyarrow; the add of a tree must not import them.
-if TYPE_CHECKING:
+with lazy_imports():
     from dsreg.ingest import add as ingest_add
-    from dsreg.ingest.result import AddResult
     from dsreg.ops import maintenance
     from dsreg.ops.checkout import apply as checkout_ops
+    from dsreg.remote import read as remote_reading
+    from dsreg.report import show as report_show
+
+if TYPE_CHECKING:
+    from dsreg.ingest.result import AddResult
     from dsreg.ops.checkout.apply import CheckoutResult, LinkType
     from dsreg.ops.maintenance import GcResult, VerifyResult
     from dsreg.ops.tag import TagResult
-    from dsreg.remote import read as remote_reading
-    from dsreg.report import show as report_show
     from dsreg.report.show import ObjectInfo, RevisionInfo, TagList
-else:
-    ingest_add = lazy_module("dsreg.ingest.add")
-    maintenance = lazy_module("dsreg.ops.maintenance")
-    checkout_ops = lazy_module("dsreg.ops.checkout.apply")
-    remote_reading = lazy_module("dsreg.remote.read")
-    report_show = lazy_module("dsreg.report.show")
 
 
 def init(*, registry: RegistryOpt = None) -> Registry:

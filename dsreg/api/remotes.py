@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, TypeAlias
 
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
 from dsreg.api.common import command_of, find_registry, hook, specs_of
 from dsreg.api.options import (
@@ -26,17 +26,15 @@ from dsreg.registry.folder import Registry
 
 # A remote is reached through fsspec and DVC, and an import from DVC through DVC itself:
 # imported when first used.
-if TYPE_CHECKING:
+with lazy_imports():
     from dsreg.ingest import dvc as ingest_dvc
-    from dsreg.ingest.dvc import ImportResult
     from dsreg.remote import config as remote_config
     from dsreg.remote import transfer
+
+if TYPE_CHECKING:
+    from dsreg.ingest.dvc import ImportResult
     from dsreg.remote.config import RemoteConfig
     from dsreg.remote.transfer import CloneResult, PullResult, PushResult
-else:
-    ingest_dvc = lazy_module("dsreg.ingest.dvc")
-    remote_config = lazy_module("dsreg.remote.config")
-    transfer = lazy_module("dsreg.remote.transfer")
 
 
 # -- remotes -----------------------------------------------------------------------------------

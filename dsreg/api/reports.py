@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeAlias, TypeVar
 
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg.api import reading
 from dsreg.api.common import find_registry
 from dsreg.api.options import (
@@ -24,25 +24,21 @@ from dsreg.errors import InvalidInputError
 from dsreg.formats.manifests import VIEWS, View
 
 # Each of these imports numpy and pyarrow (DuckDB, matplotlib): imported when first used.
-if TYPE_CHECKING:
-    from dsreg.registry.folder import Registry, Resolved
+with lazy_imports():
     from dsreg.report import cite as report_cite
     from dsreg.report import diff as report_diff
     from dsreg.report import evaluate as report_evaluate
     from dsreg.report import labelexport
     from dsreg.report import plot as report_plot
+
+if TYPE_CHECKING:
+    from dsreg.registry.folder import Registry, Resolved
     from dsreg.report.board.cite import ResultCitation
     from dsreg.report.cite import Citation
     from dsreg.report.diff import DiffResult
     from dsreg.report.evaluate import EvalReport
     from dsreg.report.labelexport import ExportResult
     from dsreg.report.predictions import Predictions
-else:
-    report_cite = lazy_module("dsreg.report.cite")
-    report_diff = lazy_module("dsreg.report.diff")
-    report_evaluate = lazy_module("dsreg.report.evaluate")
-    labelexport = lazy_module("dsreg.report.labelexport")
-    report_plot = lazy_module("dsreg.report.plot")
 
 # What the command line cannot give (a DataFrame, an array): named, not imported, at run time.
 PredictionsArg: TypeAlias = "Mapping[str, Predictions] | Sequence[PathArg] | Predictions"

@@ -9,29 +9,24 @@ from typing import TYPE_CHECKING, Annotated, TypeAlias
 from dsreg._util.fs import replacing
 from dsreg._util.inputs import INPUT_BYTES, read_input
 from dsreg._util.jsonread import loads
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg.api.common import command_of, find_registry
 from dsreg.api.options import Arg, Opt, PathArg, RegistryOpt
 from dsreg.errors import InputPathError, InvalidInputError, VotesError
 
 # The review reads its queue with pyarrow and serves it with Starlette and uvicorn: imported
 # when first used.
-if TYPE_CHECKING:
+with lazy_imports():
     from dsreg.ops import overlay as overlay_ops
     from dsreg.reviewing import access as review_access
     from dsreg.reviewing import media as review_media
     from dsreg.reviewing import queue as review_queue
     from dsreg.reviewing import server as review_server
     from dsreg.reviewing import session as review_session
+
+if TYPE_CHECKING:
     from dsreg.reviewing.server import ReviewServer
     from dsreg.reviewing.session import ReviewExport, ReviewFinish
-else:
-    overlay_ops = lazy_module("dsreg.ops.overlay")
-    review_access = lazy_module("dsreg.reviewing.access")
-    review_media = lazy_module("dsreg.reviewing.media")
-    review_queue = lazy_module("dsreg.reviewing.queue")
-    review_server = lazy_module("dsreg.reviewing.server")
-    review_session = lazy_module("dsreg.reviewing.session")
 
 
 RatersOpt: TypeAlias = Annotated[

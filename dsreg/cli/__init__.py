@@ -21,32 +21,24 @@ from typing import TYPE_CHECKING, Annotated, NamedTuple, TextIO
 # detector and the reports are element-wise and reductions). A user's setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg._version import __version__
 from dsreg.cli._common import say
 from dsreg.cli._text import printable
 from dsreg.errors import DsregError, YankedWarning
 
 # typer, and every command's module, imported when a command is run (``--version`` needs none).
-if TYPE_CHECKING:
+with lazy_imports():
     import typer
-    import typer._click.exceptions as click_exceptions
-    from typer.core import TyperGroup
+    from typer._click import exceptions as click_exceptions
 
     import dsreg.cli._command as _command
-    from dsreg.cli import audit, core, overlays, query, remotes, results, reviewing
+    from dsreg.cli import audit, core, marks, overlays, query, remotes, results, reviewing
+
+if TYPE_CHECKING:
+    from typer.core import TyperGroup
+
     from dsreg.cli._command import Command
-else:
-    typer = lazy_module("typer")
-    audit = lazy_module("dsreg.cli.audit")
-    click_exceptions = lazy_module("typer._click.exceptions")
-    _command = lazy_module("dsreg.cli._command")
-    core = lazy_module("dsreg.cli.core")
-    overlays = lazy_module("dsreg.cli.overlays")
-    query = lazy_module("dsreg.cli.query")
-    remotes = lazy_module("dsreg.cli.remotes")
-    results = lazy_module("dsreg.cli.results")
-    reviewing = lazy_module("dsreg.cli.reviewing")
 
 __all__ = ["main", "root_group"]
 
@@ -68,8 +60,8 @@ COMMANDS: dict[str, Callable[[], Command] | Subgroup] = {
     "show": lambda: core.show,
     "log": lambda: core.log,
     "tag": lambda: core.tag,
-    "yank": lambda: core.yank,
-    "retire": lambda: core.retire,
+    "yank": lambda: marks.yank,
+    "retire": lambda: marks.retire,
     "checkout": lambda: core.checkout,
     "verify": lambda: core.verify,
     "gc": lambda: core.gc,

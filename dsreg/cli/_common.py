@@ -12,20 +12,17 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg.cli._text import json_safe, printable
 
 # The progress bar's library, imported when a bar is first drawn (on a terminal).
-if TYPE_CHECKING:
-    import rich.console as rich_console
-    import rich.markup as rich_markup
-    import rich.progress as rich_progress
+with lazy_imports():
+    from rich import console as rich_console
+    from rich import markup as rich_markup
+    from rich import progress as rich_progress
 
+if TYPE_CHECKING:
     from dsreg.api import AuditResult, OverlayResult
-else:
-    rich_console = lazy_module("rich.console")
-    rich_markup = lazy_module("rich.markup")
-    rich_progress = lazy_module("rich.progress")
 
 Hook: TypeAlias = Callable[[str, int, int], None]
 _R = TypeVar("_R")

@@ -1,4 +1,4 @@
-"""Registry commands: init, add, ls, show, log, tag, yank, retire, checkout, verify, gc."""
+"""Registry commands: init, add, ls, show, log, tag, checkout, verify, gc."""
 
 from __future__ import annotations
 
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
         AddResult,
         CheckoutResult,
         GcResult,
-        MarkResult,
         ObjectInfo,
         RefLog,
         Registry,
@@ -255,33 +254,6 @@ def show_tagged(res: TagResult, *, json: bool) -> None:
         else ""
     )
     say(f"Tagged {res.dataset}@{res.tag} -> {short(res.revision)} [{res.view}]{moved}")
-
-
-@command(
-    api.yank,
-)
-def yank(name: str, *, json: bool, **options: Any) -> None:
-    """Yank a tag: left out of ls, still resolved when named exactly, with its reason."""
-    show_marked(api.yank(name, command=command_line(), **options), json=json)
-
-
-@command(
-    api.retire,
-)
-def retire(dataset: str, *, json: bool, **options: Any) -> None:
-    """Retire a dataset: every resolve of its tags names its successor and the reason."""
-    show_marked(api.retire(dataset, command=command_line(), **options), json=json)
-
-
-def show_marked(res: MarkResult, *, json: bool) -> None:
-    if json:
-        emit_json(res.to_dict())
-    elif res.successor is not None:
-        say(f"Retired {res.dataset} (successor {res.successor}): {printable(res.reason)}")
-    elif res.undone:
-        say(f"Lifted the yank of {res.dataset}@{res.tag}; 'dsreg ls' lists it again")
-    else:
-        say(f"Yanked {res.dataset}@{res.tag}: {printable(res.reason)} (see 'dsreg ls --all')")
 
 
 @command(

@@ -52,20 +52,17 @@ CORRECTIONS_SCHEMA: Final = pa.schema(
         pa.field("votes", VOTES_TYPE),
     ]
 )
+
+
+def _records_type(**fields: pa.DataType) -> pa.ListType:
+    """A list of records whose ``fields`` are all present (no null record, no null field)."""
+    struct = pa.struct([pa.field(name, t, nullable=False) for name, t in fields.items()])
+    return pa.list_(pa.field("element", struct, nullable=False))
+
+
 LABELS_TYPE: Final = pa.list_(pa.field("element", pa.int32(), nullable=False))
 # Counts of raters are whole numbers (CIFAR-10H's counts file is integers): int32, not float.
-LABEL_COUNTS_TYPE: Final = pa.list_(
-    pa.field(
-        "element",
-        pa.struct(
-            [
-                pa.field("label", pa.int32(), nullable=False),
-                pa.field("count", pa.int32(), nullable=False),
-            ]
-        ),
-        nullable=False,
-    )
-)
+LABEL_COUNTS_TYPE: Final = _records_type(label=pa.int32(), count=pa.int32())
 CORRECTIONS_SCHEMA_2: Final = pa.schema(
     [
         *CORRECTIONS_SCHEMA,
@@ -75,19 +72,8 @@ CORRECTIONS_SCHEMA_2: Final = pa.schema(
 )
 
 
-MATCHES_TYPE: Final = pa.list_(
-    pa.field(
-        "element",
-        pa.struct(
-            [
-                pa.field("dataset", pa.string(), nullable=False),
-                pa.field("example_id", pa.string(), nullable=False),
-                pa.field("tier", pa.string(), nullable=False),
-                pa.field("distance", pa.float64(), nullable=False),
-            ]
-        ),
-        nullable=False,
-    )
+MATCHES_TYPE: Final = _records_type(
+    dataset=pa.string(), example_id=pa.string(), tier=pa.string(), distance=pa.float64()
 )
 CORRECTIONS_SCHEMA_3: Final = pa.schema([*CORRECTIONS_SCHEMA, pa.field("matches", MATCHES_TYPE)])
 

@@ -8,17 +8,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg.errors import DatasetFormatError, InvalidNameError, InvalidSpecError
 from dsreg.objects.digest import MIN_PREFIX, PREFIX, is_digest
 
 # Only comparing example ids for lookalikes (an add, an import) normalises them.
-if TYPE_CHECKING:
+with lazy_imports():
     import unicodedata
-else:
-    unicodedata = lazy_module("unicodedata")
 
 __all__ = [
     "TRAILING_SPACE",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dsreg._util.jsonread import MANIFEST_BYTES, loads
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg.errors import ManifestError
 
 # jsonschema-rs (Rust): it checks each schema against the draft 2020-12 meta-schema when it
@@ -15,10 +15,8 @@ from dsreg.errors import ManifestError
 # extension still imports email.utils, socket and decimal, so it is imported on first use: a
 # command reading only manifests whose check is remembered (dsreg.registry.schemamemo) never
 # loads it.
-if TYPE_CHECKING:
+with lazy_imports():
     import jsonschema_rs
-else:
-    jsonschema_rs = lazy_module("jsonschema_rs")
 
 __all__ = ["SCHEMA_NAMES", "schema_dir", "validate"]
 

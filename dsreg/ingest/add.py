@@ -13,25 +13,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import InputPathError, InvalidInputError
 from dsreg.ingest.result import AddResult, AddTarget
 from dsreg.registry.folder import Registry
 
-if TYPE_CHECKING:
+with lazy_imports():
     from dsreg.formats import credit as credits
     from dsreg.ingest import snapshot, sources, stream, streamadd, tree, treescan
-else:
-    credits = lazy_module("dsreg.formats.credit")
-    snapshot = lazy_module("dsreg.ingest.snapshot")
-    sources = lazy_module("dsreg.ingest.sources")
-    stream = lazy_module("dsreg.ingest.stream")
-    streamadd = lazy_module("dsreg.ingest.streamadd")
-    tree = lazy_module("dsreg.ingest.tree")
-    treescan = lazy_module("dsreg.ingest.treescan")
 
 __all__ = ["AddOptions", "add", "read_credit"]
 

@@ -18,9 +18,9 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import DsregError, InputPathError, InvalidInputError, RemoteError, StorageError
 from dsreg.formats.names import check_lookalike_ids, check_name
@@ -31,12 +31,9 @@ from dsreg.objects.batch import STAGE_PREFIX
 from dsreg.registry.folder import Registry
 
 # DVC and fsspec: imported when an import opens the repository (each costs a second).
-if TYPE_CHECKING:
-    import dvc.api as dvc_api
-    import fsspec.callbacks as fsspec_callbacks
-else:
-    dvc_api = lazy_module("dvc.api")
-    fsspec_callbacks = lazy_module("fsspec.callbacks")
+with lazy_imports():
+    from dvc import api as dvc_api
+    from fsspec import callbacks as fsspec_callbacks
 
 __all__ = ["DvcImport", "ImportResult", "import_dvc"]
 

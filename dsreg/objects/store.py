@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dsreg._util.fs import CHUNK, READ_ONLY, SMALL
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg.errors import (
     AmbiguousDigestError,
     CorruptObjectError,
@@ -47,14 +47,13 @@ from dsreg.objects.hashing import Hasher, hash_bytes, hash_file
 # Batches (and the worker pool, pickle and queue behind them) serve adds and pulls; a command
 # that reads objects or writes one at a time never starts one.
 # A command that only reads objects makes no temporary file either.
-if TYPE_CHECKING:
+with lazy_imports():
     import tempfile
 
     from dsreg.objects import batch as object_batch
+
+if TYPE_CHECKING:
     from dsreg.objects.batch import ObjectBatch
-else:
-    object_batch = lazy_module("dsreg.objects.batch")
-    tempfile = lazy_module("tempfile")
 
 __all__ = ["ObjectStore"]
 

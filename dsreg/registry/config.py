@@ -4,22 +4,19 @@ environment or the cloud SDK's own configuration, never in this file)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dsreg._util.fs import write_atomic
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg.errors import ConfigError, ManifestError
 from dsreg.formats.schemas import validate
 
 # Every registry imports this module; only commands that read or write config.toml (remotes,
 # checkout's link setting, init) need a TOML parser or writer.
-if TYPE_CHECKING:
+with lazy_imports():
     import tomllib
 
     import tomli_w
-else:
-    tomllib = lazy_module("tomllib")
-    tomli_w = lazy_module("tomli_w")
 
 __all__ = ["read_config", "write_config"]
 

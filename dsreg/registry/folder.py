@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg.errors import (
     DsregError,
     IntegrityError,
@@ -36,17 +36,18 @@ from dsreg.objects.digest import PREFIX, short
 from dsreg.objects.hashing import hash_bytes
 from dsreg.objects.store import ObjectStore
 from dsreg.registry.config import read_config, write_config
-from dsreg.registry.marks import warn_marks
+from dsreg.registry.markrefs import may_be_marked
 from dsreg.registry.refs import RefStore
 from dsreg.registry.schemamemo import SchemaMemo
 
 # The stat cache (and SQLite with it) serves adds, checkouts and gc; a tag, a show or a read
-# never opens it.
-if TYPE_CHECKING:
+# never opens it. The marks are read only for a tag that has one in place (may_be_marked).
+with lazy_imports():
+    from dsreg.registry import marks as registry_marks
     from dsreg.registry import state as registry_state
+
+if TYPE_CHECKING:
     from dsreg.registry.state import StatCache
-else:
-    registry_state = lazy_module("dsreg.registry.state")
 
 __all__ = ["DIRNAME", "ENV_CACHE", "ENV_REGISTRY", "Registry", "Resolved", "cache_root"]
 
@@ -286,7 +287,8 @@ class Registry:
             if digest is not None:
                 rev = self.revision(digest)
                 self.check_tag_dataset(s.dataset, s.ref, rev)
-                warn_marks(self.root, s.dataset, s.ref)
+                if may_be_marked(self.root, s.dataset, s.ref):
+                    registry_marks.warn_marks(self.root, s.dataset, s.ref)
                 return Resolved(
                     digest=digest, revision=rev, dataset=s.dataset, tag=s.ref, spec=spec
                 )

@@ -17,17 +17,16 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from dsreg._util.jsonread import read_line
 from dsreg.errors import DsregError, IntegrityError, InvalidInputError, YankedWarning
 from dsreg.formats.canonical import canonical_bytes
 from dsreg.objects.store import ObjectStore
+from dsreg.registry.markrefs import retired_refs, yank_refs
 from dsreg.registry.refs import RefStore
 
 __all__ = [
-    "RETIRED",
-    "YANKED",
     "Retirement",
     "Yank",
     "check_reason",
@@ -36,14 +35,9 @@ __all__ = [
     "parse_mark",
     "read_retirement",
     "read_yanks",
-    "retired_refs",
     "warn_marks",
-    "yank_refs",
 ]
 
-#: The ref folders of yanks and retirements (a registry's and a remote's).
-YANKED: Final = "yanked"
-RETIRED: Final = "retired"
 _MAX_REASON = 1000
 
 
@@ -57,14 +51,6 @@ class Yank:
 class Retirement:
     reason: str
     successor: str
-
-
-def yank_refs(root: Path) -> RefStore:
-    return RefStore(root, refs=YANKED)
-
-
-def retired_refs(root: Path) -> RefStore:
-    return RefStore(root, refs=RETIRED)
 
 
 def check_reason(reason: str | None, *, what: str) -> str:

@@ -25,11 +25,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dsreg._util.fs import write_all
 from dsreg._util.jsonread import read_line
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg._util.records import FieldDict
 from dsreg.errors import (
     DsregError,
@@ -43,14 +43,10 @@ from dsreg.objects.digest import format_digest, is_digest, short
 
 # Only an entry's age (gc, log expiry) needs calendar; only a tag that moves needs the user's
 # name and a temporary file (reading tags and logs, or a tag already in place, needs neither).
-if TYPE_CHECKING:
+with lazy_imports():
     import calendar
     import getpass
     import tempfile
-else:
-    calendar = lazy_module("calendar")
-    getpass = lazy_module("getpass")
-    tempfile = lazy_module("tempfile")
 
 __all__ = [
     "DamagedLine",

@@ -19,9 +19,9 @@ from __future__ import annotations
 import io
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
-from dsreg._util.lazy import lazy_module
+from dsreg._util.lazy import lazy_imports
 from dsreg.errors import (
     DsregError,
     IntegrityError,
@@ -39,10 +39,8 @@ from dsreg.registry.reachable import Problem
 from dsreg.registry.refs import LogEntry, RefStore
 
 # A push or pull of results without predictions to check, and a no-op push, need no numpy.
-if TYPE_CHECKING:
+with lazy_imports():
     import numpy as np
-else:
-    np = lazy_module("numpy")
 
 __all__ = [
     "EVENT",

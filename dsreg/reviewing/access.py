@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import hmac
 import json
-import os
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
-from dsreg._util.fs import write_atomic
+from dsreg._util.fs import write_durable
 from dsreg._util.jsonread import loads
 from dsreg.errors import InvalidInputError, StorageError
 
@@ -156,12 +155,7 @@ def save_access(path: Path, access: Access) -> None:
     """Store ``access`` atomically (temporary file, fsync, rename, folder fsync), mode 0600."""
     data = (json.dumps(access.to_json(), indent=2) + "\n").encode()
     try:
-        write_atomic(path, data, mode=0o600)
-        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_durable(path, data, mode=0o600)
     except OSError as e:
         raise StorageError(
             f"cannot store the review's links in {path}: {e.strerror or e}", path=str(path)

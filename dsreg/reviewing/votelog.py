@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from dsreg._util.fs import write_all
+from dsreg._util.fs import fsync_folder, write_all
 from dsreg.errors import StorageError
 from dsreg.reviewing.logbytes import (
     DAMAGED_PREFIX,
@@ -166,7 +166,7 @@ class VotesLog:
             # that hold it (from the registry's own down), once, when it is new.
             try:
                 for folder in (path.parent, *created):
-                    _fsync_folder(folder)
+                    fsync_folder(folder)
             except OSError as e:
                 self.close()
                 raise StorageError(
@@ -183,7 +183,7 @@ class VotesLog:
         for span in found.damaged:
             if _holding(moved, span, data) is None:
                 new.append(_quarantine(folder, span, data[span.start : span.end], now))
-        _fsync_folder(folder)
+        fsync_folder(folder)
         kept = b"".join(data[start:end] for start, end in found.bounds)
         fd = _replace(self.path, kept)
         assert self._fd is not None
@@ -325,7 +325,7 @@ def _replace(log: Path, kept: bytes) -> int:
     tmp, fd = _temporary(log.parent, kept)
     try:
         os.rename(tmp, log)
-        _fsync_folder(log.parent)
+        fsync_folder(log.parent)
     except BaseException:
         os.close(fd)
         with contextlib.suppress(OSError):
@@ -351,14 +351,6 @@ def _make_folders(folder: Path) -> list[Path]:
     for made in reversed(missing):
         made.mkdir(exist_ok=True)
     return [made.parent for made in missing]
-
-
-def _fsync_folder(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _read_all(fd: int) -> bytes:

@@ -4,6 +4,7 @@ package's names are the re-exports its ``TYPE_CHECKING`` block lists, those and 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import keyword
 import sys
 from collections.abc import Iterator
@@ -116,3 +117,74 @@ def test_a_package_exports_the_names_its_block_lists(lazy_package: str) -> None:
     for absent in ("Path", "inner_value"):
         with pytest.raises(AttributeError, match=absent):
             getattr(package, absent)
+
+
+@pytest.fixture
+def two_packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A package ``P`` with modules ``P.one`` and ``P.sub.two``, none imported yet."""
+    pkg = f"lazy_imp_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / pkg / "sub").mkdir(parents=True)
+    (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / pkg / "sub" / "__init__.py").write_text("")
+    (tmp_path / pkg / "one.py").write_text("VALUE = 1\n")
+    (tmp_path / pkg / "sub" / "two.py").write_text("VALUE = 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield pkg
+    for name in [m for m in sys.modules if m == pkg or m.startswith(pkg + ".")]:
+        del sys.modules[name]
+
+
+def test_a_lazy_imports_block_binds_modules_imported_on_first_use(two_packages: str) -> None:
+    pkg = two_packages
+    source = (
+        "from dsreg._util.lazy import lazy_imports\n"
+        "with lazy_imports():\n"
+        f"    import {pkg}\n"
+        f"    import {pkg}.sub.two as two\n"
+        f"    from {pkg} import one\n"
+        f"    from {pkg}.sub import two as again\n"
+    )
+    namespace: dict[str, object] = {"__name__": "probe"}
+    exec(compile(source, "probe.py", "exec"), namespace)
+    assert not [m for m in sys.modules if m.startswith(pkg)]
+    assert namespace["two"].VALUE == 2  # type: ignore[attr-defined]
+    assert f"{pkg}.sub.two" in sys.modules and f"{pkg}.one" not in sys.modules
+    assert namespace["one"].VALUE == 1  # type: ignore[attr-defined]
+    assert namespace["again"].VALUE == 2  # type: ignore[attr-defined]
+    assert namespace[pkg].__name__ == pkg  # type: ignore[attr-defined]
+    # Once the block is left, an import is the ordinary one again.
+    assert __import__(pkg) is sys.modules[pkg]
+    assert __import__.__module__ == "builtins"
+
+
+def test_a_lazy_imports_block_refuses_a_relative_or_star_import() -> None:
+    for line in ("from . import x", "from os import *"):
+        source = f"from dsreg._util.lazy import lazy_imports\nwith lazy_imports():\n    {line}\n"
+        with pytest.raises(ImportError, match="absolutely"):
+            exec(compile(source, "probe.py", "exec"), {"__name__": "probe"})
+    assert __import__.__module__ == "builtins"
+
+
+def _lazy_blocks() -> Iterator[tuple[str, str]]:
+    """``(file, module)`` for each module named in a ``with lazy_imports():`` block of dsreg."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "dsreg"
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if not (isinstance(node, ast.With) and "lazy_imports" in ast.unparse(node.items[0])):
+                continue
+            for stmt in node.body:
+                if isinstance(stmt, ast.Import):
+                    yield from ((path.name, a.name) for a in stmt.names)
+                elif isinstance(stmt, ast.ImportFrom):
+                    yield from ((path.name, f"{stmt.module}.{a.name}") for a in stmt.names)
+
+
+def test_every_name_of_a_lazy_imports_block_is_a_module() -> None:
+    named = list(_lazy_blocks())
+    assert len(named) > 20  # the blocks are found
+    missing = [
+        f"{file}: {module}" for file, module in named if not importlib.util.find_spec(module)
+    ]
+    assert not missing, f"not modules (keep these in the TYPE_CHECKING block): {missing}"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsreg._util.fs import write_atomic
+from dsreg._util.fs import write_durable
 from dsreg.errors import DsregError, InputPathError, StorageError
 from dsreg.formats.canonical import parse_json
 from dsreg.formats.schemas import validate
@@ -95,12 +95,7 @@ def write_journal(target: Path, data: bytes) -> None:
     whatever its size."""
     path = target / JOURNAL
     try:
-        write_atomic(path, data)
-        fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_durable(path, data)
     except OSError as e:
         raise StorageError(
             f"cannot write {path}: {e.strerror}; nothing in {target} was changed"

@@ -22,6 +22,7 @@ from typing import Any, Final, Literal, TypeAlias, get_args
 import numpy as np
 import pyarrow as pa
 
+from dsreg._util.inputs import input_file
 from dsreg.errors import VotesError
 from dsreg.formats.arrays import from_numpy
 from dsreg.formats.corrections import CORRECTIONS_SCHEMA, COUNT_FIELDS, VOTES_TYPE
@@ -91,6 +92,7 @@ def import_votes(
         The file cannot be read.
     """
     _check_request(format, threshold)
+    input_file(path, what=f"votes file {str(path)!r}")
     examples = _examples_table(dataset, example_ids, labels)
     snapshot = VoteSnapshot(
         dataset=dataset, classes=Classes.of(classes, dataset=dataset), examples=lambda: examples
@@ -109,7 +111,8 @@ def read_votes(
 ) -> VoteImport:
     """`import_votes` of a snapshot whose ``example_id`` and ``label`` columns ``examples()``
     gives (the registry's verified examples object, which the join reads from its path),
-    called once the votes themselves pass."""
+    called once the votes themselves pass and ``path`` is known to be a regular file
+    (``dsreg._util.inputs.input_file``)."""
     _check_request(format, threshold)
     classes_ = Classes.of(classes, dataset=dataset)
     snapshot = VoteSnapshot(dataset=dataset, classes=classes_, examples=examples)

@@ -30,7 +30,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from dsreg._util.inputs import input_file
 from dsreg.formats.arrays import from_numpy, string_array
 from dsreg.formats.tables import as_numpy
 from dsreg.overlays.votes.model import (
@@ -70,7 +69,8 @@ class _Votes:
 
 
 def read_csv_votes(path: Path, classes: Classes, *, dataset: str) -> VoteColumns:
-    """Every record of a votes CSV, checked and read into columns.
+    """Every record of a votes CSV, checked and read into columns; ``path`` is a regular file
+    (the caller checks it, before it hashes the file).
 
     Raises
     ------
@@ -81,7 +81,6 @@ def read_csv_votes(path: Path, classes: Classes, *, dataset: str) -> VoteColumns
     InputPathError
         The file cannot be read.
     """
-    input_file(path, what=f"votes file {str(path)!r}")
     why: str | None = None
     try:
         votes = _read(path, classes)

@@ -35,7 +35,7 @@ from dsreg.overlays.votes.model import (
     VoteSnapshot,
     queue_inputs,
 )
-from dsreg.overlays.votes.refusals import refuse_misfits
+from dsreg.overlays.votes.refusals import refuse_misfits, refuse_unknown_labels
 
 if TYPE_CHECKING:
     import duckdb
@@ -93,17 +93,15 @@ def fit_votes(
     Raises
     ------
     VotesError
-        An id the snapshot holds at two rows; records that name no example, examples voted
+        An id the snapshot holds at two rows; labels that are not classes
+        (``columns.unknown``, all counted); records that name no example, examples voted
         more than once, given labels that differ from the snapshot's (all counted, the first
         five named).
     """
     examples = snapshot.examples()
     match = _match(columns, examples, dataset=snapshot.dataset)
+    refuse_unknown_labels(path, columns.unknown, snapshot.dataset, snapshot.classes)
     refuse_misfits(path, columns, match, snapshot, examples)
-    rows = match.rows
-    in_order = len(rows) < 2 or bool((rows[1:] > rows[:-1]).all())
-    order = None if in_order else np.argsort(rows, kind="stable")
-    table, per_verdict = _table(columns, match, order, threshold)
     params: dict[str, str | int | list[str] | None] = {
         "format": format,
         "threshold": threshold,
@@ -111,6 +109,10 @@ def fit_votes(
     }
     if columns.reviewers:
         params["reviewers"] = list(columns.reviewers)
+    rows = match.rows
+    in_order = len(rows) < 2 or bool((rows[1:] > rows[:-1]).all())
+    order = None if in_order else np.argsort(rows, kind="stable")
+    table, per_verdict = _table(columns, match, order, threshold)
     return VoteImport(
         table=table,
         summary={

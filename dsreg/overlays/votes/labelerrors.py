@@ -32,7 +32,7 @@ from dsreg.overlays.votes.model import (
     RowRoute,
     VoteColumns,
 )
-from dsreg.overlays.votes.refusals import no_votes, refuse_unknown_labels
+from dsreg.overlays.votes.refusals import no_votes
 
 __all__ = ["read_label_errors"]
 
@@ -63,13 +63,13 @@ def read_label_errors(path: Path, classes: Classes, *, dataset: str) -> VoteColu
     ------
     VotesError
         The file is not UTF-8, empty, not a JSON list of records, or a record is malformed
-        (the first one, by its position); labels that are not classes (all of them counted);
-        no records.
+        (the first one, by its position); no records. Labels that are not classes are listed in
+        the columns' ``unknown``, for ``fit_votes`` to refuse.
     InputPathError
         The file cannot be read.
     """
-    records, unknown = _records(path, _text(path), classes)
-    refuse_unknown_labels(path, unknown, dataset, classes)
+    text = _text(path)
+    records, unknown = _records(path, text, classes)
     if not records:
         raise no_votes(path)
     count = len(records)
@@ -108,6 +108,7 @@ def read_label_errors(path: Path, classes: Classes, *, dataset: str) -> VoteColu
             if any(r.wanted for r in records)
             else None
         ),
+        unknown=tuple(unknown),
     )
 
 
@@ -165,6 +166,11 @@ def _record(where: str, raw: object, classes: Classes, unknown: list[str]) -> _R
     for key in ("given_original_label", "our_guessed_label", "mturk"):
         if raw.get(key) is None:
             raise VotesError(f"{where} ({ref}) has no {key!r}")
+    counts = _mturk_counts(f"{where} ({ref})", raw["mturk"])
+    reviewers = _reviewers(f"{where} ({ref})", raw.get("reviewers"))
+    queue = _queue(f"{where} ({ref})", raw.get("queue"))
+    wanted = _wanted(f"{where} ({ref})", raw.get("votes_wanted"))
+    # Looked up once the record is known to be whole: an unknown label is counted, not raised.
     given = classes.index(raw["given_original_label"])
     guessed = classes.index(raw["our_guessed_label"])
     if given is None:
@@ -178,10 +184,10 @@ def _record(where: str, raw: object, classes: Classes, unknown: list[str]) -> _R
         row=record_id if isinstance(record_id, int) else None,
         given=-1 if given is None else given,
         guessed=-1 if guessed is None else guessed,
-        counts=_mturk_counts(f"{where} ({ref})", raw["mturk"]),
-        reviewers=_reviewers(f"{where} ({ref})", raw.get("reviewers")),
-        queue=_queue(f"{where} ({ref})", raw.get("queue")),
-        wanted=_wanted(f"{where} ({ref})", raw.get("votes_wanted")),
+        counts=counts,
+        reviewers=reviewers,
+        queue=queue,
+        wanted=wanted,
     )
 
 

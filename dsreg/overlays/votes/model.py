@@ -218,6 +218,9 @@ class VoteColumns:
     wanted : ndarray of int32, or None
         The votes each record's review asked for, where the record has fewer (its
         ``votes_wanted``, ``dsreg review --export``); 0 elsewhere. None when no record says.
+    unknown : tuple of str
+        The records' labels that are not classes, as messages name them; refused by
+        ``fit_votes`` with the other ways a record may not fit the snapshot.
     """
 
     routes: tuple[KeyRoute | RowRoute, ...]
@@ -229,6 +232,7 @@ class VoteColumns:
     reviewers: tuple[str, ...] = ()
     queues: tuple[str | None, ...] = ()
     wanted: np.ndarray | None = None
+    unknown: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return len(self.given)
