@@ -46,7 +46,11 @@ class Example:
     blob: str | None
     size: int | None
     _dataset: Dataset = field(repr=False, compare=False)
-    labels: tuple[int, ...] | None = None  # the multilabel view: every label that fits
+    # The multilabel view: every label that fits; another view: the label set of the last
+    # overlay naming the row (None where it holds none).
+    labels: tuple[int, ...] | None = None
+    # The raters' counts of the last overlay naming the row, one per class (None: none).
+    label_counts: tuple[int, ...] | None = None
 
     @property
     def path(self) -> Path | None:
@@ -148,6 +152,28 @@ class Dataset:
         del col
         return apply_view(self.view, None, merged, mask=mask, kept_labels=kept)
 
+    @functools.cached_property
+    def rated(self) -> tuple[str, ...]:
+        """Which of ``labels`` and ``label_counts`` this revision's overlays carry (a label
+        set or raters' counts on some row): the columns its view serves beyond the base ones
+        (the multilabel view serves ``labels`` in any case)."""
+        from dsreg.views.rule import carried
+
+        return carried(self._rule_corrections)
+
+    @functools.cached_property
+    def _rated(self) -> dict[str, pa.Array]:
+        """The view's rows' ``rated`` columns (the multilabel view's ``labels`` is its own)."""
+        from dsreg.views.rule import served_lists
+
+        rows = self._view.rows
+        k = len(self.classes)
+        return {
+            name: served_lists(rows, self._rule_corrections, name, k)
+            for name in self.rated
+            if not (name == "labels" and self.view == "multilabel")
+        }
+
     def view_rows(self) -> ViewRows:
         """The view's rows (snapshot positions), labels, given labels and verdicts, as arrays."""
         return self._view
@@ -166,7 +192,9 @@ class Dataset:
 
     def labels(self, *, review: bool = False) -> pa.Table:
         """The view as a table: row, example_id, label, label_name, given_label, verdict, blob,
-        size, (the multilabel view only) labels, then the snapshot's metadata columns
+        size, labels (the multilabel view; any view when the revision carries label sets:
+        ``rated``), label_counts (when it carries raters' counts, a list of one count per
+        class, null where the last overlay naming the row has none), then the metadata columns
         (``served_metadata``: a column named like one of the view's, possible only in a table
         ``dsreg add`` did not make, is left out): the columns ``iter_batches`` streams.
 
@@ -228,6 +256,7 @@ class Dataset:
             cols.update(review_columns(v.rows, self._corrections, self.classes))
         if v.labels is not None:
             cols["labels"] = v.labels
+        cols.update(self._rated)
         for name in served_metadata(ex.column_names):
             cols[name] = ex.column(name)
         return pa.table(cols)
@@ -271,6 +300,9 @@ class Dataset:
         blob = ex.column("blob")[row].as_py()
         size = ex.column("size")[row].as_py()
         verdict = v.verdict[i].as_py()
+        rated = {name: col[i].as_py() for name, col in self._rated.items()}
+        lists = rated.get("labels") if v.labels is None else v.labels[i].as_py()
+        counts = rated.get("label_counts")
         return Example(
             row=row,
             example_id=ex.column("example_id")[row].as_py(),
@@ -281,7 +313,8 @@ class Dataset:
             blob=blob,
             size=size,
             _dataset=self,
-            labels=None if v.labels is None else tuple(v.labels[i].as_py()),
+            labels=None if lists is None else tuple(lists),
+            label_counts=None if counts is None else tuple(counts),
         )
 
     def __iter__(self) -> Iterator[Example]:
