@@ -26,6 +26,7 @@ from dsreg.registry.tables import map_examples, read_corrections, read_examples
 if TYPE_CHECKING:
     import datasets
     import pandas as pd
+    import polars as pl
 
     from dsreg.views.rule import ViewRows
     from dsreg.views.torchdata import TorchDataset
@@ -385,18 +386,36 @@ class Dataset:
 
         return to_pandas(self, review=review)
 
+    def to_polars(self, *, review: bool = False) -> pl.DataFrame:
+        """``labels(review=review)`` as a polars DataFrame. Needs ``pip install
+        'dsreg[polars]'``."""
+        from dsreg.views.loaders import to_polars
+
+        return to_polars(self, review=review)
+
+    def _repr_html_(self) -> str:
+        """A notebook's view of the revision: name, digest, view, rows, classes, overlays and
+        its first rows, every value escaped."""
+        from dsreg.views.notebook import dataset_html
+
+        return dataset_html(self)
+
     def to_torch(
         self,
         transform: Callable[[Any], Any] | None = None,
-        target_transform: Callable[[int], Any] | None = None,
+        target_transform: Callable[[Any], Any] | None = None,
         *,
         image_mode: str | None = "RGB",
+        target: str | tuple[str, ...] = "label",
     ) -> TorchDataset:
-        """A map-style ``torch.utils.data.Dataset`` yielding ``(payload, label)`` in view order:
+        """A map-style ``torch.utils.data.Dataset`` yielding ``(payload, target)`` in view order:
         images decoded by Pillow (``image_mode``, default RGB; ``None`` keeps the file's mode),
-        other payloads as bytes, a label-only set's example ids. Safe in ``DataLoader`` workers
-        started by fork or spawn (each reopens the revision; give picklable transforms for
-        spawn). Needs ``pip install 'dsreg[torch]'``."""
+        other payloads as bytes, a label-only set's example ids. ``target``: ``"label"`` (an
+        int), ``"label_counts"`` (the raters' counts, an int32 tensor of one per class),
+        ``"labels"`` (the label set, an int8 multi-hot tensor), -1 throughout where the row
+        holds none; a tuple of names gives a tuple. Safe in ``DataLoader`` workers started by
+        fork or spawn (each reopens the revision; give picklable transforms for spawn). Needs
+        ``pip install 'dsreg[torch]'``."""
         from dsreg.views.loaders import missing_extra
 
         try:
@@ -409,6 +428,7 @@ class Dataset:
             transform=transform,
             target_transform=target_transform,
             image_mode=image_mode,
+            target=target,
         )
 
     def to_hf(self, *, cache_dir: str | os.PathLike[str] | None = None) -> datasets.Dataset:
