@@ -242,8 +242,9 @@ def show_citation(c: Citation, *, json: bool) -> None:
 )
 def export(spec: str, *, json: bool, **options: Any) -> None:
     """Write a revision's labels as .npy (an int64 vector), CSV, Parquet or JSON lines (row,
-    example_id, label, label_name), with the label sets and raters' counts it carries, aligned to the snapshot's rows (the form evaluation scripts indexed by
-    the test set's order expect) or to the view's. Streamed in batches."""
+    example_id, label, label_name), with the label sets and raters' counts it carries, aligned
+    to the snapshot's rows (the form evaluation scripts indexed by the test set's order expect)
+    or to the view's. Streamed in batches."""
     show_exported(reports_api.export(spec, **options), json=json)
 
 

@@ -324,3 +324,21 @@ def test_cifar10h_counts_agree_across_loaders(tmp_path: Path) -> None:
     array = np.load(counts)
     for row, value in zip(got["sql"]["row"], got["sql"]["label_counts"], strict=True):
         assert value == array[row].tolist()
+
+
+def test_real_sets_in_the_original_view_keep_empty_lists_apart_from_none(tmp_path: Path) -> None:
+    """Outside the multilabel view a row's set is the overlay's, as stored: ``[]`` (ReaL's
+    "no label fits") is not null, in SQL, the loaders and every export."""
+    case = Relabeling("real", 3, [0, 1, 2], [], [[0], [], [1, 2]], [])
+    reg, _ = run_recipe(tmp_path, case)
+    dsreg.tag("ds@real-original", "ds@real", view="original", registry=reg)
+    ds = dsreg.open("ds@real-original", registry=reg)
+    assert ds.sql("SELECT labels FROM this ORDER BY row").column(0).to_pylist() == case.sets
+    assert ds.to_polars()["labels"].to_list() == case.sets
+    assert [ex.labels for ex in ds] == [(0,), (), (1, 2)]
+    assert "label_counts" not in ds.labels().column_names
+    dsreg.export("ds@real-original", tmp_path / "o.csv", registry=reg)
+    assert read_back(tmp_path / "o.csv", "csv")["labels"] == case.sets
+    assert (tmp_path / "o.csv").read_text().splitlines()[2].endswith(',"[]"')
+    dsreg.export("ds@real-original", tmp_path / "o.npy", registry=reg)
+    assert np.load(tmp_path / "o.labels.npy").tolist() == [[1, 0, 0], [0, 0, 0], [0, 1, 1]]
