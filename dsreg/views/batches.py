@@ -78,8 +78,14 @@ def iter_view_batches(
             }
             if v.labels is not None:
                 cols["labels"] = v.labels
-            for name in rated:
-                cols[name] = served_lists(v.rows + start, corrections, name, len(snap.classes))
+            if rated:  # each table's rows in this batch only (sorted: a slice, no copy)
+                near = [
+                    t.slice(int(lo), int(hi - lo))
+                    for t, nm in zip(corrections, named, strict=True)
+                    for lo, hi in [np.searchsorted(nm.rows, [start, start + n])]
+                ]
+                for name in rated:
+                    cols[name] = served_lists(v.rows + start, near, name, len(snap.classes))
             for name in meta:
                 cols[name] = pick(batch.column(name))
             start += n
