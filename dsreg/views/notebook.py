@@ -9,12 +9,38 @@ name), the first rows from one record batch of ``iter_batches``.
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from dsreg.views.dataset import Dataset
+    import pyarrow as pa
 
-__all__ = ["dataset_html"]
+    from dsreg.formats.manifests import Overlay, Snapshot
+
+__all__ = ["Shown", "dataset_html"]
+
+
+class Shown(Protocol):
+    """What the summary reads of a ``dsreg.views.dataset.Dataset`` (not imported: its
+    ``_repr_html_`` calls this module)."""
+
+    digest: str
+    snapshot: Snapshot
+    overlays: tuple[tuple[str, Overlay], ...]
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def tag(self) -> str | None: ...
+    @property
+    def view(self) -> str: ...
+    @property
+    def classes(self) -> tuple[str, ...]: ...
+    @property
+    def rated(self) -> tuple[str, ...]: ...
+    def __len__(self) -> int: ...
+    def iter_batches(self, batch_size: int = ...) -> Iterator[pa.RecordBatch]: ...
+
 
 FIRST_ROWS = 5
 SHOWN_CLASSES = 10
@@ -28,7 +54,7 @@ def _cell(value: Any) -> str:
     return html.escape(text)
 
 
-def _summary(ds: Dataset) -> list[tuple[str, str]]:
+def _summary(ds: Shown) -> list[tuple[str, str]]:
     classes = ds.classes
     shown = ", ".join(classes[:SHOWN_CLASSES]) + (", …" if len(classes) > SHOWN_CLASSES else "")
     overlays = ", ".join(f"{ov.kind} {d[:19]}" for d, ov in ds.overlays) or "none"
@@ -45,7 +71,7 @@ def _summary(ds: Dataset) -> list[tuple[str, str]]:
     ]
 
 
-def dataset_html(ds: Dataset, *, rows: int = FIRST_ROWS) -> str:
+def dataset_html(ds: Shown, *, rows: int = FIRST_ROWS) -> str:
     """The revision's summary and its first ``rows`` rows as an escaped HTML table."""
     parts = ["<div class='dsreg-dataset'><table>"]
     for key, value in _summary(ds):
