@@ -247,7 +247,7 @@ def export(
     *,
     format: Annotated[
         str | None,
-        Opt("--format", "-f", help="npy, csv or parquet (default: the output's suffix)."),
+        Opt("--format", "-f", help="npy, csv, parquet or jsonl (default: the output's suffix)."),
     ] = None,
     align: Annotated[
         str,
@@ -258,10 +258,12 @@ def export(
     ] = "snapshot",
     registry: RegistryOpt = None,
 ) -> ExportResult:
-    """Write ``spec``'s labels to ``output`` as ``npy`` (an int64 vector), ``csv`` or
-    ``parquet`` (``row, example_id, label, label_name``); ``format`` defaults to the output's
-    suffix. ``align="snapshot"``: one entry per snapshot row, label -1 (and no name) where the
-    view removes the row; ``align="view"``: the view's rows only. Streamed in batches; the file
+    """Write ``spec``'s labels to ``output`` as ``npy`` (an int64 vector; the label sets and
+    raters' counts the revision carries as arrays beside it), ``csv``, ``parquet`` or ``jsonl``
+    (``row, example_id, label, label_name``, then ``labels`` and ``label_counts`` as lists when
+    it carries them); ``format`` defaults to the output's suffix. ``align="snapshot"``: one
+    entry per snapshot row, label -1 (and no name) where the view removes the row;
+    ``align="view"``: the view's rows only. Streamed in batches; the file
     appears whole or not at all."""
     return labelexport.export_labels(
         find_registry(registry), spec, output, format=format, align=align

@@ -241,9 +241,10 @@ def show_citation(c: Citation, *, json: bool) -> None:
     reports_api.export,
 )
 def export(spec: str, *, json: bool, **options: Any) -> None:
-    """Write a revision's labels as .npy (an int64 vector), CSV or Parquet (row, example_id,
-    label, label_name), aligned to the snapshot's rows (the form evaluation scripts indexed by
-    the test set's order expect) or to the view's. Streamed in batches."""
+    """Write a revision's labels as .npy (an int64 vector), CSV, Parquet or JSON lines (row,
+    example_id, label, label_name), with the label sets and raters' counts it carries, aligned
+    to the snapshot's rows (the form evaluation scripts indexed by the test set's order expect)
+    or to the view's. Streamed in batches."""
     show_exported(reports_api.export(spec, **options), json=json)
 
 
@@ -254,3 +255,5 @@ def show_exported(res: ExportResult, *, json: bool) -> None:
     out(res.revision)
     removed = f", {res.removed} removed by the view (-1)" if res.align == "snapshot" else ""
     say(f"Wrote {res.rows} labels ({res.align}-aligned{removed}) to {res.output} ({res.format})")
+    if res.columns:
+        say(f"with {' and '.join(res.columns)}" + "".join(f"\n  {p}" for p in res.beside))

@@ -23,7 +23,7 @@ from dsreg.formats.tables import as_numpy, from_numpy, served_metadata
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
 from dsreg.registry.tables import check_example_columns, examples_parquet
-from dsreg.views.rule import Merged, apply_view
+from dsreg.views.rule import Merged, apply_view, carried, served_lists
 
 __all__ = ["iter_view_batches"]
 
@@ -38,7 +38,8 @@ def iter_view_batches(
 ) -> Iterator[pa.RecordBatch]:
     """The rows ``view`` serves, in snapshot order, as record batches of at most
     ``batch_size`` rows: ``row, example_id, label, label_name, given_label, verdict, blob,
-    size``, ``labels`` (multilabel view), then the served metadata columns."""
+    size``, ``labels`` (multilabel view, or carried by an overlay), ``label_counts`` (carried),
+    then the served metadata columns."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInputError(f"batch_size must be a whole number >= 1; got {batch_size!r}")
     named = [
@@ -46,6 +47,9 @@ def iter_view_batches(
     ]
     sets = _sets(corrections)
     names = string_array(snap.classes)
+    # The label sets and raters' counts the overlays carry (the multilabel view's own
+    # ``labels`` comes from the rule): the last overlay naming each row's, as ``labels()``.
+    rated = [n for n in carried(corrections) if not (n == "labels" and view == "multilabel")]
     _data, pf = examples_parquet(reg, snap)
     what = f"examples table {short(snap.examples)} of {snap.dataset!r}"
     try:
@@ -74,6 +78,14 @@ def iter_view_batches(
             }
             if v.labels is not None:
                 cols["labels"] = v.labels
+            if rated:  # each table's rows in this batch only (sorted: a slice, no copy)
+                near = [
+                    t.slice(int(lo), int(hi - lo))
+                    for t, nm in zip(corrections, named, strict=True)
+                    for lo, hi in [np.searchsorted(nm.rows, [start, start + n])]
+                ]
+                for name in rated:
+                    cols[name] = served_lists(v.rows + start, near, name, len(snap.classes))
             for name in meta:
                 cols[name] = pick(batch.column(name))
             start += n

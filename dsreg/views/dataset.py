@@ -26,6 +26,7 @@ from dsreg.registry.tables import map_examples, read_corrections, read_examples
 if TYPE_CHECKING:
     import datasets
     import pandas as pd
+    import polars as pl
 
     from dsreg.views.rule import ViewRows
     from dsreg.views.torchdata import TorchDataset
@@ -46,7 +47,11 @@ class Example:
     blob: str | None
     size: int | None
     _dataset: Dataset = field(repr=False, compare=False)
-    labels: tuple[int, ...] | None = None  # the multilabel view: every label that fits
+    # The multilabel view: every label that fits; another view: the label set of the last
+    # overlay naming the row (None where it holds none).
+    labels: tuple[int, ...] | None = None
+    # The raters' counts of the last overlay naming the row, one per class (None: none).
+    label_counts: tuple[int, ...] | None = None
 
     @property
     def path(self) -> Path | None:
@@ -148,6 +153,28 @@ class Dataset:
         del col
         return apply_view(self.view, None, merged, mask=mask, kept_labels=kept)
 
+    @functools.cached_property
+    def rated(self) -> tuple[str, ...]:
+        """Which of ``labels`` and ``label_counts`` this revision's overlays carry (a label
+        set or raters' counts on some row): the columns its view serves beyond the base ones
+        (the multilabel view serves ``labels`` in any case)."""
+        from dsreg.views.rule import carried
+
+        return carried(self._rule_corrections)
+
+    @functools.cached_property
+    def _rated(self) -> dict[str, pa.Array]:
+        """The view's rows' ``rated`` columns (the multilabel view's ``labels`` is its own)."""
+        from dsreg.views.rule import served_lists
+
+        rows = self._view.rows
+        k = len(self.classes)
+        return {
+            name: served_lists(rows, self._rule_corrections, name, k)
+            for name in self.rated
+            if not (name == "labels" and self.view == "multilabel")
+        }
+
     def view_rows(self) -> ViewRows:
         """The view's rows (snapshot positions), labels, given labels and verdicts, as arrays."""
         return self._view
@@ -166,7 +193,9 @@ class Dataset:
 
     def labels(self, *, review: bool = False) -> pa.Table:
         """The view as a table: row, example_id, label, label_name, given_label, verdict, blob,
-        size, (the multilabel view only) labels, then the snapshot's metadata columns
+        size, labels (the multilabel view; any view when the revision carries label sets:
+        ``rated``), label_counts (when it carries raters' counts, a list of one count per
+        class, null where the last overlay naming the row has none), then the metadata columns
         (``served_metadata``: a column named like one of the view's, possible only in a table
         ``dsreg add`` did not make, is left out): the columns ``iter_batches`` streams.
 
@@ -228,6 +257,7 @@ class Dataset:
             cols.update(review_columns(v.rows, self._corrections, self.classes))
         if v.labels is not None:
             cols["labels"] = v.labels
+        cols.update(self._rated)
         for name in served_metadata(ex.column_names):
             cols[name] = ex.column(name)
         return pa.table(cols)
@@ -271,6 +301,9 @@ class Dataset:
         blob = ex.column("blob")[row].as_py()
         size = ex.column("size")[row].as_py()
         verdict = v.verdict[i].as_py()
+        rated = {name: col[i].as_py() for name, col in self._rated.items()}
+        lists = rated.get("labels") if v.labels is None else v.labels[i].as_py()
+        counts = rated.get("label_counts")
         return Example(
             row=row,
             example_id=ex.column("example_id")[row].as_py(),
@@ -281,7 +314,8 @@ class Dataset:
             blob=blob,
             size=size,
             _dataset=self,
-            labels=None if v.labels is None else tuple(v.labels[i].as_py()),
+            labels=None if lists is None else tuple(lists),
+            label_counts=None if counts is None else tuple(counts),
         )
 
     def __iter__(self) -> Iterator[Example]:
@@ -352,18 +386,36 @@ class Dataset:
 
         return to_pandas(self, review=review)
 
+    def to_polars(self, *, review: bool = False) -> pl.DataFrame:
+        """``labels(review=review)`` as a polars DataFrame. Needs ``pip install
+        'dsreg[polars]'``."""
+        from dsreg.views.loaders import to_polars
+
+        return to_polars(self, review=review)
+
+    def _repr_html_(self) -> str:
+        """A notebook's view of the revision: name, digest, view, rows, classes, overlays and
+        its first rows, every value escaped."""
+        from dsreg.views.notebook import dataset_html
+
+        return dataset_html(self)
+
     def to_torch(
         self,
         transform: Callable[[Any], Any] | None = None,
-        target_transform: Callable[[int], Any] | None = None,
+        target_transform: Callable[[Any], Any] | None = None,
         *,
         image_mode: str | None = "RGB",
+        target: str | tuple[str, ...] = "label",
     ) -> TorchDataset:
-        """A map-style ``torch.utils.data.Dataset`` yielding ``(payload, label)`` in view order:
+        """A map-style ``torch.utils.data.Dataset`` yielding ``(payload, target)`` in view order:
         images decoded by Pillow (``image_mode``, default RGB; ``None`` keeps the file's mode),
-        other payloads as bytes, a label-only set's example ids. Safe in ``DataLoader`` workers
-        started by fork or spawn (each reopens the revision; give picklable transforms for
-        spawn). Needs ``pip install 'dsreg[torch]'``."""
+        other payloads as bytes, a label-only set's example ids. ``target``: ``"label"`` (an
+        int), ``"label_counts"`` (the raters' counts, an int32 tensor of one per class),
+        ``"labels"`` (the label set, an int8 multi-hot tensor), -1 throughout where the row
+        holds none; a tuple of names gives a tuple. Safe in ``DataLoader`` workers started by
+        fork or spawn (each reopens the revision; give picklable transforms for spawn). Needs
+        ``pip install 'dsreg[torch]'``."""
         from dsreg.views.loaders import missing_extra
 
         try:
@@ -376,6 +428,7 @@ class Dataset:
             transform=transform,
             target_transform=target_transform,
             image_mode=image_mode,
+            target=target,
         )
 
     def to_hf(self, *, cache_dir: str | os.PathLike[str] | None = None) -> datasets.Dataset:

@@ -22,6 +22,7 @@ from dsreg.registry.folder import Registry
 
 if TYPE_CHECKING:
     import pandas as pd
+    import polars as pl
     import pyarrow as pa
 
     from dsreg.views.rule import ViewRows
@@ -37,8 +38,10 @@ __all__ = [
     "is_image",
     "labels_array",
     "missing_extra",
+    "rated_array",
     "to_hf",
     "to_pandas",
+    "to_polars",
 ]
 
 Align = Literal["snapshot", "view"]
@@ -61,6 +64,10 @@ class Source(Protocol):
     def name(self) -> str: ...
     @property
     def classes(self) -> tuple[str, ...]: ...
+    @property
+    def view(self) -> str: ...
+    @property
+    def rated(self) -> tuple[str, ...]: ...
     def labels(self, *, review: bool = False) -> pa.Table: ...
     def view_rows(self) -> ViewRows: ...
     def __len__(self) -> int: ...
@@ -139,6 +146,44 @@ def to_pandas(ds: Source, *, review: bool = False) -> pd.DataFrame:
     return frame
 
 
+def to_polars(ds: Source, *, review: bool = False) -> pl.DataFrame:
+    """``ds.labels(review=review)`` as a polars DataFrame (names and verdicts: ``Categorical``;
+    label sets and counts: ``List(Int32)``)."""
+    try:
+        import polars
+    except ImportError as e:
+        raise missing_extra("polars", "polars", e) from e
+    frame = polars.from_arrow(ds.labels(review=review))
+    assert isinstance(frame, polars.DataFrame)  # a table gives a frame, never a series
+    return frame
+
+
+def rated_array(name: str, lists: pa.Array | pa.ChunkedArray, k: int) -> np.ndarray:
+    """Served ``labels`` or ``label_counts`` lists as an ``(m, k)`` array: the counts as int32
+    (a row of ``label_counts``), a label set as int8 multi-hot (1 for each label in it); -1 in
+    every column of a row that holds none (null). What ``to_torch`` targets and ``dsreg
+    export --format npy`` write."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from dsreg.formats.tables import as_numpy
+
+    if isinstance(lists, pa.ChunkedArray):
+        lists = pa.concat_arrays(lists.chunks) if lists.num_chunks else pa.array([], lists.type)
+    m = len(lists)
+    valid = as_numpy(lists.is_valid()) if m else np.zeros(0, dtype=bool)
+    lengths = as_numpy(pc.list_value_length(lists), fill=0).astype(np.int64)
+    values = as_numpy(pc.list_flatten(lists).cast(pa.int32()))
+    if name == "label_counts":
+        out = np.full((m, k), -1, dtype=np.int32)
+        out[valid] = values.reshape(-1, k) if len(values) else 0
+        return out
+    hot = np.zeros((m, k), dtype=np.int8)
+    hot[np.repeat(np.arange(m), lengths), values] = 1
+    hot[~valid] = -1
+    return hot
+
+
 # -- Hugging Face datasets -----------------------------------------------------------------------
 
 
@@ -164,7 +209,8 @@ def _hf_rows(root: str, digest: str, kind: str, reopen: Opener) -> Iterator[dict
 
 def to_hf(ds: Source, *, reopen: Opener, cache_dir: str | os.PathLike[str] | None = None) -> Any:
     """A ``datasets.Dataset`` of the view: ``label`` and ``given_label`` as ``ClassLabel`` with
-    the snapshot's class names (the multilabel view's ``labels`` as a list of them), ``image``
+    the snapshot's class names (``labels``, the label sets, as a list of them; the raters'
+    ``label_counts`` as a list of one count per class), ``image``
     (an ``Image`` feature) when every payload is an image, else ``payload`` (bytes) when there
     are payloads; then the other columns of ``ds.labels()``. Payload bytes are verified as they
     are read into the Arrow file that ``datasets`` writes under ``cache_dir`` (default: its own
@@ -187,12 +233,16 @@ def to_hf(ds: Source, *, reopen: Opener, cache_dir: str | os.PathLike[str] | Non
     features = datasets.Features.from_arrow_schema(t.drop_columns(["blob", "size"]).schema)
     features["label"] = datasets.ClassLabel(names=names)
     features["given_label"] = datasets.ClassLabel(names=names)
-    if "labels" in features:  # the multilabel view's label sets
+    if "labels" in features:  # label sets: the multilabel view's, or the overlays'
         features["labels"] = datasets.Sequence(datasets.ClassLabel(names=names))
+    if "label_counts" in features:  # the raters' counts, one per class
+        features["label_counts"] = datasets.Sequence(datasets.Value("int32"))
     if kind == "image":
         features["image"] = datasets.Image()
     elif kind == "binary":
         features["payload"] = datasets.Value("binary")
+    if not t.num_rows:  # no row to generate, which from_generator refuses
+        return datasets.Dataset.from_dict({name: [] for name in features}, features=features)
     from datasets.utils import (
         are_progress_bars_disabled,
         disable_progress_bars,

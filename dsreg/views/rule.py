@@ -42,13 +42,19 @@ from dsreg.formats.manifests import AUDIT_VERDICTS, VERDICTS, View
 from dsreg.formats.tables import as_numpy
 
 __all__ = [
+    "LIST_TYPE",
+    "RATED",
     "Merged",
     "ViewRows",
     "apply_view",
+    "carried",
+    "dense_counts",
     "kept_values",
     "label_lists",
     "merge_overlays",
     "review_columns",
+    "scatter_lists",
+    "served_lists",
     "view_mask",
 ]
 
@@ -404,3 +410,95 @@ def review_columns(
                 out[name], string_array(classes)
             )
     return out
+
+
+# -- what the raters said: label sets and counts ------------------------------------------------
+
+#: The relabelings' columns (corrections version 2) a view serves when the revision carries
+#: them: ``labels`` (the label set) and ``label_counts`` (the raters' counts per class).
+RATED = ("labels", "label_counts")
+LIST_TYPE = pa.list_(pa.int32())
+
+
+def carried(corrections: Sequence[pa.Table]) -> tuple[str, ...]:
+    """The ``RATED`` columns some corrections table holds a list in (not null): the columns
+    the revision's views serve besides today's (the multilabel view serves ``labels`` always).
+    A revision whose overlays hold none keeps its columns as they were."""
+    return tuple(
+        name
+        for name in RATED
+        if any(
+            name in t.column_names and t.column(name).null_count < t.num_rows for t in corrections
+        )
+    )
+
+
+def _one(col: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        return col.chunk(0) if col.num_chunks == 1 else pa.concat_arrays(col.chunks)
+    return col
+
+
+def dense_counts(col: pa.Array | pa.ChunkedArray, k: int) -> pa.ListArray:
+    """Stored ``label_counts`` (a ``{label, count}`` per class counted) as lists of ``k``
+    counts in class order (CIFAR-10H's row; 0 for a class nobody chose), null where null."""
+    col = _one(col)
+    m = len(col)
+    valid = as_numpy(col.is_valid())
+    lens = as_numpy(pc.list_value_length(col), fill=0).astype(np.int64)
+    flat = pc.list_flatten(col)
+    dense = np.zeros((m, k), dtype=np.int32)
+    if len(flat):
+        at = np.repeat(np.arange(m, dtype=np.int64), lens)
+        dense[at, as_numpy(pc.struct_field(flat, "label"))] = as_numpy(
+            pc.struct_field(flat, "count")
+        )
+    offsets = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(np.where(valid, k, 0), out=offsets[1:])
+    return pa.ListArray.from_arrays(
+        from_numpy(offsets, pa.int32()),
+        from_numpy(dense[valid].ravel(), pa.int32()),
+        mask=from_numpy(~valid, pa.bool_()),
+    )
+
+
+def scatter_lists(n: int, at: np.ndarray, lists: pa.Array) -> pa.ListArray:
+    """``n`` list slots holding ``lists[i]`` at position ``at[i]`` (sorted), null elsewhere."""
+    lists = _one(lists)
+    valid = np.zeros(n, dtype=bool)
+    valid[at] = as_numpy(lists.is_valid())
+    lengths = np.zeros(n, dtype=np.int64)
+    lengths[at] = as_numpy(pc.list_value_length(lists), fill=0)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    values = pc.list_flatten(lists).cast(pa.int32())
+    return pa.ListArray.from_arrays(
+        from_numpy(offsets, pa.int32()), values, mask=from_numpy(~valid, pa.bool_())
+    )
+
+
+def served_lists(
+    rows: np.ndarray, corrections: Sequence[pa.Table], name: str, k: int
+) -> pa.ListArray:
+    """``name`` (one of ``RATED``) of the last overlay naming each served row (sorted snapshot
+    positions), as the review columns are taken: null where no overlay names the row or that
+    overlay holds none. ``label_counts`` come dense (``dense_counts``); label sets as stored.
+    Work in the size of the corrections."""
+    pos, wins = _named(rows, corrections)
+    parts: list[pa.Array] = []
+    order: list[np.ndarray] = []
+    for t, where, idx in wins:
+        table = corrections[t]
+        if name in table.column_names:
+            col = _one(table.column(name).take(from_numpy(idx, pa.int64())))
+            parts.append(dense_counts(col, k) if name == "label_counts" else col.cast(LIST_TYPE))
+        else:
+            parts.append(pa.nulls(len(idx), LIST_TYPE))
+        order.append(where)
+    if not parts:
+        return scatter_lists(len(rows), np.empty(0, np.int64), pa.array([], LIST_TYPE))
+    lists = pa.concat_arrays(parts)
+    if len(order) > 1:
+        # Back in position order (each table's positions are sorted; the tables interleave).
+        lists = lists.take(from_numpy(np.argsort(np.concatenate(order), kind="stable"), pa.int64()))
+    return scatter_lists(len(rows), pos, lists)

@@ -46,6 +46,7 @@ from dsreg.formats.manifests import VIEWS, Revision, Snapshot, View
 from dsreg.formats.tables import fold_case, served_metadata
 from dsreg.objects.digest import PREFIX
 from dsreg.registry.folder import Registry, Resolved
+from dsreg.views.rule import carried
 from dsreg.views.verified import verified_object
 
 if TYPE_CHECKING:
@@ -94,7 +95,8 @@ def view_sql(
 
     Columns: row, example_id, label, label_name, given_label, verdict, blob, size,
     suggested_label, suggested_label_name, score, votes_<field> (one per ``COUNT_FIELDS``),
-    (the multilabel view only) labels, then the snapshot's metadata columns
+    labels (the multilabel view; any view whose overlays carry label sets), label_counts (when
+    they carry raters' counts: one per class), then the snapshot's metadata columns
     (``served_metadata``: none named like a view column or an internal one). The objects it
     reads are verified first; ``locate`` says what DuckDB reads for a table's digest (default:
     its path in the store, for any DuckDB).
@@ -124,6 +126,7 @@ class _ViewTables:
     examples: str
     corrections: list[_CorrectionsTable]
     metadata: list[str]
+    rated: tuple[str, ...]  # the label sets and counts some overlay holds (rule.carried)
 
 
 def _verified_tables(
@@ -153,7 +156,12 @@ def _verified_tables(
         _CorrectionsTable(location=at, version=ov.version)
         for at, ov in zip(corrections_at, overlays, strict=True)
     ]
-    return _ViewTables(snap, examples_at, corrections, served_metadata(names))
+    try:  # a version 2 table's lists, to tell whether the revision carries any (small)
+        v2 = [p for p, ov in zip(paths, overlays, strict=True) if ov.version == 2]
+        lists = [pq.read_table(p, columns=["labels", "label_counts"]) for p in v2]
+    except (pa.ArrowException, OSError) as e:
+        raise StorageError(f"cannot read a corrections table of {snap.dataset}: {e}") from e
+    return _ViewTables(snap, examples_at, corrections, served_metadata(names), carried(lists))
 
 
 # Every name of dsreg's own starts with RESERVED_PREFIX, which no served metadata column's does
@@ -164,14 +172,20 @@ _EX, _CO = "__dsreg_e", "__dsreg_c"
 def _rows_with_corrections(tables: _ViewTables, *, multilabel: bool) -> str:
     """Every row of the examples table, left-joined to each corrections table on its position,
     with the correction that applies to it (the latest overlay's naming it) beside it."""
+    # The label sets (the multilabel view, or carried) and counts (carried) are read too; a
+    # table without them (version 1 or 3) gives NULL. Counts come dense, one per class.
+    lists = multilabel or "labels" in tables.rated
+    counts = "label_counts" in tables.rated
     joins = []
     for i, table in enumerate(tables.corrections):
-        # The multilabel view reads the lists too (a version 1 table has none: NULL).
-        lists = ""
-        if multilabel:
-            lists = ", labels" if table.version == 2 else ", NULL::INTEGER[] AS labels"
+        extra = ""
+        if lists:
+            extra += ", labels" if table.version == 2 else ", NULL::INTEGER[] AS labels"
+        if counts:
+            dense = _dense_counts(len(tables.snapshot.classes)) if table.version == 2 else "NULL"
+            extra += f", CAST({dense} AS INTEGER[]) AS label_counts"
         src = (
-            f'SELECT "row", verdict, suggested_label, score, votes{lists} '
+            f'SELECT "row", verdict, suggested_label, score, votes{extra} '
             f"FROM read_parquet({_lit(table.location)})"
         )
         joins.append(f'LEFT JOIN ({src}) AS {_CO}{i} ON {_CO}{i}."row" = {_EX}.file_row_number')
@@ -179,20 +193,31 @@ def _rows_with_corrections(tables: _ViewTables, *, multilabel: bool) -> str:
     if count:
         verdict, suggested = _latest("verdict", count), _latest("suggested_label", count)
         score, votes = _latest("score", count), _latest("votes", count)
-        lists = _latest("labels", count) if multilabel else ""
+        lists_at = _latest("labels", count) if lists else ""
+        counts_at = _latest("label_counts", count) if counts else ""
     else:
-        verdict, suggested, lists = "NULL::VARCHAR", "NULL::INTEGER", "NULL::INTEGER[]"
-        score = "NULL::DOUBLE"
+        verdict, suggested, counts_at = "NULL::VARCHAR", "NULL::INTEGER", ""
+        lists_at, score = "NULL::INTEGER[]", "NULL::DOUBLE"
         votes = "NULL::STRUCT(" + ", ".join(f"{_ident(f)} INTEGER" for f in COUNT_FIELDS) + ")"
-    lists_col = f", {lists} AS __dsreg_l" if multilabel else ""
+    rated = f", {lists_at} AS __dsreg_l" * lists + f", {counts_at} AS __dsreg_lc" * counts
     return (
         f'SELECT {_EX}.file_row_number AS "row", {_EX}.example_id, '
         f"{_EX}.label AS __dsreg_given, {_EX}.blob, {_EX}.size"
         + "".join(f", {_EX}.{_ident(m)}" for m in tables.metadata)
         + f", {verdict} AS __dsreg_v, {suggested} AS __dsreg_s, {score} AS __dsreg_score"
-        f", {votes} AS __dsreg_votes{lists_col} "
+        f", {votes} AS __dsreg_votes{rated} "
         f"FROM read_parquet({_lit(tables.examples)}, file_row_number = true) AS {_EX} "
         + " ".join(joins)
+    )
+
+
+def _dense_counts(k: int) -> str:
+    """A row's stored ``label_counts`` (``{label, count}`` per class counted) as ``k`` counts in
+    class order, 0 for a class nobody chose; NULL stays NULL (``rule.dense_counts``)."""
+    return (
+        f"CASE WHEN label_counts IS NULL THEN NULL ELSE list_transform(range({k}), lambda c: "
+        "coalesce(list_sum(list_transform(list_filter(label_counts, lambda x: x.label = c), "
+        "lambda x: struct_extract(x, 'count'))), 0)) END"
     )
 
 
@@ -234,6 +259,10 @@ def _served(view: View, tables: _ViewTables, inner: str) -> str:
         "(CAST([" + ", ".join(_lit(name) for name in tables.snapshot.classes) + "] AS VARCHAR[]))"
     )
     labels_col = _labels_column(label) if view == "multilabel" else ""
+    if view != "multilabel" and "labels" in tables.rated:
+        labels_col = ", __dsreg_l AS labels"
+    if "label_counts" in tables.rated:
+        labels_col += ", __dsreg_lc AS label_counts"
     meta_cols = "".join(f", {_ident(m)}" for m in tables.metadata)
     return (
         f'SELECT "row", example_id, CAST({label} AS INTEGER) AS label, '

@@ -15,17 +15,41 @@ from typing import Any
 
 import torch.utils.data
 
-from dsreg.views.loaders import Opener, Source, decode_image, is_image
+from dsreg.errors import InvalidInputError
+from dsreg.views.loaders import Opener, Source, decode_image, is_image, rated_array
 
-__all__ = ["TorchDataset"]
+__all__ = ["TARGETS", "TorchDataset"]
+
+#: What a record's target may be: the served label, the raters' counts, the label set.
+TARGETS = ("label", "label_counts", "labels")
+
+
+def _targets(ds: Source, target: str | tuple[str, ...]) -> tuple[str, ...]:
+    """``target`` as names, each one the revision serves (``InvalidInputError`` otherwise)."""
+    names = (target,) if isinstance(target, str) else tuple(target)
+    served = {"label", *ds.rated, *(("labels",) if ds.view == "multilabel" else ())}
+    for name in names:
+        if name not in TARGETS:
+            raise InvalidInputError(f"unknown target {name!r}; choose one of {', '.join(TARGETS)}")
+        if name not in served:
+            raise InvalidInputError(
+                f"target {name!r}: revision {ds.digest[:19]} holds no {name} (its overlays carry "
+                f"{', '.join(sorted(served - {'label'})) or 'none'}); import a relabeling that "
+                "has them (docs/relabelings.md)"
+            )
+    if not names:
+        raise InvalidInputError("target names no column; give 'label', or a tuple of TARGETS")
+    return names
 
 
 class TorchDataset(torch.utils.data.Dataset[tuple[Any, Any]]):
-    """``(payload, label)`` for each row of a revision's view, in order: the payload is a
+    """``(payload, target)`` for each row of a revision's view, in order: the payload is a
     Pillow image (``image_mode``, default ``"RGB"`` as torchvision's ImageFolder; ``None``
     keeps the file's own mode) when the example id has an image suffix, else its bytes; a
-    label-only dataset gives the example id. ``transform`` and ``target_transform`` apply to
-    payload and label; give picklable ones (module-level functions, ``functools.partial``) for
+    label-only dataset gives the example id. The target is the label, the raters' counts
+    (int32, one per class) or the label set (int8 multi-hot), or a tuple of them (``target``;
+    -1 throughout where the row holds none). ``transform`` and ``target_transform`` apply to
+    payload and target; give picklable ones (module-level functions, ``functools.partial``) for
     workers started by spawn."""
 
     def __init__(
@@ -34,9 +58,11 @@ class TorchDataset(torch.utils.data.Dataset[tuple[Any, Any]]):
         *,
         reopen: Opener,
         transform: Callable[[Any], Any] | None = None,
-        target_transform: Callable[[int], Any] | None = None,
+        target_transform: Callable[[Any], Any] | None = None,
         image_mode: str | None = "RGB",
+        target: str | tuple[str, ...] = "label",
     ) -> None:
+        self.target = _targets(ds, target)
         self.root = str(ds.registry.root)
         self.digest = ds.digest
         self.classes = ds.classes
@@ -80,9 +106,18 @@ class TorchDataset(torch.utils.data.Dataset[tuple[Any, Any]]):
             payload = decode_image(ex.read_bytes(), ex.example_id, mode=self.image_mode)
         else:
             payload = ex.read_bytes()
-        label: Any = ex.label
+        values = tuple(self._value(ex, name) for name in self.target)
+        label: Any = values[0] if len(values) == 1 else values
         if self.transform is not None:
             payload = self.transform(payload)
         if self.target_transform is not None:
             label = self.target_transform(label)
         return payload, label
+
+    def _value(self, ex: Any, name: str) -> Any:
+        if name == "label":
+            return ex.label
+        import pyarrow as pa
+
+        lists = pa.array([getattr(ex, name)], pa.list_(pa.int32()))
+        return torch.from_numpy(rated_array(name, lists, len(self.classes))[0])

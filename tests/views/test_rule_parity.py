@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from dsreg.formats.corrections import (
     COUNT_FIELDS,
+    LABEL_COUNTS_TYPE,
     VOTES_TYPE,
     LabelSets,
     corrections_table,
@@ -32,6 +33,7 @@ from dsreg.ingest.snapshot import add_source
 from dsreg.ingest.sources import Source
 from dsreg.overlays.write import write_overlay
 from dsreg.registry.folder import Registry
+from dsreg.registry.tables import read_corrections
 from dsreg.views.dataset import Dataset
 from dsreg.views.rule import apply_view, merge_overlays
 from dsreg.views.sparse import load_revision, sparse_views, view_rows
@@ -81,13 +83,24 @@ def cases(draw: st.DrawFn) -> Case:
         ]
         r = np.asarray(rows, dtype=np.int64)
         # Some overlays carry label sets (version 2): a list, empty or not, or none per row.
-        lists = None
+        lists = counts = None
         if not votes_like and draw(st.booleans(), label="label sets"):
             sets = [
                 draw(st.none() | st.lists(st.integers(0, k - 1), unique=True, max_size=k))
                 for _ in rows
             ]
             lists = pa.array(sets, pa.list_(pa.int32()))
+        # And raters' counts (a {label, count} per class counted, any order), or none per row.
+        if not votes_like and draw(st.booleans(), label="counts"):
+            counted = st.dictionaries(st.integers(0, k - 1), st.integers(0, 50), max_size=k)
+            raw = [draw(st.none() | counted) for _ in rows]
+            counts = pa.array(
+                [
+                    None if d is None else [{"label": c, "count": n} for c, n in d.items()]
+                    for d in raw
+                ],
+                LABEL_COUNTS_TYPE,
+            )
         overlays.append(
             corrections_table(
                 rows=r,
@@ -97,7 +110,7 @@ def cases(draw: st.DrawFn) -> Case:
                 verdict=verdicts,
                 score=pa.array(scores, pa.float64()),
                 votes=pa.array(votes, VOTES_TYPE),
-                label_sets=LabelSets(labels=lists),
+                label_sets=LabelSets(labels=lists, label_counts=counts),
             )
         )
     return Case(
@@ -225,8 +238,22 @@ def test_numpy_sql_and_sparse_serve_the_same_view(case: Case, batch: int) -> Non
                     assert want.labels.to_pylist() == served.column("labels").to_pylist()
                     assert "labels" in got.column_names
                     assert want.labels.to_pylist() == python_lists(case, want.rows, want.label)
-                else:
-                    assert "labels" not in served.column_names
+                # Label sets outside the multilabel view, and raters' counts in every view:
+                # served exactly when some overlay of the revision holds one, the last overlay
+                # naming the row deciding (null where it holds none).
+                tables = [read_corrections(reg, reg.overlay(d)) for d in overlays]
+                for name in ("labels", "label_counts"):
+                    held = any(
+                        name in t.column_names and t.column(name).null_count < t.num_rows
+                        for t in tables
+                    )
+                    if name == "labels" and view == "multilabel":
+                        continue
+                    assert (name in served.column_names) == held, (view, name)
+                    assert (name in got.column_names) == held, (view, name)
+                    if held:
+                        want_rated = python_rated(tables, want.rows, name, case.k)
+                        assert served.column(name).to_pylist() == want_rated, (view, name)
 
                 # Streamed in batches (iter_batches: rule.apply_view per batch): the same
                 # columns as labels(), batch boundaries anywhere.
@@ -253,6 +280,28 @@ def test_numpy_sql_and_sparse_serve_the_same_view(case: Case, batch: int) -> Non
 
         finally:
             con.close()
+
+
+def python_rated(
+    tables: list[pa.Table], rows: np.ndarray, name: str, k: int
+) -> list[list[int] | None]:
+    """``labels`` or ``label_counts`` of the last overlay naming each row, in plain Python:
+    counts as one per class (0 for a class nobody chose), null where that overlay has none."""
+    out: list[list[int] | None] = []
+    for r in rows.tolist():
+        found = None
+        for t in tables:
+            hit = t.column("row").to_pylist()
+            if r in hit:
+                at = hit.index(r)
+                found = t.column(name)[at].as_py() if name in t.column_names else None
+        if name == "label_counts" and found is not None:
+            dense = [0] * k
+            for pair in found:
+                dense[pair["label"]] = pair["count"]
+            found = dense
+        out.append(found)
+    return out
 
 
 def python_lists(case: Case, rows: np.ndarray, label: np.ndarray) -> list[list[int]]:
