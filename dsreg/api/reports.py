@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from dsreg.report import plot as report_plot
     from dsreg.report.board.cite import ResultCitation
     from dsreg.report.cite import Citation
+    from dsreg.report.croissant import write as croissant_write
     from dsreg.report.diff import DiffResult
     from dsreg.report.evaluate import EvalReport
     from dsreg.report.labelexport import ExportResult
@@ -43,6 +44,7 @@ else:
     report_evaluate = lazy_module("dsreg.report.evaluate")
     labelexport = lazy_module("dsreg.report.labelexport")
     report_plot = lazy_module("dsreg.report.plot")
+    croissant_write = lazy_module("dsreg.report.croissant.write")
 
 # What the command line cannot give (a DataFrame, an array): named, not imported, at run time.
 PredictionsArg: TypeAlias = "Mapping[str, Predictions] | Sequence[PathArg] | Predictions"
@@ -251,7 +253,12 @@ def export(
     *,
     format: Annotated[
         str | None,
-        Opt("--format", "-f", help="npy, csv or parquet (default: the output's suffix)."),
+        Opt(
+            "--format",
+            "-f",
+            help="npy, csv or parquet (default: the output's suffix); croissant (a new folder: "
+            "Croissant 1.1 JSON-LD and the files it describes) or datacite (DataCite JSON).",
+        ),
     ] = None,
     align: Annotated[
         str,
@@ -260,13 +267,28 @@ def export(
             "view: the view's rows only."
         ),
     ] = "snapshot",
+    authors: Annotated[
+        Sequence[str] | None,
+        Opt("--author", help="croissant, datacite: a creator; repeat for several (as cite)."),
+    ] = None,
     registry: RegistryOpt = None,
 ) -> ExportResult:
     """Write ``spec``'s labels to ``output`` as ``npy`` (an int64 vector), ``csv`` or
     ``parquet`` (``row, example_id, label, label_name``); ``format`` defaults to the output's
     suffix. ``align="snapshot"``: one entry per snapshot row, label -1 (and no name) where the
     view removes the row; ``align="view"``: the view's rows only. Streamed in batches; the file
-    appears whole or not at all."""
-    return labelexport.export_labels(
-        find_registry(registry), spec, output, format=format, align=align
-    )
+    appears whole or not at all.
+
+    ``format="croissant"``: ``output`` is a new (or empty) folder that receives
+    ``croissant.json``, the revision's Croissant 1.1 JSON-LD, and every file it describes (the
+    view as ``labels.parquet``, the examples and corrections tables, the payloads), which
+    ``mlcroissant`` reads back as ``dsreg.open(spec).labels()`` (docs/croissant.md).
+    ``format="datacite"``: the DataCite JSON of a deposit of the revision. Both name
+    ``authors`` as its creators (default: the dataset's maintainers)."""
+    reg = find_registry(registry)
+    fmt = labelexport.check_export_format(format, output)
+    if fmt == "croissant":
+        return croissant_write.write_croissant(reg, spec, output, authors=tuple(authors or ()))
+    if fmt == "datacite":
+        return croissant_write.write_datacite(reg, spec, output, authors=tuple(authors or ()))
+    return labelexport.export_labels(reg, spec, output, format=fmt, align=align)

@@ -24,18 +24,33 @@ from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from dsreg.objects.digest import object_relpath, short
+from dsreg.objects.digest import object_relpath
 from dsreg.registry.folder import Registry, Resolved
 from dsreg.report.cite import cite
+from dsreg.report.croissant.provenance import (
+    annotation_fields,
+    derived_from,
+    object_sha256,
+    revision_iri,
+)
 from dsreg.views.dataset import Dataset
 
-__all__ = ["CONFORMS_TO", "CONTEXT", "Croissant", "build", "croissant_metadata"]
+__all__ = [
+    "CONFORMS_TO",
+    "CONTEXT",
+    "PAYLOADS_DIR",
+    "PAYLOADS_FILE",
+    "TABLES_DIR",
+    "VIEW_FILE",
+    "Croissant",
+    "build",
+    "croissant_metadata",
+]
 
 CONFORMS_TO = "http://mlcommons.org/croissant/1.1"
 
@@ -104,13 +119,17 @@ class Croissant:
     document: dict[str, Any]
     files: dict[str, bytes]
     objects: dict[str, str]
+    rows: int  # the view's
 
 
-def croissant_metadata(registry: Registry, spec: str) -> dict[str, Any]:
+def croissant_metadata(
+    registry: Registry, spec: str, *, authors: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """The Croissant 1.1 JSON-LD document of ``spec``'s revision (a dict ready for
     ``json.dumps``), describing the files ``dsreg export --format croissant`` writes beside
-    it (module docstring)."""
-    return build(registry, spec).document
+    it (module docstring); ``authors`` are its creators (default: the dataset's
+    maintainers)."""
+    return build(registry, spec, authors=authors).document
 
 
 def _sha256(data: bytes) -> str:
@@ -227,53 +246,43 @@ def _object_path(folder: str, digest: str) -> str:
     return f"{folder}/{object_relpath(digest)}"
 
 
-def _payloads(
-    reg: Registry, table: pa.Table, sha256: Callable[[str], str]
-) -> tuple[bytes, dict[str, str]] | None:
-    """``payloads.csv`` (blob, sha256, size, path; one line per distinct payload, in first
-    appearance order) and the paths of the payloads, or ``None`` for a label-only view."""
+def _payloads(table: pa.Table) -> dict[str, int]:
+    """The view's distinct payloads (digest -> size), in first appearance order."""
     if "blob" not in table.column_names:
-        return None
+        return {}
     seen: dict[str, int] = {}
     for blob, size in zip(
         table.column("blob").to_pylist(), table.column("size").to_pylist(), strict=True
     ):
         if blob is not None and blob not in seen:
             seen[blob] = int(size)
-    if not seen:
-        return None
+    return seen
+
+
+def _payloads_csv(payloads: dict[str, int], sha256: dict[str, str]) -> bytes:
+    """``payloads.csv``: blob, sha256, size, path; a line per payload."""
     import pyarrow.csv as pacsv
 
-    paths = {_object_path(PAYLOADS_DIR, d): d for d in seen}
     t = pa.table(
         {
-            "blob": list(seen),
-            "sha256": [sha256(d) for d in seen],
-            "size": pa.array(list(seen.values()), pa.int64()),
-            "path": list(paths),
+            "blob": list(payloads),
+            "sha256": [sha256[d] for d in payloads],
+            "size": pa.array(list(payloads.values()), pa.int64()),
+            "path": [_object_path(PAYLOADS_DIR, d) for d in payloads],
         }
     )
     buf = io.BytesIO()
     pacsv.write_csv(t, buf)
-    return buf.getvalue(), paths
+    return buf.getvalue()
 
 
-def _store_sha256(reg: Registry) -> Callable[[str], str]:
-    def sha(digest: str) -> str:
-        return _sha256(reg.store.read_bytes(digest))
-
-    return sha
-
-
-def build(registry: Registry, spec: str) -> Croissant:
+def build(registry: Registry, spec: str, *, authors: tuple[str, ...] = ()) -> Croissant:
     """The document of ``spec``'s revision and the files it describes (``Croissant``)."""
     r = registry.resolve(spec)
     ds = Dataset(registry, r)
-    sha256 = _store_sha256(registry)
     table = _plain(ds.labels())
     view_bytes = _parquet_bytes(table)
     files: dict[str, bytes] = {VIEW_FILE: view_bytes}
-    objects: dict[str, str] = {}
     distribution = [
         _file_object(
             VIEW_FILE,
@@ -287,6 +296,9 @@ def build(registry: Registry, spec: str) -> Croissant:
     tables = [("examples", ds.snapshot.examples)] + [
         (f"corrections {i}", ov.corrections) for i, (_, ov) in enumerate(ds.overlays, 1)
     ]
+    payloads = _payloads(table)
+    sha256 = object_sha256(registry, [d for _, d in tables] + list(payloads))
+    objects: dict[str, str] = {}
     for what, digest in tables:
         at = _object_path(TABLES_DIR, digest)
         objects[at] = digest
@@ -294,24 +306,23 @@ def build(registry: Registry, spec: str) -> Croissant:
             _file_object(
                 at,
                 f"{what} table",
-                sha256=sha256(digest),
+                sha256=sha256[digest],
                 size=registry.store.path(digest).stat().st_size,
                 media="application/x-parquet",
                 description=f"The dsreg {what} table, object {digest}.",
             )
         )
     record_sets = [_classes_record_set(ds.classes), _view_record_set(table, ds)]
-    payloads = _payloads(registry, table, sha256)
-    if payloads is not None:
-        csv, paths = payloads
+    if payloads:
+        csv = _payloads_csv(payloads, sha256)
         files[PAYLOADS_FILE] = csv
-        objects.update(paths)
+        objects.update({_object_path(PAYLOADS_DIR, d): d for d in payloads})
         distribution += _payload_resources(csv)
         record_sets.append(_payloads_record_set())
-    doc = _dataset(registry, r, ds)
+    doc = _dataset(registry, r, ds, authors)
     doc["distribution"] = distribution
     doc["recordSet"] = record_sets
-    return Croissant(document=doc, files=files, objects=objects)
+    return Croissant(document=doc, files=files, objects=objects, rows=table.num_rows)
 
 
 def _view_record_set(table: pa.Table, ds: Dataset) -> dict[str, Any]:
@@ -378,25 +389,30 @@ def _payloads_record_set() -> dict[str, Any]:
     }
 
 
-def _dataset(reg: Registry, r: Resolved, ds: Dataset) -> dict[str, Any]:
-    c = cite(reg, r.digest)
-    name = f"{r.dataset}@{r.tag or short(r.digest)}"
+def _dataset(reg: Registry, r: Resolved, ds: Dataset, authors: tuple[str, ...]) -> dict[str, Any]:
+    c = cite(reg, r.spec, authors=authors)
+    creators = [
+        {"@type": "sc:Person" if "," in a else "sc:Organization", "name": a} for a in authors
+    ] or [{"@type": "sc:Organization", "name": f"{r.dataset} maintainers"}]
+    overlays = f", overlays {', '.join(d for d, _ in ds.overlays)}" if ds.overlays else ""
     doc: dict[str, Any] = {
         "@context": CONTEXT,
         "@type": "sc:Dataset",
-        "name": name,
+        "name": c.name,
         "description": (
             f"The {ds.view} view ({c.rows} rows, {len(ds.classes)} classes) of dataset "
-            f"{r.dataset}: dsreg revision {r.digest}, snapshot {ds.snapshot_digest}"
-            + (f", overlays {', '.join(d for d, _ in ds.overlays)}" if ds.overlays else "")
-            + "."
+            f"{r.dataset}: dsreg revision {r.digest}, snapshot {ds.snapshot_digest}{overlays}."
         ),
         "conformsTo": CONFORMS_TO,
         "identifier": r.digest,
-        "url": c.remote or f"dsreg:{r.digest}",
+        "sameAs": revision_iri(r.digest),
+        "url": c.remote or revision_iri(r.digest),
+        "creator": creators,
         "citeAs": c.bibtex(),
         "keywords": ["dsreg", r.dataset, ds.view],
     }
     if c.date is not None:
         doc["datePublished"] = c.date
+    doc.update(derived_from(reg, r.revision))
+    doc.update(annotation_fields(reg, r.revision))
     return doc
