@@ -7,7 +7,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.detector.options import FILTER_BY, RANK_BY, DetectorOptions
@@ -64,6 +64,10 @@ class Recording:
 
     command: str = ""
     credit: Mapping[str, str] | None = None
+
+    def made_by(self) -> dict[str, Any]:
+        """The keywords of ``dsreg.overlays.create``'s makers that say this."""
+        return {"command": self.command, "credit": self.credit}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,15 +181,7 @@ def detect(
     check_detect_options(options.filter_by, options.rank_by)
     check_tagging(reg, spec, tagging, producer="dsreg.detect")
     probs = Path(pred_probs) if isinstance(pred_probs, str | os.PathLike) else pred_probs
-    made = detect_overlay(
-        reg,
-        spec,
-        probs,
-        options=options,
-        progress=progress,
-        command=record.command,
-        credit=record.credit,
-    )
+    made = detect_overlay(reg, spec, probs, options=options, progress=progress, **record.made_by())
     return _stored(reg, spec, made, tagging, command=record.command, top=top)
 
 
@@ -209,13 +205,7 @@ def import_votes(
     check_vote_format(format)
     check_tagging(reg, spec, tagging, producer="dsreg.import-votes")
     made = votes_overlay(
-        reg,
-        spec,
-        Path(votes),
-        format=format,
-        threshold=threshold,
-        command=record.command,
-        credit=record.credit,
+        reg, spec, Path(votes), format=format, threshold=threshold, **record.made_by()
     )
     return _stored(reg, spec, made, tagging, command=record.command)
 
@@ -239,13 +229,7 @@ def import_labels(
         )
     check_tagging(reg, spec, tagging, producer="dsreg.import-labels")
     made = labels_overlay(
-        reg,
-        spec,
-        Path(path),
-        format=format,
-        threshold=threshold,
-        command=record.command,
-        credit=record.credit,
+        reg, spec, Path(path), format=format, threshold=threshold, **record.made_by()
     )
     return _stored(reg, spec, made, tagging, command=record.command)
 

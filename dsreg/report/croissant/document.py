@@ -242,6 +242,13 @@ def _file_object(
     }
 
 
+def _written(at: str, data: bytes, media: str, description: str) -> dict[str, Any]:
+    """The ``FileObject`` of a file the export writes from ``data`` (named as it is)."""
+    return _file_object(
+        at, at, sha256=_sha256(data), size=len(data), media=media, description=description
+    )
+
+
 def _object_path(folder: str, digest: str) -> str:
     return f"{folder}/{object_relpath(digest)}"
 
@@ -284,13 +291,11 @@ def build(registry: Registry, spec: str, *, authors: tuple[str, ...] = ()) -> Cr
     view_bytes = _parquet_bytes(table)
     files: dict[str, bytes] = {VIEW_FILE: view_bytes}
     distribution = [
-        _file_object(
+        _written(
             VIEW_FILE,
-            VIEW_FILE,
-            sha256=_sha256(view_bytes),
-            size=len(view_bytes),
-            media="application/x-parquet",
-            description=f"The {ds.view} view of revision {r.digest}, one row per example.",
+            view_bytes,
+            "application/x-parquet",
+            f"The {ds.view} view of revision {r.digest}, one row per example.",
         )
     ]
     tables = [("examples", ds.snapshot.examples)] + [
@@ -341,13 +346,8 @@ def _view_record_set(table: pa.Table, ds: Dataset) -> dict[str, Any]:
 
 def _payload_resources(csv: bytes) -> list[dict[str, Any]]:
     return [
-        _file_object(
-            PAYLOADS_FILE,
-            PAYLOADS_FILE,
-            sha256=_sha256(csv),
-            size=len(csv),
-            media="text/csv",
-            description="Each payload's BLAKE3 digest, sha256, size and path.",
+        _written(
+            PAYLOADS_FILE, csv, "text/csv", "Each payload's BLAKE3 digest, sha256, size and path."
         ),
         {
             "@type": "cr:FileSet",
