@@ -13,10 +13,12 @@ from dsreg._util.fs import replacing
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
 from dsreg.api import reading
-from dsreg.api.common import command_of, find_registry, hook
+from dsreg.api.common import command_of, find_registry, hook, overlay_recording
 from dsreg.api.options import (
     Arg,
     Opt,
+    OverlayCitationOpt,
+    OverlayCreditOpt,
     OverlayForceOpt,
     OverlayTagOpt,
     OverlayViewOpt,
@@ -252,6 +254,8 @@ def detect(
     view: OverlayViewOpt = None,
     force: OverlayForceOpt = False,
     top: Annotated[int, Opt(help="How many of the ranked issues to print.")] = 10,
+    citation: OverlayCitationOpt = None,
+    credit: OverlayCreditOpt = None,
     progress: ProgressHook | None = None,
     command: str | None = None,
     registry: RegistryOpt = None,
@@ -292,7 +296,7 @@ def detect(
         tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
         top=top,
         progress=hook(progress),
-        command=command_of(command, "detect", spec, where),
+        record=overlay_recording(command_of(command, "detect", spec, where), citation, credit),
     )
 
 
@@ -307,6 +311,8 @@ def import_votes(
     tag: OverlayTagOpt = None,
     view: OverlayViewOpt = None,
     force: OverlayForceOpt = False,
+    citation: OverlayCitationOpt = None,
+    credit: OverlayCreditOpt = None,
     command: str | None = None,
     registry: RegistryOpt = None,
 ) -> OverlayResult:
@@ -315,7 +321,15 @@ def import_votes(
 
     ``format``: ``label-errors`` (the release's JSON) or ``csv``. ``tag`` also tags
     ``<dataset>@<tag>``: the revision plus the overlay, in ``view`` (default ``cleaned``).
+
+    ``citation`` (a BibTeX file) and ``credit`` (plain text) record the reference of the votes'
+    source in the overlay's producer (``producer.credit``), repeated by every ``dsreg.cite``
+    of a revision applying it; an overlay made without them has no ``credit`` key. A
+    malformed file is refused before anything is read or written.
     """
+    record = overlay_recording(
+        command_of(command, "import_votes", spec, os.fspath(votes)), citation, credit
+    )
     return overlay_ops.import_votes(
         find_registry(registry),
         spec,
@@ -323,7 +337,7 @@ def import_votes(
         format=format,
         threshold=threshold,
         tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
-        command=command_of(command, "import_votes", spec, os.fspath(votes)),
+        record=record,
     )
 
 
@@ -345,6 +359,8 @@ def import_labels(
     tag: OverlayTagOpt = None,
     view: OverlayViewOpt = None,
     force: OverlayForceOpt = False,
+    citation: OverlayCitationOpt = None,
+    credit: OverlayCreditOpt = None,
     command: str | None = None,
     registry: RegistryOpt = None,
 ) -> OverlayResult:
@@ -357,8 +373,12 @@ def import_labels(
     distribution in ``label_counts``) or ``csv`` (a user's corrections: a ``manual``
     overlay). ``tag`` also tags ``<dataset>@<tag>`` in ``view`` (default ``cleaned``). The
     result's ``summary`` counts each verdict under its name and says how rows were matched
-    (``match``: ``file_name``, ``position``, ``row`` or ``example_id``).
+    (``match``: ``file_name``, ``position``, ``row`` or ``example_id``). ``citation`` and
+    ``credit``: the relabeling's published reference, kept as ``import_votes`` keeps it.
     """
+    record = overlay_recording(
+        command_of(command, "import_labels", spec, os.fspath(path)), citation, credit
+    )
     return overlay_ops.import_labels(
         find_registry(registry),
         spec,
@@ -366,7 +386,7 @@ def import_labels(
         format=format,
         threshold=threshold,
         tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
-        command=command_of(command, "import_labels", spec, os.fspath(path)),
+        record=record,
     )
 
 

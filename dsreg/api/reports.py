@@ -30,6 +30,7 @@ with lazy_imports():
     from dsreg.report import evaluate as report_evaluate
     from dsreg.report import labelexport
     from dsreg.report import plot as report_plot
+    from dsreg.report.croissant import write as croissant_write
 
 if TYPE_CHECKING:
     from dsreg.registry.folder import Registry, Resolved
@@ -247,7 +248,13 @@ def export(
     *,
     format: Annotated[
         str | None,
-        Opt("--format", "-f", help="npy, csv, parquet or jsonl (default: the output's suffix)."),
+        Opt(
+            "--format",
+            "-f",
+            help="npy, csv, parquet or jsonl (default: the output's suffix); croissant (a new "
+            "folder: Croissant 1.1 JSON-LD and the files it describes) or datacite (DataCite "
+            "JSON).",
+        ),
     ] = None,
     align: Annotated[
         str,
@@ -256,6 +263,10 @@ def export(
             "view: the view's rows only."
         ),
     ] = "snapshot",
+    authors: Annotated[
+        Sequence[str] | None,
+        Opt("--author", help="croissant, datacite: a creator; repeat for several (as cite)."),
+    ] = None,
     registry: RegistryOpt = None,
 ) -> ExportResult:
     """Write ``spec``'s labels to ``output`` as ``npy`` (an int64 vector; the label sets and
@@ -263,8 +274,19 @@ def export(
     (``row, example_id, label, label_name``, then ``labels`` and ``label_counts`` as lists when
     it carries them); ``format`` defaults to the output's suffix. ``align="snapshot"``: one
     entry per snapshot row, label -1 (and no name) where the view removes the row;
-    ``align="view"``: the view's rows only. Streamed in batches; the file
-    appears whole or not at all."""
-    return labelexport.export_labels(
-        find_registry(registry), spec, output, format=format, align=align
-    )
+    ``align="view"``: the view's rows only. Streamed in batches; the file appears whole or not
+    at all.
+
+    ``format="croissant"``: ``output`` is a new (or empty) folder that receives
+    ``croissant.json``, the revision's Croissant 1.1 JSON-LD, and every file it describes (the
+    view as ``labels.parquet``, the examples and corrections tables, the payloads), which
+    ``mlcroissant`` reads back as ``dsreg.open(spec).labels()`` (docs/croissant.md).
+    ``format="datacite"``: the DataCite JSON of a deposit of the revision. Both name
+    ``authors`` as its creators (default: the dataset's maintainers)."""
+    reg = find_registry(registry)
+    fmt = labelexport.check_export_format(format, output)
+    if fmt == "croissant":
+        return croissant_write.write_croissant(reg, spec, output, authors=tuple(authors or ()))
+    if fmt == "datacite":
+        return croissant_write.write_datacite(reg, spec, output, authors=tuple(authors or ()))
+    return labelexport.export_labels(reg, spec, output, format=fmt, align=align)

@@ -244,7 +244,8 @@ def export(spec: str, *, json: bool, **options: Any) -> None:
     """Write a revision's labels as .npy (an int64 vector), CSV, Parquet or JSON lines (row,
     example_id, label, label_name), with the label sets and raters' counts it carries, aligned
     to the snapshot's rows (the form evaluation scripts indexed by the test set's order expect)
-    or to the view's. Streamed in batches."""
+    or to the view's. Streamed in batches. --format croissant writes a folder: the revision's
+    Croissant 1.1 JSON-LD and the files it describes; --format datacite its DataCite JSON."""
     show_exported(reports_api.export(spec, **options), json=json)
 
 
@@ -253,6 +254,12 @@ def show_exported(res: ExportResult, *, json: bool) -> None:
         emit_json(res.to_dict())
         return
     out(res.revision)
+    if res.format == "croissant":
+        say(f"Wrote the Croissant document of {res.rows} rows and its files to {res.output}")
+        return
+    if res.format == "datacite":
+        say(f"Wrote the DataCite record ({res.rows} rows) to {res.output}")
+        return
     removed = f", {res.removed} removed by the view (-1)" if res.align == "snapshot" else ""
     say(f"Wrote {res.rows} labels ({res.align}-aligned{removed}) to {res.output} ({res.format})")
     if res.columns:

@@ -4,9 +4,10 @@ with it in the same call: what ``dsreg detect`` and ``dsreg overlay import-votes
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.detector.options import FILTER_BY, RANK_BY, DetectorOptions
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "VOTE_FORMATS",
     "OverlayResult",
+    "Recording",
     "Tagging",
     "check_detect_options",
     "check_tag_options",
@@ -51,6 +53,21 @@ class OverlayResult(CreatedOverlay):
 
     tagged: TagResult | None = None
     top: tuple[Issue, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recording:
+    """What is recorded of how a new overlay was made: ``command``, the command line (or
+    library call) the ref log keeps, and ``credit``, the reference of the corrections' source
+    (``dsreg.formats.credit.make_credit``) the overlay's producer keeps; none: no ``credit``
+    key, so the overlay's digest is the one it has without the option."""
+
+    command: str = ""
+    credit: Mapping[str, str] | None = None
+
+    def made_by(self) -> dict[str, Any]:
+        """The keywords of ``dsreg.overlays.create``'s makers that say this."""
+        return {"command": self.command, "credit": self.credit}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,15 +174,15 @@ def detect(
     tagging: Tagging = Tagging(),
     top: int = 10,
     progress: ProgressHook = no_progress,
-    command: str = "",
+    record: Recording = Recording(),
 ) -> OverlayResult:
     """A ``detected`` overlay of ``spec`` (options: those of the detector), tagged as
-    ``tagging`` asks, with its ``top`` lowest-scored rows."""
+    ``tagging`` asks, with its ``top`` lowest-scored rows; ``record``: its command and credit."""
     check_detect_options(options.filter_by, options.rank_by)
     check_tagging(reg, spec, tagging, producer="dsreg.detect")
     probs = Path(pred_probs) if isinstance(pred_probs, str | os.PathLike) else pred_probs
-    made = detect_overlay(reg, spec, probs, options=options, progress=progress, command=command)
-    return _stored(reg, spec, made, tagging, command=command, top=top)
+    made = detect_overlay(reg, spec, probs, options=options, progress=progress, **record.made_by())
+    return _stored(reg, spec, made, tagging, command=record.command, top=top)
 
 
 def check_vote_format(format: str) -> None:
@@ -181,16 +198,16 @@ def import_votes(
     format: str = "label-errors",
     threshold: int = 3,
     tagging: Tagging = Tagging(),
-    command: str = "",
+    record: Recording = Recording(),
 ) -> OverlayResult:
     """A ``validated`` overlay of ``spec``'s snapshot from a votes file, tagged as ``tagging``
-    asks."""
+    asks; ``record``: its command and credit."""
     check_vote_format(format)
     check_tagging(reg, spec, tagging, producer="dsreg.import-votes")
     made = votes_overlay(
-        reg, spec, Path(votes), format=format, threshold=threshold, command=command
+        reg, spec, Path(votes), format=format, threshold=threshold, **record.made_by()
     )
-    return _stored(reg, spec, made, tagging, command=command)
+    return _stored(reg, spec, made, tagging, command=record.command)
 
 
 def import_labels(
@@ -201,19 +218,20 @@ def import_labels(
     format: str,
     threshold: float = 0.5,
     tagging: Tagging = Tagging(),
-    command: str = "",
+    record: Recording = Recording(),
 ) -> OverlayResult:
     """An overlay of ``spec``'s snapshot from a relabeling file (``real``, ``counts``) or a
-    corrections CSV (``csv``), tagged as ``tagging`` asks."""
+    corrections CSV (``csv``), tagged as ``tagging`` asks; ``record``: its command and
+    credit."""
     if format not in LABEL_FORMATS:
         raise InvalidInputError(
             f"unknown --format {format!r}; choose one of {', '.join(LABEL_FORMATS)}"
         )
     check_tagging(reg, spec, tagging, producer="dsreg.import-labels")
     made = labels_overlay(
-        reg, spec, Path(path), format=format, threshold=threshold, command=command
+        reg, spec, Path(path), format=format, threshold=threshold, **record.made_by()
     )
-    return _stored(reg, spec, made, tagging, command=command)
+    return _stored(reg, spec, made, tagging, command=record.command)
 
 
 def check_tagging(reg: Registry, spec: str, tagging: Tagging, *, producer: str) -> None:

@@ -31,9 +31,17 @@ from dsreg.views.rule import scatter_lists
 from dsreg.views.sql import Connection
 from dsreg.views.verified import verified_object
 
-__all__ = ["EXPORT_FORMATS", "ExportResult", "check_export_format", "export_labels"]
+__all__ = [
+    "EXPORT_FORMATS",
+    "METADATA_FORMATS",
+    "ExportResult",
+    "check_export_format",
+    "export_labels",
+]
 
 EXPORT_FORMATS = ("npy", "csv", "parquet", "jsonl")
+# Written by ``dsreg.report.croissant.write``: a folder (croissant) or a JSON record (datacite).
+METADATA_FORMATS = ("croissant", "datacite")
 _BATCH = 1 << 16
 _RATED = ("labels", "label_counts")  # the lists a view serves when its revision carries them
 
@@ -64,8 +72,10 @@ def check_export_format(format: str | None, output: str | os.PathLike[str]) -> s
                 "--format npy, csv, parquet or jsonl"
             )
         return suffix
-    if format not in EXPORT_FORMATS:
-        raise InvalidInputError(f"unknown --format {format!r}; choose npy, csv, parquet or jsonl")
+    if format not in EXPORT_FORMATS + METADATA_FORMATS:
+        raise InvalidInputError(
+            f"unknown --format {format!r}; choose npy, csv, parquet, jsonl, croissant or datacite"
+        )
     return format
 
 
@@ -92,6 +102,8 @@ def export_labels(
     ``label_counts`` as lists where the view serves them, one line per row, in snapshot
     order."""
     fmt = check_export_format(format, output)
+    if fmt in METADATA_FORMATS:
+        raise InvalidInputError(f"--format {fmt} is written by dsreg.export, not export_labels")
     which = check_align(align)
     r = reg.resolve(spec)
     dest = Path(output)

@@ -19,7 +19,7 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final, NamedTuple
@@ -31,7 +31,13 @@ from dsreg.errors import InvalidInputError, StorageError, VotesError
 from dsreg.formats.manifests import VERDICTS, Overlay, Snapshot
 from dsreg.formats.tables import served_metadata
 from dsreg.objects.digest import hex_of, short
-from dsreg.ops.overlay import OverlayResult, Tagging, check_tag_target, import_votes
+from dsreg.ops.overlay import (
+    OverlayResult,
+    Recording,
+    Tagging,
+    check_tag_target,
+    import_votes,
+)
 from dsreg.registry.folder import Registry, Resolved
 from dsreg.registry.tables import read_corrections, read_examples
 from dsreg.reviewing.access import Access, access_path, load_access, save_access
@@ -405,6 +411,7 @@ def finish_review(
     tagging: Tagging = _NO_TAG,
     votes_per_item: int | None = None,
     command: str = "",
+    credit: Mapping[str, str] | None = None,
 ) -> ReviewFinish:
     """Store the votes about ``spec``'s queue as a ``validated`` overlay: ``import_votes`` of the
     bytes ``export_votes`` returns (and, with ``tagging.tag``, tag the revision plus it in
@@ -428,7 +435,7 @@ def finish_review(
             format="label-errors",
             threshold=threshold,
             tagging=tagging,
-            command=command,
+            record=Recording(command=command, credit=credit),
         )
     finally:
         with contextlib.suppress(OSError):
