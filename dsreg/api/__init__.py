@@ -137,6 +137,7 @@ if TYPE_CHECKING:
     from dsreg.report.evaluate import ViewScore as ViewScore
     from dsreg.report.human import HumanScore as HumanScore
     from dsreg.report.labelexport import ExportResult as ExportResult
+    from dsreg.report.publish.pinned import PinnedView as PinnedView
     from dsreg.report.ranks import PredictionsSource as PredictionsSource
     from dsreg.report.show import ObjectInfo as ObjectInfo
     from dsreg.report.show import RevisionInfo as RevisionInfo

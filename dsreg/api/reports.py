@@ -35,13 +35,18 @@ if TYPE_CHECKING:
     from dsreg.report.cite import Citation
     from dsreg.report.diff import DiffResult
     from dsreg.report.evaluate import EvalReport
+    from dsreg.remote import transfer
     from dsreg.report.labelexport import ExportResult
+    from dsreg.report.publish import pinned
+    from dsreg.report.publish.pinned import PinnedView
     from dsreg.report.predictions import Predictions
 else:
     report_cite = lazy_module("dsreg.report.cite")
     report_diff = lazy_module("dsreg.report.diff")
     report_evaluate = lazy_module("dsreg.report.evaluate")
     labelexport = lazy_module("dsreg.report.labelexport")
+    pinned = lazy_module("dsreg.report.publish.pinned")
+    transfer = lazy_module("dsreg.remote.transfer")
     report_plot = lazy_module("dsreg.report.plot")
 
 # What the command line cannot give (a DataFrame, an array): named, not imported, at run time.
@@ -247,7 +252,9 @@ def cite(
 
 def export(
     spec: Annotated[str, Arg("The revision: dataset@tag or a digest.")],
-    output: Annotated[PathArg, Opt("--output", "-o", help="The file to write.")],
+    output: Annotated[
+        PathArg | None, Opt("--output", "-o", help="The file to write.", show_default=False)
+    ] = None,
     *,
     format: Annotated[
         str | None,
@@ -260,13 +267,37 @@ def export(
             "view: the view's rows only."
         ),
     ] = "snapshot",
+    to: Annotated[
+        str | None,
+        Opt(
+            "--to",
+            help="Instead of --output: pin the view's rows (Parquet) on this remote (a name, "
+            "folder or URL), named by their SHA-256, for any engine to read by URL.",
+            show_default=False,
+        ),
+    ] = None,
     registry: RegistryOpt = None,
-) -> ExportResult:
+) -> ExportResult | PinnedView:
     """Write ``spec``'s labels to ``output`` as ``npy`` (an int64 vector), ``csv`` or
     ``parquet`` (``row, example_id, label, label_name``); ``format`` defaults to the output's
     suffix. ``align="snapshot"``: one entry per snapshot row, label -1 (and no name) where the
     view removes the row; ``align="view"``: the view's rows only. Streamed in batches; the file
-    appears whole or not at all."""
-    return labelexport.export_labels(
-        find_registry(registry), spec, output, format=format, align=align
-    )
+    appears whole or not at all.
+
+    With ``to`` (a remote's name, a folder or a URL) instead of ``output``, the view's rows
+    (``align="view"``, Parquet) are stored on that remote as ``views/sha256/<hex>.parquet``,
+    once per revision: a second export uploads nothing. Returns a ``PinnedView`` with the
+    object's URL and SHA-256. A read-only (http) remote is refused before anything is
+    computed."""
+    reg = find_registry(registry)
+    if to is None:
+        if output is None:
+            raise InvalidInputError("export needs --output FILE, or --to REMOTE to pin the view")
+        return labelexport.export_labels(reg, spec, output, format=format, align=align)
+    if output is not None or format not in (None, "parquet"):
+        raise InvalidInputError(
+            "--to pins the view as Parquet on a remote: give it without --output and with "
+            "--format parquet (or none)"
+        )
+    rs = transfer.writable_remote(reg, to)
+    return pinned.pin_view(reg, spec, rs)
