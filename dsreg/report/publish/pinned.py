@@ -136,7 +136,9 @@ def _pinned(rs: RemoteStore, pin: dict[str, Any], *, uploaded: bool) -> PinnedVi
     )
 
 
-def _compute_and_upload(reg: Registry, digest: str, dataset: str, rs: RemoteStore) -> dict[str, Any]:
+def _compute_and_upload(
+    reg: Registry, digest: str, dataset: str, rs: RemoteStore
+) -> dict[str, Any]:
     """Write the view's Parquet in the registry's ``tmp/``, hash it, send it, then its pin."""
     with tempfile.TemporaryDirectory(dir=reg.root / "tmp", prefix="pin-") as tmp:
         local = os.path.join(tmp, "view.parquet")
