@@ -119,6 +119,7 @@ def page(
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="icon" href="data:,">
 <title>{esc(title)}</title>
 <style>{_STYLE}</style>
 {head}

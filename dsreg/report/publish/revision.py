@@ -141,6 +141,9 @@ def parent_of(ds: SiteDataset, t: SiteTag) -> tuple[str, SiteTag | None] | None:
     return (t.info.snapshot, None) if not base else None
 
 
+# What each list of a diff's sample ids holds, from this revision's side.
+_SAMPLES = {"only_a": "removed here", "only_b": "added here", "relabelled": "relabelled"}
+
 # -- the page ------------------------------------------------------------------------------------
 
 
@@ -208,10 +211,7 @@ def _label_card(reg: Registry, t: SiteTag) -> str:
     out = "<ul>" + "".join(f"<li>{h.esc(line)}</li>" for line in lines) + "</ul>"
     for o in t.info.overlays:
         summary = reg.overlay(o["digest"]).summary
-        keys = [v for v in VERDICTS if v in summary] + sorted(
-            k for k in summary if k not in VERDICTS
-        )
-        rows = [[h.esc(k), h.esc(f"{summary[k]:,}")] for k in keys if isinstance(summary[k], int)]
+        rows = [[h.esc(v), h.esc(f"{summary[v]:,}")] for v in VERDICTS if summary.get(v)]
         out += f"<p>Verdicts of overlay {h.code(short(o['digest']))} ({h.esc(o['kind'])}):</p>"
         out += h.table(["Verdict", "Rows"], rows, numeric=1)
     return out
@@ -265,7 +265,8 @@ def _changes(reg: Registry, here: str, ds: SiteDataset, t: SiteTag) -> str:
         out += h.table(["From", "To", "Rows"], moves, numeric=1)
     for kind, ids in d.samples.items():
         if ids:
-            out += f"<p>First ids {h.esc(kind.replace('_', ' '))}: {h.esc(', '.join(ids))}</p>"
+            what = _SAMPLES.get(kind, kind)
+            out += f"<p>First ids {h.esc(what)}: {h.esc(', '.join(ids))}</p>"
     return out
 
 
