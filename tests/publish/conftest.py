@@ -34,20 +34,23 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[[Path], str]]:
+def serve() -> Iterator[Callable[..., str]]:
     """``serve(folder)`` -> the URL (ending in ``/``) of ``python -m http.server`` serving
-    ``folder`` on loopback, until the test ends."""
+    ``folder`` on loopback, until the test ends; ``serve(folder, ranges=True)``: the same
+    server answering byte ranges (``rangeserver.py``)."""
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(folder: Path) -> str:
+    def start(folder: Path, *, ranges: bool = False) -> str:
         folder.mkdir(parents=True, exist_ok=True)
         port = _free_port()
+        server = (
+            [str(Path(__file__).with_name("rangeserver.py")), str(port), str(folder)]
+            if ranges
+            else ["-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(folder)]
+        )
         proc = subprocess.Popen(
-            [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1",
-             "--directory", str(folder)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [sys.executable, *server], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         procs.append(proc)
         url = f"http://127.0.0.1:{port}/"
         for _ in range(100):
