@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.api.options import RegistryArg
+from dsreg.api.options import PathArg, RegistryArg
 from dsreg.registry.folder import Registry
 
-__all__ = ["LINKS", "command_of", "find_registry", "hook", "specs_of"]
+__all__ = ["LINKS", "command_of", "find_registry", "hook", "overlay_credit", "specs_of"]
 
 LINKS = ("hardlink", "symlink", "copy", "reflink")
 
@@ -40,3 +40,16 @@ def specs_of(specs: str | Sequence[str] | None) -> tuple[str, ...]:
     if specs is None:
         return ()
     return (specs,) if isinstance(specs, str) else tuple(specs)
+
+
+def overlay_credit(citation: PathArg | None, credit: str | None) -> dict[str, str] | None:
+    """The ``credit`` an overlay's producer keeps, from ``--citation FILE.bib`` and
+    ``--credit TEXT`` (read and checked as ``add`` reads them: a malformed file is refused
+    before any work), or ``None`` when neither is given."""
+    from dsreg.ingest.add import read_credit
+
+    read = read_credit(citation, credit)
+    if read is None:
+        return None
+    made: dict[str, str] = read["credit"]  # type: ignore[assignment]
+    return made

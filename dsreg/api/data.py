@@ -13,10 +13,12 @@ from dsreg._util.fs import replacing
 from dsreg._util.lazy import lazy_module
 from dsreg._util.progress import ProgressHook
 from dsreg.api import reading
-from dsreg.api.common import command_of, find_registry, hook
+from dsreg.api.common import command_of, find_registry, hook, overlay_credit
 from dsreg.api.options import (
     Arg,
     Opt,
+    OverlayCitationOpt,
+    OverlayCreditOpt,
     OverlayForceOpt,
     OverlayTagOpt,
     OverlayViewOpt,
@@ -257,6 +259,8 @@ def detect(
     view: OverlayViewOpt = None,
     force: OverlayForceOpt = False,
     top: Annotated[int, Opt(help="How many of the ranked issues to print.")] = 10,
+    citation: OverlayCitationOpt = None,
+    credit: OverlayCreditOpt = None,
     progress: ProgressHook | None = None,
     command: str | None = None,
     registry: RegistryOpt = None,
@@ -267,7 +271,9 @@ def detect(
     array or a ``.npy`` (memory-mapped) or Parquet file (read in chunks). The options are
     cleanlab's (see :func:`dsreg.detector.detector.detect`). ``tag`` also tags
     ``<dataset>@<tag>``: the revision plus the overlay, in ``view`` (default ``cleaned``).
-    ``progress(task, rows_done, n)`` hears of each pass over the probabilities.
+    ``progress(task, rows_done, n)`` hears of each pass over the probabilities. ``citation``
+    (a BibTeX file) and ``credit`` (plain text): the reference of the probabilities' source,
+    kept in the overlay and repeated by ``dsreg.cite`` (as ``import_votes``'s).
 
     Returns
     -------
@@ -289,6 +295,7 @@ def detect(
         chunk_rows=chunk_rows,
     )
     where = pred_probs if isinstance(pred_probs, str | os.PathLike) else "<array>"
+    made_credit = overlay_credit(citation, credit)
     return overlay_ops.detect(
         find_registry(registry),
         spec,
@@ -298,6 +305,7 @@ def detect(
         top=top,
         progress=hook(progress),
         command=command_of(command, "detect", spec, where),
+        credit=made_credit,
     )
 
 
@@ -312,6 +320,8 @@ def import_votes(
     tag: OverlayTagOpt = None,
     view: OverlayViewOpt = None,
     force: OverlayForceOpt = False,
+    citation: OverlayCitationOpt = None,
+    credit: OverlayCreditOpt = None,
     command: str | None = None,
     registry: RegistryOpt = None,
 ) -> OverlayResult:
@@ -320,7 +330,13 @@ def import_votes(
 
     ``format``: ``label-errors`` (the release's JSON) or ``csv``. ``tag`` also tags
     ``<dataset>@<tag>``: the revision plus the overlay, in ``view`` (default ``cleaned``).
+
+    ``citation`` (a BibTeX file) and ``credit`` (plain text) record the reference of the votes'
+    source in the overlay's producer (``producer.credit``), repeated by every ``dsreg.cite``
+    of a revision applying it; an overlay made without them has no ``credit`` key. A
+    malformed file is refused before anything is read or written.
     """
+    made_credit = overlay_credit(citation, credit)
     return overlay_ops.import_votes(
         find_registry(registry),
         spec,
@@ -329,6 +345,7 @@ def import_votes(
         threshold=threshold,
         tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
         command=command_of(command, "import_votes", spec, os.fspath(votes)),
+        credit=made_credit,
     )
 
 
@@ -350,6 +367,8 @@ def import_labels(
     tag: OverlayTagOpt = None,
     view: OverlayViewOpt = None,
     force: OverlayForceOpt = False,
+    citation: OverlayCitationOpt = None,
+    credit: OverlayCreditOpt = None,
     command: str | None = None,
     registry: RegistryOpt = None,
 ) -> OverlayResult:
@@ -362,8 +381,10 @@ def import_labels(
     distribution in ``label_counts``) or ``csv`` (a user's corrections: a ``manual``
     overlay). ``tag`` also tags ``<dataset>@<tag>`` in ``view`` (default ``cleaned``). The
     result's ``summary`` counts each verdict under its name and says how rows were matched
-    (``match``: ``file_name``, ``position``, ``row`` or ``example_id``).
+    (``match``: ``file_name``, ``position``, ``row`` or ``example_id``). ``citation`` and
+    ``credit``: the relabeling's published reference, kept as ``import_votes`` keeps it.
     """
+    made_credit = overlay_credit(citation, credit)
     return overlay_ops.import_labels(
         find_registry(registry),
         spec,
@@ -372,6 +393,7 @@ def import_labels(
         threshold=threshold,
         tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
         command=command_of(command, "import_labels", spec, os.fspath(path)),
+        credit=made_credit,
     )
 
 

@@ -26,6 +26,8 @@ __all__ = [
     "MoveTagOpt",
     "NewTagOpt",
     "Opt",
+    "OverlayCitationOpt",
+    "OverlayCreditOpt",
     "OverlayForceOpt",
     "OverlayTagOpt",
     "OverlayViewOpt",
@@ -164,4 +166,16 @@ OverlayViewOpt: TypeAlias = Annotated[
     str | None, Opt(help="With --tag: its view (default cleaned).")
 ]
 OverlayForceOpt: TypeAlias = Annotated[bool, Opt(help="With --tag: move it if it exists.")]
+OverlayCitationOpt: TypeAlias = Annotated[
+    PathArg | None,
+    Opt(
+        help="The reference of the corrections' source (the relabeling's or the votes' "
+        "publication), a BibTeX file (.bib): kept in the overlay, repeated by every "
+        "'dsreg cite' of a revision applying it."
+    ),
+]
+OverlayCreditOpt: TypeAlias = Annotated[
+    str | None,
+    Opt(help="The reference of the corrections' source as plain text (as --citation)."),
+]
 SeedOpt: TypeAlias = Annotated[int, Opt(help="Seed of the bootstrap: the same seed, the same.")]

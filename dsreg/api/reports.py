@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from dsreg.report import plot as report_plot
     from dsreg.report.board.cite import ResultCitation
     from dsreg.report.cite import Citation
+    from dsreg.report.croissant import write as croissant_write
     from dsreg.report.diff import DiffResult
     from dsreg.report.evaluate import EvalReport
     from dsreg.remote import transfer
@@ -48,6 +49,7 @@ else:
     pinned = lazy_module("dsreg.report.publish.pinned")
     transfer = lazy_module("dsreg.remote.transfer")
     report_plot = lazy_module("dsreg.report.plot")
+    croissant_write = lazy_module("dsreg.report.croissant.write")
 
 # What the command line cannot give (a DataFrame, an array): named, not imported, at run time.
 PredictionsArg: TypeAlias = "Mapping[str, Predictions] | Sequence[PathArg] | Predictions"
@@ -258,7 +260,12 @@ def export(
     *,
     format: Annotated[
         str | None,
-        Opt("--format", "-f", help="npy, csv or parquet (default: the output's suffix)."),
+        Opt(
+            "--format",
+            "-f",
+            help="npy, csv or parquet (default: the output's suffix); croissant (a new folder: "
+            "Croissant 1.1 JSON-LD and the files it describes) or datacite (DataCite JSON).",
+        ),
     ] = None,
     align: Annotated[
         str,
@@ -267,6 +274,10 @@ def export(
             "view: the view's rows only."
         ),
     ] = "snapshot",
+    authors: Annotated[
+        Sequence[str] | None,
+        Opt("--author", help="croissant, datacite: a creator; repeat for several (as cite)."),
+    ] = None,
     to: Annotated[
         str | None,
         Opt(
@@ -284,20 +295,32 @@ def export(
     view removes the row; ``align="view"``: the view's rows only. Streamed in batches; the file
     appears whole or not at all.
 
+    ``format="croissant"``: ``output`` is a new (or empty) folder that receives
+    ``croissant.json``, the revision's Croissant 1.1 JSON-LD, and every file it describes (the
+    view as ``labels.parquet``, the examples and corrections tables, the payloads), which
+    ``mlcroissant`` reads back as ``dsreg.open(spec).labels()`` (docs/croissant.md).
+    ``format="datacite"``: the DataCite JSON of a deposit of the revision. Both name
+    ``authors`` as its creators (default: the dataset's maintainers).
+
     With ``to`` (a remote's name, a folder or a URL) instead of ``output``, the view's rows
     (``align="view"``, Parquet) are stored on that remote as ``views/sha256/<hex>.parquet``,
     once per revision: a second export uploads nothing. Returns a ``PinnedView`` with the
     object's URL and SHA-256. A read-only (http) remote is refused before anything is
     computed."""
     reg = find_registry(registry)
-    if to is None:
-        if output is None:
-            raise InvalidInputError("export needs --output FILE, or --to REMOTE to pin the view")
-        return labelexport.export_labels(reg, spec, output, format=format, align=align)
-    if output is not None or format not in (None, "parquet"):
-        raise InvalidInputError(
-            "--to pins the view as Parquet on a remote: give it without --output and with "
-            "--format parquet (or none)"
-        )
-    rs = transfer.writable_remote(reg, to)
-    return pinned.pin_view(reg, spec, rs)
+    if to is not None:
+        if output is not None or format not in (None, "parquet"):
+            raise InvalidInputError(
+                "--to pins the view as Parquet on a remote: give it without --output and with "
+                "--format parquet (or none)"
+            )
+        rs = transfer.writable_remote(reg, to)
+        return pinned.pin_view(reg, spec, rs)
+    if output is None:
+        raise InvalidInputError("export needs --output FILE, or --to REMOTE to pin the view")
+    fmt = labelexport.check_export_format(format, output)
+    if fmt == "croissant":
+        return croissant_write.write_croissant(reg, spec, output, authors=tuple(authors or ()))
+    if fmt == "datacite":
+        return croissant_write.write_datacite(reg, spec, output, authors=tuple(authors or ()))
+    return labelexport.export_labels(reg, spec, output, format=fmt, align=align)

@@ -10,7 +10,7 @@ from dsreg._util.fs import replacing
 from dsreg._util.inputs import INPUT_BYTES, read_input
 from dsreg._util.jsonread import loads
 from dsreg._util.lazy import lazy_module
-from dsreg.api.common import command_of, find_registry
+from dsreg.api.common import command_of, find_registry, overlay_credit
 from dsreg.api.options import Arg, Opt, PathArg, RegistryOpt
 from dsreg.errors import InputPathError, InvalidInputError, VotesError
 
@@ -209,6 +209,8 @@ def review_finish(
     view: str | None = None,
     force: bool = False,
     votes_per_item: int | None = None,
+    citation: PathArg | None = None,
+    credit: str | None = None,
     command: str | None = None,
     registry: RegistryOpt = None,
 ) -> ReviewFinish:
@@ -221,7 +223,9 @@ def review_finish(
     An item with fewer than ``votes_per_item`` votes (default: the review's last server's,
     else 5) whose votes agree on no answer is ``unreviewed`` (no view removes it), not
     ``non_agreement``; ``short`` counts the queue's items with fewer votes (``unvoted`` those
-    with none, which the overlay leaves out)."""
+    with none, which the overlay leaves out). ``citation`` (a BibTeX file) and ``credit``
+    (plain text) are kept in the overlay as ``import_votes`` keeps them."""
+    made_credit = overlay_credit(citation, credit)
     return review_session.finish_review(
         find_registry(registry),
         spec,
@@ -230,4 +234,5 @@ def review_finish(
         tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
         votes_per_item=votes_per_item,
         command=command_of(command, "review_finish", spec),
+        credit=made_credit,
     )

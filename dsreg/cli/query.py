@@ -243,9 +243,11 @@ def show_citation(c: Citation, *, json: bool) -> None:
 def export(spec: str, *, json: bool, **options: Any) -> None:
     """Write a revision's labels as .npy (an int64 vector), CSV or Parquet (row, example_id,
     label, label_name), aligned to the snapshot's rows (the form evaluation scripts indexed by
-    the test set's order expect) or to the view's. Streamed in batches. With --to REMOTE, pins
-    the view's rows as a Parquet object on that remote, named by its SHA-256, and prints its URL
-    and digest; a second export of the revision uploads nothing."""
+    the test set's order expect) or to the view's. Streamed in batches. --format croissant
+    writes a folder: the revision's Croissant 1.1 JSON-LD and the files it describes;
+    --format datacite its DataCite JSON. With --to REMOTE, pins the view's rows as a Parquet
+    object on that remote, named by its SHA-256, and prints its URL and digest; a second
+    export of the revision uploads nothing."""
     show_exported(reports_api.export(spec, **options), json=json)
 
 
@@ -259,5 +261,11 @@ def show_exported(res: ExportResult | PinnedView, *, json: bool) -> None:
         say(f"{done} the {res.view} view of {short(res.revision)}, {res.rows} rows, as Parquet")
         return
     out(res.revision)
+    if res.format == "croissant":
+        say(f"Wrote the Croissant document of {res.rows} rows and its files to {res.output}")
+        return
+    if res.format == "datacite":
+        say(f"Wrote the DataCite record ({res.rows} rows) to {res.output}")
+        return
     removed = f", {res.removed} removed by the view (-1)" if res.align == "snapshot" else ""
     say(f"Wrote {res.rows} labels ({res.align}-aligned{removed}) to {res.output} ({res.format})")

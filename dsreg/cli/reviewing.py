@@ -9,7 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 from dsreg.api import reviewing as reviewing_api
-from dsreg.api.options import Opt, OverlayForceOpt, OverlayViewOpt
+from dsreg.api.options import (
+    Opt,
+    OverlayCitationOpt,
+    OverlayCreditOpt,
+    OverlayForceOpt,
+    OverlayViewOpt,
+)
 from dsreg.cli._command import command
 from dsreg.cli._common import command_line, out, overlay_made, say, write_json
 from dsreg.errors import InvalidInputError
@@ -31,6 +37,8 @@ class NotServing:
     tag: Annotated[str | None, Opt(help="With --finish: also tag a revision.")] = None
     view: OverlayViewOpt = None
     force: OverlayForceOpt = False
+    citation: OverlayCitationOpt = None
+    credit: OverlayCreditOpt = None
     export: Annotated[
         Path | None, Opt(help="Write the votes to this file (label-errors JSON); no server.")
     ] = None
@@ -40,6 +48,8 @@ class NotServing:
             raise InvalidInputError("give --finish or --export, not both")
         if not self.finish and (self.tag is not None or self.view is not None or self.force):
             raise InvalidInputError("--tag, --view and --force go with --finish")
+        if not self.finish and (self.citation is not None or self.credit is not None):
+            raise InvalidInputError("--citation and --credit go with --finish")
 
 
 @command(
@@ -75,6 +85,8 @@ def review(
             view=instead.view,
             force=instead.force,
             votes_per_item=options.get("votes_per_item"),
+            citation=instead.citation,
+            credit=instead.credit,
             command=command_line(),
             registry=registry,
         )

@@ -4,6 +4,7 @@ with it in the same call: what ``dsreg detect`` and ``dsreg overlay import-votes
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -158,13 +159,17 @@ def detect(
     top: int = 10,
     progress: ProgressHook = no_progress,
     command: str = "",
+    credit: Mapping[str, str] | None = None,
 ) -> OverlayResult:
     """A ``detected`` overlay of ``spec`` (options: those of the detector), tagged as
-    ``tagging`` asks, with its ``top`` lowest-scored rows."""
+    ``tagging`` asks, with its ``top`` lowest-scored rows. ``credit``: the reference of the
+    corrections' source (``dsreg.formats.credit.make_credit``), kept in the producer."""
     check_detect_options(options.filter_by, options.rank_by)
     check_tagging(reg, spec, tagging, producer="dsreg.detect")
     probs = Path(pred_probs) if isinstance(pred_probs, str | os.PathLike) else pred_probs
-    made = detect_overlay(reg, spec, probs, options=options, progress=progress, command=command)
+    made = detect_overlay(
+        reg, spec, probs, options=options, progress=progress, command=command, credit=credit
+    )
     return _stored(reg, spec, made, tagging, command=command, top=top)
 
 
@@ -182,13 +187,14 @@ def import_votes(
     threshold: int = 3,
     tagging: Tagging = Tagging(),
     command: str = "",
+    credit: Mapping[str, str] | None = None,
 ) -> OverlayResult:
     """A ``validated`` overlay of ``spec``'s snapshot from a votes file, tagged as ``tagging``
-    asks."""
+    asks; ``credit`` as for ``detect``."""
     check_vote_format(format)
     check_tagging(reg, spec, tagging, producer="dsreg.import-votes")
     made = votes_overlay(
-        reg, spec, Path(votes), format=format, threshold=threshold, command=command
+        reg, spec, Path(votes), format=format, threshold=threshold, command=command, credit=credit
     )
     return _stored(reg, spec, made, tagging, command=command)
 
@@ -202,16 +208,17 @@ def import_labels(
     threshold: float = 0.5,
     tagging: Tagging = Tagging(),
     command: str = "",
+    credit: Mapping[str, str] | None = None,
 ) -> OverlayResult:
     """An overlay of ``spec``'s snapshot from a relabeling file (``real``, ``counts``) or a
-    corrections CSV (``csv``), tagged as ``tagging`` asks."""
+    corrections CSV (``csv``), tagged as ``tagging`` asks; ``credit`` as for ``detect``."""
     if format not in LABEL_FORMATS:
         raise InvalidInputError(
             f"unknown --format {format!r}; choose one of {', '.join(LABEL_FORMATS)}"
         )
     check_tagging(reg, spec, tagging, producer="dsreg.import-labels")
     made = labels_overlay(
-        reg, spec, Path(path), format=format, threshold=threshold, command=command
+        reg, spec, Path(path), format=format, threshold=threshold, command=command, credit=credit
     )
     return _stored(reg, spec, made, tagging, command=command)
 

@@ -83,6 +83,7 @@ def votes_overlay(
     format: str,
     threshold: int,
     command: str = "",
+    credit: Mapping[str, str] | None = None,
 ) -> CreatedOverlay:
     """A ``validated`` overlay of ``spec``'s snapshot from a votes file. The votes are matched
     to rows by a join over the snapshot's verified examples object, which is also the row
@@ -113,7 +114,7 @@ def votes_overlay(
         summary=result.summary,
         joined=JoinedRows(examples=ds.snapshot.examples, labels=result.joined_labels),
     )
-    return _store(reg, ds, draft, command=command)
+    return _store(reg, ds, draft, command=command, credit=credit)
 
 
 def _examples_file(reg: Registry, snap: Snapshot) -> Path:
@@ -137,6 +138,7 @@ def labels_overlay(
     format: str,
     threshold: float = 0.5,
     command: str = "",
+    credit: Mapping[str, str] | None = None,
 ) -> CreatedOverlay:
     """An overlay of ``spec``'s snapshot from a published relabeling (``real``: ImageNet-ReaL
     lists; ``counts``: rater counts, as CIFAR-10H) or a user's corrections CSV (``csv``).
@@ -165,7 +167,7 @@ def labels_overlay(
         inputs={"labels": hash_file(path)},
         summary=result.summary,
     )
-    return _store(reg, ds, draft, command=command)
+    return _store(reg, ds, draft, command=command, credit=credit)
 
 
 def detect_overlay(
@@ -176,6 +178,7 @@ def detect_overlay(
     options: DetectorOptions | None = None,
     progress: ProgressHook = no_progress,
     command: str = "",
+    credit: Mapping[str, str] | None = None,
 ) -> CreatedOverlay:
     """A ``detected`` overlay of ``spec``: confident learning on out-of-sample probabilities
     aligned with the revision's rows (its view's rows, in order); ``progress`` hears of each
@@ -216,18 +219,29 @@ def detect_overlay(
         },
         details=det,
     )
-    return _store(reg, ds, draft, command=command)
+    return _store(reg, ds, draft, command=command, credit=credit)
 
 
-def _store(reg: Registry, ds: Dataset, draft: OverlayDraft, *, command: str) -> CreatedOverlay:
+def _store(
+    reg: Registry,
+    ds: Dataset,
+    draft: OverlayDraft,
+    *,
+    command: str,
+    credit: Mapping[str, str] | None = None,
+) -> CreatedOverlay:
     """Store ``draft`` as an overlay of ``ds``'s snapshot, made by this version of dsreg: what
-    every overlay maker ends with."""
-    producer = {
+    every overlay maker ends with. ``credit`` (``dsreg.formats.credit.make_credit``) is the
+    reference of the corrections' source, kept in the producer; without it the producer has
+    no ``credit`` key, so an overlay made without one has the digest it always had."""
+    producer: dict[str, Any] = {
         "name": draft.producer,
         "version": __version__,
         "params": dict(draft.params),
         "inputs": draft.inputs,
     }
+    if credit:
+        producer["credit"] = dict(credit)
     digest = write_overlay(
         reg,
         base=ds.snapshot_digest,

@@ -12,6 +12,9 @@
   re-hashed since), so a checkout links an object whose stat is unchanged (but for a ctime
   that a link made or removed explains) without reading it (``dsreg.registry.trust``;
   docs/concepts.md, "Guarantees").
+- ``sha256_v1``: an object's BLAKE3 digest -> the sha256 of its bytes, taken once from bytes
+  whose BLAKE3 digest was checked (what Croissant and DataCite documents name files by). Both
+  are functions of the same bytes, so a line never goes stale: gc and verify keep them.
 
 A damaged or missing database only costs speed: every lookup then misses. Each row carries a
 check (a CRC-32 of its other fields, ``_check``), and a row whose check does not match is a miss,
@@ -70,6 +73,7 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS objects_v2 (digest BLOB PRIMARY KEY, stat BLOB) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS scans_v2 (fingerprint TEXT PRIMARY KEY, revision TEXT, "
     "snapshot TEXT, examples TEXT, checksum TEXT) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS sha256_v1 (digest BLOB PRIMARY KEY, sha256 BLOB) WITHOUT ROWID",
     # Tables of earlier releases: dsreg 0.1.0's (no ctime), rows without a check, and trust
     # records without the link count (objects_v1). Their entries are not trusted any more.
     "DROP TABLE IF EXISTS stat",
@@ -89,6 +93,16 @@ def decode_record(key: bytes, value: object) -> StatKey | None:
         return None
     ino, size, mtime, ctime, nlink = _OBJ.unpack(fields)
     return (ino, size, mtime, ctime, nlink)
+
+
+def _sha256_value(key: object, value: object) -> str | None:
+    """A ``sha256_v1`` line's sha256 (hex) if its check holds, else ``None``."""
+    if not isinstance(key, bytes) or not isinstance(value, bytes) or len(value) != 36:
+        return None
+    sha, crc = value[:32], value[32:]
+    if _OBJ_CRC.pack(zlib.crc32(key + sha)) != crc:
+        return None
+    return sha.hex()
 
 
 def _check(*fields: object) -> str:
@@ -262,6 +276,40 @@ class StatCache:
                 run(packed)
 
             yield put
+
+    # -- sha256 of objects -------------------------------------------------------------------
+    def sha256s(self, hexes: list[str]) -> dict[str, str]:
+        """The sha256 (hex) recorded for the objects ``hexes`` (64-hex BLAKE3 digests). A line
+        whose check (a CRC-32 of both digests) fails is a miss, as is everything when the
+        database is absent or damaged: the object is then read and hashed again."""
+        out: dict[str, str] = {}
+        try:
+            keys = [bytes.fromhex(h) for h in hexes]
+            with self._connect(write=False) as con:
+                for lo in range(0, len(keys), _IN):
+                    part = keys[lo : lo + _IN]
+                    marks = ",".join("?" * len(part))
+                    for key, value in con.execute(
+                        f"SELECT digest, sha256 FROM sha256_v1 WHERE digest IN ({marks})", part
+                    ):
+                        sha = _sha256_value(key, value)
+                        if sha is not None:
+                            out[key.hex()] = sha
+        except (sqlite3.Error, ValueError):
+            return {}
+        return out
+
+    def put_sha256s(self, rows: Iterable[tuple[str, str]]) -> None:
+        """Record ``(blake3 hex, sha256 hex)`` pairs in one short transaction. Writers may run at
+        once: a line is written whole or not at all, and two writers of one object write the
+        same value. Errors only cost speed."""
+        packed = []
+        for hexd, sha in rows:
+            key, value = bytes.fromhex(hexd), bytes.fromhex(sha)
+            packed.append((key, value + _OBJ_CRC.pack(zlib.crc32(key + value))))
+        packed.sort()
+        with self._transactions("INSERT OR REPLACE INTO sha256_v1 VALUES (?, ?)") as run:
+            run(packed)
 
     def clock_ns(self) -> int | None:
         """The file system's clock, now: the mtime ``state/clock`` gets when touched (the

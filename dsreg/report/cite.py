@@ -3,7 +3,10 @@
 A citation carries the dataset name, the tag it was reached by, the full revision digest, the
 snapshot and overlay digests, the year, the remote it can be fetched from and the one command
 that fetches it on a fresh machine (``dsreg checkout <digest> DIR --remote URL``), the dsreg
-version, and the dataset creators' reference recorded at ``dsreg add`` (``source.credit``).
+version, the dataset creators' reference recorded at ``dsreg add`` (``source.credit``), and for
+each overlay applied its kind, the digests of the files it was made from and the reference of
+its source recorded when it was made (``producer.credit``): a corrected revision credits both
+the dataset and its corrections.
 
 The year is the year of the first entry of the dataset's ref log that made a tag point at the
 revision (a clone copies the log, so the year travels with it); a revision no tag ever named is
@@ -23,16 +26,55 @@ from typing import Any
 
 from dsreg._version import __version__
 from dsreg.errors import InvalidInputError
-from dsreg.formats.credit import cff_reference, entry_text, parse_bibtex
+from dsreg.formats.credit import cff_reference, entry_text, format_bibtex, parse_bibtex
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
 from dsreg.remote.config import remote_url
 from dsreg.report.show import LabelQuality, label_quality
 from dsreg.views.sql import Connection
 
-__all__ = ["FORMATS", "Citation", "check_format", "cite", "first_tagged"]
+__all__ = [
+    "FORMATS",
+    "Citation",
+    "OverlaySource",
+    "check_format",
+    "cite",
+    "first_tagged",
+    "overlay_source",
+]
 
 FORMATS = ("bibtex", "cff", "text")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OverlaySource:
+    """Where an applied overlay's corrections came from: its kind, producer, the digests of
+    the files it was made from (``producer.inputs``: a votes file, a relabeling, predicted
+    probabilities) and the reference recorded with it (``producer.credit``)."""
+
+    digest: str
+    kind: str
+    producer: str
+    inputs: dict[str, str] = field(default_factory=dict)
+    credit: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "digest": self.digest,
+            "kind": self.kind,
+            "producer": self.producer,
+            "inputs": dict(self.inputs),
+            "credit": dict(self.credit),
+        }
+
+    def describe(self) -> str:
+        """``<digest> (<kind>, from <input> <digest>, …)``."""
+        sources = ", ".join(f"{name} {d}" for name, d in sorted(self.inputs.items()))
+        return f"{self.digest} ({self.kind}" + (f", from {sources})" if sources else ")")
+
+    def entries(self) -> list[Any]:
+        bib = self.credit.get("bibtex")
+        return parse_bibtex(bib, what=f"overlay {short(self.digest)}'s credit") if bib else []
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +96,7 @@ class Citation:
     dsreg_version: str = __version__
     format: str = "bibtex"  # what str() renders
     label_quality: LabelQuality | None = None  # how clean the revision's labels are
+    sources: tuple[OverlaySource, ...] = ()  # each applied overlay's source and credit
 
     def __str__(self) -> str:
         return self.render()
@@ -70,7 +113,7 @@ class Citation:
             "rows": self.rows,
             "revision": self.revision,
             "snapshot": self.snapshot,
-            "overlays": [{"digest": d, "kind": k} for d, k in self.overlays],
+            "overlays": [self._overlay_dict(d, k) for d, k in self.overlays],
             "authors": list(self.authors),
             "year": self.year,
             "date": self.date,
@@ -80,6 +123,10 @@ class Citation:
             "dsreg_version": self.dsreg_version,
             "label_quality": None if self.label_quality is None else self.label_quality.to_dict(),
         }
+
+    def _overlay_dict(self, digest: str, kind: str) -> dict[str, Any]:
+        src = next((o for o in self.sources if o.digest == digest), None)
+        return src.to_dict() if src is not None else {"digest": digest, "kind": kind}
 
     @property
     def command(self) -> str | None:
@@ -100,10 +147,32 @@ class Citation:
         bib = self.credit.get("bibtex")
         return parse_bibtex(bib, what="the snapshot's credit") if bib else []
 
+    def _overlay_entries(self) -> list[Any]:
+        """The applied overlays' BibTeX entries, in overlay order, each key once (and none
+        the dataset's credit has already)."""
+        seen = {e.key for e in self._credit_entries()}
+        out = []
+        for src in self.sources:
+            for e in src.entries():
+                if e.key not in seen:
+                    seen.add(e.key)
+                    out.append(e)
+        return out
+
+    def credit_entries(self) -> list[Any]:
+        """Every BibTeX entry the citation credits: the dataset's, then its overlays'."""
+        return self._credit_entries() + self._overlay_entries()
+
     def _credit_text(self) -> str:
         parts = [entry_text(e) for e in self._credit_entries()]
         if self.credit.get("text"):
             parts.append(self.credit["text"])
+        return " ".join(parts)
+
+    def _corrections_text(self) -> str:
+        """The applied overlays' credit as plain text (their entries, then their texts)."""
+        parts = [entry_text(e) for e in self._overlay_entries()]
+        parts += [o.credit["text"] for o in self.sources if o.credit.get("text")]
         return " ".join(parts)
 
     def digests(self) -> list[str]:
@@ -113,12 +182,15 @@ class Citation:
     def _overlays_text(self) -> str:
         if not self.overlays:
             return "no overlays"
-        return "overlays " + ", ".join(f"{d} ({k})" for d, k in self.overlays)
+        described = {o.digest: o.describe() for o in self.sources}
+        return "overlays " + ", ".join(described.get(d, f"{d} ({k})") for d, k in self.overlays)
 
     def text(self) -> str:
         by = ", ".join(self.authors) + ". " if self.authors else ""
         credit = self._credit_text()
         data = f" Dataset: {credit}" if credit else ""
+        fixes = self._corrections_text()
+        data += f" Corrections: {fixes}" if fixes else ""
         where = f" Remote: {self.remote}." if self.remote else ""
         return (
             f"{by}{self.name} ({self.year}): the {self.view} view ({self.rows} rows) of dataset "
@@ -136,6 +208,12 @@ class Citation:
             note += "; dataset: please also cite " + ", ".join(e.key for e in entries)
         if self.credit.get("text"):
             note += f"; dataset: {_tex(self.credit['text'])}"
+        fixes = self._overlay_entries()
+        if fixes:
+            note += "; corrections: please also cite " + ", ".join(e.key for e in fixes)
+        for o in self.sources:
+            if o.credit.get("text"):
+                note += f"; corrections {short(o.digest)}: {_tex(o.credit['text'])}"
         note += f"; cited with dsreg {self.dsreg_version}; {_tex(self._resolve_text())}"
         fields = [
             ("title", f"{{{_tex(self.name)}}}: the {self.view} view of {_tex(self.dataset)}"),
@@ -152,15 +230,19 @@ class Citation:
         text = f"@misc{{{key},\n{body},\n}}\n"
         if entries:
             text += "\n" + self.credit["bibtex"]
+        if fixes:
+            text += "\n" + format_bibtex(fixes)
         return text
 
     def cff(self) -> str:
         authors = self.authors or (f"{self.dataset} maintainers",)
         q = json.dumps  # a JSON string is a valid YAML double-quoted scalar
         message = "If you report results on this revision, cite it by its digest"
-        entries = self._credit_entries()
-        if entries:
+        entries = self._credit_entries() + self._overlay_entries()
+        if self._credit_entries():
             message += " and the dataset's creators (references)"
+        if self._overlay_entries():
+            message += " and the sources of its corrections (references)"
         if self.credit.get("text"):
             message += f" (dataset: {self.credit['text']})"
         message += f"; {self._resolve_text()}"
@@ -191,11 +273,14 @@ class Citation:
             f"    value: {q(self.snapshot)}",
             f"    description: {q('dsreg snapshot')}",
         ]
+        described = {o.digest: o for o in self.sources}
         for i, (d, k) in enumerate(self.overlays, 1):
+            src = described.get(d)
+            what = src.describe()[len(d) + 1 :] if src is not None else f"({k})"
             lines += [
                 "  - type: other",
                 f"    value: {q(d)}",
-                f"    description: {q(f'dsreg overlay {i} ({k})')}",
+                f"    description: {q(f'dsreg overlay {i} {what}')}",
             ]
         lines += ["keywords:", "  - " + q("dsreg"), "  - " + q(self.dataset)]
         if entries:
@@ -239,6 +324,19 @@ def check_format(format: str) -> None:
         raise InvalidInputError(f"unknown --format {format!r}; choose {', '.join(FORMATS)}")
 
 
+def overlay_source(reg: Registry, digest: str) -> OverlaySource:
+    """What a citation says of overlay ``digest``: its kind, producer, input files and credit."""
+    ov = reg.overlay(digest)
+    p = ov.producer
+    return OverlaySource(
+        digest=digest,
+        kind=ov.kind,
+        producer=str(p.get("name", "")),
+        inputs=dict(p.get("inputs") or {}),
+        credit=dict(p.get("credit") or {}),
+    )
+
+
 def first_tagged(reg: Registry, dataset: str, revision: str) -> str | None:
     """The time (``YYYY-MM-DDTHH:MM:SSZ``) of the first log entry that pointed a tag of
     ``dataset`` at ``revision``, or ``None``."""
@@ -272,6 +370,7 @@ def cite(
         revision=r.digest,
         snapshot=r.revision.snapshot,
         overlays=tuple((d, reg.overlay(d).kind) for d in r.revision.overlays),
+        sources=tuple(overlay_source(reg, d) for d in r.revision.overlays),
         authors=tuple(authors),
         year=int(when[:4]) if when else time.gmtime().tm_year,
         date=when[:10] if when else None,

@@ -26,9 +26,17 @@ from dsreg.views.loaders import check_align
 from dsreg.views.sql import Connection
 from dsreg.views.verified import verified_object
 
-__all__ = ["EXPORT_FORMATS", "ExportResult", "check_export_format", "export_labels"]
+__all__ = [
+    "EXPORT_FORMATS",
+    "METADATA_FORMATS",
+    "ExportResult",
+    "check_export_format",
+    "export_labels",
+]
 
 EXPORT_FORMATS = ("npy", "csv", "parquet")
+# Written by ``dsreg.report.croissant.write``: a folder (croissant) or a JSON record (datacite).
+METADATA_FORMATS = ("croissant", "datacite")
 _BATCH = 1 << 16
 
 
@@ -54,8 +62,10 @@ def check_export_format(format: str | None, output: str | os.PathLike[str]) -> s
                 "--format npy, csv or parquet"
             )
         return suffix
-    if format not in EXPORT_FORMATS:
-        raise InvalidInputError(f"unknown --format {format!r}; choose npy, csv or parquet")
+    if format not in EXPORT_FORMATS + METADATA_FORMATS:
+        raise InvalidInputError(
+            f"unknown --format {format!r}; choose npy, csv, parquet, croissant or datacite"
+        )
     return format
 
 
@@ -71,6 +81,8 @@ def export_labels(
     columns ``row``, ``example_id``, ``label`` (int64, -1 where removed) and ``label_name``
     (null where removed), one line per row, in snapshot order."""
     fmt = check_export_format(format, output)
+    if fmt in METADATA_FORMATS:
+        raise InvalidInputError(f"--format {fmt} is written by dsreg.export, not export_labels")
     which = check_align(align)
     r = reg.resolve(spec)
     dest = Path(output)

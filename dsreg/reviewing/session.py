@@ -19,7 +19,7 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final, NamedTuple
@@ -405,6 +405,7 @@ def finish_review(
     tagging: Tagging = _NO_TAG,
     votes_per_item: int | None = None,
     command: str = "",
+    credit: Mapping[str, str] | None = None,
 ) -> ReviewFinish:
     """Store the votes about ``spec``'s queue as a ``validated`` overlay: ``import_votes`` of the
     bytes ``export_votes`` returns (and, with ``tagging.tag``, tag the revision plus it in
@@ -429,6 +430,7 @@ def finish_review(
             threshold=threshold,
             tagging=tagging,
             command=command,
+            credit=credit,
         )
     finally:
         with contextlib.suppress(OSError):
