@@ -132,7 +132,9 @@ def push(
 def publish(
     to: Annotated[
         str | None,
-        Arg("Where: a folder, a URL DVC accepts, or a remote's name (default: the default remote)."),
+        Arg(
+            "Where: a folder, a URL DVC accepts, or a remote's name (default: the default remote)."
+        ),
     ] = None,
     *,
     url: Annotated[

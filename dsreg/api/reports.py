@@ -26,6 +26,7 @@ from dsreg.formats.manifests import VIEWS, View
 # Each of these imports numpy and pyarrow (DuckDB, matplotlib): imported when first used.
 if TYPE_CHECKING:
     from dsreg.registry.folder import Registry, Resolved
+    from dsreg.remote import transfer
     from dsreg.report import cite as report_cite
     from dsreg.report import diff as report_diff
     from dsreg.report import evaluate as report_evaluate
@@ -36,11 +37,10 @@ if TYPE_CHECKING:
     from dsreg.report.croissant import write as croissant_write
     from dsreg.report.diff import DiffResult
     from dsreg.report.evaluate import EvalReport
-    from dsreg.remote import transfer
     from dsreg.report.labelexport import ExportResult
+    from dsreg.report.predictions import Predictions
     from dsreg.report.publish import pinned
     from dsreg.report.publish.pinned import PinnedView
-    from dsreg.report.predictions import Predictions
 else:
     report_cite = lazy_module("dsreg.report.cite")
     report_diff = lazy_module("dsreg.report.diff")

@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsreg.errors import DsregError
-from dsreg.formats.manifests import VERDICTS
+from dsreg.formats.manifests import VERDICTS, Revision
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
 from dsreg.registry.marks import Retirement, Yank
 from dsreg.report import cite as report_cite
 from dsreg.report import diff as report_diff
 from dsreg.report.croissant import croissant_metadata
+from dsreg.report.croissant.provenance import lineage
 from dsreg.report.publish import html as h
 from dsreg.report.publish.pinned import PinnedView
 from dsreg.report.show import RevisionInfo
@@ -117,28 +118,22 @@ def pins_table(here: str, pins: Iterable[PinnedView]) -> str:
     return h.table(["Revision", "View", "Rows", "File"], rows)
 
 
-def parent_of(ds: SiteDataset, t: SiteTag) -> tuple[str, SiteTag | None] | None:
-    """What ``t``'s revision derives from (module docstring of ``site``): ``(spec, tag)``, the
-    tag ``None`` where no tag names it (the snapshot's original view, by digest); ``None`` for a
-    snapshot's original view itself."""
-    m = t.info.manifest
-    if not m.overlays and m.view == "original":
+def parent_of(reg: Registry, ds: SiteDataset, t: SiteTag) -> tuple[str, SiteTag | None] | None:
+    """What ``t``'s revision derives from, as its Croissant document says (``lineage``: the
+    same view without its last overlay, or the snapshot's original view): ``(spec, tag)``, the
+    tag naming it if one does, else its digest (the snapshot's for its original view) and
+    ``None``; ``None`` for a snapshot's original view itself, or a parent this registry does
+    not hold."""
+    previous = lineage(t.info.manifest).previous
+    if previous is None:
         return None
-    base = tuple(m.overlays[:-1]) if m.overlays else ()
-    same = [
-        o
-        for o in ds.tags
-        if o.info.snapshot == t.info.snapshot and tuple(o.info.manifest.overlays) == base
-    ]
-    if m.overlays:
-        same.sort(
-            key=lambda o: (o.info.view != m.view, o.info.view != "original", o.yank is not None)
-        )
-    else:
-        same = [o for o in same if o.info.view == "original"]
-    if same:
-        return f"{t.dataset}@{same[0].tag}", same[0]
-    return (t.info.snapshot, None) if not base else None
+    named = [o for o in ds.tags if o.info.revision == previous]
+    named.sort(key=lambda o: o.yank is not None)
+    if named:
+        return f"{t.dataset}@{named[0].tag}", named[0]
+    if previous == Revision(snapshot=t.info.snapshot).digest:
+        return t.info.snapshot, None  # a snapshot's digest stands for its original view
+    return (previous, None) if reg.store.has(previous) else None
 
 
 # What each list of a diff's sample ids holds, from this revision's side.
@@ -241,7 +236,7 @@ def _loading(here: str, ds: SiteDataset, t: SiteTag, url: str) -> str:
 
 
 def _changes(reg: Registry, here: str, ds: SiteDataset, t: SiteTag) -> str:
-    parent = parent_of(ds, t)
+    parent = parent_of(reg, ds, t)
     if parent is None:
         return "<p>The snapshot's original view: it derives from no other revision.</p>"
     spec, tag = parent
