@@ -35,12 +35,12 @@ def marked(cli: Cli, tmp_path: Path, make_imagefolder: Callable[..., Path]) -> P
 
 
 @pytest.fixture
-def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A working folder with no registry above it, and an empty per-user cache."""
-    where = tmp_path / "elsewhere"
-    where.mkdir()
+def elsewhere(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working folder with no registry above it (not below the test's tmp_path, which holds
+    the registry that made the marks), and an empty per-user cache."""
+    where = tmp_path_factory.mktemp("elsewhere")
     monkeypatch.chdir(where)
-    monkeypatch.setenv("DSREG_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("DSREG_CACHE", str(where / "cache"))
     return where
 
 
@@ -67,6 +67,7 @@ def test_open_from_a_remote_warns_of_its_yank_and_retirement(marked: Path, elsew
     assert "pets@v2 is yanked: labels <leaked>" in said
     assert "dataset pets is retired: replaced; use pets2 instead" in said
     assert len(ds) == 4
+    assert ds.registry.root == elsewhere / "cache"  # read into the cache: the remote's marks
     with pytest.warns(dsreg.YankedWarning, match="retired"):
         dsreg.show("pets@v1", remote=str(marked))
 
