@@ -4,12 +4,24 @@ call."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.api.options import PathArg, RegistryArg
 from dsreg.registry.folder import Registry
 
-__all__ = ["LINKS", "command_of", "find_registry", "hook", "overlay_credit", "specs_of"]
+if TYPE_CHECKING:
+    from dsreg.ops.overlay import Recording
+
+__all__ = [
+    "LINKS",
+    "command_of",
+    "find_registry",
+    "hook",
+    "overlay_credit",
+    "overlay_recording",
+    "specs_of",
+]
 
 LINKS = ("hardlink", "symlink", "copy", "reflink")
 
@@ -53,3 +65,11 @@ def overlay_credit(citation: PathArg | None, credit: str | None) -> dict[str, st
         return None
     made: dict[str, str] = read["credit"]  # type: ignore[assignment]
     return made
+
+
+def overlay_recording(command: str, citation: PathArg | None, credit: str | None) -> Recording:
+    """What a new overlay records of how it was made: ``command`` and the credit of
+    ``overlay_credit(citation, credit)``."""
+    from dsreg.ops.overlay import Recording
+
+    return Recording(command=command, credit=overlay_credit(citation, credit))

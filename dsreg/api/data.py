@@ -13,7 +13,7 @@ from dsreg._util.fs import replacing
 from dsreg._util.lazy import lazy_module
 from dsreg._util.progress import ProgressHook
 from dsreg.api import reading
-from dsreg.api.common import command_of, find_registry, hook, overlay_credit
+from dsreg.api.common import command_of, find_registry, hook, overlay_recording
 from dsreg.api.options import (
     Arg,
     Opt,
@@ -271,9 +271,7 @@ def detect(
     array or a ``.npy`` (memory-mapped) or Parquet file (read in chunks). The options are
     cleanlab's (see :func:`dsreg.detector.detector.detect`). ``tag`` also tags
     ``<dataset>@<tag>``: the revision plus the overlay, in ``view`` (default ``cleaned``).
-    ``progress(task, rows_done, n)`` hears of each pass over the probabilities. ``citation``
-    (a BibTeX file) and ``credit`` (plain text): the reference of the probabilities' source,
-    kept in the overlay and repeated by ``dsreg.cite`` (as ``import_votes``'s).
+    ``progress(task, rows_done, n)`` hears of each pass over the probabilities.
 
     Returns
     -------
@@ -295,7 +293,6 @@ def detect(
         chunk_rows=chunk_rows,
     )
     where = pred_probs if isinstance(pred_probs, str | os.PathLike) else "<array>"
-    made_credit = overlay_credit(citation, credit)
     return overlay_ops.detect(
         find_registry(registry),
         spec,
@@ -304,8 +301,7 @@ def detect(
         tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
         top=top,
         progress=hook(progress),
-        command=command_of(command, "detect", spec, where),
-        credit=made_credit,
+        record=overlay_recording(command_of(command, "detect", spec, where), citation, credit),
     )
 
 
@@ -336,7 +332,9 @@ def import_votes(
     of a revision applying it; an overlay made without them has no ``credit`` key. A
     malformed file is refused before anything is read or written.
     """
-    made_credit = overlay_credit(citation, credit)
+    record = overlay_recording(
+        command_of(command, "import_votes", spec, os.fspath(votes)), citation, credit
+    )
     return overlay_ops.import_votes(
         find_registry(registry),
         spec,
@@ -344,8 +342,7 @@ def import_votes(
         format=format,
         threshold=threshold,
         tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
-        command=command_of(command, "import_votes", spec, os.fspath(votes)),
-        credit=made_credit,
+        record=record,
     )
 
 
@@ -384,7 +381,9 @@ def import_labels(
     (``match``: ``file_name``, ``position``, ``row`` or ``example_id``). ``citation`` and
     ``credit``: the relabeling's published reference, kept as ``import_votes`` keeps it.
     """
-    made_credit = overlay_credit(citation, credit)
+    record = overlay_recording(
+        command_of(command, "import_labels", spec, os.fspath(path)), citation, credit
+    )
     return overlay_ops.import_labels(
         find_registry(registry),
         spec,
@@ -392,8 +391,7 @@ def import_labels(
         format=format,
         threshold=threshold,
         tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
-        command=command_of(command, "import_labels", spec, os.fspath(path)),
-        credit=made_credit,
+        record=record,
     )
 
 

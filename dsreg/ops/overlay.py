@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "VOTE_FORMATS",
     "OverlayResult",
+    "Recording",
     "Tagging",
     "check_detect_options",
     "check_tag_options",
@@ -52,6 +53,17 @@ class OverlayResult(CreatedOverlay):
 
     tagged: TagResult | None = None
     top: tuple[Issue, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Recording:
+    """What is recorded of how a new overlay was made: ``command``, the command line (or
+    library call) the ref log keeps, and ``credit``, the reference of the corrections' source
+    (``dsreg.formats.credit.make_credit``) the overlay's producer keeps; none: no ``credit``
+    key, so the overlay's digest is the one it has without the option."""
+
+    command: str = ""
+    credit: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,19 +170,23 @@ def detect(
     tagging: Tagging = Tagging(),
     top: int = 10,
     progress: ProgressHook = no_progress,
-    command: str = "",
-    credit: Mapping[str, str] | None = None,
+    record: Recording = Recording(),
 ) -> OverlayResult:
     """A ``detected`` overlay of ``spec`` (options: those of the detector), tagged as
-    ``tagging`` asks, with its ``top`` lowest-scored rows. ``credit``: the reference of the
-    corrections' source (``dsreg.formats.credit.make_credit``), kept in the producer."""
+    ``tagging`` asks, with its ``top`` lowest-scored rows; ``record``: its command and credit."""
     check_detect_options(options.filter_by, options.rank_by)
     check_tagging(reg, spec, tagging, producer="dsreg.detect")
     probs = Path(pred_probs) if isinstance(pred_probs, str | os.PathLike) else pred_probs
     made = detect_overlay(
-        reg, spec, probs, options=options, progress=progress, command=command, credit=credit
+        reg,
+        spec,
+        probs,
+        options=options,
+        progress=progress,
+        command=record.command,
+        credit=record.credit,
     )
-    return _stored(reg, spec, made, tagging, command=command, top=top)
+    return _stored(reg, spec, made, tagging, command=record.command, top=top)
 
 
 def check_vote_format(format: str) -> None:
@@ -186,17 +202,22 @@ def import_votes(
     format: str = "label-errors",
     threshold: int = 3,
     tagging: Tagging = Tagging(),
-    command: str = "",
-    credit: Mapping[str, str] | None = None,
+    record: Recording = Recording(),
 ) -> OverlayResult:
     """A ``validated`` overlay of ``spec``'s snapshot from a votes file, tagged as ``tagging``
-    asks; ``credit`` as for ``detect``."""
+    asks; ``record``: its command and credit."""
     check_vote_format(format)
     check_tagging(reg, spec, tagging, producer="dsreg.import-votes")
     made = votes_overlay(
-        reg, spec, Path(votes), format=format, threshold=threshold, command=command, credit=credit
+        reg,
+        spec,
+        Path(votes),
+        format=format,
+        threshold=threshold,
+        command=record.command,
+        credit=record.credit,
     )
-    return _stored(reg, spec, made, tagging, command=command)
+    return _stored(reg, spec, made, tagging, command=record.command)
 
 
 def import_labels(
@@ -207,20 +228,26 @@ def import_labels(
     format: str,
     threshold: float = 0.5,
     tagging: Tagging = Tagging(),
-    command: str = "",
-    credit: Mapping[str, str] | None = None,
+    record: Recording = Recording(),
 ) -> OverlayResult:
     """An overlay of ``spec``'s snapshot from a relabeling file (``real``, ``counts``) or a
-    corrections CSV (``csv``), tagged as ``tagging`` asks; ``credit`` as for ``detect``."""
+    corrections CSV (``csv``), tagged as ``tagging`` asks; ``record``: its command and
+    credit."""
     if format not in LABEL_FORMATS:
         raise InvalidInputError(
             f"unknown --format {format!r}; choose one of {', '.join(LABEL_FORMATS)}"
         )
     check_tagging(reg, spec, tagging, producer="dsreg.import-labels")
     made = labels_overlay(
-        reg, spec, Path(path), format=format, threshold=threshold, command=command, credit=credit
+        reg,
+        spec,
+        Path(path),
+        format=format,
+        threshold=threshold,
+        command=record.command,
+        credit=record.credit,
     )
-    return _stored(reg, spec, made, tagging, command=command)
+    return _stored(reg, spec, made, tagging, command=record.command)
 
 
 def check_tagging(reg: Registry, spec: str, tagging: Tagging, *, producer: str) -> None:

@@ -31,7 +31,13 @@ from dsreg.errors import InvalidInputError, StorageError, VotesError
 from dsreg.formats.manifests import VERDICTS, Overlay, Snapshot
 from dsreg.formats.tables import served_metadata
 from dsreg.objects.digest import hex_of, short
-from dsreg.ops.overlay import OverlayResult, Tagging, check_tag_target, import_votes
+from dsreg.ops.overlay import (
+    OverlayResult,
+    Recording,
+    Tagging,
+    check_tag_target,
+    import_votes,
+)
 from dsreg.registry.folder import Registry, Resolved
 from dsreg.registry.tables import read_corrections, read_examples
 from dsreg.reviewing.access import Access, access_path, load_access, save_access
@@ -429,8 +435,7 @@ def finish_review(
             format="label-errors",
             threshold=threshold,
             tagging=tagging,
-            command=command,
-            credit=credit,
+            record=Recording(command=command, credit=credit),
         )
     finally:
         with contextlib.suppress(OSError):

@@ -168,3 +168,34 @@ def test_an_early_finish_warns_and_leaves_split_items_unreviewed(
         *reg,
     )
     assert json.loads(full.stdout)["summary"]["non_agreement"] == 1
+
+
+def test_finish_keeps_the_citation_as_import_votes_does(
+    cli: Any, review_set: ReviewSet, tmp_path: Path, registry_state: Any
+) -> None:
+    _vote(review_set, {"alice": "guessed", "bob": "guessed", "carol": "given"})
+    reg = ["--registry", str(review_set.registry)]
+    bib = tmp_path / "raters.bib"
+    bib.write_text("@misc{ourraters2026, title = {Our review}, author = {Lab, The}, year = 2026}")
+    credit = ["--citation", str(bib), "--credit", "Reviewed in the lab"]
+    refused = cli("review", review_set.spec, *credit, *reg)
+    assert refused.exit_code == 1 and "--citation and --credit go with --finish" in refused.stderr
+    bad = tmp_path / "bad.bib"
+    bad.write_text("@misc{x, title = {no end")
+    before = registry_state(review_set.registry)
+    broken = cli("review", review_set.spec, "--finish", "--citation", str(bad), *reg)
+    assert broken.exit_code == 1 and len(broken.stderr.strip().splitlines()) == 1
+    assert f"--citation {bad}, line 1" in broken.stderr
+    assert registry_state(review_set.registry) == before
+    assert cli("review", review_set.spec, "--export", str(tmp_path / "v.json"), *reg).exit_code == 0
+    imported = cli("overlay", "import-votes", review_set.spec, str(tmp_path / "v.json"),
+                   "--threshold", "2", "--json", *credit, *reg)  # fmt: skip
+    finished = cli("review", review_set.spec, "--finish", "--threshold", "2", "--tag", "checked",
+                   "--json", *credit, *reg)  # fmt: skip
+    assert finished.exit_code == 0, finished.stderr
+    digest = json.loads(finished.stdout)["overlay"]
+    assert digest == json.loads(imported.stdout)["overlay"]
+    registry = dsreg.Registry.find(review_set.registry)
+    assert registry.overlay(digest).producer["credit"]["text"] == "Reviewed in the lab"
+    cited = dsreg.cite(f"{review_set.spec.split('@')[0]}@checked", registry=registry)
+    assert "ourraters2026" in cited.bibtex() and "Reviewed in the lab" in cited.text()
