@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from dsreg.api.registry import verify as verify
     from dsreg.api.remotes import clone as clone
     from dsreg.api.remotes import import_dvc as import_dvc
+    from dsreg.api.remotes import publish as publish
     from dsreg.api.remotes import pull as pull
     from dsreg.api.remotes import push as push
     from dsreg.api.remotes import remote_add as remote_add
@@ -137,6 +138,9 @@ if TYPE_CHECKING:
     from dsreg.report.evaluate import ViewScore as ViewScore
     from dsreg.report.human import HumanScore as HumanScore
     from dsreg.report.labelexport import ExportResult as ExportResult
+    from dsreg.report.publish.pinned import PinnedView as PinnedView
+    from dsreg.report.publish.site import Published as Published
+    from dsreg.report.publish.site import PublishedSite as PublishedSite
     from dsreg.report.ranks import PredictionsSource as PredictionsSource
     from dsreg.report.show import ObjectInfo as ObjectInfo
     from dsreg.report.show import RevisionInfo as RevisionInfo

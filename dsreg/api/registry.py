@@ -26,6 +26,7 @@ from dsreg.errors import InvalidInputError
 from dsreg.formats.manifests import VIEWS
 from dsreg.ops.tag import delete_tag, make_tag
 from dsreg.registry.folder import Registry
+from dsreg.registry.marks import read_retirement
 from dsreg.registry.refs import RefLog
 
 # What only some of these commands need, imported when first used: the checkout and the
@@ -159,9 +160,7 @@ def ls(
             show_default=False,
         ),
     ] = None,
-    all: Annotated[
-        bool, Opt("--all", help="List yanked tags too, marked yanked (no --remote).")
-    ] = False,
+    all: Annotated[bool, Opt("--all", help="List yanked tags too, marked yanked.")] = False,
     registry: RegistryOpt = None,
     progress: ProgressHook | None = None,
 ) -> TagList:
@@ -172,22 +171,44 @@ def ls(
     most ``max_tags`` of them (default ``$DSREG_MAX_TAGS``, else 10,000; 0 reads every one),
     the first by dataset and tag. The result (a list) says how many the remote names
     (``named``) and how many were left unread (``omitted``). ``progress("reading tags", done,
-    total)`` hears of the reads. ``max_tags`` without ``remote`` is refused. A yanked tag is
-    left out unless ``all`` (then its ``yanked`` holds the reason)."""
+    total)`` hears of the reads. ``max_tags`` without ``remote`` is refused. A yanked tag (the
+    remote's yanks with ``remote``) is left out unless ``all`` (then its ``yanked`` holds the
+    reason); the result's ``retired`` names each retired dataset's successor and reason."""
     if remote is None:
         if max_tags is not None:
             raise InvalidInputError("--max-tags caps a remote's listing: give --remote too")
-        tags = report_show.list_tags(find_registry(registry), all=all)
-        return report_show.TagList(tags, named=len(tags))
-    if all:
-        raise InvalidInputError("--all lists this registry's yanked tags: not with --remote")
-    _reg, rs, _cached = reading.remote_store(registry, remote)
+        reg = find_registry(registry)
+        tags = report_show.list_tags(reg, all=all)
+        retired = {ds: read_retirement(reg.root, ds) for ds in {t.dataset for t in tags}}
+        return report_show.TagList(
+            tags,
+            named=len(tags),
+            retired={
+                ds: {"successor": r.successor, "reason": r.reason}
+                for ds, r in sorted(retired.items())
+                if r is not None
+            },
+        )
+    reg, rs, _cached = reading.remote_store(registry, remote)
     got = remote_reading.remote_tags(rs, max_tags=max_tags, progress=hook(progress))
+    marks = remote_reading.remote_marks(reg, rs)
+    yanks = marks.yanks()
+    listed = []
+    for ds, t, d in got.tags:
+        reason = yanks.get((ds, t))
+        if reason is None or all:
+            marked = None if reason is None else {"reason": reason}
+            listed.append(report_show.TagRef(dataset=ds, tag=t, revision=d, yanked=marked))
     return report_show.TagList(
-        (report_show.TagRef(dataset=ds, tag=t, revision=d) for ds, t, d in got.tags),
+        listed,
         named=got.named,
         omitted=got.omitted,
         max_tags=got.cap,
+        retired={
+            ds: {"successor": successor, "reason": reason}
+            for ds, (successor, reason) in marks.retired().items()
+        },
+        unusable={f"{n.dataset}@{n.tag}": why for n, why in marks.refused.items()},
     )
 
 

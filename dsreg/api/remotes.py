@@ -30,11 +30,13 @@ with lazy_imports():
     from dsreg.ingest import dvc as ingest_dvc
     from dsreg.remote import config as remote_config
     from dsreg.remote import transfer
+    from dsreg.report.publish import site as publish_site
 
 if TYPE_CHECKING:
     from dsreg.ingest.dvc import ImportResult
     from dsreg.remote.config import RemoteConfig
     from dsreg.remote.transfer import CloneResult, PullResult, PushResult
+    from dsreg.report.publish.site import Published
 
 
 # -- remotes -----------------------------------------------------------------------------------
@@ -122,6 +124,45 @@ def push(
     return transfer.push(
         reg, wanted, remote=remote, force=force, jobs=jobs, progress=hook(progress), command=line
     )
+
+
+def publish(
+    to: Annotated[
+        str | None,
+        Arg(
+            "Where: a folder, a URL DVC accepts, or a remote's name (default: the default remote)."
+        ),
+    ] = None,
+    *,
+    url: Annotated[
+        str | None,
+        Opt(
+            help="The URL readers reach it at, named on the pages (dsreg.open, citations); "
+            "default: the remote's own URL or folder.",
+            show_default=False,
+        ),
+    ] = None,
+    jobs: JobsOpt = None,
+    force: Annotated[
+        bool, Opt(help="Move tags the remote holds at another digest (as push --force).")
+    ] = False,
+    progress: ProgressHook | None = None,
+    command: str | None = None,
+    registry: RegistryOpt = None,
+) -> Published:
+    """Push every tag to ``to`` (as ``push`` does: objects, tags, recorded results, yanks and
+    retirements), then write a static website there: ``index.html``, a page per dataset and
+    per tag (digest, label card, verdict counts, the diff to the revision it derives from, its
+    citation, how to load it, the leaderboard, yanks and retirements, Croissant JSON-LD) and
+    each page's Croissant file. Relative links only: any static web server, or ``file://``,
+    serves it. An http(s) remote is read-only: refused before anything is sent."""
+    reg, wanted, line = _transfer("publish", None, registry, command)
+    rs = transfer.writable_remote(reg, to)
+    pushed = transfer.push(
+        reg, wanted, remote=to, force=force, jobs=jobs, progress=hook(progress), command=line
+    )
+    site = publish_site.write_site(reg, rs, url=url or rs.url)
+    return publish_site.Published(push=pushed, site=site)
 
 
 def pull(

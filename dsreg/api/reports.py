@@ -25,12 +25,14 @@ from dsreg.formats.manifests import VIEWS, View
 
 # Each of these imports numpy and pyarrow (DuckDB, matplotlib): imported when first used.
 with lazy_imports():
+    from dsreg.remote import transfer
     from dsreg.report import cite as report_cite
     from dsreg.report import diff as report_diff
     from dsreg.report import evaluate as report_evaluate
     from dsreg.report import labelexport
     from dsreg.report import plot as report_plot
     from dsreg.report.croissant import write as croissant_write
+    from dsreg.report.publish import pinned
 
 if TYPE_CHECKING:
     from dsreg.registry.folder import Registry, Resolved
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from dsreg.report.evaluate import EvalReport
     from dsreg.report.labelexport import ExportResult
     from dsreg.report.predictions import Predictions
+    from dsreg.report.publish.pinned import PinnedView
 
 # What the command line cannot give (a DataFrame, an array): named, not imported, at run time.
 PredictionsArg: TypeAlias = "Mapping[str, Predictions] | Sequence[PathArg] | Predictions"
@@ -244,7 +247,9 @@ def cite(
 
 def export(
     spec: Annotated[str, Arg("The revision: dataset@tag or a digest.")],
-    output: Annotated[PathArg, Opt("--output", "-o", help="The file to write.")],
+    output: Annotated[
+        PathArg | None, Opt("--output", "-o", help="The file to write.", show_default=False)
+    ] = None,
     *,
     format: Annotated[
         str | None,
@@ -267,8 +272,17 @@ def export(
         Sequence[str] | None,
         Opt("--author", help="croissant, datacite: a creator; repeat for several (as cite)."),
     ] = None,
+    to: Annotated[
+        str | None,
+        Opt(
+            "--to",
+            help="Instead of --output: pin the view's rows (Parquet) on this remote (a name, "
+            "folder or URL), named by their SHA-256, for any engine to read by URL.",
+            show_default=False,
+        ),
+    ] = None,
     registry: RegistryOpt = None,
-) -> ExportResult:
+) -> ExportResult | PinnedView:
     """Write ``spec``'s labels to ``output`` as ``npy`` (an int64 vector; the label sets and
     raters' counts the revision carries as arrays beside it), ``csv``, ``parquet`` or ``jsonl``
     (``row, example_id, label, label_name``, then ``labels`` and ``label_counts`` as lists when
@@ -282,8 +296,24 @@ def export(
     view as ``labels.parquet``, the examples and corrections tables, the payloads), which
     ``mlcroissant`` reads back as ``dsreg.open(spec).labels()`` (docs/croissant.md).
     ``format="datacite"``: the DataCite JSON of a deposit of the revision. Both name
-    ``authors`` as its creators (default: the dataset's maintainers)."""
+    ``authors`` as its creators (default: the dataset's maintainers).
+
+    With ``to`` (a remote's name, a folder or a URL) instead of ``output``, the view's rows
+    (``align="view"``, Parquet) are stored on that remote as ``views/sha256/<hex>.parquet``,
+    once per revision: a second export uploads nothing. Returns a ``PinnedView`` with the
+    object's URL and SHA-256. A read-only (http) remote is refused before anything is
+    computed."""
     reg = find_registry(registry)
+    if to is not None:
+        if output is not None or format not in (None, "parquet"):
+            raise InvalidInputError(
+                "--to pins the view as Parquet on a remote: give it without --output and with "
+                "--format parquet (or none)"
+            )
+        rs = transfer.writable_remote(reg, to)
+        return pinned.pin_view(reg, spec, rs)
+    if output is None:
+        raise InvalidInputError("export needs --output FILE, or --to REMOTE to pin the view")
     fmt = labelexport.check_export_format(format, output)
     if fmt == "croissant":
         return croissant_write.write_croissant(reg, spec, output, authors=tuple(authors or ()))

@@ -74,6 +74,7 @@ COMMANDS: dict[str, Callable[[], Command] | Subgroup] = {
     "leaderboard": lambda: results.leaderboard,
     "gap": lambda: results.gap,
     "push": lambda: remotes.push,
+    "publish": lambda: remotes.publish,
     "pull": lambda: remotes.pull,
     "clone": lambda: remotes.clone,
     "import-dvc": lambda: remotes.import_dvc,

@@ -106,6 +106,10 @@ def show_tags(tags: TagList, untagged: list[str], *, remote: str | None, json: b
             f"{remote} names (by dataset and tag); --max-tags N or $DSREG_MAX_TAGS raises the "
             "cap (0: no cap)."
         )
+    for ds, r in tags.retired.items():
+        say(f"Dataset {ds} is retired: {printable(r['reason'])}; use {r['successor']} instead")
+    for name, why in tags.unusable.items():
+        say(f"Not applied: the mark of {name} on remote {remote} {printable(why)}")
     if json:
         emit_json([r.to_dict() for r in tags])
         return

@@ -19,7 +19,7 @@ from dsreg.cli.results import render_citation, render_recorded
 from dsreg.errors import InvalidInputError
 
 if TYPE_CHECKING:
-    from dsreg.api import Agreement, Citation, DiffResult, ExportResult
+    from dsreg.api import Agreement, Citation, DiffResult, ExportResult, PinnedView
 
 # -- sql ------------------------------------------------------------------------------------------
 
@@ -245,13 +245,20 @@ def export(spec: str, *, json: bool, **options: Any) -> None:
     example_id, label, label_name), with the label sets and raters' counts it carries, aligned
     to the snapshot's rows (the form evaluation scripts indexed by the test set's order expect)
     or to the view's. Streamed in batches. --format croissant writes a folder: the revision's
-    Croissant 1.1 JSON-LD and the files it describes; --format datacite its DataCite JSON."""
+    Croissant 1.1 JSON-LD and the files it describes; --format datacite its DataCite JSON.
+    With --to REMOTE, pins the view's rows as a Parquet object on that remote, named by its
+    SHA-256, and prints its URL and digest; a second export of the revision uploads nothing."""
     show_exported(reports_api.export(spec, **options), json=json)
 
 
-def show_exported(res: ExportResult, *, json: bool) -> None:
+def show_exported(res: ExportResult | PinnedView, *, json: bool) -> None:
     if json:
         emit_json(res.to_dict())
+        return
+    if isinstance(res, api.PinnedView):
+        out(f"{res.url}\tsha256:{res.sha256}")
+        done = "Uploaded" if res.uploaded else "Already pinned (nothing uploaded):"
+        say(f"{done} the {res.view} view of {short(res.revision)}, {res.rows} rows, as Parquet")
         return
     out(res.revision)
     if res.format == "croissant":

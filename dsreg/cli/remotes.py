@@ -106,6 +106,24 @@ def show_pushed(res: PushResult, *, json: bool) -> None:
 
 
 @command(
+    remotes_api.publish,
+)
+def publish(to: str | None, *, quiet: bool, json: bool, **options: Any) -> None:
+    """Push every tag, then write a static website of the registry there (index, a page per
+    dataset and per tag, Croissant JSON-LD); relative links, for any static server or file://."""
+    res = logged_run(remotes_api.publish, to, quiet=quiet, lazy_bar=True, **options)
+    if json:
+        emit_json(res.to_dict())
+        return
+    show_pushed(res.push, json=False)
+    site = res.site
+    say(
+        f"Published {len(site.datasets)} datasets, {len(site.pages)} pages; the index is "
+        f"{res.push.url.rstrip('/')}/{site.index}; the pages name {site.url}"
+    )
+
+
+@command(
     remotes_api.pull,
 )
 def pull(specs: list[str] | None, *, quiet: bool, json: bool, **options: Any) -> None:

@@ -17,7 +17,7 @@ from dsreg.objects.batch import STAGE_PREFIX
 from dsreg.objects.digest import short
 from dsreg.registry.expiry import DEFAULT_LOG_EXPIRY, parse_duration
 from dsreg.registry.folder import Registry
-from dsreg.registry.marks import mark_objects
+from dsreg.registry.marks import mark_objects, mark_problems
 from dsreg.registry.reachable import Problem, log_expiry, logged, reachable, roots
 from dsreg.registry.results import recorded_digests, result_objects, result_problems
 from dsreg.remote.config import default_remote
@@ -88,7 +88,7 @@ def verify(
         # Recorded results: their records and predictions, and any that cannot be used.
         recorded, unusable = result_problems(reg, logged(reg))
         targets = set(reg.store) | reached | recorded
-        problems += _ref_problems(reg) + _log_problems(reg) + unusable
+        problems += _ref_problems(reg) + _log_problems(reg) + unusable + _mark_problems(reg)
     # Objects the walk could not read (a missing manifest or table among them): never payloads.
     unread = {p.digest for p in problems}
     ordered = sorted(targets)
@@ -154,6 +154,19 @@ def _ref_problems(reg: Registry) -> list[Problem]:
                 )
             )
     return out
+
+
+def _mark_problems(reg: Registry) -> list[Problem]:
+    """Yanks and retirements that cannot be used (each is served as if absent): the digest
+    named, or the ref's path for a damaged ref file."""
+    return [
+        Problem(
+            digest=m.digest or m.ref,
+            problem=f"mark {m.ref} cannot be used, so it is ignored: {m.problem}; set it again "
+            "('dsreg yank' or 'dsreg retire') or remove the file",
+        )
+        for m in mark_problems(reg.root)
+    ]
 
 
 def _log_problems(reg: Registry) -> list[Problem]:

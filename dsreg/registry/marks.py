@@ -23,19 +23,23 @@ from dsreg._util.jsonread import read_line
 from dsreg.errors import DsregError, IntegrityError, InvalidInputError, YankedWarning
 from dsreg.formats.canonical import canonical_bytes
 from dsreg.objects.store import ObjectStore
-from dsreg.registry.markrefs import retired_refs, yank_refs
+from dsreg.registry.markrefs import RETIRED, YANKED, retired_refs, yank_refs
 from dsreg.registry.refs import RefStore
 
 __all__ = [
+    "MarkProblem",
     "Retirement",
     "Yank",
     "check_reason",
     "mark_bytes",
     "mark_objects",
+    "mark_problems",
     "parse_mark",
     "read_retirement",
     "read_yanks",
     "warn_marks",
+    "warn_retired",
+    "warn_yanked",
 ]
 
 _MAX_REASON = 1000
@@ -90,15 +94,80 @@ def parse_mark(data: bytes, *, kind: str, dataset: str, name: str) -> dict[str, 
     return fields
 
 
+def _mark_refs(refs: RefStore, dataset: str) -> dict[str, str | DsregError]:
+    """``{name: digest}`` of one dataset's mark refs, or for a damaged ref file the error that
+    reading it raised (``RefStore.tags`` would stop at the first)."""
+    folder = refs.refs / dataset
+    if not folder.is_dir():
+        return {}
+    out: dict[str, str | DsregError] = {}
+    for p in sorted(folder.iterdir()):
+        if p.is_file() and not p.name.startswith("."):
+            try:
+                digest = refs.get(dataset, p.name)
+            except DsregError as e:
+                out[p.name] = e
+                continue
+            if digest is not None:
+                out[p.name] = digest
+    return out
+
+
+def _read_mark(
+    store: ObjectStore, digest: str | DsregError, kind: str, dataset: str, name: str
+) -> dict[str, str]:
+    """The fields of one mark, verified; ``DsregError`` saying why it cannot be used."""
+    if isinstance(digest, DsregError):
+        raise digest
+    return parse_mark(store.read_bytes(digest), kind=kind, dataset=dataset, name=name)
+
+
 def _marks(store: ObjectStore, refs: RefStore, dataset: str, kind: str) -> dict[str, Any]:
     """``{name: fields}`` of one dataset's marks; one that cannot be read is skipped (it hides
     nothing: the tag is served unmarked, and ``dsreg verify`` names what is damaged)."""
     out = {}
-    for name, digest in refs.tags(dataset).items():
+    for name, digest in _mark_refs(refs, dataset).items():
         try:
-            out[name] = parse_mark(store.read_bytes(digest), kind=kind, dataset=dataset, name=name)
+            out[name] = _read_mark(store, digest, kind, dataset, name)
         except DsregError:
             continue
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MarkProblem:
+    """A yank or retirement that cannot be used: its ref (``yanked/<dataset>/<tag>``), the
+    digest it names (``None`` for a damaged ref file) and why."""
+
+    ref: str
+    digest: str | None
+    problem: str
+
+
+def mark_problems(root: Path) -> list[MarkProblem]:
+    """Every yank and retirement ref whose file is damaged, or whose mark object is missing,
+    corrupt, or not the mark of that dataset and name (each is served as if absent)."""
+    store = ObjectStore(root)
+    out = []
+    for folder, kind in ((YANKED, "yank"), (RETIRED, "retire")):
+        refs = RefStore(root, refs=folder)
+        for dataset in refs.datasets():
+            for name, digest in _mark_refs(refs, dataset).items():
+                if isinstance(digest, DsregError):
+                    why = "its file is damaged: it holds no digest"
+                else:
+                    try:
+                        _read_mark(store, digest, kind, dataset, name)
+                        continue
+                    except DsregError as e:
+                        why = str(e)
+                out.append(
+                    MarkProblem(
+                        ref=f"{folder}/{dataset}/{name}",
+                        digest=None if isinstance(digest, DsregError) else digest,
+                        problem=why,
+                    )
+                )
     return out
 
 
@@ -116,19 +185,32 @@ def read_retirement(root: Path, dataset: str) -> Retirement | None:
 
 
 def mark_objects(root: Path) -> set[str]:
-    """The digests every yank and retirement ref names (gc keeps them)."""
-    return {d for refs in (yank_refs(root), retired_refs(root)) for _, _, d in refs.all()}
+    """The digests every yank and retirement ref names (gc keeps them; a damaged ref names
+    none)."""
+    out: set[str] = set()
+    for refs in (yank_refs(root), retired_refs(root)):
+        for ds in refs.datasets():
+            out.update(d for d in _mark_refs(refs, ds).values() if isinstance(d, str))
+    return out
 
 
 def warn_marks(root: Path, dataset: str, tag: str) -> None:
     """Warn (``YankedWarning``) if ``dataset@tag`` is yanked or ``dataset`` retired."""
     yank = read_yanks(root, dataset).get(tag)
     if yank is not None:
-        warnings.warn(f"{dataset}@{tag} is yanked: {yank.reason}", YankedWarning, stacklevel=3)
+        warn_yanked(dataset, tag, yank.reason, stacklevel=4)
     retired = read_retirement(root, dataset)
     if retired is not None:
-        warnings.warn(
-            f"dataset {dataset} is retired: {retired.reason}; use {retired.successor} instead",
-            YankedWarning,
-            stacklevel=3,
-        )
+        warn_retired(dataset, retired, stacklevel=4)
+
+
+def warn_yanked(dataset: str, tag: str, reason: str, *, stacklevel: int = 3) -> None:
+    warnings.warn(f"{dataset}@{tag} is yanked: {reason}", YankedWarning, stacklevel=stacklevel)
+
+
+def warn_retired(dataset: str, retired: Retirement, *, stacklevel: int = 3) -> None:
+    warnings.warn(
+        f"dataset {dataset} is retired: {retired.reason}; use {retired.successor} instead",
+        YankedWarning,
+        stacklevel=stacklevel,
+    )

@@ -54,12 +54,13 @@ from dsreg.errors import (
 from dsreg.formats.names import check_name, parse_spec
 from dsreg.objects.digest import PREFIX, is_digest, short
 from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.marks import Retirement, warn_retired, warn_yanked
 from dsreg.registry.refs import parse_log
 from dsreg.registry.results import ResultRecord, first_set
 from dsreg.remote.config import jobs_for, open_remote
 from dsreg.remote.fetch import Fetch, owner
-from dsreg.remote.results import fetched_result
-from dsreg.remote.store import RemoteStore, Target, listed_tags, looks_like_url
+from dsreg.remote.results import RemoteMarks, fetched_result, read_marks
+from dsreg.remote.store import RemoteStore, TagName, Target, listed_tags, looks_like_url
 
 __all__ = [
     "ENV_MAX_TAGS",
@@ -68,8 +69,10 @@ __all__ = [
     "RemoteTag",
     "RemoteTags",
     "reading_remote",
+    "remote_marks",
     "remote_tags",
     "tag_cap",
+    "warn_remote_marks",
 ]
 
 T = TypeVar("T")
@@ -152,6 +155,25 @@ def remote_tags(
         )
     tags = sorted(RemoteTag(name.dataset, name.tag, d) for name, d in found.good.items())
     return RemoteTags(tags=tags, named=len(names), cap=cap)
+
+
+def remote_marks(reg: Registry, rs: RemoteStore) -> RemoteMarks:
+    """Every yank and retirement ``rs`` holds, each mark fetched into ``reg`` and checked (a
+    damaged one is refused, and named in the result's ``refused``)."""
+    with Fetch(reg, rs, jobs=jobs_for(reg, rs, None)) as fetch:
+        return read_marks(fetch)
+
+
+def warn_remote_marks(marks: RemoteMarks, dataset: str, tag: str | None) -> None:
+    """Warn (``YankedWarning``), as a registry's resolve does, if the remote yanks
+    ``dataset@tag`` or retires ``dataset``."""
+    reason = marks.yanks().get(TagName(dataset, tag)) if tag is not None else None
+    if reason is not None:
+        warn_yanked(dataset, str(tag), reason, stacklevel=6)
+    retired = marks.retired().get(dataset)
+    if retired is not None:
+        successor, why = retired
+        warn_retired(dataset, Retirement(reason=why, successor=successor), stacklevel=6)
 
 
 def _remote_target(rs: RemoteStore, spec: str) -> Target:
@@ -248,8 +270,9 @@ class RemoteRead:
         target = _remote_target(self.rs, spec)
         with self._fetch() as fetch:
             fetch.whole([target.digest], payloads=payloads)
-        resolved = self.reg.resolve(target.digest)
-        self._check_owner(spec, target)
+            resolved = self.reg.resolve(target.digest)
+            self._check_owner(spec, target)
+            warn_remote_marks(read_marks(fetch, [resolved.dataset]), resolved.dataset, target.tag)
         return Resolved(
             digest=resolved.digest,
             revision=resolved.revision,

@@ -64,12 +64,14 @@ __all__ = [
     "FetchedMarks",
     "FetchedResults",
     "PushedResults",
+    "RemoteMarks",
     "fetch_marks",
     "fetch_results",
     "fetched_result",
     "model_targets",
     "push_marks",
     "pushed_results",
+    "read_marks",
     "remote_model_refs",
 ]
 
@@ -276,21 +278,47 @@ class FetchedMarks:
     refused: dict[TagName, str]
 
 
-def fetch_marks(fetch: Fetch, datasets: Iterable[str], *, command: str) -> FetchedMarks:
-    """Fetch, verified, the remote's yanks and retirements of ``datasets`` and set them here
-    (this registry's marks of those datasets follow the remote's where it has one)."""
-    updates: list[RefUpdate] = []
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoteMarks:
+    """A remote's yanks and retirements, fetched and checked: ``found[folder][name]`` is the
+    mark's digest and fields (``folder`` ``yanked`` or ``retired``); ``refused`` names each
+    mark that is damaged there, with why (it is not used)."""
+
+    found: dict[str, dict[TagName, tuple[str, dict[str, str]]]]
+    refused: dict[TagName, str]
+
+    def yanks(self) -> dict[tuple[str, str], str]:
+        """``{dataset@tag: reason}`` of the yanked tags."""
+        return {n: f["reason"] for n, (_d, f) in self.found.get(YANKED, {}).items()}
+
+    def retired(self) -> dict[str, tuple[str, str]]:
+        """``{dataset: (successor, reason)}`` of the retired datasets."""
+        return {
+            n.dataset: (n.tag, f["reason"]) for n, (_d, f) in self.found.get(RETIRED, {}).items()
+        }
+
+
+def read_marks(fetch: Fetch, datasets: Iterable[str] | None = None) -> RemoteMarks:
+    """The remote's yanks and retirements of ``datasets`` (default: every dataset's), each mark
+    object fetched into the registry, verified, and checked to be the mark of its dataset and
+    name; a damaged one is refused, never used."""
+    found: dict[str, dict[TagName, tuple[str, dict[str, str]]]] = {}
     refused: dict[TagName, str] = {}
     for folder, event, _lifted in KINDS:
         rm = fetch.rs.with_refs(folder)
-        good: list[Target] = []
-        for name, value in sorted(_remote_refs(rm, datasets).items()):
+        if datasets is None:
+            scanned = rm.scan_refs()
+            there: dict[TagName, str | bytes] = {**scanned.good, **scanned.damaged}
+        else:
+            there = _remote_refs(rm, datasets)
+        found[folder] = {}
+        for name, value in sorted(there.items()):
             if not isinstance(value, str):
                 refused[name] = f"(a {event} mark) is {describe_state(value)}"
                 continue
             try:
                 fetch.objects([value])
-                parse_mark(
+                fields = parse_mark(
                     fetch.reg.store.read_bytes(value),
                     kind=event,
                     dataset=name.dataset,
@@ -299,7 +327,17 @@ def fetch_marks(fetch: Fetch, datasets: Iterable[str], *, command: str) -> Fetch
             except DsregError as e:
                 refused[name] = f"(a {event} mark): {e}"
                 continue
-            good.append(Target(name.dataset, name.tag, value))
+            found[folder][name] = (value, fields)
+    return RemoteMarks(found=found, refused=refused)
+
+
+def fetch_marks(fetch: Fetch, datasets: Iterable[str], *, command: str) -> FetchedMarks:
+    """Fetch, verified, the remote's yanks and retirements of ``datasets`` and set them here
+    (this registry's marks of those datasets follow the remote's where it has one)."""
+    marks = read_marks(fetch, datasets)
+    updates: list[RefUpdate] = []
+    for folder, event, _lifted in KINDS:
+        good = [Target(n.dataset, n.tag, d) for n, (d, _f) in marks.found[folder].items()]
         local = RefStore(fetch.reg.root, refs=folder)
         updates += fetch.write_tags(good, force=True, command=command, refs=local, event=event)
-    return FetchedMarks(updates=tuple(updates), refused=refused)
+    return FetchedMarks(updates=tuple(updates), refused=marks.refused)

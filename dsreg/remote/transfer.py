@@ -88,6 +88,7 @@ __all__ = [
     "pull",
     "push",
     "remove_remote",
+    "writable_remote",
 ]
 
 
@@ -172,7 +173,7 @@ def push(
     another push set meanwhile is refused, ``force`` or not. Nothing the remote holds is sent
     again.
     """
-    rs = _writable(reg, remote)
+    rs = writable_remote(reg, remote)
     n_jobs = jobs_for(reg, rs, jobs)
     targets = _push_targets(reg, specs)
     if not targets:
@@ -213,7 +214,7 @@ def push(
     )
 
 
-def _writable(reg: Registry, remote: str | None) -> RemoteStore:
+def writable_remote(reg: Registry, remote: str | None) -> RemoteStore:
     """The remote a push writes to; ``RemoteError`` if it is read-only (HTTP)."""
     rs = open_remote(reg, remote)
     if rs.read_only:
@@ -232,7 +233,7 @@ def push_delete(
     the value read first and logged there (event ``delete``); nothing is sent and nothing here
     changes. Every tag is checked before any is removed: a tag the remote does not hold (or
     holds damaged) raises ``RevisionNotFoundError`` and nothing is deleted."""
-    rs = _writable(reg, remote)
+    rs = writable_remote(reg, remote)
     if not names:
         raise InvalidInputError("push --delete needs the tags to delete: DATASET@TAG")
     wanted = [parse_tag_target(n) for n in names]

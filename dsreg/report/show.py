@@ -48,9 +48,11 @@ class TagList(list[TagRef]):
     """Tags, as ``ls`` returns them (a list, by dataset and tag), with what a listing of a
     remote left out: ``named``, how many tags there are; ``omitted``, how many of them were
     not read because the remote names more than ``max_tags`` (the cap the listing applied,
-    ``None`` for none)."""
+    ``None`` for none); ``retired``, ``{dataset: {"successor", "reason"}}`` of the retired
+    datasets among them; ``unusable``, ``{"dataset@name": why}`` of a remote's yanks and
+    retirements that are damaged there, and so not applied."""
 
-    __slots__ = ("max_tags", "named", "omitted")
+    __slots__ = ("max_tags", "named", "omitted", "retired", "unusable")
 
     def __init__(
         self,
@@ -59,11 +61,15 @@ class TagList(list[TagRef]):
         named: int = 0,
         omitted: int = 0,
         max_tags: int | None = None,
+        retired: dict[str, dict[str, str]] | None = None,
+        unusable: dict[str, str] | None = None,
     ) -> None:
         super().__init__(tags)
         self.named = named
         self.omitted = omitted
         self.max_tags = max_tags
+        self.retired = retired or {}
+        self.unusable = unusable or {}
 
 
 def list_tags(reg: Registry, *, all: bool = False) -> list[TagRef]:
