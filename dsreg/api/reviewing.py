@@ -62,6 +62,25 @@ MediaUrlOpt: TypeAlias = Annotated[
 ]
 
 
+AuditOpt: TypeAlias = Annotated[
+    bool,
+    Opt(
+        "--audit",
+        help="Review the revision's last audit overlay: each finding beside its match, "
+        "answered same or different.",
+    ),
+]
+CorpusOpt: TypeAlias = Annotated[
+    PathArg | None,
+    Opt(
+        help="With an audit of a corpus folder (--against DIR): that folder, whose files show "
+        "the matches.",
+        metavar="DIR",
+        cli_type=Path,
+    ),
+]
+
+
 def review(
     spec: Annotated[str, Arg("The revision whose flagged rows are reviewed.")],
     *,
@@ -69,6 +88,8 @@ def review(
         str | None,
         Opt(help="The overlay whose rows are reviewed (default: the revision's last)."),
     ] = None,
+    audit: AuditOpt = False,
+    corpus: CorpusOpt = None,
     verdict: Annotated[str, Opt(help="Review the rows with this verdict.")] = "suspected",
     reviewer: Annotated[
         str | None, Opt(help="Open the page as this reviewer (put in the URL).")
@@ -117,6 +138,10 @@ def review(
     A row without a stored payload is shown from ``media``, a folder read only and only inside
     itself, or from ``media_url``, a template of ``{example_id}`` (``docs/review.md``); a
     label-only queue with neither and no metadata column is refused.
+
+    An audit overlay (``audit``: the revision's last; or ``overlay`` naming one) is reviewed as
+    pairs: each finding beside its best match, answered ``same`` or ``different``; a match of
+    an unregistered corpus folder is shown from ``corpus``, that folder.
     """
     if reviewer is not None:
         reviewer = review_queue.check_reviewer(reviewer)
@@ -131,6 +156,8 @@ def review(
         lease_seconds=lease_seconds,
         raters=names,
         media=shown,
+        audit=audit,
+        corpus=None if corpus is None else Path(corpus),
     )
     try:
         return review_server.ReviewServer(session, host=host, port=port, reviewer=reviewer)
@@ -177,6 +204,7 @@ def review_export(
     path: PathArg,
     *,
     overlay: str | None = None,
+    audit: bool = False,
     registry: RegistryOpt = None,
 ) -> ReviewExport:
     """Write the votes cast so far about ``spec``'s review queue to ``path`` in the
@@ -185,7 +213,7 @@ def review_export(
     spans of the votes log, whose records it could not count (empty when the log is whole).
     Reads the votes log without disturbing a running server."""
     data, set_aside, _, _ = review_session.export_votes(
-        find_registry(registry), spec, overlay=overlay
+        find_registry(registry), spec, overlay=overlay, audit=audit
     )
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -209,6 +237,7 @@ def review_finish(
     view: str | None = None,
     force: bool = False,
     votes_per_item: int | None = None,
+    audit: bool = False,
     command: str | None = None,
     registry: RegistryOpt = None,
 ) -> ReviewFinish:
@@ -221,7 +250,12 @@ def review_finish(
     An item with fewer than ``votes_per_item`` votes (default: the review's last server's,
     else 5) whose votes agree on no answer is ``unreviewed`` (no view removes it), not
     ``non_agreement``; ``short`` counts the queue's items with fewer votes (``unvoted`` those
-    with none, which the overlay leaves out)."""
+    with none, which the overlay leaves out).
+
+    An audit overlay's queue (``audit``: the revision's last) is a pair review: its findings
+    confirmed by ``threshold`` ``same`` votes keep their verdict, those rejected by
+    ``threshold`` ``different`` votes are cleared (``non_error``), the rest are left out; the
+    tag's view defaults to ``decontaminated`` (``docs/review.md``, "Pairs")."""
     return review_session.finish_review(
         find_registry(registry),
         spec,
@@ -230,4 +264,5 @@ def review_finish(
         tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
         votes_per_item=votes_per_item,
         command=command_of(command, "review_finish", spec),
+        audit=audit,
     )
