@@ -146,9 +146,12 @@ def review(
     if reviewer is not None:
         reviewer = review_queue.check_reviewer(reviewer)
     names = rater_names(raters) if raters is not None else ()
-    shown = review_media.Media.of(media, media_url)
+    shown = review_media.Media.of(media, media_url, corpus)
+    reg = find_registry(registry)
+    if audit:
+        overlay = review_session.audit_queue(reg, spec, overlay)
     session = review_session.ReviewSession(
-        find_registry(registry),
+        reg,
         spec,
         overlay=overlay,
         verdict=verdict,
@@ -156,8 +159,6 @@ def review(
         lease_seconds=lease_seconds,
         raters=names,
         media=shown,
-        audit=audit,
-        corpus=None if corpus is None else Path(corpus),
     )
     try:
         return review_server.ReviewServer(session, host=host, port=port, reviewer=reviewer)

@@ -49,15 +49,17 @@ def fleiss_kappa(table: Iterable[Sequence[int]]) -> float | None:
 
 
 def rater_counts(records: Sequence[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    """Per rater (casefolded): their votes and skips that stand (undo applied)."""
+    """Per rater (casefolded) who answered or skipped: their votes and skips that stand (undo
+    applied; a rater whose every answer was undone is listed with none)."""
     undone = {record.get("target") for record in records if record.get("op") == "undo"}
     found: dict[str, dict[str, int]] = {}
     for record in records:
         op = record.get("op")
-        if op not in ("vote", "skip") or record.get("seq") in undone:
+        if op not in ("vote", "skip"):
             continue
         counts = found.setdefault(str(record["reviewer"]).casefold(), {"votes": 0, "skips": 0})
-        counts["votes" if op == "vote" else "skips"] += 1
+        if record.get("seq") not in undone:
+            counts["votes" if op == "vote" else "skips"] += 1
     return found
 
 

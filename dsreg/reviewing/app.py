@@ -274,6 +274,7 @@ def _pair_json(item: Item) -> dict[str, Any] | None:
     return {
         "verdict": pair.verdict,
         "dataset": pair.dataset,
+        "source": pair.source,
         "example_id": pair.example_id,
         "tier": pair.tier,
         "distance": pair.distance,
@@ -366,7 +367,7 @@ class _Endpoints:
             dataset=session.dataset,
             spec=session.source.spec,
             overlay=short(session.source.digest),
-            verdict="audit findings" if session.pairs else session.verdict,
+            verdict="duplicate, contaminated" if session.pairs else session.verdict,
             votes_per_item=session.queue.votes_per_item,
             answers=ANSWERS,
             pairs=session.pairs,
@@ -426,9 +427,11 @@ class _Endpoints:
                 return self._state(reviewer, queue.next_item(reviewer))
             if not _visitor(request).operator:
                 return _error(403, _OPERATOR_ONLY.format(what="Opening an item", how=""))
-            counts, names = queue.tallies().get(row, (dict.fromkeys(queue.answers, 0), ()))
-            opened = {"row": row, "counts": counts, "reviewers": list(names)}
-            return self._state(reviewer, queue.open_item(reviewer, row), opened=opened)
+            item = queue.open_item(reviewer, row)  # a row that is no item is refused here
+            none = (dict.fromkeys(queue.answers, 0), ())
+            counts, names = queue.tallies().get(item.row, none)
+            opened = {"row": item.row, "counts": counts, "reviewers": list(names)}
+            return self._state(reviewer, item, opened=opened)
 
     async def answer(self, request: Request) -> Response:
         data = await _body(request)

@@ -22,7 +22,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -57,7 +57,7 @@ def pair_items(q: Queued, corpus: Path | None) -> list[Item]:
     rows = table.column("row").to_pylist()
     best = [m[0] for m in table.column("matches").to_pylist()]
     counts = [len(m) for m in table.column("matches").to_pylist()]
-    blobs = _match_blobs(q.registry, best)
+    sources = _match_sources(q.registry, best)
     items = []
     for i, (shown, example_id, given, verdict) in enumerate(
         zip(
@@ -69,8 +69,7 @@ def pair_items(q: Queued, corpus: Path | None) -> list[Item]:
         )
     ):
         match = best[i]
-        known = (match["dataset"], match["example_id"])
-        in_registry = match["dataset"] in blobs
+        source = sources.get(match["dataset"])
         pair = Pair(
             verdict=verdict,
             dataset=match["dataset"],
@@ -78,8 +77,9 @@ def pair_items(q: Queued, corpus: Path | None) -> list[Item]:
             tier=match["tier"],
             distance=float(match["distance"]),
             matches=counts[i],
-            blob=blobs.get(match["dataset"], {}).get(known[1]),
-            path=known[1] if corpus is not None and not in_registry else None,
+            source="a corpus folder" if source is None else source.name,
+            blob=None if source is None else source.blobs.get(match["example_id"]),
+            path=match["example_id"] if corpus is not None and source is None else None,
         )
         items.append(
             Item(
@@ -97,13 +97,21 @@ def pair_items(q: Queued, corpus: Path | None) -> list[Item]:
     return items
 
 
-def _match_blobs(reg: Registry, matches: Sequence[dict[str, Any]]) -> dict[str, dict[str, str]]:
-    """Per matched dataset that is a revision of this registry: its matched ids' payload
-    digests (an id without a payload is absent). Datasets not in the registry are absent."""
+class _Source(NamedTuple):
+    """A matched dataset of this registry: its name, and its matched ids' payload digests."""
+
+    name: str
+    blobs: dict[str, str]
+
+
+def _match_sources(reg: Registry, matches: Sequence[dict[str, Any]]) -> dict[str, _Source]:
+    """Per matched dataset that is a revision of this registry: its name and its matched ids'
+    payload digests (an id without a payload is absent). Datasets not in the registry (a
+    corpus folder's listing digest) are absent."""
     wanted: dict[str, set[str]] = {}
     for match in matches:
         wanted.setdefault(match["dataset"], set()).add(match["example_id"])
-    found: dict[str, dict[str, str]] = {}
+    found: dict[str, _Source] = {}
     for dataset, ids in wanted.items():
         try:
             if reg.manifest_kind(dataset) not in ("revision", "snapshot"):
@@ -114,15 +122,10 @@ def _match_blobs(reg: Registry, matches: Sequence[dict[str, Any]]) -> dict[str, 
         table = read_examples(reg, snap, columns=["example_id", "blob"])
         keep = pc.is_in(table.column("example_id"), value_set=pa.array(sorted(ids), pa.string()))
         table = table.filter(keep)
-        found[dataset] = {
-            str(i): b
-            for i, b in zip(
-                table.column("example_id").to_pylist(),
-                table.column("blob").to_pylist(),
-                strict=True,
-            )
-            if b is not None
-        }
+        ids_blobs = zip(
+            table.column("example_id").to_pylist(), table.column("blob").to_pylist(), strict=True
+        )
+        found[dataset] = _Source(snap.dataset, {str(i): b for i, b in ids_blobs if b is not None})
     return found
 
 

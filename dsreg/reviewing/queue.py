@@ -71,9 +71,10 @@ NO_TICKET: Final = object()
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pair:
     """An audit's finding about a row, shown beside the row: its verdict and its best match
-    (the matched dataset's digest, the example's id, the tier and the distance), with where
-    the match's payload is: ``blob`` (a digest in the store) or ``path`` (a file of the corpus
-    folder), neither when it cannot be found here."""
+    (the matched dataset's digest, the example's id, the tier and the distance), the matched
+    dataset's name (``source``: a corpus folder has none), and where the match's payload is:
+    ``blob`` (a digest in the store) or ``path`` (a file of the corpus folder), neither when it
+    cannot be found here."""
 
     verdict: str
     dataset: str
@@ -81,6 +82,7 @@ class Pair:
     tier: str
     distance: float
     matches: int
+    source: str = ""
     blob: str | None = None
     path: str | None = None
 

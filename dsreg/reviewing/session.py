@@ -21,7 +21,6 @@ import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Final, NamedTuple
 
 import pyarrow.compute as pc
@@ -47,6 +46,7 @@ __all__ = [
     "ReviewFinish",
     "ReviewSession",
     "VotesFile",
+    "audit_queue",
     "export_votes",
     "finish_review",
 ]
@@ -91,18 +91,6 @@ def _items(q: Queued, verdict: str) -> list[Item]:
     return items
 
 
-def _corpus(folder: Path | None) -> Path | None:
-    """The ``--corpus`` folder, resolved; one that is not a folder is refused."""
-    if folder is None:
-        return None
-    if not Path(folder).is_dir():
-        raise InvalidInputError(
-            f"--corpus {str(folder)!r} is not a folder; give the folder the audit read with "
-            "--against DIR"
-        )
-    return Path(folder).resolve()
-
-
 def _check_showable(spec: str, items: Sequence[Item], media: Media) -> None:
     """Refuse a queue whose items the page could show nothing of: no payload in the store, no
     ``--media``/``--media-url`` and no metadata column."""
@@ -137,11 +125,9 @@ class ReviewSession:
     media : Media
         Where the payloads of rows without one in the store are (``media.py``); a queue with
         no payload, no media and no metadata is refused.
-    audit : bool
-        Review the revision's last audit overlay (unless ``overlay`` names one): an audit
-        overlay's findings are reviewed as pairs (``pairs.py``), whatever ``verdict`` says.
-    corpus : Path, optional
-        The corpus folder an audit read (``--against DIR``), whose files show the matches.
+        With ``media.corpus``, the corpus folder an audit read (``--against DIR``), whose
+        files show the matches of a pair review: an audit overlay's findings are reviewed as
+        pairs (``pairs.py``), whatever ``verdict`` says.
 
     The review's links (``access``) are read from beside the votes log, or made, and stored
     again with the raters, the votes per item and (once bound, by the server) the port.
@@ -158,14 +144,12 @@ class ReviewSession:
         lease_seconds: float = 300.0,
         raters: Sequence[str] = (),
         media: Media = _NO_MEDIA,
-        audit: bool = False,
-        corpus: Path | None = None,
     ) -> None:
         if verdict not in VERDICTS:
             raise InvalidInputError(f"unknown verdict {verdict!r}; choose one of {VERDICTS}")
-        self.source = Queued(reg, spec, overlay, audit=audit)
+        self.source = Queued(reg, spec, overlay)
         self.pairs = self.source.pairs
-        self.corpus = _corpus(corpus)
+        self.corpus = media.corpus
         items = pair_items(self.source, self.corpus) if self.pairs else _items(self.source, verdict)
         if not items:
             raise InvalidInputError(
@@ -308,6 +292,12 @@ class VotesFile(NamedTuple):
     set_aside: tuple[SetAside, ...]
     votes_per_item: int
     totals: dict[int, int]
+
+
+def audit_queue(reg: Registry, spec: str, overlay: str | None) -> str:
+    """The digest of the audit overlay ``--audit`` reviews: ``overlay`` when it names one, else
+    ``spec``'s last; anything else is refused."""
+    return Queued(reg, spec, overlay, audit=True).digest
 
 
 def export_votes(

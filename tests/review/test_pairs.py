@@ -71,13 +71,16 @@ def test_pairs_are_shown_answered_and_finished_into_the_decontaminated_view(
             assert isinstance(pair, dict)
             want = pair_set.findings[row]
             assert (pair["example_id"], pair["tier"], pair["distance"]) == (
-                want["match"], want["tier"], want["distance"]
+                want["match"],
+                want["tier"],
+                want["distance"],
             )
             assert pair["verdict"] == want["verdict"]
             match = ann.get(str(pair["payload"]))
             assert match.status_code == 200 and match.headers["content-type"] == "image/png"
             source = "train" if str(want["match"]).startswith("train") else "test"
-            assert match.content == (reg.parent / source / "files" / str(want["match"])).read_bytes()
+            stored = reg.parent / source / "files" / str(want["match"])
+            assert match.content == stored.read_bytes()
             assert _answer(bob, b)["row"] == row
     # The answers are in the votes log, as label votes are.
     log = next((reg / "review").glob("*/votes.log"))

@@ -91,7 +91,7 @@
       $("pair-more").textContent =
         pair.matches > 1 ? "The best of " + pair.matches + " matches is shown." : "";
       $("match-id").textContent = pair.example_id;
-      $("match-dataset").textContent = pair.dataset.slice(7, 19);
+      $("match-dataset").textContent = pair.source + " (" + pair.dataset.slice(7, 19) + ")";
       drawMatch(current, isCurrent)
         .catch((e) => $("match-payload").replaceChildren(note(e.message)))
         .finally(() => requestAnimationFrame(done));
