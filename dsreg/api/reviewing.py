@@ -62,6 +62,9 @@ MediaUrlOpt: TypeAlias = Annotated[
 ]
 
 
+QueueOverlayOpt: TypeAlias = Annotated[
+    str | None, Opt(help="The overlay whose rows are reviewed (default: the revision's last).")
+]
 AuditOpt: TypeAlias = Annotated[
     bool,
     Opt(
@@ -84,10 +87,7 @@ CorpusOpt: TypeAlias = Annotated[
 def review(
     spec: Annotated[str, Arg("The revision whose flagged rows are reviewed.")],
     *,
-    overlay: Annotated[
-        str | None,
-        Opt(help="The overlay whose rows are reviewed (default: the revision's last)."),
-    ] = None,
+    overlay: QueueOverlayOpt = None,
     audit: AuditOpt = False,
     corpus: CorpusOpt = None,
     verdict: Annotated[str, Opt(help="Review the rows with this verdict.")] = "suspected",
@@ -137,11 +137,9 @@ def review(
 
     A row without a stored payload is shown from ``media``, a folder read only and only inside
     itself, or from ``media_url``, a template of ``{example_id}`` (``docs/review.md``); a
-    label-only queue with neither and no metadata column is refused.
-
-    An audit overlay (``audit``: the revision's last; or ``overlay`` naming one) is reviewed as
-    pairs: each finding beside its best match, answered ``same`` or ``different``; a match of
-    an unregistered corpus folder is shown from ``corpus``, that folder.
+    label-only queue with neither and no metadata column is refused. An audit overlay
+    (``audit``: the revision's last) is reviewed as pairs, each finding beside its match (from
+    ``corpus``, for an unregistered folder's), answered ``same`` or ``different``.
     """
     if reviewer is not None:
         reviewer = review_queue.check_reviewer(reviewer)
