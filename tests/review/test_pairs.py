@@ -140,3 +140,22 @@ def _answer_as(client: TestClient, name: str, answer: str) -> int:
 def test_review_without_an_audit_overlay_is_refused(pair_set: PairSet) -> None:
     with pytest.raises(InvalidInputError, match="has no audit overlay to review"):
         dsreg.review("test@v1", audit=True, registry=pair_set.registry)
+
+
+def test_a_damaged_pair_vote_is_set_aside_and_reported(pair_set: PairSet) -> None:
+    reg = pair_set.registry
+    with dsreg.review(pair_set.spec, audit=True, votes_per_item=1, registry=reg) as server:
+        op = _login(server, server.url)
+        assert [_answer_as(op, "cy", a) for a in ("same", "same", "different")] == [0, 1, 8]
+    log = next((reg / "review").glob("*/votes.log"))
+    lines = log.read_bytes().splitlines(keepends=True)
+    assert b'"row":1' in lines[2]
+    lines[2] = lines[2].replace(b'"same"', b'"sane"')  # a flipped byte: its CRC fails
+    log.write_bytes(b"".join(lines))
+    res = dsreg.review_finish(pair_set.spec, audit=True, threshold=1, registry=reg)
+    assert [span.records for span in res.set_aside] == [1]
+    assert res.summary["contaminated"] == 1 and res.summary["non_error"] == 1
+    # The next server moves the span aside and keeps every other answer.
+    with dsreg.review(pair_set.spec, audit=True, registry=reg) as again:
+        assert [span.records for span in again.set_aside] == [1]
+        assert again.progress("cy").you == 2
