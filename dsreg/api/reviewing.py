@@ -57,13 +57,34 @@ MediaUrlOpt: TypeAlias = Annotated[
 ]
 
 
+QueueOverlayOpt: TypeAlias = Annotated[
+    str | None, Opt(help="The overlay whose rows are reviewed (default: the revision's last).")
+]
+AuditOpt: TypeAlias = Annotated[
+    bool,
+    Opt(
+        "--audit",
+        help="Review the revision's last audit overlay: each finding beside its match, "
+        "answered same or different.",
+    ),
+]
+CorpusOpt: TypeAlias = Annotated[
+    PathArg | None,
+    Opt(
+        help="With an audit of a corpus folder (--against DIR): that folder, whose files show "
+        "the matches.",
+        metavar="DIR",
+        cli_type=Path,
+    ),
+]
+
+
 def review(
     spec: Annotated[str, Arg("The revision whose flagged rows are reviewed.")],
     *,
-    overlay: Annotated[
-        str | None,
-        Opt(help="The overlay whose rows are reviewed (default: the revision's last)."),
-    ] = None,
+    overlay: QueueOverlayOpt = None,
+    audit: AuditOpt = False,
+    corpus: CorpusOpt = None,
     verdict: Annotated[str, Opt(help="Review the rows with this verdict.")] = "suspected",
     reviewer: Annotated[
         str | None, Opt(help="Open the page as this reviewer (put in the URL).")
@@ -111,14 +132,19 @@ def review(
 
     A row without a stored payload is shown from ``media``, a folder read only and only inside
     itself, or from ``media_url``, a template of ``{example_id}`` (``docs/review.md``); a
-    label-only queue with neither and no metadata column is refused.
+    label-only queue with neither and no metadata column is refused. An audit overlay
+    (``audit``: the revision's last) is reviewed as pairs, each finding beside its match (from
+    ``corpus``, for an unregistered folder's), answered ``same`` or ``different``.
     """
     if reviewer is not None:
         reviewer = review_queue.check_reviewer(reviewer)
     names = rater_names(raters) if raters is not None else ()
-    shown = review_media.Media.of(media, media_url)
+    shown = review_media.Media.of(media, media_url, corpus)
+    reg = find_registry(registry)
+    if audit:
+        overlay = review_session.audit_queue(reg, spec, overlay)
     session = review_session.ReviewSession(
-        find_registry(registry),
+        reg,
         spec,
         overlay=overlay,
         verdict=verdict,
@@ -172,6 +198,7 @@ def review_export(
     path: PathArg,
     *,
     overlay: str | None = None,
+    audit: bool = False,
     registry: RegistryOpt = None,
 ) -> ReviewExport:
     """Write the votes cast so far about ``spec``'s review queue to ``path`` in the
@@ -180,7 +207,7 @@ def review_export(
     spans of the votes log, whose records it could not count (empty when the log is whole).
     Reads the votes log without disturbing a running server."""
     data, set_aside, _, _ = review_session.export_votes(
-        find_registry(registry), spec, overlay=overlay
+        find_registry(registry), spec, overlay=overlay, audit=audit
     )
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -206,6 +233,7 @@ def review_finish(
     votes_per_item: int | None = None,
     citation: PathArg | None = None,
     credit: str | None = None,
+    audit: bool = False,
     command: str | None = None,
     registry: RegistryOpt = None,
 ) -> ReviewFinish:
@@ -219,7 +247,12 @@ def review_finish(
     else 5) whose votes agree on no answer is ``unreviewed`` (no view removes it), not
     ``non_agreement``; ``short`` counts the queue's items with fewer votes (``unvoted`` those
     with none, which the overlay leaves out). ``citation`` (a BibTeX file) and ``credit``
-    (plain text) are kept in the overlay as ``import_votes`` keeps them."""
+    (plain text) are kept in the overlay as ``import_votes`` keeps them.
+
+    An audit overlay's queue (``audit``: the revision's last) is a pair review: its findings
+    confirmed by ``threshold`` ``same`` votes keep their verdict, those rejected by
+    ``threshold`` ``different`` votes are cleared (``non_error``), the rest are left out; the
+    tag's view defaults to ``decontaminated`` (``docs/review.md``, "Pairs")."""
     made_credit = overlay_credit(citation, credit)
     return review_session.finish_review(
         find_registry(registry),
@@ -230,4 +263,5 @@ def review_finish(
         votes_per_item=votes_per_item,
         command=command_of(command, "review_finish", spec),
         credit=made_credit,
+        audit=audit,
     )

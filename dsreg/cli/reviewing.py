@@ -72,7 +72,7 @@ def review(
     """
     if instead.export is not None:
         exported = reviewing_api.review_export(
-            spec, instead.export, overlay=overlay, registry=registry
+            spec, instead.export, overlay=overlay, audit=options["audit"], registry=registry
         )
         say(f"Wrote {exported.records} voted items to {instead.export}")
         say_set_aside(exported.set_aside)
@@ -87,6 +87,7 @@ def review(
             votes_per_item=options.get("votes_per_item"),
             citation=instead.citation,
             credit=instead.credit,
+            audit=options["audit"],
             command=command_line(),
             registry=registry,
         )
@@ -98,7 +99,14 @@ def review(
 
 def show_finished(res: ReviewFinish, *, json: bool) -> None:
     say_set_aside(res.set_aside)
-    if res.short:
+    if res.short and "undecided" in res.summary:
+        say(
+            f"Warning: finished early: {res.short} finding{'s have' if res.short > 1 else ' has'}"
+            f" fewer than {res.votes_per_item} votes ({res.unvoted} with none); "
+            f"{res.summary['undecided']} whose votes settle nothing yet, and those with none, "
+            "are left out: over the audited revision they keep the audit's verdict"
+        )
+    elif res.short:
         left = res.summary.get("unreviewed", 0)
         say(
             f"Warning: finished early: {res.short} item{'s have' if res.short > 1 else ' has'} "

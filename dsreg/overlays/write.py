@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -50,9 +50,13 @@ __all__ = [
 
 _AUDITED = frozenset(AUDIT_VERDICTS)
 _LABEL_VERDICTS = frozenset(VERDICTS) - _AUDITED
+# The kinds whose corrections table may hold the matches column (version 3).
+_MATCHED: Final = frozenset({"audit", "validated"})
 _ALLOWED: dict[str, frozenset[str]] = {
     "detected": frozenset({"suspected"}),
-    "validated": _LABEL_VERDICTS - {"suspected"},
+    # A review of an audit's findings (``dsreg review --audit``) keeps the confirmed ones'
+    # verdicts: a validated overlay may hold the audit's verdicts too.
+    "validated": (_LABEL_VERDICTS - {"suspected"}) | _AUDITED,
     "manual": _LABEL_VERDICTS,
     "audit": _AUDITED,
 }
@@ -100,10 +104,10 @@ def _check(
     version = corrections_version(table.schema)
     if version is None:
         raise InvalidInputError(f"corrections table has schema {table.schema}, not the overlay's")
-    if (kind == "audit") != (version == 3):
+    if (kind == "audit" and version != 3) or (version == 3 and kind not in _MATCHED):
         raise InvalidInputError(
             f"a {kind} overlay cannot have a version {version} corrections table: the matches "
-            "column (version 3) is the audit's and only the audit's"
+            "column (version 3) is the audit's, and the review of an audit's (validated)"
         )
     rows = as_numpy(table.column("row")).astype(np.int64, copy=False)
     n = snap.rows
@@ -224,6 +228,15 @@ def _at_rows(reg: Registry, snap: Snapshot, rows: np.ndarray) -> tuple[pa.Array,
     return pa.concat_arrays(ids), np.concatenate(labels)
 
 
+def _summarized(kind: str, verdict: str) -> bool:
+    """Whether a ``kind`` overlay's summary counts ``verdict`` when no row has it: the audit's
+    verdicts in a validated overlay only when a row has one, so every validated overlay of
+    label votes keeps its summary, and its digest."""
+    if kind != "audit" and verdict in _AUDITED:
+        return False
+    return verdict in SUMMARIZED_VERDICTS
+
+
 def write_overlay(
     reg: Registry,
     *,
@@ -270,7 +283,7 @@ def write_overlay(
         {
             v: counts.get(v, 0)
             for v in VERDICTS
-            if v in _ALLOWED[kind] and (v in counts or v in SUMMARIZED_VERDICTS)
+            if v in _ALLOWED[kind] and (v in counts or _summarized(kind, v))
         }
     )
     full_summary.update(summary or {})

@@ -62,6 +62,7 @@ from dsreg.errors import (
 )
 from dsreg.objects.digest import short
 from dsreg.reviewing.access import Visitor
+from dsreg.reviewing.agreement import coordinator_state
 from dsreg.reviewing.media import MediaRefusedError, media_origin
 from dsreg.reviewing.queue import ANSWERS, Item, check_reviewer
 from dsreg.reviewing.session import ReviewSession
@@ -84,7 +85,17 @@ _HEADERS: Final = {
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
-_ASSETS: Final = {"review.js": "text/javascript", "review.css": "text/css"}
+_ASSETS: Final = {
+    "review.js": "text/javascript",
+    "review.css": "text/css",
+    "pairs.js": "text/javascript",
+    "pairs.css": "text/css",
+    "coordinator.js": "text/javascript",
+    "coordinator.css": "text/css",
+}
+_OPERATOR_ONLY: Final = (
+    "{what} is the operator's: open the operator's link ('dsreg review' printed it){how}"
+)
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -243,12 +254,32 @@ def _item_json(session: ReviewSession, item: Item | None, reviewer: str) -> dict
         "ticket": session.queue.ticket(reviewer, item.row),
         "example_id": item.example_id,
         "given": {"index": item.given, "name": classes[item.given]},
-        "suggested": {"index": item.suggested, "name": classes[item.suggested]},
+        "suggested": None
+        if item.suggested is None
+        else {"index": item.suggested, "name": classes[item.suggested]},
+        "pair": _pair_json(item),
         "score": item.score,
         "payload": payload,
         "remote": remote,
         "size": item.size,
         "metadata": [list(pair) for pair in item.metadata],
+    }
+
+
+def _pair_json(item: Item) -> dict[str, Any] | None:
+    """An audit finding's match, as the page shows it beside the item (``pairs.py``)."""
+    pair = item.pair
+    if pair is None:
+        return None
+    return {
+        "verdict": pair.verdict,
+        "dataset": pair.dataset,
+        "source": pair.source,
+        "example_id": pair.example_id,
+        "tier": pair.tier,
+        "distance": pair.distance,
+        "matches": pair.matches,
+        "payload": f"/payload/{item.row}/match",
     }
 
 
@@ -264,12 +295,17 @@ def make_app(session: ReviewSession, *, cookie: str) -> Starlette:
         name: _Asset(resources.files("dsreg.reviewing").joinpath("static", name).read_bytes(), kind)
         for name, kind in _ASSETS.items()
     }
-    endpoints = _Endpoints(session, env.get_template("review.html"), assets)
+    endpoints = _Endpoints(
+        session, env.get_template("review.html"), assets, env.get_template("coordinator.html")
+    )
     return Starlette(
         routes=[
             Route("/", endpoints.index, methods=["GET"]),
             Route("/static/{name}", endpoints.asset, methods=["GET"]),
             Route("/payload/{row:int}", endpoints.payload, methods=["GET"]),
+            Route("/payload/{row:int}/match", endpoints.match, methods=["GET"]),
+            Route("/coordinator", endpoints.coordinator, methods=["GET"]),
+            Route("/api/coordinator", endpoints.coordination, methods=["GET"]),
             Route("/api/next", endpoints.next_item, methods=["POST"]),
             Route("/api/vote", endpoints.answer, methods=["POST"]),
             Route("/api/skip", endpoints.answer, methods=["POST"]),
@@ -308,6 +344,7 @@ class _Endpoints:
     session: ReviewSession
     page: jinja2.Template
     assets: dict[str, _Asset]
+    coordinator_page: jinja2.Template
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _state(self, reviewer: str, item: Item | None, **extra: Any) -> JSONResponse:
@@ -330,9 +367,10 @@ class _Endpoints:
             dataset=session.dataset,
             spec=session.source.spec,
             overlay=short(session.source.digest),
-            verdict=session.verdict,
+            verdict="duplicate, contaminated" if session.pairs else session.verdict,
             votes_per_item=session.queue.votes_per_item,
             answers=ANSWERS,
+            pairs=session.pairs,
         )
         return Response(html, media_type="text/html; charset=utf-8")
 
@@ -346,11 +384,54 @@ class _Endpoints:
         data, kind = self.session.payload(request.path_params["row"])
         return Response(data, media_type=kind)
 
+    def match(self, request: Request) -> Response:
+        data, kind = self.session.match_payload(request.path_params["row"])
+        return Response(data, media_type=kind)
+
+    async def coordinator(self, request: Request) -> Response:
+        if not _visitor(request).operator:
+            return _error(403, _OPERATOR_ONLY.format(what="The coordinator's view", how=""))
+        session = self.session
+        html = self.coordinator_page.render(
+            token=_visitor(request).token,
+            dataset=session.dataset,
+            spec=session.source.spec,
+            overlay=short(session.source.digest),
+            pairs=session.pairs,
+        )
+        return Response(html, media_type="text/html; charset=utf-8")
+
+    def coordination(self, request: Request) -> Response:
+        """The coordinator view's data (``agreement.py``), from the votes log as it is now."""
+        if not _visitor(request).operator:
+            return _error(403, _OPERATOR_ONLY.format(what="The coordinator's view", how=""))
+        queue = self.session.queue
+        with self.lock:
+            records = list(queue.log.records)
+        state = coordinator_state(
+            records,
+            queue.items,
+            answers=queue.answers,
+            votes_per_item=queue.votes_per_item,
+            raters=self.session.access.raters,
+        )
+        return JSONResponse(state)
+
     async def next_item(self, request: Request) -> Response:
         data = await _body(request)
         reviewer = _reviewer(request, data)
+        queue = self.session.queue
+        row = data.get("row")
         with self.lock:
-            return self._state(reviewer, self.session.queue.next_item(reviewer))
+            if row is None:
+                return self._state(reviewer, queue.next_item(reviewer))
+            if not _visitor(request).operator:
+                return _error(403, _OPERATOR_ONLY.format(what="Opening an item", how=""))
+            item = queue.open_item(reviewer, row)  # a row that is no item is refused here
+            none = (dict.fromkeys(queue.answers, 0), ())
+            counts, names = queue.tallies().get(item.row, none)
+            opened = {"row": item.row, "counts": counts, "reviewers": list(names)}
+            return self._state(reviewer, item, opened=opened)
 
     async def answer(self, request: Request) -> Response:
         data = await _body(request)
@@ -377,11 +458,8 @@ class _Endpoints:
 
     async def finish(self, request: Request) -> Response:
         if not _visitor(request).operator:
-            return _error(
-                403,
-                "finishing the review is the operator's: ask them, or open the operator's "
-                "link ('dsreg review' printed it), or run 'dsreg review SPEC --finish'",
-            )
+            how = ", or run 'dsreg review SPEC --finish'"
+            return _error(403, _OPERATOR_ONLY.format(what="Finishing the review", how=how))
         data = await _body(request)
         threshold = data.get("threshold", 3)
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:

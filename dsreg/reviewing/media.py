@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Final
 from urllib.parse import quote, urlsplit
@@ -84,15 +84,30 @@ class MediaRefusedError(InvalidInputError):
 @dataclass(frozen=True, slots=True)
 class Media:
     """A review's payloads from outside the store: ``folder`` (resolved) or ``url`` (a
-    template with ``{example_id}``), at most one of them."""
+    template with ``{example_id}``), at most one of them; and, for a pair review of an audit,
+    ``corpus`` (resolved), the unregistered folder its matches are files of."""
 
     folder: Path | None = None
     url: str | None = None
+    corpus: Path | None = None
 
     @classmethod
-    def of(cls, folder: str | os.PathLike[str] | None, url: str | None) -> Media:
+    def of(
+        cls,
+        folder: str | os.PathLike[str] | None,
+        url: str | None,
+        corpus: str | os.PathLike[str] | None = None,
+    ) -> Media:
         """The ``--media``/``--media-url`` options, checked: a folder that exists, a template
-        that is an http(s) address with a host and ``{example_id}``."""
+        that is an http(s) address with a host and ``{example_id}``; and ``--corpus``, a folder
+        that exists."""
+        if corpus is not None:
+            if not Path(corpus).is_dir():
+                raise InvalidInputError(
+                    f"--corpus {os.fspath(corpus)!r} is not a folder; give the folder the audit "
+                    "read with --against DIR"
+                )
+            return replace(cls.of(folder, url), corpus=Path(corpus).resolve())
         if folder is not None and url is not None:
             raise InvalidInputError("give --media or --media-url, not both")
         if folder is not None:

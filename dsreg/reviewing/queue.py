@@ -4,7 +4,8 @@ Records of the votes log (``votelog.py``), each with ``seq`` (its position) and 
 time, for people reading the log; nothing depends on it):
 
 - ``{"op": "open", "queue": <overlay digest>}``: the first record;
-- ``{"op": "vote", "reviewer": R, "row": N, "answer": A}``, A one of ``ANSWERS``;
+- ``{"op": "vote", "reviewer": R, "row": N, "answer": A}``, A one of ``ANSWERS`` (of a pair
+  review, one of ``PAIR_ANSWERS``);
 - ``{"op": "skip", "reviewer": R, "row": N}``: R does not see row N again;
 - ``{"op": "undo", "reviewer": R, "target": SEQ}``: cancels R's vote or skip ``SEQ``.
 
@@ -48,7 +49,9 @@ from dsreg.reviewing.votelog import VotesLog
 __all__ = [
     "ANSWERS",
     "NO_TICKET",
+    "PAIR_ANSWERS",
     "Item",
+    "Pair",
     "ReviewProgress",
     "ReviewQueue",
     "Undone",
@@ -58,23 +61,46 @@ __all__ = [
 # The four answers of Northcutt, Athalye and Mueller's protocol, named as the label-errors
 # release names its vote counts.
 ANSWERS: Final = ("given", "guessed", "both", "neither")
+# A pair review's two (``pairs.py``): is the audited row the same item as its match?
+PAIR_ANSWERS: Final = ("same", "different")
 # What an in-process caller (the library, a test) passes for the ticket it does not hold: the
 # web app always passes the request's, so a request without one is refused.
 NO_TICKET: Final = object()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Pair:
+    """An audit's finding about a row, shown beside the row: its verdict and its best match
+    (the matched dataset's digest, the example's id, the tier and the distance), the matched
+    dataset's name (``source``: a corpus folder has none), and where the match's payload is:
+    ``blob`` (a digest in the store) or ``path`` (a file of the corpus folder), neither when it
+    cannot be found here."""
+
+    verdict: str
+    dataset: str
+    example_id: str
+    tier: str
+    distance: float
+    matches: int
+    source: str = ""
+    blob: str | None = None
+    path: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Item:
-    """One flagged row to review."""
+    """One flagged row to review: a label question (``suggested`` the label to weigh against
+    the given one) or, with ``pair``, an audit's finding (``suggested`` None)."""
 
     row: int
     example_id: str
     given: int
-    suggested: int
+    suggested: int | None
     score: float | None
     blob: str | None
     size: int | None
     metadata: tuple[tuple[str, str], ...] = ()
+    pair: Pair | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,6 +149,7 @@ class ReviewQueue:
         lease_seconds: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
         secret: bytes | None = None,
+        answers: tuple[str, ...] = ANSWERS,
     ) -> None:
         if isinstance(votes_per_item, bool) or not isinstance(votes_per_item, int):
             raise InvalidInputError(f"votes per item must be a whole number: {votes_per_item!r}")
@@ -130,6 +157,7 @@ class ReviewQueue:
             raise InvalidInputError(f"votes per item must be at least 1; got {votes_per_item}")
         if lease_seconds <= 0:
             raise InvalidInputError(f"lease seconds must be positive; got {lease_seconds}")
+        self.answers = answers
         self.items = tuple(items)
         self.by_row = {item.row: item for item in self.items}
         self.log = log
@@ -235,6 +263,19 @@ class ReviewQueue:
                 return self._lease(name, reviewer, item.row, now)
         return None
 
+    def open_item(self, name: str, row: object) -> Item:
+        """``row``'s item for ``name`` to look at (the operator opening it from the coordinator
+        view): held by them, as ``next_item`` holds one, while they may still answer it; else
+        shown only, and an answer to it is refused as any other would be."""
+        name = check_reviewer(name)
+        item = self._item(row)
+        reviewer = self._reviewer(name)
+        now = self._clock()
+        self._release(name, reviewer)
+        if self._open_to(item.row, name, reviewer, now):
+            self._lease(name, reviewer, item.row, now)
+        return item
+
     # -- tickets -----------------------------------------------------------------------------
     def ticket(self, name: str, row: int) -> str:
         """The ticket of ``row`` handed to ``name`` now: it changes with each of their records
@@ -271,8 +312,8 @@ class ReviewQueue:
         be the one handed out with the item ``name`` holds (``NO_TICKET``: not checked)."""
         name = check_reviewer(name)
         item = self._item(row)
-        if answer not in ANSWERS:
-            raise InvalidInputError(f"answer {answer!r} is not one of {', '.join(ANSWERS)}")
+        if answer not in self.answers:
+            raise InvalidInputError(f"answer {answer!r} is not one of {', '.join(self.answers)}")
         reviewer = self._reviewer(name)
         if item.row in reviewer.votes:
             raise ReviewConflictError(
@@ -337,11 +378,13 @@ class ReviewQueue:
 
     def tallies(self) -> dict[int, tuple[dict[str, int], tuple[str, ...]]]:
         """Every voted row: its count per answer and its reviewers (sorted)."""
-        return tally(self.log.records)
+        return tally(self.log.records, self.answers)
 
 
-def tally(records: Sequence[dict[str, Any]]) -> dict[int, tuple[dict[str, int], tuple[str, ...]]]:
-    """Count the answers of a log's records, undo applied: row -> (counts, reviewers)."""
+def tally(
+    records: Sequence[dict[str, Any]], answers: tuple[str, ...] = ANSWERS
+) -> dict[int, tuple[dict[str, int], tuple[str, ...]]]:
+    """Count the ``answers`` of a log's records, undo applied: row -> (counts, reviewers)."""
     undone = {record["target"] for record in records if record.get("op") == "undo"}
     counts: dict[int, dict[str, int]] = {}
     names: dict[int, set[str]] = {}
@@ -349,7 +392,7 @@ def tally(records: Sequence[dict[str, Any]]) -> dict[int, tuple[dict[str, int], 
         if record.get("op") != "vote" or record["seq"] in undone:
             continue
         row = int(record["row"])
-        per = counts.setdefault(row, dict.fromkeys(ANSWERS, 0))
+        per = counts.setdefault(row, dict.fromkeys(answers, 0))
         per[str(record["answer"])] += 1
         names.setdefault(row, set()).add(str(record["reviewer"]))
     return {row: (counts[row], tuple(sorted(names[row]))) for row in sorted(counts)}

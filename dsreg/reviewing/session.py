@@ -21,16 +21,13 @@ import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Final, NamedTuple
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from dsreg.errors import InvalidInputError, StorageError, VotesError
-from dsreg.formats.manifests import VERDICTS, Overlay, Snapshot
-from dsreg.formats.tables import served_metadata
-from dsreg.objects.digest import hex_of, short
+from dsreg.formats.manifests import VERDICTS
+from dsreg.objects.digest import short
 from dsreg.ops.overlay import (
     OverlayResult,
     Recording,
@@ -38,13 +35,16 @@ from dsreg.ops.overlay import (
     check_tag_target,
     import_votes,
 )
-from dsreg.registry.folder import Registry, Resolved
-from dsreg.registry.tables import read_corrections, read_examples
-from dsreg.reviewing.access import Access, access_path, load_access, save_access
+from dsreg.ops.tag import make_tag
+from dsreg.registry.folder import Registry
+from dsreg.reviewing.access import Access, access_path, save_access
 from dsreg.reviewing.logbytes import SetAside
 from dsreg.reviewing.media import Media, find_media, sniff
-from dsreg.reviewing.queue import Item, ReviewQueue, tally
-from dsreg.reviewing.votelog import VotesLog, log_path, read_votes
+from dsreg.reviewing.pairs import PRODUCER as PAIRS_PRODUCER
+from dsreg.reviewing.pairs import match_payload, pair_items, validated_pairs
+from dsreg.reviewing.queue import ANSWERS, PAIR_ANSWERS, Item, ReviewQueue, tally
+from dsreg.reviewing.queued import Queued, shown_examples
+from dsreg.reviewing.votelog import VotesLog, read_votes
 
 __all__ = [
     "VOTES_PER_ITEM",
@@ -52,57 +52,17 @@ __all__ = [
     "ReviewFinish",
     "ReviewSession",
     "VotesFile",
+    "audit_queue",
     "export_votes",
     "finish_review",
 ]
 
-_METADATA_COLUMNS: Final = 20
 VOTES_PER_ITEM: Final = 5
 _NO_TAG: Final = Tagging()
 _NO_MEDIA: Final = Media()
-_METADATA_CHARS: Final = 200
 
 
-class _Queued:
-    """The overlay a review is about, resolved from a spec, and its corrections."""
-
-    def __init__(self, reg: Registry, spec: str, overlay: str | None) -> None:
-        self.registry = reg
-        self.spec = spec
-        self.resolved: Resolved = reg.resolve(spec)
-        rev = self.resolved.revision
-        self.snapshot: Snapshot = reg.snapshot(rev.snapshot)
-        if overlay is None:
-            if not rev.overlays:
-                raise InvalidInputError(
-                    f"{spec!r} has no overlay to review; flag rows first with 'dsreg detect "
-                    f"{spec} --pred-probs FILE --tag NAME' and review that tag, or pass --overlay"
-                )
-            self.digest = rev.overlays[-1]
-        else:
-            self.digest = reg.resolve_object(overlay)
-            if reg.manifest_kind(self.digest) != "overlay":
-                raise InvalidInputError(
-                    f"{overlay!r} is not an overlay; see 'dsreg overlay ls {self.resolved.dataset}'"
-                )
-        self.overlay: Overlay = reg.overlay(self.digest)
-        if self.overlay.base != rev.snapshot:
-            raise InvalidInputError(
-                f"overlay {short(self.digest)} corrects snapshot {short(self.overlay.base)}, "
-                f"not {spec!r}'s ({short(rev.snapshot)}); pick an overlay of this snapshot"
-            )
-        self.corrections = read_corrections(reg, self.overlay, base=self.snapshot)
-
-    @property
-    def log_path(self) -> Path:
-        return log_path(self.registry.root, hex_of(self.digest))
-
-    def stored_access(self) -> Access | None:
-        """The review's links and settings, as its last server stored them (None: none yet)."""
-        return load_access(access_path(self.log_path))
-
-
-def _items(q: _Queued, verdict: str) -> list[Item]:
+def _items(q: Queued, verdict: str) -> list[Item]:
     """The overlay's rows with ``verdict`` and a suggested label, worst first (lowest score;
     rows without a score after those with one, in row order)."""
     table = q.corrections.filter(
@@ -112,11 +72,6 @@ def _items(q: _Queued, verdict: str) -> list[Item]:
         )
     )
     rows = table.column("row").to_pylist()
-    examples = read_examples(q.registry, q.snapshot).take(pa.array(rows, pa.int64()))
-    meta_names = served_metadata(examples.column_names)[:_METADATA_COLUMNS]
-    meta = {name: examples.column(name).to_pylist() for name in meta_names}
-    blobs = examples.column("blob").to_pylist()
-    sizes = examples.column("size").to_pylist()
     items = [
         Item(
             row=row,
@@ -124,22 +79,18 @@ def _items(q: _Queued, verdict: str) -> list[Item]:
             given=given,
             suggested=suggested,
             score=score,
-            blob=blobs[i],
-            size=sizes[i],
-            metadata=tuple(
-                (name, "" if meta[name][i] is None else str(meta[name][i])[:_METADATA_CHARS])
-                for name in meta_names
-            ),
+            blob=shown.blob,
+            size=shown.size,
+            metadata=shown.metadata,
         )
-        for i, (row, example_id, given, suggested, score) in enumerate(
-            zip(
-                rows,
-                table.column("example_id").to_pylist(),
-                table.column("given_label").to_pylist(),
-                table.column("suggested_label").to_pylist(),
-                table.column("score").to_pylist(),
-                strict=True,
-            )
+        for shown, row, example_id, given, suggested, score in zip(
+            shown_examples(q, rows),
+            rows,
+            table.column("example_id").to_pylist(),
+            table.column("given_label").to_pylist(),
+            table.column("suggested_label").to_pylist(),
+            table.column("score").to_pylist(),
+            strict=True,
         )
     ]
     items.sort(key=lambda it: (it.score is None, it.score or 0.0, it.row))
@@ -180,6 +131,9 @@ class ReviewSession:
     media : Media
         Where the payloads of rows without one in the store are (``media.py``); a queue with
         no payload, no media and no metadata is refused.
+        With ``media.corpus``, the corpus folder an audit read (``--against DIR``), whose
+        files show the matches of a pair review: an audit overlay's findings are reviewed as
+        pairs (``pairs.py``), whatever ``verdict`` says.
 
     The review's links (``access``) are read from beside the votes log, or made, and stored
     again with the raters, the votes per item and (once bound, by the server) the port.
@@ -199,8 +153,10 @@ class ReviewSession:
     ) -> None:
         if verdict not in VERDICTS:
             raise InvalidInputError(f"unknown verdict {verdict!r}; choose one of {VERDICTS}")
-        self.source = _Queued(reg, spec, overlay)
-        items = _items(self.source, verdict)
+        self.source = Queued(reg, spec, overlay)
+        self.pairs = self.source.pairs
+        self.corpus = media.corpus
+        items = pair_items(self.source, self.corpus) if self.pairs else _items(self.source, verdict)
         if not items:
             raise InvalidInputError(
                 f"overlay {short(self.source.digest)} flags no row as {verdict!r} with a "
@@ -222,6 +178,7 @@ class ReviewSession:
                 votes_per_item=votes_per_item,
                 lease_seconds=lease_seconds,
                 secret=bytes.fromhex(access.secret),
+                answers=PAIR_ANSWERS if self.pairs else ANSWERS,
             )
             # Each item's place in the queue, worst first: what the page calls it ("Example 3
             # of 284"), never its id or path, which may name its given label.
@@ -251,6 +208,14 @@ class ReviewSession:
             data = find_media(self.media.folder, item.example_id)
         else:
             raise InvalidInputError(f"row {row} has no payload: this dataset is label-only")
+        return data, sniff(data)
+
+    def match_payload(self, row: int) -> tuple[bytes, str]:
+        """A pair item's match's payload bytes and their content type (``pairs.py``)."""
+        item = self.queue.by_row.get(row)
+        if item is None:
+            raise InvalidInputError(f"row {row} is not an item of this review queue")
+        data = match_payload(self.registry, item, self.corpus)
         return data, sniff(data)
 
     def store_access(self, **changes: Any) -> None:
@@ -335,8 +300,19 @@ class VotesFile(NamedTuple):
     totals: dict[int, int]
 
 
+def audit_queue(reg: Registry, spec: str, overlay: str | None) -> str:
+    """The digest of the audit overlay ``--audit`` reviews: ``overlay`` when it names one, else
+    ``spec``'s last; anything else is refused."""
+    return Queued(reg, spec, overlay, audit=True).digest
+
+
 def export_votes(
-    reg: Registry, spec: str, *, overlay: str | None = None, votes_per_item: int | None = None
+    reg: Registry,
+    spec: str,
+    *,
+    overlay: str | None = None,
+    votes_per_item: int | None = None,
+    audit: bool = False,
 ) -> VotesFile:
     """The votes cast so far about ``spec``'s queue, as a label-errors JSON file's bytes, and
     the damaged spans of its log (moved aside, or still in it), whose records are left out.
@@ -348,7 +324,12 @@ def export_votes(
     (default: the review's last server's, else 5), ``votes_wanted``. The same votes give the
     same bytes.
     """
-    q = _Queued(reg, spec, overlay)
+    q = Queued(reg, spec, overlay, audit=audit)
+    if q.pairs:
+        raise InvalidInputError(
+            f"overlay {short(q.digest)} is an audit's: its pair review has no label-errors "
+            f"export; store its votes with 'dsreg review {spec} --audit --finish'"
+        )
     if votes_per_item is None:
         stored = q.stored_access()
         votes_per_item = (stored and stored.votes_per_item) or VOTES_PER_ITEM
@@ -412,11 +393,22 @@ def finish_review(
     votes_per_item: int | None = None,
     command: str = "",
     credit: Mapping[str, str] | None = None,
+    audit: bool = False,
 ) -> ReviewFinish:
     """Store the votes about ``spec``'s queue as a ``validated`` overlay: ``import_votes`` of the
     bytes ``export_votes`` returns (and, with ``tagging.tag``, tag the revision plus it in
     ``tagging.view``). The result counts the queue's items with fewer than ``votes_per_item``
-    votes (default: the review's last server's, else 5)."""
+    votes (default: the review's last server's, else 5). An audit overlay's queue (``audit``:
+    the revision's last) is a pair review: ``finish_pairs``."""
+    q = Queued(reg, spec, overlay, audit=audit)
+    if q.pairs:
+        return finish_pairs(
+            q,
+            threshold=threshold,
+            tagging=tagging,
+            votes_per_item=votes_per_item,
+            record=Recording(command=command, credit=credit),
+        )
     check_tag_target(
         reg, spec, tagging.tag, tagging.view, force=tagging.force, producer="dsreg.import-votes"
     )
@@ -453,7 +445,7 @@ def finish_review(
 
 def _unvoted(reg: Registry, spec: str, overlay: str | None, voted: dict[int, int]) -> int:
     """The queue's items (of the verdict its last server reviewed) without a vote."""
-    q = _Queued(reg, spec, overlay)
+    q = Queued(reg, spec, overlay)
     stored = q.stored_access()
     verdict = stored.verdict if stored is not None else "suspected"
     flagged = q.corrections.filter(
@@ -464,3 +456,46 @@ def _unvoted(reg: Registry, spec: str, overlay: str | None, voted: dict[int, int
     )
     rows = flagged.column("row").to_pylist()
     return sum(1 for row in rows if row not in voted)
+
+
+def finish_pairs(
+    q: Queued, *, threshold: int, tagging: Tagging, votes_per_item: int | None, record: Recording
+) -> ReviewFinish:
+    """Store a pair review's votes as a ``validated`` overlay (``pairs.validated_pairs``) and,
+    with ``tagging.tag``, tag the revision plus it in ``tagging.view`` (default
+    ``decontaminated``). ``short`` counts the findings with fewer than ``votes_per_item`` votes
+    (default: the review's last server's, else 5), ``unvoted`` those with none."""
+    view = tagging.view or "decontaminated"
+    check_tag_target(
+        q.registry,
+        q.spec,
+        tagging.tag,
+        tagging.view if tagging.tag is None else view,
+        force=tagging.force,
+        producer=PAIRS_PRODUCER,
+    )
+    if votes_per_item is None:
+        stored = q.stored_access()
+        votes_per_item = (stored and stored.votes_per_item) or VOTES_PER_ITEM
+    done = validated_pairs(q, threshold=threshold, command=record.command, credit=record.credit)
+    command = record.command
+    tagged = None
+    if tagging.tag is not None:
+        tagged = make_tag(
+            q.registry,
+            f"{q.resolved.dataset}@{tagging.tag}",
+            q.spec,
+            overlays=[done.made.digest],
+            view=view,
+            force=tagging.force,
+            command=command,
+        )
+    fields = {f.name: getattr(done.made, f.name) for f in dataclasses.fields(done.made)}
+    return ReviewFinish(
+        **fields,
+        tagged=tagged,
+        set_aside=done.set_aside,
+        votes_per_item=votes_per_item,
+        short=done.unvoted + sum(1 for n in done.voted.values() if n < votes_per_item),
+        unvoted=done.unvoted,
+    )

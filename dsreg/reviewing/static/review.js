@@ -11,6 +11,8 @@
   const meta = (name) => document.querySelector('meta[name="' + name + '"]').content;
   const TOKEN = meta("dsreg-token");
   const RATER = meta("dsreg-rater"); // a named rater's link: the name is the link's
+  const PAIRS = meta("dsreg-pairs") === "1"; // an audit's findings, each beside its match
+  const OPERATOR = meta("dsreg-operator") === "1";
   const STORE_KEY = "dsreg-review-reviewer";
   const TEXT_LIMIT = 20000;
   const GUARD_MS = 150;
@@ -19,7 +21,12 @@
     guessed: "Suggested label fits",
     both: "Both fit",
     neither: "Neither fits",
+    same: "Same item",
+    different: "Different items",
   };
+  const KEYS = PAIRS
+    ? { "1": "same", "2": "different" }
+    : { "1": "given", "2": "guessed", "3": "both", "4": "neither" };
   const $ = (id) => document.getElementById(id);
   let reviewer = null;
   let item = null;
@@ -63,6 +70,11 @@
 
   function drawn(current) {
     if (item !== current) {
+      return;
+    }
+    // A pair item is drawn once both the item and its match are (pairs.js).
+    current.parts = (current.parts || 0) + 1;
+    if (current.pair && current.parts < 2) {
       return;
     }
     readyAt = performance.now() + GUARD_MS;
@@ -260,13 +272,34 @@
       return;
     }
     $("given").textContent = item.given.name;
-    $("suggested").textContent = item.suggested.name;
+    $("suggested").textContent = item.suggested ? item.suggested.name : "";
     $("example-id").textContent = item.example_id;
     $("row").textContent = String(item.row);
     $("score").textContent = item.score === null ? "none" : item.score.toFixed(4);
     showMetadata(item.metadata);
     // Not awaited; answers are taken once the example is drawn (drawn()).
     showPayload(item).catch((e) => say(e.message));
+    if (item.pair) {
+      const current = item;
+      window.dsregPairs.show(current, () => item === current, () => drawn(current));
+    }
+  }
+
+  // The operator opened an item from the coordinator's view: its votes so far.
+  function showOpened(opened) {
+    const out = $("opened");
+    if (!out) {
+      return;
+    }
+    if (!opened) {
+      out.textContent = "";
+      return;
+    }
+    const counts = Object.entries(opened.counts)
+      .map(([answer, n]) => ANSWER_NAMES[answer] + " " + n)
+      .join(" · ");
+    const who = opened.reviewers.length ? " (by " + opened.reviewers.join(", ") + ")" : "";
+    out.textContent = "Opened row " + opened.row + " from the coordinator's view: " + counts + who + ".";
   }
 
   function savedText(data) {
@@ -293,6 +326,7 @@
       say("");
       const data = await post(path, Object.assign({ reviewer: reviewer }, body));
       show(data);
+      showOpened(data.opened);
       confirm(savedText(data));
       if (data.undone && data.undone.answer) {
         markSelected(data.undone.answer);
@@ -353,7 +387,16 @@
     $("reviewer-name").textContent = name;
     $("name-form").hidden = true;
     $("review").hidden = false;
-    act("/api/next", {});
+    // The coordinator's view links an item as ?row=N: the operator's page opens it once.
+    const params = new URLSearchParams(location.search);
+    const row = Number.parseInt(params.get("row") || "", 10);
+    if (OPERATOR && Number.isInteger(row)) {
+      params.delete("row");
+      history.replaceState(null, "", location.pathname + (params.size ? "?" + params : ""));
+      act("/api/next", { row: row });
+    } else {
+      act("/api/next", {});
+    }
   }
 
   function askName() {
@@ -416,10 +459,9 @@
         event.preventDefault(); // a held-down key answers once, not on every item it reaches
         return;
       }
-      const keys = { "1": "given", "2": "guessed", "3": "both", "4": "neither" };
       const key = event.key.toLowerCase();
-      if (keys[key]) {
-        answer(keys[key]);
+      if (KEYS[key]) {
+        answer(KEYS[key]);
       } else if (key === "s") {
         skip();
       } else if (key === "u" || key === "backspace") {

@@ -1,0 +1,119 @@
+"""What a review is about: the overlay whose rows are queued, resolved from a spec, with its
+corrections; and what the page shows of a queued row's example (its payload's digest and
+size, its metadata columns)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final, NamedTuple
+
+import pyarrow as pa
+
+from dsreg.errors import InvalidInputError
+from dsreg.formats.manifests import Overlay, Snapshot
+from dsreg.formats.tables import served_metadata
+from dsreg.objects.digest import hex_of, short
+from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.tables import read_corrections, read_examples
+from dsreg.reviewing.access import Access, access_path, load_access
+from dsreg.reviewing.votelog import log_path
+
+__all__ = ["Queued", "Shown", "shown_examples"]
+
+_METADATA_COLUMNS: Final = 20
+_METADATA_CHARS: Final = 200
+
+
+class Queued:
+    """The overlay a review is about, resolved from a spec, and its corrections: ``overlay``
+    (a digest or prefix) when given, else the revision's last overlay, or with ``audit`` its
+    last audit overlay (whose findings are reviewed as pairs, ``pairs.py``)."""
+
+    def __init__(
+        self, reg: Registry, spec: str, overlay: str | None, *, audit: bool = False
+    ) -> None:
+        self.registry = reg
+        self.spec = spec
+        self.resolved: Resolved = reg.resolve(spec)
+        rev = self.resolved.revision
+        self.snapshot: Snapshot = reg.snapshot(rev.snapshot)
+        if overlay is None:
+            self.digest = _last_overlay(reg, spec, rev.overlays, audit=audit)
+        else:
+            self.digest = reg.resolve_object(overlay)
+            if reg.manifest_kind(self.digest) != "overlay":
+                raise InvalidInputError(
+                    f"{overlay!r} is not an overlay; see 'dsreg overlay ls {self.resolved.dataset}'"
+                )
+        self.overlay: Overlay = reg.overlay(self.digest)
+        if audit and self.overlay.kind != "audit":
+            raise InvalidInputError(
+                f"--audit reviews an audit's findings, and overlay {short(self.digest)} is a "
+                f"{self.overlay.kind} overlay; drop --overlay, or name an audit overlay"
+            )
+        if self.overlay.base != rev.snapshot:
+            raise InvalidInputError(
+                f"overlay {short(self.digest)} corrects snapshot {short(self.overlay.base)}, "
+                f"not {spec!r}'s ({short(rev.snapshot)}); pick an overlay of this snapshot"
+            )
+        self.corrections = read_corrections(reg, self.overlay, base=self.snapshot)
+
+    @property
+    def pairs(self) -> bool:
+        """Whether the queue is an audit's findings, each reviewed as a pair."""
+        return self.overlay.kind == "audit"
+
+    @property
+    def log_path(self) -> Path:
+        return log_path(self.registry.root, hex_of(self.digest))
+
+    def stored_access(self) -> Access | None:
+        """The review's links and settings, as its last server stored them (None: none yet)."""
+        return load_access(access_path(self.log_path))
+
+
+def _last_overlay(reg: Registry, spec: str, overlays: Sequence[str], *, audit: bool) -> str:
+    if audit:
+        found = [d for d in overlays if reg.overlay(d).kind == "audit"]
+        if not found:
+            raise InvalidInputError(
+                f"{spec!r} has no audit overlay to review; find duplicates first with 'dsreg "
+                f"audit duplicates {spec} --against OTHER --tag NAME' and review that tag"
+            )
+        return found[-1]
+    if not overlays:
+        raise InvalidInputError(
+            f"{spec!r} has no overlay to review; flag rows first with 'dsreg detect "
+            f"{spec} --pred-probs FILE --tag NAME' and review that tag, or pass --overlay"
+        )
+    return overlays[-1]
+
+
+class Shown(NamedTuple):
+    """What the page shows of a queued row's example besides its labels."""
+
+    blob: str | None
+    size: int | None
+    metadata: tuple[tuple[str, str], ...]
+
+
+def shown_examples(q: Queued, rows: Sequence[int]) -> list[Shown]:
+    """The payload digest, size and metadata (those the views serve, the first 20, each value
+    cut at 200 characters) of each of ``rows``, in their order."""
+    examples = read_examples(q.registry, q.snapshot).take(pa.array(rows, pa.int64()))
+    meta_names = served_metadata(examples.column_names)[:_METADATA_COLUMNS]
+    meta = {name: examples.column(name).to_pylist() for name in meta_names}
+    blobs = examples.column("blob").to_pylist()
+    sizes = examples.column("size").to_pylist()
+    return [
+        Shown(
+            blob=blobs[i],
+            size=sizes[i],
+            metadata=tuple(
+                (name, "" if meta[name][i] is None else str(meta[name][i])[:_METADATA_CHARS])
+                for name in meta_names
+            ),
+        )
+        for i in range(len(rows))
+    ]

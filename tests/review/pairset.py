@@ -1,0 +1,81 @@
+"""An audited image test set: what the pair review tests start from. A training set and a test
+set whose first rows are copies of training rows (one re-encoded with a little noise, so its
+distance is not 0) and one row repeating another test row; audited against the training set
+with ``--within`` and tagged ``@audited`` (view ``decontaminated``)."""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+import dsreg
+
+CLASSES = ["cat", "dog"]
+
+
+@dataclass(frozen=True)
+class PairSet:
+    registry: Path
+    spec: str  # the audited revision: its last overlay is the audit's
+    audit: str  # the audit overlay's digest
+    rows: int  # rows of the test set
+    findings: dict[int, dict[str, object]]  # row -> {verdict, match, tier, distance}
+
+
+def _image(rng: np.random.Generator) -> np.ndarray:
+    """A 64 x 64 picture of smooth blobs (pHash needs structure, not noise)."""
+    coarse = rng.uniform(0, 255, (4, 4, 3))
+    return np.kron(coarse, np.ones((16, 16, 1)))
+
+
+def _png(pixels: np.ndarray) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), "RGB").save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _add(reg: Path, name: str, folder: Path, images: list[bytes]) -> None:
+    files = folder / "files"
+    files.mkdir(parents=True)
+    lines = ["example_id,label"]
+    for i, data in enumerate(images):
+        (files / f"{name}{i:03d}.png").write_bytes(data)
+        lines.append(f"{name}{i:03d}.png,{i % 2}")
+    (folder / "examples.csv").write_text("\n".join(lines) + "\n")
+    dsreg.add(name, table=folder / "examples.csv", files=files, classes=CLASSES, tag="v1",
+              registry=reg)  # fmt: skip
+
+
+def build_pair_set(root: Path, *, rows: int = 10, seed: int = 1) -> PairSet:
+    """Test rows 0 and 1 copy training rows 3 and 5 (row 1 with noise), row ``rows - 1``
+    repeats test row ``rows - 2``; the other rows are new pictures."""
+    rng = np.random.default_rng(seed)
+    train = [_image(rng) for _ in range(8)]
+    test = [_image(rng) for _ in range(rows)]
+    test[0] = train[3]
+    test[1] = train[5] + rng.normal(0, 6, train[5].shape)
+    test[rows - 1] = test[rows - 2]
+    reg = root / "reg"
+    dsreg.init(registry=reg)
+    _add(reg, "train", root / "train", [_png(p) for p in train])
+    _add(reg, "test", root / "test", [_png(p) for p in test])
+    res = dsreg.audit_duplicates(
+        "test@v1", against=["train@v1"], within=True, tag="audited", registry=reg
+    )
+    assert res.digest is not None
+    findings = {
+        f.row: {
+            "verdict": f.verdict,
+            "match": f.matches[0]["example_id"],
+            "tier": f.matches[0]["tier"],
+            "distance": f.matches[0]["distance"],
+        }
+        for f in res.findings
+    }
+    return PairSet(registry=reg, spec="test@audited", audit=res.digest, rows=rows,
+                   findings=findings)  # fmt: skip
