@@ -5,7 +5,8 @@ reusing what is stored) and matched, tier by tier, against each ``--against`` da
 payloads (contamination) and, with ``within``, against the test set's own (duplicates):
 
 - ``exact``: equal payload digests (distance 0);
-- ``image``: pHashes within ``image_threshold`` bits (the distance: the bits that differ);
+- ``image``: the test image's pHash within ``image_threshold`` bits of the other image's or of
+  one of its crops' (the distance: the bits that differ from the nearest);
 - ``text``: shingle Jaccard similarity at least ``text_threshold`` (distance ``1 - J``);
 - ``ngram``: at least one shared 13-gram (distance: the fraction of the test text's 13-grams
   the match does not hold).
@@ -240,14 +241,32 @@ def _payload_pairs(
     )
     qi, si = _of_kind(q, "image"), _of_kind(s, "image")
     if len(qi) and len(si):
-        qh = as_numpy(q.column("phash").take(pa.array(qi))).astype(np.uint64)
-        sh = as_numpy(s.column("phash").take(pa.array(si))).astype(np.uint64)
-        pairs = hamming_pairs(qh, sh, image_threshold)
-        out.append((qi[pairs.query], si[pairs.stored], pairs.distance.astype(float), "image"))
+        out.append(_image_pairs(q, s, qi, si, image_threshold))
     qt, st = _of_kind(q, "text"), _of_kind(s, "text")
     if len(qt) and len(st):
         out += _text_pairs(q, s, qt, st, text_threshold)
     return out
+
+
+def _image_pairs(
+    q: pa.Table, s: pa.Table, qi: np.ndarray, si: np.ndarray, threshold: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """Image payload pairs: each test image's full pHash against every stored hash of the other
+    side's images, the full image's and its crops' (one row each in the index, so the join
+    stays exact for the threshold); a pair's distance is its nearest variant's."""
+    qh = as_numpy(q.column("phash").take(pa.array(qi))).astype(np.uint64)
+    full = as_numpy(s.column("phash").take(pa.array(si))).astype(np.uint64)
+    crops = s.column("phash_crops").take(pa.array(si)).combine_chunks()
+    offsets = as_numpy(crops.offsets).astype(np.int64)
+    sh = np.concatenate([full, as_numpy(crops.values).astype(np.uint64)])
+    owner = np.concatenate([np.arange(len(si)), np.repeat(np.arange(len(si)), np.diff(offsets))])
+    pairs = hamming_pairs(qh, sh, threshold)
+    a, b = qi[pairs.query], si[owner[pairs.stored]]
+    order = np.lexsort((pairs.distance, b, a))
+    a, b, dist = a[order], b[order], pairs.distance[order]
+    first = np.ones(len(a), dtype=bool)
+    first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    return a[first], b[first], dist[first].astype(float), "image"
 
 
 def _sets(table: pa.Table, rows: np.ndarray, column: str) -> list[np.ndarray]:
