@@ -15,7 +15,8 @@ An ``--against`` that names a folder (a corpus that is not registered) is read f
 its files are fingerprinted as they are (not stored), named by their path below the folder,
 and the folder is named in the matches by a digest of its listing (each file's path and
 digest). A file that cannot be read is counted and listed with its reason, never skipped
-silently.
+silently. One that names a Parquet file is a corpus of one item per row, an id and an image or
+a text (``parquet_corpus``), fingerprinted and named the same way.
 
 Rows are then named by verdict: ``contaminated`` (some row of another dataset matches it) or
 ``duplicate`` (it repeats an earlier row of its own set: of each group of rows that match one
@@ -49,6 +50,13 @@ from dsreg.audit.fingerprints import (
 )
 from dsreg.audit.index import hamming_pairs
 from dsreg.audit.lsh import band_plan, gram_pairs, minhash_pairs
+from dsreg.audit.parquet_corpus import (
+    Corpus,
+    blobs_table,
+    fingerprint_blobs,
+    in_order,
+    read_corpus,
+)
 from dsreg.errors import InvalidInputError
 from dsreg.formats.corrections import MATCHES_TYPE, corrections_table
 from dsreg.formats.manifests import HELD_INPUT, Snapshot
@@ -206,18 +214,35 @@ def _folder_side(folder: Path, engine: Engine) -> tuple[_Side, list[tuple[str, s
     errors = table.column("read_error").to_pylist()
     bad += [(rel, why) for rel, why in zip(rels, errors, strict=True) if why is not None]
     ids = [rel for rel, why in zip(rels, errors, strict=True) if why is None]
-    fp = fingerprints_only(table)
+    return _listed_side(ids, fingerprints_only(table)), bad
+
+
+def _corpus_side(corpus: Corpus, engine: Engine) -> tuple[_Side, list[tuple[str, str]]]:
+    """A corpus file that is not registered (``parquet_corpus``): its payloads fingerprinted on
+    ``engine``, named by their ids; and the ids of the rows without a payload."""
+    parts = run_batches(
+        fingerprint_blobs,
+        blobs_table(corpus),
+        engine,
+        lambda done, total: engine.progress("fingerprint", done, total),
+    )
+    bad = [(i, "no payload (null)") for i in corpus.empty]
+    return _listed_side(corpus.ids, in_order(corpus, parts)), bad
+
+
+def _listed_side(ids: list[str], fp: pa.Table) -> _Side:
+    """A corpus that is not registered, one item per row of ``fp`` named by ``ids``; the
+    corpus is named by the digest of its listing (each id and its payload's digest)."""
     digests = fp.column("payload").to_pylist()
     listing = "".join(f"{i}\t{d}\n" for i, d in zip(ids, digests, strict=True))
     n = len(ids)
-    side = _Side(
+    return _Side(
         revision=hash_bytes(listing.encode()),
         ids=ids,
         rows=np.arange(n, dtype=np.int64),
         payload_index=np.arange(n, dtype=np.int64),
         fp=fp,
     )
-    return side, bad
 
 
 def _why(e: OSError) -> str:
@@ -403,18 +428,21 @@ def _audit(
 ) -> AuditResult:
     image_threshold, text_threshold = thresholds
     base = reg.resolve(spec)
-    folders = {o for o in against if os.path.isdir(o)}
-    others = [o if o in folders else reg.resolve(o) for o in against]
+    others = [_other(reg, o) for o in against]
     test, skipped, made = _side(reg, base, engine)
     computed, reused = made.computed, made.table.num_rows - made.computed
     found: dict[int, tuple[str, list[tuple[str, str, str, float]]]] = {}
     inputs = {HELD_INPUT: made.digest}
     bad_files: list[tuple[str, str]] = []
     for k, other in enumerate(others):
-        if isinstance(other, str):
-            side, bad = _folder_side(Path(other), engine)
+        if isinstance(other, Path):
+            side, bad = _folder_side(other, engine)
             computed += side.fp.num_rows
-            bad_files += [(str(Path(other) / p), why) for p, why in bad]
+            bad_files += [(str(other / p), why) for p, why in bad]
+        elif isinstance(other, Corpus):
+            side, bad = _corpus_side(other, engine)
+            computed += side.fp.num_rows
+            bad_files += [(f"{other.path}: {i}", why) for i, why in bad]
         else:
             side, _, theirs = _side(reg, other, engine)
             computed += theirs.computed
@@ -438,6 +466,16 @@ def _audit(
     how = _Provenance(params, inputs, command, {"computed": computed, "reused": reused})
     result = _store(reg, base, test, found, skipped, how)
     return replace(result, unreadable_against=tuple(bad_files))
+
+
+def _other(reg: Registry, against: str) -> Path | Corpus | Resolved:
+    """An ``--against`` as given: a folder, a Parquet file of a corpus (read and checked now,
+    before any work), or a registered revision."""
+    if os.path.isdir(against):
+        return Path(against)
+    if os.path.isfile(against):
+        return read_corpus(Path(against))
+    return reg.resolve(against)
 
 
 @dataclass(frozen=True, slots=True)
