@@ -52,7 +52,8 @@ def audit_duplicates(
         Opt(
             "--against",
             help="A dataset whose rows the test set must not contain: a revision (typically "
-            "the training set) or a folder of files; repeat for several.",
+            "the training set), a folder of files, or a Parquet file of a corpus (columns id "
+            "and image or text); repeat for several.",
             show_default=False,
         ),
     ] = None,
@@ -80,7 +81,8 @@ def audit_duplicates(
     and ``contaminated``. ``tag`` also tags ``<dataset>@<tag>``: the revision plus the overlay,
     in ``view`` (default ``decontaminated``, which leaves those rows out).
 
-    ``against``: revisions (specs) or folders of files that are not registered.
+    ``against``: revisions (specs), or folders of files or Parquet files of a corpus (an
+    ``id`` column and an ``image`` or ``text`` column) that are not registered.
     ``engine``: where fingerprints are computed, ``"local"`` (worker processes) or ``"ray"``
     (Ray Data on the cluster at ``ray_address``; default: Ray on this machine); the findings
     and the overlay are the same on both.

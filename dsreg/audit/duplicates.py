@@ -5,7 +5,8 @@ reusing what is stored) and matched, tier by tier, against each ``--against`` da
 payloads (contamination) and, with ``within``, against the test set's own (duplicates):
 
 - ``exact``: equal payload digests (distance 0);
-- ``image``: pHashes within ``image_threshold`` bits (the distance: the bits that differ);
+- ``image``: the test image's pHash within ``image_threshold`` bits of the other image's or of
+  one of its crops' (the distance: the bits that differ from the nearest);
 - ``text``: shingle Jaccard similarity at least ``text_threshold`` (distance ``1 - J``);
 - ``ngram``: at least one shared 13-gram (distance: the fraction of the test text's 13-grams
   the match does not hold).
@@ -14,7 +15,8 @@ An ``--against`` that names a folder (a corpus that is not registered) is read f
 its files are fingerprinted as they are (not stored), named by their path below the folder,
 and the folder is named in the matches by a digest of its listing (each file's path and
 digest). A file that cannot be read is counted and listed with its reason, never skipped
-silently.
+silently. One that names a Parquet file is a corpus of one item per row, an id and an image or
+a text (``parquet_corpus``), fingerprinted and named the same way.
 
 Rows are then named by verdict: ``contaminated`` (some row of another dataset matches it) or
 ``duplicate`` (it repeats an earlier row of its own set: of each group of rows that match one
@@ -48,6 +50,13 @@ from dsreg.audit.fingerprints import (
 )
 from dsreg.audit.index import hamming_pairs
 from dsreg.audit.lsh import band_plan, gram_pairs, minhash_pairs
+from dsreg.audit.parquet_corpus import (
+    Corpus,
+    blobs_table,
+    fingerprint_blobs,
+    in_order,
+    read_corpus,
+)
 from dsreg.errors import InvalidInputError
 from dsreg.formats.corrections import MATCHES_TYPE, corrections_table
 from dsreg.formats.manifests import HELD_INPUT, Snapshot
@@ -205,18 +214,35 @@ def _folder_side(folder: Path, engine: Engine) -> tuple[_Side, list[tuple[str, s
     errors = table.column("read_error").to_pylist()
     bad += [(rel, why) for rel, why in zip(rels, errors, strict=True) if why is not None]
     ids = [rel for rel, why in zip(rels, errors, strict=True) if why is None]
-    fp = fingerprints_only(table)
+    return _listed_side(ids, fingerprints_only(table)), bad
+
+
+def _corpus_side(corpus: Corpus, engine: Engine) -> tuple[_Side, list[tuple[str, str]]]:
+    """A corpus file that is not registered (``parquet_corpus``): its payloads fingerprinted on
+    ``engine``, named by their ids; and the ids of the rows without a payload."""
+    parts = run_batches(
+        fingerprint_blobs,
+        blobs_table(corpus),
+        engine,
+        lambda done, total: engine.progress("fingerprint", done, total),
+    )
+    bad = [(i, "no payload (null)") for i in corpus.empty]
+    return _listed_side(corpus.ids, in_order(corpus, parts)), bad
+
+
+def _listed_side(ids: list[str], fp: pa.Table) -> _Side:
+    """A corpus that is not registered, one item per row of ``fp`` named by ``ids``; the
+    corpus is named by the digest of its listing (each id and its payload's digest)."""
     digests = fp.column("payload").to_pylist()
     listing = "".join(f"{i}\t{d}\n" for i, d in zip(ids, digests, strict=True))
     n = len(ids)
-    side = _Side(
+    return _Side(
         revision=hash_bytes(listing.encode()),
         ids=ids,
         rows=np.arange(n, dtype=np.int64),
         payload_index=np.arange(n, dtype=np.int64),
         fp=fp,
     )
-    return side, bad
 
 
 def _why(e: OSError) -> str:
@@ -240,14 +266,32 @@ def _payload_pairs(
     )
     qi, si = _of_kind(q, "image"), _of_kind(s, "image")
     if len(qi) and len(si):
-        qh = as_numpy(q.column("phash").take(pa.array(qi))).astype(np.uint64)
-        sh = as_numpy(s.column("phash").take(pa.array(si))).astype(np.uint64)
-        pairs = hamming_pairs(qh, sh, image_threshold)
-        out.append((qi[pairs.query], si[pairs.stored], pairs.distance.astype(float), "image"))
+        out.append(_image_pairs(q, s, qi, si, image_threshold))
     qt, st = _of_kind(q, "text"), _of_kind(s, "text")
     if len(qt) and len(st):
         out += _text_pairs(q, s, qt, st, text_threshold)
     return out
+
+
+def _image_pairs(
+    q: pa.Table, s: pa.Table, qi: np.ndarray, si: np.ndarray, threshold: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
+    """Image payload pairs: each test image's full pHash against every stored hash of the other
+    side's images, the full image's and its crops' (one row each in the index, so the join
+    stays exact for the threshold); a pair's distance is its nearest variant's."""
+    qh = as_numpy(q.column("phash").take(pa.array(qi))).astype(np.uint64)
+    full = as_numpy(s.column("phash").take(pa.array(si))).astype(np.uint64)
+    crops = s.column("phash_crops").take(pa.array(si)).combine_chunks()
+    offsets = as_numpy(crops.offsets).astype(np.int64)
+    sh = np.concatenate([full, as_numpy(crops.values).astype(np.uint64)])
+    owner = np.concatenate([np.arange(len(si)), np.repeat(np.arange(len(si)), np.diff(offsets))])
+    pairs = hamming_pairs(qh, sh, threshold)
+    a, b = qi[pairs.query], si[owner[pairs.stored]]
+    order = np.lexsort((pairs.distance, b, a))
+    a, b, dist = a[order], b[order], pairs.distance[order]
+    first = np.ones(len(a), dtype=bool)
+    first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    return a[first], b[first], dist[first].astype(float), "image"
 
 
 def _sets(table: pa.Table, rows: np.ndarray, column: str) -> list[np.ndarray]:
@@ -384,18 +428,21 @@ def _audit(
 ) -> AuditResult:
     image_threshold, text_threshold = thresholds
     base = reg.resolve(spec)
-    folders = {o for o in against if os.path.isdir(o)}
-    others = [o if o in folders else reg.resolve(o) for o in against]
+    others = [_other(reg, o) for o in against]
     test, skipped, made = _side(reg, base, engine)
     computed, reused = made.computed, made.table.num_rows - made.computed
     found: dict[int, tuple[str, list[tuple[str, str, str, float]]]] = {}
     inputs = {HELD_INPUT: made.digest}
     bad_files: list[tuple[str, str]] = []
     for k, other in enumerate(others):
-        if isinstance(other, str):
-            side, bad = _folder_side(Path(other), engine)
+        if isinstance(other, Path):
+            side, bad = _folder_side(other, engine)
             computed += side.fp.num_rows
-            bad_files += [(str(Path(other) / p), why) for p, why in bad]
+            bad_files += [(str(other / p), why) for p, why in bad]
+        elif isinstance(other, Corpus):
+            side, bad = _corpus_side(other, engine)
+            computed += side.fp.num_rows
+            bad_files += [(f"{other.path}: {i}", why) for i, why in bad]
         else:
             side, _, theirs = _side(reg, other, engine)
             computed += theirs.computed
@@ -419,6 +466,16 @@ def _audit(
     how = _Provenance(params, inputs, command, {"computed": computed, "reused": reused})
     result = _store(reg, base, test, found, skipped, how)
     return replace(result, unreadable_against=tuple(bad_files))
+
+
+def _other(reg: Registry, against: str) -> Path | Corpus | Resolved:
+    """An ``--against`` as given: a folder, a Parquet file of a corpus (read and checked now,
+    before any work), or a registered revision."""
+    if os.path.isdir(against):
+        return Path(against)
+    if os.path.isfile(against):
+        return read_corpus(Path(against))
+    return reg.resolve(against)
 
 
 @dataclass(frozen=True, slots=True)

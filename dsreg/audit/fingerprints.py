@@ -39,7 +39,7 @@ from PIL import Image
 
 from dsreg._util.fs import write_atomic
 from dsreg.audit.engines import Engine, run_batches
-from dsreg.audit.images import fingerprint_images
+from dsreg.audit.images import CROPS, fingerprint_images
 from dsreg.audit.text import NUM_PERM, fingerprint_texts
 from dsreg.errors import CorruptObjectError, DsregError, ObjectNotFoundError, StorageError
 from dsreg.formats.manifests import HELD_INPUT, Overlay, Revision
@@ -60,7 +60,7 @@ __all__ = [
 ]
 
 #: The method's name: a change to any fingerprint function gets a new one (a new index folder).
-METHOD = "phash32-draft64_minhash-a32-128-w3_gram13_v1"
+METHOD = "phash32-draft64-crops16_minhash-a32-128-w3_gram13_v2"
 # Lists as Parquet reads them back (item fields named "element"), so a read table's schema
 # equals this one.
 _U64_LIST = pa.list_(pa.field("element", pa.uint64()))
@@ -71,6 +71,7 @@ FINGERPRINT_SCHEMA = pa.schema(
         pa.field("kind", pa.string(), nullable=False),  # image, text or unreadable
         pa.field("error", pa.string()),
         pa.field("phash", pa.uint64()),
+        pa.field("phash_crops", _U64_LIST),  # the pHash of each crop of images.CROPS
         pa.field("minhash", _U32_LIST),  # NUM_PERM values
         pa.field("shingles", _U64_LIST),
         pa.field("grams", _U64_LIST),
@@ -121,6 +122,8 @@ def fingerprint_payloads(digests: Sequence[str], payloads: Sequence[bytes]) -> p
     idx_i, idx_t = np.flatnonzero(image), np.flatnonzero(~image)
     img = fingerprint_images([payloads[int(i)] for i in idx_i])
     phash[idx_i] = img.hashes
+    crops = np.zeros((n, len(CROPS)), dtype=np.uint64)
+    crops[idx_i] = img.crops
     txt = fingerprint_texts([payloads[int(i)] for i in idx_t])
     minhash = np.zeros((n, NUM_PERM), dtype=np.uint32)
     minhash[idx_t] = txt.minhash
@@ -142,6 +145,7 @@ def fingerprint_payloads(digests: Sequence[str], payloads: Sequence[bytes]) -> p
             pa.array(kind.tolist(), pa.string()),
             pa.array(error, pa.string()),
             pa.array(phash, pa.uint64(), mask=~is_img),
+            _u64_lists(list(crops), is_img),
             pa.FixedSizeListArray.from_arrays(flat, NUM_PERM, mask=pa.array(~is_txt)).cast(
                 _U32_LIST
             ),
@@ -216,19 +220,31 @@ def _read_table(reg: Registry, digest: str) -> pa.Table | None:
 
 
 def _indexed(reg: Registry, snapshot: str) -> tuple[str | None, list[str]]:
-    """The digest indexed for ``snapshot`` (None if none) and every indexed digest."""
+    """The digest indexed for ``snapshot`` (None if none) and every indexed digest. An entry
+    naming a table the store no longer has (gc removed it once nothing held it) is dropped."""
     folder = _index_dir(reg)
     own, every = None, []
     with contextlib.suppress(FileNotFoundError):
         for entry in sorted(os.scandir(folder), key=lambda e: e.name):
             if entry.name.startswith("."):
                 continue
-            with contextlib.suppress(OSError, UnicodeDecodeError):
+            with contextlib.suppress(OSError, UnicodeDecodeError, DsregError, ValueError):
                 text = Path(entry.path).read_text("ascii").strip()
+                if not reg.store.has(text):
+                    _drop(Path(entry.path), text)
+                    continue
                 every.append(text)
                 if entry.name == snapshot.removeprefix("blake3:"):
                     own = text
     return own, every
+
+
+def _drop(path: Path, digest: str) -> None:
+    """Remove the index entry ``path`` if it still names ``digest`` (an audit may have indexed
+    a new table there meanwhile, which stays)."""
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if path.read_text("ascii").strip() == digest:
+            path.unlink()
 
 
 def _known_rows(reg: Registry, wanted: pa.Array, digests: list[str]) -> pa.Table:
@@ -306,6 +322,8 @@ def _index_held(reg: Registry, indexed: list[str]) -> int:
     known = set(indexed)
     found: dict[str, str] = {}
     for ov in _audit_overlays(reg):
+        if ov.producer.get("params", {}).get("method") != METHOD:
+            continue  # another method's tables: another schema, never read as this one's
         inputs = ov.producer.get("inputs", {})
         pairs = [(ov.base, inputs.get(HELD_INPUT))]
         for name, digest in inputs.items():

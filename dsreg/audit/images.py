@@ -23,6 +23,14 @@ What differs is how the work is done, and one documented option:
   docs/audit.md the precision and recall, both with this default). Other formats are decoded
   in full either way. ``reduced_decode=False`` decodes every image in full, as imagehash does.
 
+Crops. A copy cropped by 5% per side is about 12 bits from its source's pHash, more than the
+threshold, so each image also gets the pHashes of ``CROPS``: 16 sub-rectangles that leave
+2.5% or 7.5% of each side out (every combination of the four sides), hashed by the same
+resize of the same decode (PIL's ``resize`` with a ``box``, sub-pixel exact). A copy cropped
+by up to 10% per side lies within 2.5% per side of one of them, and that variant's hash lies
+within the threshold of the copy's full-image hash (docs/audit.md has the measured curve).
+The full-image hash stays imagehash's; the crops are extra columns.
+
 EXIF orientation is not applied (as in imagehash): a rotated copy is a different image.
 Undecodable bytes are reported per item with a one-line reason and a zero hash; they never
 count as fingerprinted and never stop the batch.
@@ -31,6 +39,7 @@ count as fingerprinted and never stop the batch.
 from __future__ import annotations
 
 import io
+import itertools
 import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -40,9 +49,11 @@ import numpy.typing as npt
 from PIL import Image
 
 __all__ = [
+    "CROPS",
     "DRAFT_SIDE",
     "HASH_SIDE",
     "ImageFingerprints",
+    "crop_pixels_of",
     "dct_matrix",
     "fingerprint_images",
     "hashes_of_pixels",
@@ -57,6 +68,12 @@ _LOW = 8
 #: With ``reduced_decode``, a JPEG is decoded scaled down while both sides stay at least this
 #: long: twice the hash side, so the Lanczos filter still has two source pixels per output pixel.
 DRAFT_SIDE = 64
+#: The crops hashed besides the full image: fractions left out at the (left, top, right,
+#: bottom), each 2.5% or 7.5%, every combination. Changing them is a new fingerprint method.
+CROPS: tuple[tuple[float, float, float, float], ...] = tuple(
+    (left, top, right, bottom)
+    for left, top, right, bottom in itertools.product((0.025, 0.075), repeat=4)
+)
 
 
 class ImageFingerprints(NamedTuple):
@@ -64,6 +81,9 @@ class ImageFingerprints(NamedTuple):
 
     #: ``uint64`` pHash per item; 0 where ``ok`` is false.
     hashes: npt.NDArray[np.uint64]
+    #: ``(B, len(CROPS))`` ``uint64``: the pHash of each crop of ``CROPS`` per item; 0 where
+    #: ``ok`` is false.
+    crops: npt.NDArray[np.uint64]
     #: True where the item was decoded and hashed.
     ok: npt.NDArray[np.bool_]
     #: One line per item saying why it could not be decoded; ``""`` where ``ok``.
@@ -107,10 +127,10 @@ def hashes_of_pixels(pixels: npt.NDArray[Any]) -> npt.NDArray[np.uint64]:
     return packed.view(">u8").ravel().astype(np.uint64)
 
 
-def pixels_of(payload: bytes, *, reduced_decode: bool = True) -> npt.NDArray[np.uint8]:
-    """The ``(32, 32)`` grayscale Lanczos thumbnail of an encoded image. Raises what PIL raises
-    for bytes it cannot decode (a format it does not know, a truncated file, a decompression
-    bomb)."""
+def _decoded(payload: bytes, reduced_decode: bool) -> Image.Image:
+    """The image as grayscale (``L``), a JPEG scaled down by libjpeg if ``reduced_decode``.
+    Raises what PIL raises for bytes it cannot decode (a format it does not know, a truncated
+    file, a decompression bomb)."""
     with warnings.catch_warnings():
         # Over PIL's pixel limit it warns (and over twice the limit it raises, which is reported):
         # a large image is decoded scaled down where it is a JPEG, or in full otherwise.
@@ -118,36 +138,62 @@ def pixels_of(payload: bytes, *, reduced_decode: bool = True) -> npt.NDArray[np.
         with Image.open(io.BytesIO(payload)) as image:
             if reduced_decode and image.format == "JPEG":
                 image.draft("L", (DRAFT_SIDE, DRAFT_SIDE))
-            gray = image.convert("L")
-    small = gray.resize((HASH_SIDE, HASH_SIDE), Image.Resampling.LANCZOS)
+            return image.convert("L")
+
+
+def _thumbnail(gray: Image.Image, box: tuple[float, float, float, float] | None = None) -> Any:
+    small = gray.resize((HASH_SIDE, HASH_SIDE), Image.Resampling.LANCZOS, box=box)
     return np.asarray(small, dtype=np.uint8)
+
+
+def pixels_of(payload: bytes, *, reduced_decode: bool = True) -> npt.NDArray[np.uint8]:
+    """The ``(32, 32)`` grayscale Lanczos thumbnail of an encoded image. Raises what PIL raises
+    for bytes it cannot decode."""
+    result: npt.NDArray[np.uint8] = _thumbnail(_decoded(payload, reduced_decode))
+    return result
+
+
+def crop_pixels_of(payload: bytes, *, reduced_decode: bool = True) -> npt.NDArray[np.uint8]:
+    """``(1 + len(CROPS), 32, 32)``: the thumbnail of the full image (``pixels_of``'s), then of
+    each crop of ``CROPS``, from one decode. Raises what PIL raises for bytes it cannot decode."""
+    gray = _decoded(payload, reduced_decode)
+    w, h = gray.size
+    boxes = [(a * w, b * h, w - c * w, h - d * h) for a, b, c, d in CROPS]
+    return np.stack([_thumbnail(gray), *(_thumbnail(gray, box) for box in boxes)])
 
 
 def fingerprint_images(
     payloads: Sequence[bytes], *, reduced_decode: bool = True
 ) -> ImageFingerprints:
-    """pHash every encoded image of ``payloads``: decode and resize each, then one DCT product.
+    """pHash every encoded image of ``payloads`` and its ``CROPS``: decode each once and resize
+    it and its crops, then one DCT product.
 
     A pure function of the bytes, item by item (a batch never changes an item's hash), so it
     can run in worker processes or ``map_batches`` unchanged and be stored per payload digest.
     """
     n = len(payloads)
-    pixels = np.zeros((n, HASH_SIDE, HASH_SIDE), dtype=np.uint8)
+    views = 1 + len(CROPS)
+    pixels = np.zeros((n, views, HASH_SIDE, HASH_SIDE), dtype=np.uint8)
     ok = np.zeros(n, dtype=np.bool_)
     errors = [""] * n
     for i, payload in enumerate(payloads):
         try:
-            pixels[i] = pixels_of(payload, reduced_decode=reduced_decode)
+            pixels[i] = crop_pixels_of(payload, reduced_decode=reduced_decode)
         # Untrusted bytes through a third-party decoder: PIL raises OSError, ValueError,
         # SyntaxError, struct.error, DecompressionBombError and more; each is this item's.
         except Exception as exc:
             errors[i] = _reason(exc)
         else:
             ok[i] = True
-    hashes = np.zeros(n, dtype=np.uint64)
+    hashes = np.zeros((n, views), dtype=np.uint64)
     if ok.any():
-        hashes[ok] = hashes_of_pixels(pixels[ok])
-    return ImageFingerprints(hashes=hashes, ok=ok, errors=errors)
+        hashes[ok] = hashes_of_pixels(pixels[ok]).reshape(-1, views)
+    return ImageFingerprints(
+        hashes=np.ascontiguousarray(hashes[:, 0]),
+        crops=np.ascontiguousarray(hashes[:, 1:]),
+        ok=ok,
+        errors=errors,
+    )
 
 
 def hex_hash(value: int | np.uint64) -> str:

@@ -168,3 +168,23 @@ def test_fingerprints_are_stored_per_payload_and_reused(
     digests = names.to_pylist()
     fresh = fingerprint_payloads(digests, [reg.store.read_bytes(d) for d in digests])
     assert grown.table.equals(fresh.sort_by("payload"))
+
+
+def test_index_entries_of_tables_gc_removed_are_dropped(
+    make_registry: Callable[..., Registry], tmp_path: Path, photos: list[bytes]
+) -> None:
+    """A table held by nothing (no overlay names it) is removed by gc; the index entry naming
+    it is dropped at the next look, not left to name an object that is gone."""
+    reg = make_registry()
+    first = dsreg.add("a", _tree(tmp_path / "a", photos, 4), registry=reg)
+    blobs = dsreg.open(f"a@{first.revision}", registry=reg).labels().column("blob")
+    done = fingerprints_of(reg, first.snapshot, blobs.combine_chunks())
+    folder = next((reg.root / "state" / "fingerprints").iterdir())
+    entry = folder / first.snapshot.removeprefix("blake3:")
+    assert entry.read_text().strip() == done.digest
+    assert done.digest in dsreg.gc(registry=reg).removed
+    second = dsreg.add("b", _tree(tmp_path / "b", photos[4:], 3), registry=reg)
+    names = dsreg.open(f"b@{second.revision}", registry=reg).labels().column("blob")
+    other = fingerprints_of(reg, second.snapshot, names.combine_chunks())
+    assert [p.name for p in folder.iterdir()] == [second.snapshot.removeprefix("blake3:")]
+    assert reg.store.has(other.digest)

@@ -1,0 +1,117 @@
+"""``--against FILE.parquet``: a corpus that is not registered, one item per row (an id and an
+image or a text), audited against as a folder is; other files refused in one line."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import dsreg
+from dsreg import Registry
+from dsreg.audit.corpus import edit_text, jpeg, photo_tiles, stdlib_texts
+from dsreg.errors import InvalidInputError
+from dsreg.objects.hashing import hash_bytes
+
+
+@pytest.fixture(scope="module")
+def tiles() -> list[bytes]:
+    return [jpeg(t) for t in photo_tiles(8, seed=9, side=128)]
+
+
+def _test_set(reg: Registry, root: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    dsreg.add("test", root, tag="v1", registry=reg)
+
+
+def test_a_parquet_corpus_of_images_is_audited_against_by_id(
+    make_registry: Callable[..., Registry], tmp_path: Path, tiles: list[bytes]
+) -> None:
+    reg = make_registry()
+    _test_set(reg, tmp_path / "test", {f"a/{i}.jpg": tiles[i] for i in range(4)})
+    corpus = tmp_path / "corpus.parquet"
+    ids = [101, 102, 103, 104]
+    images = [tiles[1], None, tiles[6], tiles[7]]
+    pq.write_table(pa.table({"id": ids, "image": pa.array(images, pa.binary()), "x": ids}), corpus)
+    res = dsreg.audit_duplicates("test@v1", against=[str(corpus)], registry=reg)
+    assert [(f.example_id, f.matches[0]["example_id"]) for f in res.findings] == [
+        ("a/1.jpg", "101")
+    ]
+    listing = "".join(
+        f"{i}\t{hash_bytes(b)}\n" for i, b in [(101, tiles[1]), (103, tiles[6]), (104, tiles[7])]
+    )
+    assert res.findings[0].matches[0]["dataset"] == hash_bytes(listing.encode())
+    assert res.unreadable_against == ((f"{corpus}: 102", "no payload (null)"),)
+
+    # Hugging Face's Image feature: a struct of bytes and path.
+    hf = tmp_path / "hf.parquet"
+    structs = [{"bytes": tiles[2], "path": "p.jpg"}, {"bytes": tiles[5], "path": "q.jpg"}]
+    pq.write_table(pa.table({"id": ["u", "v"], "image": structs}), hf)
+    res = dsreg.audit_duplicates("test@v1", against=[str(hf)], registry=reg)
+    assert [(f.example_id, f.matches[0]["example_id"]) for f in res.findings] == [("a/2.jpg", "u")]
+
+
+def test_a_parquet_corpus_of_texts(make_registry: Callable[..., Registry], tmp_path: Path) -> None:
+    import numpy as np
+
+    texts = stdlib_texts()[:12]
+    rng = np.random.default_rng(4)
+    edited = edit_text(texts[3], rng, " ".join(texts).split())[0]
+    reg = make_registry()
+    _test_set(reg, tmp_path / "test", {"a/e.txt": edited.encode(), "a/n.txt": texts[11].encode()})
+    corpus = tmp_path / "texts.parquet"
+    pq.write_table(pa.table({"text": texts[:10], "id": [f"doc{i}" for i in range(10)]}), corpus)
+    res = dsreg.audit_duplicates("test@v1", against=str(corpus), registry=reg)
+    assert [
+        (f.example_id, f.matches[0]["example_id"], f.matches[0]["tier"]) for f in res.findings
+    ] == [("a/e.txt", "doc3", "text")]
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"name": ["a"], "image": [b"x"]}, "no 'id' column.*columns found: name, image"),
+        ({"id": ["a"], "image": [b"x"], "text": ["t"]}, "not exactly one payload column"),
+        ({"id": ["a"], "blob": [b"x"]}, "columns found: id, blob"),
+        ({"id": ["a"], "image": ["not bytes"]}, "column 'image' holds string"),
+        ({"id": ["a"], "text": [b"bytes"]}, "column 'text' holds binary"),
+        ({"id": [1.5], "text": ["t"]}, "column 'id' holds double"),
+        ({"id": ["a", None], "text": ["t", "u"]}, "1 rows have no id"),
+        ({"id": ["a", "a"], "text": ["t", "u"]}, "an id is given to several rows"),
+    ],
+)
+def test_other_files_are_refused_in_one_line_before_any_work(
+    make_registry: Callable[..., Registry],
+    tmp_path: Path,
+    tiles: list[bytes],
+    table: dict[str, list[object]],
+    message: str,
+) -> None:
+    reg = make_registry()
+    _test_set(reg, tmp_path / "test", {"a/0.jpg": tiles[0]})
+    path = tmp_path / "bad.parquet"
+    pq.write_table(pa.table(table), path)
+    with pytest.raises(InvalidInputError, match=message) as caught:
+        dsreg.audit_duplicates("test@v1", against=[str(path)], registry=reg)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+    assert not (reg.root / "state" / "fingerprints").exists()
+
+
+def test_cli_refuses_a_file_that_is_not_parquet(
+    cli: Callable[..., object], tmp_path: Path, tiles: list[bytes]
+) -> None:
+    (tmp_path / "t" / "a").mkdir(parents=True)
+    (tmp_path / "t" / "a" / "0.jpg").write_bytes(tiles[0])
+    notes = tmp_path / "notes.csv"
+    notes.write_text("id,text\n1,hello\n")
+    assert cli("init").exit_code == 0  # type: ignore[attr-defined]
+    cli("add", "test", str(tmp_path / "t"), "--tag", "v1")
+    bad = cli("audit", "duplicates", "test@v1", "--against", str(notes))
+    assert bad.exit_code == 1  # type: ignore[attr-defined]
+    assert bad.stderr.strip().count("\n") == 0, bad.stderr  # type: ignore[attr-defined]
+    assert f"--against {notes}: not a readable Parquet file" in bad.stderr  # type: ignore[attr-defined]
