@@ -27,8 +27,8 @@ Crops. A copy cropped by 5% per side is about 12 bits from its source's pHash, m
 threshold, so each image also gets the pHashes of ``CROPS``: 16 sub-rectangles that leave
 2.5% or 7.5% of each side out (every combination of the four sides), hashed by the same
 resize of the same decode (PIL's ``resize`` with a ``box``, sub-pixel exact). A copy cropped
-by up to 10% per side lies within 2.5% per side of one of them, and that variant's hash lies
-within the threshold of the copy's full-image hash (docs/audit.md has the measured curve).
+by up to 10% per side lies within 2.5% per side of one of them, whose hash is then near the
+copy's full-image hash (how near is measured, not bounded: docs/audit.md has the curve).
 The full-image hash stays imagehash's; the crops are extra columns.
 
 EXIF orientation is not applied (as in imagehash): a rotated copy is a different image.

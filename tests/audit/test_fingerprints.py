@@ -188,3 +188,25 @@ def test_index_entries_of_tables_gc_removed_are_dropped(
     other = fingerprints_of(reg, second.snapshot, names.combine_chunks())
     assert [p.name for p in folder.iterdir()] == [second.snapshot.removeprefix("blake3:")]
     assert reg.store.has(other.digest)
+
+
+def test_tables_of_another_method_are_never_read_as_this_ones(
+    make_registry: Callable[..., Registry],
+    tmp_path: Path,
+    photos: list[bytes],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An overlay records the fingerprint method its tables were made with; after a change of
+    method (a new name), the tables it holds are not indexed for the new one: recomputed."""
+    import dsreg.audit.fingerprints as fingerprints
+
+    reg = make_registry()
+    (tmp_path / "t" / "a").mkdir(parents=True)
+    for i in (0, 1, 2, 40):  # photos[40] is a transformed copy of photos[0]
+        (tmp_path / "t" / "a" / f"{i}.jpg").write_bytes(photos[i])
+    dsreg.add("test", tmp_path / "t", tag="v1", registry=reg)
+    first = dsreg.audit_duplicates("test@v1", within=True, tag="audited", registry=reg)
+    assert first.digest is not None and first.fingerprints["computed"] == 4
+    monkeypatch.setattr(fingerprints, "METHOD", fingerprints.METHOD + "-next")
+    again = dsreg.audit_duplicates("test@v1", within=True, registry=reg)
+    assert again.fingerprints["computed"] == 4
