@@ -15,9 +15,10 @@ view (``labels``: one field per column of ``Dataset.labels()``, ``label`` and ``
 referencing ``classes``) and ``payloads`` (the rows of ``payloads.csv``). Reading ``labels``
 with ``mlcroissant`` gives ``dsreg.open(spec).labels()`` row for row.
 
-The revision digest is the document's ``identifier``; a corrected revision names the
-revision it corrects (the same snapshot with no overlays, or with all but its last overlay)
-as ``prov:wasDerivedFrom`` and ``isBasedOn``; ``citeAs`` is ``dsreg cite``'s BibTeX.
+The revision digest is the document's ``identifier``; a corrected revision names its original
+revision (the snapshot, no overlay, the original view) as ``prov:wasDerivedFrom`` and
+``isBasedOn``, and each overlay as a ``prov:Activity`` (``provenance``); ``citeAs`` is
+``dsreg cite``'s BibTeX, crediting the dataset and every overlay applied.
 """
 
 from __future__ import annotations
