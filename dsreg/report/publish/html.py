@@ -29,25 +29,26 @@ __all__ = [
 
 _STYLE = """
 body { font: 15px/1.5 system-ui, sans-serif; margin: 0 auto; max-width: 72rem;
-       padding: 1rem 1.5rem 3rem; color: #1d232a; background: #fff; }
-header { border-bottom: 1px solid #d4d9de; margin-bottom: 1rem; padding-bottom: .5rem; }
+       padding: 1rem 1.5rem 3rem; color: rgb(29, 35, 42); background: rgb(255, 255, 255); }
+header { border-bottom: 1px solid rgb(212, 217, 222); margin-bottom: 1rem; padding-bottom: .5rem; }
 header a { color: inherit; text-decoration: none; font-weight: 600; }
-nav.crumbs { color: #58606a; font-size: .9rem; }
+nav.crumbs { color: rgb(88, 96, 106); font-size: .9rem; }
 h1 { font-size: 1.6rem; margin: .5rem 0; word-break: break-all; }
-h2 { font-size: 1.15rem; margin: 1.75rem 0 .5rem; border-bottom: 1px solid #eaedf0; }
+h2 { font-size: 1.15rem; margin: 1.75rem 0 .5rem; border-bottom: 1px solid rgb(234, 237, 240); }
 code, pre { font: 13px/1.45 ui-monospace, monospace; }
-code { background: #f3f5f7; padding: 0 .25rem; border-radius: 3px; word-break: break-all; }
-pre { background: #f3f5f7; padding: .75rem; overflow-x: auto; white-space: pre-wrap;
+code { background: rgb(243, 245, 247); padding: 0 .25rem; border-radius: 3px;
+       word-break: break-all; }
+pre { background: rgb(243, 245, 247); padding: .75rem; overflow-x: auto; white-space: pre-wrap;
       word-break: break-all; border-radius: 4px; }
 table { border-collapse: collapse; margin: .5rem 0; }
-th, td { border-bottom: 1px solid #eaedf0; padding: .3rem .75rem .3rem 0; text-align: left;
-         vertical-align: top; }
-th { font-weight: 600; color: #3b434c; }
+th, td { border-bottom: 1px solid rgb(234, 237, 240); padding: .3rem .75rem .3rem 0;
+         text-align: left; vertical-align: top; }
+th { font-weight: 600; color: rgb(59, 67, 76); }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.notice { border-left: 4px solid #c9372c; background: #fdf1f0; padding: .5rem .75rem;
-          margin: .75rem 0; }
-.notice.retired { border-color: #a15c00; background: #fdf6ea; }
-.muted { color: #58606a; }
+.notice { border-left: 4px solid rgb(201, 55, 44); background: rgb(253, 241, 240);
+          padding: .5rem .75rem; margin: .75rem 0; }
+.notice.retired { border-color: rgb(161, 92, 0); background: rgb(253, 246, 234); }
+.muted { color: rgb(88, 96, 106); }
 .tag-yanked { text-decoration: line-through; }
 """
 

@@ -22,12 +22,12 @@ snapshot's original view.
 
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import dataclass
 
+from dsreg._util.jsonread import loads
 from dsreg._util.records import FieldDict
-from dsreg.errors import NotFoundError, YankedWarning
+from dsreg.errors import IntegrityError, NotFoundError, YankedWarning
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
 from dsreg.registry.marks import read_retirement, read_yanks
@@ -172,7 +172,8 @@ def _dataset_files(reg: Registry, ds: SiteDataset, url: str) -> dict[str, bytes]
         # The newest tag's document, as its own page holds it.
         data = files[croissant_file(tag_page(ds.name, live[-1].tag))]
         files[croissant_file(here)] = data
-        head = h.json_ld(json.loads(data))
+        head = h.json_ld(loads(data, what="a Croissant document", error=IntegrityError,
+                               max_bytes=len(data)))  # fmt: skip
         parts.append(
             h.section(
                 "Croissant",
