@@ -364,7 +364,7 @@
     rank.textContent = item.rank === null
       ? "no score"
       : ordinal(item.rank) + " most suspicious of " + item.ranked;
-    rank.title = item.score === null ? "no score" : "score " + item.score.toPrecision(6);
+    rank.title = item.score === null ? "no score" : "score " + Number(item.score.toPrecision(6));
     $("announce").textContent = exampleName(item) + ". Given label: " + item.given.name +
       ". Suggested label: " + item.suggested.name + ".";
     showMetadata(item.metadata);
