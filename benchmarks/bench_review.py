@@ -177,7 +177,10 @@ _VOTE_TO_NEXT = """async () => {
     document.dispatchEvent(new KeyboardEvent("keydown", { key: "1", bubbles: true }));
   });
 }"""
-_READY = "() => !document.body.classList.contains('drawing') && !!document.getElementById('row').textContent"
+_READY = (
+    "() => !document.body.classList.contains('drawing') "
+    "&& !!document.getElementById('row').textContent"
+)
 
 
 def browser(reg: Path, spec: str, votes: int) -> float | None:

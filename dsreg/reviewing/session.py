@@ -264,7 +264,9 @@ class ReviewSession:
                 or len(pair) != 2
                 or not all(isinstance(c, int) and not isinstance(c, bool) for c in pair)
             ):
-                raise InvalidInputError(f"pair must be [given, suggested] class indices; got {pair!r}")
+                raise InvalidInputError(
+                    f"pair must be [given, suggested] class indices; got {pair!r}"
+                )
             items = [it for it in items if [it.given, it.suggested] == pair]
         if sort == "best":
             items.sort(key=lambda it: (it.score is None, -(it.score or 0.0), it.row))

@@ -36,7 +36,9 @@ COMMENTS = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(comment=COMMENTS)
 def test_a_comment_is_kept_exactly_or_the_answer_refused(
     review_set: ReviewSet, tmp_path_factory: pytest.TempPathFactory, comment: object
@@ -54,7 +56,8 @@ def test_a_comment_is_kept_exactly_or_the_answer_refused(
         )
         if not fine:
             assert response.status_code == 400, response.text
-            assert "NOT saved" in response.json()["error"] or "must be text" in response.json()["error"]
+            error = response.json()["error"]
+            assert "NOT saved" in error or "must be text" in error
             assert _log(review_set).read_bytes() == before
             return
         assert response.status_code == 200, response.text

@@ -189,9 +189,7 @@ def test_on_a_phone_the_answers_are_in_reach_and_each_new_item_is_in_view(
 def _wav(seconds: float = 0.25, rate: int = 8000) -> bytes:
     """A mono 16-bit PCM WAV of a quiet tone, written by hand (the test's own file)."""
     frames = int(seconds * rate)
-    samples = b"".join(
-        struct.pack("<h", 1000 if (i // 20) % 2 else -1000) for i in range(frames)
-    )
+    samples = b"".join(struct.pack("<h", 1000 if (i // 20) % 2 else -1000) for i in range(frames))
     header = struct.pack(
         "<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + len(samples), b"WAVE", b"fmt ", 16, 1, 1, rate,
         rate * 2, 2, 16, b"data", len(samples),
@@ -242,9 +240,7 @@ def test_a_rater_never_sees_the_example_id_and_the_operator_does(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(_png(32))
     ids = {f"{FOLDERS[row % 3]}/ex{row:05d}.png" for row in folders.flagged}
-    with dsreg.review(
-        folders.spec, media=media, raters="ann", registry=folders.registry
-    ) as server:
+    with dsreg.review(folders.spec, media=media, raters="ann", registry=folders.registry) as server:
         rater = browsers().new_page()
         rater.goto(server.links["raters"]["ann"])
         seen = 0
@@ -284,7 +280,9 @@ def test_the_image_fits_the_window_and_opens_at_its_own_size(
         box = page.locator("#example-image").bounding_box()
         assert box is not None and box["y"] + box["height"] <= 768 and box["width"] < 1600
         # Scaled down smoothly: a photo is not pixelated.
-        rendering = "() => getComputedStyle(document.getElementById('example-image')).imageRendering"
+        rendering = (
+            "() => getComputedStyle(document.getElementById('example-image')).imageRendering"
+        )
         assert page.evaluate(rendering) == "auto"
         page.click("#example-image")
         page.wait_for_selector("#zoom-view:not([hidden])")
