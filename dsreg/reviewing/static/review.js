@@ -385,10 +385,13 @@
   // "Example 12" of a saved answer: the place of the item it answered (never its id).
   function savedText(data, answered) {
     const where = answered ? "example " + answered.position : "row " + data.saved?.row;
+    if (data.saved && !data.saved.answer) {
+      return "Skipped " + where + ". Press U to undo.";
+    }
     if (data.saved) {
-      const what = data.saved.answer ? "“" + ANSWER_NAMES[data.saved.answer] + "”" : "Skip";
       const noted = data.saved.comment ? " with your comment" : "";
-      return "Saved: " + what + noted + " for " + where + ". Press U to undo.";
+      return "Saved: “" + ANSWER_NAMES[data.saved.answer] + "”" + noted + " for " + where +
+        ". Press U to undo.";
     }
     if (data.undone) {
       const what = data.undone.answer
