@@ -15,7 +15,11 @@ Measured per request, median and 95th percentile:
   targets are about;
 - *loopback*: the same requests over HTTP to the uvicorn server ``dsreg.review`` starts (client,
   socket and server), for information;
-- the votes log's append + fsync alone.
+- the votes log's append + fsync alone;
+- *browser*: in Debian's Chromium (Playwright), on the operator's page, the time from a
+  vote's key press to the next item's row shown on the page (the answer's request, its fsync,
+  the next item, and the page's update), after waiting each time until the page takes answers.
+  Skipped, saying so, when ``/usr/bin/chromium`` or Playwright is absent.
 
 Targets (docs/benchmarks.md): next item < 50 ms, vote with fsync < 20 ms (server time, medians).
 There is no other tool a user would run side by side for this (the alternative is a
@@ -156,11 +160,62 @@ def loopback(reg: Path, spec: str, requests: int) -> None:
     _stats("POST /api/next", times)
 
 
+# Press "1" and resolve with the milliseconds until the row shown changes (the next item is on
+# the page). Run with page.evaluate, which the page's script policy allows.
+_VOTE_TO_NEXT = """async () => {
+  const row = document.getElementById("row");
+  const before = row.textContent;
+  return await new Promise((resolve) => {
+    const t0 = performance.now();
+    const seen = new MutationObserver(() => {
+      if (row.textContent !== before) {
+        seen.disconnect();
+        resolve(performance.now() - t0);
+      }
+    });
+    seen.observe(row, { childList: true, characterData: true, subtree: true });
+    document.dispatchEvent(new KeyboardEvent("keydown", { key: "1", bubbles: true }));
+  });
+}"""
+_READY = (
+    "() => !document.body.classList.contains('drawing') "
+    "&& !!document.getElementById('row').textContent"
+)
+
+
+def browser(reg: Path, spec: str, votes: int) -> float | None:
+    chromium = Path("/usr/bin/chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        print("browser: skipped (Playwright is not installed)")
+        return None
+    if not chromium.is_file():
+        print(f"browser: skipped ({chromium} is absent)")
+        return None
+    times: list[float] = []
+    with dsreg.review(spec, votes_per_item=5, registry=reg) as server, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(chromium), args=["--headless"])
+        page = browser.new_page(viewport={"width": 1366, "height": 768})
+        page.goto(server.url + "&reviewer=bench")
+        for _ in range(votes):
+            deadline = time.monotonic() + 15
+            while not page.evaluate(_READY):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the page did not take answers within 15 s")
+                time.sleep(0.01)
+            times.append(page.evaluate(_VOTE_TO_NEXT) / 1000)
+        browser.close()
+    print("browser (Chromium, key press to the next item shown):")
+    return _stats("vote -> next item on the page", times)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=50_000)
     parser.add_argument("--flagged", type=int, default=5_000)
     parser.add_argument("--votes", type=int, default=2_000)
+    parser.add_argument("--browser-votes", type=int, default=100)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -168,6 +223,7 @@ def main() -> int:
         print(f"set: {args.rows} rows, built in {time.perf_counter() - t0:.1f} s")
         next_ms, vote_ms = run(reg, spec, args.votes)
         loopback(reg, spec, 300)
+        browser(reg, spec, args.browser_votes)
     ok = next_ms < 50 and vote_ms < 20
     print(
         f"targets: next item {next_ms:.2f} ms < 50 ms {'PASS' if next_ms < 50 else 'FAIL'}; "

@@ -1,8 +1,9 @@
-"""Regenerate docs/review.png, the review page's screenshot:
+"""Regenerate the review page's screenshots, docs/img/review-1366.png (a laptop, 1366x768)
+and docs/img/review-390.png (a phone, 390x844):
 `PYTHONPATH=. .venv/bin/python docs/gen_review_png.py` (needs /usr/bin/chromium and Pillow).
 
 Builds a small image set with flagged rows in a temporary registry, casts a few votes, serves
-the page and photographs it in Chromium as a reviewer sees it.
+the page and photographs it in Chromium as a rater sees it (the shared raters' link).
 """
 
 from __future__ import annotations
@@ -10,13 +11,16 @@ from __future__ import annotations
 import io
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 import dsreg
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parent / "img"
+SIZES = {"1366": (1366, 768), "390": (390, 844)}
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse"]
 ARGS = [
     "--headless",
@@ -78,9 +82,19 @@ def build(root: Path) -> tuple[Path, str]:
     return reg, "cifar-mini@detected-v1"
 
 
+def _taking_answers(page: Any) -> None:
+    """Until the page takes answers (its example drawn, the guard after it over)."""
+    deadline = time.monotonic() + 15
+    while page.evaluate("() => document.body.classList.contains('drawing')"):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the page did not take answers")
+        time.sleep(0.02)
+
+
 def main() -> None:
     from playwright.sync_api import sync_playwright
 
+    HERE.mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         reg, spec = build(Path(tmp))
         with dsreg.review(spec, votes_per_item=5, registry=reg) as server:
@@ -90,25 +104,28 @@ def main() -> None:
                     item = queue.next_item(name)
                     assert item is not None
                     queue.vote(name, item.row, "guessed")
+            link = server.links["shared"]
             with sync_playwright() as p:
-                context = p.chromium.launch_persistent_context(
-                    str(Path(tmp) / "profile"),
-                    executable_path="/usr/bin/chromium",
-                    args=ARGS,
-                    viewport={"width": 1100, "height": 640},
-                    device_scale_factor=1,
-                )
-                page = context.new_page()
-                page.goto(server.url + "&reviewer=alice")
-                for count, answer in enumerate("21242", start=1):
+                for size, (width, height) in SIZES.items():
+                    context = p.chromium.launch_persistent_context(
+                        str(Path(tmp) / f"profile-{size}"),
+                        executable_path="/usr/bin/chromium",
+                        args=ARGS,
+                        viewport={"width": width, "height": height},
+                        device_scale_factor=1,
+                    )
+                    page = context.new_page()
+                    page.goto(link + f"&reviewer=alice{size}")
+                    for count, answer in enumerate("21242", start=1):
+                        page.wait_for_selector("#example-image")
+                        _taking_answers(page)
+                        page.keyboard.press(answer)
+                        page.wait_for_selector(f"#progress:has-text('You: {count} answered')")
                     page.wait_for_selector("#example-image")
-                    page.keyboard.press(answer)
-                    page.wait_for_selector(f"#progress:has-text('You: {count} answered')")
-                page.wait_for_selector("#example-image")
-                page.wait_for_timeout(500)
-                page.screenshot(path=str(HERE / "review.png"), full_page=True)
-                context.close()
-    sys.stderr.write(f"wrote {HERE / 'review.png'}\n")
+                    _taking_answers(page)
+                    page.screenshot(path=str(HERE / f"review-{size}.png"))
+                    context.close()
+                    sys.stderr.write(f"wrote {HERE / f'review-{size}.png'}\n")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,8 @@ Content-Security-Policy that allows this origin's script, style, images and medi
 else, but a ``--media-url`` template's origin for images and media. Data reaches the page as
 JSON and is put in with ``textContent``; the page template is rendered with Jinja2's
 autoescape. Errors are JSON ``{"error": message}`` with a 4xx status (5xx only for the
-server's own failures), never a traceback.
+server's own failures), never a traceback; a browser's navigation to a page (a ``GET`` that
+accepts HTML) gets the same message as a page of its own (``error.html``).
 
 A request body is read only up to 16 KiB: a larger ``Content-Length`` is refused (413, and the
 connection closed) before a byte of it is read, and a chunked body or one without a length is
@@ -176,10 +177,18 @@ class _Guard(BaseHTTPMiddleware):
     """The token, the cross-site checks and the headers every response carries; the visitor
     a request's token names is ``request.state.visitor``."""
 
-    def __init__(self, app: Any, *, session: ReviewSession, cookie: str) -> None:
+    def __init__(
+        self,
+        app: Any,
+        *,
+        session: ReviewSession,
+        cookie: str,
+        page: Callable[[Request, int, str], Response],
+    ) -> None:
         super().__init__(app)
         self.session = session
         self.cookie = cookie
+        self.page = page
         url = session.media.url
         self.headers = {
             "Content-Security-Policy": _CSP.format(
@@ -218,7 +227,8 @@ class _Guard(BaseHTTPMiddleware):
             return response
         visitor = access.visitor(request.cookies.get(self.cookie))
         if visitor is None:
-            return _error(
+            return self.page(
+                request,
                 403,
                 "a valid access token is required: open the link that 'dsreg review' printed "
                 "for you (it carries ?token=...)",
@@ -238,7 +248,12 @@ class _Guard(BaseHTTPMiddleware):
         return await call_next(request)
 
 
-def _item_json(session: ReviewSession, item: Item | None, reviewer: str) -> dict[str, Any] | None:
+def _item_json(
+    session: ReviewSession, item: Item | None, reviewer: str, *, operator: bool
+) -> dict[str, Any] | None:
+    """An item as the page gets it. Its example id only on the operator's page: a rater's
+    page never holds it, since an id can name the given label (ImageFolder's ``cat/001.png``);
+    it calls the item by its place in the queue."""
     if item is None:
         return None
     classes = session.classes
@@ -252,13 +267,15 @@ def _item_json(session: ReviewSession, item: Item | None, reviewer: str) -> dict
         "position": session.positions[item.row],
         "of": len(session.positions),
         "ticket": session.queue.ticket(reviewer, item.row),
-        "example_id": item.example_id,
+        **({"example_id": item.example_id} if operator else {}),
         "given": {"index": item.given, "name": classes[item.given]},
         "suggested": None
         if item.suggested is None
         else {"index": item.suggested, "name": classes[item.suggested]},
         "pair": _pair_json(item),
         "score": item.score,
+        "rank": session.ranks.get(item.row),
+        "ranked": len(session.ranks),
         "payload": payload,
         "remote": remote,
         "size": item.size,
@@ -296,7 +313,11 @@ def make_app(session: ReviewSession, *, cookie: str) -> Starlette:
         for name, kind in _ASSETS.items()
     }
     endpoints = _Endpoints(
-        session, env.get_template("review.html"), assets, env.get_template("coordinator.html")
+        session,
+        env.get_template("review.html"),
+        env.get_template("error.html"),
+        assets,
+        env.get_template("coordinator.html"),
     )
     return Starlette(
         routes=[
@@ -311,9 +332,11 @@ def make_app(session: ReviewSession, *, cookie: str) -> Starlette:
             Route("/api/skip", endpoints.answer, methods=["POST"]),
             Route("/api/undo", endpoints.undo, methods=["POST"]),
             Route("/api/finish", endpoints.finish, methods=["POST"]),
+            Route("/api/progress", endpoints.progress, methods=["POST"]),
+            Route("/api/order", endpoints.order, methods=["POST"]),
         ],
-        middleware=[Middleware(_Guard, session=session, cookie=cookie)],
-        exception_handlers={DsregError: _dsreg_error, HTTPException: _http_error},
+        middleware=[Middleware(_Guard, session=session, cookie=cookie, page=endpoints.error_page)],
+        exception_handlers={DsregError: _dsreg_error, HTTPException: endpoints.http_error},
     )
 
 
@@ -343,15 +366,19 @@ class _Endpoints:
 
     session: ReviewSession
     page: jinja2.Template
+    error: jinja2.Template
     assets: dict[str, _Asset]
     coordinator_page: jinja2.Template
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def _state(self, reviewer: str, item: Item | None, **extra: Any) -> JSONResponse:
+    def _state(
+        self, request: Request, reviewer: str, item: Item | None, **extra: Any
+    ) -> JSONResponse:
+        operator = _visitor(request).operator
         return JSONResponse(
             {
                 "reviewer": reviewer,
-                "item": _item_json(self.session, item, reviewer),
+                "item": _item_json(self.session, item, reviewer, operator=operator),
                 "progress": self.session.queue.progress(reviewer).to_dict(),
                 **extra,
             }
@@ -371,6 +398,12 @@ class _Endpoints:
             votes_per_item=session.queue.votes_per_item,
             answers=ANSWERS,
             pairs=session.pairs,
+            class_pairs=[
+                (f"{g},{s}", f"{session.classes[g]} → {session.classes[s]}", n)
+                for g, s, n in session.class_pairs()
+            ]
+            if visitor.operator and not session.pairs
+            else [],
         )
         return Response(html, media_type="text/html; charset=utf-8")
 
@@ -424,14 +457,14 @@ class _Endpoints:
         row = data.get("row")
         with self.lock:
             if row is None:
-                return self._state(reviewer, queue.next_item(reviewer))
+                return self._state(request, reviewer, queue.next_item(reviewer))
             if not _visitor(request).operator:
                 return _error(403, _OPERATOR_ONLY.format(what="Opening an item", how=""))
             item = queue.open_item(reviewer, row)  # a row that is no item is refused here
             none = (dict.fromkeys(queue.answers, 0), ())
             counts, names = queue.tallies().get(item.row, none)
             opened = {"row": item.row, "counts": counts, "reviewers": list(names)}
-            return self._state(reviewer, item, opened=opened)
+            return self._state(request, reviewer, item, opened=opened)
 
     async def answer(self, request: Request) -> Response:
         data = await _body(request)
@@ -443,9 +476,19 @@ class _Endpoints:
                 queue.skip(reviewer, data.get("row"), ticket=ticket)
                 saved = {"row": data.get("row"), "answer": None}
             else:
-                record = queue.vote(reviewer, data.get("row"), data.get("answer"), ticket=ticket)
-                saved = {"row": record["row"], "answer": record["answer"]}
-            return self._state(reviewer, queue.next_item(reviewer), saved=saved)
+                record = queue.vote(
+                    reviewer,
+                    data.get("row"),
+                    data.get("answer"),
+                    ticket=ticket,
+                    comment=data.get("comment"),
+                )
+                saved = {
+                    "row": record["row"],
+                    "answer": record["answer"],
+                    "comment": record.get("comment", ""),
+                }
+            return self._state(request, reviewer, queue.next_item(reviewer), saved=saved)
 
     async def undo(self, request: Request) -> Response:
         data = await _body(request)
@@ -453,8 +496,48 @@ class _Endpoints:
         with self.lock:
             undone = self.session.queue.undo_action(reviewer)
         record = undone.record
-        cancelled = {"row": record["row"], "answer": record.get("answer")}
-        return self._state(reviewer, undone.item, undone=cancelled)
+        cancelled = {
+            "row": record["row"],
+            "answer": record.get("answer"),
+            "comment": record.get("comment", ""),
+        }
+        return self._state(request, reviewer, undone.item, undone=cancelled)
+
+    async def progress(self, request: Request) -> Response:
+        """The progress line now (the page polls it, so it counts everyone's votes live)."""
+        reviewer = _reviewer(request, await _body(request))
+        with self.lock:
+            progress = self.session.queue.progress(reviewer).to_dict()
+        return JSONResponse({"reviewer": reviewer, "progress": progress})
+
+    async def order(self, request: Request) -> Response:
+        """The operator's own order of the queue (``ReviewSession.order``), and the item it
+        gives them next."""
+        if not _visitor(request).operator:
+            return _error(403, "sorting and filtering the queue is the operator's")
+        data = await _body(request)
+        reviewer = _reviewer(request, data)
+        pair = data.get("pair")
+        rows = self.session.order(data.get("sort", "worst"), pair)
+        queue = self.session.queue
+        with self.lock:
+            queue.set_order(reviewer, rows)
+            return self._state(request, reviewer, queue.next_item(reviewer))
+
+    def error_page(self, request: Request, status: int, message: str) -> Response:
+        """An error as the page a browser shows (a navigation, which asks for HTML), else as
+        JSON ``{"error": message}``."""
+        accept = request.headers.get("accept", "")
+        if request.method != "GET" or "text/html" not in accept:
+            return _error(status, message)
+        html = self.error.render(status=status, message=message)
+        return Response(html, status_code=status, media_type="text/html; charset=utf-8")
+
+    async def http_error(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        response = self.error_page(request, exc.status_code, str(exc.detail))
+        response.headers.update(exc.headers or {})
+        return response
 
     async def finish(self, request: Request) -> Response:
         if not _visitor(request).operator:
@@ -496,10 +579,3 @@ async def _body(request: Request) -> dict[str, Any]:
 async def _dsreg_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, DsregError)
     return _error(_status(exc), str(exc))
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    response = _error(exc.status_code, str(exc.detail))
-    response.headers.update(exc.headers or {})
-    return response

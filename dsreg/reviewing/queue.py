@@ -5,7 +5,8 @@ time, for people reading the log; nothing depends on it):
 
 - ``{"op": "open", "queue": <overlay digest>}``: the first record;
 - ``{"op": "vote", "reviewer": R, "row": N, "answer": A}``, A one of ``ANSWERS`` (of a pair
-  review, one of ``PAIR_ANSWERS``);
+  review, one of ``PAIR_ANSWERS``), with ``"comment": C`` when the reviewer wrote one (a vote
+  without a comment has no such key, so logs written before comments existed read the same);
 - ``{"op": "skip", "reviewer": R, "row": N}``: R does not see row N again;
 - ``{"op": "undo", "reviewer": R, "target": SEQ}``: cancels R's vote or skip ``SEQ``.
 
@@ -55,7 +56,9 @@ __all__ = [
     "ReviewProgress",
     "ReviewQueue",
     "Undone",
+    "check_comment",
     "check_reviewer",
+    "comments",
 ]
 
 # The four answers of Northcutt, Athalye and Mueller's protocol, named as the label-errors
@@ -66,6 +69,7 @@ PAIR_ANSWERS: Final = ("same", "different")
 # What an in-process caller (the library, a test) passes for the ticket it does not hold: the
 # web app always passes the request's, so a request without one is refused.
 NO_TICKET: Final = object()
+_MAX_COMMENT: Final = 1000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,6 +124,26 @@ def check_reviewer(name: object) -> str:
     return rater_name(name)
 
 
+def check_comment(comment: object) -> str:
+    """A vote's comment: text of at most 1000 characters, spaces trimmed, no control character
+    but line breaks and tabs ("" for none)."""
+    if comment is None:
+        return ""
+    if not isinstance(comment, str):
+        raise InvalidInputError(f"a comment must be text; got {type(comment).__name__}")
+    comment = comment.strip()
+    if len(comment) > _MAX_COMMENT:
+        raise InvalidInputError(
+            f"This answer was NOT saved: its comment has {len(comment)} characters; shorten it "
+            f"to at most {_MAX_COMMENT}"
+        )
+    if not comment.replace("\n", " ").replace("\t", " ").isprintable():
+        raise InvalidInputError(
+            "This answer was NOT saved: its comment holds control characters; type it again"
+        )
+    return comment
+
+
 class Undone(NamedTuple):
     """What an undo cancelled: the record (a vote or a skip), and its item, handed back."""
 
@@ -133,6 +157,7 @@ class _Reviewer:
     skipped: set[int] = field(default_factory=set)
     actions: list[dict[str, Any]] = field(default_factory=list)  # undoable, oldest first
     held: int | None = None
+    order: tuple[Item, ...] | None = None  # the items in the order they are given (None: all)
     touched: dict[int, int] = field(default_factory=dict)  # row -> records naming it
 
 
@@ -258,7 +283,7 @@ class ReviewQueue:
         if held is not None and self._open_to(held, name, reviewer, now):
             return self._lease(name, reviewer, held, now)
         self._release(name, reviewer)
-        for item in self.items:
+        for item in self.items if reviewer.order is None else reviewer.order:
             if self._open_to(item.row, name, reviewer, now):
                 return self._lease(name, reviewer, item.row, now)
         return None
@@ -275,6 +300,18 @@ class ReviewQueue:
         if self._open_to(item.row, name, reviewer, now):
             self._lease(name, reviewer, item.row, now)
         return item
+
+    def set_order(self, name: str, rows: Sequence[int] | None) -> None:
+        """Give ``name`` the queue's items in the order of ``rows`` (those of them in the
+        queue), and only those; None: every item, worst first. The item they hold is given
+        back, so the next one they get is the first of the new order they can answer."""
+        name = check_reviewer(name)
+        reviewer = self._reviewer(name)
+        self._release(name, reviewer)
+        if rows is None:
+            reviewer.order = None
+        else:
+            reviewer.order = tuple(self.by_row[row] for row in rows if row in self.by_row)
 
     # -- tickets -----------------------------------------------------------------------------
     def ticket(self, name: str, row: int) -> str:
@@ -306,14 +343,22 @@ class ReviewQueue:
         return self.by_row[row]
 
     def vote(
-        self, name: str, row: object, answer: object, *, ticket: object = NO_TICKET
+        self,
+        name: str,
+        row: object,
+        answer: object,
+        *,
+        ticket: object = NO_TICKET,
+        comment: object = None,
     ) -> dict[str, Any]:
-        """Record ``name``'s answer about ``row`` (durably, before returning); ``ticket`` must
-        be the one handed out with the item ``name`` holds (``NO_TICKET``: not checked)."""
+        """Record ``name``'s answer about ``row`` (durably, before returning), with ``comment``
+        when it is not empty (``check_comment``); ``ticket`` must be the one handed out with
+        the item ``name`` holds (``NO_TICKET``: not checked)."""
         name = check_reviewer(name)
         item = self._item(row)
         if answer not in self.answers:
             raise InvalidInputError(f"answer {answer!r} is not one of {', '.join(self.answers)}")
+        text = check_comment(comment)
         reviewer = self._reviewer(name)
         if item.row in reviewer.votes:
             raise ReviewConflictError(
@@ -327,6 +372,8 @@ class ReviewQueue:
                 f"row {item.row} has its {self.votes_per_item} votes already; take the next item"
             )
         record = {"op": "vote", "reviewer": name, "row": item.row, "answer": answer}
+        if text:
+            record["comment"] = text
         self._apply(self.log.append({**record, "t": time.time()}))
         self._release(name, reviewer)
         return record
@@ -396,3 +443,18 @@ def tally(
         per[str(record["answer"])] += 1
         names.setdefault(row, set()).add(str(record["reviewer"]))
     return {row: (counts[row], tuple(sorted(names[row]))) for row in sorted(counts)}
+
+
+def comments(records: Sequence[dict[str, Any]]) -> dict[int, list[dict[str, str]]]:
+    """The comments of a log's votes, undone votes left out: row -> ``{"reviewer", "comment"}``
+    in reviewer order (rows whose votes carry none are absent)."""
+    undone = {record["target"] for record in records if record.get("op") == "undo"}
+    out: dict[int, list[dict[str, str]]] = {}
+    for record in records:
+        text = record.get("comment")
+        if record.get("op") != "vote" or record["seq"] in undone or not isinstance(text, str):
+            continue
+        out.setdefault(int(record["row"]), []).append(
+            {"reviewer": str(record["reviewer"]), "comment": text}
+        )
+    return {row: sorted(found, key=lambda c: c["reviewer"]) for row, found in sorted(out.items())}

@@ -14,6 +14,7 @@ votes are in judges nothing), not ``non_agreement``.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import dataclasses
 import json
@@ -42,7 +43,7 @@ from dsreg.reviewing.logbytes import SetAside
 from dsreg.reviewing.media import Media, find_media, sniff
 from dsreg.reviewing.pairs import PRODUCER as PAIRS_PRODUCER
 from dsreg.reviewing.pairs import match_payload, pair_items, validated_pairs
-from dsreg.reviewing.queue import ANSWERS, PAIR_ANSWERS, Item, ReviewQueue, tally
+from dsreg.reviewing.queue import ANSWERS, PAIR_ANSWERS, Item, ReviewQueue, comments, tally
 from dsreg.reviewing.queued import Queued, shown_examples
 from dsreg.reviewing.votelog import VotesLog, read_votes
 
@@ -60,6 +61,7 @@ __all__ = [
 VOTES_PER_ITEM: Final = 5
 _NO_TAG: Final = Tagging()
 _NO_MEDIA: Final = Media()
+_SORTS: Final = ("worst", "best", "row")
 
 
 def _items(q: Queued, verdict: str) -> list[Item]:
@@ -95,6 +97,15 @@ def _items(q: Queued, verdict: str) -> list[Item]:
     ]
     items.sort(key=lambda it: (it.score is None, it.score or 0.0, it.row))
     return items
+
+
+def _ranks(items: Sequence[Item]) -> dict[int, int]:
+    """Each scored item's rank, 1 the most suspicious (the lowest score); items with the same
+    score share the better rank. Items without a score have none."""
+    scores = sorted(it.score for it in items if it.score is not None)
+    return {
+        it.row: bisect.bisect_left(scores, it.score) + 1 for it in items if it.score is not None
+    }
 
 
 def _check_showable(spec: str, items: Sequence[Item], media: Media) -> None:
@@ -183,6 +194,7 @@ class ReviewSession:
             # Each item's place in the queue, worst first: what the page calls it ("Example 3
             # of 284"), never its id or path, which may name its given label.
             self.positions = {it.row: n for n, it in enumerate(self.queue.items, 1)}
+            self.ranks = _ranks(self.queue.items)
             self.access = access
             self.store_access(votes_per_item=votes_per_item, verdict=verdict)
         except BaseException:
@@ -192,6 +204,40 @@ class ReviewSession:
     @property
     def registry(self) -> Registry:
         return self.source.registry
+
+    def class_pairs(self) -> list[tuple[int, int, int]]:
+        """The queue's (given, suggested) class pairs with their number of items, most first
+        (ties in class order)."""
+        counts: dict[tuple[int, int], int] = {}
+        for it in self.queue.items:
+            counts[it.given, it.suggested] = counts.get((it.given, it.suggested), 0) + 1
+        return sorted(((g, s, n) for (g, s), n in counts.items()), key=lambda p: (-p[2], p[:2]))
+
+    def order(self, sort: object, pair: object) -> tuple[int, ...] | None:
+        """The rows of the queue in an operator's order: ``sort`` ``worst`` (lowest score
+        first, the queue's own order), ``best`` (highest first, rows without a score last) or
+        ``row``; ``pair`` None for every item, else ``[given, suggested]`` class indices, for
+        the items of that pair only. None when that is the queue itself."""
+        if sort not in _SORTS:
+            raise InvalidInputError(f"sort {sort!r} is not one of {', '.join(_SORTS)}")
+        items = list(self.queue.items)
+        if pair is not None:
+            if (
+                not isinstance(pair, list)
+                or len(pair) != 2
+                or not all(isinstance(c, int) and not isinstance(c, bool) for c in pair)
+            ):
+                raise InvalidInputError(
+                    f"pair must be [given, suggested] class indices; got {pair!r}"
+                )
+            items = [it for it in items if [it.given, it.suggested] == pair]
+        if sort == "best":
+            items.sort(key=lambda it: (it.score is None, -(it.score or 0.0), it.row))
+        elif sort == "row":
+            items.sort(key=lambda it: it.row)
+        elif pair is None:
+            return None
+        return tuple(it.row for it in items)
 
     @property
     def dataset(self) -> str:
@@ -321,8 +367,10 @@ def export_votes(
     and ``our_guessed_label`` (class indices) with their ``_name``, ``mturk`` (the counts of
     the four answers, undone votes left out), and dsreg's additions: ``reviewers`` (sorted),
     ``queue`` (the overlay reviewed) and, on a row with fewer votes than ``votes_per_item``
-    (default: the review's last server's, else 5), ``votes_wanted``. The same votes give the
-    same bytes.
+    (default: the review's last server's, else 5), ``votes_wanted``, and, on a row whose votes
+    carry comments, ``comments`` (``{"reviewer", "comment"}`` in reviewer order; a row without
+    one has no such key, so an export of votes without comments is what it always was). The
+    same votes give the same bytes.
     """
     q = Queued(reg, spec, overlay, audit=audit)
     if q.pairs:
@@ -335,6 +383,7 @@ def export_votes(
         votes_per_item = (stored and stored.votes_per_item) or VOTES_PER_ITEM
     votes = read_votes(q.log_path)
     counted = tally(votes.records)
+    remarks = comments(votes.records)
     if not counted and votes.set_aside:
         lost = sum(span.records for span in votes.set_aside)
         raise VotesError(
@@ -377,6 +426,7 @@ def export_votes(
                 "reviewers": list(reviewers),
                 "queue": q.digest,
                 **wanted,
+                **({"comments": remarks[row]} if row in remarks else {}),
             }
         )
     data = (json.dumps(records, indent=2, ensure_ascii=False) + "\n").encode("utf-8")

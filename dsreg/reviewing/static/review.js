@@ -16,6 +16,7 @@
   const STORE_KEY = "dsreg-review-reviewer";
   const TEXT_LIMIT = 20000;
   const GUARD_MS = 150;
+  const POLL_MS = 3000; // how often the progress line (and the done page) is brought up to date
   const ANSWER_NAMES = {
     given: "Given label fits",
     guessed: "Suggested label fits",
@@ -33,6 +34,7 @@
   let busy = false;
   let objectUrl = null;
   let readyAt = Infinity; // when the shown item's answers are taken (performance.now())
+  let polling = false;
 
   async function post(path, body) {
     const response = await fetch(path, {
@@ -61,6 +63,42 @@
 
   function confirm(text) {
     $("saved").textContent = text || "";
+  }
+
+  // What happened to the request, in the words of what the rater did, and what to do now.
+  const UNREACHABLE = {
+    "/api/vote": "Not saved: the server could not be reached. Your answer was not recorded; " +
+      "press the key again when the connection is back.",
+    "/api/skip": "Not skipped: the server could not be reached. Your skip was not recorded; " +
+      "press S again when the connection is back.",
+    "/api/undo": "Not undone: the server could not be reached. Nothing was changed; press U " +
+      "again when the connection is back.",
+    "/api/next": "The next item could not be loaded: the server could not be reached. Every " +
+      "answer saved so far is kept; reload the page when the connection is back.",
+    "/api/order": "The order was not changed: the server could not be reached. Choose it again " +
+      "when the connection is back.",
+  };
+  const FAILED = {
+    "/api/vote": "Not saved: the server failed while recording your answer (",
+    "/api/skip": "Not skipped: the server failed while recording your skip (",
+    "/api/undo": "Not undone: the server failed while undoing (",
+  };
+
+  function failureText(path, e) {
+    if (e.status === undefined) {
+      return UNREACHABLE[path] || "The server could not be reached; try again when the connection is back.";
+    }
+    if (e.status >= 500 && FAILED[path]) {
+      return FAILED[path] + e.message + "). Press the key again; if it fails again, tell the " +
+        "person running 'dsreg review'.";
+    }
+    return e.message;
+  }
+
+  function ordinal(n) {
+    const tens = n % 100;
+    const suffix = tens >= 11 && tens <= 13 ? "th" : ({ 1: "st", 2: "nd", 3: "rd" }[n % 10] || "th");
+    return n + suffix;
   }
 
   function waitForDrawing() {
@@ -101,6 +139,12 @@
     $("progress").textContent =
       "You: " + p.you + " answered · Everyone: " + p.everyone + " votes · Remaining: " +
       p.remaining + " of " + p.items + " items (" + p.complete + " complete)";
+    const bar = $("progress-bar");
+    bar.max = Math.max(p.items, 1);
+    bar.value = p.complete;
+    $("done-counts").textContent =
+      "Everyone: " + p.everyone + " votes · " + p.complete + " of " + p.items +
+      " items complete · " + p.remaining + " left (you answered " + p.you + ")";
     const warning = $("finish-warning");
     if (warning) {
       warning.textContent = p.remaining
@@ -139,7 +183,9 @@
     const el = document.createElement(audio ? "audio" : "img");
     const failed = () => {
       if (item === current) {
-        showMissing(current, "The media address has no file for this example (" + current.payload + ").");
+        // The address holds the example id, which can name the given label: the operator's only.
+        const where = current.example_id === undefined ? "" : " (" + current.payload + ")";
+        showMissing(current, "The media address has no file for this example" + where + ".");
       }
     };
     el.addEventListener("error", failed);
@@ -158,12 +204,51 @@
     el.decode().then(
       () => {
         if (item === current) {
-          box.append(el);
+          box.append(zoomable(el));
           requestAnimationFrame(() => drawn(current));
         }
       },
       failed
     );
+  }
+
+  // An image in the card fits the box (CSS); a tiny one (64 px a side or less) is scaled up
+  // with crisp pixels. A click, or Enter on it, shows it at its own size over the page.
+  const TINY = 64;
+
+  function zoomable(img) {
+    const tiny = img.naturalWidth <= TINY && img.naturalHeight <= TINY;
+    img.classList.toggle("tiny", tiny);
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "zoom-button";
+    button.title = "Show at its own size";
+    button.append(img);
+    button.addEventListener("click", () => openZoom(img, tiny));
+    return button;
+  }
+
+  function openZoom(img, tiny) {
+    const big = document.createElement("img");
+    big.src = img.src;
+    big.alt = img.alt + " at its own size";
+    if (tiny) {
+      // Its own size is a thumbnail: the largest whole multiple that fits the window instead.
+      const scale = Math.max(1, Math.floor(Math.min(innerWidth, innerHeight - 80) / img.naturalWidth));
+      big.width = img.naturalWidth * scale;
+      big.classList.add("tiny");
+    }
+    $("zoom-box").replaceChildren(big);
+    $("zoom-view").hidden = false;
+    $("zoom-close").focus();
+  }
+
+  function closeZoom() {
+    if (!$("zoom-view").hidden) {
+      $("zoom-view").hidden = true;
+      $("zoom-box").replaceChildren();
+      $("payload").querySelector("button")?.focus();
+    }
   }
 
   async function showPayload(current) {
@@ -176,9 +261,12 @@
     if (!current.payload) {
       const wrap = document.createElement("div");
       wrap.className = "labelonly";
-      const id = document.createElement("code");
-      id.textContent = current.example_id;
-      wrap.append(id, note("Label-only example: judge it by its id and metadata."));
+      if (current.example_id !== undefined) {
+        const id = document.createElement("code"); // the operator's page only
+        id.textContent = current.example_id;
+        wrap.append(id);
+      }
+      wrap.append(note("Label-only example: judge it by its labels and metadata."));
       box.append(wrap);
       drawn(current);
       return;
@@ -217,7 +305,7 @@
       if (item !== current) {
         return;
       }
-      box.append(img);
+      box.append(zoomable(img));
     } else if (kind.startsWith("audio/")) {
       const audio = document.createElement("audio");
       objectUrl = URL.createObjectURL(blob);
@@ -263,20 +351,38 @@
         localStorage.setItem(STORE_KEY, reviewer);
       }
     }
+    const before = item;
     waitForDrawing();
     markSelected(null);
+    closeZoom();
     item = data.item;
     $("card").hidden = !item;
     $("done").hidden = !!item;
     if (!item) {
+      $("announce").textContent = before ? "Nothing left for you to review." : "";
       return;
     }
+    if (!before || before.row !== item.row || before.ticket !== item.ticket) {
+      $("comment").value = "";
+    }
+    $("position").textContent = exampleName(item);
     $("given").textContent = item.given.name;
     $("suggested").textContent = item.suggested ? item.suggested.name : "";
-    $("example-id").textContent = item.example_id;
-    $("row").textContent = String(item.row);
-    $("score").textContent = item.score === null ? "none" : item.score.toFixed(4);
+    if ($("example-id")) {
+      $("example-id").textContent = item.example_id; // the operator's page only
+      $("row").textContent = String(item.row);
+    }
+    const rank = $("rank");
+    rank.textContent = item.rank === null
+      ? "no score"
+      : ordinal(item.rank) + " most suspicious of " + item.ranked;
+    rank.title = item.score === null ? "no score" : "score " + Number(item.score.toPrecision(6));
+    $("announce").textContent = exampleName(item) + ". Given label: " + item.given.name +
+      (item.suggested
+        ? ". Suggested label: " + item.suggested.name + "."
+        : ". Shown beside a possible copy: the same item, or different items?");
     showMetadata(item.metadata);
+    bringIntoView();
     // Not awaited; answers are taken once the example is drawn (drawn()).
     showPayload(item).catch((e) => say(e.message));
     if (item.pair) {
@@ -302,16 +408,32 @@
     out.textContent = "Opened row " + opened.row + " from the coordinator's view: " + counts + who + ".";
   }
 
-  function savedText(data) {
+  // The card's top in view on every new item (a phone scrolled down to the answers, or to
+  // the metadata, sees the new example), left alone when it is in view already.
+  function bringIntoView() {
+    const top = $("card").getBoundingClientRect().top;
+    if (top < 0 || top > innerHeight / 3) {
+      $("card").scrollIntoView({ block: "start", behavior: "instant" });
+    }
+  }
+
+  // "Example 12" of a saved answer: the place of the item it answered (never its id).
+  function savedText(data, answered) {
+    const where = answered ? "example " + answered.position : "row " + data.saved?.row;
+    if (data.saved && !data.saved.answer) {
+      return "Skipped " + where + ". Press U to undo.";
+    }
     if (data.saved) {
-      const what = data.saved.answer ? "“" + ANSWER_NAMES[data.saved.answer] + "”" : "Skip";
-      return "Saved: " + what + " for row " + data.saved.row + ". Press U to undo.";
+      const noted = data.saved.comment ? " with your comment" : "";
+      return "Saved: “" + ANSWER_NAMES[data.saved.answer] + "”" + noted + " for " + where +
+        ". Press U to undo.";
     }
     if (data.undone) {
       const what = data.undone.answer
         ? "your answer “" + ANSWER_NAMES[data.undone.answer] + "” (shown selected)"
         : "your skip";
-      return "Undone: " + what + " for row " + data.undone.row + ". Answer it again.";
+      const place = data.item ? "example " + data.item.position : "row " + data.undone.row;
+      return "Undone: " + what + " for " + place + ". Answer it again.";
     }
     return "";
   }
@@ -322,29 +444,26 @@
     }
     busy = true;
     document.body.classList.add("busy");
+    const answered = item;
     try {
       say("");
       const data = await post(path, Object.assign({ reviewer: reviewer }, body));
       show(data);
       showOpened(data.opened);
-      confirm(savedText(data));
+      confirm(savedText(data, data.saved ? answered : null));
       if (data.undone && data.undone.answer) {
         markSelected(data.undone.answer);
+        $("comment").value = data.undone.comment || "";
       }
     } catch (e) {
       confirm("");
-      say(
-        e.status === undefined
-          ? "Your answer was NOT saved: the server cannot be reached (" + e.message +
-              "). Check that 'dsreg review' still runs, then answer again."
-          : e.message
-      );
+      say(failureText(path, e));
       if (e.status === 409 && path !== "/api/undo") {
         // The item filled up while this reviewer held it too long: move on to the next.
         try {
           show(await post("/api/next", { reviewer: reviewer }));
         } catch (again) {
-          say(again.message);
+          say(failureText("/api/next", again));
         }
       }
     } finally {
@@ -364,7 +483,12 @@
       notReady();
       return;
     }
-    act("/api/vote", { row: item.row, answer: value, ticket: item.ticket });
+    act("/api/vote", {
+      row: item.row,
+      answer: value,
+      ticket: item.ticket,
+      comment: $("comment").value,
+    });
   }
 
   function skip() {
@@ -377,6 +501,32 @@
 
   function undo() {
     act("/api/undo", {});
+  }
+
+  // The progress line counts everyone's votes as they come, and the done page takes an item
+  // that needs this reviewer again: both are asked for every POLL_MS while the page is seen.
+  async function poll() {
+    if (polling || busy || !reviewer || $("review").hidden || document.hidden) {
+      return;
+    }
+    polling = true;
+    try {
+      if (item) {
+        const data = await post("/api/progress", { reviewer: reviewer });
+        if (!busy) {
+          showProgress(data.progress);
+        }
+      } else {
+        const data = await post("/api/next", { reviewer: reviewer });
+        if (!busy && !item) {
+          show(data);
+        }
+      }
+    } catch (e) {
+      // The next answer says what happened; a poll has nothing to save.
+    } finally {
+      polling = false;
+    }
   }
 
   function start(name) {
@@ -411,6 +561,17 @@
       button.addEventListener("click", () => answer(button.dataset.answer));
     }
     $("skip").addEventListener("click", skip);
+    $("zoom-close").addEventListener("click", closeZoom);
+    $("zoom-box").addEventListener("click", closeZoom);
+    const order = $("order"); // the operator's page only
+    order?.addEventListener("change", () => {
+      const pair = $("pair").value;
+      act("/api/order", {
+        sort: $("sort").value,
+        pair: pair ? pair.split(",").map(Number) : null,
+      });
+    });
+    setInterval(poll, POLL_MS);
     $("undo").addEventListener("click", undo);
     $("rename").addEventListener("click", askName);
     $("name").addEventListener("submit", (event) => {
@@ -452,7 +613,16 @@
       if (event.ctrlKey || event.metaKey || event.altKey || $("review").hidden) {
         return;
       }
-      if (target instanceof HTMLInputElement || target instanceof HTMLSelectElement) {
+      if (event.key === "Escape" && !$("zoom-view").hidden) {
+        closeZoom();
+        event.preventDefault();
+        return;
+      }
+      if (
+        target instanceof HTMLInputElement ||
+        target instanceof HTMLSelectElement ||
+        target instanceof HTMLTextAreaElement
+      ) {
         return;
       }
       if (event.repeat) {
