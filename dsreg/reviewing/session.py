@@ -210,7 +210,8 @@ class ReviewSession:
         (ties in class order)."""
         counts: dict[tuple[int, int], int] = {}
         for it in self.queue.items:
-            counts[it.given, it.suggested] = counts.get((it.given, it.suggested), 0) + 1
+            if it.suggested is not None:  # a pair review's items ask no label question
+                counts[it.given, it.suggested] = counts.get((it.given, it.suggested), 0) + 1
         return sorted(((g, s, n) for (g, s), n in counts.items()), key=lambda p: (-p[2], p[:2]))
 
     def order(self, sort: object, pair: object) -> tuple[int, ...] | None:

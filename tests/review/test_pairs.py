@@ -116,7 +116,7 @@ def test_pair_votes_undo_and_resume_after_a_restart(pair_set: PairSet) -> None:
         shown = _answer_as(op, "cy", "different")
         assert shown == 0
         undone = op.post("/api/undo", json={"reviewer": "cy"}).json()
-        assert undone["undone"] == {"row": 0, "answer": "different"}
+        assert undone["undone"] == {"row": 0, "answer": "different", "comment": ""}
         assert _answer_as(op, "cy", "same") == 0
         assert _answer_as(op, "cy", "same") == 1
     with dsreg.review(pair_set.spec, audit=True, registry=reg) as again:
