@@ -565,7 +565,7 @@
     $("zoom-box").addEventListener("click", closeZoom);
     const order = $("order"); // the operator's page only
     order?.addEventListener("change", () => {
-      const pair = $("pair").value;
+      const pair = $("pair")?.value; // no class pairs in a pair review
       act("/api/order", {
         sort: $("sort").value,
         pair: pair ? pair.split(",").map(Number) : null,
