@@ -147,6 +147,10 @@ def test_every_page_has_no_serious_violation(
         operator.click("#example-image")
         operator.wait_for_selector("#zoom-view:not([hidden])")
         _check(operator, axe_js, "zoomed example")
+        operator.keyboard.press("Escape")
+        operator.click("#coordinator-link")  # the coordinator's view, once it has its figures
+        operator.wait_for_selector("#raters tr[data-rater='ann']")
+        _check(operator, axe_js, "coordinator's view")
 
         page.close()  # the pages poll: closed, so no request is served while the queue is
         operator.close()  # changed here, the rest of the items voted
@@ -164,3 +168,18 @@ def test_every_page_has_no_serious_violation(
         _check(stranger, axe_js, "403 page")
         assert done.goto(origin + "/no/such/page").status == 404
         _check(done, axe_js, "404 page")
+
+
+@pytest.mark.parametrize(("width", "height"), SIZES, ids=["laptop", "phone"])
+def test_a_pair_item_has_no_serious_violation(
+    axe_pages: Callable[[int, int], Any], axe_js: str, tmp_path: Path, width: int, height: int
+) -> None:
+    from pairset import build_pair_set
+
+    pairs = build_pair_set(tmp_path)
+    with dsreg.review(pairs.spec, audit=True, registry=pairs.registry) as server:
+        page = axe_pages(width, height)
+        page.goto(server.links["shared"].replace("token=", "reviewer=ann&token="))
+        _ready(page)
+        page.wait_for_selector("#pair-distance:not(:empty)")
+        _check(page, axe_js, "pair item")
