@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from creditset import CreditSet, build_credit_set
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import dsreg
 from dsreg.objects.digest import hex_of
@@ -80,6 +84,76 @@ def test_mlcroissant_reads_every_revision_back_as_its_labels(
         assert hashlib.sha256((out / p["path"]).read_bytes()).hexdigest() == p["sha256"]
     assert doc["identifier"] == ds.digest
     assert doc["conformsTo"] == "http://mlcommons.org/croissant/1.1"
+
+
+@st.composite
+def rated_revisions(draw: st.DrawFn, recipe: str) -> tuple[int, list[int], list[list[int]], str]:
+    """Classes, given labels, and a relabeling file's rows in the recipe's layout: ImageNet
+    ReaL's label sets (served in the multilabel view, or the original view that keeps ``[]``)
+    or CIFAR-10H's n x k counts (a row of zeros: nobody rated it), and the view."""
+    k = draw(st.integers(2, 5), label="classes")
+    n = draw(st.integers(1, 8), label="rows")
+    labels = draw(st.lists(st.integers(0, k - 1), min_size=n, max_size=n))
+    if recipe == "real":
+        cls = st.integers(0, k - 1)
+        rows = draw(st.lists(st.lists(cls, unique=True, max_size=k), min_size=n, max_size=n))
+        return k, labels, rows, draw(st.sampled_from(["multilabel", "original"]))
+    counts = st.lists(st.integers(0, 3), min_size=k, max_size=k)
+    rows = draw(st.lists(counts, min_size=n, max_size=n))
+    rows[0][labels[0]] += 1  # someone rated: the revision serves label_counts
+    return k, labels, rows, "corrected"
+
+
+def _rated_revision(root: Path, recipe: str, case: tuple[Any, ...]) -> tuple[dsreg.Registry, str]:
+    """The docs/relabelings.md recipe's commands on ``case``'s files."""
+    k, labels, rows, view = case
+    reg = dsreg.init(registry=root / "reg")
+    np.save(root / "labels.npy", np.asarray(labels, np.int64))
+    dsreg.add("ds", labels=root / "labels.npy", classes=[f"c{i}" for i in range(k)],
+              tag="original", registry=reg)  # fmt: skip
+    if recipe == "real":
+        (root / "real.json").write_text(json.dumps(rows))
+        dsreg.import_labels("ds@original", root / "real.json", format="real", tag="rated",
+                            view="multilabel", registry=reg)  # fmt: skip
+    else:
+        np.save(root / "counts.npy", np.asarray(rows, np.int64))
+        dsreg.import_labels("ds@original", root / "counts.npy", format="counts", tag="rated",
+                            view="corrected", registry=reg)  # fmt: skip
+    dsreg.tag("ds@rated-view", "ds@rated", view=view, registry=reg)
+    return reg, "ds@rated-view"
+
+
+@pytest.mark.parametrize("recipe", ["real", "counts"])
+@settings(max_examples=12, deadline=None)
+@given(data=st.data())
+def test_label_sets_and_rater_counts_are_array_fields_mlcroissant_reads_back(
+    recipe: str, data: st.DataObject
+) -> None:
+    case = data.draw(rated_revisions(recipe), label="case")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        reg, spec = _rated_revision(root, recipe, case)
+        ds = dsreg.open(spec, registry=reg)
+        view = ds.labels()
+        name = "labels" if recipe == "real" else "label_counts"
+        assert name in view.column_names
+        out = root / "export"
+        dsreg.export(spec, out, format="croissant", registry=reg)
+        assert pq.read_table(out / "labels.parquet").column(name).to_pylist() == (
+            view.column(name).to_pylist()
+        )
+        assert _records(out, "labels") == view.to_pylist()  # validated, row for row
+        doc = json.loads((out / "croissant.json").read_text())
+        field = next(f for f in doc["recordSet"][1]["field"] if f["name"] == name)
+        assert field["isArray"] is True
+        if recipe == "real":  # a set of any size, of classes
+            assert field["arrayShape"] == "-1"
+            assert field["dataType"] == ["sc:Integer", "cr:Label"]
+            assert field["references"] == {"field": {"@id": "classes/index"}}
+        else:  # one count per class, not class indexes
+            assert field["arrayShape"] == str(len(ds.classes))
+            assert field["dataType"] == "sc:Integer" and "references" not in field
+            assert "raters' counts per class" in field["description"]
 
 
 def test_a_corrected_revision_names_what_it_derives_from_and_credits_both(

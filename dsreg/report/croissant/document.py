@@ -12,7 +12,9 @@ The document describes what ``dsreg export`` writes beside it, relative to its o
 
 Record sets: ``classes`` (an ``sc:Enumeration`` of the class names, index and name), the
 view (``labels``: one field per column of ``Dataset.labels()``, ``label`` and ``given_label``
-referencing ``classes``) and ``payloads`` (the rows of ``payloads.csv``). Reading ``labels``
+referencing ``classes``; where the revision's overlays carry them, the label sets ``labels``
+and the raters' counts ``label_counts`` as array fields, ``isArray`` with ``arrayShape`` "-1"
+and the number of classes) and ``payloads`` (the rows of ``payloads.csv``). Reading ``labels``
 with ``mlcroissant`` gives ``dsreg.open(spec).labels()`` row for row.
 
 The revision digest is the document's ``identifier``; a corrected revision names its original
@@ -182,7 +184,16 @@ _DESCRIPTIONS = {
     "verdict": "The verdict of the last overlay naming the row, null where none does.",
     "blob": "The BLAKE3 digest of the example's payload (see the payloads record set).",
     "size": "The payload's size in bytes.",
-    "labels": "The example's label set (multilabel view), class indexes.",
+    "labels": (
+        "The example's label set, class indexes (see the classes record set): every class that "
+        "fits, as the last overlay naming the row gives it (a relabeling's set, e.g. ImageNet "
+        "ReaL's) or as the multilabel view derives it; [] where none fits, null where no set "
+        "is recorded."
+    ),
+    "label_counts": (
+        "The raters' counts per class (e.g. CIFAR-10H's): one count per class, position i "
+        "counting class i of the classes record set; null where no overlay recorded counts."
+    ),
 }
 
 
@@ -200,11 +211,13 @@ def _view_fields(table: pa.Table, n_classes: int) -> list[dict[str, Any]]:
         }
         if name in ("label", "given_label", "labels") and n_classes:
             f["references"] = {"field": {"@id": "classes/index"}}
-        if name == "label":
+        if name in ("label", "labels"):
             f["dataType"] = [dtype, "cr:Label"]
         if is_list:
+            # Croissant 1.1's arrays: "-1" a list of any length (a label set); the raters'
+            # counts always hold one count per class.
             f["isArray"] = True
-            f["arrayShape"] = "-1"
+            f["arrayShape"] = str(n_classes) if name == "label_counts" and n_classes else "-1"
         fields.append(f)
     return fields
 
