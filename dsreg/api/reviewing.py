@@ -261,7 +261,8 @@ def review_finish(
         threshold=threshold,
         tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
         votes_per_item=votes_per_item,
-        command=command_of(command, "review_finish", spec),
-        credit=made_credit,
+        record=overlay_ops.Recording(
+            command=command_of(command, "review_finish", spec), credit=made_credit
+        ),
         audit=audit,
     )

@@ -29,7 +29,10 @@ threshold, so each image also gets the pHashes of ``CROPS``: 16 sub-rectangles t
 resize of the same decode (PIL's ``resize`` with a ``box``, sub-pixel exact). A copy cropped
 by up to 10% per side lies within 2.5% per side of one of them, whose hash is then near the
 copy's full-image hash (how near is measured, not bounded: docs/audit.md has the curve).
-The full-image hash stays imagehash's; the crops are extra columns.
+The full-image hash stays imagehash's; the crops are extra columns. An image too small for
+the smallest crop to leave out a whole pixel (a side under ``CROP_MIN_SIDE``) is its own crop:
+its crop hashes are its full-image hash, since sub-pixel crops of a thumbnail-sized image are
+resampling noise that only adds chance matches (8 x 8 digits matched other digits).
 
 EXIF orientation is not applied (as in imagehash): a rotated copy is a different image.
 Undecodable bytes are reported per item with a one-line reason and a zero hash; they never
@@ -74,6 +77,10 @@ CROPS: tuple[tuple[float, float, float, float], ...] = tuple(
     (left, top, right, bottom)
     for left, top, right, bottom in itertools.product((0.025, 0.075), repeat=4)
 )
+
+
+#: The shortest side whose smallest crop (2.5%) leaves out at least one pixel.
+CROP_MIN_SIDE = 40
 
 
 class ImageFingerprints(NamedTuple):
@@ -158,8 +165,11 @@ def crop_pixels_of(payload: bytes, *, reduced_decode: bool = True) -> npt.NDArra
     each crop of ``CROPS``, from one decode. Raises what PIL raises for bytes it cannot decode."""
     gray = _decoded(payload, reduced_decode)
     w, h = gray.size
+    full = _thumbnail(gray)
+    if min(w, h) < CROP_MIN_SIDE:  # no crop leaves out a whole pixel: the image is its crops
+        return np.stack([full] * (1 + len(CROPS)))
     boxes = [(a * w, b * h, w - c * w, h - d * h) for a, b, c, d in CROPS]
-    return np.stack([_thumbnail(gray), *(_thumbnail(gray, box) for box in boxes)])
+    return np.stack([full, *(_thumbnail(gray, box) for box in boxes)])
 
 
 def fingerprint_images(

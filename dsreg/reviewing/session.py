@@ -20,7 +20,7 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, NamedTuple
 
@@ -60,6 +60,7 @@ __all__ = [
 
 VOTES_PER_ITEM: Final = 5
 _NO_TAG: Final = Tagging()
+_NO_RECORD: Final = Recording()
 _NO_MEDIA: Final = Media()
 _SORTS: Final = ("worst", "best", "row")
 
@@ -282,7 +283,7 @@ class ReviewSession:
             threshold=threshold,
             tagging=Tagging(tag=tag, view=view),
             votes_per_item=self.queue.votes_per_item,
-            command=f"dsreg review {self.source.spec} --finish (page)",
+            record=Recording(command=f"dsreg review {self.source.spec} --finish (page)"),
         )
 
     def close(self) -> None:
@@ -442,8 +443,7 @@ def finish_review(
     threshold: int = 3,
     tagging: Tagging = _NO_TAG,
     votes_per_item: int | None = None,
-    command: str = "",
-    credit: Mapping[str, str] | None = None,
+    record: Recording = _NO_RECORD,
     audit: bool = False,
 ) -> ReviewFinish:
     """Store the votes about ``spec``'s queue as a ``validated`` overlay: ``import_votes`` of the
@@ -458,7 +458,7 @@ def finish_review(
             threshold=threshold,
             tagging=tagging,
             votes_per_item=votes_per_item,
-            record=Recording(command=command, credit=credit),
+            record=record,
         )
     check_tag_target(
         reg, spec, tagging.tag, tagging.view, force=tagging.force, producer="dsreg.import-votes"
@@ -478,7 +478,7 @@ def finish_review(
             format="label-errors",
             threshold=threshold,
             tagging=tagging,
-            record=Recording(command=command, credit=credit),
+            record=record,
         )
     finally:
         with contextlib.suppress(OSError):

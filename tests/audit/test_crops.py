@@ -73,3 +73,24 @@ def test_each_crop_hash_is_the_phash_of_that_crop(seed: int, width: int, height:
         box = (left * width, top * height, width - right * width, height - bottom * height)
         thumb = image.resize((32, 32), Image.Resampling.LANCZOS, box=box)
         assert int(got.crops[0, k]) == int(str(imagehash.phash(thumb)), 16), k
+
+
+def test_an_image_too_small_to_crop_is_its_own_crop() -> None:
+    """Under ``CROP_MIN_SIDE`` pixels a side no crop leaves out a whole pixel: the crop hashes
+    are the full image's, so a thumbnail-sized set gets no chance matches from resampling."""
+    import io
+
+    from PIL import Image
+
+    from dsreg.audit.images import CROP_MIN_SIDE, fingerprint_images
+
+    rng = np.random.default_rng(3)
+    payloads = []
+    for side in (8, CROP_MIN_SIDE - 1, CROP_MIN_SIDE):
+        buf = io.BytesIO()
+        Image.fromarray(rng.integers(0, 256, (side, side), dtype=np.uint8)).save(buf, "PNG")
+        payloads.append(buf.getvalue())
+    fp = fingerprint_images(payloads)
+    assert fp.ok.all()
+    assert (fp.crops[0] == fp.hashes[0]).all() and (fp.crops[1] == fp.hashes[1]).all()
+    assert (fp.crops[2] != fp.hashes[2]).any()  # from 40 pixels a side, real crops
