@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+from dsreg._util.records import FieldDict
 from dsreg.errors import ConfigError, InvalidInputError
 from dsreg.formats.names import check_name
 from dsreg.registry.folder import Registry
@@ -77,19 +78,11 @@ _USER_SCHEMES = frozenset({"ssh", "sftp", "hdfs", "webhdfs"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class RemoteConfig:
+class RemoteConfig(FieldDict):
     name: str
     url: str
     options: dict[str, Any] = field(default_factory=dict)
     default: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "url": self.url,
-            "options": self.options,
-            "default": self.default,
-        }
 
 
 def normalize_url(url: str) -> str:

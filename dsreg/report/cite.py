@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dsreg._util.records import field_dict
 from dsreg._version import __version__
 from dsreg.errors import InvalidInputError
 from dsreg.formats.credit import cff_reference, entry_text, format_bibtex, parse_bibtex
@@ -59,13 +60,7 @@ class OverlaySource:
     credit: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "digest": self.digest,
-            "kind": self.kind,
-            "producer": self.producer,
-            "inputs": dict(self.inputs),
-            "credit": dict(self.credit),
-        }
+        return field_dict(self, inputs=dict(self.inputs), credit=dict(self.credit))
 
     def describe(self) -> str:
         """``<digest> (<kind>, from <input> <digest>, …)``."""

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from dsreg._util.records import FieldDict
 from dsreg.errors import InvalidInputError, NotFoundError
 from dsreg.formats.manifests import View
 from dsreg.objects.digest import short
@@ -40,7 +41,7 @@ from dsreg.report._json import stable_json
 from dsreg.report.board.figures import Counts, ViewFigures, feature_index, view_figures
 from dsreg.report.evaluate import revision_target
 from dsreg.report.predictions import read_predictions
-from dsreg.report.stats import PatternCounter, Patterns, discordant
+from dsreg.report.stats.core import PatternCounter, Patterns, discordant
 from dsreg.views.sparse import SparseView, sparse_views
 
 __all__ = [
@@ -99,7 +100,7 @@ class RevisionBoard:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Flip:
+class Flip(FieldDict):
     """Two models whose order on a view differs between two revisions: ``a`` led on
     ``before`` and ``b`` leads on ``after``. ``significant``: the pair's order is significant
     (McNemar, Holm-corrected) on both revisions."""
@@ -110,16 +111,6 @@ class Flip:
     a: str
     b: str
     significant: bool
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "view": self.view,
-            "before": self.before,
-            "after": self.after,
-            "a": self.a,
-            "b": self.b,
-            "significant": self.significant,
-        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
