@@ -27,7 +27,7 @@ from dsreg.formats.corrections import corrections_table
 from dsreg.overlays.write import write_overlay
 from dsreg.report.board.figures import mcnemar_many
 from dsreg.report.evaluate import evaluate
-from dsreg.report.stats import mcnemar_exact
+from dsreg.report.stats.core import mcnemar_exact
 
 LabelSet = Any  # tests/report/conftest.py's LabelSet (a fixture's product)
 PRODUCER = {"name": "test", "version": "1", "params": {}, "inputs": {}}
@@ -488,7 +488,7 @@ def test_structured_counts_equal_the_joint_patterns(
     sums and discordant counts of the plain patterns they stand for."""
     from dsreg.report.board.figures import counts_of
     from dsreg.report.board.leaderboard import RevisionPatterns
-    from dsreg.report.stats import Patterns
+    from dsreg.report.stats.core import Patterns
 
     rng = np.random.default_rng(seed)
     width = len(views) * (models + 1)

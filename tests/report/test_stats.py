@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsreg.report.stats import (
+from dsreg.report.stats.core import (
     PatternCounter,
     competition_ranks,
     discordant,

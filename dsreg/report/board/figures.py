@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dsreg.report.stats import (
+from dsreg.report.stats.core import (
     LEVEL,
     Patterns,
     competition_ranks,
