@@ -47,6 +47,7 @@ __all__ = [
     "damaged_reasons",
     "delete_ref",
     "describe_state",
+    "tag_changed",
     "update_ref",
     "write_index",
 ]
@@ -173,31 +174,42 @@ def delete_ref(
         raise rs.error(f"delete tag {dataset}@{tag} on", e) from None
 
 
-def _check_still(rs: RemoteStore, dataset: str, tag: str, expected: str) -> None:
-    now = rs.ref_state(dataset, tag)
-    if now != expected:
-        what = "removed" if now is None else f"set to {describe_state(now)}"
-        raise TagExistsError(
-            f"tag {dataset}@{tag} was {what} on remote {rs.label} by another push; "
-            "nothing was deleted",
-            dataset=dataset,
-            tag=tag,
-            existing=now if isinstance(now, str) else None,
-        )
-
-
-def _conflict(
-    rs: RemoteStore, dataset: str, tag: str, new: str, now: str | bytes | None
+def tag_changed(
+    rs: RemoteStore,
+    dataset: str,
+    tag: str,
+    now: str | bytes | None,
+    outcome: str,
+    *,
+    new: str | None = None,
 ) -> TagExistsError:
+    """The error of a remote tag found ``now`` (removed, or at another value) where a push
+    expected what it read before; ``outcome`` ends the message: how it came to be, and what
+    was not done."""
     what = "removed" if now is None else f"set to {describe_state(now)}"
     return TagExistsError(
-        f"tag {dataset}@{tag} was {what} on remote {rs.label} by another push while pushing; "
-        f"{short(new)} was not written there: pull it, or move it with --force",
+        f"tag {dataset}@{tag} was {what} on remote {rs.label} {outcome}",
         dataset=dataset,
         tag=tag,
         existing=now if isinstance(now, str) else None,
         new=new,
     )
+
+
+def _check_still(rs: RemoteStore, dataset: str, tag: str, expected: str) -> None:
+    now = rs.ref_state(dataset, tag)
+    if now != expected:
+        raise tag_changed(rs, dataset, tag, now, "by another push; nothing was deleted")
+
+
+def _conflict(
+    rs: RemoteStore, dataset: str, tag: str, new: str, now: str | bytes | None
+) -> TagExistsError:
+    outcome = (
+        f"by another push while pushing; {short(new)} was not written there: pull it, or "
+        "move it with --force"
+    )
+    return tag_changed(rs, dataset, tag, now, outcome, new=new)
 
 
 def write_index(rs: RemoteStore, names: Iterable[TagName]) -> bool:

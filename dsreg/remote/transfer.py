@@ -55,6 +55,7 @@ from dsreg.remote.refs import (
     damaged_reasons,
     delete_ref,
     describe_state,
+    tag_changed,
     update_ref,
     write_index,
 )
@@ -396,13 +397,8 @@ def _push_tag(
     if now == d:
         return RefUpdate(dataset=ds, tag=tag, revision=d, previous=d, status="unchanged")
     if now is not None and not force:
-        raise TagExistsError(
-            f"tag {ds}@{tag} was set to {describe_state(now)} on remote {rs.label} while "
-            "pushing; pull it, or move it with --force",
-            dataset=ds,
-            tag=tag,
-            existing=now if isinstance(now, str) else None,
-            new=d,
+        raise tag_changed(
+            rs, ds, tag, now, "while pushing; pull it, or move it with --force", new=d
         )
     update_ref(rs, ds, tag, d, expected=now, command=command, event=event)
     previous = now if isinstance(now, str) else None
