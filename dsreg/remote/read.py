@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple, TypeVar
 
 from dsreg._util.progress import ProgressHook, no_progress
@@ -273,13 +273,7 @@ class RemoteRead:
             resolved = self.reg.resolve(target.digest)
             self._check_owner(spec, target)
             warn_remote_marks(read_marks(fetch, [resolved.dataset]), resolved.dataset, target.tag)
-        return Resolved(
-            digest=resolved.digest,
-            revision=resolved.revision,
-            dataset=resolved.dataset,
-            tag=target.tag,
-            spec=spec,
-        )
+        return replace(resolved, tag=target.tag, spec=spec)
 
     # -- recorded results (``leaderboard``, ``cite --model`` with a remote) --------------------
     def model_refs(self, dataset: str) -> dict[str, str]:
