@@ -13,7 +13,7 @@ import dataclasses
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -296,56 +296,29 @@ def _rank(results: list[ModelResult], names: Sequence[View]) -> list[ModelResult
             [s.given_correct[1] if s.given_correct is not None and s.rows else None for s in scores]
         )
         for m, s, r, gr in zip(results, scores, ranks, given, strict=True):
-            m.scores[v] = ViewScore(
-                view=s.view,
-                rows=s.rows,
-                correct=s.correct,
-                rank=r,
-                given_correct=s.given_correct,
-                given_rank=gr if s.given_correct is not None else None,
-            )
+            m.scores[v] = replace(s, rank=r, given_rank=gr if s.given_correct is not None else None)
     majority = _ranks_of([m.human.majority_correct if m.human else None for m in results])
     out = []
     for m, mr in zip(results, majority, strict=True):
-        human = m.human
-        if human is not None:
-            human = HumanScore(
-                rows=human.rows,
-                majority_correct=human.majority_correct,
-                majority_accuracy=human.majority_accuracy,
-                expected_agreement=human.expected_agreement,
-                cross_entropy=human.cross_entropy,
-                rank=mr,
-            )
+        human = m.human if m.human is None else replace(m.human, rank=mr)
         change: dict[str, int | None] = {}
         o, c, h = (m.scores.get(v) for v in ("original", "corrected", "honeypot"))
         if o is not None and c is not None:
-            change["original_to_corrected"] = (
-                o.rank - c.rank if o.rank is not None and c.rank is not None else None
-            )
+            change["original_to_corrected"] = _climb(o.rank, c.rank)
         if h is not None:
-            change["honeypot_given_to_corrected"] = (
-                h.given_rank - h.rank if h.rank is not None and h.given_rank is not None else None
-            )
+            change["honeypot_given_to_corrected"] = _climb(h.given_rank, h.rank)
         ml = m.scores.get("multilabel")
         if o is not None and ml is not None:
-            change["original_to_multilabel"] = (
-                o.rank - ml.rank if o.rank is not None and ml.rank is not None else None
-            )
+            change["original_to_multilabel"] = _climb(o.rank, ml.rank)
         if o is not None and human is not None:
-            change["original_to_majority"] = (
-                o.rank - human.rank if o.rank is not None and human.rank is not None else None
-            )
-        out.append(
-            ModelResult(
-                model=m.model,
-                predictions=m.predictions,
-                scores=m.scores,
-                rank_change=change,
-                human=human,
-            )
-        )
+            change["original_to_majority"] = _climb(o.rank, human.rank)
+        out.append(replace(m, rank_change=change, human=human))
     return out
+
+
+def _climb(before: int | None, after: int | None) -> int | None:
+    """The places a model climbs from rank ``before`` to rank ``after`` (None: either is)."""
+    return before - after if before is not None and after is not None else None
 
 
 @dataclass(frozen=True, slots=True)
