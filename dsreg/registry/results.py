@@ -389,6 +389,7 @@ def record_result(
     rec = p.record
     refs = result_refs(reg)
     digest = p.digest
+    old: str | None = None
     if refs.get(rec.dataset, rec.model) == digest:
         status = "unchanged"
         try:
@@ -400,25 +401,22 @@ def record_result(
             reg.store.replace_corrupt(digest, rec.encode())
             load_predictions(reg, read_result(reg, digest))
             status = "repaired"
-        return Recorded(
-            dataset=rec.dataset,
-            model=rec.model,
-            digest=digest,
-            predictions=rec.predictions,
-            status=status,
-        )
-    reg.store.put_bytes(p.data)
-    reg.store.put_bytes(rec.encode())
-    try:
-        old = refs.set(rec.dataset, rec.model, digest, force=force, command=command, event=EVENT)
-    except TagExistsError as e:
-        raise _exists(rec.dataset, rec.model, e.existing or "", digest) from None
+    else:
+        reg.store.put_bytes(p.data)
+        reg.store.put_bytes(rec.encode())
+        try:
+            old = refs.set(
+                rec.dataset, rec.model, digest, force=force, command=command, event=EVENT
+            )
+        except TagExistsError as e:
+            raise _exists(rec.dataset, rec.model, e.existing or "", digest) from None
+        status = "recorded" if old is None else "moved"
     return Recorded(
         dataset=rec.dataset,
         model=rec.model,
         digest=digest,
         predictions=rec.predictions,
-        status="recorded" if old is None else "moved",
+        status=status,
         old=old,
     )
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeAlias
 
@@ -79,7 +80,7 @@ def _from_array(arr: np.ndarray, target: Target, source: PredictionsSource) -> R
                 "be aligned with the snapshot's rows (row i predicts row i); for a subset, use a "
                 "table with a 'row' or 'example_id' column"
             )
-        acc = RankAccumulator(target, _with_kind(source, "labels"))
+        acc = RankAccumulator(target, replace(source, kind="labels"))
 
         def labels(rows: slice) -> None:
             part = np.asarray(arr[rows])
@@ -96,7 +97,7 @@ def _from_array(arr: np.ndarray, target: Target, source: PredictionsSource) -> R
                 f"{what} hold top-{arr.shape[1]} classes of {len(arr)} rows, but the snapshot "
                 f"has {n} rows: an array must be aligned with the snapshot's rows"
             )
-        top = RankAccumulator(target, _with_kind(source, "topk"))
+        top = RankAccumulator(target, replace(source, kind="topk"))
         _each(lambda rows: top.add_topk(np.asarray(arr[rows]), rows), n, _CHUNK_ROWS)
         return top.ranks()
     if arr.ndim == 2 and arr.dtype.kind in "fiu":
@@ -106,7 +107,7 @@ def _from_array(arr: np.ndarray, target: Target, source: PredictionsSource) -> R
                 f"(rows, classes) = ({n}, {k}), aligned with the snapshot's rows and with the "
                 "classes in the snapshot's order"
             )
-        probs = RankAccumulator(target, _with_kind(source, "probabilities"))
+        probs = RankAccumulator(target, replace(source, kind="probabilities"))
         _each(
             lambda rows: probs.add_probs(np.asarray(arr[rows], dtype=np.float64), rows),
             n,
@@ -149,12 +150,6 @@ def _class_indices(
         return as_numpy(idx)
     raise PredictionsError(
         f"{what}: the 'pred' column has type {col.type}; give class indices or class names"
-    )
-
-
-def _with_kind(source: PredictionsSource, kind: str) -> PredictionsSource:
-    return PredictionsSource(
-        model=source.model, file=source.file, digest=source.digest, format=source.format, kind=kind
     )
 
 
@@ -240,7 +235,7 @@ def _from_batches(
     what = describe(source)
     probs_cols = _value_columns(names, target, what)
     kind = "labels" if probs_cols is None else "probabilities"
-    acc = RankAccumulator(target, _with_kind(source, kind))
+    acc = RankAccumulator(target, replace(source, kind=kind))
     step = _step(probs_cols is not None, target.k)
     offset = 0
     for batch in batches:
@@ -434,7 +429,5 @@ def _table_models(table: pa.Table, target: Target, src: PredictionsSource) -> It
             [part],
             part.column_names,
             target,
-            PredictionsSource(
-                model=name, file=src.file, digest=src.digest, format=src.format, kind=""
-            ),
+            replace(src, model=name, kind=""),
         )
