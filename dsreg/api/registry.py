@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Annotated, TypeAlias, cast
 
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
-from dsreg.api import reading
 from dsreg.api.common import LINKS, command_of, find_registry, hook
 from dsreg.api.options import (
     AllowLookalikeIdsOpt,
@@ -26,15 +25,17 @@ from dsreg.errors import InvalidInputError
 from dsreg.formats.manifests import VIEWS
 from dsreg.ops.tag import delete_tag, make_tag
 from dsreg.registry.folder import Registry
-from dsreg.registry.marks import read_retirement
 from dsreg.registry.refs import RefLog
 
 # What only some of these commands need, imported when first used: the checkout and the
-# maintenance walk import numpy and pyarrow; the add of a tree must not import them.
+# maintenance walk import numpy and pyarrow; the add of a tree must not import them, nor a tag
+# the remote reads and the marks (which ls reads).
 with lazy_imports():
+    from dsreg.api import reading
     from dsreg.ingest import add as ingest_add
     from dsreg.ops import maintenance
     from dsreg.ops.checkout import apply as checkout_ops
+    from dsreg.registry import marks as registry_marks
     from dsreg.remote import read as remote_reading
     from dsreg.report import show as report_show
 
@@ -179,7 +180,9 @@ def ls(
             raise InvalidInputError("--max-tags caps a remote's listing: give --remote too")
         reg = find_registry(registry)
         tags = report_show.list_tags(reg, all=all)
-        retired = {ds: read_retirement(reg.root, ds) for ds in {t.dataset for t in tags}}
+        retired = {
+            ds: registry_marks.read_retirement(reg.root, ds) for ds in {t.dataset for t in tags}
+        }
         return report_show.TagList(
             tags,
             named=len(tags),

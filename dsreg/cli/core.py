@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from dsreg import api
+from dsreg._util.lazy import lazy_imports
 from dsreg.api import registry as registry_api
 from dsreg.cli._command import command
 from dsreg.cli._common import (
@@ -24,7 +25,10 @@ from dsreg.cli._common import (
     write_json,
 )
 from dsreg.cli._text import printable
-from dsreg.cli.evaltext import quality_lines
+
+# The label-quality lines only a show prints.
+with lazy_imports():
+    from dsreg.cli import evaltext
 
 if TYPE_CHECKING:
     from dsreg.api import (
@@ -183,7 +187,7 @@ def show_revision(info: RevisionInfo) -> None:
         note = " (unvalidated: corrected by the detector)" if o["kind"] == "detected" else ""
         by = printable(str(o["producer"]))
         out(f"overlay   {o['digest']}  {o['kind']}{note}, {o['rows']} rows, by {by}")
-    for line in quality_lines(info.label_quality):
+    for line in evaltext.quality_lines(info.label_quality):
         out(line)
 
 

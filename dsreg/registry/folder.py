@@ -35,14 +35,15 @@ from dsreg.formats.names import parse_spec
 from dsreg.objects.digest import PREFIX, short
 from dsreg.objects.hashing import hash_bytes
 from dsreg.objects.store import ObjectStore
-from dsreg.registry.config import read_config, write_config
 from dsreg.registry.markrefs import may_be_marked
 from dsreg.registry.refs import RefStore
 from dsreg.registry.schemamemo import SchemaMemo
 
 # The stat cache (and SQLite with it) serves adds, checkouts and gc; a tag, a show or a read
-# never opens it. The marks are read only for a tag that has one in place (may_be_marked).
+# never opens it. The marks are read only for a tag that has one in place (may_be_marked), and
+# config.toml only by the commands that take a setting from it.
 with lazy_imports():
+    from dsreg.registry import config as registry_config
     from dsreg.registry import marks as registry_marks
     from dsreg.registry import state as registry_state
 
@@ -115,7 +116,7 @@ class Registry:
             if not (root / _MARKER).exists():
                 # Copies (or copy-on-write clones) by default: a hard link would let an edit of
                 # a checked-out file corrupt the store (DVC's default is "reflink,copy" too).
-                write_config(root / _MARKER, {"core": {"checkout_link": "reflink"}})
+                registry_config.write_config(root / _MARKER, {"core": {"checkout_link": "reflink"}})
         except OSError as e:
             raise StorageError(f"cannot create a registry at {root}: {e.strerror}") from e
         return cls(root)
@@ -159,10 +160,10 @@ class Registry:
     # -- config -----------------------------------------------------------------------------
     @property
     def config(self) -> dict[str, Any]:
-        return read_config(self.root / _MARKER)
+        return registry_config.read_config(self.root / _MARKER)
 
     def write_config(self, data: dict[str, Any]) -> None:
-        write_config(self.root / _MARKER, data)
+        registry_config.write_config(self.root / _MARKER, data)
 
     # -- locking ----------------------------------------------------------------------------
     @contextlib.contextmanager

@@ -80,8 +80,9 @@ def test_re_adding_an_unchanged_tree_loads_no_data_library(
 
 
 # What a tag, a show or a read has no use for: the stat cache and SQLite, a batch's worker pool
-# (pickle, queue), the TOML reader and writer of config.toml, libc through ctypes (syncfs), and
-# Unicode normalisation (lookalike ids).
+# (pickle, queue), config.toml and its TOML reader and writer, libc through ctypes (syncfs),
+# Unicode normalisation (lookalike ids). A tag also has no use for the yank and retirement
+# marks (read only where a mark may be in place), the remote reads, or the text of a show.
 NOT_FOR_A_TAG = (
     "sqlite3",
     "dsreg.registry.state",
@@ -93,6 +94,10 @@ NOT_FOR_A_TAG = (
     "tomli_w",
     "ctypes",
     "unicodedata",
+    "dsreg.registry.config",
+    "dsreg.registry.marks",
+    "dsreg.api.reading",
+    "dsreg.cli.evaltext",
 )
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsreg.ops.checkout.journal import JOURNAL, Journal, read_journal, write_journal
+from dsreg.ops.checkout.folder import read_journal
+from dsreg.ops.checkout.journal import JOURNAL, Journal, write_journal
 from dsreg.ops.checkout.objects import ObjectStats, Sightings
 from dsreg.registry.trust import StatKey
 

@@ -290,11 +290,11 @@ def test_a_plan_lists_every_destination_journal_first_pin_last(
     make_tag(reg, "pets@corrected", "pets@original", overlays=[ov], view="corrected")
     out = tmp_path / "out"
     checkout(reg, reg.resolve("pets@original"), out, link="copy")
-    planned = plan(Dataset(reg, reg.resolve("pets@corrected")), out, link="copy")
+    planned = plan(out, Dataset(reg, reg.resolve("pets@corrected")), link="copy")
     dest = list(planned.destinations())
     assert dest[0] == JOURNAL and dest[-1] == PIN
     assert set(dest) >= {"cat/img001.bin", "dog/img002.bin"} | {p for p, _b in planned.place}
     assert planned.journal is not None and not planned.fresh and not planned.recovering
     # Nothing to do: no journal is written.
-    again = plan(Dataset(reg, reg.resolve("pets@original")), out, link="copy")
+    again = plan(out, Dataset(reg, reg.resolve("pets@original")), link="copy")
     assert again.journal is None and list(again.destinations()) == [PIN]

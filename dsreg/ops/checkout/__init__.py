@@ -1,6 +1,7 @@
 """Checkout: a revision materialised as files in a folder, and a folder switched between
-revisions. Read it from ``apply.checkout``, the entry point: ``plan`` compares the folder with
-the target and refuses before anything is touched; ``apply`` carries the plan out; ``objects``
-checks each object before it is placed and fetches what the store lacks; ``fs`` holds the file
-operations on folder descriptors; ``journal`` the record that lets an interrupted switch finish.
+revisions. Read it from ``apply.checkout``, the entry point, which plans fully, then applies:
+``plan`` reads what the folder holds (``folder``), compares it with the target and refuses
+before anything is touched; ``objects`` vets each object before it is placed and fetches what
+the store lacks; ``write`` writes the folder as the plan says; ``fs`` holds the file operations
+on folder descriptors; ``journal`` the record that lets an interrupted switch finish.
 """

@@ -39,13 +39,13 @@ __all__ = [
     "Dirs",
     "Putter",
     "ancestors",
-    "check_folders",
     "clean_leftovers",
     "copy_checked",
     "empty_folder",
     "explain_cross_device",
     "is_tmp_name",
     "locked",
+    "not_a_folder",
     "open_root",
     "place",
     "prune",
@@ -122,7 +122,7 @@ def open_root(target: Path) -> Iterator[int]:
         os.close(fd)
 
 
-def _not_a_folder(root: str, rel: str) -> InputPathError:
+def not_a_folder(root: str, rel: str) -> InputPathError:
     return InputPathError(
         f"{root}/{rel} is a symbolic link or a file where the checkout has a folder; a "
         "checkout never follows a link inside its folder: replace it with a folder (or "
@@ -195,7 +195,7 @@ class Dirs:
                 return None
         except OSError as e:
             if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise _not_a_folder(self.root, rel) from None
+                raise not_a_folder(self.root, rel) from None
             raise
         with contextlib.suppress(FileExistsError):
             os.mkdir(name, 0o777, dir_fd=pfd)
@@ -203,7 +203,7 @@ class Dirs:
             return os.open(name, _DIR, dir_fd=pfd)
         except OSError as e:
             if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise _not_a_folder(self.root, rel) from None
+                raise not_a_folder(self.root, rel) from None
             raise
 
 
@@ -216,22 +216,6 @@ def ancestors(paths: Iterable[str]) -> list[str]:
             out.add(d)
             d = d.rpartition("/")[0]
     return sorted(out)
-
-
-def check_folders(target: Path, folders: Iterable[str]) -> None:
-    """Refuse a link or a file where one of ``folders`` (parents first) should be a folder:
-    the plan's check, before anything is touched (the descriptors above are the guard while
-    the work runs)."""
-    root = os.fspath(target)
-    for d in folders:
-        try:
-            st = os.lstat(f"{root}/{d}")
-        except FileNotFoundError:
-            continue
-        except NotADirectoryError:
-            raise _not_a_folder(root, d.rpartition("/")[0] or d) from None
-        if not stat.S_ISDIR(st.st_mode):
-            raise _not_a_folder(root, d)
 
 
 # -- putting an object at a name ----------------------------------------------------------------
@@ -442,11 +426,11 @@ def explain_cross_device(link: str) -> Iterator[None]:
         raise
 
 
-def empty_folder(root_fd: int, *, keep: str) -> None:
-    """Remove everything in the root but ``keep``: what a failed checkout into an empty folder
-    put there (``rmtree`` through descriptors: a link is removed, never followed)."""
+def empty_folder(root_fd: int, *, last: str) -> None:
+    """Remove everything in the root, ``last`` last: what a failed checkout into an empty
+    folder put there (``rmtree`` through descriptors: a link is removed, never followed)."""
     for name in os.listdir(root_fd):
-        if name == keep:
+        if name == last:
             continue
         try:
             st = os.stat(name, dir_fd=root_fd, follow_symlinks=False)
@@ -456,3 +440,5 @@ def empty_folder(root_fd: int, *, keep: str) -> None:
                 os.unlink(name, dir_fd=root_fd)
         except FileNotFoundError:
             continue
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(last, dir_fd=root_fd)

@@ -5,9 +5,10 @@ folder too): the revision the folder held and the one it is becoming, with their
 It removes the journal after the pin is written. A checkout interrupted in between (killed,
 disk full, power lost) leaves it behind, and the folder may then hold files of either
 revision, or of both. The next checkout, of any revision, finds it under the folder's lock
-and plans against both revisions (``plan.plan``): every file either of them could
-have put there is compared, replaced or removed, and leftover temporary files are removed; so
-the folder ends as exactly the new revision's view, and only then is the journal removed.
+(``folder.read_folder`` reads it) and plans against both revisions (``plan.plan``): every file
+either of them could have put there is compared, replaced or removed, and leftover temporary
+files are removed; so the folder ends as exactly the new revision's view, and only then is the
+journal removed.
 """
 
 from __future__ import annotations
@@ -18,14 +19,11 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from dsreg._util.fs import write_durable
-from dsreg.errors import DsregError, InputPathError, StorageError
-from dsreg.formats.canonical import parse_json
-from dsreg.formats.schemas import validate
+from dsreg.errors import StorageError
 
-__all__ = ["JOURNAL", "Journal", "clear_journal", "journaled", "read_journal", "write_journal"]
+__all__ = ["JOURNAL", "Journal", "clear_journal", "journaled", "write_journal"]
 
 JOURNAL = ".dsreg.journal"
 
@@ -39,13 +37,6 @@ class Journal:
     from_link: str | None
     to_revision: str
     link: str
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Journal:
-        """The journal a validated ``dsreg/journal/1`` document describes."""
-        return cls(
-            from_revision=d["from"], from_link=d["from_link"], to_revision=d["to"], link=d["link"]
-        )
 
     def to_bytes(self) -> bytes:
         """The journal file's bytes: a ``dsreg/journal/1`` document, keys sorted."""
@@ -64,29 +55,6 @@ class Journal:
         if self.from_revision is not None:
             held[self.from_revision] = self.from_link or ""
         return held
-
-
-def read_journal(target: Path) -> Journal | None:
-    """The folder's journal, validated; ``None`` if it has none. A damaged one is refused: the
-    folder's content cannot be told from the user's own any more."""
-    path = target / JOURNAL
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise StorageError(f"cannot read {path}: {e.strerror}") from e
-    try:
-        obj = parse_json(data, what=str(path))
-        validate(obj, "journal", what=str(path))
-    except DsregError as e:
-        raise InputPathError(
-            f"{path} is damaged ({e}): dsreg cannot tell which files of {target} an "
-            "interrupted checkout put there; check out into a new folder",
-            path=str(path),
-        ) from e
-    assert isinstance(obj, dict)
-    return Journal.from_dict(obj)
 
 
 def write_journal(target: Path, data: bytes) -> None:
@@ -117,13 +85,13 @@ def clear_journal(target: Path) -> None:
 
 
 @contextlib.contextmanager
-def journaled(target: Path, journal: bytes | None, *, recovering: bool) -> Iterator[None]:
+def journaled(target: Path, journal: Journal | None, *, recovering: bool) -> Iterator[None]:
     """The journal around the work on a folder: ``journal`` (``None``: the plan touches
     nothing) is written, durably, before the block, and removed after it, as is one an
     interrupted checkout left (``recovering``). A block that fails leaves it: the folder may
     hold files of both revisions, and the next checkout, of any revision, finishes the switch."""
     if journal is not None:
-        write_journal(target, journal)
+        write_journal(target, journal.to_bytes())
     yield
     if journal is not None or recovering:
         clear_journal(target)

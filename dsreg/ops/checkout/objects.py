@@ -39,6 +39,7 @@ __all__ = [
     "ObjectStats",
     "Refetch",
     "Sightings",
+    "Vetted",
     "check_objects",
     "corrupt_object",
     "in_pool",
@@ -46,6 +47,7 @@ __all__ = [
     "recording",
     "see_after_links",
     "trust_records",
+    "vet_objects",
 ]
 
 T = TypeVar("T")
@@ -62,6 +64,38 @@ _CHUNK = 256
 def object_path(files: str, blob: str) -> str:
     """Where object ``blob`` lives under the store's ``files/`` (a string: cheaper per file)."""
     return f"{files}/{object_relpath(blob)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Vetted:
+    """The objects of a plan as a checkout found them before it touched the folder: their
+    trust records (``trust_records``), and ``stats``, the stat each object was re-hashed or
+    found trusted with (for a switch; a fresh checkout checks each as it places it), which the
+    passes that place them add to."""
+
+    trust: Records
+    stats: ObjectStats
+
+
+def vet_objects(
+    reg: Registry,
+    placements: Sequence[tuple[str, str]],
+    link: str,
+    *,
+    switch: bool,
+    verify: bool,
+    progress: ProgressHook,
+    refetch: Refetch | None,
+) -> Vetted:
+    """The trust records of the objects a checkout places; for a ``switch``, every object is
+    re-hashed (or found trusted) first, fetched where absent (``check_objects``), so that
+    corrupt bytes are never served and a refused switch leaves the folder as it was."""
+    trust = trust_records(reg, placements, link, verify=verify)
+    if not switch or not placements:
+        return Vetted(trust, ObjectStats())
+    return Vetted(
+        trust, check_objects(reg, placements, trust=trust, progress=progress, refetch=refetch)
+    )
 
 
 def trust_records(

@@ -1,15 +1,16 @@
 """``dsreg checkout``, first half: compare a folder with a target revision; refuse, or plan.
 
-``plan`` reads the folder's pin file ``.dsreg.json`` and journal ``.dsreg.journal`` (left by
-an interrupted checkout), the files the revisions they name put there and the target
-revision's view, and returns a ``CheckoutPlan``: every path the switch will create, replace or
-remove, the blob each one gets, the journal, pin and ``labels.csv`` to write. Every refusal
-that needs no object's bytes is raised here, before any file is touched: a path that is not a
-folder, a folder of the user's own (no pin), a pin or journal naming a revision this registry
-cannot read, an examples table naming something other than a digest, a destination that is
-not a safe relative path (``dsreg.formats.names.is_safe_relpath``) or is one of dsreg's own
-names, a link or a file where the checkout has a folder. ``dsreg.ops.checkout.apply``
-executes a plan; ``checkout`` there is the two in a row, under the folder's lock.
+``plan`` reads what the folder holds (``folder.read_folder``: its pin file ``.dsreg.json`` and
+the journal ``.dsreg.journal`` an interrupted checkout left), then the files the revisions
+they name put there and the target revision's view, and returns a ``CheckoutPlan``: every path
+the switch will create, replace or remove, the blob each one gets, the journal, pin and
+``labels.csv`` to write. Every refusal that needs no object's bytes is raised here, before any
+file is touched: a path that is not a folder, a folder of the user's own (no pin), a pin or
+journal naming a revision this registry cannot read, an examples table naming something other
+than a digest, a destination that is not a safe relative path
+(``dsreg.formats.names.is_safe_relpath``) or is one of dsreg's own names, a link or a file
+where the checkout has a folder. ``checkout`` (``dsreg.ops.checkout.apply``) plans under the
+folder's lock, then carries the plan out (``objects.vet_objects``, ``write.write_folder``).
 
 A plan holds every destination path in one record (``CheckoutPlan.destinations``), and every
 one of them is checked here.
@@ -20,43 +21,35 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import starmap
 from pathlib import Path
-from typing import Any, Literal, NamedTuple, TypeAlias
+from typing import Literal, NamedTuple, TypeAlias
 
 from dsreg.errors import CorruptObjectError, DsregError, InputPathError, ManifestError
-from dsreg.formats.canonical import parse_json
 from dsreg.formats.names import UNSAFE_PATH, is_safe_relpath
 from dsreg.formats.schemas import validate
 from dsreg.objects.digest import PREFIX, is_digest, short
 from dsreg.objects.hashing import hash_hex
-from dsreg.ops.checkout.fs import TMP_PREFIX, ancestors, check_folders, is_tmp_name
-from dsreg.ops.checkout.journal import JOURNAL, Journal, read_journal
+from dsreg.ops.checkout.folder import LABELS_CSV, PIN, FolderState, read_folder
+from dsreg.ops.checkout.fs import TMP_PREFIX, ancestors, is_tmp_name, not_a_folder
+from dsreg.ops.checkout.journal import JOURNAL, Journal
 from dsreg.ops.labels_csv import LabelsCsv
 from dsreg.registry.tables import has_payloads, is_tree, read_examples
 from dsreg.views.dataset import Dataset
 
 __all__ = [
-    "JOURNAL",
-    "LABELS_CSV",
-    "PIN",
     "CheckoutPlan",
-    "FolderState",
     "Layout",
     "LinkType",
     "Placement",
-    "check_folder",
     "file_map",
-    "is_own_temp",
     "layout_of",
     "plan",
-    "read_pin",
 ]
 
-PIN = ".dsreg.json"
-LABELS_CSV = "labels.csv"
 LinkType: TypeAlias = Literal["hardlink", "symlink", "copy", "reflink"]
 Layout: TypeAlias = Literal["imagefolder", "files", "labels"]
 # Destinations a checkout refuses, one per line of the joined list: anything that could leave
@@ -66,18 +59,6 @@ _OWN = (
     rf"|(?:^|/){re.escape(TMP_PREFIX)}[0-9a-f]{{10}}(?:/|$)"
 )
 _REFUSED = re.compile(rf"{UNSAFE_PATH}|{_OWN}", re.MULTILINE)
-# What an atomic write (``write_atomic``: ``.NAME.`` and ``mkstemp``'s 8 characters) of
-# dsreg's own files in the folder's root leaves when the checkout is killed mid-write.
-_OWN_TEMP = re.compile(
-    "|".join(rf"\.{re.escape(n)}\.[a-z0-9_]{{8}}" for n in (PIN, JOURNAL, LABELS_CSV))
-)
-
-
-def is_own_temp(name: str) -> bool:
-    """Whether ``name`` (in a checkout folder's root) is what a killed atomic write of the pin,
-    the journal or ``labels.csv`` left: removed by the next checkout, never the user's."""
-    return _OWN_TEMP.fullmatch(name) is not None
-
 
 # NAME_MAX of Linux and most file systems, in bytes.
 _NAME_MAX = 255
@@ -96,7 +77,7 @@ class CheckoutPlan:
     """What a checkout will do to ``target``; paths are relative to it, ``/``-separated.
 
     ``fresh`` means the folder held no pin and no journal (it is new or empty): nothing to
-    compare or replace, so ``apply`` may link each file straight to its name. ``place`` is in
+    compare or replace, so each file may be linked straight to its name. ``place`` is in
     the order the files are written; ``remove`` holds the files the folder may hold (of the
     pin's revision, and of a journal's two) that the target does not have at the same path
     with the same bytes (a path in both is replaced: removed, then placed again).
@@ -119,7 +100,7 @@ class CheckoutPlan:
     files: int  # the target revision's file count
     removed: int  # files of ``remove`` the target does not have at all
     labels_csv: LabelsCsv | None  # label-only sets: the view as labels.csv, streamed
-    journal: bytes | None  # written first, removed after the pin
+    journal: Journal | None  # written first, removed after the pin
     pin: bytes  # the pin file to write last, validated
 
     @property
@@ -127,7 +108,7 @@ class CheckoutPlan:
         return self.files - len(self.place)
 
     def destinations(self) -> Iterator[str]:
-        """Every path ``apply`` creates, replaces or removes: the journal, folders, files, the
+        """Every path the checkout creates, replaces or removes: the journal, folders, files, the
         pin last."""
         if self.journal is not None:
             yield JOURNAL
@@ -138,24 +119,6 @@ class CheckoutPlan:
         if self.labels_csv is not None:
             yield LABELS_CSV
         yield PIN
-
-
-def read_pin(target: Path) -> dict[str, Any] | None:
-    """The pin file of a checkout folder, validated; ``None`` if it has none."""
-    try:
-        data = (target / PIN).read_bytes()
-    except FileNotFoundError:
-        return None
-    pin = parse_json(data, what=str(target / PIN))
-    validate(pin, "pin", what=str(target / PIN))
-    assert isinstance(pin, dict)
-    return pin
-
-
-def check_folder(target: Path) -> None:
-    """Refuse a ``target`` that exists and is not a folder."""
-    if target.exists() and not target.is_dir():
-        raise InputPathError(f"{target} exists and is not a folder; choose another path")
 
 
 def layout_of(ds: Dataset) -> Layout:
@@ -228,8 +191,8 @@ def _fit(path: str) -> str:
     return f"{folder}/{head}~{hash_hex(raw)[:16]}{ext}"
 
 
-def plan(ds: Dataset, target: Path, *, link: LinkType = "reflink") -> CheckoutPlan:
-    """Compare ``target`` with revision ``ds``; the plan that turns the one into the other.
+def plan(target: Path, ds: Dataset, *, link: LinkType = "reflink") -> CheckoutPlan:
+    """The plan that turns folder ``target`` into a checkout of revision ``ds``.
 
     Reads the folder (its pin and journal, whether each file the target keeps is still there,
     that its folders are folders), never writes. Raises ``InputPathError`` for a folder dsreg
@@ -237,21 +200,19 @@ def plan(ds: Dataset, target: Path, *, link: LinkType = "reflink") -> CheckoutPl
     digest and ``ManifestError`` for a destination outside the folder.
     """
     target = target.absolute()
-    check_folder(target)
-    before = _read_folder(target)
+    before = read_folder(target)
     new = file_map(ds)
     _check_destinations(new, f"revision {short(ds.digest)}")
-    held = before.held()
-    olds = [_held_files(ds, target, rev) for rev in held]
+    olds = [_held_files(ds, target, rev) for rev in before.held]
     recovering = before.journal is not None
     folders: list[str] = []
-    if not held:
+    if not before.held:
         place = _placements(new.items())
     else:
         folders = ancestors([*new, *(p for old in olds for p in old)])
-        check_folders(target, folders)
+        _check_folders(target, folders)
         # Another link type: every file is placed again (a copy must not stay a store link).
-        again = recovering or any(lk != link for lk in held.values())
+        again = recovering or any(lk != link for lk in before.held.values())
         place = _placements(
             (p, b)
             for p, b in new.items()
@@ -267,7 +228,7 @@ def plan(ds: Dataset, target: Path, *, link: LinkType = "reflink") -> CheckoutPl
         old_revision=before.revision,
         layout=layout,
         link=link,
-        fresh=not held,
+        fresh=not before.held,
         recovering=recovering,
         place=place,
         remove=remove,
@@ -276,56 +237,32 @@ def plan(ds: Dataset, target: Path, *, link: LinkType = "reflink") -> CheckoutPl
         files=len(new),
         removed=sum(1 for p in remove if p not in new),
         labels_csv=LabelsCsv(ds) if layout == "labels" else None,
-        journal=before.switch_to(ds.digest, link) if touches and not recovering else None,
+        journal=_switch_journal(before, ds.digest, link) if touches and not recovering else None,
         pin=_pin(ds, layout, link, files=len(new)),
     )
 
 
-@dataclass(frozen=True, slots=True)
-class FolderState:
-    """What a checkout folder holds before a checkout: its pin, and the journal an interrupted
-    checkout left (``None``: none)."""
-
-    pin: dict[str, Any] | None
-    journal: Journal | None
-
-    @property
-    def revision(self) -> str | None:
-        """The revision the pin names."""
-        return None if self.pin is None else str(self.pin["revision"])
-
-    def held(self) -> dict[str, str]:
-        """``{revision: link type}`` of every revision whose files the folder may hold: the
-        pin's, and an interrupted switch's two (its journal)."""
-        held = {} if self.journal is None else self.journal.held()
-        if self.pin is not None:
-            held[self.pin["revision"]] = self.pin.get("link", "")
-        return held
-
-    def switch_to(self, revision: str, link: LinkType) -> bytes:
-        """The journal of a switch from the pinned revision to ``revision``."""
-        return Journal(
-            from_revision=self.revision,
-            from_link=None if self.pin is None else self.pin.get("link"),
-            to_revision=revision,
-            link=link,
-        ).to_bytes()
+def _switch_journal(before: FolderState, revision: str, link: LinkType) -> Journal:
+    """The journal of a switch from the pinned revision to ``revision``."""
+    return Journal(
+        from_revision=before.revision, from_link=before.link, to_revision=revision, link=link
+    )
 
 
-def _read_folder(target: Path) -> FolderState:
-    """The folder's pin and journal; refuses a folder of the user's own (files, and neither)."""
-    if not target.exists():
-        return FolderState(pin=None, journal=None)
-    before = FolderState(pin=read_pin(target), journal=read_journal(target))
-    if (
-        before.pin is None
-        and before.journal is None
-        and any(not is_own_temp(p.name) for p in target.iterdir())
-    ):
-        raise InputPathError(
-            f"{target} is not empty and holds no {PIN}; check out into an empty or new folder"
-        )
-    return before
+def _check_folders(target: Path, folders: Iterable[str]) -> None:
+    """Refuse a link or a file where one of ``folders`` (parents first) should be a folder,
+    before anything is touched (while the work runs, the folder descriptors of ``fs`` are the
+    guard)."""
+    root = os.fspath(target)
+    for d in folders:
+        try:
+            st = os.lstat(f"{root}/{d}")
+        except FileNotFoundError:
+            continue
+        except NotADirectoryError:
+            raise not_a_folder(root, d.rpartition("/")[0] or d) from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise not_a_folder(root, d)
 
 
 def _placements(items: Iterable[tuple[str, str]]) -> tuple[Placement, ...]:
