@@ -274,12 +274,22 @@ def _item_json(
         else {"index": item.suggested, "name": classes[item.suggested]},
         "pair": _pair_json(item),
         "score": item.score,
-        "rank": session.ranks.get(item.row),
-        "ranked": len(session.ranks),
+        **_rank_json(session, item),
         "payload": payload,
         "remote": remote,
         "size": item.size,
         "metadata": [list(pair) for pair in item.metadata],
+    }
+
+
+def _rank_json(session: ReviewSession, item: Item) -> dict[str, Any]:
+    """The item's rank by score (None without a score), how many items share that score, and
+    how many items have a score."""
+    rank = session.ranks.get(item.row)
+    return {
+        "rank": None if rank is None else rank.rank,
+        "tied": None if rank is None else rank.tied,
+        "ranked": len(session.ranks),
     }
 
 

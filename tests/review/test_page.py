@@ -305,6 +305,27 @@ def test_a_tiny_image_is_scaled_up_crisply(
     assert page.evaluate(rendering) == "pixelated"
 
 
+def test_a_rank_shared_by_items_of_the_same_score_says_so(
+    browsers: Callable[[], Any], serve: Callable[..., Any], make_review_set: Callable[..., Any]
+) -> None:
+    # The three worst items share one score: each is "tied 1st", the next is 4th, alone.
+    server = serve(make_review_set("tied", tied=3), votes_per_item=1)
+    items = server.session.queue.items
+    assert len({it.score for it in items[:3]}) == 1 and items[3].score > items[0].score
+    page = browsers().new_page()
+    page.goto(server.links["shared"] + "&reviewer=ann")
+    for n, item in enumerate(items[:4], 1):
+        _ready(page)
+        assert _text(page, "#position") == f"Example {n} of 8"
+        want = "4th most suspicious of 8"
+        if n <= 3:
+            want = "tied 1st most suspicious of 8 (3 items share this score)"
+        assert _text(page, "#rank") == want
+        assert page.get_attribute("#rank", "title") == f"score {item.score:.6g}"
+        page.keyboard.press("1")
+        page.wait_for_selector(f"#progress:has-text('You: {n} answered')")
+
+
 def test_the_score_shows_as_a_rank_and_the_operator_orders_the_queue(
     browsers: Callable[[], Any], serve: Callable[..., Any], review_set: ReviewSet
 ) -> None:

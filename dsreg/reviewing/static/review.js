@@ -101,6 +101,16 @@
     return n + suffix;
   }
 
+  // "3rd most suspicious of 284"; a rank shared by items of the same score says so, since
+  // "1st" alone would claim one item stands out when many are as suspicious.
+  function rankText(it) {
+    if (it.rank === null) {
+      return "no score";
+    }
+    const place = ordinal(it.rank) + " most suspicious of " + it.ranked;
+    return it.tied > 1 ? "tied " + place + " (" + it.tied + " items share this score)" : place;
+  }
+
   function waitForDrawing() {
     readyAt = Infinity;
     document.body.classList.add("drawing");
@@ -373,9 +383,7 @@
       $("row").textContent = String(item.row);
     }
     const rank = $("rank");
-    rank.textContent = item.rank === null
-      ? "no score"
-      : ordinal(item.rank) + " most suspicious of " + item.ranked;
+    rank.textContent = rankText(item);
     rank.title = item.score === null ? "no score" : "score " + Number(item.score.toPrecision(6));
     $("announce").textContent = exampleName(item) + ". Given label: " + item.given.name +
       (item.suggested
