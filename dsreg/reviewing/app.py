@@ -18,9 +18,10 @@ re-hashed, or, for a row without one, from the ``--media`` folder by the row's e
 sniffed from their magic bytes (``media.sniff``: an image or audio type, else text or opaque
 bytes, never HTML) and ``X-Content-Type-Options: nosniff``. Every response carries a
 Content-Security-Policy that allows this origin's script, style, images and media and nothing
-else, but a ``--media-url`` template's origin for images and media. Data reaches the page as
-JSON and is put in with ``textContent``; the page template is rendered with Jinja2's
-autoescape. Errors are JSON ``{"error": message}`` with a 4xx status (5xx only for the
+else, but a ``--media-url`` template's origin for images and media and, by its hash, the error
+page's inline stylesheet (a visitor without the token may not load ``/static``). Data
+reaches the page as JSON and is put in with ``textContent``; the page template is rendered
+with Jinja2's autoescape. Errors are JSON ``{"error": message}`` with a 4xx status (5xx only for the
 server's own failures), never a traceback; a browser's navigation to a page (a ``GET`` that
 accepts HTML) gets the same message as a page of its own (``error.html``).
 
@@ -34,7 +35,9 @@ a scheme or a host.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import hmac
 import re
 import threading
@@ -45,6 +48,7 @@ from typing import Any, Final, NamedTuple
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import jinja2
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -76,7 +80,7 @@ _MAX_BODY: Final = 16 * 1024
 # slashes and percent escapes; a query of the same and "+=&".
 _OWN_LOCATION: Final = re.compile(r"/(?![/\\])[A-Za-z0-9\-._~%/]*(?:\?[A-Za-z0-9\-._~%+=&]*)?")
 _CSP: Final = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:{media}; "
+    "default-src 'none'; script-src 'self'; style-src 'self' {style}; img-src 'self' blob:{media}; "
     "media-src 'self' blob:{media}; connect-src 'self'; base-uri 'none'; form-action 'none'; "
     "frame-ancestors 'none'"
 )
@@ -97,6 +101,12 @@ _ASSETS: Final = {
 _OPERATOR_ONLY: Final = (
     "{what} is the operator's: open the operator's link ('dsreg review' printed it){how}"
 )
+
+
+def _style_source(style: str) -> str:
+    """The CSP source that lets exactly this inline ``<style>`` element apply: its hash."""
+    digest = base64.b64encode(hashlib.sha256(style.encode("utf-8")).digest()).decode("ascii")
+    return f"'sha256-{digest}'"
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -184,6 +194,7 @@ class _Guard(BaseHTTPMiddleware):
         session: ReviewSession,
         cookie: str,
         page: Callable[[Request, int, str], Response],
+        inline_style: str,
     ) -> None:
         super().__init__(app)
         self.session = session
@@ -192,7 +203,8 @@ class _Guard(BaseHTTPMiddleware):
         url = session.media.url
         self.headers = {
             "Content-Security-Policy": _CSP.format(
-                media="" if url is None else " " + media_origin(url)
+                style=_style_source(inline_style),
+                media="" if url is None else " " + media_origin(url),
             ),
             **_HEADERS,
         }
@@ -345,7 +357,15 @@ def make_app(session: ReviewSession, *, cookie: str) -> Starlette:
             Route("/api/progress", endpoints.progress, methods=["POST"]),
             Route("/api/order", endpoints.order, methods=["POST"]),
         ],
-        middleware=[Middleware(_Guard, session=session, cookie=cookie, page=endpoints.error_page)],
+        middleware=[
+            Middleware(
+                _Guard,
+                session=session,
+                cookie=cookie,
+                page=endpoints.error_page,
+                inline_style=endpoints.error_style,
+            )
+        ],
         exception_handlers={DsregError: _dsreg_error, HTTPException: endpoints.http_error},
     )
 
@@ -433,7 +453,9 @@ class _Endpoints:
 
     async def coordinator(self, request: Request) -> Response:
         if not _visitor(request).operator:
-            return _error(403, _OPERATOR_ONLY.format(what="The coordinator's view", how=""))
+            return self.error_page(
+                request, 403, _OPERATOR_ONLY.format(what="The coordinator's view", how="")
+            )
         session = self.session
         html = self.coordinator_page.render(
             token=_visitor(request).token,
@@ -534,13 +556,19 @@ class _Endpoints:
             queue.set_order(reviewer, rows)
             return self._state(request, reviewer, queue.next_item(reviewer))
 
+    @property
+    def error_style(self) -> str:
+        """The error page's stylesheet, put in the page itself: a visitor without a token (the
+        403 page's) may not load ``/static``, and the page must look like the review's."""
+        return self.assets["review.css"].data.decode("utf-8")
+
     def error_page(self, request: Request, status: int, message: str) -> Response:
         """An error as the page a browser shows (a navigation, which asks for HTML), else as
         JSON ``{"error": message}``."""
         accept = request.headers.get("accept", "")
         if request.method != "GET" or "text/html" not in accept:
             return _error(status, message)
-        html = self.error.render(status=status, message=message)
+        html = self.error.render(status=status, message=message, style=Markup(self.error_style))
         return Response(html, status_code=status, media_type="text/html; charset=utf-8")
 
     async def http_error(self, request: Request, exc: Exception) -> Response:
