@@ -137,7 +137,7 @@ def match_payload(reg: Registry, item: Item, corpus: Path | None) -> bytes:
     if pair.blob is not None:
         return reg.store.read_bytes(pair.blob)
     if pair.path is not None and corpus is not None:
-        return find_media(corpus, pair.path)
+        return find_media(corpus, pair.path, option="--corpus")
     raise NotFoundError(
         f"the match of row {item.row} ({pair.example_id!r} of {short(pair.dataset)}) is not "
         "in this registry; give the corpus folder the audit read with --corpus DIR"

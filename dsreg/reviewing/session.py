@@ -179,6 +179,12 @@ class ReviewSession:
         self.source = Queued(reg, spec, overlay)
         self.pairs = self.source.pairs
         self.corpus = media.corpus
+        if self.corpus is not None and not self.pairs:
+            raise InvalidInputError(
+                f"--corpus {os.fspath(self.corpus)!r} shows an audit's matches, and overlay "
+                f"{short(self.source.digest)} of {spec!r} is not an audit: add --audit to review "
+                "the revision's last audit, or drop --corpus"
+            )
         items = pair_items(self.source, self.corpus) if self.pairs else _items(self.source, verdict)
         if not items:
             raise InvalidInputError(

@@ -23,6 +23,7 @@ class PairSet:
     audit: str  # the audit overlay's digest
     rows: int  # rows of the test set
     findings: dict[int, dict[str, object]]  # row -> {verdict, match, tier, distance}
+    corpus: Path | None = None  # the training files' folder, when the audit read it unregistered
 
 
 def _image(rng: np.random.Generator) -> np.ndarray:
@@ -51,9 +52,10 @@ def _add(reg: Path, name: str, folder: Path, images: list[bytes]) -> None:
               registry=reg)  # fmt: skip
 
 
-def build_pair_set(root: Path, *, rows: int = 10, seed: int = 1) -> PairSet:
+def build_pair_set(root: Path, *, rows: int = 10, seed: int = 1, corpus: bool = False) -> PairSet:
     """Test rows 0 and 1 copy training rows 3 and 5 (row 1 with noise), row ``rows - 1``
-    repeats test row ``rows - 2``; the other rows are new pictures."""
+    repeats test row ``rows - 2``; the other rows are new pictures. ``corpus``: the audit
+    reads the training files as a folder (``--against DIR``), not as ``train@v1``."""
     rng = np.random.default_rng(seed)
     train = [_image(rng) for _ in range(8)]
     test = [_image(rng) for _ in range(rows)]
@@ -64,8 +66,13 @@ def build_pair_set(root: Path, *, rows: int = 10, seed: int = 1) -> PairSet:
     dsreg.init(registry=reg)
     _add(reg, "train", root / "train", [_png(p) for p in train])
     _add(reg, "test", root / "test", [_png(p) for p in test])
+    folder = root / "train" / "files"
     res = dsreg.audit_duplicates(
-        "test@v1", against=["train@v1"], within=True, tag="audited", registry=reg
+        "test@v1",
+        against=[str(folder) if corpus else "train@v1"],
+        within=True,
+        tag="audited",
+        registry=reg,
     )
     assert res.digest is not None
     findings = {
@@ -78,4 +85,4 @@ def build_pair_set(root: Path, *, rows: int = 10, seed: int = 1) -> PairSet:
         for f in res.findings
     }
     return PairSet(registry=reg, spec="test@audited", audit=res.digest, rows=rows,
-                   findings=findings)  # fmt: skip
+                   findings=findings, corpus=folder if corpus else None)  # fmt: skip
