@@ -8,12 +8,15 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from starlette.testclient import TestClient
 
 import dsreg
 
 CLASSES = ["cat", "dog"]
+BASE = "http://127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -86,3 +89,25 @@ def build_pair_set(root: Path, *, rows: int = 10, seed: int = 1, corpus: bool = 
     }
     return PairSet(registry=reg, spec="test@audited", audit=res.digest, rows=rows,
                    findings=findings, corpus=folder if corpus else None)  # fmt: skip
+
+
+def login(server: dsreg.ReviewServer, link: str) -> TestClient:
+    """A client of ``server``'s page that opened ``link`` (its token traded for the cookie) and
+    sends the token header with each request, as the page does."""
+    client = TestClient(server.asgi(), base_url=BASE, raise_server_exceptions=False)
+    token = link.split("token=")[1].split("&")[0]
+    assert client.get(f"/?token={token}", follow_redirects=False).status_code == 303
+    client.headers["X-Dsreg-Token"] = token
+    return client
+
+
+def answer(client: TestClient, given: str | None, *, reviewer: str | None = None) -> dict[str, Any]:
+    """The client's next item answered ``given``, or skipped when None (as ``reviewer`` on a
+    link whose raters name themselves); the item as the page got it."""
+    named = {} if reviewer is None else {"reviewer": reviewer}
+    item = client.post("/api/next", json=named).json()["item"]
+    path = "/api/skip" if given is None else "/api/vote"
+    got = client.post(path, json={**named, "row": item["row"], "answer": given,
+                                  "ticket": item["ticket"]})  # fmt: skip
+    assert got.status_code == 200, got.json()
+    return dict(item)

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pairset import PairSet, build_pair_set
+from pairset import PairSet, build_pair_set, login
 from reviewset import ReviewSet
-from starlette.testclient import TestClient
 
 import dsreg
 
@@ -75,8 +74,7 @@ def test_a_match_missing_from_the_corpus_names_the_corpus_folder(corpus_set: Pai
     with dsreg.review(
         corpus_set.spec, audit=True, corpus=corpus_set.corpus, registry=corpus_set.registry
     ) as server:
-        client = TestClient(server.asgi(), base_url="http://127.0.0.1")
-        client.get(f"/?token={server.token}", follow_redirects=False)
+        client = login(server, server.url)
         assert client.get("/payload/1/match").status_code == 200  # train005.png is there
         missing = client.get("/payload/0/match")
         assert missing.status_code == 404
