@@ -69,6 +69,7 @@ from dsreg.objects.digest import short
 from dsreg.reviewing.access import Visitor
 from dsreg.reviewing.agreement import coordinator_state
 from dsreg.reviewing.media import MediaRefusedError, media_origin
+from dsreg.reviewing.pagejson import answered, item_json
 from dsreg.reviewing.queue import ANSWERS, Item, check_reviewer
 from dsreg.reviewing.session import ReviewSession
 
@@ -260,68 +261,6 @@ class _Guard(BaseHTTPMiddleware):
         return await call_next(request)
 
 
-def _item_json(
-    session: ReviewSession, item: Item | None, reviewer: str, *, operator: bool
-) -> dict[str, Any] | None:
-    """An item as the page gets it. Its example id only on the operator's page: a rater's
-    page never holds it, since an id can name the given label (ImageFolder's ``cat/001.png``);
-    it calls the item by its place in the queue."""
-    if item is None:
-        return None
-    classes = session.classes
-    payload, remote = None, False
-    if item.blob is not None or session.media.folder is not None:
-        payload = f"/payload/{item.row}"
-    elif session.media.url is not None:
-        payload, remote = session.media.address(item.example_id), True
-    return {
-        "row": item.row,
-        "position": session.positions[item.row],
-        "of": len(session.positions),
-        "ticket": session.queue.ticket(reviewer, item.row),
-        **({"example_id": item.example_id} if operator else {}),
-        "given": {"index": item.given, "name": classes[item.given]},
-        "suggested": None
-        if item.suggested is None
-        else {"index": item.suggested, "name": classes[item.suggested]},
-        "pair": _pair_json(item),
-        "score": item.score,
-        **_rank_json(session, item),
-        "payload": payload,
-        "remote": remote,
-        "size": item.size,
-        "metadata": [list(pair) for pair in item.metadata],
-    }
-
-
-def _rank_json(session: ReviewSession, item: Item) -> dict[str, Any]:
-    """The item's rank by score (None without a score), how many items share that score, and
-    how many items have a score."""
-    rank = session.ranks.get(item.row)
-    return {
-        "rank": None if rank is None else rank.rank,
-        "tied": None if rank is None else rank.tied,
-        "ranked": len(session.ranks),
-    }
-
-
-def _pair_json(item: Item) -> dict[str, Any] | None:
-    """An audit finding's match, as the page shows it beside the item (``pairs.py``)."""
-    pair = item.pair
-    if pair is None:
-        return None
-    return {
-        "verdict": pair.verdict,
-        "dataset": pair.dataset,
-        "source": pair.source,
-        "example_id": pair.example_id,
-        "tier": pair.tier,
-        "distance": pair.distance,
-        "matches": pair.matches,
-        "payload": f"/payload/{item.row}/match",
-    }
-
-
 def make_app(session: ReviewSession, *, cookie: str) -> Starlette:
     """The review app of ``session``, whose ``access`` holds the tokens; ``cookie`` is the
     token's cookie's name (one per port: cookies do not tell ports apart)."""
@@ -342,21 +281,7 @@ def make_app(session: ReviewSession, *, cookie: str) -> Starlette:
         env.get_template("coordinator.html"),
     )
     return Starlette(
-        routes=[
-            Route("/", endpoints.index, methods=["GET"]),
-            Route("/static/{name}", endpoints.asset, methods=["GET"]),
-            Route("/payload/{row:int}", endpoints.payload, methods=["GET"]),
-            Route("/payload/{row:int}/match", endpoints.match, methods=["GET"]),
-            Route("/coordinator", endpoints.coordinator, methods=["GET"]),
-            Route("/api/coordinator", endpoints.coordination, methods=["GET"]),
-            Route("/api/next", endpoints.next_item, methods=["POST"]),
-            Route("/api/vote", endpoints.answer, methods=["POST"]),
-            Route("/api/skip", endpoints.answer, methods=["POST"]),
-            Route("/api/undo", endpoints.undo, methods=["POST"]),
-            Route("/api/finish", endpoints.finish, methods=["POST"]),
-            Route("/api/progress", endpoints.progress, methods=["POST"]),
-            Route("/api/order", endpoints.order, methods=["POST"]),
-        ],
+        routes=_routes(endpoints),
         middleware=[
             Middleware(
                 _Guard,
@@ -370,6 +295,30 @@ def make_app(session: ReviewSession, *, cookie: str) -> Starlette:
     )
 
 
+def _routes(e: _Endpoints) -> list[Route]:
+    """The pages and files (``GET``) and the JSON API (``POST``), each path to its endpoint."""
+    pages: dict[str, Callable[[Request], Any]] = {
+        "/": e.index,
+        "/static/{name}": e.asset,
+        "/payload/{row:int}": e.payload,
+        "/payload/{row:int}/match": e.match,
+        "/coordinator": e.coordinator,
+        "/api/coordinator": e.coordination,
+    }
+    api: dict[str, Callable[[Request], Any]] = {
+        "/api/next": e.next_item,
+        "/api/vote": e.answer,
+        "/api/skip": e.answer,
+        "/api/undo": e.undo,
+        "/api/finish": e.finish,
+        "/api/progress": e.progress,
+        "/api/order": e.order,
+    }
+    return [Route(path, f, methods=["GET"]) for path, f in pages.items()] + [
+        Route(path, f, methods=["POST"]) for path, f in api.items()
+    ]
+
+
 class _Asset(NamedTuple):
     """A file the page loads: its bytes and content type."""
 
@@ -381,6 +330,12 @@ def _visitor(request: Request) -> Visitor:
     visitor = request.state.visitor
     assert isinstance(visitor, Visitor)
     return visitor
+
+
+async def _asked(request: Request) -> tuple[dict[str, Any], str]:
+    """The request's JSON object and who it is from (``_reviewer``)."""
+    data = await _body(request)
+    return data, _reviewer(request, data)
 
 
 def _reviewer(request: Request, data: dict[str, Any]) -> str:
@@ -408,7 +363,7 @@ class _Endpoints:
         return JSONResponse(
             {
                 "reviewer": reviewer,
-                "item": _item_json(self.session, item, reviewer, operator=operator),
+                "item": item_json(self.session, item, reviewer, operator=operator),
                 "progress": self.session.queue.progress(reviewer).to_dict(),
                 **extra,
             }
@@ -483,8 +438,7 @@ class _Endpoints:
         return JSONResponse(state)
 
     async def next_item(self, request: Request) -> Response:
-        data = await _body(request)
-        reviewer = _reviewer(request, data)
+        data, reviewer = await _asked(request)
         queue = self.session.queue
         row = data.get("row")
         with self.lock:
@@ -499,8 +453,7 @@ class _Endpoints:
             return self._state(request, reviewer, item, opened=opened)
 
     async def answer(self, request: Request) -> Response:
-        data = await _body(request)
-        reviewer = _reviewer(request, data)
+        data, reviewer = await _asked(request)
         queue = self.session.queue
         ticket = data.get("ticket")
         with self.lock:
@@ -515,29 +468,18 @@ class _Endpoints:
                     ticket=ticket,
                     comment=data.get("comment"),
                 )
-                saved = {
-                    "row": record["row"],
-                    "answer": record["answer"],
-                    "comment": record.get("comment", ""),
-                }
+                saved = answered(record)
             return self._state(request, reviewer, queue.next_item(reviewer), saved=saved)
 
     async def undo(self, request: Request) -> Response:
-        data = await _body(request)
-        reviewer = _reviewer(request, data)
+        _, reviewer = await _asked(request)
         with self.lock:
             undone = self.session.queue.undo_action(reviewer)
-        record = undone.record
-        cancelled = {
-            "row": record["row"],
-            "answer": record.get("answer"),
-            "comment": record.get("comment", ""),
-        }
-        return self._state(request, reviewer, undone.item, undone=cancelled)
+        return self._state(request, reviewer, undone.item, undone=answered(undone.record))
 
     async def progress(self, request: Request) -> Response:
         """The progress line now (the page polls it, so it counts everyone's votes live)."""
-        reviewer = _reviewer(request, await _body(request))
+        _, reviewer = await _asked(request)
         with self.lock:
             progress = self.session.queue.progress(reviewer).to_dict()
         return JSONResponse({"reviewer": reviewer, "progress": progress})
@@ -547,8 +489,7 @@ class _Endpoints:
         gives them next."""
         if not _visitor(request).operator:
             return _error(403, "sorting and filtering the queue is the operator's")
-        data = await _body(request)
-        reviewer = _reviewer(request, data)
+        data, reviewer = await _asked(request)
         pair = data.get("pair")
         rows = self.session.order(data.get("sort", "worst"), pair)
         queue = self.session.queue

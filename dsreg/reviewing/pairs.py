@@ -81,19 +81,7 @@ def pair_items(q: Queued, corpus: Path | None) -> list[Item]:
             blob=None if source is None else source.blobs.get(match["example_id"]),
             path=match["example_id"] if corpus is not None and source is None else None,
         )
-        items.append(
-            Item(
-                row=rows[i],
-                example_id=str(example_id),
-                given=given,
-                suggested=None,
-                score=None,
-                blob=shown.blob,
-                size=shown.size,
-                metadata=shown.metadata,
-                pair=pair,
-            )
-        )
+        items.append(shown.item(rows[i], example_id, given, pair=pair))
     return items
 
 

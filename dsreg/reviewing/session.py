@@ -76,16 +76,7 @@ def _items(q: Queued, verdict: str) -> list[Item]:
     )
     rows = table.column("row").to_pylist()
     items = [
-        Item(
-            row=row,
-            example_id=str(example_id),
-            given=given,
-            suggested=suggested,
-            score=score,
-            blob=shown.blob,
-            size=shown.size,
-            metadata=shown.metadata,
-        )
+        shown.item(row, example_id, given, suggested=suggested, score=score)
         for shown, row, example_id, given, suggested, score in zip(
             shown_examples(q, rows),
             rows,
