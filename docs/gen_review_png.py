@@ -20,18 +20,12 @@ import numpy as np
 import dsreg
 
 HERE = Path(__file__).resolve().parent / "img"
+sys.path.insert(0, str(HERE.parents[1] / "tests"))
+from chromium import CHROMIUM_ARGS, launch_persistent  # noqa: E402
+
+ARGS = list(CHROMIUM_ARGS)  # gen_review_coordination_png.py launches with these too
 SIZES = {"1366": (1366, 768), "390": (390, 844)}
 CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse"]
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def _image(rng: np.random.Generator, hue: int) -> bytes:
@@ -107,10 +101,9 @@ def main() -> None:
             link = server.links["shared"]
             with sync_playwright() as p:
                 for size, (width, height) in SIZES.items():
-                    context = p.chromium.launch_persistent_context(
-                        str(Path(tmp) / f"profile-{size}"),
-                        executable_path="/usr/bin/chromium",
-                        args=ARGS,
+                    context = launch_persistent(
+                        p,
+                        Path(tmp) / f"profile-{size}",
                         viewport={"width": width, "height": height},
                         device_scale_factor=1,
                     )

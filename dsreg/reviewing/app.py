@@ -18,9 +18,10 @@ re-hashed, or, for a row without one, from the ``--media`` folder by the row's e
 sniffed from their magic bytes (``media.sniff``: an image or audio type, else text or opaque
 bytes, never HTML) and ``X-Content-Type-Options: nosniff``. Every response carries a
 Content-Security-Policy that allows this origin's script, style, images and media and nothing
-else, but a ``--media-url`` template's origin for images and media. Data reaches the page as
-JSON and is put in with ``textContent``; the page template is rendered with Jinja2's
-autoescape. Errors are JSON ``{"error": message}`` with a 4xx status (5xx only for the
+else, but a ``--media-url`` template's origin for images and media and, by its hash, the error
+page's inline stylesheet (a visitor without the token may not load ``/static``). Data
+reaches the page as JSON and is put in with ``textContent``; the page template is rendered
+with Jinja2's autoescape. Errors are JSON ``{"error": message}`` with a 4xx status (5xx only for the
 server's own failures), never a traceback; a browser's navigation to a page (a ``GET`` that
 accepts HTML) gets the same message as a page of its own (``error.html``).
 
@@ -34,7 +35,9 @@ a scheme or a host.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import hmac
 import re
 import threading
@@ -45,6 +48,7 @@ from typing import Any, Final, NamedTuple
 from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import jinja2
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -65,6 +69,7 @@ from dsreg.objects.digest import short
 from dsreg.reviewing.access import Visitor
 from dsreg.reviewing.agreement import coordinator_state
 from dsreg.reviewing.media import MediaRefusedError, media_origin
+from dsreg.reviewing.pagejson import answered, item_json
 from dsreg.reviewing.queue import ANSWERS, Item, check_reviewer
 from dsreg.reviewing.session import ReviewSession
 
@@ -76,7 +81,7 @@ _MAX_BODY: Final = 16 * 1024
 # slashes and percent escapes; a query of the same and "+=&".
 _OWN_LOCATION: Final = re.compile(r"/(?![/\\])[A-Za-z0-9\-._~%/]*(?:\?[A-Za-z0-9\-._~%+=&]*)?")
 _CSP: Final = (
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob:{media}; "
+    "default-src 'none'; script-src 'self'; style-src 'self' {style}; img-src 'self' blob:{media}; "
     "media-src 'self' blob:{media}; connect-src 'self'; base-uri 'none'; form-action 'none'; "
     "frame-ancestors 'none'"
 )
@@ -97,6 +102,12 @@ _ASSETS: Final = {
 _OPERATOR_ONLY: Final = (
     "{what} is the operator's: open the operator's link ('dsreg review' printed it){how}"
 )
+
+
+def _style_source(style: str) -> str:
+    """The CSP source that lets exactly this inline ``<style>`` element apply: its hash."""
+    digest = base64.b64encode(hashlib.sha256(style.encode("utf-8")).digest()).decode("ascii")
+    return f"'sha256-{digest}'"
 
 
 def _error(status: int, message: str) -> JSONResponse:
@@ -184,6 +195,7 @@ class _Guard(BaseHTTPMiddleware):
         session: ReviewSession,
         cookie: str,
         page: Callable[[Request, int, str], Response],
+        inline_style: str,
     ) -> None:
         super().__init__(app)
         self.session = session
@@ -192,7 +204,8 @@ class _Guard(BaseHTTPMiddleware):
         url = session.media.url
         self.headers = {
             "Content-Security-Policy": _CSP.format(
-                media="" if url is None else " " + media_origin(url)
+                style=_style_source(inline_style),
+                media="" if url is None else " " + media_origin(url),
             ),
             **_HEADERS,
         }
@@ -248,58 +261,6 @@ class _Guard(BaseHTTPMiddleware):
         return await call_next(request)
 
 
-def _item_json(
-    session: ReviewSession, item: Item | None, reviewer: str, *, operator: bool
-) -> dict[str, Any] | None:
-    """An item as the page gets it. Its example id only on the operator's page: a rater's
-    page never holds it, since an id can name the given label (ImageFolder's ``cat/001.png``);
-    it calls the item by its place in the queue."""
-    if item is None:
-        return None
-    classes = session.classes
-    payload, remote = None, False
-    if item.blob is not None or session.media.folder is not None:
-        payload = f"/payload/{item.row}"
-    elif session.media.url is not None:
-        payload, remote = session.media.address(item.example_id), True
-    return {
-        "row": item.row,
-        "position": session.positions[item.row],
-        "of": len(session.positions),
-        "ticket": session.queue.ticket(reviewer, item.row),
-        **({"example_id": item.example_id} if operator else {}),
-        "given": {"index": item.given, "name": classes[item.given]},
-        "suggested": None
-        if item.suggested is None
-        else {"index": item.suggested, "name": classes[item.suggested]},
-        "pair": _pair_json(item),
-        "score": item.score,
-        "rank": session.ranks.get(item.row),
-        "ranked": len(session.ranks),
-        "payload": payload,
-        "remote": remote,
-        "size": item.size,
-        "metadata": [list(pair) for pair in item.metadata],
-    }
-
-
-def _pair_json(item: Item) -> dict[str, Any] | None:
-    """An audit finding's match, as the page shows it beside the item (``pairs.py``)."""
-    pair = item.pair
-    if pair is None:
-        return None
-    return {
-        "verdict": pair.verdict,
-        "dataset": pair.dataset,
-        "source": pair.source,
-        "example_id": pair.example_id,
-        "tier": pair.tier,
-        "distance": pair.distance,
-        "matches": pair.matches,
-        "payload": f"/payload/{item.row}/match",
-    }
-
-
 def make_app(session: ReviewSession, *, cookie: str) -> Starlette:
     """The review app of ``session``, whose ``access`` holds the tokens; ``cookie`` is the
     token's cookie's name (one per port: cookies do not tell ports apart)."""
@@ -320,24 +281,42 @@ def make_app(session: ReviewSession, *, cookie: str) -> Starlette:
         env.get_template("coordinator.html"),
     )
     return Starlette(
-        routes=[
-            Route("/", endpoints.index, methods=["GET"]),
-            Route("/static/{name}", endpoints.asset, methods=["GET"]),
-            Route("/payload/{row:int}", endpoints.payload, methods=["GET"]),
-            Route("/payload/{row:int}/match", endpoints.match, methods=["GET"]),
-            Route("/coordinator", endpoints.coordinator, methods=["GET"]),
-            Route("/api/coordinator", endpoints.coordination, methods=["GET"]),
-            Route("/api/next", endpoints.next_item, methods=["POST"]),
-            Route("/api/vote", endpoints.answer, methods=["POST"]),
-            Route("/api/skip", endpoints.answer, methods=["POST"]),
-            Route("/api/undo", endpoints.undo, methods=["POST"]),
-            Route("/api/finish", endpoints.finish, methods=["POST"]),
-            Route("/api/progress", endpoints.progress, methods=["POST"]),
-            Route("/api/order", endpoints.order, methods=["POST"]),
+        routes=_routes(endpoints),
+        middleware=[
+            Middleware(
+                _Guard,
+                session=session,
+                cookie=cookie,
+                page=endpoints.error_page,
+                inline_style=endpoints.error_style,
+            )
         ],
-        middleware=[Middleware(_Guard, session=session, cookie=cookie, page=endpoints.error_page)],
         exception_handlers={DsregError: _dsreg_error, HTTPException: endpoints.http_error},
     )
+
+
+def _routes(e: _Endpoints) -> list[Route]:
+    """The pages and files (``GET``) and the JSON API (``POST``), each path to its endpoint."""
+    pages: dict[str, Callable[[Request], Any]] = {
+        "/": e.index,
+        "/static/{name}": e.asset,
+        "/payload/{row:int}": e.payload,
+        "/payload/{row:int}/match": e.match,
+        "/coordinator": e.coordinator,
+        "/api/coordinator": e.coordination,
+    }
+    api: dict[str, Callable[[Request], Any]] = {
+        "/api/next": e.next_item,
+        "/api/vote": e.answer,
+        "/api/skip": e.answer,
+        "/api/undo": e.undo,
+        "/api/finish": e.finish,
+        "/api/progress": e.progress,
+        "/api/order": e.order,
+    }
+    return [Route(path, f, methods=["GET"]) for path, f in pages.items()] + [
+        Route(path, f, methods=["POST"]) for path, f in api.items()
+    ]
 
 
 class _Asset(NamedTuple):
@@ -351,6 +330,12 @@ def _visitor(request: Request) -> Visitor:
     visitor = request.state.visitor
     assert isinstance(visitor, Visitor)
     return visitor
+
+
+async def _asked(request: Request) -> tuple[dict[str, Any], str]:
+    """The request's JSON object and who it is from (``_reviewer``)."""
+    data = await _body(request)
+    return data, _reviewer(request, data)
 
 
 def _reviewer(request: Request, data: dict[str, Any]) -> str:
@@ -378,7 +363,7 @@ class _Endpoints:
         return JSONResponse(
             {
                 "reviewer": reviewer,
-                "item": _item_json(self.session, item, reviewer, operator=operator),
+                "item": item_json(self.session, item, reviewer, operator=operator),
                 "progress": self.session.queue.progress(reviewer).to_dict(),
                 **extra,
             }
@@ -423,7 +408,9 @@ class _Endpoints:
 
     async def coordinator(self, request: Request) -> Response:
         if not _visitor(request).operator:
-            return _error(403, _OPERATOR_ONLY.format(what="The coordinator's view", how=""))
+            return self.error_page(
+                request, 403, _OPERATOR_ONLY.format(what="The coordinator's view", how="")
+            )
         session = self.session
         html = self.coordinator_page.render(
             token=_visitor(request).token,
@@ -451,8 +438,7 @@ class _Endpoints:
         return JSONResponse(state)
 
     async def next_item(self, request: Request) -> Response:
-        data = await _body(request)
-        reviewer = _reviewer(request, data)
+        data, reviewer = await _asked(request)
         queue = self.session.queue
         row = data.get("row")
         with self.lock:
@@ -467,8 +453,7 @@ class _Endpoints:
             return self._state(request, reviewer, item, opened=opened)
 
     async def answer(self, request: Request) -> Response:
-        data = await _body(request)
-        reviewer = _reviewer(request, data)
+        data, reviewer = await _asked(request)
         queue = self.session.queue
         ticket = data.get("ticket")
         with self.lock:
@@ -483,29 +468,18 @@ class _Endpoints:
                     ticket=ticket,
                     comment=data.get("comment"),
                 )
-                saved = {
-                    "row": record["row"],
-                    "answer": record["answer"],
-                    "comment": record.get("comment", ""),
-                }
+                saved = answered(record)
             return self._state(request, reviewer, queue.next_item(reviewer), saved=saved)
 
     async def undo(self, request: Request) -> Response:
-        data = await _body(request)
-        reviewer = _reviewer(request, data)
+        _, reviewer = await _asked(request)
         with self.lock:
             undone = self.session.queue.undo_action(reviewer)
-        record = undone.record
-        cancelled = {
-            "row": record["row"],
-            "answer": record.get("answer"),
-            "comment": record.get("comment", ""),
-        }
-        return self._state(request, reviewer, undone.item, undone=cancelled)
+        return self._state(request, reviewer, undone.item, undone=answered(undone.record))
 
     async def progress(self, request: Request) -> Response:
         """The progress line now (the page polls it, so it counts everyone's votes live)."""
-        reviewer = _reviewer(request, await _body(request))
+        _, reviewer = await _asked(request)
         with self.lock:
             progress = self.session.queue.progress(reviewer).to_dict()
         return JSONResponse({"reviewer": reviewer, "progress": progress})
@@ -515,8 +489,7 @@ class _Endpoints:
         gives them next."""
         if not _visitor(request).operator:
             return _error(403, "sorting and filtering the queue is the operator's")
-        data = await _body(request)
-        reviewer = _reviewer(request, data)
+        data, reviewer = await _asked(request)
         pair = data.get("pair")
         rows = self.session.order(data.get("sort", "worst"), pair)
         queue = self.session.queue
@@ -524,13 +497,19 @@ class _Endpoints:
             queue.set_order(reviewer, rows)
             return self._state(request, reviewer, queue.next_item(reviewer))
 
+    @property
+    def error_style(self) -> str:
+        """The error page's stylesheet, put in the page itself: a visitor without a token (the
+        403 page's) may not load ``/static``, and the page must look like the review's."""
+        return self.assets["review.css"].data.decode("utf-8")
+
     def error_page(self, request: Request, status: int, message: str) -> Response:
         """An error as the page a browser shows (a navigation, which asks for HTML), else as
         JSON ``{"error": message}``."""
         accept = request.headers.get("accept", "")
         if request.method != "GET" or "text/html" not in accept:
             return _error(status, message)
-        html = self.error.render(status=status, message=message)
+        html = self.error.render(status=status, message=message, style=Markup(self.error_style))
         return Response(html, status_code=status, media_type="text/html; charset=utf-8")
 
     async def http_error(self, request: Request, exc: Exception) -> Response:

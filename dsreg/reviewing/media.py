@@ -173,10 +173,11 @@ def _candidates(example_id: str) -> list[PurePosixPath]:
     return [path, *(PurePosixPath(f"{example_id}.{ext}") for ext in EXTENSIONS)]
 
 
-def find_media(folder: Path, example_id: str) -> bytes:
+def find_media(folder: Path, example_id: str, *, option: str = "--media") -> bytes:
     """The bytes of ``example_id``'s file under ``folder`` (resolved), by the module's rule;
     ``NotFoundError`` when there is none, ``MediaRefusedError`` when the file found leaves the
-    folder, is not a regular file or is too large."""
+    folder, is not a regular file or is too large. ``option`` names the folder in the errors:
+    ``--media``, or ``--corpus`` for an audit's matches."""
     for relative in _candidates(example_id):
         candidate = folder.joinpath(relative)
         if not os.path.lexists(candidate):
@@ -184,13 +185,13 @@ def find_media(folder: Path, example_id: str) -> bytes:
         resolved = candidate.resolve()
         if not resolved.is_relative_to(folder):
             raise MediaRefusedError(
-                f"the media file of example {example_id!r} leads outside the --media folder; "
+                f"the media file of example {example_id!r} leads outside the {option} folder; "
                 "not served"
             )
         if resolved.is_file():
             return _read(resolved, example_id)
     raise NotFoundError(
-        f"no media file for example {example_id!r} in the --media folder (looked for the id "
+        f"no media file for example {example_id!r} in the {option} folder (looked for the id "
         f"as a path, then with .{', .'.join(EXTENSIONS)}); skip it"
     )
 

@@ -81,19 +81,7 @@ def pair_items(q: Queued, corpus: Path | None) -> list[Item]:
             blob=None if source is None else source.blobs.get(match["example_id"]),
             path=match["example_id"] if corpus is not None and source is None else None,
         )
-        items.append(
-            Item(
-                row=rows[i],
-                example_id=str(example_id),
-                given=given,
-                suggested=None,
-                score=None,
-                blob=shown.blob,
-                size=shown.size,
-                metadata=shown.metadata,
-                pair=pair,
-            )
-        )
+        items.append(shown.item(rows[i], example_id, given, pair=pair))
     return items
 
 
@@ -137,7 +125,7 @@ def match_payload(reg: Registry, item: Item, corpus: Path | None) -> bytes:
     if pair.blob is not None:
         return reg.store.read_bytes(pair.blob)
     if pair.path is not None and corpus is not None:
-        return find_media(corpus, pair.path)
+        return find_media(corpus, pair.path, option="--corpus")
     raise NotFoundError(
         f"the match of row {item.row} ({pair.example_id!r} of {short(pair.dataset)}) is not "
         "in this registry; give the corpus folder the audit read with --corpus DIR"

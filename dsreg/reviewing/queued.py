@@ -17,6 +17,7 @@ from dsreg.objects.digest import hex_of, short
 from dsreg.registry.folder import Registry, Resolved
 from dsreg.registry.tables import read_corrections, read_examples
 from dsreg.reviewing.access import Access, access_path, load_access
+from dsreg.reviewing.queue import Item, Pair
 from dsreg.reviewing.votelog import log_path
 
 __all__ = ["Queued", "Shown", "shown_examples"]
@@ -96,6 +97,30 @@ class Shown(NamedTuple):
     blob: str | None
     size: int | None
     metadata: tuple[tuple[str, str], ...]
+
+    def item(
+        self,
+        row: int,
+        example_id: object,
+        given: int,
+        *,
+        suggested: int | None = None,
+        score: float | None = None,
+        pair: Pair | None = None,
+    ) -> Item:
+        """The queue's item of ``row`` with this example: a label question (``suggested``,
+        ranked by ``score``) or an audit's finding (``pair``)."""
+        return Item(
+            row=row,
+            example_id=str(example_id),
+            given=given,
+            suggested=suggested,
+            score=score,
+            blob=self.blob,
+            size=self.size,
+            metadata=self.metadata,
+            pair=pair,
+        )
 
 
 def shown_examples(q: Queued, rows: Sequence[int]) -> list[Shown]:

@@ -76,16 +76,7 @@ def _items(q: Queued, verdict: str) -> list[Item]:
     )
     rows = table.column("row").to_pylist()
     items = [
-        Item(
-            row=row,
-            example_id=str(example_id),
-            given=given,
-            suggested=suggested,
-            score=score,
-            blob=shown.blob,
-            size=shown.size,
-            metadata=shown.metadata,
-        )
+        shown.item(row, example_id, given, suggested=suggested, score=score)
         for shown, row, example_id, given, suggested, score in zip(
             shown_examples(q, rows),
             rows,
@@ -100,13 +91,24 @@ def _items(q: Queued, verdict: str) -> list[Item]:
     return items
 
 
-def _ranks(items: Sequence[Item]) -> dict[int, int]:
-    """Each scored item's rank, 1 the most suspicious (the lowest score); items with the same
-    score share the better rank. Items without a score have none."""
+class Rank(NamedTuple):
+    """A scored item's place by score: ``rank`` 1 the most suspicious (the lowest score), items
+    with the same score sharing the better rank; ``tied`` the number of items with its score
+    (1 when no other item has it), so the page can say a rank is shared."""
+
+    rank: int
+    tied: int
+
+
+def _ranks(items: Sequence[Item]) -> dict[int, Rank]:
+    """Each scored item's :class:`Rank`. Items without a score have none."""
     scores = sorted(it.score for it in items if it.score is not None)
-    return {
-        it.row: bisect.bisect_left(scores, it.score) + 1 for it in items if it.score is not None
-    }
+    ranks: dict[int, Rank] = {}
+    for it in items:
+        if it.score is not None:
+            first = bisect.bisect_left(scores, it.score)
+            ranks[it.row] = Rank(first + 1, bisect.bisect_right(scores, it.score) - first)
+    return ranks
 
 
 def _check_showable(spec: str, items: Sequence[Item], media: Media) -> None:
@@ -168,6 +170,12 @@ class ReviewSession:
         self.source = Queued(reg, spec, overlay)
         self.pairs = self.source.pairs
         self.corpus = media.corpus
+        if self.corpus is not None and not self.pairs:
+            raise InvalidInputError(
+                f"--corpus {os.fspath(self.corpus)!r} shows an audit's matches, and overlay "
+                f"{short(self.source.digest)} of {spec!r} is not an audit: add --audit to review "
+                "the revision's last audit, or drop --corpus"
+            )
         items = pair_items(self.source, self.corpus) if self.pairs else _items(self.source, verdict)
         if not items:
             raise InvalidInputError(

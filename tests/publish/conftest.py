@@ -1,5 +1,6 @@
 """The publish tests' fixtures: a registry to publish, a loopback ``python -m http.server``
-over a folder, and Debian's Chromium through Playwright (as tests/review drives it)."""
+over a folder, and Debian's Chromium through Playwright (``tests/chromium.py``, as tests/review
+drives it)."""
 
 from __future__ import annotations
 
@@ -13,18 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from chromium import launch, skip_without_chromium
 
 
 def _free_port() -> int:
@@ -70,12 +60,11 @@ def serve() -> Iterator[Callable[..., str]]:
 @pytest.fixture
 def browser() -> Iterator[Any]:
     """A headless Chromium (a Playwright browser) with a fresh profile."""
-    if not CHROMIUM.is_file():
-        pytest.skip(f"{CHROMIUM} is absent: 'make test' installs Debian's chromium as root")
+    skip_without_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        b = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        b = launch(playwright)
         try:
             yield b
         finally:

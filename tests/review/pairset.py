@@ -8,12 +8,15 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from starlette.testclient import TestClient
 
 import dsreg
 
 CLASSES = ["cat", "dog"]
+BASE = "http://127.0.0.1"
 
 
 @dataclass(frozen=True)
@@ -23,6 +26,7 @@ class PairSet:
     audit: str  # the audit overlay's digest
     rows: int  # rows of the test set
     findings: dict[int, dict[str, object]]  # row -> {verdict, match, tier, distance}
+    corpus: Path | None = None  # the training files' folder, when the audit read it unregistered
 
 
 def _image(rng: np.random.Generator) -> np.ndarray:
@@ -51,9 +55,10 @@ def _add(reg: Path, name: str, folder: Path, images: list[bytes]) -> None:
               registry=reg)  # fmt: skip
 
 
-def build_pair_set(root: Path, *, rows: int = 10, seed: int = 1) -> PairSet:
+def build_pair_set(root: Path, *, rows: int = 10, seed: int = 1, corpus: bool = False) -> PairSet:
     """Test rows 0 and 1 copy training rows 3 and 5 (row 1 with noise), row ``rows - 1``
-    repeats test row ``rows - 2``; the other rows are new pictures."""
+    repeats test row ``rows - 2``; the other rows are new pictures. ``corpus``: the audit
+    reads the training files as a folder (``--against DIR``), not as ``train@v1``."""
     rng = np.random.default_rng(seed)
     train = [_image(rng) for _ in range(8)]
     test = [_image(rng) for _ in range(rows)]
@@ -64,8 +69,13 @@ def build_pair_set(root: Path, *, rows: int = 10, seed: int = 1) -> PairSet:
     dsreg.init(registry=reg)
     _add(reg, "train", root / "train", [_png(p) for p in train])
     _add(reg, "test", root / "test", [_png(p) for p in test])
+    folder = root / "train" / "files"
     res = dsreg.audit_duplicates(
-        "test@v1", against=["train@v1"], within=True, tag="audited", registry=reg
+        "test@v1",
+        against=[str(folder) if corpus else "train@v1"],
+        within=True,
+        tag="audited",
+        registry=reg,
     )
     assert res.digest is not None
     findings = {
@@ -78,4 +88,26 @@ def build_pair_set(root: Path, *, rows: int = 10, seed: int = 1) -> PairSet:
         for f in res.findings
     }
     return PairSet(registry=reg, spec="test@audited", audit=res.digest, rows=rows,
-                   findings=findings)  # fmt: skip
+                   findings=findings, corpus=folder if corpus else None)  # fmt: skip
+
+
+def login(server: dsreg.ReviewServer, link: str) -> TestClient:
+    """A client of ``server``'s page that opened ``link`` (its token traded for the cookie) and
+    sends the token header with each request, as the page does."""
+    client = TestClient(server.asgi(), base_url=BASE, raise_server_exceptions=False)
+    token = link.split("token=")[1].split("&")[0]
+    assert client.get(f"/?token={token}", follow_redirects=False).status_code == 303
+    client.headers["X-Dsreg-Token"] = token
+    return client
+
+
+def answer(client: TestClient, given: str | None, *, reviewer: str | None = None) -> dict[str, Any]:
+    """The client's next item answered ``given``, or skipped when None (as ``reviewer`` on a
+    link whose raters name themselves); the item as the page got it."""
+    named = {} if reviewer is None else {"reviewer": reviewer}
+    item = client.post("/api/next", json=named).json()["item"]
+    path = "/api/skip" if given is None else "/api/vote"
+    got = client.post(path, json={**named, "row": item["row"], "answer": given,
+                                  "ticket": item["ticket"]})  # fmt: skip
+    assert got.status_code == 200, got.json()
+    return dict(item)

@@ -50,12 +50,14 @@ def build_review_set(
     seed: int = 0,
     ids: str = "files",
     metadata: bool = True,
+    tied: int = 0,
 ) -> ReviewSet:
     """``rows`` examples of three classes (one named like a script tag), ``flagged`` of them
     given a label their predicted probabilities contradict; detected and tagged ``@detected``.
     ``payloads``: ``png`` (Pillow images), ``text`` or ``none`` (label-only). ``ids``: ``files``
     (``ex00007.png``), or, label-only, ``plain`` (``ex00007``) or ``folders`` (ImageFolder-like,
-    ``<class folder>/ex00007.png``). ``metadata``: a ``note`` column."""
+    ``<class folder>/ex00007.png``). ``metadata``: a ``note`` column.
+    ``tied``: the first that many flagged rows get the same probabilities, so one score."""
     rng = np.random.default_rng(seed)
     labels = np.arange(rows) % 3
     colors = [(200, 60, 60), (60, 160, 60), (60, 60, 200)]
@@ -91,7 +93,7 @@ def build_review_set(
     for rank, row in enumerate(bad):
         wrong = (labels[row] + 1) % 3
         probs[row] = 0.02
-        probs[row, wrong] = 0.96 - rank * 0.01
+        probs[row, wrong] = 0.96 - max(rank - max(tied - 1, 0), 0) * 0.01
     probs /= probs.sum(axis=1, keepdims=True)
     res = dsreg.detect("pets@v1", probs, tag="detected", view="original", registry=reg)
     assert res.summary["rows"] == flagged

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from chromium import launch, skip_without_chromium
 from reviewset import ReviewSet
 
 import dsreg
@@ -70,14 +71,11 @@ def axe_js() -> str:
 def axe_pages(tmp_path: Path, axe_js: str) -> Iterator[Callable[[int, int], Any]]:
     """``new_page(width, height)``: a page whose browser lets the test inject axe-core past
     the page's Content-Security-Policy (the page itself loads its own script only)."""
-    from conftest import CHROMIUM, CHROMIUM_ARGS
-
-    if not CHROMIUM.is_file():
-        pytest.skip(f"{CHROMIUM} is absent: 'make test' installs Debian's chromium as root")
+    skip_without_chromium()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        browser = launch(playwright)
         contexts: list[Any] = []
 
         def new_page(width: int, height: int) -> Any:

@@ -15,32 +15,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pairset import PairSet, build_pair_set
+from pairset import PairSet, answer, build_pair_set, login
 from reviewset import ReviewSet, Server
-from starlette.testclient import TestClient
 from statsmodels.stats.inter_rater import fleiss_kappa
 
 import dsreg
 
 pytestmark = pytest.mark.slow
 
-BASE = "http://127.0.0.1"
 ANSWERS = ["given", "guessed", "both", "neither"]
-
-
-def _client(server: dsreg.ReviewServer, link: str) -> TestClient:
-    client = TestClient(server.asgi(), base_url=BASE, raise_server_exceptions=False)
-    token = link.split("token=")[1].split("&")[0]
-    assert client.get(f"/?token={token}", follow_redirects=False).status_code == 303
-    client.headers["X-Dsreg-Token"] = token
-    return client
-
-
-def _vote(client: TestClient, answer: str) -> int:
-    item = client.post("/api/next", json={}).json()["item"]
-    body = {"row": item["row"], "answer": answer, "ticket": item["ticket"]}
-    assert client.post("/api/vote", json=body).status_code == 200
-    return int(item["row"])
 
 
 def _poll(page: Any, probe: str, want: object, what: str) -> None:
@@ -58,12 +41,12 @@ def test_the_coordinator_watches_two_raters(
     with dsreg.review(
         review_set.spec, raters="ann,bob", votes_per_item=2, registry=review_set.registry
     ) as server:
-        ann = _client(server, server.links["raters"]["ann"])
-        bob = _client(server, server.links["raters"]["bob"])
+        ann = login(server, server.links["raters"]["ann"])
+        bob = login(server, server.links["raters"]["bob"])
         plan_ann = ["given", "guessed", "both", "neither"]
         plan_bob = ["given", "guessed", "given", "neither", "both"]
-        rows = [_vote(ann, a) for a in plan_ann]
-        rows_bob = [_vote(bob, a) for a in plan_bob]
+        rows = [answer(ann, a)["row"] for a in plan_ann]
+        rows_bob = [answer(bob, a)["row"] for a in plan_bob]
         assert rows_bob[:4] == rows
         pairs = zip(plan_ann, plan_bob[:4], strict=True)
         table = [[[a, b].count(x) for x in ANSWERS] for a, b in pairs]
@@ -81,7 +64,7 @@ def test_the_coordinator_watches_two_raters(
         split = page.text_content("#disagreements tbody tr td") or ""
         assert f"(row {rows[2]})" in split
         # Live: the view follows the log as raters go on.
-        _vote(ann, "both")
+        answer(ann, "both")
         _poll(page, "() => document.getElementById('votes').textContent", "10", "no refresh")
         assert page.text_content("#complete") == "5 of 8"
         page.screenshot(path=str(tmp_path / "coordinator.png"), full_page=True)
@@ -186,8 +169,8 @@ def test_pairs_in_chromium_survive_a_sigkill_and_finish(
     bob = browsers().new_page()
     bob.goto(links["raters"]["bob"])
     bob.wait_for_selector("#card:not([hidden])")
-    for answer, row in (("same", 0), ("same", 1), ("different", 8), ("same", 9)):
-        assert _answer(pair_set.registry, bob, answer, key=answer == "same") == row
+    for given, row in (("same", 0), ("same", 1), ("different", 8), ("same", 9)):
+        assert _answer(pair_set.registry, bob, given, key=given == "same") == row
     bob.wait_for_selector("#done:not([hidden])")
 
     finished = subprocess.run(

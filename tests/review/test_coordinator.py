@@ -8,14 +8,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pairset import answer, login
 from reviewset import ReviewSet
-from starlette.testclient import TestClient
 from statsmodels.stats.inter_rater import fleiss_kappa as statsmodels_kappa
 
 import dsreg
 from dsreg.reviewing.agreement import fleiss_kappa, item_agreement, rater_counts
-
-BASE = "http://127.0.0.1"
 
 
 @st.composite
@@ -64,36 +62,20 @@ def test_agreement_of_items_and_undone_records() -> None:
     }
 
 
-def _login(server: dsreg.ReviewServer, link: str) -> TestClient:
-    client = TestClient(server.asgi(), base_url=BASE, raise_server_exceptions=False)
-    token = link.split("token=")[1].split("&")[0]
-    assert client.get(f"/?token={token}", follow_redirects=False).status_code == 303
-    client.headers["X-Dsreg-Token"] = token
-    return client
-
-
-def _vote(client: TestClient, answer: str | None) -> int:
-    item = client.post("/api/next", json={}).json()["item"]
-    path = "/api/skip" if answer is None else "/api/vote"
-    body = {"row": item["row"], "answer": answer, "ticket": item["ticket"]}
-    assert client.post(path, json=body).status_code == 200
-    return int(item["row"])
-
-
 def test_the_operator_sees_each_raters_progress_and_kappa(review_set: ReviewSet) -> None:
     with dsreg.review(
         review_set.spec, raters="ann,bob,cy", votes_per_item=2, registry=review_set.registry
     ) as server:
-        ann = _login(server, server.links["raters"]["ann"])
-        bob = _login(server, server.links["raters"]["bob"])
-        operator = _login(server, server.url)
+        ann = login(server, server.links["raters"]["ann"])
+        bob = login(server, server.links["raters"]["bob"])
+        operator = login(server, server.url)
         before = operator.get("/api/coordinator").json()
         assert before["untouched"] == 8 and before["kappa"] is None
         assert [r["name"] for r in before["raters"]] == ["ann", "bob", "cy"]
         plan_ann = ["given", "guessed", "both", "given", "neither", None]
         plan_bob = ["given", "guessed", "given", "neither", "neither"]
-        rows_ann = [_vote(ann, a) for a in plan_ann]
-        rows_bob = [_vote(bob, a) for a in plan_bob]
+        rows_ann = [answer(ann, a)["row"] for a in plan_ann]
+        rows_bob = [answer(bob, a)["row"] for a in plan_bob]
         assert rows_ann[:5] == rows_bob  # both were given the same items, worst first
 
         state = operator.get("/api/coordinator").json()

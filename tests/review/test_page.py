@@ -305,6 +305,56 @@ def test_a_tiny_image_is_scaled_up_crisply(
     assert page.evaluate(rendering) == "pixelated"
 
 
+def test_a_rank_shared_by_items_of_the_same_score_says_so(
+    browsers: Callable[[], Any], serve: Callable[..., Any], make_review_set: Callable[..., Any]
+) -> None:
+    # The three worst items share one score: each is "tied 1st", the next is 4th, alone.
+    server = serve(make_review_set("tied", tied=3), votes_per_item=1)
+    items = server.session.queue.items
+    assert len({it.score for it in items[:3]}) == 1 and items[3].score > items[0].score
+    page = browsers().new_page()
+    page.goto(server.links["shared"] + "&reviewer=ann")
+    for n, item in enumerate(items[:4], 1):
+        _ready(page)
+        assert _text(page, "#position") == f"Example {n} of 8"
+        want = "4th most suspicious of 8"
+        if n <= 3:
+            want = "tied 1st most suspicious of 8 (3 items share this score)"
+        assert _text(page, "#rank") == want
+        assert page.get_attribute("#rank", "title") == f"score {item.score:.6g}"
+        page.keyboard.press("1")
+        page.wait_for_selector(f"#progress:has-text('You: {n} answered')")
+
+
+_LOOK = """() => [getComputedStyle(document.documentElement).backgroundColor,
+  getComputedStyle(document.querySelector(".panel")).borderTopLeftRadius,
+  getComputedStyle(document.querySelector(".brand")).color]"""
+_STYLED = ["rgb(244, 246, 249)", "10px", "rgb(40, 97, 67)"]  # review.css's, not the browser's
+
+
+def test_the_error_pages_are_styled_without_the_token(
+    browsers: Callable[[], Any], serve: Callable[..., Any]
+) -> None:
+    server = serve(raters="ann")
+    origin = server.url.split("/?")[0]
+    refused: list[str] = []
+    stranger = browsers().new_page()  # no token: it may load nothing from /static
+    stranger.on("console", lambda m: refused.append(m.text) if "Security" in m.text else None)
+    assert stranger.goto(origin + "/").status == 403
+    assert "access token" in _text(stranger, "#error-message")
+    assert stranger.evaluate(_LOOK) == _STYLED
+    rater = browsers().new_page()  # a rater opening the operator's view gets the page, not JSON
+    rater.on("console", lambda m: refused.append(m.text) if "Security" in m.text else None)
+    rater.goto(server.links["raters"]["ann"])
+    _ready(rater)
+    assert rater.goto(origin + "/coordinator").status == 403
+    assert _text(rater, "#error-message").startswith("The coordinator's view is the operator's")
+    assert rater.evaluate(_LOOK) == _STYLED
+    assert rater.goto(origin + "/no/such/page").status == 404
+    assert rater.evaluate(_LOOK) == _STYLED
+    assert refused == []  # the page's Content-Security-Policy let its own style apply
+
+
 def test_the_score_shows_as_a_rank_and_the_operator_orders_the_queue(
     browsers: Callable[[], Any], serve: Callable[..., Any], review_set: ReviewSet
 ) -> None:

@@ -8,35 +8,15 @@ import json
 from pathlib import Path
 
 import pytest
-from pairset import PairSet, build_pair_set
-from starlette.testclient import TestClient
+from pairset import PairSet, answer, build_pair_set, login
 
 import dsreg
 from dsreg.errors import InvalidInputError, VotesError
-
-BASE = "http://127.0.0.1"
 
 
 @pytest.fixture
 def pair_set(tmp_path: Path) -> PairSet:
     return build_pair_set(tmp_path)
-
-
-def _login(server: dsreg.ReviewServer, link: str) -> TestClient:
-    client = TestClient(server.asgi(), base_url=BASE, raise_server_exceptions=False)
-    token = link.split("token=")[1].split("&")[0]
-    assert client.get(f"/?token={token}", follow_redirects=False).status_code == 303
-    client.headers["X-Dsreg-Token"] = token
-    return client
-
-
-def _answer(client: TestClient, answer: str) -> dict[str, object]:
-    item = client.post("/api/next", json={}).json()["item"]
-    got = client.post(
-        "/api/vote", json={"row": item["row"], "answer": answer, "ticket": item["ticket"]}
-    )
-    assert got.status_code == 200, got.json()
-    return dict(item)
 
 
 def _examples(spec: str, reg: Path) -> set[str]:
@@ -51,8 +31,8 @@ def test_pairs_are_shown_answered_and_finished_into_the_decontaminated_view(
     with dsreg.review(
         pair_set.spec, audit=True, raters="ann,bob", votes_per_item=2, registry=reg
     ) as server:
-        ann = _login(server, server.links["raters"]["ann"])
-        bob = _login(server, server.links["raters"]["bob"])
+        ann = login(server, server.links["raters"]["ann"])
+        bob = login(server, server.links["raters"]["bob"])
         page = ann.get("/").text
         assert "Are these two the same item?" in page and "/static/pairs.js" in page
         # A label answer is no answer to a pair.
@@ -65,7 +45,7 @@ def test_pairs_are_shown_answered_and_finished_into_the_decontaminated_view(
         plan = {0: ("same", "same"), 1: ("same", "same"), 8: ("different", "different"),
                 9: ("same", "different")}  # fmt: skip
         for row, (a, b) in plan.items():
-            shown = _answer(ann, a)
+            shown = answer(ann, a)
             assert shown["row"] == row and shown["suggested"] is None
             pair = shown["pair"]
             assert isinstance(pair, dict)
@@ -81,7 +61,7 @@ def test_pairs_are_shown_answered_and_finished_into_the_decontaminated_view(
             source = "train" if str(want["match"]).startswith("train") else "test"
             stored = reg.parent / source / "files" / str(want["match"])
             assert match.content == stored.read_bytes()
-            assert _answer(bob, b)["row"] == row
+            assert answer(bob, b)["row"] == row
     # The answers are in the votes log, as label votes are.
     log = next((reg / "review").glob("*/votes.log"))
     records = [json.loads(line.split(" ", 1)[1]) for line in log.read_text().splitlines()]
@@ -111,30 +91,22 @@ def test_pairs_are_shown_answered_and_finished_into_the_decontaminated_view(
 def test_pair_votes_undo_and_resume_after_a_restart(pair_set: PairSet) -> None:
     reg = pair_set.registry
     with dsreg.review(pair_set.spec, audit=True, votes_per_item=1, registry=reg) as server:
-        op = _login(server, server.url)
+        op = login(server, server.url)
         op.post("/api/next", json={"reviewer": "cy"})
-        shown = _answer_as(op, "cy", "different")
+        shown = answer(op, "different", reviewer="cy")["row"]
         assert shown == 0
         undone = op.post("/api/undo", json={"reviewer": "cy"}).json()
         assert undone["undone"] == {"row": 0, "answer": "different", "comment": ""}
-        assert _answer_as(op, "cy", "same") == 0
-        assert _answer_as(op, "cy", "same") == 1
+        assert answer(op, "same", reviewer="cy")["row"] == 0
+        assert answer(op, "same", reviewer="cy")["row"] == 1
     with dsreg.review(pair_set.spec, audit=True, registry=reg) as again:
         assert again.progress("cy").you == 2
-        op = _login(again, again.url)
+        op = login(again, again.url)
         assert op.post("/api/next", json={"reviewer": "cy"}).json()["item"]["row"] == 8
     with pytest.raises(VotesError, match="no finding has 2 agreeing votes"):
         dsreg.review_finish(pair_set.spec, audit=True, threshold=2, registry=reg)
     res = dsreg.review_finish(pair_set.spec, audit=True, threshold=1, registry=reg)
     assert res.summary["contaminated"] == 2 and res.short == 2 and res.unvoted == 2
-
-
-def _answer_as(client: TestClient, name: str, answer: str) -> int:
-    item = client.post("/api/next", json={"reviewer": name}).json()["item"]
-    body = {"reviewer": name, "row": item["row"], "answer": answer, "ticket": item["ticket"]}
-    got = client.post("/api/vote", json=body)
-    assert got.status_code == 200, got.json()
-    return int(item["row"])
 
 
 def test_review_without_an_audit_overlay_is_refused(pair_set: PairSet) -> None:
@@ -145,8 +117,9 @@ def test_review_without_an_audit_overlay_is_refused(pair_set: PairSet) -> None:
 def test_a_damaged_pair_vote_is_set_aside_and_reported(pair_set: PairSet) -> None:
     reg = pair_set.registry
     with dsreg.review(pair_set.spec, audit=True, votes_per_item=1, registry=reg) as server:
-        op = _login(server, server.url)
-        assert [_answer_as(op, "cy", a) for a in ("same", "same", "different")] == [0, 1, 8]
+        op = login(server, server.url)
+        rows = [answer(op, a, reviewer="cy")["row"] for a in ("same", "same", "different")]
+        assert rows == [0, 1, 8]
     log = next((reg / "review").glob("*/votes.log"))
     lines = log.read_bytes().splitlines(keepends=True)
     assert b'"row":1' in lines[2]

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from reviewset import ReviewSet
 from starlette.testclient import TestClient
 
@@ -281,3 +283,25 @@ def test_random_interleavings_keep_the_rules_and_replay_alike(
     with dsreg.review(review_set.spec, votes_per_item=2, registry=review_set.registry) as again:
         after = {name: Page(again, name).next()["progress"] for name in names}
     assert after == before
+
+
+_SCORES = st.lists(st.one_of(st.none(), st.sampled_from([0.1, 0.2, 0.25, 0.5])), max_size=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(scores=_SCORES)
+def test_a_rank_counts_the_items_of_lower_score_and_those_sharing_its_own(
+    scores: list[float | None],
+) -> None:
+    from dsreg.reviewing.queue import Item
+    from dsreg.reviewing.session import _ranks
+
+    items = [Item(row=r, example_id=f"e{r}", given=0, suggested=1, score=s, blob=None, size=None)
+             for r, s in enumerate(scores)]  # fmt: skip
+    ranks = _ranks(items)
+    scored = [s for s in scores if s is not None]
+    assert set(ranks) == {r for r, s in enumerate(scores) if s is not None}
+    for row, (rank, tied) in ranks.items():
+        score = scores[row]
+        assert rank == 1 + sum(s < score for s in scored)  # type: ignore[operator]
+        assert tied == scored.count(score) >= 1

@@ -14,45 +14,38 @@
     return td;
   }
 
-  function showRaters(raters) {
-    const body = $("raters").tBodies[0];
-    body.replaceChildren();
-    for (const rater of raters) {
-      const tr = document.createElement("tr");
-      tr.dataset.rater = rater.name;
-      tr.append(cell(rater.name), cell(String(rater.votes)), cell(String(rater.skips)));
-      body.append(tr);
-    }
-    if (!raters.length) {
-      const tr = document.createElement("tr");
-      const td = cell("No rater has answered yet.");
-      td.colSpan = 3;
-      tr.append(td);
-      body.append(tr);
-    }
+  function row(cells) {
+    const tr = document.createElement("tr");
+    tr.append(...cells);
+    return tr;
   }
 
-  function showDisagreements(state) {
-    const body = $("disagreements").tBodies[0];
-    body.replaceChildren();
-    for (const item of state.disagreements) {
-      const tr = document.createElement("tr");
-      const open = document.createElement("a");
-      open.href = "/?row=" + item.row;
-      open.textContent = "Item " + item.position + " of " + state.items + " (row " + item.row + ")";
-      const first = document.createElement("td");
-      first.append(open);
-      const counts = state.answers.map((a) => a + " " + item.counts[a]).join(" · ");
-      tr.append(first, cell(item.example_id), cell(counts), cell(item.agreement.toFixed(2)));
-      body.append(tr);
+  // The table's body: a row of each entry (made by toRow), or one row saying there is none.
+  function fill(id, entries, toRow, none) {
+    const table = $(id);
+    const rows = entries.map(toRow);
+    if (!rows.length) {
+      const td = cell(none);
+      td.colSpan = table.tHead.rows[0].cells.length;
+      rows.push(row([td]));
     }
-    if (!state.disagreements.length) {
-      const tr = document.createElement("tr");
-      const td = cell("No item's votes disagree yet.");
-      td.colSpan = 4;
-      tr.append(td);
-      body.append(tr);
-    }
+    table.tBodies[0].replaceChildren(...rows);
+  }
+
+  function raterRow(rater) {
+    const tr = row([cell(rater.name), cell(String(rater.votes)), cell(String(rater.skips))]);
+    tr.dataset.rater = rater.name;
+    return tr;
+  }
+
+  function disagreementRow(state, item) {
+    const open = document.createElement("a");
+    open.href = "/?row=" + item.row;
+    open.textContent = "Item " + item.position + " of " + state.items + " (row " + item.row + ")";
+    const first = document.createElement("td");
+    first.append(open);
+    const counts = state.answers.map((a) => a + " " + item.counts[a]).join(" · ");
+    return row([first, cell(item.example_id), cell(counts), cell(item.agreement.toFixed(2))]);
   }
 
   function show(state) {
@@ -65,8 +58,9 @@
       "Kappa over the " + state.kappa_items + " items with at least two votes" +
       (state.kappa === null ? " (none yet, or every vote names one answer)." : ".") +
       " An item is complete with " + state.votes_per_item + " votes.";
-    showRaters(state.raters);
-    showDisagreements(state);
+    fill("raters", state.raters, raterRow, "No rater has answered yet.");
+    fill("disagreements", state.disagreements, (item) => disagreementRow(state, item),
+      "No item's votes disagree yet.");
     $("updated").textContent = "Updated " + new Date().toLocaleTimeString() +
       "; refreshed every " + POLL_MS / 1000 + " s.";
   }

@@ -6,7 +6,6 @@
 
 (function () {
   const $ = (id) => document.getElementById(id);
-  const TEXT_LIMIT = 20000;
   let objectUrl = null;
 
   function note(text) {
@@ -32,6 +31,7 @@
   }
 
   async function drawMatch(current, isCurrent) {
+    const draw = window.dsregDraw; // review.js's
     const box = $("match-payload");
     box.replaceChildren();
     if (objectUrl) {
@@ -44,12 +44,7 @@
       return;
     }
     if (!response.ok) {
-      let why = "the server answered " + response.status;
-      try {
-        why = (await response.json()).error || why;
-      } catch (e) {
-        // not JSON: the status says it
-      }
+      const why = await draw.refusal(response);
       box.append(note("The match cannot be shown: " + why + ". Press S to skip this pair."));
       return;
     }
@@ -59,23 +54,13 @@
       return;
     }
     if (kind.startsWith("image/")) {
-      const img = document.createElement("img");
       objectUrl = URL.createObjectURL(blob);
-      img.src = objectUrl;
-      img.alt = name;
-      img.id = "match-image";
-      await img.decode().catch(() => undefined);
+      const img = await draw.decodedImage(objectUrl, name, "match-image");
       if (isCurrent()) {
         box.append(img);
       }
     } else if (kind === "text/plain") {
-      const pre = document.createElement("pre");
-      const text = await blob.text();
-      pre.textContent = text.length > TEXT_LIMIT ? text.slice(0, TEXT_LIMIT) + "\n…" : text;
-      pre.id = "match-text";
-      pre.tabIndex = 0;
-      pre.setAttribute("aria-label", name + " (text)");
-      box.append(pre);
+      box.append(await draw.textBox(blob, name, "match-text"));
     } else {
       box.append(note("The match is a binary payload of " + blob.size + " bytes."));
     }

@@ -101,6 +101,16 @@
     return n + suffix;
   }
 
+  // "3rd most suspicious of 284"; a rank shared by items of the same score says so, since
+  // "1st" alone would claim one item stands out when many are as suspicious.
+  function rankText(it) {
+    if (it.rank === null) {
+      return "no score";
+    }
+    const place = ordinal(it.rank) + " most suspicious of " + it.ranked;
+    return it.tied > 1 ? "tied " + place + " (" + it.tied + " items share this score)" : place;
+  }
+
   function waitForDrawing() {
     readyAt = Infinity;
     document.body.classList.add("drawing");
@@ -154,6 +164,39 @@
         : "";
     }
   }
+
+  // Why a payload's response is not the payload: the server's message, else its status.
+  async function refusal(response) {
+    try {
+      return (await response.json()).error || "the server answered " + response.status;
+    } catch (e) {
+      return "the server answered " + response.status; // not JSON: the status says it
+    }
+  }
+
+  // An image of the object URL src, decoded before it is put in (drawn with the next frame).
+  async function decodedImage(src, alt, id) {
+    const img = document.createElement("img");
+    img.src = src;
+    img.alt = alt;
+    img.id = id;
+    await img.decode().catch(() => undefined);
+    return img;
+  }
+
+  // A text payload in a box the keyboard can scroll, cut at TEXT_LIMIT characters.
+  async function textBox(blob, name, id) {
+    const pre = document.createElement("pre");
+    const text = await blob.text();
+    pre.textContent = text.length > TEXT_LIMIT ? text.slice(0, TEXT_LIMIT) + "\n…" : text;
+    pre.id = id;
+    pre.tabIndex = 0;
+    pre.setAttribute("aria-label", name + " (text)");
+    return pre;
+  }
+
+  // pairs.js draws a match with the same helpers.
+  window.dsregDraw = { refusal, decodedImage, textBox };
 
   function note(text, className) {
     const p = document.createElement("p");
@@ -280,13 +323,7 @@
       return; // an answer moved on while the payload loaded
     }
     if (!response.ok) {
-      let why = "the server answered " + response.status;
-      try {
-        why = (await response.json()).error || why;
-      } catch (e) {
-        // not JSON: the status says it
-      }
-      showMissing(current, "This example cannot be shown: " + why + ".");
+      showMissing(current, "This example cannot be shown: " + (await refusal(response)) + ".");
       return;
     }
     const blob = await response.blob();
@@ -295,13 +332,8 @@
     }
     const kind = (response.headers.get("Content-Type") || "").split(";")[0];
     if (kind.startsWith("image/")) {
-      const img = document.createElement("img");
       objectUrl = URL.createObjectURL(blob);
-      img.src = objectUrl;
-      img.alt = exampleName(current);
-      img.id = "example-image";
-      // Decoded before it is put in, so it is drawn with the next frame.
-      await img.decode().catch(() => undefined);
+      const img = await decodedImage(objectUrl, exampleName(current), "example-image");
       if (item !== current) {
         return;
       }
@@ -315,13 +347,7 @@
       audio.setAttribute("aria-label", exampleName(current));
       box.append(audio);
     } else if (kind === "text/plain") {
-      const pre = document.createElement("pre");
-      const text = await blob.text();
-      pre.textContent = text.length > TEXT_LIMIT ? text.slice(0, TEXT_LIMIT) + "\n…" : text;
-      pre.id = "example-text";
-      pre.tabIndex = 0; // a scrollable box the keyboard can scroll
-      pre.setAttribute("aria-label", exampleName(current) + " (text)");
-      box.append(pre);
+      box.append(await textBox(blob, exampleName(current), "example-text"));
     } else {
       box.append(note("Binary payload of " + blob.size + " bytes (not an image, audio or text)."));
     }
@@ -373,9 +399,7 @@
       $("row").textContent = String(item.row);
     }
     const rank = $("rank");
-    rank.textContent = item.rank === null
-      ? "no score"
-      : ordinal(item.rank) + " most suspicious of " + item.ranked;
+    rank.textContent = rankText(item);
     rank.title = item.score === null ? "no score" : "score " + Number(item.score.toPrecision(6));
     $("announce").textContent = exampleName(item) + ". Given label: " + item.given.name +
       (item.suggested

@@ -1,0 +1,82 @@
+"""``dsreg review --corpus DIR``, the folder an audit read unregistered (``--against DIR``): its
+errors name ``--corpus`` and the value given, never ``--media``, on one line from the command
+line, and the page's message for a match file missing from it names the ``--corpus`` folder."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pairset import PairSet, build_pair_set, login
+from reviewset import ReviewSet
+
+import dsreg
+
+
+@pytest.fixture
+def corpus_set(tmp_path: Path) -> PairSet:
+    return build_pair_set(tmp_path / "pairs", corpus=True)
+
+
+def _one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+def test_a_corpus_that_is_not_a_folder_is_refused_in_one_line(
+    cli: Any, corpus_set: PairSet, tmp_path: Path
+) -> None:
+    reg = ["--registry", str(corpus_set.registry)]
+    (tmp_path / "a-file.png").write_bytes(b"not a folder")
+    for given in (tmp_path / "nowhere", tmp_path / "a-file.png"):
+        refused = cli("review", corpus_set.spec, "--audit", "--corpus", str(given), *reg)
+        assert refused.exit_code == 1 and refused.stdout == ""
+        line = _one_line(refused.stderr)
+        assert f"--corpus {str(given)!r} is not a folder" in line and "--media" not in line
+        assert "--against DIR" in line
+
+
+def test_a_corpus_without_an_audit_is_refused_in_one_line(
+    review_set: ReviewSet,
+    tmp_path: Path,
+    registry_state: Callable[[Path], dict[str, tuple[str, int, str]]],
+) -> None:
+    # A label review has no matches to show: --corpus there is a mistake, said as one. (A
+    # process of its own, with a time limit: a server that started would serve until stopped.)
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    before = registry_state(review_set.registry)
+    args = ["review", review_set.spec, "--corpus", str(folder)]
+    main = "import sys; from dsreg.cli import main; main(sys.argv[1:])"
+    try:
+        refused = subprocess.run(
+            [sys.executable, "-c", main, *args, "--registry", str(review_set.registry)],
+            capture_output=True, text=True, timeout=60, check=False,
+            env={"PYTHONPATH": str(Path(dsreg.__file__).resolve().parents[1]), "PATH": ""},
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail("dsreg review --corpus without an audit started serving instead of refusing")
+    assert refused.returncode == 1 and refused.stdout == ""
+    line = _one_line(refused.stderr)
+    assert f"--corpus {str(folder.resolve())!r}" in line and "is not an audit" in line
+    assert "add --audit" in line and "drop --corpus" in line and "--media" not in line
+    assert registry_state(review_set.registry) == before  # nothing written
+
+
+def test_a_match_missing_from_the_corpus_names_the_corpus_folder(corpus_set: PairSet) -> None:
+    assert corpus_set.corpus is not None and corpus_set.findings[0]["match"] == "train003.png"
+    (corpus_set.corpus / "train003.png").unlink()
+    with dsreg.review(
+        corpus_set.spec, audit=True, corpus=corpus_set.corpus, registry=corpus_set.registry
+    ) as server:
+        client = login(server, server.url)
+        assert client.get("/payload/1/match").status_code == 200  # train005.png is there
+        missing = client.get("/payload/0/match")
+        assert missing.status_code == 404
+        error = missing.json()["error"]
+        assert "'train003.png' in the --corpus folder" in error and "--media" not in error
