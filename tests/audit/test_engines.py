@@ -263,19 +263,20 @@ def test_ray_audits_against_a_parquet_corpus_as_the_local_pool_does(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Batches of 8 rows: each corpus file is several Ray tasks, whose results come back in any
-    # order. Each file has a row without a payload.
+    # order. Each file has a row without a payload and one that cannot be fingerprinted (words
+    # in the image column are no image).
     monkeypatch.setattr(engines, "BATCH_ROWS", 8)
     tiles = photo_tiles(30, seed=6, side=96)
     texts = stdlib_texts()[:40]
     rng = np.random.default_rng(8)
     images = pa.table(
         {
-            "id": [f"img{i}" for i in range(29)],
-            "image": [jpeg(tiles[i], 60 + i % 30) for i in range(28)] + [None],
+            "id": [f"img{i}" for i in range(30)],
+            "image": [jpeg(tiles[i], 60 + i % 30) for i in range(28)] + [None, b"some words"],
         }
     )
     pq.write_table(images, tmp_path / "images.parquet")
-    words = pa.table({"id": list(range(1000, 1031)), "text": [*texts[:30], None]})
+    words = pa.table({"id": list(range(1000, 1032)), "text": [*texts[:30], None, ""]})
     pq.write_table(words, tmp_path / "texts.parquet")
     test = {
         "i/q5.jpg": jpeg(tiles[5], quality=35),
@@ -311,9 +312,11 @@ def test_ray_audits_against_a_parquet_corpus_as_the_local_pool_does(
     assert on_ray.findings == local.findings
     assert on_ray.digest == local.digest and on_ray.counts == local.counts
     assert on_ray.fingerprints == local.fingerprints
-    assert on_ray.fingerprints["computed"] == 6 + 28 + 30
+    assert on_ray.fingerprints["computed"] == 6 + 29 + 31
     assert on_ray.unreadable_against == local.unreadable_against
     assert dict(on_ray.unreadable_against) == {
         f"{against[0]}: img28": "no payload (null)",
+        f"{against[0]}: img29": "not an image (PIL recognises no image format in these bytes)",
         f"{against[1]}: 1030": "no payload (null)",
+        f"{against[1]}: 1031": "empty text (0 bytes)",
     }
