@@ -59,6 +59,15 @@ class Corpus:
     empty: list[str]
 
 
+def _unreadable(path: Path, e: Exception) -> DatasetFormatError:
+    detail = " ".join(str(e).split())[:200]
+    return DatasetFormatError(
+        f"--against {path}: not a readable Parquet file ({detail}); give a folder, a "
+        "registered revision, or a Parquet file of a corpus",
+        path=str(path),
+    )
+
+
 def _refuse(path: Path, found: list[str], why: str) -> DatasetFormatError:
     names = ", ".join(found) or "none"
     return DatasetFormatError(
@@ -112,12 +121,7 @@ def read_corpus(path: Path) -> Corpus:
     try:
         names = list(pq.read_schema(path).names)
     except (OSError, pa.ArrowException) as e:
-        detail = " ".join(str(e).split())[:200]
-        raise DatasetFormatError(
-            f"--against {path}: not a readable Parquet file ({detail}); give a folder, a "
-            "registered revision, or a Parquet file of a corpus",
-            path=str(path),
-        ) from e
+        raise _unreadable(path, e) from e
     given = [c for c in PAYLOAD_COLUMNS if c in names]
     if ID_COLUMN not in names or len(given) != 1:
         raise _refuse(
@@ -125,7 +129,10 @@ def read_corpus(path: Path) -> Corpus:
             names,
             "no 'id' column" if ID_COLUMN not in names else "not exactly one payload column",
         )
-    table = pq.read_table(path, columns=[ID_COLUMN, given[0]])
+    try:
+        table = pq.read_table(path, columns=[ID_COLUMN, given[0]])
+    except (OSError, pa.ArrowException) as e:  # a footer that reads, pages that do not
+        raise _unreadable(path, e) from e
     ids = table.column(ID_COLUMN)
     if not (
         pa.types.is_string(ids.type)

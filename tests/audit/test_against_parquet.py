@@ -110,19 +110,46 @@ def test_other_files_are_refused_in_one_line_before_any_work(
     assert not (reg.root / "state" / "fingerprints").exists()
 
 
+def _damaged(data: bytes) -> bytes:
+    """A Parquet file whose footer (schema) still reads but whose data pages do not."""
+    out = bytearray(data)
+    for i in range(100, 3000):
+        out[i] ^= 0x5A
+    return bytes(out)
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "detail"),
+    [
+        ("notes.csv", lambda good: b"id,text\n1,hello\n", "Parquet magic bytes not found"),
+        ("empty.parquet", lambda good: b"", "Parquet file size is 0 bytes"),
+        ("cut.parquet", lambda good: good[:5000], "Parquet magic bytes not found"),
+        ("damaged.parquet", _damaged, "Corrupt snappy compressed data"),
+    ],
+)
 def test_cli_refuses_a_file_that_is_not_parquet(
-    cli: Callable[..., object], tmp_path: Path, tiles: list[bytes]
+    cli: Callable[..., object],
+    tmp_path: Path,
+    tiles: list[bytes],
+    name: str,
+    make: Callable[[bytes], bytes],
+    detail: str,
 ) -> None:
     (tmp_path / "t" / "a").mkdir(parents=True)
     (tmp_path / "t" / "a" / "0.jpg").write_bytes(tiles[0])
-    notes = tmp_path / "notes.csv"
-    notes.write_text("id,text\n1,hello\n")
+    rows = pa.table(
+        {"id": [str(i) for i in range(2000)], "text": [f"words {i}" for i in range(2000)]}
+    )
+    pq.write_table(rows, tmp_path / "good.parquet", compression="snappy")
+    bad_file = tmp_path / name
+    bad_file.write_bytes(make((tmp_path / "good.parquet").read_bytes()))
     assert cli("init").exit_code == 0  # type: ignore[attr-defined]
     cli("add", "test", str(tmp_path / "t"), "--tag", "v1")
-    bad = cli("audit", "duplicates", "test@v1", "--against", str(notes))
+    bad = cli("audit", "duplicates", "test@v1", "--against", str(bad_file))
     assert bad.exit_code == 1  # type: ignore[attr-defined]
     assert bad.stderr.strip().count("\n") == 0, bad.stderr  # type: ignore[attr-defined]
-    assert f"--against {notes}: not a readable Parquet file" in bad.stderr  # type: ignore[attr-defined]
+    assert f"--against {bad_file}: not a readable Parquet file ({detail}" in bad.stderr  # type: ignore[attr-defined]
+    assert not (tmp_path / ".dsreg" / "state" / "fingerprints").exists()
 
 
 def test_payloads_that_cannot_be_fingerprinted_are_listed_never_matched(
