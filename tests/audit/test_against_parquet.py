@@ -206,6 +206,7 @@ def test_cli_lists_the_unreadable_items_of_a_parquet_corpus(
         f"Unreadable in --against: {corpus}: \\x1b[2Jjunk: not an image (PIL recognises no image "
         "format in these bytes)",
     ]
+    assert "unreadable     2 in --against (listed on stderr)" in res.stdout.splitlines()  # type: ignore[attr-defined]
     as_json = cli("audit", "duplicates", "test@v1", "--against", str(corpus), "--json")
     listed = json.loads(as_json.stdout)["unreadable_against"]  # type: ignore[attr-defined]
     assert [item["path"] for item in listed] == [f"{corpus}: zero", f"{corpus}: {ids[0]}"]
