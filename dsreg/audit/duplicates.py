@@ -194,7 +194,7 @@ def _side(reg: Registry, resolved: Resolved, engine: Engine) -> tuple[_Side, int
 def _folder_side(folder: Path, engine: Engine) -> tuple[_Side, list[tuple[str, str]]]:
     """A corpus folder that is not registered: every file below it (names starting with ``.``
     skipped, as an add skips them), fingerprinted from its bytes on ``engine``; and the files
-    that could not be read, with the reason."""
+    that could not be read or fingerprinted, with the reason."""
     rels: list[str] = []
     bad: list[tuple[str, str]] = []
     for top, dirs, files in os.walk(
@@ -222,7 +222,8 @@ def _folder_side(folder: Path, engine: Engine) -> tuple[_Side, list[tuple[str, s
 
 def _corpus_side(corpus: Corpus, engine: Engine) -> tuple[_Side, list[tuple[str, str]]]:
     """A corpus file that is not registered (``parquet_corpus``): its payloads fingerprinted on
-    ``engine``, named by their ids; and the ids of the rows without a payload."""
+    ``engine``, named by their ids; and the ids of the rows without a payload or whose payload
+    could not be fingerprinted, with the reason."""
     parts = run_batches(
         functools.partial(fingerprint_blobs, kind=corpus.kind),
         blobs_table(corpus),
