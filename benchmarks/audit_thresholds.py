@@ -9,13 +9,21 @@ is matched to anything else. A test image is matched as the audit matches it: it
 the stored image's and those of its crops (``images.CROPS``). Prints one line per threshold.
 
     python benchmarks/audit_thresholds.py [--images N] [--texts N]
+
+N is the size of the training set (0 leaves that kind out: its curve is not measured, and the
+output says so), at least 2 so the test set holds a copy and an unrelated item, and at most
+what the corpus gives (two thirds of its images or texts: the unrelated items are a further
+N/2).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import NoReturn
 
 import numpy as np
+from PIL import Image
 
 from dsreg.audit.corpus import edit_text, jpeg, photo_tiles, stdlib_texts, transform_image
 from dsreg.audit.images import fingerprint_images
@@ -44,9 +52,9 @@ def _curve(
         print(f"{t:>9}  {recall:6.3f}  {precision:9.3f}  {fp_queries:9d}")
 
 
-def images(n: int) -> None:
+def images(n: int, tiles: list[Image.Image]) -> None:
+    """The curves for ``n`` training images, from ``n + n // 2`` distinct ``tiles``."""
     rng = np.random.default_rng(0)
-    tiles = photo_tiles(n + n // 2, seed=11, side=160)
     train = [jpeg(t) for t in tiles[:n]]
     made = [transform_image(t, rng) for t in tiles[: n // 2]]
     unrelated = [jpeg(t) for t in tiles[n:]]
@@ -68,8 +76,8 @@ def images(n: int) -> None:
     _curve("images, full-image pHash only (no crops)", full, pos, steps, "le")
 
 
-def texts(n: int) -> None:
-    base = stdlib_texts()
+def texts(n: int, base: list[str]) -> None:
+    """The curve for ``n`` training texts, from ``n + n // 2`` distinct texts of ``base``."""
     rng = np.random.default_rng(0)
     vocab = " ".join(base).split()
     train, extra = base[:n], base[n : n + n // 2]
@@ -83,10 +91,59 @@ def texts(n: int) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad options as one line and exit status 1 (argparse's own error prints its usage too)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
+def _size(value: str) -> int:
+    """A training set size: 0 (that kind left out) or at least 2."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if n < 0 or n == 1:
+        raise argparse.ArgumentTypeError(
+            f"{n} is not a set size: give 0 to leave this kind out, or at least 2 (a copy and "
+            "an unrelated item in the test set)"
+        )
+    return n
+
+
+def _most(available: int) -> int:
+    """The largest N whose N training items and N/2 unrelated ones ``available`` items give."""
+    return (2 * available + 1) // 3
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images", type=_size, default=200, metavar="N")
+    parser.add_argument("--texts", type=_size, default=350, metavar="N")
+    args = parser.parse_args(argv)
+    # Both sizes checked before the first (long) curve is measured.
+    base = stdlib_texts() if args.texts else []
+    if args.texts > _most(len(base)):
+        parser.error(
+            f"--texts {args.texts}: the standard library gives {len(base)} texts, enough for "
+            f"--texts {_most(len(base))} at most"
+        )
+    try:
+        n = args.images + args.images // 2
+        tiles = photo_tiles(n, seed=11, side=160) if n else []
+    except ValueError as e:  # fewer tiles than asked for: the count found is in the message
+        parser.error(f"--images {args.images}: {e} (N training images need N + N/2 tiles)")
+    if args.images:
+        images(args.images, tiles)
+    else:
+        print("\nimages: not measured (--images 0)")
+    if args.texts:
+        texts(args.texts, base)
+    else:
+        print("\ntexts: not measured (--texts 0)")
+    return 0
+
+
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--images", type=int, default=200)
-    parser.add_argument("--texts", type=int, default=350)
-    args = parser.parse_args()
-    images(args.images)
-    texts(args.texts)
+    sys.exit(main())

@@ -14,9 +14,10 @@ payloads (contamination) and, with ``within``, against the test set's own (dupli
 An ``--against`` that names a folder (a corpus that is not registered) is read file by file:
 its files are fingerprinted as they are (not stored), named by their path below the folder,
 and the folder is named in the matches by a digest of its listing (each file's path and
-digest). A file that cannot be read is counted and listed with its reason, never skipped
-silently. One that names a Parquet file is a corpus of one item per row, an id and an image or
-a text (``parquet_corpus``), fingerprinted and named the same way.
+digest). A file that cannot be read, or whose bytes cannot be fingerprinted (an undecodable
+image, an empty text: it could never be matched), is counted and listed with its reason, never
+skipped silently. One that names a Parquet file is a corpus of one item per row, an id and an
+image or a text (``parquet_corpus``), fingerprinted and named the same way.
 
 Rows are then named by verdict: ``contaminated`` (some row of another dataset matches it) or
 ``duplicate`` (it repeats an earlier row of its own set: of each group of rows that match one
@@ -27,6 +28,7 @@ read are counted and listed, never treated as clean.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -192,7 +194,7 @@ def _side(reg: Registry, resolved: Resolved, engine: Engine) -> tuple[_Side, int
 def _folder_side(folder: Path, engine: Engine) -> tuple[_Side, list[tuple[str, str]]]:
     """A corpus folder that is not registered: every file below it (names starting with ``.``
     skipped, as an add skips them), fingerprinted from its bytes on ``engine``; and the files
-    that could not be read, with the reason."""
+    that could not be read or fingerprinted, with the reason."""
     rels: list[str] = []
     bad: list[tuple[str, str]] = []
     for top, dirs, files in os.walk(
@@ -214,20 +216,34 @@ def _folder_side(folder: Path, engine: Engine) -> tuple[_Side, list[tuple[str, s
     errors = table.column("read_error").to_pylist()
     bad += [(rel, why) for rel, why in zip(rels, errors, strict=True) if why is not None]
     ids = [rel for rel, why in zip(rels, errors, strict=True) if why is None]
-    return _listed_side(ids, fingerprints_only(table)), bad
+    fp = fingerprints_only(table)
+    return _listed_side(ids, fp), bad + _unfingerprinted(ids, fp)
 
 
 def _corpus_side(corpus: Corpus, engine: Engine) -> tuple[_Side, list[tuple[str, str]]]:
     """A corpus file that is not registered (``parquet_corpus``): its payloads fingerprinted on
-    ``engine``, named by their ids; and the ids of the rows without a payload."""
+    ``engine``, named by their ids; and the ids of the rows without a payload or whose payload
+    could not be fingerprinted, with the reason."""
     parts = run_batches(
-        fingerprint_blobs,
+        functools.partial(fingerprint_blobs, kind=corpus.kind),
         blobs_table(corpus),
         engine,
         lambda done, total: engine.progress("fingerprint", done, total),
     )
+    fp = in_order(corpus, parts)
     bad = [(i, "no payload (null)") for i in corpus.empty]
-    return _listed_side(corpus.ids, in_order(corpus, parts)), bad
+    return _listed_side(corpus.ids, fp), bad + _unfingerprinted(corpus.ids, fp)
+
+
+def _unfingerprinted(ids: list[str], fp: pa.Table) -> list[tuple[str, str]]:
+    """The items of a corpus that is not registered (one per row of ``fp``, named by ``ids``)
+    whose bytes could not be fingerprinted, with the reason: never matched, so listed."""
+    kinds, errors = fp.column("kind").to_pylist(), fp.column("error").to_pylist()
+    return [
+        (i, str(why))
+        for i, kind, why in zip(ids, kinds, errors, strict=True)
+        if kind == "unreadable"
+    ]
 
 
 def _listed_side(ids: list[str], fp: pa.Table) -> _Side:

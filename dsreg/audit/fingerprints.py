@@ -17,7 +17,8 @@ tags and log reach are read for the tables they hold, and indexed again. A table
 are recomputed and the good bytes replace it.
 
 What a payload is: bytes PIL recognises as an image are pHashed (``images.py``); anything else
-is read as UTF-8 text (``text.py``). A payload that is neither (an undecodable image, empty or
+is read as UTF-8 text (``text.py``), unless the caller declares the kind (a corpus file's
+column does: ``as_kind``). A payload that is neither (an undecodable image, empty or
 binary data) gets kind ``unreadable`` and its one-line reason: it is counted and listed by the
 audit, never matched and never passed as clean.
 """
@@ -90,6 +91,10 @@ _READ_SCHEMA = pa.schema(
 )
 
 
+# Why bytes given as an image (``as_kind``) are unreadable where PIL recognises no format.
+_NOT_AN_IMAGE = "not an image (PIL recognises no image format in these bytes)"
+
+
 def _is_image(payload: bytes) -> bool:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)
@@ -111,15 +116,24 @@ def _u64_lists(values: Sequence[np.ndarray], valid: np.ndarray) -> pa.Array:
     return lists.cast(_U64_LIST)
 
 
-def fingerprint_payloads(digests: Sequence[str], payloads: Sequence[bytes]) -> pa.Table:
+def fingerprint_payloads(
+    digests: Sequence[str], payloads: Sequence[bytes], *, as_kind: str | None = None
+) -> pa.Table:
     """The fingerprints table of ``payloads`` (named by ``digests``), in their order: the pure
-    batch function that a worker process or Ray Data's ``map_batches`` runs."""
+    batch function that a worker process or Ray Data's ``map_batches`` runs.
+
+    ``as_kind`` (``image`` or ``text``) takes every payload as that kind, as a corpus file's
+    column declares it, instead of recognising it: an image payload PIL does not recognise is
+    unreadable (never read as text), and a text is never taken for an image."""
     n = len(payloads)
-    image = np.array([_is_image(p) for p in payloads], dtype=bool)
+    known = np.array([as_kind != "text" and _is_image(p) for p in payloads], dtype=bool)
+    image = known if as_kind is None else np.full(n, as_kind == "image")
     kind = np.where(image, "image", "text").astype(object)
-    error: list[str | None] = [None] * n
+    error: list[str | None] = [
+        _NOT_AN_IMAGE if i and not k else None for k, i in zip(known, image, strict=True)
+    ]
     phash = np.zeros(n, dtype=np.uint64)
-    idx_i, idx_t = np.flatnonzero(image), np.flatnonzero(~image)
+    idx_i, idx_t = np.flatnonzero(image & known), np.flatnonzero(~image)
     img = fingerprint_images([payloads[int(i)] for i in idx_i])
     phash[idx_i] = img.hashes
     crops = np.zeros((n, len(CROPS)), dtype=np.uint64)

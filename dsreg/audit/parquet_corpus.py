@@ -8,9 +8,12 @@ columns, or with them of another type, is refused before any work with one line 
 file and the columns found (``read_corpus``).
 
 A row whose payload is null is listed as unreadable with its id, as an unreadable file of an
-``--against`` folder is. The payloads are fingerprinted as they are, batch by batch on the
-audit's engine (``fingerprint_blobs``: the bytes travel with the batch, so a Ray task needs no
-shared file system), and not stored; the corpus is named in the matches by the digest of its
+``--against`` folder is. The payloads are fingerprinted as they are, as the kind their column
+names (bytes of the ``image`` column that are no image are unreadable, never read as text),
+batch by batch on the audit's engine (``fingerprint_blobs``: the bytes travel with the batch,
+so a Ray task needs no shared file system), and not stored; a payload that cannot be
+fingerprinted (an undecodable image, an empty text) is listed as unreadable with its id and
+the reason, as a null one is; the corpus is named in the matches by the digest of its
 listing (each id and its payload's digest), as a folder is.
 """
 
@@ -50,9 +53,19 @@ class Corpus:
     ids of those without one."""
 
     path: Path
+    kind: str  # the payload column's name: image or text
     ids: list[str]
     payloads: pa.Array  # binary
     empty: list[str]
+
+
+def _unreadable(path: Path, e: Exception) -> DatasetFormatError:
+    detail = " ".join(str(e).split())[:200]
+    return DatasetFormatError(
+        f"--against {path}: not a readable Parquet file ({detail}); give a folder, a "
+        "registered revision, or a Parquet file of a corpus",
+        path=str(path),
+    )
 
 
 def _refuse(path: Path, found: list[str], why: str) -> DatasetFormatError:
@@ -80,18 +93,35 @@ def _payloads(column: pa.ChunkedArray, name: str) -> pa.Array | None:
     return None
 
 
+def _ids(path: Path, column: pa.ChunkedArray) -> list[str]:
+    """The ids of the ``id`` column, as strings; a one-line error naming the first row without
+    one, or the first id given to two rows (rows counted from 0)."""
+    ids = [None if i is None else str(i) for i in column.to_pylist()]
+    missing = [r for r, i in enumerate(ids) if i is None]
+    if missing:
+        raise DatasetFormatError(
+            f"--against {path}: row {missing[0]} (counted from 0) has no id, and {len(missing)} "
+            f"of {len(ids)} rows have none; give every row an id of its own",
+            path=str(path),
+        )
+    first: dict[str | None, int] = {}
+    for r, i in enumerate(ids):
+        if (seen := first.setdefault(i, r)) != r:
+            raise DatasetFormatError(
+                f"--against {path}: id {i!r} is given to rows {seen} and {r} (counted from 0); "
+                "give every row an id of its own",
+                path=str(path),
+            )
+    return [str(i) for i in ids]
+
+
 def read_corpus(path: Path) -> Corpus:
     """The items of the corpus file ``path``; a one-line ``DatasetFormatError`` where it is not
     a Parquet file of the expected columns (see the module)."""
     try:
         names = list(pq.read_schema(path).names)
     except (OSError, pa.ArrowException) as e:
-        detail = " ".join(str(e).split())[:200]
-        raise DatasetFormatError(
-            f"--against {path}: not a readable Parquet file ({detail}); give a folder, a "
-            "registered revision, or a Parquet file of a corpus",
-            path=str(path),
-        ) from e
+        raise _unreadable(path, e) from e
     given = [c for c in PAYLOAD_COLUMNS if c in names]
     if ID_COLUMN not in names or len(given) != 1:
         raise _refuse(
@@ -99,7 +129,10 @@ def read_corpus(path: Path) -> Corpus:
             names,
             "no 'id' column" if ID_COLUMN not in names else "not exactly one payload column",
         )
-    table = pq.read_table(path, columns=[ID_COLUMN, given[0]])
+    try:
+        table = pq.read_table(path, columns=[ID_COLUMN, given[0]])
+    except (OSError, pa.ArrowException) as e:  # a footer that reads, pages that do not
+        raise _unreadable(path, e) from e
     ids = table.column(ID_COLUMN)
     if not (
         pa.types.is_string(ids.type)
@@ -110,15 +143,11 @@ def read_corpus(path: Path) -> Corpus:
     payloads = _payloads(table.column(given[0]), given[0])
     if payloads is None:
         raise _refuse(path, names, f"column {given[0]!r} holds {table.column(given[0]).type}")
-    id_list = [str(i) for i in ids.to_pylist() if i is not None]
-    if len(id_list) != table.num_rows:
-        raise _refuse(path, names, f"{table.num_rows - len(id_list)} rows have no id")
-    if len(set(id_list)) != len(id_list):
-        raise _refuse(path, names, "an id is given to several rows")
+    id_list = _ids(path, ids)
     has = pc.is_valid(payloads)
     kept = [i for i, ok in zip(id_list, has.to_pylist(), strict=True) if ok]
     empty = [i for i, ok in zip(id_list, has.to_pylist(), strict=True) if not ok]
-    return Corpus(path=path, ids=kept, payloads=payloads.filter(has), empty=empty)
+    return Corpus(path=path, kind=given[0], ids=kept, payloads=payloads.filter(has), empty=empty)
 
 
 #: What ``fingerprint_blobs`` reads: an item's id and its bytes.
@@ -127,12 +156,12 @@ BLOBS_SCHEMA = pa.schema(
 )
 
 
-def fingerprint_blobs(batch: pa.Table) -> pa.Table:
-    """The fingerprints of a ``BLOBS_SCHEMA`` batch's payloads, each named by its digest, with
-    the item's id as a last column: the pure batch function the engine runs for a corpus
-    file."""
+def fingerprint_blobs(batch: pa.Table, kind: str) -> pa.Table:
+    """The fingerprints of a ``BLOBS_SCHEMA`` batch's payloads, taken as ``kind`` (the corpus's
+    payload column), each named by its digest, with the item's id as a last column: the pure
+    batch function the engine runs for a corpus file."""
     data = batch.column("bytes").to_pylist()
-    table = fingerprint_payloads([hash_bytes(b) for b in data], data)
+    table = fingerprint_payloads([hash_bytes(b) for b in data], data, as_kind=kind)
     return table.append_column(ID_COLUMN, batch.column(ID_COLUMN))
 
 

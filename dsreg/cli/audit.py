@@ -44,6 +44,9 @@ def show_audit(res: AuditResult) -> None:
         out(f"by tier        {tiers}")
     fp = res.fingerprints
     out(f"fingerprints   {fp.get('computed', 0)} computed, {fp.get('reused', 0)} reused")
+    if res.unreadable_against:
+        # Never matched, so never silently clean: counted here, each listed on stderr.
+        out(f"unreadable     {len(res.unreadable_against)} in --against (listed on stderr)")
     if res.findings:
         rows = [
             [
@@ -66,7 +69,7 @@ def show_audit(res: AuditResult) -> None:
     _more(len(res.unreadable), "unreadable rows")
     for path, reason in res.unreadable_against[:_SHOWN]:
         say(f"Unreadable in --against: {printable(path)}: {printable(reason)}")
-    _more(len(res.unreadable_against), "unreadable --against files")
+    _more(len(res.unreadable_against), "unreadable --against items")
 
 
 def _more(count: int, what: str) -> None:

@@ -3,6 +3,7 @@ image or a text), audited against as a folder is; other files refused in one lin
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -81,8 +82,15 @@ def test_a_parquet_corpus_of_texts(make_registry: Callable[..., Registry], tmp_p
         ({"id": ["a"], "image": ["not bytes"]}, "column 'image' holds string"),
         ({"id": ["a"], "text": [b"bytes"]}, "column 'text' holds binary"),
         ({"id": [1.5], "text": ["t"]}, "column 'id' holds double"),
-        ({"id": ["a", None], "text": ["t", "u"]}, "1 rows have no id"),
-        ({"id": ["a", "a"], "text": ["t", "u"]}, "an id is given to several rows"),
+        (
+            {"id": ["a", None, "c", None], "text": ["t", "u", "v", "w"]},
+            r"row 1 \(counted from 0\) has no id, and 2 of 4 rows have none; give every row",
+        ),
+        (
+            {"id": ["a", "b", "a", "b"], "text": ["t", "u", "v", "w"]},
+            r"id 'a' is given to rows 0 and 2 \(counted from 0\); give every row an id of its",
+        ),
+        ({"id": [7, 3, 3], "image": [b"x", b"y", b"z"]}, "id '3' is given to rows 1 and 2"),
     ],
 )
 def test_other_files_are_refused_in_one_line_before_any_work(
@@ -102,16 +110,103 @@ def test_other_files_are_refused_in_one_line_before_any_work(
     assert not (reg.root / "state" / "fingerprints").exists()
 
 
+def _damaged(data: bytes) -> bytes:
+    """A Parquet file whose footer (schema) still reads but whose data pages do not."""
+    out = bytearray(data)
+    for i in range(100, 3000):
+        out[i] ^= 0x5A
+    return bytes(out)
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "detail"),
+    [
+        ("notes.csv", lambda good: b"id,text\n1,hello\n", "Parquet magic bytes not found"),
+        ("empty.parquet", lambda good: b"", "Parquet file size is 0 bytes"),
+        ("cut.parquet", lambda good: good[:5000], "Parquet magic bytes not found"),
+        ("damaged.parquet", _damaged, "Corrupt snappy compressed data"),
+    ],
+)
 def test_cli_refuses_a_file_that_is_not_parquet(
+    cli: Callable[..., object],
+    tmp_path: Path,
+    tiles: list[bytes],
+    name: str,
+    make: Callable[[bytes], bytes],
+    detail: str,
+) -> None:
+    (tmp_path / "t" / "a").mkdir(parents=True)
+    (tmp_path / "t" / "a" / "0.jpg").write_bytes(tiles[0])
+    rows = pa.table(
+        {"id": [str(i) for i in range(2000)], "text": [f"words {i}" for i in range(2000)]}
+    )
+    pq.write_table(rows, tmp_path / "good.parquet", compression="snappy")
+    bad_file = tmp_path / name
+    bad_file.write_bytes(make((tmp_path / "good.parquet").read_bytes()))
+    assert cli("init").exit_code == 0  # type: ignore[attr-defined]
+    cli("add", "test", str(tmp_path / "t"), "--tag", "v1")
+    bad = cli("audit", "duplicates", "test@v1", "--against", str(bad_file))
+    assert bad.exit_code == 1  # type: ignore[attr-defined]
+    assert bad.stderr.strip().count("\n") == 0, bad.stderr  # type: ignore[attr-defined]
+    assert f"--against {bad_file}: not a readable Parquet file ({detail}" in bad.stderr  # type: ignore[attr-defined]
+    assert not (tmp_path / ".dsreg" / "state" / "fingerprints").exists()
+
+
+def test_payloads_that_cannot_be_fingerprinted_are_listed_never_matched(
+    make_registry: Callable[..., Registry], tmp_path: Path, tiles: list[bytes]
+) -> None:
+    words = "a few plain words that are text and no image at all, in a row of bytes"
+    reg = make_registry()
+    _test_set(reg, tmp_path / "test", {"a/1.jpg": tiles[1], "a/w.txt": words.upper().encode()})
+    images = tmp_path / "images.parquet"
+    bad_images = {
+        "junk": b"\xff\xd8\xff not the rest of a JPEG",
+        # Text in the image column is no image: not read as the text it is.
+        "words": words.encode(),
+        "empty": b"",
+        "cut": tiles[1][: len(tiles[1]) // 2],
+    }
+    table = {"id": ["ok", *bad_images], "image": [tiles[1], *bad_images.values()]}
+    pq.write_table(pa.table(table), images)
+    texts = tmp_path / "texts.parquet"
+    bad_texts = {"e": "", "blank": " \n\t ", "nul": "some\x00words", "esc": "\x1b[31mred words"}
+    pq.write_table(pa.table({"id": list(bad_texts), "text": list(bad_texts.values())}), texts)
+
+    res = dsreg.audit_duplicates("test@v1", against=[str(images), str(texts)], registry=reg)
+    assert [(f.example_id, f.matches[0]["example_id"]) for f in res.findings] == [("a/1.jpg", "ok")]
+    reasons = dict(res.unreadable_against)
+    assert reasons.pop(f"{images}: cut").startswith("not a decodable image (")
+    not_image = "not an image (PIL recognises no image format in these bytes)"
+    assert reasons == {
+        f"{images}: junk": not_image,
+        f"{images}: words": not_image,
+        f"{images}: empty": not_image,
+        f"{texts}: e": "empty text (0 bytes)",
+        f"{texts}: blank": "empty text (no words)",
+        f"{texts}: nul": "binary data, not text (control character U+0000)",
+        f"{texts}: esc": "binary data, not text (control character U+001B)",
+    }
+
+
+def test_cli_lists_the_unreadable_items_of_a_parquet_corpus(
     cli: Callable[..., object], tmp_path: Path, tiles: list[bytes]
 ) -> None:
     (tmp_path / "t" / "a").mkdir(parents=True)
     (tmp_path / "t" / "a" / "0.jpg").write_bytes(tiles[0])
-    notes = tmp_path / "notes.csv"
-    notes.write_text("id,text\n1,hello\n")
+    corpus = tmp_path / "c.parquet"
+    ids = ["\x1b[2Jjunk", "zero", "fine"]
+    pq.write_table(pa.table({"id": ids, "image": [b"junk", None, tiles[0]]}), corpus)
     assert cli("init").exit_code == 0  # type: ignore[attr-defined]
     cli("add", "test", str(tmp_path / "t"), "--tag", "v1")
-    bad = cli("audit", "duplicates", "test@v1", "--against", str(notes))
-    assert bad.exit_code == 1  # type: ignore[attr-defined]
-    assert bad.stderr.strip().count("\n") == 0, bad.stderr  # type: ignore[attr-defined]
-    assert f"--against {notes}: not a readable Parquet file" in bad.stderr  # type: ignore[attr-defined]
+    res = cli("audit", "duplicates", "test@v1", "--against", str(corpus))
+    assert res.exit_code == 0  # type: ignore[attr-defined]
+    lines = res.stderr.strip().splitlines()  # type: ignore[attr-defined]
+    assert lines == [
+        f"Unreadable in --against: {corpus}: zero: no payload (null)",
+        f"Unreadable in --against: {corpus}: \\x1b[2Jjunk: not an image (PIL recognises no image "
+        "format in these bytes)",
+    ]
+    assert "unreadable     2 in --against (listed on stderr)" in res.stdout.splitlines()  # type: ignore[attr-defined]
+    as_json = cli("audit", "duplicates", "test@v1", "--against", str(corpus), "--json")
+    listed = json.loads(as_json.stdout)["unreadable_against"]  # type: ignore[attr-defined]
+    assert [item["path"] for item in listed] == [f"{corpus}: zero", f"{corpus}: {ids[0]}"]

@@ -231,14 +231,22 @@ def test_against_a_folder_lists_its_unreadable_files(
     reg = make_registry()
     _, test = _image_sets(tmp_path, images)
     dsreg.add("test", test, tag="v1", registry=reg)
-    corpus = _write(tmp_path / "corpus", {"sub/t04.jpg": jpeg(images[4]), "z.txt": b"words"})  # type: ignore[arg-type]
+    t04 = jpeg(images[4])  # type: ignore[arg-type]
+    corpus = _write(
+        tmp_path / "corpus",
+        # Files read but not fingerprinted (never matched) are listed as the unread ones are.
+        {"sub/t04.jpg": t04, "z.txt": b"words", "cut.jpg": t04[: len(t04) // 2], "empty.txt": b""},
+    )
     (corpus / "gone.jpg").symlink_to(corpus / "missing.jpg")
     os.mkfifo(corpus / "pipe")
     res = dsreg.audit_duplicates("test@v1", against=[str(corpus)], registry=reg)
     assert [(f.example_id, f.matches[0]["example_id"]) for f in res.findings] == [
         ("c0/exact4.jpg", "sub/t04.jpg")
     ]
-    assert dict(res.unreadable_against) == {
+    reasons = dict(res.unreadable_against)
+    assert reasons.pop(str(corpus / "cut.jpg")).startswith("not a decodable image (")
+    assert reasons == {
+        str(corpus / "empty.txt"): "empty text (0 bytes)",
         str(corpus / "gone.jpg"): "cannot be read (No such file or directory)",
         str(corpus / "pipe"): "not a regular file",
     }

@@ -13,12 +13,14 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dsreg
 from dsreg import Registry
+from dsreg.audit import engines
 from dsreg.audit.corpus import edit_text, jpeg, photo_tiles, stdlib_texts
 from dsreg.audit.engines import Engine, run_batches
 from dsreg.audit.fingerprints import FILES_SCHEMA, fingerprint_files, fingerprints_only
@@ -252,3 +254,69 @@ def test_an_unreachable_cluster_is_a_one_line_error(
     assert last.startswith("Error: cannot start or reach Ray at ray://127.0.0.1:1: ")
     assert "Traceback" not in res.stderr
     assert not (tmp_path / ".dsreg" / "state" / "fingerprints").exists()
+
+
+def test_ray_audits_against_a_parquet_corpus_as_the_local_pool_does(
+    make_registry: Callable[..., Registry],
+    tmp_path: Path,
+    ray_local: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Batches of 8 rows: each corpus file is several Ray tasks, whose results come back in any
+    # order. Each file has a row without a payload and one that cannot be fingerprinted (words
+    # in the image column are no image).
+    monkeypatch.setattr(engines, "BATCH_ROWS", 8)
+    tiles = photo_tiles(30, seed=6, side=96)
+    texts = stdlib_texts()[:40]
+    rng = np.random.default_rng(8)
+    images = pa.table(
+        {
+            "id": [f"img{i}" for i in range(30)],
+            "image": [jpeg(tiles[i], 60 + i % 30) for i in range(28)] + [None, b"some words"],
+        }
+    )
+    pq.write_table(images, tmp_path / "images.parquet")
+    words = pa.table({"id": list(range(1000, 1032)), "text": [*texts[:30], None, ""]})
+    pq.write_table(words, tmp_path / "texts.parquet")
+    test = {
+        "i/q5.jpg": jpeg(tiles[5], quality=35),
+        "i/r20.jpg": jpeg(tiles[20].resize((70, 70))),
+        "i/new.jpg": jpeg(tiles[29]),
+        "t/e7.txt": edit_text(texts[7], rng, " ".join(texts).split())[0].encode(),
+        "t/c29.txt": texts[29].encode(),
+        "t/new.txt": texts[39].encode(),
+    }
+    against = [str(tmp_path / "images.parquet"), str(tmp_path / "texts.parquet")]
+    results = {}
+    for engine in ("local", "ray"):
+        # A registry each: on Ray, every fingerprint (the test set's too) is computed there.
+        reg = make_registry(engine)
+        dsreg.add("test", _write(tmp_path / f"test-{engine}", test), tag="v1", registry=reg)
+        results[engine] = dsreg.audit_duplicates(
+            "test@v1",
+            against=against,
+            engine=engine,  # type: ignore[arg-type]
+            registry=reg,
+        )
+    local, on_ray = results["local"], results["ray"]
+    assert {
+        f.example_id: (f.matches[0]["example_id"], f.matches[0]["tier"]) for f in local.findings
+    } == {
+        "i/q5.jpg": ("img5", "image"),
+        "i/r20.jpg": ("img20", "image"),
+        "t/e7.txt": ("1007", "text"),
+        "t/c29.txt": ("1029", "exact"),
+    }
+    assert {f.verdict for f in local.findings} == {"contaminated"}
+    # The same rows, tiers, distances and corpus digests, match for match.
+    assert on_ray.findings == local.findings
+    assert on_ray.digest == local.digest and on_ray.counts == local.counts
+    assert on_ray.fingerprints == local.fingerprints
+    assert on_ray.fingerprints["computed"] == 6 + 29 + 31
+    assert on_ray.unreadable_against == local.unreadable_against
+    assert dict(on_ray.unreadable_against) == {
+        f"{against[0]}: img28": "no payload (null)",
+        f"{against[0]}: img29": "not an image (PIL recognises no image format in these bytes)",
+        f"{against[1]}: 1030": "no payload (null)",
+        f"{against[1]}: 1031": "empty text (0 bytes)",
+    }

@@ -11,7 +11,7 @@ import datasketch
 import imagehash
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
@@ -138,6 +138,44 @@ def test_one_table_holds_images_texts_and_unreadable_payloads(photos: list[bytes
     assert rows[0]["phash"] == int(fingerprint_images([photos[0]]).hashes[0])
     assert rows[1]["minhash"] is not None and rows[1]["phash"] is None
     assert rows[2]["error"].startswith("binary data") and rows[2]["minhash"] is None
+
+
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=40),
+            st.text(max_size=60).map(str.encode),
+            st.integers(0, 79).map(lambda i: ("photo", i)),
+            st.integers(0, 79).map(lambda i: ("cut", i)),
+        ),
+        max_size=6,
+    )
+)
+def test_a_declared_kind_keeps_each_payload_to_that_kind(
+    photos: list[bytes], picks: list[bytes | tuple[str, int]]
+) -> None:
+    # Photographs, photographs cut short, and arbitrary bytes and texts, mixed in a batch.
+    payloads = [
+        p if isinstance(p, bytes) else photos[p[1]][: None if p[0] == "photo" else 900]
+        for p in picks
+    ]
+    names = [f"p{i}" for i in range(len(payloads))]
+    found = fingerprint_payloads(names, payloads).to_pylist()
+    as_image = fingerprint_payloads(names, payloads, as_kind="image").to_pylist()
+    as_text = fingerprint_payloads(names, payloads, as_kind="text").to_pylist()
+    not_image = "not an image (PIL recognises no image format in these bytes)"
+    for auto, image, text in zip(found, as_image, as_text, strict=True):
+        assert image["kind"] in ("image", "unreadable") and text["kind"] in ("text", "unreadable")
+        # What PIL recognises (decodable or not) is fingerprinted the same given as an image;
+        # the rest, given as an image, is unreadable rather than read as the text it may be.
+        if auto["kind"] == "image" or (auto["error"] or "").startswith("not a decodable image"):
+            assert image == auto
+        else:
+            assert text == auto
+            assert (image["kind"], image["error"]) == ("unreadable", not_image)
 
 
 def _tree(root: Path, photos: list[bytes], n: int) -> Path:
