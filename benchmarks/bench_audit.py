@@ -68,13 +68,21 @@ def _timed(fn: object) -> float:
 
 
 def scale(stored: int, queries: int, threshold: int, crops: int) -> None:
-    """In a child process: its peak resident memory is the matching's alone."""
-    code = (
-        "import sys; sys.argv = sys.argv[:1]; import bench_audit as b; "
-        f"b._scale_child({stored}, {queries}, {threshold}, {crops})"
-    )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), *sys.path])}
-    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+    """The stored fingerprints written first; then, in a child process (its peak resident
+    memory is the matching's alone), read back and matched as the audit matches them."""
+    rng = np.random.default_rng(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "fingerprints.parquet"
+        q = _write_stored(path, stored, queries, threshold, crops, rng)
+        np.save(Path(tmp) / "queries.npy", q)
+        code = (
+            "import sys; sys.argv = sys.argv[:1]; import bench_audit as b; "
+            f"b._scale_child({str(tmp)!r}, {stored}, {threshold}, {crops})"
+        )
+        paths = os.pathsep.join([str(Path(__file__).parent), *sys.path])
+        subprocess.run(
+            [sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": paths}
+        )
 
 
 def _flip(hashes: np.ndarray, bits: int, rng: np.random.Generator) -> np.ndarray:
@@ -86,30 +94,54 @@ def _flip(hashes: np.ndarray, bits: int, rng: np.random.Generator) -> np.ndarray
     return out
 
 
-def _scale_child(stored: int, queries: int, threshold: int, crops: int) -> None:
+def _write_stored(
+    path: Path, stored: int, queries: int, threshold: int, crops: int, rng: np.random.Generator
+) -> np.ndarray:
+    """A fingerprint table's image hashes (``phash``, and ``phash_crops``: ``crops`` hashes per
+    image near its own, as crops' are), written in row groups; returns the test hashes, half
+    of them near copies of stored images (of their full hash or of one of their crops)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dsreg.audit.index import hamming_pairs
+    from dsreg.formats.tables import ROW_GROUP
 
-    rng = np.random.default_rng(0)
-    s = rng.integers(0, 2**64, size=stored, dtype=np.uint64)
-    q = _flip(s[rng.integers(0, stored, size=queries)], threshold, rng)  # near copies
-    # Each stored image's crops, stored as the audit stores them: hashes near the image's.
-    s = np.concatenate([s, *(_flip(s, 8, rng) for _ in range(crops))])
-    fresh = rng.random(queries) < 0.5
-    q[fresh] = rng.integers(0, 2**64, size=int(fresh.sum()), dtype=np.uint64)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "fingerprints.parquet"
-        pq.write_table(pa.table({"phash": s}), path)
-        del s
-        start, cpu = time.perf_counter(), time.process_time()
-        stored_hashes = pq.read_table(path).column("phash").to_numpy()
-        pairs = hamming_pairs(q, stored_hashes, threshold)
-        took, cpu = time.perf_counter() - start, time.process_time() - cpu
+    picked = np.sort(rng.choice(stored, size=queries // 2, replace=False))
+    near = []
+    schema = pa.schema([("phash", pa.uint64()), ("phash_crops", pa.list_(pa.uint64()))])
+    with pq.ParquetWriter(path, schema) as writer:  # in row groups as dsreg writes its tables
+        for at in range(0, stored, ROW_GROUP):
+            full = rng.integers(0, 2**64, size=min(ROW_GROUP, stored - at), dtype=np.uint64)
+            variants = np.stack([full, *(_flip(full, 8, rng) for _ in range(crops))], axis=1)
+            mine = picked[(picked >= at) & (picked < at + len(full))] - at
+            which = rng.integers(0, 1 + crops, size=len(mine))
+            near.append(variants[mine, which])
+            offsets = pa.array(np.arange(len(full) + 1, dtype=np.int32) * crops)
+            lists = pa.ListArray.from_arrays(offsets, pa.array(variants[:, 1:].ravel()))
+            writer.write_table(pa.table({"phash": full, "phash_crops": lists}, schema=schema))
+    fresh = rng.integers(0, 2**64, size=queries - len(picked), dtype=np.uint64)
+    q = np.concatenate([_flip(np.concatenate(near), threshold, rng), fresh])
+    return q[rng.permutation(len(q))]
+
+
+def _scale_child(tmp: str, stored: int, threshold: int, crops: int) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dsreg.audit.duplicates import image_variants
+    from dsreg.audit.index import Variants, variant_pairs
+
+    q = np.load(Path(tmp) / "queries.npy")
+    # The kernels compile on a first call (once per machine; cached on disk after that).
+    variant_pairs(q[:10], [Variants(q[:100], np.arange(101), 0)], threshold)
+    start, cpu = time.perf_counter(), time.process_time()
+    stored_file = pq.ParquetFile(Path(tmp) / "fingerprints.parquet")
+    groups = range(stored_file.metadata.num_row_groups)  # one at a time: a bounded peak
+    table = pa.concat_tables([stored_file.read_row_group(i, use_threads=False) for i in groups])
+    pairs = variant_pairs(q, image_variants(table, np.arange(table.num_rows)), threshold)
+    took, cpu = time.perf_counter() - start, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
-        f"{queries:,} test hashes vs {stored:,} stored images x {1 + crops} hashes, threshold "
+        f"{len(q):,} test hashes vs {stored:,} stored images x {1 + crops} hashes, threshold "
         f"{threshold}: {len(pairs.query):,} pairs in {took:.1f} s, {cpu:.1f} s of CPU "
         f"(read + index + check), peak {peak:,.0f} MB resident"
     )
@@ -211,6 +243,8 @@ if __name__ == "__main__":
     if args.what == "rate":
         rate(args.n)
     elif args.what == "scale":
+        if not _JOBS_GIVEN:
+            del os.environ["DSREG_JOBS"]  # the join's default: a thread per CPU
         scale(args.stored, args.queries, args.threshold, args.crops)
     elif args.what == "engines":
         engines(args.n)

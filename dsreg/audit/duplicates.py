@@ -50,7 +50,7 @@ from dsreg.audit.fingerprints import (
     fingerprints_of,
     fingerprints_only,
 )
-from dsreg.audit.index import hamming_pairs
+from dsreg.audit.index import Variants, variant_pairs
 from dsreg.audit.lsh import band_plan, gram_pairs, minhash_pairs
 from dsreg.audit.parquet_corpus import (
     Corpus,
@@ -296,18 +296,30 @@ def _image_pairs(
     side's images, the full image's and its crops' (one row each in the index, so the join
     stays exact for the threshold); a pair's distance is its nearest variant's."""
     qh = as_numpy(q.column("phash").take(pa.array(qi))).astype(np.uint64)
-    full = as_numpy(s.column("phash").take(pa.array(si))).astype(np.uint64)
-    crops = s.column("phash_crops").take(pa.array(si)).combine_chunks()
-    offsets = as_numpy(crops.offsets).astype(np.int64)
-    sh = np.concatenate([full, as_numpy(crops.values).astype(np.uint64)])
-    owner = np.concatenate([np.arange(len(si)), np.repeat(np.arange(len(si)), np.diff(offsets))])
-    pairs = hamming_pairs(qh, sh, threshold)
-    a, b = qi[pairs.query], si[owner[pairs.stored]]
-    order = np.lexsort((pairs.distance, b, a))
-    a, b, dist = a[order], b[order], pairs.distance[order]
-    first = np.ones(len(a), dtype=bool)
-    first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
-    return a[first], b[first], dist[first].astype(float), "image"
+    pairs = variant_pairs(qh, image_variants(s, si), threshold)
+    return qi[pairs.query], si[pairs.stored], pairs.distance.astype(float), "image"
+
+
+def image_variants(table: pa.Table, rows: np.ndarray) -> list[Variants]:
+    """The pHashes of the images at ``rows`` of a fingerprint table: their full-image hashes
+    and their crops', item ``i`` being ``rows[i]``. The crops are read where they lie (a list
+    column's values, chunk by chunk) when ``rows`` is every row, as against a whole dataset."""
+    every = len(rows) == table.num_rows
+    full = table.column("phash") if every else table.column("phash").take(pa.array(rows))
+    parts = [Variants(_u64(full), np.arange(len(rows) + 1, dtype=np.int64), 0)]
+    crops = table.column("phash_crops")
+    chunks = crops.chunks if every else [crops.take(pa.array(rows)).combine_chunks()]
+    first = 0
+    for chunk in chunks:
+        offsets = as_numpy(chunk.offsets).astype(np.int64)
+        values = as_numpy(chunk.values)[offsets[0] : offsets[-1]].astype(np.uint64, copy=False)
+        parts.append(Variants(values, offsets - offsets[0], first))
+        first += len(chunk)
+    return parts
+
+
+def _u64(column: pa.ChunkedArray) -> np.ndarray:
+    return as_numpy(column).astype(np.uint64, copy=False)
 
 
 def _sets(table: pa.Table, rows: np.ndarray, column: str) -> list[np.ndarray]:

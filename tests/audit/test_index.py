@@ -9,7 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsreg.audit.index import Plan, brute_force_pairs, hamming_pairs, plan_bands
+from dsreg.audit import index
+from dsreg.audit.index import (
+    Plan,
+    Variants,
+    brute_force_pairs,
+    hamming_pairs,
+    plan_bands,
+    variant_pairs,
+)
 from dsreg.errors import InvalidInputError
 
 
@@ -117,3 +125,57 @@ def test_no_pair_missed_on_20000_by_20000(threshold: int) -> None:
 def test_bad_input_is_refused(queries: np.ndarray, threshold: int, message: str) -> None:
     with pytest.raises(InvalidInputError, match=message):
         hamming_pairs(queries, np.zeros(2, dtype=np.uint64), threshold)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    sizes=st.lists(st.integers(0, 300), min_size=1, max_size=6),
+    chunk=st.integers(1, 700),
+    threshold=st.integers(0, 16),
+)
+def test_stored_hashes_in_parts_and_runs_are_one_array(
+    seed: int, sizes: list[int], chunk: int, threshold: int
+) -> None:
+    """Stored hashes given as several arrays, indexed in runs that start and end anywhere
+    (within a part or across parts, empty parts too), give the pairs of their concatenation."""
+    rng = np.random.default_rng(seed)
+    parts = [rng.integers(0, 2**64, size=n, dtype=np.uint64) for n in sizes]
+    whole = np.concatenate(parts)
+    queries = _near(rng, whole, 150, threshold + 3) if len(whole) else whole
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(index, "CHUNK_ROWS", chunk)
+        got = hamming_pairs(queries, parts, threshold)
+    assert _same(got, brute_force_pairs(queries, whole, threshold))
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_items=st.integers(1, 200), crops=st.integers(0, 5))
+def test_an_item_is_matched_once_at_its_nearest_variant(
+    seed: int, n_items: int, crops: int
+) -> None:
+    """An image with crop hashes: one pair per (query, image), at the nearest of its hashes,
+    the crops held in two parts (as a list column's chunks)."""
+    rng = np.random.default_rng(seed)
+    full = rng.integers(0, 2**64, size=n_items, dtype=np.uint64)
+    counts = rng.integers(0, crops + 1, size=n_items)
+    variants = [_near(rng, full[i : i + 1], int(c), 6) for i, c in enumerate(counts)]
+    queries = _near(rng, np.concatenate([full, *variants]), 100, 8)
+    cut = n_items // 2
+    parts = [Variants(full, np.arange(n_items + 1), 0)]
+    for first, group in ((0, variants[:cut]), (cut, variants[cut:])):
+        sizes = np.array([len(v) for v in group], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        values = np.concatenate(group) if group else np.zeros(0, dtype=np.uint64)
+        parts.append(Variants(values.astype(np.uint64), offsets, first))
+    got = variant_pairs(queries, parts, 10)
+    want = {}
+    for i, h in enumerate(queries):
+        for item in range(n_items):
+            every = np.concatenate([full[item : item + 1], variants[item]])
+            d = int(np.bitwise_count(every ^ h).min())
+            if d <= 10:
+                want[(i, item)] = d
+    pairs = zip(got.query.tolist(), got.stored.tolist(), strict=True)
+    assert dict(zip(pairs, got.distance.tolist(), strict=True)) == want
+    assert len(got.query) == len(want)
