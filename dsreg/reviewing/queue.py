@@ -193,6 +193,9 @@ class ReviewQueue:
         self._secret = secrets.token_bytes(32) if secret is None else secret
         self._reviewers: dict[str, _Reviewer] = {}
         self._counts: dict[int, int] = {}  # row -> votes
+        # Kept as votes come and go, so progress is read in constant time on every request.
+        self._votes = 0  # all votes
+        self._complete = 0  # items of the queue with votes_per_item votes
         self._leases: dict[int, dict[str, float]] = {}  # row -> reviewer -> expiry
         self._replay()
 
@@ -222,7 +225,7 @@ class ReviewQueue:
         if op == "vote":
             row = int(record["row"])
             reviewer.votes[row] = str(record["answer"])
-            self._counts[row] = self._counts.get(row, 0) + 1
+            self._count(row, +1)
             reviewer.actions.append(record)
         elif op == "skip":
             reviewer.skipped.add(int(record["row"]))
@@ -238,9 +241,17 @@ class ReviewQueue:
             reviewer.touched[row] = reviewer.touched.get(row, 0) + 1
             if target["op"] == "vote":
                 del reviewer.votes[row]
-                self._counts[row] -= 1
+                self._count(row, -1)
             else:
                 reviewer.skipped.discard(row)
+
+    def _count(self, row: int, change: int) -> None:
+        before = self._counts.get(row, 0)
+        self._counts[row] = before + change
+        self._votes += change
+        if row in self.by_row:
+            was, now = before >= self.votes_per_item, before + change >= self.votes_per_item
+            self._complete += int(now) - int(was)
 
     def _reviewer(self, name: str) -> _Reviewer:
         found = self._reviewers.get(name)
@@ -412,14 +423,11 @@ class ReviewQueue:
     # -- reading -----------------------------------------------------------------------------
     def progress(self, name: str | None = None) -> ReviewProgress:
         you = len(self._reviewers[name].votes) if name in self._reviewers else 0
-        complete = sum(
-            1 for item in self.items if self._counts.get(item.row, 0) >= self.votes_per_item
-        )
         return ReviewProgress(
             you=you,
-            everyone=sum(self._counts.values()),
-            complete=complete,
-            remaining=len(self.items) - complete,
+            everyone=self._votes,
+            complete=self._complete,
+            remaining=len(self.items) - self._complete,
             items=len(self.items),
         )
 

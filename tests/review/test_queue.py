@@ -276,10 +276,17 @@ def test_random_interleavings_keep_the_rules_and_replay_alike(
         server.stop()
     out = tmp_path / "random.json"
     dsreg.review_export(review_set.spec, out, registry=review_set.registry)
+    counts = []
     for record in json.loads(out.read_text()):
         votes = sum(record["mturk"].values())
         # One vote per reviewer per item, and never more than the item takes.
         assert votes == len(record["reviewers"]) <= 2
+        counts.append(votes)
+    # The progress every page shows is the votes the export holds, after votes and undos.
+    shown = next(iter(before.values()))
+    assert shown["everyone"] == sum(counts)
+    assert shown["complete"] == sum(c >= 2 for c in counts)
+    assert shown["remaining"] == shown["items"] - shown["complete"]
     with dsreg.review(review_set.spec, votes_per_item=2, registry=review_set.registry) as again:
         after = {name: Page(again, name).next()["progress"] for name in names}
     assert after == before
