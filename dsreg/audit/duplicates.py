@@ -45,10 +45,12 @@ from dsreg.audit.engines import Engine, check_engine, run_batches
 from dsreg.audit.fingerprints import (
     FILES_SCHEMA,
     METHOD,
+    Listing,
     files_table,
     fingerprint_files,
     fingerprints_of,
     fingerprints_only,
+    list_folder,
 )
 from dsreg.audit.index import Variants, variant_pairs
 from dsreg.audit.lsh import band_plan, gram_pairs, minhash_pairs
@@ -191,18 +193,11 @@ def _side(reg: Registry, resolved: Resolved, engine: Engine) -> tuple[_Side, int
     return side, snap.rows - len(rows), made
 
 
-def _folder_side(folder: Path, engine: Engine) -> tuple[_Side, list[tuple[str, str]]]:
-    """A corpus folder that is not registered: every file below it (names starting with ``.``
-    skipped, as an add skips them), fingerprinted from its bytes on ``engine``; and the files
-    that could not be read or fingerprinted, with the reason."""
-    rels: list[str] = []
-    bad: list[tuple[str, str]] = []
-    for top, dirs, files in os.walk(
-        folder, onerror=lambda e: bad.append((str(e.filename), _why(e)))
-    ):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for name in sorted(f for f in files if not f.startswith(".")):
-            rels.append((Path(top) / name).relative_to(folder).as_posix())
+def _folder_side(listing: Listing, engine: Engine) -> tuple[_Side, list[tuple[str, str]]]:
+    """A corpus folder that is not registered: every file ``listing`` names, fingerprinted
+    from its bytes on ``engine``; and the files that could not be read or fingerprinted, with
+    the reason."""
+    folder, rels, bad = listing.folder, listing.files, list(listing.unreadable)
     paths = pa.array([os.fspath(folder / r) for r in rels], pa.string())
     inputs = pa.table({"path": paths, "expect": pa.nulls(len(rels), pa.string())})
     parts = run_batches(
@@ -259,10 +254,6 @@ def _listed_side(ids: list[str], fp: pa.Table) -> _Side:
         payload_index=np.arange(n, dtype=np.int64),
         fp=fp,
     )
-
-
-def _why(e: OSError) -> str:
-    return f"cannot be read ({e.strerror or type(e).__name__})"
 
 
 def _of_kind(fp: pa.Table, kind: str) -> np.ndarray:
@@ -463,10 +454,10 @@ def _audit(
     inputs = {HELD_INPUT: made.digest}
     bad_files: list[tuple[str, str]] = []
     for k, other in enumerate(others):
-        if isinstance(other, Path):
+        if isinstance(other, Listing):
             side, bad = _folder_side(other, engine)
             computed += side.fp.num_rows
-            bad_files += [(str(other / p), why) for p, why in bad]
+            bad_files += [(str(other.folder / p), why) for p, why in bad]
         elif isinstance(other, Corpus):
             side, bad = _corpus_side(other, engine)
             computed += side.fp.num_rows
@@ -496,11 +487,17 @@ def _audit(
     return replace(result, unreadable_against=tuple(bad_files))
 
 
-def _other(reg: Registry, against: str) -> Path | Corpus | Resolved:
-    """An ``--against`` as given: a folder, a Parquet file of a corpus (read and checked now,
-    before any work), or a registered revision."""
+def _other(reg: Registry, against: str) -> Listing | Corpus | Resolved:
+    """An ``--against`` as given: a folder (listed now), a Parquet file of a corpus (read and
+    checked now), or a registered revision; refused before any work where it holds nothing."""
     if os.path.isdir(against):
-        return Path(against)
+        listing = list_folder(Path(against))
+        if not listing.files and not listing.unreadable:
+            raise InvalidInputError(
+                f"--against {against}: the folder holds no file to audit against (names "
+                "starting with '.' are skipped); give the corpus folder or a Parquet file"
+            )
+        return listing
     if os.path.isfile(against):
         return read_corpus(Path(against))
     return reg.resolve(against)

@@ -32,6 +32,7 @@ import stat
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -205,6 +206,32 @@ def fingerprint_files(batch: pa.Table) -> pa.Table:
         [pa.array(paths, pa.string()), pa.array(errors, pa.string()), *columns],
         schema=_READ_SCHEMA,
     )
+
+
+class Listing(NamedTuple):
+    """The files of a corpus folder that is not registered, listed before any work."""
+
+    folder: Path
+    files: list[str]  # paths below ``folder``, in walk order, names starting with '.' skipped
+    unreadable: list[tuple[str, str]]  # (path, reason) of what the walk could not open
+
+
+def list_folder(folder: Path) -> Listing:
+    """Every file below ``folder`` (names starting with ``.`` skipped, as an add skips them),
+    and the folders the walk could not open, with the reason."""
+    files: list[str] = []
+    bad: list[tuple[str, str]] = []
+    for top, dirs, names in os.walk(
+        folder, onerror=lambda e: bad.append((str(e.filename), why_unreadable(e)))
+    ):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(f for f in names if not f.startswith(".")):
+            files.append((Path(top) / name).relative_to(folder).as_posix())
+    return Listing(folder, files, bad)
+
+
+def why_unreadable(e: OSError) -> str:
+    return f"cannot be read ({e.strerror or type(e).__name__})"
 
 
 class Fingerprinted:

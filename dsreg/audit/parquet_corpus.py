@@ -133,6 +133,11 @@ def read_corpus(path: Path) -> Corpus:
         table = pq.read_table(path, columns=[ID_COLUMN, given[0]])
     except (OSError, pa.ArrowException) as e:  # a footer that reads, pages that do not
         raise _unreadable(path, e) from e
+    if table.num_rows == 0:
+        raise DatasetFormatError(
+            f"--against {path}: the Parquet file has no rows; give a corpus with one row per item",
+            path=str(path),
+        )
     ids = table.column(ID_COLUMN)
     if not (
         pa.types.is_string(ids.type)

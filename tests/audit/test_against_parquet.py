@@ -210,3 +210,31 @@ def test_cli_lists_the_unreadable_items_of_a_parquet_corpus(
     as_json = cli("audit", "duplicates", "test@v1", "--against", str(corpus), "--json")
     listed = json.loads(as_json.stdout)["unreadable_against"]  # type: ignore[attr-defined]
     assert [item["path"] for item in listed] == [f"{corpus}: zero", f"{corpus}: {ids[0]}"]
+
+
+@pytest.mark.parametrize("shape", ["folder", "parquet"])
+def test_an_empty_corpus_is_refused_in_one_line(
+    cli: Callable[..., object], tmp_path: Path, tiles: list[bytes], shape: str
+) -> None:
+    (tmp_path / "t" / "a").mkdir(parents=True)
+    (tmp_path / "t" / "a" / "0.jpg").write_bytes(tiles[0])
+    if shape == "folder":
+        empty = tmp_path / "corpus"
+        (empty / "sub" / ".cache").mkdir(parents=True)
+        (empty / ".DS_Store").write_bytes(b"\0")
+        (empty / "sub" / ".cache" / "x.jpg").write_bytes(tiles[1])
+        said = "holds no file to audit against"
+    else:
+        empty = tmp_path / "corpus.parquet"
+        pq.write_table(
+            pa.table({"id": pa.array([], pa.string()), "image": pa.array([], pa.binary())}), empty
+        )
+        said = "has no rows"
+    assert cli("init").exit_code == 0  # type: ignore[attr-defined]
+    cli("add", "test", str(tmp_path / "t"), "--tag", "v1")
+    bad = cli("audit", "duplicates", "test@v1", "--against", str(empty))
+    assert bad.exit_code == 1  # type: ignore[attr-defined]
+    assert bad.stderr.strip().count("\n") == 0, bad.stderr  # type: ignore[attr-defined]
+    assert f"--against {empty}: " in bad.stderr and said in bad.stderr  # type: ignore[attr-defined]
+    assert not (tmp_path / ".dsreg" / "state" / "fingerprints").exists()
+    assert cli("ls").exit_code == 0  # type: ignore[attr-defined]
