@@ -70,14 +70,25 @@ __all__ = [
 
 # Attributes are keywords with defaults, so ``raise XError("message")`` stays valid, and the
 # message stays the only positional argument: pickling (worker processes) rebuilds an error
-# from ``args`` and then restores the attributes from its ``__dict__``.
+# from ``args`` and then restores the attributes from its ``__dict__``. Each class declares its
+# attributes as annotated class fields defaulting to ``None``; the base's ``__init__`` takes
+# them by keyword and refuses a name that no class of the error declares.
+
+
+def _declared(cls: type) -> set[str]:
+    return {name for c in cls.__mro__ for name in vars(c).get("__annotations__", {})}
 
 
 class DsregError(Exception):
     """Base of every error dsreg raises; the message says what was wrong and what to do."""
 
-    def __init__(self, message: str = "") -> None:
+    def __init__(self, message: str = "", **attributes: object) -> None:
         super().__init__(message)
+        unknown = sorted(set(attributes) - _declared(type(self)))
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no attribute {', '.join(unknown)}")
+        for name, value in attributes.items():
+            setattr(self, name, value)
 
     @property
     def message(self) -> str:
@@ -87,9 +98,7 @@ class DsregError(Exception):
 class _PathAttribute(DsregError):
     """Base of the errors whose one attribute is ``path`` (the file or folder, where known)."""
 
-    def __init__(self, message: str = "", *, path: str | None = None) -> None:
-        super().__init__(message)
-        self.path = path
+    path: str | None = None
 
 
 class InvalidInputError(DsregError, ValueError):
@@ -102,10 +111,8 @@ class InvalidNameError(InvalidInputError):
     Attributes: ``name`` (the value refused), ``what`` (``"dataset name"``, ``"tag name"``, …).
     """
 
-    def __init__(self, message: str = "", *, name: str | None = None, what: str | None = None):
-        super().__init__(message)
-        self.name = name
-        self.what = what
+    name: str | None = None
+    what: str | None = None
 
 
 class InvalidSpecError(InvalidInputError):
@@ -114,9 +121,7 @@ class InvalidSpecError(InvalidInputError):
     Attributes: ``spec``.
     """
 
-    def __init__(self, message: str = "", *, spec: str | None = None) -> None:
-        super().__init__(message)
-        self.spec = spec
+    spec: str | None = None
 
 
 class InputPathError(_PathAttribute, InvalidInputError, FileNotFoundError):
@@ -139,12 +144,8 @@ class ProbabilitiesError(InvalidInputError):
     Attributes: ``expected``, ``actual`` (e.g. row counts, where the check compared two).
     """
 
-    def __init__(
-        self, message: str = "", *, expected: object = None, actual: object = None
-    ) -> None:
-        super().__init__(message)
-        self.expected = expected
-        self.actual = actual
+    expected: object = None
+    actual: object = None
 
 
 class VotesError(_PathAttribute, InvalidInputError):
@@ -170,9 +171,7 @@ class PredictionsError(InvalidInputError):
     Attributes: ``model`` (its name, where known).
     """
 
-    def __init__(self, message: str = "", *, model: str | None = None) -> None:
-        super().__init__(message)
-        self.model = model
+    model: str | None = None
 
 
 class QueryError(InvalidInputError):
@@ -181,9 +180,7 @@ class QueryError(InvalidInputError):
     Attributes: ``query``.
     """
 
-    def __init__(self, message: str = "", *, query: str | None = None) -> None:
-        super().__init__(message)
-        self.query = query
+    query: str | None = None
 
 
 class NotFoundError(DsregError, LookupError):
@@ -204,12 +201,8 @@ class RevisionNotFoundError(NotFoundError):
     Attributes: ``dataset``, ``ref`` (the tag or digest prefix asked for).
     """
 
-    def __init__(
-        self, message: str = "", *, dataset: str | None = None, ref: str | None = None
-    ) -> None:
-        super().__init__(message)
-        self.dataset = dataset
-        self.ref = ref
+    dataset: str | None = None
+    ref: str | None = None
 
 
 class ObjectNotFoundError(NotFoundError):
@@ -218,9 +211,7 @@ class ObjectNotFoundError(NotFoundError):
     Attributes: ``digest`` (full, or the prefix given).
     """
 
-    def __init__(self, message: str = "", *, digest: str | None = None) -> None:
-        super().__init__(message)
-        self.digest = digest
+    digest: str | None = None
 
 
 class AmbiguousDigestError(DsregError, LookupError):
@@ -244,20 +235,10 @@ class TagExistsError(DsregError, ValueError):
     refused).
     """
 
-    def __init__(
-        self,
-        message: str = "",
-        *,
-        dataset: str | None = None,
-        tag: str | None = None,
-        existing: str | None = None,
-        new: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.dataset = dataset
-        self.tag = tag
-        self.existing = existing
-        self.new = new
+    dataset: str | None = None
+    tag: str | None = None
+    existing: str | None = None
+    new: str | None = None
 
 
 class IntegrityError(DsregError, OSError):
@@ -266,9 +247,7 @@ class IntegrityError(DsregError, OSError):
     Attributes: ``digest`` (the object, where known).
     """
 
-    def __init__(self, message: str = "", *, digest: str | None = None) -> None:
-        super().__init__(message)
-        self.digest = digest
+    digest: str | None = None
 
 
 class CorruptObjectError(IntegrityError):
@@ -278,17 +257,8 @@ class CorruptObjectError(IntegrityError):
     ``path`` (the stored file).
     """
 
-    def __init__(
-        self,
-        message: str = "",
-        *,
-        digest: str | None = None,
-        path: str | None = None,
-        actual: str | None = None,
-    ) -> None:
-        super().__init__(message, digest=digest)
-        self.path = path
-        self.actual = actual
+    path: str | None = None
+    actual: str | None = None
 
 
 class ManifestError(IntegrityError):
@@ -311,9 +281,7 @@ class RemoteError(DsregError, OSError):
     Attributes: ``remote`` (its name or URL, where known).
     """
 
-    def __init__(self, message: str = "", *, remote: str | None = None) -> None:
-        super().__init__(message)
-        self.remote = remote
+    remote: str | None = None
 
 
 class StorageError(_PathAttribute, DsregError, OSError):

@@ -38,6 +38,14 @@ def emit_json(data: Any) -> None:
     write_json(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def json_shown(res: Any, *, json: bool) -> bool:
+    """With ``--json``, ``res.to_dict()`` on stdout; True then, as the command has no more to
+    print."""
+    if json:
+        emit_json(res.to_dict())
+    return json
+
+
 def write_json(text: str) -> None:
     """JSON text made elsewhere (``json_safe``) to stdout."""
     sys.stdout.write(json_safe(text))

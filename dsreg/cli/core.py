@@ -15,6 +15,7 @@ from dsreg.cli._command import command
 from dsreg.cli._common import (
     command_line,
     emit_json,
+    json_shown,
     lazy_progress_bar,
     logged_run,
     out,
@@ -45,9 +46,7 @@ if TYPE_CHECKING:
     )
 
 
-@command(
-    registry_api.init,
-)
+@command(registry_api.init)
 def init(*, json: bool, **options: Any) -> None:
     """Create a registry: --registry PATH, else $DSREG_HOME, else ./.dsreg."""
     show_registry(registry_api.init(**options), json=json)
@@ -61,17 +60,14 @@ def show_registry(reg: Registry, *, json: bool) -> None:
     say(f"Initialised a dsreg registry at {reg.root}")
 
 
-@command(
-    registry_api.add,
-)
+@command(registry_api.add)
 def add(dataset: str, path: Path | None, *, quiet: bool, json: bool, **options: Any) -> None:
     """Add a test set as an immutable snapshot (content-addressed, deduplicated)."""
     show_added(logged_run(registry_api.add, dataset, path, quiet=quiet, **options), json=json)
 
 
 def show_added(res: AddResult, *, json: bool) -> None:
-    if json:
-        emit_json(res.to_dict())
+    if json_shown(res, json=json):
         return
     out(res.revision)
     at = f"{res.dataset}@{res.tag}" if res.tag else res.dataset
@@ -87,9 +83,7 @@ def show_added(res: AddResult, *, json: bool) -> None:
         )
 
 
-@command(
-    registry_api.ls,
-)
+@command(registry_api.ls)
 def ls(
     *, remote: str | None, registry: Path | None, quiet: bool, json: bool, **options: Any
 ) -> None:
@@ -139,9 +133,7 @@ def show_tags(tags: TagList, untagged: list[str], *, remote: str | None, json: b
         )
 
 
-@command(
-    registry_api.show,
-)
+@command(registry_api.show)
 def show(spec: str, *, json: bool, **options: Any) -> None:
     """Show a revision (manifest, rows, classes, overlays, full digest), or any stored manifest.
     With --remote, a remote's revision: its manifests and tables are fetched, not its payloads."""
@@ -201,9 +193,7 @@ def show_object(info: ObjectInfo) -> None:
         out(f"size      {info.size} bytes")
 
 
-@command(
-    registry_api.log,
-)
+@command(registry_api.log)
 def log(dataset: str, *, json: bool, **options: Any) -> None:
     """Who moved which tag when (the append-only ref log), oldest first. Damaged lines (torn by
     a crash, not UTF-8, of the wrong types) are skipped and counted; 'dsreg verify' names them."""
@@ -237,17 +227,14 @@ def show_log(entries: RefLog, *, json: bool) -> None:
         )
 
 
-@command(
-    registry_api.tag,
-)
+@command(registry_api.tag)
 def tag(new: str, source: str | None, *, json: bool, **options: Any) -> None:
     """Name a revision, as git tag: the new name first. --delete removes a name."""
     show_tagged(registry_api.tag(new, source, command=command_line(), **options), json=json)
 
 
 def show_tagged(res: TagResult, *, json: bool) -> None:
-    if json:
-        emit_json(res.to_dict())
+    if json_shown(res, json=json):
         return
     out(res.revision)
     if res.deleted:
@@ -264,9 +251,7 @@ def show_tagged(res: TagResult, *, json: bool) -> None:
     say(f"Tagged {res.dataset}@{res.tag} -> {short(res.revision)} [{res.view}]{moved}")
 
 
-@command(
-    registry_api.checkout,
-)
+@command(registry_api.checkout)
 def checkout(spec: str, path: Path, *, quiet: bool, json: bool, **options: Any) -> None:
     """Materialise a revision as files plus a pin file PATH/.dsreg.json; switching a checkout
     touches only the files that differ, and finishes one that was interrupted. With --remote,
@@ -277,8 +262,7 @@ def checkout(spec: str, path: Path, *, quiet: bool, json: bool, **options: Any) 
 
 
 def show_checked_out(res: CheckoutResult, spec: str, *, json: bool) -> None:
-    if json:
-        emit_json(res.to_dict())
+    if json_shown(res, json=json):
         return
     out(res.revision)
     if res.labels_csv is not None:
@@ -295,9 +279,7 @@ def show_checked_out(res: CheckoutResult, spec: str, *, json: bool) -> None:
     )
 
 
-@command(
-    registry_api.verify,
-)
+@command(registry_api.verify)
 def verify(spec: str | None, *, quiet: bool, json: bool, **options: Any) -> None:
     """Re-hash objects and check manifests against their schemas, and every tag and log line;
     exit 1 on any problem. Payloads a clone has not fetched yet are counted apart: not damage."""
@@ -309,8 +291,7 @@ def verify(spec: str | None, *, quiet: bool, json: bool, **options: Any) -> None
 
 
 def show_verified(res: VerifyResult, *, json: bool) -> None:
-    if json:
-        emit_json(res.to_dict())
+    if json_shown(res, json=json):
         return
     for p in res.problems:
         out(f"{printable(p.digest)}  {printable(p.problem)}")
@@ -326,9 +307,7 @@ def show_verified(res: VerifyResult, *, json: bool) -> None:
     )
 
 
-@command(
-    registry_api.gc,
-)
+@command(registry_api.gc)
 def gc(*, dry_run: bool, quiet: bool, json: bool, **options: Any) -> None:
     """Remove objects that no tag, and no log line younger than the log's expiry (a moved
     tag's old value, an overlay made), reaches."""
@@ -338,8 +317,7 @@ def gc(*, dry_run: bool, quiet: bool, json: bool, **options: Any) -> None:
 
 
 def show_collected(res: GcResult, *, dry_run: bool, json: bool) -> None:
-    if json:
-        emit_json(res.to_dict())
+    if json_shown(res, json=json):
         return
     for d in res.removed:
         out(d)

@@ -12,7 +12,16 @@ from dsreg.api import reports as reports_api
 from dsreg.api import results as results_api
 from dsreg.api.options import Opt
 from dsreg.cli._command import command
-from dsreg.cli._common import command_line, emit_json, out, say, short, table, write_json
+from dsreg.cli._common import (
+    command_line,
+    emit_json,
+    json_shown,
+    out,
+    say,
+    short,
+    table,
+    write_json,
+)
 from dsreg.cli._text import SafeStream, printable, write_file_format
 from dsreg.cli.evaltext import quality_lines, render_eval
 from dsreg.cli.results import render_citation, render_recorded
@@ -24,9 +33,7 @@ if TYPE_CHECKING:
 # -- sql ------------------------------------------------------------------------------------------
 
 
-@command(
-    data_api.sql,
-)
+@command(data_api.sql)
 def sql(query: str, *, format: str | None, output: Path | None, json: bool, **options: Any) -> None:
     """Run DuckDB SQL over revisions: SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1"
     GROUP BY ALL. Columns: row, example_id, label, label_name, given_label, verdict, blob, size,
@@ -74,10 +81,7 @@ def show_rows(result: Any) -> None:
 # -- eval -----------------------------------------------------------------------------------------
 
 
-@command(
-    reports_api.evaluate,
-    name="eval",
-)
+@command(reports_api.evaluate, name="eval")
 def eval_(
     spec: str,
     predictions: list[Path],
@@ -123,9 +127,7 @@ def eval_(
 # -- diff -----------------------------------------------------------------------------------------
 
 
-@command(
-    reports_api.diff,
-)
+@command(reports_api.diff)
 def diff(
     a: str,
     b: str,
@@ -145,8 +147,7 @@ def diff(
     """Rows only in A, only in B, and relabelled (with a from -> to count table). Revisions of one
     snapshot are matched by row, of different snapshots by example_id."""
     res = reports_api.diff(a, b, **options)
-    if json:
-        emit_json(res.to_dict())
+    if json_shown(res, json=json):
         return
     show_diff(res, pairs)
 
@@ -202,9 +203,7 @@ def show_agreement(c: Agreement) -> None:
 # -- cite -----------------------------------------------------------------------------------------
 
 
-@command(
-    reports_api.cite,
-)
+@command(reports_api.cite)
 def cite(spec: str, *, model: str | None, json: bool, **options: Any) -> None:
     """A citation (BibTeX, CITATION.cff or text) carrying the dataset, year, full revision,
     snapshot and overlay digests, the remote URL and the 'dsreg checkout DIGEST DIR --remote URL'
@@ -237,9 +236,7 @@ def show_citation(c: Citation, *, json: bool) -> None:
 # -- export ---------------------------------------------------------------------------------------
 
 
-@command(
-    reports_api.export,
-)
+@command(reports_api.export)
 def export(spec: str, *, json: bool, **options: Any) -> None:
     """Write a revision's labels as .npy (an int64 vector), CSV, Parquet or JSON lines (row,
     example_id, label, label_name), with the label sets and raters' counts it carries, aligned
@@ -252,8 +249,7 @@ def export(spec: str, *, json: bool, **options: Any) -> None:
 
 
 def show_exported(res: ExportResult | PinnedView, *, json: bool) -> None:
-    if json:
-        emit_json(res.to_dict())
+    if json_shown(res, json=json):
         return
     if isinstance(res, api.PinnedView):
         out(f"{res.url}\tsha256:{res.sha256}")

@@ -7,7 +7,7 @@ from typing import Any
 
 from dsreg.api import results as results_api
 from dsreg.cli._command import command
-from dsreg.cli._common import emit_json, out, say, short, table, write_json
+from dsreg.cli._common import json_shown, out, say, short, table, write_json
 from dsreg.cli._text import printable
 
 
@@ -74,9 +74,7 @@ def _render_board(board: Any) -> None:
         out(table(flips, ["VIEW", "REVISIONS", "FLIP", "SIGNIFICANT"]))
 
 
-@command(
-    results_api.leaderboard,
-)
+@command(results_api.leaderboard)
 def leaderboard(dataset: str, *, plot: Path | None, json: bool, **options: Any) -> None:
     """Every model recorded with 'dsreg eval --record' scored on every tagged revision of
     DATASET: accuracy with its 95% interval, rank with its bootstrap rank interval, and the
@@ -90,17 +88,14 @@ def leaderboard(dataset: str, *, plot: Path | None, json: bool, **options: Any) 
     _render_board(board)
 
 
-@command(
-    results_api.gap,
-)
+@command(results_api.gap)
 def gap(old: str, new: str, *, plot: Path | None, json: bool, **options: Any) -> None:
     """Models recorded on two test sets of one task: accuracy on each with 95% intervals, the
     gap, and the linear fit of new against old accuracy (Recht et al. 2019, Figure 1)."""
     res = results_api.gap(old, new, plot=plot, **options)
     if plot is not None:
         say(f"Wrote the accuracy chart to {plot}")
-    if json:
-        emit_json(res.to_dict())
+    if json_shown(res, json=json):
         return
     out(f"old  {printable(res.old)}  {res.old_revision}")
     out(f"new  {printable(res.new)}  {res.new_revision}")

@@ -52,9 +52,7 @@ class NotServing:
             raise InvalidInputError("--citation and --credit go with --finish")
 
 
-@command(
-    reviewing_api.review,
-)
+@command(reviewing_api.review)
 def review(
     spec: str,
     *,
