@@ -1,6 +1,7 @@
 """What every importer shares to read a user's array and table files within bounds: the one
 reader of ``.npy`` files, the check of a table's column names, the check of integer cells
-before they are converted, and the wording of Arrow's CSV errors.
+before they are converted, the search for class or row numbers outside their range, and the
+wording of Arrow's CSV errors.
 
 A ``.npy`` header is read and checked against the file's size before anything is mapped or
 allocated: a header claiming 300,000,000 x 10 float64 values over 3,000 x 10 of data (a file cut
@@ -15,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from tokenize import TokenError
-from typing import IO, Any, Final
+from typing import IO, Any, Final, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -27,9 +28,11 @@ from dsreg.errors import DsregError
 __all__ = [
     "CSV_BLOCK",
     "INT64_DIGITS",
+    "OutOfRange",
     "check_digit_cells",
     "csv_error",
     "open_npy",
+    "out_of_range",
     "refuse_duplicate_columns",
 ]
 
@@ -112,6 +115,23 @@ def check_digit_cells(
             f"{what} holds {shown(first)}, a number of more than {digits} digits; no row, "
             "class or count is that large"
         )
+
+
+class OutOfRange(NamedTuple):
+    """The values of an integer array outside ``[0, k)``: how many, and the first five of them
+    with their positions, for a refusal to name."""
+
+    total: int
+    first: list[int]
+    at: list[int]
+
+
+def out_of_range(values: np.ndarray, k: int) -> OutOfRange | None:
+    """The values outside ``[0, k)`` (class indices, row numbers), ``None`` when all are in."""
+    bad = np.flatnonzero((values < 0) | (values >= k))
+    if not len(bad):
+        return None
+    return OutOfRange(len(bad), values[bad[:5]].tolist(), bad[:5].tolist())
 
 
 def csv_error(e: BaseException, *, block: int = _ARROW_BLOCK) -> str:

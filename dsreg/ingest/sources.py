@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from dsreg._util.inputs import INPUT_BYTES, input_file, read_input, shown, shown_all
 from dsreg.errors import DatasetFormatError, InputPathError
-from dsreg.formats.inputfiles import csv_error, open_npy, refuse_duplicate_columns
+from dsreg.formats.inputfiles import csv_error, open_npy, out_of_range, refuse_duplicate_columns
 from dsreg.formats.names import check_lookalike_ids, is_safe_relpath
 from dsreg.formats.tables import check_metadata_names
 from dsreg.ingest.payloads import Payload, tree_payloads
@@ -220,12 +220,11 @@ def _labels_to_index(
 
 
 def _check_range(arr: np.ndarray, k: int, what: str) -> None:
-    bad = np.flatnonzero((arr < 0) | (arr >= k))
-    if len(bad):
+    bad = out_of_range(arr, k)
+    if bad is not None:
         raise DatasetFormatError(
-            f"{what}: {len(bad)} labels are out of range [0, {k}), first "
-            f"{arr[bad[:5]].tolist()} at rows {bad[:5].tolist()}; "
-            "give a --classes file naming every class"
+            f"{what}: {bad.total} labels are out of range [0, {k}), first {bad.first} at rows "
+            f"{bad.at}; give a --classes file naming every class"
         )
 
 

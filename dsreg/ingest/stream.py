@@ -34,12 +34,7 @@ from dsreg.formats.arrays import first_unsafe, id_spellings
 from dsreg.formats.inputfiles import csv_error, refuse_duplicate_columns
 from dsreg.formats.names import lookalike_error
 from dsreg.formats.tables import ROW_GROUP, base_schema, check_metadata_names, from_numpy
-from dsreg.ingest.sources import (
-    MAX_INFERRED_CLASSES,
-    check_example_id,
-    map_label_npy,
-    table_errors,
-)
+from dsreg.ingest.sources import MAX_INFERRED_CLASSES, check_example_id, map_label_npy, table_errors
 from dsreg.ingest.treescan import encodes_utf8
 
 __all__ = ["StreamSource", "Validation", "labels_stream", "read_ids", "table_stream"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -85,6 +85,19 @@ class DiffResult:
         }
 
 
+class _Compared(TypedDict):
+    """The fields of a ``DiffResult`` that name the two revisions compared."""
+
+    a: str
+    b: str
+    a_revision: str
+    b_revision: str
+
+
+def _compared(ra: Resolved, rb: Resolved) -> _Compared:
+    return _Compared(a=ra.spec, b=rb.spec, a_revision=ra.digest, b_revision=rb.digest)
+
+
 def diff(
     reg: Registry,
     a: str,
@@ -138,10 +151,7 @@ def _diff_rows(reg: Registry, ra: Resolved, rb: Resolved, *, top: int = TOP) -> 
         "relabelled": named[changed][:top],
     }
     return DiffResult(
-        a=ra.spec,
-        b=rb.spec,
-        a_revision=ra.digest,
-        b_revision=rb.digest,
+        **_compared(ra, rb),
         match="row",
         rows_a=va.size,
         rows_b=vb.size,
@@ -247,10 +257,7 @@ def _diff_sql(
             ).fetchall()
             samples[kind] = [r[0] for r in got]
     return DiffResult(
-        a=ra.spec,
-        b=rb.spec,
-        a_revision=ra.digest,
-        b_revision=rb.digest,
+        **_compared(ra, rb),
         match=match,
         rows_a=rows_a,
         rows_b=rows_b,

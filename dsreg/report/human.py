@@ -74,7 +74,6 @@ def set_target(merged: Named, k: int) -> SetTarget:
         at = np.repeat(start, lengths) + within
         parent = np.repeat(pos, lengths).astype(np.int64)
         label, value = labels_all[at], counts_all[at]
-    lists = merged.sets
     total = np.bincount(parent, weights=value, minlength=len(rows))
     counted = np.flatnonzero(total > 0)
     # Majority: the most chosen label of each row, the lowest index on a tie.
@@ -98,7 +97,7 @@ def set_target(merged: Named, k: int) -> SetTarget:
 
     return SetTarget(
         rows=rows,
-        lists=lists,
+        lists=merged.sets,
         counted=counted,
         total=total[counted],
         majority=majority[counted],

@@ -36,6 +36,7 @@ from dsreg.formats.inputfiles import (
     check_digit_cells,
     csv_error,
     open_npy,
+    out_of_range,
     refuse_duplicate_columns,
 )
 from dsreg.formats.tables import as_numpy
@@ -130,11 +131,11 @@ def _class_indices(
         raise PredictionsError(f"{what}: {col.null_count} predictions are empty")
     if isinstance(col, np.ndarray) or pa.types.is_integer(col.type):
         pred = col if isinstance(col, np.ndarray) else as_numpy(col)
-        bad = np.flatnonzero((pred < 0) | (pred >= k))
-        if len(bad):
+        bad = out_of_range(pred, k)
+        if bad is not None:
             raise PredictionsError(
-                f"{what}: {len(bad)} predicted classes are outside [0, {k}), first "
-                f"{pred[bad[:5]].tolist()} (at rows {(bad[:5] + offset).tolist()}); "
+                f"{what}: {bad.total} predicted classes are outside [0, {k}), first {bad.first} "
+                f"(at rows {[r + offset for r in bad.at]}); "
                 "predict a class index or a class name of the snapshot"
             )
         return pred
@@ -166,11 +167,10 @@ def _positions(table: Batch, target: Target, what: str) -> np.ndarray:
         if not pa.types.is_integer(col.type) or col.null_count:
             raise PredictionsError(f"{what}: the 'row' column must hold integers, no empty cells")
         pos = as_numpy(col).astype(np.int64, copy=False)
-        bad = np.flatnonzero((pos < 0) | (pos >= n))
-        if len(bad):
+        bad = out_of_range(pos, n)
+        if bad is not None:
             raise PredictionsError(
-                f"{what}: {len(bad)} rows are outside the snapshot's [0, {n}), first "
-                f"{pos[bad[:5]].tolist()}"
+                f"{what}: {bad.total} rows are outside the snapshot's [0, {n}), first {bad.first}"
             )
         if "example_id" in names:
             want = target.example_ids().take(pa.array(pos))

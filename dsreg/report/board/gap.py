@@ -11,7 +11,7 @@ says whether a point of accuracy on the old set buys more or less than a point o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -101,6 +101,27 @@ def _fit(x: np.ndarray, y: np.ndarray) -> tuple[float | None, float | None, floa
     return float(fit.slope), float(fit.intercept), float(fit.rvalue**2)
 
 
+class _Scored(TypedDict):
+    """What scoring the models on both sets finds: the fields of a ``Gap`` past its names."""
+
+    models: tuple[GapModel, ...]
+    slope: float | None
+    intercept: float | None
+    r2: float | None
+
+
+def _scored(reg: Registry, ro: Resolved, rn: Resolved, models: list[str], view: str) -> _Scored:
+    """``models`` scored on ``view`` of the old set ``ro`` and the new ``rn``, and the line of
+    new against old accuracy through those with an accuracy on both."""
+    so, sn = _scores(reg, ro, models, view), _scores(reg, rn, models, view)
+    scored = tuple(GapModel(model=m, old=a, new=b) for m, a, b in zip(models, so, sn, strict=True))
+    both = [m for m in scored if m.gap is not None]
+    x = np.array([m.old["accuracy"] for m in both], dtype=np.float64)
+    y = np.array([m.new["accuracy"] for m in both], dtype=np.float64)
+    slope, intercept, r2 = _fit(x, y)
+    return _Scored(models=scored, slope=slope, intercept=intercept, r2=r2)
+
+
 def gap(reg: Registry, old: str, new: str, *, view: str = "original") -> Gap:
     """The models recorded on both ``old`` and ``new`` scored on ``view`` of each."""
     (name,) = check_views([view])
@@ -118,20 +139,11 @@ def gap(reg: Registry, old: str, new: str, *, view: str = "original") -> Gap:
             f"no model is recorded on both {old} and {new}; record each model on both with "
             "'dsreg eval SPEC PREDS --record --model NAME' (the same NAME)"
         )
-    so, sn = _scores(reg, ro, common, name), _scores(reg, rn, common, name)
-    models = tuple(GapModel(model=m, old=a, new=b) for m, a, b in zip(common, so, sn, strict=True))
-    both = [m for m in models if m.gap is not None]
-    x = np.array([m.old["accuracy"] for m in both], dtype=np.float64)
-    y = np.array([m.new["accuracy"] for m in both], dtype=np.float64)
-    slope, intercept, r2 = _fit(x, y)
     return Gap(
         old=ro.spec,
         new=rn.spec,
         old_revision=ro.digest,
         new_revision=rn.digest,
         view=name,
-        models=models,
-        slope=slope,
-        intercept=intercept,
-        r2=r2,
+        **_scored(reg, ro, rn, common, name),
     )
