@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, TypeAlias, cast
 
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
-from dsreg.api.common import LINKS, command_of, find_registry, hook
+from dsreg.api.common import LINKS, command_of, find_registry, hook, options_of
 from dsreg.api.options import (
     AllowLookalikeIdsOpt,
     Arg,
@@ -124,28 +124,9 @@ def add(
 
     Returns an ``AddResult``: ``revision`` (the full digest to pin), ``snapshot``, ``rows``, …
     """
-    options = ingest_add.AddOptions(
-        dataset=dataset,
-        path=path,
-        labels=labels,
-        ids=ids,
-        table=table,
-        id_column=id_column,
-        label_column=label_column,
-        files=files,
-        classes=classes,
-        tag=tag,
-        force=force,
-        citation=citation,
-        credit=credit,
-        allow_lookalike_ids=allow_lookalike_ids,
-    )
-    return ingest_add.add(
-        find_registry(registry),
-        options,
-        progress=hook(progress),
-        command=command_of(command, "add", dataset, os.fspath(options.source)),
-    )
+    options = options_of(ingest_add.AddOptions, locals())
+    line = command_of(command, "add", dataset, os.fspath(options.source))
+    return ingest_add.add(find_registry(registry), options, progress=hook(progress), command=line)
 
 
 def ls(
