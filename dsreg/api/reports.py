@@ -11,15 +11,7 @@ from typing import TYPE_CHECKING, Annotated, TypeAlias, TypeVar
 from dsreg._util.lazy import lazy_imports
 from dsreg.api import reading
 from dsreg.api.common import find_registry
-from dsreg.api.options import (
-    Arg,
-    Opt,
-    PathArg,
-    ReadRemoteOpt,
-    RegistryArg,
-    RegistryOpt,
-    SeedOpt,
-)
+from dsreg.api.options import Arg, Opt, PathArg, ReadRemoteOpt, RegistryArg, RegistryOpt, SeedOpt
 from dsreg.errors import InvalidInputError
 from dsreg.formats.manifests import VIEWS, View
 
