@@ -131,10 +131,7 @@ def leaderboard(
     *,
     revisions: Annotated[
         Sequence[str] | None,
-        Opt(
-            comma_list=str,
-            help="Revisions to score, comma-separated tags (default: every tag).",
-        ),
+        Opt(comma_list=str, help="Revisions to score, comma-separated tags (default: every tag)."),
     ] = None,
     views: Annotated[
         Sequence[str] | None,
