@@ -74,6 +74,17 @@ RecordForceOpt: TypeAlias = Annotated[
     ),
 ]
 
+# export --to: where the view is pinned instead of written to a file.
+PinToOpt: TypeAlias = Annotated[
+    str | None,
+    Opt(
+        "--to",
+        help="Instead of --output: pin the view's rows (Parquet) on this remote (a name, "
+        "folder or URL), named by their SHA-256, for any engine to read by URL.",
+        show_default=False,
+    ),
+]
+
 
 T = TypeVar("T")
 
@@ -264,15 +275,7 @@ def export(
         Sequence[str] | None,
         Opt("--author", help="croissant, datacite: a creator; repeat for several (as cite)."),
     ] = None,
-    to: Annotated[
-        str | None,
-        Opt(
-            "--to",
-            help="Instead of --output: pin the view's rows (Parquet) on this remote (a name, "
-            "folder or URL), named by their SHA-256, for any engine to read by URL.",
-            show_default=False,
-        ),
-    ] = None,
+    to: PinToOpt = None,
     registry: RegistryOpt = None,
 ) -> ExportResult | PinnedView:
     """Write ``spec``'s labels to ``output`` as ``npy`` (an int64 vector; the label sets and
