@@ -56,11 +56,10 @@ def hook(progress: ProgressHook | None) -> ProgressHook:
 
 def options_of(cls: type[Options], call: Mapping[str, Any]) -> Options:
     """The options dataclass ``cls`` from a call's own arguments (``call``, the function's
-    ``locals()``): each field the call has an argument of that name for, by name; the other
-    fields keep their defaults. The public functions take the options one keyword each, as the
-    command line offers them, and pass them on as one value."""
-    names = [f.name for f in dataclasses.fields(cls) if f.init and f.name in call]
-    return cls(**{name: call[name] for name in names})
+    ``locals()``): each field is the argument of its name, which the call must have. The public
+    functions take the options one keyword each, as the command line offers them, and pass
+    them on as one value."""
+    return cls(**{f.name: call[f.name] for f in dataclasses.fields(cls) if f.init})
 
 
 def specs_of(specs: str | Sequence[str] | None) -> tuple[str, ...]:
