@@ -3,14 +3,17 @@ call."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.api.options import PathArg, RegistryArg
 from dsreg.registry.folder import Registry
 
 if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
     from dsreg.ops.overlay import Recording
 
 __all__ = [
@@ -18,12 +21,15 @@ __all__ = [
     "command_of",
     "find_registry",
     "hook",
+    "options_of",
     "overlay_credit",
     "overlay_recording",
     "specs_of",
 ]
 
 LINKS = ("hardlink", "symlink", "copy", "reflink")
+
+Options = TypeVar("Options", bound="DataclassInstance")
 
 
 def find_registry(registry: RegistryArg = None) -> Registry:
@@ -46,6 +52,14 @@ def command_of(command: str | None, name: str, *args: object) -> str:
 def hook(progress: ProgressHook | None) -> ProgressHook:
     """The progress hook to call: ``progress``, or one that says nothing."""
     return progress or no_progress
+
+
+def options_of(cls: type[Options], call: Mapping[str, Any]) -> Options:
+    """The options dataclass ``cls`` from a call's own arguments (``call``, the function's
+    ``locals()``): each field is the argument of its name, which the call must have. The public
+    functions take the options one keyword each, as the command line offers them, and pass
+    them on as one value."""
+    return cls(**{f.name: call[f.name] for f in dataclasses.fields(cls) if f.init})
 
 
 def specs_of(specs: str | Sequence[str] | None) -> tuple[str, ...]:

@@ -4,7 +4,7 @@ overlays' export, ls and show. The reports on a revision are in ``dsreg.api.repo
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, overload
@@ -13,7 +13,7 @@ from dsreg._util.fs import replacing
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
 from dsreg.api import reading
-from dsreg.api.common import command_of, find_registry, hook, overlay_recording
+from dsreg.api.common import command_of, find_registry, hook, options_of, overlay_recording
 from dsreg.api.options import (
     Arg,
     Opt,
@@ -327,18 +327,7 @@ def import_votes(
     of a revision applying it; an overlay made without them has no ``credit`` key. A
     malformed file is refused before anything is read or written.
     """
-    record = overlay_recording(
-        command_of(command, "import_votes", spec, os.fspath(votes)), citation, credit
-    )
-    return overlay_ops.import_votes(
-        find_registry(registry),
-        spec,
-        votes,
-        format=format,
-        threshold=threshold,
-        tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
-        record=record,
-    )
+    return _imported(overlay_ops.import_votes, "import_votes", locals(), votes)
 
 
 def import_labels(
@@ -376,16 +365,27 @@ def import_labels(
     (``match``: ``file_name``, ``position``, ``row`` or ``example_id``). ``citation`` and
     ``credit``: the relabeling's published reference, kept as ``import_votes`` keeps it.
     """
-    record = overlay_recording(
-        command_of(command, "import_labels", spec, os.fspath(path)), citation, credit
-    )
-    return overlay_ops.import_labels(
-        find_registry(registry),
+    return _imported(overlay_ops.import_labels, "import_labels", locals(), path)
+
+
+def _imported(
+    make: Callable[..., OverlayResult], name: str, call: Mapping[str, Any], file: PathArg
+) -> OverlayResult:
+    """``make(registry, spec, file, format=, threshold=)``, an overlay ``overlay_ops`` makes
+    from a file, for the call ``name`` whose arguments are ``call`` (its ``locals()``): in its
+    registry, with its ``format`` and ``threshold``, tagged as its ``tag``, ``view`` and
+    ``force`` ask, recording its command and the credit of its ``citation`` and ``credit``
+    (read, and a malformed one refused, before the registry is looked for)."""
+    spec = call["spec"]
+    command = command_of(call["command"], name, spec, os.fspath(file))
+    record = overlay_recording(command, call["citation"], call["credit"])
+    return make(
+        find_registry(call["registry"]),
         spec,
-        path,
-        format=format,
-        threshold=threshold,
-        tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
+        file,
+        format=call["format"],
+        threshold=call["threshold"],
+        tagging=options_of(overlay_ops.Tagging, call),
         record=record,
     )
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, TypeAlias, cast
 
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
-from dsreg.api.common import LINKS, command_of, find_registry, hook
+from dsreg.api.common import LINKS, command_of, find_registry, hook, options_of
 from dsreg.api.options import (
     AllowLookalikeIdsOpt,
     Arg,
@@ -124,28 +124,9 @@ def add(
 
     Returns an ``AddResult``: ``revision`` (the full digest to pin), ``snapshot``, ``rows``, …
     """
-    options = ingest_add.AddOptions(
-        dataset=dataset,
-        path=path,
-        labels=labels,
-        ids=ids,
-        table=table,
-        id_column=id_column,
-        label_column=label_column,
-        files=files,
-        classes=classes,
-        tag=tag,
-        force=force,
-        citation=citation,
-        credit=credit,
-        allow_lookalike_ids=allow_lookalike_ids,
-    )
-    return ingest_add.add(
-        find_registry(registry),
-        options,
-        progress=hook(progress),
-        command=command_of(command, "add", dataset, os.fspath(options.source)),
-    )
+    options = options_of(ingest_add.AddOptions, locals())
+    line = command_of(command, "add", dataset, os.fspath(options.source))
+    return ingest_add.add(find_registry(registry), options, progress=hook(progress), command=line)
 
 
 def ls(
@@ -322,6 +303,17 @@ def tag(
     )
 
 
+# checkout's option with the longest help text, as add's above.
+VerifyOpt: TypeAlias = Annotated[
+    bool,
+    Opt(
+        "--verify",
+        help="Re-hash every object before it is linked, even one whose stat is unchanged "
+        "since it was last verified (a copy always re-hashes).",
+    ),
+]
+
+
 def checkout(
     spec: Annotated[str, Arg("The revision: dataset@tag, dataset@<prefix>, blake3:<hex>.")],
     path: Annotated[PathArg, Arg("The folder to fill (created if missing).")],
@@ -335,14 +327,7 @@ def checkout(
         ),
     ] = None,
     remote: ReadRemoteOpt = None,
-    verify: Annotated[
-        bool,
-        Opt(
-            "--verify",
-            help="Re-hash every object before it is linked, even one whose stat is unchanged "
-            "since it was last verified (a copy always re-hashes).",
-        ),
-    ] = False,
+    verify: VerifyOpt = False,
     progress: ProgressHook | None = None,
     registry: RegistryOpt = None,
 ) -> CheckoutResult:
@@ -422,20 +407,24 @@ def verify(
     return maintenance.verify(reg, specs=[spec] if spec else [], progress=hook(progress))
 
 
+# gc's option with the longest help text.
+PruneLogOpt: TypeAlias = Annotated[
+    str | timedelta | None,
+    Opt(
+        "--prune-log-older-than",
+        metavar="DURATION",
+        help="Let log lines older than DURATION (90d, 2w, 12h, now) keep nothing: what "
+        "only they name is removed (default: the config's [gc] log_expiry, else 90d).",
+    ),
+]
+
+
 def gc(
     *,
     dry_run: Annotated[
         bool, Opt("--dry-run", help="Say what would be removed; remove nothing.")
     ] = False,
-    prune_log_older_than: Annotated[
-        str | timedelta | None,
-        Opt(
-            "--prune-log-older-than",
-            metavar="DURATION",
-            help="Let log lines older than DURATION (90d, 2w, 12h, now) keep nothing: what "
-            "only they name is removed (default: the config's [gc] log_expiry, else 90d).",
-        ),
-    ] = None,
+    prune_log_older_than: PruneLogOpt = None,
     progress: ProgressHook | None = None,
     registry: RegistryOpt = None,
 ) -> GcResult:

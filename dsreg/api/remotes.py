@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, TypeAlias
 
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
-from dsreg.api.common import command_of, find_registry, hook, specs_of
+from dsreg.api.common import command_of, find_registry, hook, options_of, specs_of
 from dsreg.api.options import (
     AllowLookalikeIdsOpt,
     Arg,
@@ -242,20 +242,8 @@ def import_dvc(
     provenance: repository, requested rev, commit, path and DVC's md5. ``classes``: a label
     file's class names, as ``add`` takes them (a list, or a file with one per line).
     ``allow_lookalike_ids``: as ``add``'s."""
-    options = ingest_dvc.DvcImport(
-        repo=repo,
-        path=path,
-        dataset=dataset,
-        rev=rev,
-        tag=tag,
-        force=force,
-        jobs=jobs,
-        classes=classes,
-        allow_lookalike_ids=allow_lookalike_ids,
-    )
+    options = options_of(ingest_dvc.DvcImport, locals())
+    line = command_of(command, "import_dvc", repo, path)
     return ingest_dvc.import_dvc(
-        find_registry(registry),
-        options,
-        progress=hook(progress),
-        command=command_of(command, "import_dvc", repo, path),
+        find_registry(registry), options, progress=hook(progress), command=line
     )

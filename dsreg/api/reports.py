@@ -11,15 +11,7 @@ from typing import TYPE_CHECKING, Annotated, TypeAlias, TypeVar
 from dsreg._util.lazy import lazy_imports
 from dsreg.api import reading
 from dsreg.api.common import find_registry
-from dsreg.api.options import (
-    Arg,
-    Opt,
-    PathArg,
-    ReadRemoteOpt,
-    RegistryArg,
-    RegistryOpt,
-    SeedOpt,
-)
+from dsreg.api.options import Arg, Opt, PathArg, ReadRemoteOpt, RegistryArg, RegistryOpt, SeedOpt
 from dsreg.errors import InvalidInputError
 from dsreg.formats.manifests import VIEWS, View
 
@@ -79,6 +71,17 @@ RecordForceOpt: TypeAlias = Annotated[
     Opt(
         "--force",
         help="With --record: replace a model recorded otherwise, or repair a damaged one.",
+    ),
+]
+
+# export --to: where the view is pinned instead of written to a file.
+PinToOpt: TypeAlias = Annotated[
+    str | None,
+    Opt(
+        "--to",
+        help="Instead of --output: pin the view's rows (Parquet) on this remote (a name, "
+        "folder or URL), named by their SHA-256, for any engine to read by URL.",
+        show_default=False,
     ),
 ]
 
@@ -272,15 +275,7 @@ def export(
         Sequence[str] | None,
         Opt("--author", help="croissant, datacite: a creator; repeat for several (as cite)."),
     ] = None,
-    to: Annotated[
-        str | None,
-        Opt(
-            "--to",
-            help="Instead of --output: pin the view's rows (Parquet) on this remote (a name, "
-            "folder or URL), named by their SHA-256, for any engine to read by URL.",
-            show_default=False,
-        ),
-    ] = None,
+    to: PinToOpt = None,
     registry: RegistryOpt = None,
 ) -> ExportResult | PinnedView:
     """Write ``spec``'s labels to ``output`` as ``npy`` (an int64 vector; the label sets and

@@ -11,15 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import dsreg.api.reading as reading
 from dsreg.api.common import command_of, find_registry
-from dsreg.api.options import (
-    Arg,
-    Opt,
-    PathArg,
-    ReadRemoteOpt,
-    RegistryArg,
-    RegistryOpt,
-    SeedOpt,
-)
+from dsreg.api.options import Arg, Opt, PathArg, ReadRemoteOpt, RegistryArg, RegistryOpt, SeedOpt
 
 if TYPE_CHECKING:
     from dsreg.registry.results import Recorded
@@ -139,10 +131,7 @@ def leaderboard(
     *,
     revisions: Annotated[
         Sequence[str] | None,
-        Opt(
-            comma_list=str,
-            help="Revisions to score, comma-separated tags (default: every tag).",
-        ),
+        Opt(comma_list=str, help="Revisions to score, comma-separated tags (default: every tag)."),
     ] = None,
     views: Annotated[
         Sequence[str] | None,
