@@ -117,9 +117,7 @@ def add(
     if options.labels is not None or options.files is None:
         # Label-only sets stream a row group at a time, in bounded memory.
         src = _stream(options, names)
-        return streamadd.add_stream(
-            reg, target, src, progress=progress, allow_lookalike_ids=lookalike
-        )
+        return streamadd.add_stream(reg, target, src, allow_lookalike_ids=lookalike)
     assert options.table is not None and options.files is not None
     table = sources.scan_table(
         Path(options.table),
