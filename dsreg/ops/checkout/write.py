@@ -81,8 +81,8 @@ def write_folder(
     planned: CheckoutPlan,
     vetted: Vetted,
     *,
-    progress: ProgressHook = no_progress,
-    refetch: Refetch | None = None,
+    progress: ProgressHook,
+    refetch: Refetch | None,
 ) -> None:
     """Write ``planned.target`` as the plan says, with the objects as ``vet_objects`` found
     them; what the passes see of the objects they re-hash or link goes to ``vetted.stats``.
