@@ -113,13 +113,11 @@ def add(
             return tree.add_tree(
                 reg, target, scan, progress=progress, allow_lookalike_ids=lookalike
             )
-    names = _class_names(options.classes)
+    names = sources.class_names(options.classes)
     if options.labels is not None or options.files is None:
         # Label-only sets stream a row group at a time, in bounded memory.
         src = _stream(options, names)
-        return streamadd.add_stream(
-            reg, target, src, progress=progress, allow_lookalike_ids=lookalike
-        )
+        return streamadd.add_stream(reg, target, src, allow_lookalike_ids=lookalike)
     assert options.table is not None and options.files is not None
     table = sources.scan_table(
         Path(options.table),
@@ -139,13 +137,6 @@ def add(
         command=command,
         extra_provenance=target.extra_provenance,
     )
-
-
-def _class_names(classes: PathArg | Sequence[str] | None) -> Sequence[str] | None:
-    """The class names given: a list as it is, a file read (one name per line)."""
-    if classes is None or not isinstance(classes, str | os.PathLike):
-        return classes
-    return sources.read_classes(Path(classes))
 
 
 def _stream(options: AddOptions, names: Sequence[str] | None) -> stream.StreamSource:

@@ -23,10 +23,10 @@ from typing import Any
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import DsregError, InputPathError, InvalidInputError, RemoteError, StorageError
-from dsreg.formats.names import check_lookalike_ids, check_name
-from dsreg.ingest.result import AddResult, AddTarget
+from dsreg.formats.names import check_lookalike_ids
+from dsreg.ingest.result import AddResult, AddTarget, check_names
 from dsreg.ingest.snapshot import add_locked
-from dsreg.ingest.sources import Source, read_classes, scan_imagefolder, scan_labels
+from dsreg.ingest.sources import Source, class_names, scan_imagefolder, scan_labels
 from dsreg.objects.batch import STAGE_PREFIX
 from dsreg.registry.folder import Registry
 
@@ -122,15 +122,9 @@ def import_dvc(
 ) -> ImportResult:
     """Import ``options.path`` of ``options.repo`` at ``options.rev`` as a snapshot of
     ``options.dataset`` (tagged ``options.tag``)."""
-    check_name(options.dataset, what="dataset name")
-    if options.tag is not None:
-        check_name(options.tag, what="tag name")
+    check_names(options.dataset, options.tag)
     # Read before anything is downloaded: a bad classes file fails at once.
-    names: Sequence[str] | None
-    if options.classes is None or not isinstance(options.classes, str | os.PathLike):
-        names = options.classes
-    else:
-        names = read_classes(Path(options.classes))
+    names = class_names(options.classes)
     repo_id = _repo_id(options.repo)
     rel = _clean_path(options.path)
     fs = _open(repo_id, options.rev)

@@ -16,14 +16,7 @@ from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.formats.manifests import Revision, Snapshot
 from dsreg.formats.tables import base_schema, check_examples, parquet_bytes
 from dsreg.ingest.payloads import StoredPayloads, store_missing, store_payloads
-from dsreg.ingest.result import (
-    AddResult,
-    AddTarget,
-    check_names,
-    is_dry,
-    refuse_moved_tag,
-    set_tag,
-)
+from dsreg.ingest.result import AddResult, AddTarget, check_names, is_dry, refuse_moved_tag, set_tag
 from dsreg.ingest.sources import Source
 from dsreg.objects.hashing import hash_bytes
 from dsreg.registry.folder import Registry

@@ -33,6 +33,7 @@ __all__ = [
     "Payload",
     "Source",
     "check_example_id",
+    "class_names",
     "imagefolder_source",
     "map_label_npy",
     "read_classes",
@@ -93,6 +94,13 @@ def read_classes(path: Path) -> tuple[str, ...]:
     if dup:
         raise DatasetFormatError(f"classes file {str(path)!r} names {dup} more than once")
     return tuple(names)
+
+
+def class_names(classes: str | os.PathLike[str] | Sequence[str] | None) -> Sequence[str] | None:
+    """The class names ``--classes`` gives: a list as it is, a file read (``read_classes``)."""
+    if classes is None or not isinstance(classes, str | os.PathLike):
+        return classes
+    return read_classes(Path(classes))
 
 
 def _payload(path: Path | str, st: os.stat_result) -> Payload:

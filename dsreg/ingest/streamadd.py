@@ -16,7 +16,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import DatasetFormatError
 from dsreg.formats.manifests import Revision, Snapshot
 from dsreg.formats.names import pair_lookalikes
@@ -38,16 +37,10 @@ WIDE = 64 << 20
 
 
 def add_stream(
-    reg: Registry,
-    target: AddTarget,
-    src: StreamSource,
-    *,
-    progress: ProgressHook = no_progress,
-    allow_lookalike_ids: bool = False,
+    reg: Registry, target: AddTarget, src: StreamSource, *, allow_lookalike_ids: bool = False
 ) -> AddResult:
     """Store a label-only ``src`` as a snapshot of the target's dataset; point its tag at it.
-    (``progress`` is not called: the rows stream by faster than a bar would be drawn.)"""
-    del progress
+    (It takes no progress hook: the rows stream by faster than a bar would be drawn.)"""
     check_names(target.dataset, target.tag)
     classes = _classes(src)
     schema = base_schema()

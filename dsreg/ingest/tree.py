@@ -12,14 +12,7 @@ from __future__ import annotations
 from dsreg._util.parallel import gc_paused
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.formats.names import check_lookalike_ids
-from dsreg.ingest.result import (
-    AddResult,
-    AddTarget,
-    check_names,
-    is_dry,
-    refuse_moved_tag,
-    set_tag,
-)
+from dsreg.ingest.result import AddResult, AddTarget, check_names, is_dry, refuse_moved_tag, set_tag
 from dsreg.ingest.treescan import TreeScan
 from dsreg.registry.folder import Registry
 from dsreg.registry.state import ScanResult
