@@ -3,29 +3,47 @@
 Most result types print as exactly their fields. They inherit :class:`FieldDict` (or call
 :func:`field_dict` with the few fields whose JSON form differs) instead of spelling each
 field's name three times; a type whose keys are renamed, reordered or computed keeps its own
-``to_dict``.
+``to_dict``. :func:`from_fields` reads such a dict back: each field from its key.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-__all__ = ["FieldDict", "field_dict"]
+__all__ = ["FieldDict", "field_dict", "from_fields"]
+
+R = TypeVar("R", bound="DataclassInstance")
 
 
 def field_dict(record: DataclassInstance, /, **values: Any) -> dict[str, Any]:
     """``{name: value}`` for each field of ``record`` in the order its class declares them; a
     field named in ``values`` has that value instead (its JSON form: a list for a tuple, …).
     A name in ``values`` that is not a field raises ``TypeError``."""
+    return {n: values[n] if n in values else getattr(record, n) for n in _names(record, values)}
+
+
+def from_fields(cls: type[R], d: Mapping[str, Any], /, **values: Any) -> R:
+    """A ``cls`` with each field ``d[name]``, or the value ``values`` gives it (a tuple for a JSON
+    list, a field ``d`` does not hold, …): the inverse of :func:`field_dict`. A field in neither
+    raises ``KeyError``; a name in ``values`` that is not a field, ``TypeError``."""
+    return cls(**{n: values[n] if n in values else d[n] for n in _names(cls, values)})
+
+
+def _names(
+    record: DataclassInstance | type[DataclassInstance], values: Mapping[str, Any]
+) -> list[str]:
+    """The fields of ``record`` in declared order; ``TypeError`` if ``values`` names another."""
     names = [f.name for f in fields(record)]
     unknown = values.keys() - set(names)
     if unknown:
-        raise TypeError(f"{type(record).__name__} has no field {sorted(unknown)[0]!r}")
-    return {n: values[n] if n in values else getattr(record, n) for n in names}
+        name = record.__name__ if isinstance(record, type) else type(record).__name__
+        raise TypeError(f"{name} has no field {sorted(unknown)[0]!r}")
+    return names
 
 
 class FieldDict:
