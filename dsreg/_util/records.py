@@ -8,6 +8,7 @@ field's name three times; a type whose keys are renamed, reordered or computed k
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any, TypeVar, cast
@@ -24,7 +25,8 @@ def field_dict(record: DataclassInstance, /, **values: Any) -> dict[str, Any]:
     """``{name: value}`` for each field of ``record`` in the order its class declares them; a
     field named in ``values`` has that value instead (its JSON form: a list for a tuple, …).
     A name in ``values`` that is not a field raises ``TypeError``."""
-    return {n: values[n] if n in values else getattr(record, n) for n in _names(record, values)}
+    names = _names(type(record), values)
+    return {n: values[n] if n in values else getattr(record, n) for n in names}
 
 
 def from_fields(cls: type[R], d: Mapping[str, Any], /, **values: Any) -> R:
@@ -34,16 +36,20 @@ def from_fields(cls: type[R], d: Mapping[str, Any], /, **values: Any) -> R:
     return cls(**{n: values[n] if n in values else d[n] for n in _names(cls, values)})
 
 
-def _names(
-    record: DataclassInstance | type[DataclassInstance], values: Mapping[str, Any]
-) -> list[str]:
-    """The fields of ``record`` in declared order; ``TypeError`` if ``values`` names another."""
-    names = [f.name for f in fields(record)]
-    unknown = values.keys() - set(names)
-    if unknown:
-        name = record.__name__ if isinstance(record, type) else type(record).__name__
-        raise TypeError(f"{name} has no field {sorted(unknown)[0]!r}")
+def _names(cls: type[DataclassInstance], values: Mapping[str, Any]) -> tuple[str, ...]:
+    """The fields of ``cls`` in declared order; ``TypeError`` if ``values`` names another."""
+    names, known = _fields_of(cls)
+    if not values.keys() <= known:
+        raise TypeError(f"{cls.__name__} has no field {sorted(values.keys() - known)[0]!r}")
     return names
+
+
+@functools.cache
+def _fields_of(cls: type[DataclassInstance]) -> tuple[tuple[str, ...], frozenset[str]]:
+    """The field names of ``cls``, in order and as a set: read once per class (manifests are
+    read and written by the thousand)."""
+    names = tuple(f.name for f in fields(cls))
+    return names, frozenset(names)
 
 
 class FieldDict:
