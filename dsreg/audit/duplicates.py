@@ -39,7 +39,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dsreg._version import __version__
 from dsreg.audit import DEFAULT_IMAGE_THRESHOLD, DEFAULT_TEXT_THRESHOLD
 from dsreg.audit.engines import Engine, check_engine, run_batches
 from dsreg.audit.fingerprints import (
@@ -66,7 +65,7 @@ from dsreg.formats.corrections import MATCHES_TYPE, corrections_table
 from dsreg.formats.manifests import HELD_INPUT, Snapshot
 from dsreg.formats.tables import as_numpy
 from dsreg.objects.hashing import hash_bytes
-from dsreg.overlays.write import write_overlay
+from dsreg.overlays.create import OverlayDraft, store_draft
 from dsreg.registry.folder import Registry, Resolved
 from dsreg.registry.tables import read_examples
 
@@ -560,22 +559,15 @@ def _store(
             pa.field("matches", MATCHES_TYPE),
             pa.array([list(f.matches) for f in findings], MATCHES_TYPE),
         )
-        producer = {
-            "name": PRODUCER,
-            "version": __version__,
-            "params": how.params,
-            "inputs": how.inputs,
-        }
-        summary = {"skipped_labels_only": skipped, "unreadable": len(unreadable)}
-        digest = write_overlay(
-            reg,
-            base=snapshot,
+        draft = OverlayDraft(
             kind="audit",
             table=table,
-            producer=producer,
-            summary=summary,
-            command=how.command,
+            producer=PRODUCER,
+            params=how.params,
+            inputs=how.inputs,
+            summary={"skipped_labels_only": skipped, "unreadable": len(unreadable)},
         )
+        digest = store_draft(reg, snapshot, draft, command=how.command)
     return AuditResult(
         digest=digest,
         dataset=base.dataset,

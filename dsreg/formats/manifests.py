@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, get_args
 
+from dsreg._util.records import field_dict, from_fields
 from dsreg.errors import ManifestError
 from dsreg.formats.canonical import canonical_bytes, parse_json
 from dsreg.formats.schemas import validate
@@ -91,26 +92,11 @@ class Snapshot:
     source: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": SNAPSHOT,
-            "dataset": self.dataset,
-            "examples": self.examples,
-            "rows": self.rows,
-            "classes": list(self.classes),
-            "task": self.task,
-            "source": self.source,
-        }
+        return {"schema": SNAPSHOT, **field_dict(self, classes=list(self.classes))}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Snapshot:
-        return cls(
-            dataset=d["dataset"],
-            examples=d["examples"],
-            rows=d["rows"],
-            classes=tuple(d["classes"]),
-            task=d["task"],
-            source=d["source"],
-        )
+        return from_fields(cls, d, classes=tuple(d["classes"]))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,25 +111,16 @@ class Overlay:
     version: int = 1  # 2: labels and label_counts; 3: an audit's matches
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": {2: OVERLAY_2, 3: OVERLAY_3}.get(self.version, OVERLAY),
-            "base": self.base,
-            "kind": self.kind,
-            "corrections": self.corrections,
-            "producer": self.producer,
-            "summary": self.summary,
-        }
+        # The schema says the version: it has no key of its own.
+        schema = {2: OVERLAY_2, 3: OVERLAY_3}.get(self.version, OVERLAY)
+        d: dict[str, Any] = {"schema": schema, **field_dict(self)}
+        del d["version"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Overlay:
-        return cls(
-            base=d["base"],
-            kind=d["kind"],
-            corrections=d["corrections"],
-            producer=d["producer"],
-            summary=d["summary"],
-            version={OVERLAY_2: 2, OVERLAY_3: 3}.get(d.get("schema", ""), 1),
-        )
+        version = {OVERLAY_2: 2, OVERLAY_3: 3}.get(d.get("schema", ""), 1)
+        return from_fields(cls, d, version=version)
 
     @property
     def held(self) -> tuple[str, ...]:
@@ -170,16 +147,11 @@ class Revision:
     view: View = "original"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": REVISION,
-            "snapshot": self.snapshot,
-            "overlays": list(self.overlays),
-            "view": self.view,
-        }
+        return {"schema": REVISION, **field_dict(self, overlays=list(self.overlays))}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Revision:
-        return cls(snapshot=d["snapshot"], overlays=tuple(d["overlays"]), view=d["view"])
+        return from_fields(cls, d, overlays=tuple(d["overlays"]))
 
     @property
     def digest(self) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dsreg._util.choices import check_choice
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.detector.options import FILTER_BY, RANK_BY, DetectorOptions
 from dsreg.errors import DsregError, InvalidInputError, TagExistsError
@@ -39,7 +40,6 @@ __all__ = [
     "check_tag_options",
     "check_tag_target",
     "check_tagging",
-    "check_vote_format",
     "detect",
     "import_labels",
     "import_votes",
@@ -185,11 +185,6 @@ def detect(
     return _stored(reg, spec, made, tagging, command=record.command, top=top)
 
 
-def check_vote_format(format: str) -> None:
-    if format not in VOTE_FORMATS:
-        raise InvalidInputError(f"unknown --format {format!r}; choose label-errors or csv")
-
-
 def import_votes(
     reg: Registry,
     spec: str,
@@ -202,7 +197,7 @@ def import_votes(
 ) -> OverlayResult:
     """A ``validated`` overlay of ``spec``'s snapshot from a votes file, tagged as ``tagging``
     asks; ``record``: its command and credit."""
-    check_vote_format(format)
+    check_choice(format, VOTE_FORMATS, option="--format")
     check_tagging(reg, spec, tagging, producer="dsreg.import-votes")
     made = votes_overlay(
         reg, spec, Path(votes), format=format, threshold=threshold, **record.made_by()

@@ -230,28 +230,9 @@ def _store(
     command: str,
     credit: Mapping[str, str] | None = None,
 ) -> CreatedOverlay:
-    """Store ``draft`` as an overlay of ``ds``'s snapshot, made by this version of dsreg: what
-    every overlay maker ends with. ``credit`` (``dsreg.formats.credit.make_credit``) is the
-    reference of the corrections' source, kept in the producer; without it the producer has
-    no ``credit`` key, so an overlay made without one has the digest it always had."""
-    producer: dict[str, Any] = {
-        "name": draft.producer,
-        "version": __version__,
-        "params": dict(draft.params),
-        "inputs": draft.inputs,
-    }
-    if credit:
-        producer["credit"] = dict(credit)
-    digest = write_overlay(
-        reg,
-        base=ds.snapshot_digest,
-        kind=draft.kind,
-        table=draft.table,
-        producer=producer,
-        summary=dict(draft.summary),
-        command=command,
-        joined=draft.joined,
-    )
+    """Store ``draft`` as an overlay of ``ds``'s snapshot (`store_draft`): what every overlay
+    maker ends with."""
+    digest = store_draft(reg, ds.snapshot_digest, draft, command=command, credit=credit)
     return CreatedOverlay(
         digest=digest,
         dataset=ds.name,
@@ -260,4 +241,36 @@ def _store(
         kind=draft.kind,
         summary={"rows": draft.table.num_rows, **draft.summary},
         details=draft.details,
+    )
+
+
+def store_draft(
+    reg: Registry,
+    snapshot: str,
+    draft: OverlayDraft,
+    *,
+    command: str,
+    credit: Mapping[str, str] | None = None,
+) -> str:
+    """Store ``draft`` as an overlay of ``snapshot``, made by this version of dsreg; return its
+    digest. ``credit`` (``dsreg.formats.credit.make_credit``) is the reference of the
+    corrections' source, kept in the producer; without it the producer has no ``credit`` key,
+    so an overlay made without one has the digest it always had."""
+    producer: dict[str, Any] = {
+        "name": draft.producer,
+        "version": __version__,
+        "params": dict(draft.params),
+        "inputs": draft.inputs,
+    }
+    if credit:
+        producer["credit"] = dict(credit)
+    return write_overlay(
+        reg,
+        base=snapshot,
+        kind=draft.kind,
+        table=draft.table,
+        producer=producer,
+        summary=dict(draft.summary),
+        command=command,
+        joined=draft.joined,
     )

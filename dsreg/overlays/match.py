@@ -50,9 +50,7 @@ def imagenet_val_numbers(snapshot_ids: pa.Array | pa.ChunkedArray) -> np.ndarray
         return None
     digits = pc.struct_field(found, "n")
     numbers = as_numpy(pc.cast(digits, pa.int64())).astype(np.int64, copy=False)
-    if len(np.unique(numbers)) != len(numbers):
-        return None
-    return numbers
+    return numbers if len(np.unique(numbers)) == len(numbers) else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -288,11 +288,10 @@ def write_overlay(
     )
     full_summary.update(summary or {})
     with reg.lock():
-        corrections = reg.store.put_bytes(data)
         ov = Overlay(
             base=base,
             kind=kind,
-            corrections=corrections,
+            corrections=reg.store.put_bytes(data),
             producer=producer,
             summary=full_summary,
             version=corrections_version(table.schema) or 1,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from dsreg._util.lazy import lazy_imports
+from dsreg._util.records import from_fields
 from dsreg.errors import (
     DsregError,
     IntegrityError,
@@ -117,17 +118,7 @@ class ResultRecord:
                 f"{what} is damaged ({problem}); record the model again with --force, or "
                 "pull the result from a remote"
             )
-        return cls(
-            dataset=d["dataset"],
-            model=d["model"],
-            snapshot=d["snapshot"],
-            predictions=d["predictions"],
-            kind=d["kind"],
-            rows=d["rows"],
-            classes=d["classes"],
-            dtype=d["dtype"],
-            meta=dict(d["meta"]),
-        )
+        return from_fields(cls, d, meta=dict(d["meta"]))
 
 
 def _record_problem(d: Any) -> str | None:

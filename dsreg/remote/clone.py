@@ -62,6 +62,9 @@ class SkippedLine:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CloneResult:
+    """What a clone made: the new registry, the remote it names, the tags, model refs, yanks and
+    retirements written, what was fetched, and the log lines not copied."""
+
     registry: str
     remote: str
     url: str

@@ -11,20 +11,16 @@ from typing import IO, Any
 
 import pyarrow as pa
 
+from dsreg._util.choices import check_choice
 from dsreg._util.fs import replacing
-from dsreg.errors import DsregError, InvalidInputError, StorageError
+from dsreg.errors import DsregError, StorageError
 from dsreg.registry.folder import Registry, Resolved
 from dsreg.views.sql import Connection, Repairing
 
-__all__ = ["SQL_FORMATS", "check_format", "text_table", "write_query"]
+__all__ = ["SQL_FORMATS", "text_table", "write_query"]
 
 SQL_FORMATS = ("table", "csv", "json", "parquet")
 _BINARY = ("csv", "parquet")  # pyarrow's writers write bytes
-
-
-def check_format(format: str) -> None:
-    if format not in SQL_FORMATS:
-        raise InvalidInputError(f"unknown --format {format!r}; choose table, csv, json or parquet")
 
 
 def write_query(
@@ -45,7 +41,7 @@ def write_query(
     if format is None:
         suffix = os.path.splitext(output)[1][1:] if isinstance(output, str | os.PathLike) else ""
         format = suffix if suffix in _BINARY or suffix == "json" else "table"
-    check_format(format)
+    check_choice(format, SQL_FORMATS, option="--format")
     with Connection(reg, allow_files=allow_files, resolve=resolve, repairing=repairing) as con:
         schema, batches = con.batches(query)
         if isinstance(output, str | os.PathLike):

@@ -38,6 +38,16 @@ __all__ = ["read_label_errors"]
 
 # The release spells it "off-topic"; a dash in a struct field would need quoting in every query.
 _MTURK_KEYS: Final = {name: name for name in COUNT_FIELDS} | {"off-topic": "off_topic"}
+# Look-alike formats, told by their keys and refused: why, after where the record is.
+_MULTI_LABEL: Final = (
+    "is multi-label (given_original_labels / our_guessed_labels, as in AudioSet); an overlay "
+    "corrects one label per example, so multi-label votes cannot be imported"
+)
+_AMAZON: Final = (
+    "counts positive/negative/neutral/off-topic votes (the Amazon format); those do not say "
+    "whether raters chose the given or the guessed label, so they cannot be categorised and are "
+    "not supported"
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,11 +159,7 @@ def _record(where: str, raw: object, classes: Classes, unknown: list[str]) -> _R
     if not isinstance(raw, dict):
         raise VotesError(f"{where} is a JSON {type(raw).__name__}, not an object")
     if "given_original_labels" in raw or "our_guessed_labels" in raw:
-        raise VotesError(
-            f"{where} is multi-label (given_original_labels / our_guessed_labels, as in "
-            "AudioSet); an overlay corrects one label per example, so multi-label votes "
-            "cannot be imported"
-        )
+        raise VotesError(f"{where} {_MULTI_LABEL}")
     record_id = raw.get("id")
     if isinstance(record_id, bool) or not isinstance(record_id, int | str | None):
         raise VotesError(f"{where}: id must be an integer or a string; got {shown(record_id)}")
@@ -207,11 +213,7 @@ def _mturk_counts(where: str, mturk: object) -> dict[str, int | None]:
     if not isinstance(mturk, dict):
         raise VotesError(f"{where}: mturk must be an object of vote counts; got {shown(mturk)}")
     if "positive" in mturk or "negative" in mturk:
-        raise VotesError(
-            f"{where} counts positive/negative/neutral/off-topic votes (the Amazon format); "
-            "those do not say whether raters chose the given or the guessed label, so they "
-            "cannot be categorised and are not supported"
-        )
+        raise VotesError(f"{where} {_AMAZON}")
     unknown = sorted(set(mturk) - set(_MTURK_KEYS))
     if unknown:
         raise VotesError(
