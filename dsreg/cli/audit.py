@@ -18,7 +18,9 @@ __all__ = ["duplicates", "show_audit"]
 _SHOWN = 20
 
 
-@command(audit_api.audit_duplicates)
+@command(
+    audit_api.audit_duplicates,
+)
 def duplicates(spec: str, *, quiet: bool, json: bool, **options: Any) -> None:
     """Find duplicated and contaminated rows; store them as an 'audit' overlay."""
     with progress_bar(quiet=quiet) as hook:

@@ -46,7 +46,9 @@ if TYPE_CHECKING:
     )
 
 
-@command(registry_api.init)
+@command(
+    registry_api.init,
+)
 def init(*, json: bool, **options: Any) -> None:
     """Create a registry: --registry PATH, else $DSREG_HOME, else ./.dsreg."""
     show_registry(registry_api.init(**options), json=json)
@@ -60,7 +62,9 @@ def show_registry(reg: Registry, *, json: bool) -> None:
     say(f"Initialised a dsreg registry at {reg.root}")
 
 
-@command(registry_api.add)
+@command(
+    registry_api.add,
+)
 def add(dataset: str, path: Path | None, *, quiet: bool, json: bool, **options: Any) -> None:
     """Add a test set as an immutable snapshot (content-addressed, deduplicated)."""
     show_added(logged_run(registry_api.add, dataset, path, quiet=quiet, **options), json=json)
@@ -83,7 +87,9 @@ def show_added(res: AddResult, *, json: bool) -> None:
         )
 
 
-@command(registry_api.ls)
+@command(
+    registry_api.ls,
+)
 def ls(
     *, remote: str | None, registry: Path | None, quiet: bool, json: bool, **options: Any
 ) -> None:
@@ -133,7 +139,9 @@ def show_tags(tags: TagList, untagged: list[str], *, remote: str | None, json: b
         )
 
 
-@command(registry_api.show)
+@command(
+    registry_api.show,
+)
 def show(spec: str, *, json: bool, **options: Any) -> None:
     """Show a revision (manifest, rows, classes, overlays, full digest), or any stored manifest.
     With --remote, a remote's revision: its manifests and tables are fetched, not its payloads."""
@@ -193,7 +201,9 @@ def show_object(info: ObjectInfo) -> None:
         out(f"size      {info.size} bytes")
 
 
-@command(registry_api.log)
+@command(
+    registry_api.log,
+)
 def log(dataset: str, *, json: bool, **options: Any) -> None:
     """Who moved which tag when (the append-only ref log), oldest first. Damaged lines (torn by
     a crash, not UTF-8, of the wrong types) are skipped and counted; 'dsreg verify' names them."""
@@ -227,7 +237,9 @@ def show_log(entries: RefLog, *, json: bool) -> None:
         )
 
 
-@command(registry_api.tag)
+@command(
+    registry_api.tag,
+)
 def tag(new: str, source: str | None, *, json: bool, **options: Any) -> None:
     """Name a revision, as git tag: the new name first. --delete removes a name."""
     show_tagged(registry_api.tag(new, source, command=command_line(), **options), json=json)
@@ -251,7 +263,9 @@ def show_tagged(res: TagResult, *, json: bool) -> None:
     say(f"Tagged {res.dataset}@{res.tag} -> {short(res.revision)} [{res.view}]{moved}")
 
 
-@command(registry_api.checkout)
+@command(
+    registry_api.checkout,
+)
 def checkout(spec: str, path: Path, *, quiet: bool, json: bool, **options: Any) -> None:
     """Materialise a revision as files plus a pin file PATH/.dsreg.json; switching a checkout
     touches only the files that differ, and finishes one that was interrupted. With --remote,
@@ -279,7 +293,9 @@ def show_checked_out(res: CheckoutResult, spec: str, *, json: bool) -> None:
     )
 
 
-@command(registry_api.verify)
+@command(
+    registry_api.verify,
+)
 def verify(spec: str | None, *, quiet: bool, json: bool, **options: Any) -> None:
     """Re-hash objects and check manifests against their schemas, and every tag and log line;
     exit 1 on any problem. Payloads a clone has not fetched yet are counted apart: not damage."""
@@ -307,7 +323,9 @@ def show_verified(res: VerifyResult, *, json: bool) -> None:
     )
 
 
-@command(registry_api.gc)
+@command(
+    registry_api.gc,
+)
 def gc(*, dry_run: bool, quiet: bool, json: bool, **options: Any) -> None:
     """Remove objects that no tag, and no log line younger than the log's expiry (a moved
     tag's old value, an overlay made), reaches."""

@@ -16,13 +16,17 @@ if TYPE_CHECKING:
     from dsreg.api import MarkResult
 
 
-@command(marks_api.yank)
+@command(
+    marks_api.yank,
+)
 def yank(name: str, *, json: bool, **options: Any) -> None:
     """Yank a tag: left out of ls, still resolved when named exactly, with its reason."""
     show_marked(marks_api.yank(name, command=command_line(), **options), json=json)
 
 
-@command(marks_api.retire)
+@command(
+    marks_api.retire,
+)
 def retire(dataset: str, *, json: bool, **options: Any) -> None:
     """Retire a dataset: every resolve of its tags names its successor and the reason."""
     show_marked(marks_api.retire(dataset, command=command_line(), **options), json=json)

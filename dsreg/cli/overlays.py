@@ -31,7 +31,9 @@ def score(value: float | None) -> str:
     return "" if value is None else f"{value:.4g}"
 
 
-@command(data_api.detect)
+@command(
+    data_api.detect,
+)
 def detect(
     spec: str, *, filter_by: str, rank_by: str, quiet: bool, json: bool, **options: Any
 ) -> None:
@@ -82,7 +84,9 @@ def show_detection(res: OverlayResult, ranked: list[dict[str, Any]], how: str) -
         out(table(issues, ["ROW", "EXAMPLE", "GIVEN", "SUGGESTED", "SCORE"]))
 
 
-@command(data_api.import_votes)
+@command(
+    data_api.import_votes,
+)
 def import_votes(spec: str, votes: Path, *, json: bool, **options: Any) -> None:
     """Import human validation votes as a 'validated' overlay (Northcutt et al. 2021 categories)."""
     res = data_api.import_votes(spec, votes, command=command_line(), **options)
@@ -100,7 +104,9 @@ def show_votes(res: OverlayResult) -> None:
         out(f"{v:<14} {s.get(v, 0)}")
 
 
-@command(data_api.import_labels)
+@command(
+    data_api.import_labels,
+)
 def import_labels(spec: str, path: Path, *, json: bool, **options: Any) -> None:
     """Import a relabeling (label sets, rater counts) or your own corrections as an overlay."""
     res = data_api.import_labels(spec, path, command=command_line(), **options)
@@ -127,7 +133,10 @@ def show_relabeled(res: OverlayResult) -> None:
             out(f"{v:<14} {s[v]}")
 
 
-@command(data_api.overlay_export, name="export")
+@command(
+    data_api.overlay_export,
+    name="export",
+)
 def export(digest: str, output: Path | None, **options: Any) -> None:
     """Write an overlay's corrections as CSV, which 'import-labels --format csv' reads back."""
     text = data_api.overlay_export(digest, output, **options)
@@ -138,7 +147,10 @@ def export(digest: str, output: Path | None, **options: Any) -> None:
         say(f"Wrote {text.count(chr(10)) - 1} corrections to {output}")
 
 
-@command(data_api.overlay_ls, name="ls")
+@command(
+    data_api.overlay_ls,
+    name="ls",
+)
 def ls(dataset: str, *, json: bool, **options: Any) -> None:
     """List a dataset's overlays: digest, kind, producer, rows."""
     show_overlays(data_api.overlay_ls(dataset, **options), dataset, json=json)
@@ -167,7 +179,10 @@ def show_overlays(records: list[OverlayRecord], dataset: str, *, json: bool) -> 
     out(table(rows, ["OVERLAY", "KIND", "PRODUCER", "ROWS", "SNAPSHOT"]))
 
 
-@command(data_api.overlay_show, name="show")
+@command(
+    data_api.overlay_show,
+    name="show",
+)
 def show(digest: str, *, rows: int, verdict: str | None, json: bool, **options: Any) -> None:
     """Show an overlay: manifest, summary and its first corrections."""
     info = data_api.overlay_show(digest, rows=rows, verdict=verdict, **options)

@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 # -- sql ------------------------------------------------------------------------------------------
 
 
-@command(data_api.sql)
+@command(
+    data_api.sql,
+)
 def sql(query: str, *, format: str | None, output: Path | None, json: bool, **options: Any) -> None:
     """Run DuckDB SQL over revisions: SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1"
     GROUP BY ALL. Columns: row, example_id, label, label_name, given_label, verdict, blob, size,
@@ -81,7 +83,10 @@ def show_rows(result: Any) -> None:
 # -- eval -----------------------------------------------------------------------------------------
 
 
-@command(reports_api.evaluate, name="eval")
+@command(
+    reports_api.evaluate,
+    name="eval",
+)
 def eval_(
     spec: str,
     predictions: list[Path],
@@ -127,7 +132,9 @@ def eval_(
 # -- diff -----------------------------------------------------------------------------------------
 
 
-@command(reports_api.diff)
+@command(
+    reports_api.diff,
+)
 def diff(
     a: str,
     b: str,
@@ -203,7 +210,9 @@ def show_agreement(c: Agreement) -> None:
 # -- cite -----------------------------------------------------------------------------------------
 
 
-@command(reports_api.cite)
+@command(
+    reports_api.cite,
+)
 def cite(spec: str, *, model: str | None, json: bool, **options: Any) -> None:
     """A citation (BibTeX, CITATION.cff or text) carrying the dataset, year, full revision,
     snapshot and overlay digests, the remote URL and the 'dsreg checkout DIGEST DIR --remote URL'
@@ -236,7 +245,9 @@ def show_citation(c: Citation, *, json: bool) -> None:
 # -- export ---------------------------------------------------------------------------------------
 
 
-@command(reports_api.export)
+@command(
+    reports_api.export,
+)
 def export(spec: str, *, json: bool, **options: Any) -> None:
     """Write a revision's labels as .npy (an int64 vector), CSV, Parquet or JSON lines (row,
     example_id, label, label_name), with the label sets and raters' counts it carries, aligned

@@ -30,7 +30,10 @@ def size(n: float) -> str:
     return f"{n} B"
 
 
-@command(remotes_api.remote_add, name="add")
+@command(
+    remotes_api.remote_add,
+    name="add",
+)
 def remote_add(*, json: bool, **options: Any) -> None:
     """Add a remote (recorded in config.toml; nothing is contacted)."""
     res = remotes_api.remote_add(**options)
@@ -39,7 +42,10 @@ def remote_add(*, json: bool, **options: Any) -> None:
     say(f"Added remote {res.name} -> {res.url}" + (" (default)" if res.default else ""))
 
 
-@command(remotes_api.remote_ls, name="ls")
+@command(
+    remotes_api.remote_ls,
+    name="ls",
+)
 def remote_ls(*, json: bool, **options: Any) -> None:
     """List remotes: name, URL, options; * marks the default."""
     show_remotes(remotes_api.remote_ls(**options), json=json)
@@ -63,7 +69,10 @@ def show_remotes(remotes: list[RemoteConfig], *, json: bool) -> None:
     out(table(rows, ["  NAME", "URL", "OPTIONS"]))
 
 
-@command(remotes_api.remote_remove, name="remove")
+@command(
+    remotes_api.remote_remove,
+    name="remove",
+)
 def remote_remove(*, json: bool, **options: Any) -> None:
     """Forget a remote (nothing on the remote is deleted)."""
     res = remotes_api.remote_remove(**options)
@@ -72,14 +81,18 @@ def remote_remove(*, json: bool, **options: Any) -> None:
     say(f"Removed remote {res.name} ({res.url})")
 
 
-@command(remotes_api.push)
+@command(
+    remotes_api.push,
+)
 def push(specs: list[str] | None, *, quiet: bool, json: bool, **options: Any) -> None:
     """Send revisions, everything they reach, then their tags; nothing the remote holds."""
     res = logged_run(remotes_api.push, specs, quiet=quiet, lazy_bar=True, **options)
     show_pushed(res, json=json)
 
 
-@command(remotes_api.publish)
+@command(
+    remotes_api.publish,
+)
 def publish(to: str | None, *, quiet: bool, json: bool, **options: Any) -> None:
     """Push every tag, then write a static website of the registry there (index, a page per
     dataset and per tag, Croissant JSON-LD); relative links, for any static server or file://."""
@@ -94,14 +107,18 @@ def publish(to: str | None, *, quiet: bool, json: bool, **options: Any) -> None:
     )
 
 
-@command(remotes_api.pull)
+@command(
+    remotes_api.pull,
+)
 def pull(specs: list[str] | None, *, quiet: bool, json: bool, **options: Any) -> None:
     """Fetch revisions and what they reach that is missing here, verified; then set the tags."""
     res = logged_run(remotes_api.pull, specs, quiet=quiet, lazy_bar=True, **options)
     show_pulled(res, json=json)
 
 
-@command(remotes_api.clone)
+@command(
+    remotes_api.clone,
+)
 def clone(url: str, path: Path | None, *, quiet: bool, json: bool, **options: Any) -> None:
     """A new registry with the remote's tags, logs and manifests; payloads come on demand
     (pull, checkout or dsreg.open(..., remote=))."""
@@ -119,7 +136,10 @@ def show_cloned(res: CloneResult, *, json: bool) -> None:
     )
 
 
-@command(remotes_api.import_dvc, name="import-dvc")
+@command(
+    remotes_api.import_dvc,
+    name="import-dvc",
+)
 def import_dvc(repo: str, path: str, *, quiet: bool, json: bool, **options: Any) -> None:
     """Import a DVC-tracked ImageFolder tree (or label file) at a git revision as a snapshot,
     with its provenance: repository, requested rev, commit, path and DVC's md5."""

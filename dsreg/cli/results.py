@@ -74,7 +74,9 @@ def _render_board(board: Any) -> None:
         out(table(flips, ["VIEW", "REVISIONS", "FLIP", "SIGNIFICANT"]))
 
 
-@command(results_api.leaderboard)
+@command(
+    results_api.leaderboard,
+)
 def leaderboard(dataset: str, *, plot: Path | None, json: bool, **options: Any) -> None:
     """Every model recorded with 'dsreg eval --record' scored on every tagged revision of
     DATASET: accuracy with its 95% interval, rank with its bootstrap rank interval, and the
@@ -88,7 +90,9 @@ def leaderboard(dataset: str, *, plot: Path | None, json: bool, **options: Any) 
     _render_board(board)
 
 
-@command(results_api.gap)
+@command(
+    results_api.gap,
+)
 def gap(old: str, new: str, *, plot: Path | None, json: bool, **options: Any) -> None:
     """Models recorded on two test sets of one task: accuracy on each with 95% intervals, the
     gap, and the linear fit of new against old accuracy (Recht et al. 2019, Figure 1)."""

@@ -52,7 +52,9 @@ class NotServing:
             raise InvalidInputError("--citation and --credit go with --finish")
 
 
-@command(reviewing_api.review)
+@command(
+    reviewing_api.review,
+)
 def review(
     spec: str,
     *,
