@@ -327,7 +327,16 @@ def import_votes(
     of a revision applying it; an overlay made without them has no ``credit`` key. A
     malformed file is refused before anything is read or written.
     """
-    return _imported(overlay_ops.import_votes, "import_votes", locals(), votes)
+    record = _recording(locals(), "import_votes", votes)
+    return overlay_ops.import_votes(
+        find_registry(registry),
+        spec,
+        votes,
+        format=format,
+        threshold=threshold,
+        tagging=options_of(overlay_ops.Tagging, locals()),
+        record=record,
+    )
 
 
 def import_labels(
@@ -365,29 +374,24 @@ def import_labels(
     (``match``: ``file_name``, ``position``, ``row`` or ``example_id``). ``citation`` and
     ``credit``: the relabeling's published reference, kept as ``import_votes`` keeps it.
     """
-    return _imported(overlay_ops.import_labels, "import_labels", locals(), path)
-
-
-def _imported(
-    make: Callable[..., OverlayResult], name: str, call: Mapping[str, Any], file: PathArg
-) -> OverlayResult:
-    """``make(registry, spec, file, format=, threshold=)``, an overlay ``overlay_ops`` makes
-    from a file, for the call ``name`` whose arguments are ``call`` (its ``locals()``): in its
-    registry, with its ``format`` and ``threshold``, tagged as its ``tag``, ``view`` and
-    ``force`` ask, recording its command and the credit of its ``citation`` and ``credit``
-    (read, and a malformed one refused, before the registry is looked for)."""
-    spec = call["spec"]
-    command = command_of(call["command"], name, spec, os.fspath(file))
-    record = overlay_recording(command, call["citation"], call["credit"])
-    return make(
-        find_registry(call["registry"]),
+    record = _recording(locals(), "import_labels", path)
+    return overlay_ops.import_labels(
+        find_registry(registry),
         spec,
-        file,
-        format=call["format"],
-        threshold=call["threshold"],
-        tagging=options_of(overlay_ops.Tagging, call),
+        path,
+        format=format,
+        threshold=threshold,
+        tagging=options_of(overlay_ops.Tagging, locals()),
         record=record,
     )
+
+
+def _recording(call: Mapping[str, Any], name: str, file: PathArg) -> overlay_ops.Recording:
+    """What an overlay made from ``file`` by the call ``name`` (whose arguments are ``call``,
+    its ``locals()``) records: its command, and the credit of its ``citation`` and ``credit``
+    (read, and a malformed one refused, before the registry is looked for)."""
+    command = command_of(call["command"], name, call["spec"], os.fspath(file))
+    return overlay_recording(command, call["citation"], call["credit"])
 
 
 OverlayDigestArg: TypeAlias = Annotated[str, Arg("Overlay digest or prefix (>= 6 hex).")]
