@@ -59,14 +59,16 @@ class Retirement:
 
 def check_reason(reason: str | None, *, what: str) -> str:
     """``reason`` stripped; ``InvalidInputError`` if it is empty, has control characters, or
-    is longer than 1000 characters."""
+    is longer than ``_MAX_REASON`` (1000) characters."""
     text = (reason or "").strip()
     if not text:
         raise InvalidInputError(f"{what} needs a reason: give --reason TEXT (not empty)")
     if any(ord(c) < 32 or 127 <= ord(c) < 160 for c in text):
         raise InvalidInputError(f"the reason for {what} holds a control character; write one line")
     if len(text) > _MAX_REASON:
-        raise InvalidInputError(f"the reason for {what} is {len(text)} characters; at most 1000")
+        raise InvalidInputError(
+            f"the reason for {what} is {len(text)} characters; at most {_MAX_REASON}"
+        )
     return text
 
 

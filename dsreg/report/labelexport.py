@@ -22,6 +22,7 @@ from typing import IO, Any
 import numpy as np
 import pyarrow as pa
 
+from dsreg._util.choices import check_choice
 from dsreg._util.fs import replacing
 from dsreg._util.records import FieldDict
 from dsreg.errors import DsregError, InvalidInputError, StorageError
@@ -72,10 +73,7 @@ def check_export_format(format: str | None, output: str | os.PathLike[str]) -> s
                 "--format npy, csv, parquet or jsonl"
             )
         return suffix
-    if format not in EXPORT_FORMATS + METADATA_FORMATS:
-        raise InvalidInputError(
-            f"unknown --format {format!r}; choose npy, csv, parquet, jsonl, croissant or datacite"
-        )
+    check_choice(format, EXPORT_FORMATS + METADATA_FORMATS, option="--format")
     return format
 
 

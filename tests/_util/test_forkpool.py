@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -20,12 +20,28 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+def _children() -> set[int]:
+    """The processes whose parent is this one, running or exited and not yet reaped (Linux)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{os.getpid()}/task").iterdir():
+        found |= {int(p) for p in (task / "children").read_text().split()}
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _earlier_children() -> Iterator[None]:
+    """The children other tests left running (a loader's workers, say): not this pool's."""
+    global _BEFORE
+    _BEFORE = _children()
+    yield
+
+
+_BEFORE: set[int] = set()
+
+
 def _no_children_left() -> bool:
-    try:
-        os.waitpid(-1, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
+    """Every worker the pool started is reaped: no child but those the test began with."""
+    return not (_children() - _BEFORE)
 
 
 def test_every_task_runs_once_in_a_worker_and_comes_back() -> None:
