@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -191,31 +191,36 @@ def _checked_pass(
     """Check and place each of ``todo`` (``CheckingPutter``), in workers. Returns those whose
     objects the store lacks or, with ``refetch``, holds corrupt (marked): nothing was placed
     for them."""
-    reg = run.reg
+    reg, files = run.reg, run.files
     put = CheckingPutter(link)
     hardlink = link == "hardlink"
 
-    def start(chunk: Chunk[Placement], linked: list[Linked]) -> _PlaceOne:
+    def place_chunk(lo: int, hi: int) -> Chunk[Placement]:
+        chunk: Chunk[Placement] = Chunk(hi - lo)
+        linked: list[Linked] = []
         clock = reg.state.clock_ns()  # before any stat of the chunk
+        with run.dirs() as dirs, explain_cross_device(link):
+            for rel, blob in todo[lo:hi]:
+                fd, name = dirs.entry(rel)
+                src = object_path(files, blob)
+                rec = trust.get(blob)
+                got, stat = put(src, blob, fd, name, rec)
+                if got is None:
+                    chunk.left.append(Placement(rel, blob))
+                elif got != blob:
+                    if run.refetch is None:
+                        raise corrupt_object(reg, blob, rel)
+                    reg.store.mark_corrupt(blob)  # nothing was placed: fetched again later
+                    chunk.left.append(Placement(rel, blob))
+                elif hardlink:  # the link changed its ctime: stat'ed again
+                    linked.append(Linked(blob, src, stat, rec))
+                else:  # a copy or a symbolic link leaves the object as it was
+                    chunk.seen.saw(blob, stat, clock, rec)
+        if linked:
+            see_after_links(reg, linked, chunk.seen)
+        return chunk
 
-        def place_one(rel: str, blob: str, fd: int, name: str, src: str) -> None:
-            rec = trust.get(blob)
-            got, stat = put(src, blob, fd, name, rec)
-            if got is None:
-                chunk.left.append(Placement(rel, blob))
-            elif got != blob:
-                if run.refetch is None:
-                    raise corrupt_object(reg, blob, rel)
-                reg.store.mark_corrupt(blob)  # nothing was placed: fetched again later
-                chunk.left.append(Placement(rel, blob))
-            elif hardlink:  # the link changed its ctime: stat'ed again
-                linked.append(Linked(blob, src, stat, rec))
-            else:  # a copy or a symbolic link leaves the object as it was
-                chunk.seen.saw(blob, stat, clock, rec)
-
-        return place_one
-
-    return _in_chunks(run, link, todo, progress, start)
+    return in_pool(place_chunk, len(todo), progress, "checking out", run.stats)
 
 
 def _place_fetched(run: _Run, link: LinkType, left: list[Placement]) -> None:
@@ -274,50 +279,23 @@ def _replacing_pass(
     """Place each of ``todo`` (under a temporary name, then renamed over its own) unless it
     already is what the link type makes of its object, in workers; the objects hard-linked
     are stat'ed again after."""
+    reg, files = run.reg, run.files
     put = putter(link)
     hardlink = link == "hardlink"
 
-    def start(_chunk: Chunk[Placement], linked: list[Linked]) -> _PlaceOne:
-        def replace_one(_rel: str, blob: str, fd: int, name: str, src: str) -> None:
-            if not same(fd, name, src, link, blob):
-                place(put, src, fd, name)
-                if hardlink:
-                    linked.append(Linked(blob, src, checked.get(blob), run.trust.get(blob)))
-
-        return replace_one
-
-    _in_chunks(run, link, todo, run.progress, start)
-
-
-# -- both: a pass over the placements in chunks -------------------------------------------------
-# What a pass does with one placement (its path and object), given the descriptor of its
-# folder, its name there and its object's path in the store.
-_PlaceOne = Callable[[str, str, int, str, str], None]
-
-
-def _in_chunks(
-    run: _Run,
-    link: LinkType,
-    todo: Sequence[Placement],
-    progress: ProgressHook,
-    start: Callable[[Chunk[Placement], list[Linked]], _PlaceOne],
-) -> list[Placement]:
-    """Do each of ``todo`` a chunk at a time, in workers: ``start(chunk, linked)``, called as
-    a chunk starts, returns what is done with each of its placements (which reports to
-    ``chunk`` and lists the objects it hard-linked in ``linked``, stat'ed again after the
-    chunk). Returns the placements the chunks left."""
-    files = run.files
-
-    def do_chunk(lo: int, hi: int) -> Chunk[Placement]:
+    def replace_chunk(lo: int, hi: int) -> Chunk[Placement]:
         chunk: Chunk[Placement] = Chunk(hi - lo)
         linked: list[Linked] = []
-        one = start(chunk, linked)
         with run.dirs() as dirs, explain_cross_device(link):
             for rel, blob in todo[lo:hi]:
                 fd, name = dirs.entry(rel)
-                one(rel, blob, fd, name, object_path(files, blob))
+                src = object_path(files, blob)
+                if not same(fd, name, src, link, blob):
+                    place(put, src, fd, name)
+                    if hardlink:
+                        linked.append(Linked(blob, src, checked.get(blob), run.trust.get(blob)))
         if linked:
-            see_after_links(run.reg, linked, chunk.seen)
+            see_after_links(reg, linked, chunk.seen)
         return chunk
 
-    return in_pool(do_chunk, len(todo), progress, "checking out", run.stats)
+    in_pool(replace_chunk, len(todo), run.progress, "checking out", run.stats)
