@@ -222,7 +222,7 @@ def list_folder(folder: Path) -> Listing:
     files: list[str] = []
     bad: list[tuple[str, str]] = []
     for top, dirs, names in os.walk(
-        folder, onerror=lambda e: bad.append((str(e.filename), why_unreadable(e)))
+        folder, onerror=lambda e: bad.append((str(e.filename), _why_unreadable(e)))
     ):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(f for f in names if not f.startswith(".")):
@@ -230,7 +230,7 @@ def list_folder(folder: Path) -> Listing:
     return Listing(folder, files, bad)
 
 
-def why_unreadable(e: OSError) -> str:
+def _why_unreadable(e: OSError) -> str:
     return f"cannot be read ({e.strerror or type(e).__name__})"
 
 

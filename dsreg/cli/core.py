@@ -146,9 +146,9 @@ def show(spec: str, *, json: bool, **options: Any) -> None:
     """Show a revision (manifest, rows, classes, overlays, full digest), or any stored manifest.
     With --remote, a remote's revision: its manifests and tables are fetched, not its payloads."""
     info = registry_api.show(spec, **options)
-    if json:
-        emit_json(info.to_dict())
-    elif isinstance(info, api.ObjectInfo):
+    if json_shown(info, json=json):
+        return
+    if isinstance(info, api.ObjectInfo):
         show_object(info)
     else:
         show_revision(info)

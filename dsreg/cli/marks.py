@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from dsreg.api import marks as marks_api
 from dsreg.cli._command import command
-from dsreg.cli._common import command_line, emit_json, say
+from dsreg.cli._common import command_line, json_shown, say
 from dsreg.cli._text import printable
 
 if TYPE_CHECKING:
@@ -33,9 +33,9 @@ def retire(dataset: str, *, json: bool, **options: Any) -> None:
 
 
 def show_marked(res: MarkResult, *, json: bool) -> None:
-    if json:
-        emit_json(res.to_dict())
-    elif res.successor is not None:
+    if json_shown(res, json=json):
+        return
+    if res.successor is not None:
         say(f"Retired {res.dataset} (successor {res.successor}): {printable(res.reason)}")
     elif res.undone:
         say(f"Lifted the yank of {res.dataset}@{res.tag}; 'dsreg ls' lists it again")

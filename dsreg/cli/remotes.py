@@ -190,8 +190,7 @@ def tags_moved(res: PushResult | PullResult, *, json: bool) -> bool:
     """What push and pull both print first: with ``--json`` the whole result, else each tag
     written as a line of data (``dataset@tag<TAB>revision<TAB>status``). True when the JSON is
     all there is to print."""
-    if json:
-        emit_json(res.to_dict())
+    if json_shown(res, json=json):
         return True
     for r in res.refs:
         out(f"{r.dataset}@{r.tag}\t{r.revision}\t{r.status}")

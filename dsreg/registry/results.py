@@ -43,6 +43,8 @@ from dsreg.registry.refs import LogEntry, RefStore
 with lazy_imports():
     import numpy as np
 
+    from dsreg.formats import inputfiles
+
 __all__ = [
     "EVENT",
     "Prepared",
@@ -213,11 +215,11 @@ def aligned_predictions(arr: Any, *, rows: int, classes: list[str], what: str) -
             return _names_to_indices(a, classes, what)
         if a.dtype.kind not in "iu":
             raise PredictionsError(f"{what} are {a.dtype} labels; give class indices or names")
-        bad = np.flatnonzero((a < 0) | (a >= k))
-        if len(bad):
+        bad = inputfiles.out_of_range(a, k)
+        if bad is not None:
             raise PredictionsError(
-                f"{what}: {len(bad)} labels are outside [0, {k}), first {a[bad[0]]} at row "
-                f"{bad[0]}; the snapshot has {k} classes"
+                f"{what}: {bad.total} labels are outside [0, {k}), first {bad.first[0]} at row "
+                f"{bad.at[0]}; the snapshot has {k} classes"
             )
         return np.ascontiguousarray(a, dtype="<i4")
     if a.ndim == 2 and a.dtype.kind in "iu" and 0 < a.shape[1] < k:

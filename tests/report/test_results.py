@@ -511,3 +511,14 @@ def test_structured_counts_equal_the_joint_patterns(
     if resamples:
         assert got.samples is not None and want.samples is not None
         assert np.array_equal(got.samples, want.samples)
+
+
+def test_class_indices_outside_the_classes_are_refused_by_their_first() -> None:
+    from dsreg.registry.results import aligned_predictions
+
+    preds = np.array([0, 1, 7, 2, -1, 9])
+    with pytest.raises(PredictionsError) as caught:
+        aligned_predictions(preds, rows=6, classes=["a", "b", "c"], what="model m")
+    assert str(caught.value) == (
+        "model m: 3 labels are outside [0, 3), first 7 at row 2; the snapshot has 3 classes"
+    )
