@@ -36,8 +36,7 @@ from dsreg.objects.batch import STAGE_PREFIX, ObjectBatch
 from dsreg.objects.digest import ALGORITHM, PREFIX, hex_of, layout, short
 from dsreg.objects.hashing import hash_bytes, hash_path
 from dsreg.objects.store import ObjectStore
-from dsreg.remote.download import batched, download
-from dsreg.remote.store import LOCAL_JOBS, STAGED_TAG, STAGING_AGE, RemoteStore
+from dsreg.remote.store import LOCAL_JOBS, STAGED_TAG, STAGING_AGE, RemoteStore, batched, download
 from dsreg.remote.waves import FEW, WHOLE, parallel, put_objects, read_whole
 
 __all__ = ["MISSING", "Arrival", "Received", "Sink", "present", "receive", "send", "tidy"]

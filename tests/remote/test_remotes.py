@@ -28,6 +28,7 @@ from dsreg import (
 )
 from dsreg.objects.digest import short
 from dsreg.ops.maintenance import reachable
+from dsreg.registry.reader import LocalReader
 
 # ``python -c`` with this runs the dsreg command line in a fresh process.
 DSREG_MAIN = "import sys; from dsreg.cli import main; main(sys.argv[1:])"
@@ -61,7 +62,7 @@ def remote_objects(root: Path) -> set[str]:
 
 
 def blobs_of(reg: Registry, spec: str) -> set[str]:
-    everything, problems = reachable(reg, [reg.resolve(spec).digest])
+    everything, problems = reachable(reg, [LocalReader(reg).revision(spec).digest])
     assert not problems
     return everything
 
