@@ -29,7 +29,6 @@ from dsreg.api.options import (
 from dsreg.detector.options import FILTER_BY, RANK_BY, DetectorOptions
 from dsreg.errors import InvalidInputError
 from dsreg.formats.names import check_name
-from dsreg.registry.reader import dataset_overlays
 
 # Each of these imports numpy and pyarrow (DuckDB, matplotlib): imported when first used.
 with lazy_imports():
@@ -375,7 +374,7 @@ def overlay_ls(
 ) -> list[OverlayRecord]:
     """A dataset's overlays, oldest first: those made for it and those its tags use."""
     check_name(dataset, what="dataset name")
-    return dataset_overlays(reading.local(registry), dataset)
+    return overlay_inspect.list_overlays(reading.local(registry), dataset)
 
 
 def overlay_show(
