@@ -36,7 +36,7 @@ from dsreg.formats.manifests import Overlay, Revision, Snapshot
 from dsreg.formats.names import parse_spec
 from dsreg.objects.digest import PREFIX, short
 from dsreg.registry.folder import Registry
-from dsreg.registry.marks import may_be_marked
+from dsreg.registry.markrefs import may_be_marked
 from dsreg.registry.refs import LogEntry, RefLog
 
 if TYPE_CHECKING:
