@@ -37,6 +37,8 @@ _PRUNING = ("prune_by_noise_rate", "prune_by_class", "both")
 #: entries belong to a pruned pair, and computes whole rows otherwise. Never changes a result.
 SPARSE_PAIRS_BELOW = 0.25
 _LOW_SCORE = ("low_normalized_margin", "low_self_confidence")
+#: Candidates offered before :class:`_TopMargins` first trims them and raises its cutoffs.
+_FIRST_COMPACTION = 1 << 16
 
 
 def check_filter_options(
@@ -186,12 +188,14 @@ class _TopMargins:
         # C order, so that flat pair ids c * k + j index both tables.
         self.take = np.ascontiguousarray(take).reshape(-1)
         self.cutoff = np.ascontiguousarray(np.where(take > 0, -np.inf, np.inf), dtype=dtype)
+        # Each class's lowest cutoff: a row whose largest margin does not pass it offers nothing.
+        self.floor = self.cutoff.min(axis=1)
         self.pair = np.zeros(0, dtype=np.int64)
         self.neg = np.zeros(0, dtype=dtype)
         self.row = np.zeros(0, dtype=np.int64)
         self.pending: list[_Candidates] = []
         self.pending_size = 0
-        self.limit = 1 << 20
+        self.limit = _FIRST_COMPACTION
 
     def add(self, positions: IntArray, margin: FloatArray, lab: IntArray) -> None:
         """Offer whole rows: ``margin[i, j]`` for the row at ``positions[i]``, labelled ``lab[i]``.
@@ -232,9 +236,11 @@ class _TopMargins:
         keep = rank < need
         full = keep & (rank == need - 1)
         np.put(self.cutoff, pair[full], -neg[full])
+        self.floor = self.cutoff.min(axis=1)
         self.pair, self.neg, self.row = pair[keep], neg[keep], row[keep]
-        # Grow the trigger with what survives, so trimming stays amortised O(total).
-        self.limit = max(self.limit, 2 * self.pair.size)
+        # Trimmed again once as many entries wait as survive, so trimming stays amortised
+        # O(total): often enough that the cutoffs rise early and few entries pass them.
+        self.limit = max(_FIRST_COMPACTION, self.pair.size)
 
     def rows(self) -> IntArray:
         self.compact()
@@ -285,7 +291,7 @@ def _prune_by_noise_rate(
     if np.dot(scan.counts, per_class) < SPARSE_PAIRS_BELOW * scan.n * scan.k:
         _offer_pairs(scan, top, pruned, per_class)
     else:
-        _offer_rows(scan, top, np.asarray(per_class > 0))
+        _offer_rows(scan, top)
     mask[top.rows()] = True
     return mask
 
@@ -322,23 +328,24 @@ def _offer_pairs(scan: Scan, top: _TopMargins, pruned: BoolArray, per_class: Int
         top.add_pairs(given * k + other, margin, row.astype(np.int64) + start)
 
 
-def _offer_rows(scan: Scan, top: _TopMargins, active: BoolArray) -> None:
+def _offer_rows(scan: Scan, top: _TopMargins) -> None:
     dtype = scan.dtype
     work = np.dtype(np.float32) if dtype == np.float16 else dtype
     sc = scan.self_confidence
+    argmax = scan.argmax
     for start, chunk in scan.chunks():
         stop = start + len(chunk)
         lab = scan.labels[start:stop]
-        live = np.asarray(active[lab])
-        if live.all():
-            positions = np.arange(start, stop, dtype=np.int64)
-            part, part_lab, part_sc = chunk, lab, sc[start:stop]
-        else:
-            local = np.flatnonzero(live)
-            if local.size == 0:
-                continue
-            positions = local.astype(np.int64) + start
-            part, part_lab, part_sc = chunk[local], lab[local], sc[start:stop][local]
+        row_sc = sc[start:stop]
+        # A row's largest margin is its maximum less its self-confidence (rounding is monotone,
+        # so no margin of the row exceeds it): rows where that does not pass the lowest cutoff
+        # of their class, most rows once the cutoffs have risen, offer nothing.
+        best = chunk[np.arange(len(chunk)), argmax[start:stop]]
+        local = np.flatnonzero(_rounded_margin(best, row_sc) > top.floor[lab])
+        if local.size == 0:
+            continue
+        positions = local.astype(np.int64) + start
+        part, part_lab, part_sc = chunk[local], lab[local], row_sc[local]
         # cleanlab: pred_probs[:, j] - pred_probs[:, c] in the input dtype (see
         # _rounded_margin; inlined here to widen the chunk once).
         margin = part.astype(work, copy=False) - part_sc.astype(work, copy=False)[:, None]
