@@ -24,6 +24,7 @@ import io
 import mmap
 import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
@@ -122,11 +123,14 @@ class NpySource(ProbabilitySource):
     def __init__(self, path: str | os.PathLike[str]) -> None:
         file = Path(path)
         hint = "; save it with numpy.save"
-        data = open_npy(file, what=str(file), error=ProbabilitiesError, hint=hint)
+        # Mapped copy-on-write: numpy's argmax copies a read-only chunk whole first (pass 1
+        # would copy the file once); the detector never writes to a chunk.
+        data = open_npy(file, what=str(file), error=ProbabilitiesError, hint=hint, private=True)
         check_dtype(data.dtype, str(file))
         n, k = check_shape(data.shape, str(file))
         super().__init__(n, k, data.dtype, file)
         self.array = data
+        self._hash_next_pass = False
 
     def _release(self, begin: int, end: int) -> int:
         """Drop mapped pages in bytes ``[begin, end)`` of the mapping; return the new boundary."""
@@ -141,19 +145,60 @@ class NpySource(ProbabilitySource):
             return begin
         return end
 
+    def hash_while_reading(self) -> None:
+        """Take the file's digest during the next complete pass: each chunk is hashed on a
+        second thread while the caller works on it (BLAKE3 releases the GIL), so that
+        :meth:`digest` reads nothing more. For a caller that reads the whole file anyway."""
+        self._hash_next_pass = True
+
     def _raw_chunks(self, chunk_rows: int) -> Iterator[tuple[int, FloatArray]]:
         data = self.array
         offset = int(getattr(data, "offset", 0)) % mmap.ALLOCATIONGRANULARITY
         row_bytes = self.k * self.dtype.itemsize
         c_order = bool(data.flags.c_contiguous)
+        hasher = self._pass_hasher() if c_order else None
         released = 0
-        for start in range(0, self.n, chunk_rows):
-            chunk = np.ascontiguousarray(data[start : start + chunk_rows])
-            yield start, chunk
-            if c_order:
-                # Mapped pages count as resident memory: give them back as the pass moves on.
-                end = offset + (start + len(chunk)) * row_bytes
-                released = self._release(released, end)
+        with ThreadPoolExecutor(1) if hasher is not None else contextlib.nullcontext() as pool:
+            for start in range(0, self.n, chunk_rows):
+                chunk = np.ascontiguousarray(data[start : start + chunk_rows])
+                hashed = None
+                if hasher is not None and pool is not None:
+                    hashed = pool.submit(hasher.update, chunk.data.cast("B"))
+                yield start, chunk
+                if hashed is not None:
+                    hashed.result()  # before the chunk's pages are released
+                if c_order:
+                    # Mapped pages count as resident memory: give them back as the pass moves on.
+                    end = offset + (start + len(chunk)) * row_bytes
+                    released = self._release(released, end)
+        if hasher is not None:
+            self._finish_hash(hasher)
+
+    def _pass_hasher(self) -> Hasher | None:
+        """A hasher fed the file's header, if this pass is to take the digest."""
+        if not self._hash_next_pass or self._digest is not None:
+            return None
+        assert self.path is not None
+        hasher = Hasher()
+        try:
+            with open(self.path, "rb") as f:
+                hasher.update(f.read(int(self.array.offset)))
+        except OSError as exc:
+            raise StorageError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+        return hasher
+
+    def _finish_hash(self, hasher: Hasher) -> None:
+        """The digest of header, array and whatever follows the array in the file."""
+        assert self.path is not None
+        end = int(self.array.offset) + self.n * self.k * self.dtype.itemsize
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(end)
+                while block := f.read(1 << 20):
+                    hasher.update(block)
+        except OSError as exc:
+            raise StorageError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
+        self._digest = hasher.digest()
 
     def _hash_bytes(self) -> str:
         assert self.path is not None

@@ -176,6 +176,11 @@ class ProbabilitySource(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook; in-memory sources hold nothing
         """Release file handles and mappings."""
 
+    def hash_while_reading(self) -> None:  # noqa: B027 - optional hook
+        """Ask for :meth:`digest` to be taken during the next complete pass, where the source's
+        bytes are its chunks' (a ``.npy`` file): a caller that reads everything anyway saves
+        reading it again. Other sources take the digest when it is asked for."""
+
     @abstractmethod
     def _raw_chunks(self, chunk_rows: int) -> Iterator[tuple[int, FloatArray]]:
         """Yield ``(start, chunk)`` in row order; chunks are C-contiguous and read-only."""

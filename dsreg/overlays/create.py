@@ -16,6 +16,7 @@ from dsreg._util.progress import ProgressHook, no_progress
 from dsreg._version import __version__
 from dsreg.detector.options import DetectorOptions
 from dsreg.errors import ManifestError
+from dsreg.formats.arrays import from_numpy
 from dsreg.formats.corrections import corrections_table
 from dsreg.formats.manifests import OverlayKind, Snapshot
 from dsreg.formats.tables import as_numpy
@@ -191,11 +192,14 @@ def detect_overlay(
     if isinstance(probs, Path):
         input_file(probs, what=f"probabilities file {str(probs)!r}")
     source = open_probabilities(probs)
+    # The detector reads the whole file in its first pass: the digest is taken on the way.
+    source.hash_while_reading()
     det = detect(view.label, source, options, progress=progress)
     snap_rows = view.rows[det.rows]
     examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
-    ids = examples.column("example_id").take(pa.array(snap_rows))
-    given = examples.column("label").to_numpy()[snap_rows]
+    # Arrays from numpy buffers (formats/arrays.py): pa.array would import pandas.
+    ids = examples.column("example_id").take(from_numpy(snap_rows, pa.int64()))
+    given = as_numpy(examples.column("label"))[snap_rows]
     table = corrections_table(
         rows=snap_rows,
         example_ids=ids,

@@ -197,6 +197,27 @@ def test_npy_file_is_memory_mapped_and_digested(tmp_path: Path, dtype: Any) -> N
     source.close()
 
 
+@pytest.mark.parametrize("fortran", [False, True])
+def test_npy_digest_taken_while_reading_is_the_files(tmp_path: Path, fortran: bool) -> None:
+    probs = softmax(1000, 6, seed=4)
+    path = tmp_path / "p.npy"
+    np.save(path, np.asfortranarray(probs) if fortran else probs)
+    with open(path, "ab") as f:
+        f.write(b"bytes after the array are part of the file")
+    source = open_probabilities(path)
+    source.hash_while_reading()
+    # A pass left half way takes no digest; the next complete one does.
+    chunks = source.chunks(97)
+    next(chunks)
+    chunks.close()
+    assert np.array_equal(collect(source, 97), probs)
+    expected = blake3_of(path)
+    if not fortran:  # a C-ordered file's digest was taken during the pass: nothing is read
+        path.unlink()
+    assert source.digest() == expected
+    source.close()
+
+
 def test_fortran_ordered_npy_file(tmp_path: Path) -> None:
     probs = np.asfortranarray(softmax(300, 4, seed=8))
     np.save(tmp_path / "f.npy", probs)
