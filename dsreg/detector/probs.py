@@ -182,7 +182,7 @@ class NpySource(ProbabilitySource):
         hasher = Hasher()
         try:
             with open(self.path, "rb") as f:
-                hasher.update(f.read(int(self.array.offset)))
+                hasher.update(f.read(int(getattr(self.array, "offset", 0))))
         except OSError as exc:
             raise StorageError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
         return hasher
@@ -190,7 +190,7 @@ class NpySource(ProbabilitySource):
     def _finish_hash(self, hasher: Hasher) -> None:
         """The digest of header, array and whatever follows the array in the file."""
         assert self.path is not None
-        end = int(self.array.offset) + self.n * self.k * self.dtype.itemsize
+        end = int(getattr(self.array, "offset", 0)) + self.n * self.k * self.dtype.itemsize
         try:
             with open(self.path, "rb") as f:
                 f.seek(end)
