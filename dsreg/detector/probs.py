@@ -23,8 +23,8 @@ import contextlib
 import io
 import mmap
 import os
+import threading
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, cast
 
@@ -42,7 +42,7 @@ from dsreg.detector.source import (
 )
 from dsreg.errors import InputPathError, ProbabilitiesError, StorageError
 from dsreg.formats.inputfiles import open_npy, refuse_duplicate_columns
-from dsreg.objects.hashing import Hasher, hash_file
+from dsreg.objects.hashing import Hasher, HashingStopped, hash_file
 
 __all__ = [
     "ArraySource",
@@ -63,10 +63,11 @@ def _path_error(exc: OSError, file: Path) -> Exception:
     return StorageError(f"cannot read {file}: {exc.strerror or exc}")
 
 
-def _hash_file(path: Path) -> str:
-    # One large input, nothing hashed beside it: BLAKE3 may use every core (hashing.py).
+def _hash_file(path: Path, threads: int, stop: threading.Event | None) -> str:
+    # One large input: BLAKE3 may use every core (hashing.py), unless it is hashed beside
+    # other work (ProbabilitySource.start_digest).
     try:
-        return hash_file(path, threads=0).removeprefix("blake3:")
+        return hash_file(path, threads=threads, stop=stop).removeprefix("blake3:")
     except OSError as exc:
         raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
@@ -92,7 +93,7 @@ class ArraySource(ProbabilitySource):
             chunk = np.ascontiguousarray(self.array[start : start + chunk_rows])
             yield start, chunk
 
-    def _hash_bytes(self) -> str:
+    def _hash_bytes(self, threads: int = 0, stop: threading.Event | None = None) -> str:
         header = io.BytesIO()
         fields = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False}
         fields["shape"] = (self.n, self.k)  # type: ignore[assignment]
@@ -101,9 +102,11 @@ class ArraySource(ProbabilitySource):
         except ValueError:  # header too large for format 1.0; numpy.save switches to 2.0
             header = io.BytesIO()
             np.lib.format.write_array_header_2_0(header, fields)
-        hasher = Hasher(threads=0)
+        hasher = Hasher(threads=threads)
         hasher.update(header.getvalue())
         for _, chunk in self._raw_chunks(default_chunk_rows(self.k)):
+            if stop is not None and stop.is_set():
+                raise HashingStopped("pred_probs")
             hasher.update(chunk.data.cast("B"))
         return hasher.hexdigest()
 
@@ -130,7 +133,6 @@ class NpySource(ProbabilitySource):
         n, k = check_shape(data.shape, str(file))
         super().__init__(n, k, data.dtype, file)
         self.array = data
-        self._hash_next_pass = False
 
     def _release(self, begin: int, end: int) -> int:
         """Drop mapped pages in bytes ``[begin, end)`` of the mapping; return the new boundary."""
@@ -145,66 +147,26 @@ class NpySource(ProbabilitySource):
             return begin
         return end
 
-    def hash_while_reading(self) -> None:
-        """Take the file's digest during the next complete pass: each chunk is hashed on a
-        second thread while the caller works on it (BLAKE3 releases the GIL), so that
-        :meth:`digest` reads nothing more. For a caller that reads the whole file anyway."""
-        self._hash_next_pass = True
-
     def _raw_chunks(self, chunk_rows: int) -> Iterator[tuple[int, FloatArray]]:
         data = self.array
         offset = int(getattr(data, "offset", 0)) % mmap.ALLOCATIONGRANULARITY
         row_bytes = self.k * self.dtype.itemsize
         c_order = bool(data.flags.c_contiguous)
-        hasher = self._pass_hasher() if c_order else None
         released = 0
-        with ThreadPoolExecutor(1) if hasher is not None else contextlib.nullcontext() as pool:
-            for start in range(0, self.n, chunk_rows):
-                chunk = np.ascontiguousarray(data[start : start + chunk_rows])
-                hashed = None
-                if hasher is not None and pool is not None:
-                    hashed = pool.submit(hasher.update, chunk.data.cast("B"))
-                yield start, chunk
-                if hashed is not None:
-                    hashed.result()  # before the chunk's pages are released
-                if c_order:
-                    # Mapped pages count as resident memory: give them back as the pass moves on.
-                    end = offset + (start + len(chunk)) * row_bytes
-                    released = self._release(released, end)
-        if hasher is not None:
-            self._finish_hash(hasher)
+        for start in range(0, self.n, chunk_rows):
+            chunk = np.ascontiguousarray(data[start : start + chunk_rows])
+            yield start, chunk
+            if c_order:
+                # Mapped pages count as resident memory: give them back as the pass moves on.
+                end = offset + (start + len(chunk)) * row_bytes
+                released = self._release(released, end)
 
-    def _pass_hasher(self) -> Hasher | None:
-        """A hasher fed the file's header, if this pass is to take the digest."""
-        if not self._hash_next_pass or self._digest is not None:
-            return None
+    def _hash_bytes(self, threads: int = 0, stop: threading.Event | None = None) -> str:
         assert self.path is not None
-        hasher = Hasher()
-        try:
-            with open(self.path, "rb") as f:
-                hasher.update(f.read(int(getattr(self.array, "offset", 0))))
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
-        return hasher
-
-    def _finish_hash(self, hasher: Hasher) -> None:
-        """The digest of header, array and whatever follows the array in the file."""
-        assert self.path is not None
-        end = int(getattr(self.array, "offset", 0)) + self.n * self.k * self.dtype.itemsize
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(end)
-                while block := f.read(1 << 20):
-                    hasher.update(block)
-        except OSError as exc:
-            raise StorageError(f"cannot read {self.path}: {exc.strerror or exc}") from exc
-        self._digest = hasher.digest()
-
-    def _hash_bytes(self) -> str:
-        assert self.path is not None
-        return _hash_file(self.path)
+        return _hash_file(self.path, threads, stop)
 
     def close(self) -> None:
+        super().close()
         mm = getattr(self.array, "_mmap", None)
         if mm is not None:
             del self.array
@@ -368,11 +330,12 @@ class ParquetSource(ProbabilitySource):
             out[:, j] = col.to_numpy(zero_copy_only=False)
         return out
 
-    def _hash_bytes(self) -> str:
+    def _hash_bytes(self, threads: int = 0, stop: threading.Event | None = None) -> str:
         assert self.path is not None
-        return _hash_file(self.path)
+        return _hash_file(self.path, threads, stop)
 
     def close(self) -> None:
+        super().close()
         self._file.close()
 
 

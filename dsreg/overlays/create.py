@@ -191,10 +191,11 @@ def detect_overlay(
     view = ds.view_rows()
     if isinstance(probs, Path):
         input_file(probs, what=f"probabilities file {str(probs)!r}")
-    source = open_probabilities(probs)
-    # The detector reads the whole file in its first pass: the digest is taken on the way.
-    source.hash_while_reading()
-    det = detect(view.label, source, options, progress=progress)
+    with open_probabilities(probs) as source:
+        # The digest (the overlay's provenance) on a second core while the detector works.
+        source.start_digest()
+        det = detect(view.label, source, options, progress=progress)
+        probs_digest = source.digest()
     snap_rows = view.rows[det.rows]
     examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
     # Arrays from numpy buffers (formats/arrays.py): pa.array would import pandas.
@@ -214,7 +215,7 @@ def detect_overlay(
         table=table,
         producer="dsreg.detect",
         params=det.params,
-        inputs={"labels": ds.digest, "pred_probs": source.digest()},
+        inputs={"labels": ds.digest, "pred_probs": probs_digest},
         summary={
             "noise_rate": float(det.noise_rate),
             "num_label_issues_estimate": int(det.num_issues_estimate),
