@@ -267,7 +267,9 @@ class Scan:
     def class_rows(self, c: int) -> IntArray:
         """Rows labelled ``c``, ascending."""
         if self._order is None:
-            self._order = np.argsort(self.labels, kind="stable")
+            # A stable sort of small integers is a radix sort in numpy: the same order as
+            # sorting the intp labels, in linear time.
+            self._order = np.argsort(self.labels.astype(_index_dtype(self.k)), kind="stable")
             self._bounds = np.concatenate(([0], np.cumsum(self.counts)))
         return self._order[self._bounds[c] : self._bounds[c + 1]]
 

@@ -16,7 +16,7 @@ from dsreg._util.progress import ProgressHook, no_progress
 from dsreg._version import __version__
 from dsreg.detector.options import DetectorOptions
 from dsreg.errors import ManifestError
-from dsreg.formats.arrays import from_numpy
+from dsreg.formats.arrays import repeated_string
 from dsreg.formats.corrections import corrections_table
 from dsreg.formats.manifests import OverlayKind, Snapshot
 from dsreg.formats.tables import as_numpy
@@ -196,18 +196,23 @@ def detect_overlay(
         source.start_digest()
         det = detect(view.label, source, options, progress=progress)
         probs_digest = source.digest()
+    # The corrections table is sorted by row: the flagged rows in that order, their ids and
+    # labels read from the verified examples object, only those rows kept as it is decoded.
+    # They are then the table's row check too (JoinedRows): it is not read a second time.
     snap_rows = view.rows[det.rows]
-    examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
-    # Arrays from numpy buffers (formats/arrays.py): pa.array would import pandas.
-    ids = examples.column("example_id").take(from_numpy(snap_rows, pa.int64()))
-    given = as_numpy(examples.column("label"))[snap_rows]
+    order = np.argsort(snap_rows, kind="stable")
+    rows = snap_rows[order]
+    keep = np.zeros(ds.snapshot.rows, dtype=bool)
+    keep[rows] = True
+    examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"], keep=keep)
+    given = as_numpy(examples.column("label"))
     table = corrections_table(
-        rows=snap_rows,
-        example_ids=ids,
+        rows=rows,
+        example_ids=examples.column("example_id"),
         given_label=given,
-        suggested_label=np.asarray(det.suggested_labels),
-        verdict=["suspected"] * len(snap_rows),
-        score=np.asarray(det.scores, dtype=np.float64),
+        suggested_label=np.asarray(det.suggested_labels)[order],
+        verdict=repeated_string("suspected", len(rows)),
+        score=np.asarray(det.scores, dtype=np.float64)[order],
     )
     per_class = {ds.classes[i]: int(c) for i, c in enumerate(det.issues_per_class) if c}
     draft = OverlayDraft(
@@ -223,6 +228,7 @@ def detect_overlay(
             "renormalized_rows": int(det.renormalized_rows),
         },
         details=det,
+        joined=JoinedRows(examples=ds.snapshot.examples, labels=given),
     )
     return _store(reg, ds, draft, command=command, credit=credit)
 
