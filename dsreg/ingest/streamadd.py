@@ -306,14 +306,19 @@ def _labels(
 
 
 class _IdHasher:
-    """One 64-bit hash per id (DuckDB's ``hash``), for the uniqueness check: 8 bytes a row."""
+    """One 64-bit hash per id (DuckDB's ``hash``), for the uniqueness check: 8 bytes a row.
+
+    DuckDB is imported and connected on the first call, on the thread that checks the ids:
+    a fifth of a second that the first row groups are read and encoded beside."""
 
     def __init__(self) -> None:
-        import duckdb
-
-        self._con = duckdb.connect()
+        self._con: Any = None
 
     def __call__(self, ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        if self._con is None:
+            import duckdb
+
+            self._con = duckdb.connect()
         table = pa.Table.from_arrays([ids], names=["x"])
         self._con.register("__dsreg_ids", table)
         try:
