@@ -180,6 +180,11 @@ class _TopMargins:
     pair holds ``m`` candidates, a later row can only enter with a strictly larger margin:
     ``cutoff`` is that bar (``-inf`` until the pair is full, ``+inf`` for pairs not pruned).
     Candidates are kept sorted by (pair, -margin, row) and trimmed to ``m`` per pair.
+
+    Entries are found (``offered``, ``offered_pairs``: reading the cutoffs only) on the pass's
+    threads and kept (``keep``: trimming, raising the cutoffs) in row order on one. A chunk
+    may be searched against cutoffs older than the rows kept just before it: those are lower,
+    so it offers more entries, never fewer; and every cutoff comes from earlier rows.
     """
 
     def __init__(self, take: npt.NDArray[np.int64], dtype: np.dtype[Any]) -> None:
@@ -197,26 +202,31 @@ class _TopMargins:
         self.pending_size = 0
         self.limit = _FIRST_COMPACTION
 
-    def add(self, positions: IntArray, margin: FloatArray, lab: IntArray) -> None:
-        """Offer whole rows: ``margin[i, j]`` for the row at ``positions[i]``, labelled ``lab[i]``.
-
-        Rows must come after every row offered before (ties go to the lower row).
-        """
+    def offered(self, positions: IntArray, margin: FloatArray, lab: IntArray) -> _Candidates | None:
+        """The entries of whole rows that pass the cutoffs: ``margin[i, j]`` for the row at
+        ``positions[i]``, labelled ``lab[i]``. The rows must come after every row kept."""
         # Flat indices: numpy's 2-D nonzero is several times slower than the 1-D one.
         flat = np.flatnonzero(margin > self.cutoff[lab])
-        if flat.size:
-            r, j = np.divmod(flat, self.k)
-            self._keep(lab[r] * self.k + j, margin.reshape(-1)[flat], positions[r])
+        if not flat.size:
+            return None
+        r, j = np.divmod(flat, self.k)
+        return _candidates(lab[r] * self.k + j, margin.reshape(-1)[flat], positions[r])
 
-    def add_pairs(self, pair: IntArray, margin: FloatArray, positions: IntArray) -> None:
-        """Offer single entries: the margin of the row at ``positions`` towards ``pair``."""
+    def offered_pairs(
+        self, pair: IntArray, margin: FloatArray, positions: IntArray
+    ) -> _Candidates | None:
+        """Single entries that pass: the margin of the row at ``positions`` towards ``pair``."""
         hit = np.flatnonzero(margin > self.cutoff.reshape(-1)[pair])
-        if hit.size:
-            self._keep(pair[hit], margin[hit], positions[hit])
+        if not hit.size:
+            return None
+        return _candidates(pair[hit], margin[hit], positions[hit])
 
-    def _keep(self, pair: IntArray, margin: FloatArray, positions: IntArray) -> None:
-        self.pending.append(_Candidates(pair.astype(np.int64, copy=False), -margin, positions))
-        self.pending_size += pair.size
+    def keep(self, found: _Candidates | None) -> None:
+        """Keep what a chunk offered, chunks in row order."""
+        if found is None:
+            return
+        self.pending.append(found)
+        self.pending_size += found.pair.size
         if self.pending_size > self.limit:
             self.compact()
 
@@ -245,6 +255,10 @@ class _TopMargins:
     def rows(self) -> IntArray:
         self.compact()
         return self.row.astype(np.intp)
+
+
+def _candidates(pair: IntArray, margin: FloatArray, positions: IntArray) -> _Candidates:
+    return _Candidates(pair.astype(np.int64, copy=False), -margin, positions)
 
 
 def _order_candidates(
@@ -314,18 +328,22 @@ def _offer_pairs(scan: Scan, top: _TopMargins, pruned: BoolArray, per_class: Int
     indptr = np.concatenate(([0], np.cumsum(per_class)))
     columns = np.nonzero(pruned)[1]  # row-major: each class's pruned columns, ascending
     sc = scan.self_confidence
-    for start, chunk in scan.chunks():
+
+    def entries(start: int, chunk: FloatArray) -> _Candidates | None:
         lab = scan.labels[start : start + len(chunk)]
         per_row = per_class[lab]
         total = int(per_row.sum())
         if total == 0:
-            continue
+            return None
         row = np.repeat(np.arange(len(lab)), per_row)
         offset = np.arange(total) - np.repeat(np.cumsum(per_row) - per_row, per_row)
         given = lab[row]
         other = columns[indptr[given] + offset]
         margin = _rounded_margin(chunk[row, other], sc[start + row])
-        top.add_pairs(given * k + other, margin, row.astype(np.int64) + start)
+        return top.offered_pairs(given * k + other, margin, row.astype(np.int64) + start)
+
+    for found in scan.map_chunks(entries):
+        top.keep(found)
 
 
 def _offer_rows(scan: Scan, top: _TopMargins) -> None:
@@ -333,7 +351,8 @@ def _offer_rows(scan: Scan, top: _TopMargins) -> None:
     work = np.dtype(np.float32) if dtype == np.float16 else dtype
     sc = scan.self_confidence
     argmax = scan.argmax
-    for start, chunk in scan.chunks():
+
+    def entries(start: int, chunk: FloatArray) -> _Candidates | None:
         stop = start + len(chunk)
         lab = scan.labels[start:stop]
         row_sc = sc[start:stop]
@@ -343,7 +362,7 @@ def _offer_rows(scan: Scan, top: _TopMargins) -> None:
         best = chunk[np.arange(len(chunk)), argmax[start:stop]]
         local = np.flatnonzero(_rounded_margin(best, row_sc) > top.floor[lab])
         if local.size == 0:
-            continue
+            return None
         positions = local.astype(np.int64) + start
         part, part_lab, part_sc = chunk[local], lab[local], row_sc[local]
         # cleanlab: pred_probs[:, j] - pred_probs[:, c] in the input dtype (see
@@ -351,7 +370,10 @@ def _offer_rows(scan: Scan, top: _TopMargins) -> None:
         margin = part.astype(work, copy=False) - part_sc.astype(work, copy=False)[:, None]
         if margin.dtype != dtype:
             margin = margin.astype(dtype)
-        top.add(positions, margin, part_lab)
+        return top.offered(positions, margin, part_lab)
+
+    for found in scan.map_chunks(entries):
+        top.keep(found)
 
 
 def find_predicted_neq_given(labels: npt.ArrayLike, pred_probs: ProbsLike) -> BoolArray:

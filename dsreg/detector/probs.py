@@ -24,6 +24,7 @@ import io
 import mmap
 import os
 import threading
+from collections import deque
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -33,6 +34,7 @@ import numpy.typing as npt
 
 from dsreg._util.inputs import input_file
 from dsreg.detector.source import (
+    CHUNKS_IN_USE,
     FloatArray,
     ProbabilitySource,
     check_dtype,
@@ -114,8 +116,9 @@ class ArraySource(ProbabilitySource):
 class NpySource(ProbabilitySource):
     """A ``.npy`` file opened memory-mapped; chunks are views into the mapping.
 
-    Pages of a chunk are released (``MADV_DONTNEED``, where the OS offers it) once the next
-    chunk is requested, so resident memory stays at about one chunk however large the file.
+    Pages of a chunk are released (``MADV_DONTNEED``, where the OS offers it) once the
+    caller has moved ``CHUNKS_IN_USE`` chunks past it, so resident memory stays at a few
+    chunks however large the file.
 
     Parameters
     ----------
@@ -153,13 +156,16 @@ class NpySource(ProbabilitySource):
         row_bytes = self.k * self.dtype.itemsize
         c_order = bool(data.flags.c_contiguous)
         released = 0
+        ends: deque[int] = deque()
         for start in range(0, self.n, chunk_rows):
             chunk = np.ascontiguousarray(data[start : start + chunk_rows])
             yield start, chunk
             if c_order:
-                # Mapped pages count as resident memory: give them back as the pass moves on.
-                end = offset + (start + len(chunk)) * row_bytes
-                released = self._release(released, end)
+                # Mapped pages count as resident memory: give them back as the pass moves on,
+                # behind the chunks the caller may still be working on.
+                ends.append(offset + (start + len(chunk)) * row_bytes)
+                while len(ends) > CHUNKS_IN_USE:
+                    released = self._release(released, ends.popleft())
 
     def _hash_bytes(self, threads: int = 0, stop: threading.Event | None = None) -> str:
         assert self.path is not None

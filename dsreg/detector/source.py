@@ -23,6 +23,7 @@ import numpy.typing as npt
 from dsreg.errors import InvalidInputError, ProbabilitiesError
 
 __all__ = [
+    "CHUNKS_IN_USE",
     "CHUNK_ELEMENTS",
     "MAX_SUM_DEVIATION",
     "FloatArray",
@@ -46,6 +47,9 @@ _ROUNDING_FLOOR = 1e-5
 #: small enough that the detector's per-chunk temporaries stay in tens of megabytes.
 CHUNK_ELEMENTS = 1 << 21
 _SUPPORTED = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+#: Chunks a caller may still be working on when it asks for the next one (the detector works
+#: on two at a time): a source keeps them readable, a mapped file's pages released behind them.
+CHUNKS_IN_USE = 2
 
 
 def sum_tolerance(dtype: npt.DTypeLike, k: int) -> float:
