@@ -5,6 +5,7 @@ way; these tests compare the bytes directly, over more shapes than the golden se
 from __future__ import annotations
 
 import io
+import itertools
 
 import numpy as np
 import pyarrow as pa
@@ -106,7 +107,7 @@ def test_parquet_bytes_of_several_row_groups_are_the_one_writers(chunks: int) ->
         }
     )
     cuts = np.linspace(0, n, chunks + 1).astype(int)
-    table = pa.concat_tables([table.slice(lo, hi - lo) for lo, hi in zip(cuts, cuts[1:])])
+    table = pa.concat_tables([table.slice(lo, hi - lo) for lo, hi in itertools.pairwise(cuts)])
     assert table.column("row").num_chunks == chunks
     assert parquet_bytes(table) == _one_writer(table, ROW_GROUP)
 
