@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, TypeAlias
 
@@ -27,6 +28,7 @@ from dsreg.registry.folder import Registry
 # A remote is reached through fsspec and DVC, and an import from DVC through DVC itself:
 # imported when first used.
 with lazy_imports():
+    from dsreg.formats import license as licenses
     from dsreg.ingest import dvc as ingest_dvc
     from dsreg.remote import config as remote_config
     from dsreg.remote import transfer
@@ -137,8 +139,21 @@ def publish(
     url: Annotated[
         str | None,
         Opt(
-            help="The URL readers reach it at, named on the pages (dsreg.open, citations); "
-            "default: the remote's own URL or folder.",
+            help="The URL readers reach it at: the pages name it (dsreg.open, citations) and the "
+            "Croissant documents link their files by it, so they load by URL (default: the "
+            "remote's own URL or folder, and links relative to each document).",
+            show_default=False,
+        ),
+    ] = None,
+    authors: Annotated[
+        Sequence[str] | None,
+        Opt("--author", help="A creator the citations and Croissant name; repeat for several."),
+    ] = None,
+    license: Annotated[
+        str | None,
+        Opt(
+            help="The licence of datasets whose snapshot records none (dsreg add --license): an "
+            "SPDX id (e.g. CC-BY-4.0) or a URL.",
             show_default=False,
         ),
     ] = None,
@@ -153,15 +168,26 @@ def publish(
     """Push every tag to ``to`` (as ``push`` does: objects, tags, recorded results, yanks and
     retirements), then write a static website there: ``index.html``, a page per dataset and
     per tag (digest, label card, verdict counts, the diff to the revision it derives from, its
-    citation, how to load it, the leaderboard, yanks and retirements, Croissant JSON-LD) and
-    each page's Croissant file. Relative links only: any static web server, or ``file://``,
-    serves it. An http(s) remote is read-only: refused before anything is sent."""
+    citation, how to load it, the leaderboard and its rank chart, yanks and retirements,
+    Croissant JSON-LD), each page's Croissant file and the files those name
+    (docs/publish.md). The pages link relatively: any static web server, or ``file://``,
+    serves them. With ``url``, the Croissant documents name their files and pages by URL, so
+    ``mlcroissant`` loads them by URL; without, their links are relative to each document.
+    ``authors`` and ``license`` (one SPDX id or a URL; a snapshot's own licence is never
+    replaced) go into the citations and documents. An http(s) remote is read-only: refused
+    before anything is sent, as is a licence that is not an SPDX id or a URL."""
     reg, wanted, line = _transfer("publish", None, registry, command)
+    opts = publish_site.SiteOptions(
+        url=url or "",
+        absolute=url is not None,
+        authors=tuple(authors or ()),
+        license=None if license is None else licenses.check_license(license),
+    )
     rs = transfer.writable_remote(reg, to)
     pushed = transfer.push(
         reg, wanted, remote=to, force=force, jobs=jobs, progress=hook(progress), command=line
     )
-    site = publish_site.write_site(reg, rs, url=url or rs.url)
+    site = publish_site.write_site(reg, rs, dataclasses.replace(opts, url=url or rs.url))
     return publish_site.Published(push=pushed, site=site)
 
 
