@@ -26,6 +26,7 @@ __all__ = [
     "scroll",
     "section",
     "table",
+    "wrap",
 ]
 
 _STYLE = """
@@ -43,6 +44,9 @@ pre { background: rgb(243, 245, 247); padding: .75rem; overflow-x: auto; white-s
       word-break: break-all; border-radius: 4px; }
 table { border-collapse: collapse; margin: .5rem 0; }
 .scroll { overflow-x: auto; max-width: 100%; }
+.scroll th, .scroll td { white-space: nowrap; }
+.scroll td code { word-break: normal; }
+.scroll .wrap { display: inline-block; white-space: normal; min-width: 14rem; max-width: 36rem; }
 .scroll:focus-visible { outline: 2px solid rgb(9, 105, 218); outline-offset: 2px; }
 .rank-chart text { font-family: system-ui, sans-serif; }
 th, td { border-bottom: 1px solid rgb(234, 237, 240); padding: .3rem .75rem .3rem 0;
@@ -73,6 +77,12 @@ def rel(here: str, target: str) -> str:
 def link(href: str, text: object, *, cls: str | None = None) -> str:
     attr = f' class="{esc(cls)}"' if cls else ""
     return f'<a href="{esc(href)}"{attr}>{esc(text)}</a>'
+
+
+def wrap(text: object) -> str:
+    """``text`` escaped, in a table cell that wraps it (a table's cells keep to one line and
+    the table scrolls sideways; a long text, a reason or a list of classes, wraps instead)."""
+    return f'<span class="wrap">{esc(text)}</span>'
 
 
 def code(text: object, *, ident: str | None = None) -> str:

@@ -258,7 +258,7 @@ def _summary(here: str, t: SiteTag) -> str:
         ["Revision", h.code(info.revision, ident="revision-digest")],
         ["View", h.esc(info.view)],
         ["Rows", h.esc(f"{info.rows:,} of {info.snapshot_rows:,}")],
-        ["Classes", h.esc(", ".join(info.classes))],
+        ["Classes", h.wrap(", ".join(info.classes))],
         ["Snapshot", h.code(info.snapshot)],
     ]
     overlays = [
@@ -306,11 +306,11 @@ def _loading(here: str, ds: SiteDataset, t: SiteTag, c: Croissant, opts: SiteOpt
     if pin is not None:
         files.append(
             ParquetFile(path=pin.path, sha256=pin.sha256, size=pin.size, rows=pin.rows,
-                        what="pinned view: row, example_id, label, label_name")
+                        name="pinned view", what="row, example_id, label, label_name")
         )  # fmt: skip
     rows = [
-        [h.link(h.rel(here, f.path), posixpath.basename(f.path)), h.esc(f.what),
-         h.esc(f"{f.rows:,}"), h.code(f.sha256)]
+        [h.link(h.rel(here, f.path), f.name), h.wrap(f.what), h.esc(f"{f.rows:,}"),
+         h.code(f.sha256)]
         for f in files
     ]  # fmt: skip
     shown = files[-1]  # the pinned view if there is one: the smaller file
@@ -327,9 +327,10 @@ def _loading(here: str, ds: SiteDataset, t: SiteTag, c: Croissant, opts: SiteOpt
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ParquetFile:
     """A Parquet file of a revision's view on the site: its path below the site's root, sha256,
-    size in bytes, rows and which columns it holds."""
+    size in bytes, rows, its name on the page and which columns it holds."""
 
     path: str
+    name: str
     sha256: str
     size: int
     rows: int
@@ -344,7 +345,8 @@ def _view_file(c: Croissant) -> ParquetFile:
         sha256=entry["sha256"],
         size=int(entry["contentSize"].removesuffix(" B")),
         rows=c.rows,
-        what="every column of labels() (the Croissant labels record set)",
+        name="view",
+        what="every column of labels(), as the Croissant labels record set reads it",
     )
 
 

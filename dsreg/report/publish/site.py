@@ -197,7 +197,7 @@ def _dataset_files(
             h.esc(t.info.view),
             h.esc(f"{t.info.rows:,}"),
             h.code(short(t.info.revision)),
-            h.esc(f"yanked: {t.yank.reason}" if t.yank else ""),
+            h.wrap(f"yanked: {t.yank.reason}") if t.yank else "",
         ]
         for t in ds.tags
     ]
