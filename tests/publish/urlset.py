@@ -40,6 +40,7 @@ class UrlSite:
     url: str  # ends in "/"
     www: Path  # the folder served at url, published with --url
     relative: Path  # the same registry published without --url
+    predictions: dict[str, Path]  # rerank's models' predictions (.npy), by model
 
     def specs(self) -> list[str]:
         """Every tag published, yanked ones too, as ``dataset@tag``."""
@@ -83,7 +84,7 @@ def _add_tree(reg: Registry, root: Path) -> None:
                         tag="rated", view="corrected", registry=reg)  # fmt: skip
 
 
-def _add_rerank(reg: Registry, root: Path) -> None:
+def _add_rerank(reg: Registry, root: Path) -> dict[str, Path]:
     n, k = 400, 10
     rng = np.random.default_rng(11)
     given = rng.integers(0, k, n)
@@ -100,9 +101,12 @@ def _add_rerank(reg: Registry, root: Path) -> None:
     dsreg.import_labels(f"{RERANK}@original", root / "rerank-counts.npy", format="counts",
                         tag="relabeled", view="corrected", registry=reg)  # fmt: skip
     middle = np.where(fixed & (np.cumsum(fixed) % 2 == 0), true, given)
+    files = {}
     for model, preds in (("memorizer", given), ("middle", middle), ("oracle", true)):
-        np.save(root / f"{model}.npy", preds)
+        files[model] = root / f"{model}.npy"
+        np.save(files[model], preds)
         dsreg.record(f"{RERANK}@original", preds, model=model, registry=reg)
+    return files
 
 
 def build_url_site(root: Path, url: str, www: Path) -> UrlSite:
@@ -110,10 +114,10 @@ def build_url_site(root: Path, url: str, www: Path) -> UrlSite:
     and to ``root / "relative"`` without."""
     ss = build_site_set(root / "src")
     _add_tree(ss.reg, root)
-    _add_rerank(ss.reg, root)
+    predictions = _add_rerank(ss.reg, root)
     dsreg.export(f"{SYNTH}@cleaned-v1", to=str(www), registry=ss.reg)
     dsreg.publish(str(www), url=url, authors=list(AUTHORS), license=LICENSE.lower(),
                   registry=ss.reg)  # fmt: skip
     relative = root / "relative"
     dsreg.publish(str(relative), authors=list(AUTHORS), license=LICENSE, registry=ss.reg)
-    return UrlSite(reg=ss.reg, url=url, www=www, relative=relative)
+    return UrlSite(reg=ss.reg, url=url, www=www, relative=relative, predictions=predictions)

@@ -194,14 +194,14 @@ def rank_chart(cols: Sequence[BoardColumn], models: Sequence[str], *, title: str
     for (x, r), ms in sorted(groups.items()):
         cx, cy = at(x, r)
         acc = cols[x].score(ms[0])
+        star = "*" if x > 0 and any(cols[x].starred(cols[0], m) for m in ms) else ""
         if acc is not None:
-            parts.append(_text(cx, cy - 9, f"{100 * acc['accuracy']:.1f}%", size=10, color=_NOTE))
+            label = f"{100 * acc['accuracy']:.1f}%{star}"
+            parts.append(_text(cx, cy - 9, label, size=10, color=_NOTE))
         if x == 0:
             parts.append(_text(cx - 12, cy + 4, left[r], anchor="end"))
         if x == len(cols) - 1 and len(cols) > 1:
             parts.append(_text(cx + 12, cy + 4, right[r], anchor="start"))
-        if x > 0 and any(cols[x].starred(cols[0], m) for m in ms):
-            parts.append(_text(cx + 9, cy - 2, "*", anchor="start", size=14, weight="700"))
     desc = "; ".join(
         f"{m}: " + ", ".join(f"rank {c.rank(m) or '-'} on {c.tag}" for c in cols) for m in models
     )
