@@ -132,7 +132,8 @@ def publish(
     to: Annotated[
         str | None,
         Arg(
-            "Where: a folder, a URL DVC accepts, or a remote's name (default: the default remote)."
+            "Where: a remote's name, a folder (./site: a bare word naming both is refused) or "
+            "a URL DVC accepts (default: the default remote)."
         ),
     ] = None,
     *,

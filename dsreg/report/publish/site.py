@@ -202,7 +202,7 @@ def _dataset_files(
         for t in ds.tags
     ]
     parts.append(h.section("Tags", h.table(["Tag", "View", "Rows", "Revision", ""], rows)))
-    parts.append(h.section("Leaderboard", _board_table(ds)))
+    parts.append(h.section("Leaderboard", _board_table(ds), ident="leaderboard"))
     parts.append(h.section("Pinned views", pins_table(here, ds.pins.values())))
     live = [t for t in ds.tags if t.yank is None]
     head = ""
