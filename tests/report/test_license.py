@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import dsreg
+from dsreg.registry.reader import LocalReader
 from dsreg.report.croissant import croissant_metadata
 from tests.conftest import CliResult
 
@@ -63,9 +64,9 @@ def test_the_licence_is_recorded_only_when_given_and_repeated_by_every_record(
         "rightsIdentifier": "CC-BY-4.0", "rightsIdentifierScheme": "SPDX",
         "schemeUri": "https://spdx.org/licenses/",
     }]  # fmt: skip
-    doc: dict[str, Any] = croissant_metadata(r, "ds@licensed")
+    doc: dict[str, Any] = croissant_metadata(LocalReader(r).revision("ds@licensed"))
     assert doc["license"] == "https://spdx.org/licenses/CC-BY-4.0.html"
-    assert "license" not in croissant_metadata(r, "ds@plain")
+    assert "license" not in croissant_metadata(LocalReader(r).revision("ds@plain"))
 
 
 def test_a_licence_url_is_kept_as_given(
@@ -75,7 +76,7 @@ def test_a_licence_url_is_kept_as_given(
     _add(cli, tmp_path / "reg", labels, "--tag", "v1", "--license", url)
     r = dsreg.Registry(tmp_path / "reg")
     assert f'license-url: "{url}"' in str(dsreg.cite("ds@v1", format="cff", registry=r))
-    assert croissant_metadata(r, "ds@v1")["license"] == url
+    assert croissant_metadata(LocalReader(r).revision("ds@v1"))["license"] == url
 
 
 @pytest.mark.parametrize(

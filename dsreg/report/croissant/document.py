@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from dsreg.formats.license import license_url
 from dsreg.objects.digest import object_relpath
-from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.reader import Resolved
 from dsreg.report.cite import Citation, cite
 from dsreg.report.croissant.provenance import (
     annotation_fields,
@@ -67,7 +67,6 @@ __all__ = [
     "Layout",
     "build",
     "croissant_metadata",
-    "describe",
 ]
 
 CONFORMS_TO = "http://mlcommons.org/croissant/1.1"
@@ -183,13 +182,13 @@ class Croissant:
 
 
 def croissant_metadata(
-    registry: Registry, spec: str, *, authors: tuple[str, ...] = ()
+    r: Resolved, *, authors: tuple[str, ...] = (), url: str | None = None
 ) -> dict[str, Any]:
-    """The Croissant 1.1 JSON-LD document of ``spec``'s revision (a dict ready for
+    """The Croissant 1.1 JSON-LD document of revision ``r`` (a dict ready for
     ``json.dumps``), describing the files ``dsreg export --format croissant`` writes beside
     it (module docstring); ``authors`` are its creators (default: the dataset's
-    maintainers)."""
-    return build(registry, spec, authors=authors).document
+    maintainers), ``url`` where readers fetch it."""
+    return build(r, authors=authors, url=url).document
 
 
 def _sha256(data: bytes) -> str:
@@ -268,26 +267,21 @@ def _payloads_csv(payloads: dict[str, int], sha256: dict[str, str], layout: Layo
     return buf.getvalue()
 
 
-def build(registry: Registry, spec: str, *, authors: tuple[str, ...] = ()) -> Croissant:
-    """The document of ``spec``'s revision and the files it describes, as ``dsreg export``
-    writes them (``describe``)."""
-    return describe(registry, registry.resolve(spec), authors=authors)
-
-
-def describe(
-    registry: Registry,
+def build(
     r: Resolved,
     *,
     authors: tuple[str, ...] = (),
+    url: str | None = None,
     layout: Layout = EXPORT,
     license: str | None = None,
-    remote: str | None = None,
 ) -> Croissant:
     """The document of revision ``r`` and the files it describes, where ``layout`` puts them
-    (``Croissant``); ``authors`` its creators; ``license`` the licence of a revision whose
-    snapshot records none (``source.license`` is never replaced); ``remote`` where its
-    citation (``citeAs``) and ``url`` say it is fetched from (default: the default remote)."""
-    ds = Dataset(registry, r)
+    (``Croissant``; by default as ``dsreg export`` writes them); ``authors`` its creators;
+    ``url`` where its citation (``citeAs``) and ``url`` say it is fetched from; ``license``
+    the licence of a revision whose snapshot records none (``source.license`` is never
+    replaced)."""
+    registry = r.registry
+    ds = Dataset(r)
     table = _plain(ds.labels())
     view_bytes = _parquet_bytes(table)
     view_at = layout.view.replace("{sha256}", _sha256(view_bytes))
@@ -324,8 +318,8 @@ def describe(
         objects.update({layout.object_path(layout.payloads, d): d for d in payloads})
         distribution += _payload_resources(csv, csv_at, layout)
         record_sets.append(payloads_record_set())
-    c = cite(registry, r.spec, authors=authors, remote=remote)
-    doc = _dataset(registry, r, ds, c, license)
+    c = cite(r, authors=authors, url=url)
+    doc = _dataset(r, ds, c, license)
     doc["distribution"] = distribution
     doc["recordSet"] = record_sets
     return Croissant(document=doc, files=files, objects=objects, rows=table.num_rows)
@@ -354,9 +348,8 @@ def _payload_resources(csv: bytes, at: str, layout: Layout) -> list[dict[str, An
     ]
 
 
-def _dataset(
-    reg: Registry, r: Resolved, ds: Dataset, c: Citation, license: str | None
-) -> dict[str, Any]:
+def _dataset(r: Resolved, ds: Dataset, c: Citation, license: str | None) -> dict[str, Any]:
+    reg = r.registry
     authors = c.authors
     creators = [
         {"@type": "sc:Person" if "," in a else "sc:Organization", "name": a} for a in authors
