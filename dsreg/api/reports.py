@@ -81,7 +81,7 @@ PinToOpt: TypeAlias = Annotated[
     Opt(
         "--to",
         help="Instead of --output: pin the view's rows (Parquet) on this remote (a name, "
-        "folder or URL), named by their SHA-256, for any engine to read by URL.",
+        "folder, ./site, or URL), named by their SHA-256, for any engine to read by URL.",
         show_default=False,
     ),
 ]

@@ -22,9 +22,10 @@ from dsreg.registry.folder import Registry
 
 with lazy_imports():
     from dsreg.formats import credit as credits
+    from dsreg.formats import license as licenses
     from dsreg.ingest import snapshot, sources, stream, streamadd, tree, treescan
 
-__all__ = ["AddOptions", "add", "read_credit"]
+__all__ = ["AddOptions", "add", "read_credit", "read_provenance"]
 
 PathArg = str | os.PathLike[str]
 
@@ -32,9 +33,9 @@ PathArg = str | os.PathLike[str]
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AddOptions:
     """One add, as ``dsreg.add`` takes it: the dataset, its one source (``path``, ``labels`` or
-    ``table``), how to read that source, the tag to set and the credit to record. A request
-    that names no source, several, or options that do not go with its source is refused when
-    made, before anything is read."""
+    ``table``), how to read that source, the tag to set and the credit and licence to record.
+    A request that names no source, several, or options that do not go with its source is
+    refused when made, before anything is read."""
 
     dataset: str
     path: PathArg | None = None
@@ -49,6 +50,7 @@ class AddOptions:
     force: bool = False
     citation: PathArg | None = None
     credit: str | None = None
+    license: str | None = None
     allow_lookalike_ids: bool = False
 
     def __post_init__(self) -> None:
@@ -104,7 +106,7 @@ def add(
         tag=options.tag,
         force=options.force,
         command=command,
-        extra_provenance=read_credit(options.citation, options.credit),
+        extra_provenance=read_provenance(options),
     )
     lookalike = options.allow_lookalike_ids
     if options.path is not None:
@@ -152,6 +154,16 @@ def _stream(options: AddOptions, names: Sequence[str] | None) -> stream.StreamSo
         label_column=options.label_column,
         classes=names,
     )
+
+
+def read_provenance(options: AddOptions) -> dict[str, object] | None:
+    """What the snapshot's ``source`` records beside what its source says of itself: the
+    credit (``read_credit``) and the licence (``source.license``, checked and canonical);
+    ``None`` when neither is given, so that the snapshot has neither key."""
+    extra = read_credit(options.citation, options.credit) or {}
+    if options.license is not None:
+        extra["license"] = licenses.check_license(options.license)
+    return extra or None
 
 
 def read_credit(citation: PathArg | None, credit: str | None) -> dict[str, object] | None:

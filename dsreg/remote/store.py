@@ -44,6 +44,7 @@ __all__ = [
     "INDEX",
     "INDEX_BYTES",
     "LOCAL_JOBS",
+    "OBJECTS",
     "RESULTS",
     "STAGED_TAG",
     "STAGING_AGE",
@@ -66,6 +67,8 @@ __all__ = [
 INDEX = ("info", "refs")
 #: The folder of a remote's model refs (a registry's ``results/``, ``registry.results``).
 RESULTS = "results"
+#: The folder of a remote's objects, each at ``files/blake3/ab/cdef…`` (dvc-data's layout).
+OBJECTS = "files"
 # The index names each tag on a line of at most 129 bytes: two million tags of 30 characters
 # fit. A larger one is refused unread (by what a folder holds) or unparsed.
 INDEX_BYTES = 64 << 20
@@ -185,10 +188,10 @@ class RemoteStore:
         return self.path("tmp")
 
     def objects_path(self) -> str:
-        return self.path("files", ALGORITHM)
+        return self.path(OBJECTS, ALGORITHM)
 
     def object_path(self, digest: str) -> str:
-        return self.path("files", *object_relpath(digest).split("/"))
+        return self.path(OBJECTS, *object_relpath(digest).split("/"))
 
     def error(self, action: str, e: BaseException) -> RemoteError:
         return RemoteError(

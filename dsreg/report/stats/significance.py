@@ -57,6 +57,7 @@ __all__ = [
     "StatsOptions",
     "ViewStats",
     "significance",
+    "starred",
 ]
 
 CI_METHODS: Final = ("wilson", "bootstrap")
@@ -254,10 +255,24 @@ class RankChange:
     def change(self) -> int | None:
         return None if self.before is None or self.after is None else self.before - self.after
 
+    @property
+    def starred(self) -> bool:
+        """Whether the change is marked significant where it is printed (``starred``)."""
+        return starred(self.before, self.after, significant=self.significant)
+
     def to_dict(self) -> dict[str, Any]:
         return {"from": self.source, "to": self.target, "model": self.model,
                 "before": self.before, "after": self.after, "change": self.change,
                 "significant": self.significant, "against": list(self.against)}  # fmt: skip
+
+
+def starred(before: int | None, after: int | None, *, significant: bool) -> bool:
+    """Whether a model's move from rank ``before`` to ``after`` gets the significance star:
+    only where the rank moves. A model may change order with one model and back with another
+    and keep its rank: a pair's significance then says nothing of a move it did not make. The
+    one rule for every place that prints the star (``eval``'s rank changes, the published
+    leaderboard); the footnote that explains it is printed only where a star is."""
+    return significant and before is not None and after is not None and before != after
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
