@@ -107,6 +107,15 @@ def evaluate(
         ),
     ],
     *,
+    predictions_format: Annotated[
+        str,
+        Opt(
+            "--predictions-format",
+            help="How the predictions are given: dsreg (.npy, .parquet, .csv), or lm-eval "
+            "(the samples_<task>_<date>.jsonl of lm_eval --log_samples, aligned with the rows "
+            "by each doc's question and choices).",
+        ),
+    ] = "dsreg",
     views: ViewsOpt = VIEWS,
     top_k: Annotated[
         Sequence[int],
@@ -146,6 +155,10 @@ def evaluate(
     ``PredictionsError`` when predictions miss rows of a view, name unknown example ids or
     classes, or have the wrong shape.
 
+    ``predictions_format="lm-eval"``: ``predictions`` are the samples files of
+    ``lm_eval --log_samples`` on a question set (docs/llm.md), each model's answers the choices
+    of largest loglikelihood, aligned with the rows by each doc's question and choices.
+
     ``record=True`` also keeps the predictions under ``model`` or each input's name, with
     ``meta``, for ``dsreg.leaderboard``: see ``dsreg.record``. With ``remote`` (no registry
     needed), ``spec`` is read from that remote, never its payloads (``record`` is refused).
@@ -158,15 +171,18 @@ def evaluate(
     check_record_remote(spec, record=record, remote=remote)
     stats = StatsOptions(ci=ci, resamples=resamples, seed=seed)
     views = VIEWS if views is None else views
-    inputs = report_evaluate.named_inputs(predictions)
     with reading.reader(registry, remote) as reader:
         base = reader.revision(spec)
+        given = reader.repairing(
+            lambda: results_api.aligned_inputs(base, predictions, predictions_format)
+        )
+        inputs = report_evaluate.named_inputs(given)
         report = reader.repairing(
             lambda: report_evaluate.evaluate(base, inputs, views=views, top_k=top_k, stats=stats)
         )
         if record:
             recorded = results_api.record_resolved(
-                base, predictions, model=model, meta=meta, force=force, command=command
+                base, given, model=model, meta=meta, force=force, command=command
             )
             report = dataclasses.replace(report, recorded=tuple(recorded))
     if plot is not None:

@@ -264,10 +264,16 @@ class RevisionPatterns:
             out[start : start + len(drawn)] = block
         return out
 
-    def counts(self, resamples: int, seed: int) -> Counts:
-        views, models = len(self.complement), self.models
+    def sums(self) -> np.ndarray:
+        """Each feature's sum over every row (F,): the named rows', and the base rows' in every
+        complement view."""
         sums = self.named.sums()
         self._spread(sums, self.base.rows, self.base.sums())
+        return sums
+
+    def counts(self, resamples: int, seed: int) -> Counts:
+        views, models = len(self.complement), self.models
+        sums = self.sums()
         base_only = discordant(self.base.features, self.base.counts)
         only = []
         for v, comp in enumerate(self.complement):
