@@ -190,6 +190,25 @@ def _source(obj: Any, given: Any) -> str:
 
 
 PlotOpt = Annotated[PathArg | None, Opt(help="Also write a chart: FILE.png or FILE.svg.")]
+# leaderboard --tasks: the datasets aggregated, what orders them, how many the report follows.
+TasksOpt = Annotated[
+    Sequence[str] | None,
+    Opt(
+        comma_list=str,
+        help="Instead of DATASET: datasets (tasks), comma-separated, whose recorded models "
+        "are aggregated by mean score, mean win rate and Borda count.",
+    ),
+]
+RankByOpt = Annotated[
+    str,
+    Opt(
+        help="With --tasks: the aggregate that orders models: win-rate (HELM's mean win "
+        "rate), borda or score (mean accuracy)."
+    ),
+]
+TopOpt = Annotated[
+    int, Opt(help="With --tasks: the top models the stability report follows.", min=2)
+]
 
 
 def leaderboard(
@@ -197,14 +216,7 @@ def leaderboard(
         str | None, Arg("The dataset whose recorded models to score (or --tasks).")
     ] = None,
     *,
-    tasks: Annotated[
-        Sequence[str] | None,
-        Opt(
-            comma_list=str,
-            help="Instead of DATASET: datasets (tasks), comma-separated, whose recorded models "
-            "are aggregated by mean score, mean win rate and Borda count.",
-        ),
-    ] = None,
+    tasks: TasksOpt = None,
     revisions: Annotated[
         Sequence[str] | None,
         Opt(
@@ -226,16 +238,8 @@ def leaderboard(
         int, Opt(help="Bootstrap resamples of the rows for the rank intervals.", min=0)
     ] = 1000,
     seed: SeedOpt = 0,
-    rank_by: Annotated[
-        str,
-        Opt(
-            help="With --tasks: the aggregate that orders models: win-rate (HELM's mean win "
-            "rate), borda or score (mean accuracy)."
-        ),
-    ] = "win-rate",
-    top: Annotated[
-        int, Opt(help="With --tasks: the top models the stability report follows.", min=2)
-    ] = 5,
+    rank_by: RankByOpt = "win-rate",
+    top: TopOpt = 5,
     plot: PlotOpt = None,
     remote: ReadRemoteOpt = None,
     registry: RegistryOpt = None,
