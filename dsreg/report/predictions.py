@@ -42,11 +42,14 @@ from dsreg.formats.inputfiles import (
 )
 from dsreg.formats.tables import as_numpy
 from dsreg.objects.hashing import hash_bytes, hash_file
+from dsreg.registry.results import load_predictions
 from dsreg.registry.tables import examples_parquet, read_examples
 from dsreg.report.ranks import PredictionsSource, RankAccumulator, Ranks, Target, describe
 
 if TYPE_CHECKING:
+    from dsreg.registry.folder import Registry
     from dsreg.registry.reader import Resolved
+    from dsreg.registry.results import ResultRecord
 
 __all__ = [
     "PREDICTION_FORMATS",
@@ -58,6 +61,7 @@ __all__ = [
     "array_digest",
     "lm_eval_predictions",
     "read_predictions",
+    "recorded_predictions",
     "row_texts",
 ]
 
@@ -84,7 +88,7 @@ class AlignedPredictions:
     and its format."""
 
     predictions: np.ndarray
-    file: str
+    file: str | None
     digest: str
     format: str
 
@@ -471,6 +475,18 @@ def _table_models(table: pa.Table, target: Target, src: PredictionsSource) -> It
             target,
             replace(src, model=name, kind=""),
         )
+
+
+def recorded_predictions(reg: Registry, record: ResultRecord) -> AlignedPredictions:
+    """A recorded result's predictions as ``read_predictions`` takes them: the stored array
+    (re-hashed as it is read), named by the digest of the predictions as given, which the
+    record keeps (no digest is computed again)."""
+    return AlignedPredictions(
+        predictions=load_predictions(reg, record),
+        file=None,
+        digest=record.given,
+        format="recorded",
+    )
 
 
 # -- other tools' per-item output -----------------------------------------------------------------

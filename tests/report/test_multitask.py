@@ -240,7 +240,7 @@ def test_cli_multitask_board_text_json_and_plot(
     assert r.exit_code == 0, r.stderr
     assert "task task0@original" in r.stdout and "task task1@redux" in r.stdout
     assert "WIN RATE" in r.stdout and "stability of the top 3 by mean win rate" in r.stdout
-    assert "order kept under 50 resamples of the tasks" in r.stdout
+    assert "ORDER KEPT IN 50 RESAMPLES OF THE TASKS" in r.stdout
     assert (tmp_path / "board.svg").read_text().startswith("<?xml")
     r = cli(*base, "--rank-by", "borda", "--views", "corrected", "--json")
     assert r.exit_code == 0, r.stderr

@@ -98,20 +98,26 @@ class Aggregates:
 def win_points(correct: np.ndarray, present: np.ndarray) -> np.ndarray:
     """On each task (the last axis holds the models), how many of the other models present
     each present model beats, a tie counting half; NaN where absent. ``correct`` holds whole
-    numbers (counts, possibly as floats from a resample's sums)."""
+    numbers (counts, possibly as floats from a resample's sums).
+
+    One stable sort of each task's counts: a model beats the models before the first of its
+    equals and ties with the rest of its run; small counts sort as 16-bit keys (a radix
+    sort)."""
     m = correct.shape[-1]
-    keys = np.where(present, np.rint(correct), -1).astype(np.int64).reshape(-1, m)
-    rows = len(keys)
-    # Each task's counts in a band of its own, so one sort and one search serve every task.
-    span = int(keys.max(initial=0)) + 2
-    offset = np.arange(rows, dtype=np.int64)[:, None] * span
-    ordered = (np.sort(keys, axis=1) + offset).ravel()
-    wanted = (keys + offset).ravel()
-    start = np.arange(rows, dtype=np.int64)[:, None] * m
-    below = np.searchsorted(ordered, wanted, "left").reshape(rows, m) - start
-    upto = np.searchsorted(ordered, wanted, "right").reshape(rows, m) - start
+    keys = np.where(present, np.rint(correct), -1).reshape(-1, m)
+    keys = keys.astype(np.int16 if keys.max(initial=0) < np.iinfo(np.int16).max else np.int64)
+    order = np.argsort(keys, axis=1, kind="stable")
+    ranked = np.take_along_axis(keys, order, axis=1)
+    starts = np.ones(ranked.shape, dtype=bool)
+    np.not_equal(ranked[:, 1:], ranked[:, :-1], out=starts[:, 1:])
+    ends = np.ones(ranked.shape, dtype=bool)
+    ends[:, :-1] = starts[:, 1:]
+    place = np.arange(m)
+    first = np.maximum.accumulate(np.where(starts, place, 0), axis=1)
+    last = np.minimum.accumulate(np.where(ends, place, m - 1)[:, ::-1], axis=1)[:, ::-1]
     absent = (keys < 0).sum(axis=1, keepdims=True)
-    points = (below - absent) + (upto - below - 1) / 2
+    points = np.empty(ranked.shape)
+    np.put_along_axis(points, order, (first - absent) + (last - first) / 2, axis=1)
     out: np.ndarray = np.where(keys < 0, np.nan, points).reshape(correct.shape)
     return out
 

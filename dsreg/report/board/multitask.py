@@ -32,7 +32,6 @@ from dsreg.errors import InvalidInputError, NotFoundError
 from dsreg.formats.manifests import View
 from dsreg.objects.digest import short
 from dsreg.registry.reader import Reader, Resolved
-from dsreg.registry.results import load_predictions
 from dsreg.report._json import stable_json
 from dsreg.report.board.aggregate import (
     Aggregate,
@@ -46,6 +45,7 @@ from dsreg.report.board.aggregate import (
 from dsreg.report.board.figures import feature_index
 from dsreg.report.board.leaderboard import check_views, revision_patterns
 from dsreg.report.board.stability import Stability, order, stability
+from dsreg.report.predictions import recorded_predictions
 from dsreg.report.stats.core import LEVEL, competition_ranks
 
 __all__ = [
@@ -204,7 +204,7 @@ def _task_counts(
             f"no model is recorded for task {res.dataset!r} on the snapshot of {res.spec}"
             f"{reader.where}; record one with 'dsreg eval {res.spec} PREDS --record --model NAME'"
         )
-    arrays = [(m, partial(load_predictions, res.registry, results[m].record)) for m in here]
+    arrays = [(m, partial(recorded_predictions, res.registry, results[m].record)) for m in here]
     patterns = revision_patterns(res, arrays, views)
     v, m = len(views), len(here)
     members = [feature_index(v, m, i, None) for i in range(v)]
