@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import dsreg.api.reading as reading
-from dsreg.api.common import command_of, options_of
+from dsreg.api.common import command_of, local_reader, options_of
 from dsreg.api.options import Arg, Opt, PathArg, ReadRemoteOpt, RegistryArg, RegistryOpt, SeedOpt
 from dsreg.registry.reader import tagged
 
@@ -132,7 +132,7 @@ def record(
     bytes), the digest ``evaluate`` reports and ``cite --model`` cites.
     ``predictions_format="lm-eval"``: the samples files of ``lm_eval --log_samples``, whose
     answers are aligned with the rows by their docs' question and choices (docs/llm.md)."""
-    base = reading.local(registry).revision(spec)
+    base = local_reader(registry).revision(spec)
     given = aligned_inputs(base, predictions, predictions_format)
     return record_resolved(base, given, model=model, meta=meta, force=force, command=command)
 
@@ -174,7 +174,7 @@ def record_resolved(
         )
         refuse_conflict(reg, p, force=force)
         prepared.append(p)
-    line = command or command_of("record", base.spec)
+    line = command_of(command, "record", base.spec)
     return [record_result(reg, p, force=force, command=line) for p in prepared]
 
 
@@ -360,7 +360,7 @@ def gap(
     draws their Figure 1."""
     from dsreg.report.board.gap import gap as do_gap
 
-    reader = reading.local(registry)
+    reader = local_reader(registry)
     res = do_gap(reader.revision(old), reader.revision(new), view=view)
     if plot is not None:
         from dsreg.report.board.plot import plot_gap
