@@ -65,12 +65,13 @@ def sample_line(doc_id: int, doc: dict[str, Any], lls: list[float], *, text: boo
     write the loglikelihoods as text; ``text=False``: as numbers, as older ones did)."""
     pairs = [[str(v), "False"] if text else [v, False] for v in lls]
     answer = int(np.argmax(lls))
+    prompt = f"Question: {doc.get('question')}\nAnswer:"
     record = {
         "doc_id": doc_id,
         "doc": doc,
         "target": str(doc["answer"]),
         "arguments": {
-            f"gen_args_{i}": {"arg_0": f"Question: {doc.get('question')}\nAnswer:", "arg_1": f" {c}"}
+            f"gen_args_{i}": {"arg_0": prompt, "arg_1": f" {c}"}
             for i, c in enumerate(doc["choices"])
         },
         "resps": [[p] for p in pairs],
