@@ -22,6 +22,7 @@ __all__ = [
     "from_numpy",
     "id_spellings",
     "null_array",
+    "repeated_string",
     "scattered",
     "string_array",
 ]
@@ -49,6 +50,19 @@ def string_array(values: Sequence[str]) -> pa.Array:
     offsets = np.cumsum([0, *(len(b) for b in data)], dtype=np.int64).astype(np.int32)
     return pa.Array.from_buffers(
         pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
+    )
+
+
+def repeated_string(value: str, n: int) -> pa.Array:
+    """``n`` copies of one string, made from numpy buffers (no Python object per copy)."""
+    data = value.encode("utf-8")
+    offsets = np.arange(n + 1, dtype=np.int64) * len(data)
+    if offsets[-1] > np.iinfo(np.int32).max:
+        raise ValueError(f"{n} copies of {value!r} do not fit one string array")
+    return pa.Array.from_buffers(
+        pa.string(),
+        n,
+        [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data * n)],
     )
 
 
