@@ -16,7 +16,9 @@ a move, its old value kept (and kept from gc) as a moved tag's is.
 
 from __future__ import annotations
 
+import functools
 import io
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -52,6 +54,7 @@ __all__ = [
     "ResultRecord",
     "aligned_predictions",
     "check_meta",
+    "checked_record",
     "list_results",
     "load_predictions",
     "prepare",
@@ -71,6 +74,9 @@ FORMAT: Final = "dsreg/result/1"
 EVENT: Final = "result"
 KINDS: Final = ("labels", "topk", "probabilities")
 _DTYPES: Final = {"labels": ("<i4",), "topk": ("<i4",), "probabilities": ("<f4", "<f8")}
+# Predictions up to this size are read whole rather than memory-mapped (a mapping costs more
+# than the read for the small arrays a multitask leaderboard reads by the thousand).
+_READ_WHOLE: Final = 16 << 20
 # A ``meta`` key or value is at most this long, and there are at most this many keys.
 _META_TEXT: Final = 256
 _META_KEYS: Final = 64
@@ -449,18 +455,44 @@ def resolve_result(reg: Registry, dataset: str, model: str) -> tuple[str, Result
             f"no model {model!r} is recorded for {dataset!r} (recorded: {known}); record one "
             "with 'dsreg eval SPEC PREDS --record --model NAME'"
         )
+    return digest, checked_record(reg, dataset, model, digest)
+
+
+def checked_record(reg: Registry, dataset: str, model: str, digest: str) -> ResultRecord:
+    """The record ``digest`` that model ref ``dataset/model`` names, read (re-hashed) and
+    refused (``ManifestError``) if it is another dataset's or model's."""
     rec = read_result(reg, digest)
     if rec.dataset != dataset or rec.model != model:
         raise ManifestError(
             f"model ref {dataset}/{model} names result {short(digest)} of "
             f"{rec.dataset}/{rec.model}; record the model again with --force"
         )
-    return digest, rec
+    return rec
+
+
+@functools.lru_cache(maxsize=256)
+def _header(dtype: str, shape: tuple[int, ...]) -> bytes:
+    """The ``.npy`` header ``encode_predictions`` writes for an array of ``dtype`` and
+    ``shape`` (format 1.0, C order); the models of one set share it."""
+    buf = io.BytesIO()
+    descr = np.lib.format.dtype_to_descr(np.dtype(dtype))
+    header = {"descr": descr, "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_1_0(buf, header)
+    return buf.getvalue()
 
 
 def load_predictions(reg: Registry, rec: ResultRecord) -> np.ndarray:
-    """A record's predictions, re-hashed and memory-mapped; ``IntegrityError`` if the object is
-    damaged or does not hold what the record says."""
+    """A record's predictions, re-hashed: read whole when small and headed as dsreg writes
+    them for the record's dtype and shape (a leaderboard of many tasks reads thousands), else
+    memory-mapped; ``IntegrityError`` if the object is damaged or does not hold what the
+    record says."""
+    shape = (rec.rows,) if rec.kind == "labels" else (rec.rows, rec.classes)
+    size = math.prod(shape) * np.dtype(rec.dtype).itemsize
+    if rec.kind != "topk" and size <= _READ_WHOLE:
+        data = reg.store.read_bytes(rec.predictions)
+        head = _header(rec.dtype, shape)
+        if data.startswith(head) and len(data) == len(head) + size:
+            return np.frombuffer(data, dtype=rec.dtype, offset=len(head)).reshape(shape)
     path = reg.store.verified_path(rec.predictions)
     try:
         arr: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
