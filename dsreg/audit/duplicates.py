@@ -59,11 +59,12 @@ from dsreg.audit.fingerprints import (
 from dsreg.audit.lsh import band_plan
 from dsreg.audit.matching import TierPairs, payload_pairs
 from dsreg.audit.parquet_corpus import (
+    ID_COLUMN,
     Corpus,
-    blobs_table,
     fingerprint_blobs,
     in_order,
     read_corpus,
+    windows,
 )
 from dsreg.errors import InvalidInputError
 from dsreg.formats.corrections import MATCHES_TYPE, corrections_table
@@ -231,17 +232,24 @@ def _folder_side(listing: Listing, engine: Engine) -> tuple[_Side, list[tuple[st
 
 def _corpus_side(corpus: Corpus, engine: Engine) -> tuple[_Side, list[tuple[str, str]]]:
     """A corpus file that is not registered (``parquet_corpus``): its payloads fingerprinted on
-    ``engine``, named by their ids; and the ids of the rows without a payload or whose payload
-    could not be fingerprinted, with the reason."""
-    parts = run_batches(
-        functools.partial(fingerprint_blobs, kind=corpus.kind),
-        blobs_table(corpus),
-        engine,
-        lambda done, total: engine.progress("fingerprint", done, total),
-    )
-    fp = in_order(corpus, parts)
-    bad = [(i, "no payload (null)") for i in corpus.empty]
-    return _listed_side(corpus.ids, fp), bad + _unfingerprinted(corpus.ids, fp)
+    ``engine`` window by window, named by their ids; and the ids of the rows without a payload,
+    with one too large, or whose payload could not be fingerprinted, with the reason."""
+    parts: list[pa.Table] = []
+    ids: list[str] = []
+    bad: list[tuple[str, str]] = []
+    done = 0
+
+    def progress(rows: int, _: int) -> None:
+        engine.progress("fingerprint", done + rows, len(corpus.ids))
+
+    for window in windows(corpus):
+        work = functools.partial(fingerprint_blobs, kind=corpus.kind)
+        parts += run_batches(work, window.blobs, engine, progress)
+        ids += window.blobs.column(ID_COLUMN).to_pylist()
+        bad += window.skipped
+        done += window.rows
+    fp = in_order(ids, parts)
+    return _listed_side(ids, fp), bad + _unfingerprinted(ids, fp)
 
 
 def _unfingerprinted(ids: list[str], fp: pa.Table) -> list[tuple[str, str]]:

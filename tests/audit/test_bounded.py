@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,7 +25,7 @@ from PIL import Image
 
 import dsreg
 from dsreg import Registry
-from dsreg.audit import fingerprints, text
+from dsreg.audit import fingerprints, parquet_corpus, text
 from dsreg.audit.corpus import jpeg, photo_tiles, stdlib_texts
 from dsreg.audit.fingerprints import FILES_SCHEMA, METHOD, fingerprint_files
 from dsreg.registry.tables import read_examples
@@ -290,3 +291,41 @@ def test_an_index_entry_naming_anything_but_a_fingerprints_table_is_a_cache_miss
         assert again.findings == first.findings
         assert again.fingerprints["computed"] == 2
         assert entry.read_text().strip() == held  # the same rows, the same table
+
+
+def test_a_parquet_corpus_is_read_in_windows_and_its_large_items_listed(
+    make_registry: Callable[..., Registry],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    tile: bytes,
+) -> None:
+    """A corpus file's payloads are read batch by batch into windows of at most
+    WINDOW_BYTES (never the whole column); a payload over the size limit is listed with its
+    reason, a null one as before; the findings are those of one window."""
+    reg = make_registry()
+    (tmp_path / "t" / "a").mkdir(parents=True)
+    (tmp_path / "t" / "a" / "x.jpg").write_bytes(tile)
+    dsreg.add("t", tmp_path / "t", tag="v1", registry=reg)
+    others = [jpeg(t) for t in photo_tiles(300, seed=9, side=64)]
+    big = b"\xff\xd8\xff" + bytes(len(tile) * 3)
+    payloads = [*others, tile, big, None]
+    path = tmp_path / "corpus.parquet"
+    ids = [f"item{i}" for i in range(len(payloads))]
+    pq.write_table(pa.table({"id": ids, "image": pa.array(payloads, pa.binary())}), path)
+    whole = dsreg.audit_duplicates("t@v1", against=[str(path)], registry=reg)
+
+    monkeypatch.setattr(fingerprints, "MAX_PAYLOAD_BYTES", len(tile) * 2)
+    corpus = parquet_corpus.read_corpus(path)
+    monkeypatch.setattr(parquet_corpus, "WINDOW_BYTES", len(tile) * 8)
+    sizes = [
+        sum(map(len, w.blobs.column("bytes").to_pylist())) for w in parquet_corpus.windows(corpus)
+    ]
+    assert len(sizes) > 10 and max(sizes) < len(tile) * 8 + 2 * len(tile)
+    res = dsreg.audit_duplicates("t@v1", against=[str(path)], registry=reg)
+    for done in (whole, res):  # the corpus's listing differs by the item not read
+        assert [(f.example_id, f.matches[0]["example_id"], f.tier) for f in done.findings] == [
+            ("a/x.jpg", f"item{len(others)}", "exact")
+        ]
+    reasons = dict(res.unreadable_against)
+    assert reasons[f"{path}: item{len(others) + 1}"] == fingerprints.too_large(len(big))
+    assert reasons[f"{path}: item{len(others) + 2}"] == "no payload (null)"
