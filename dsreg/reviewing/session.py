@@ -54,6 +54,7 @@ __all__ = [
     "ReviewSession",
     "VotesFile",
     "audit_queue",
+    "check_corpus",
     "export_votes",
     "finish_review",
 ]
@@ -170,12 +171,7 @@ class ReviewSession:
         self.source = Queued(reg, spec, overlay)
         self.pairs = self.source.pairs
         self.corpus = media.corpus
-        if self.corpus is not None and not self.pairs:
-            raise InvalidInputError(
-                f"--corpus {os.fspath(self.corpus)!r} shows an audit's matches, and overlay "
-                f"{short(self.source.digest)} of {spec!r} is not an audit: add --audit to review "
-                "the revision's last audit, or drop --corpus"
-            )
+        check_corpus(self.source, self.corpus)
         items = pair_items(self.source, self.corpus) if self.pairs else _items(self.source, verdict)
         if not items:
             raise InvalidInputError(
@@ -356,6 +352,17 @@ class VotesFile(NamedTuple):
     totals: dict[int, int]
 
 
+def check_corpus(q: Queued, corpus: str | os.PathLike[str] | None) -> None:
+    """Refuse ``--corpus`` for a queue that is not an audit's (it shows a pair review's matches;
+    a label review has none), whether a server starts, or the review is exported or finished."""
+    if corpus is not None and not q.pairs:
+        raise InvalidInputError(
+            f"--corpus {os.fspath(corpus)!r} shows an audit's matches, and overlay "
+            f"{short(q.digest)} of {q.spec!r} is not an audit: add --audit to review "
+            "the revision's last audit, or drop --corpus"
+        )
+
+
 def audit_queue(reg: Registry, spec: str, overlay: str | None) -> str:
     """The digest of the audit overlay ``--audit`` reviews: ``overlay`` when it names one, else
     ``spec``'s last; anything else is refused."""
@@ -369,6 +376,7 @@ def export_votes(
     overlay: str | None = None,
     votes_per_item: int | None = None,
     audit: bool = False,
+    corpus: str | os.PathLike[str] | None = None,
 ) -> VotesFile:
     """The votes cast so far about ``spec``'s queue, as a label-errors JSON file's bytes, and
     the damaged spans of its log (moved aside, or still in it), whose records are left out.
@@ -380,9 +388,12 @@ def export_votes(
     (default: the review's last server's, else 5), ``votes_wanted``, and, on a row whose votes
     carry comments, ``comments`` (``{"reviewer", "comment"}`` in reviewer order; a row without
     one has no such key, so an export of votes without comments is what it always was). The
-    same votes give the same bytes.
+    same votes give the same bytes. ``corpus`` (``--corpus``) is refused as a server refuses
+    it: for a queue that is not an audit's, or that is no folder.
     """
+    shown = Media.of(None, None, corpus)
     q = Queued(reg, spec, overlay, audit=audit)
+    check_corpus(q, shown.corpus)
     if q.pairs:
         raise InvalidInputError(
             f"overlay {short(q.digest)} is an audit's: its pair review has no label-errors "
@@ -453,13 +464,17 @@ def finish_review(
     votes_per_item: int | None = None,
     record: Recording = _NO_RECORD,
     audit: bool = False,
+    corpus: str | os.PathLike[str] | None = None,
 ) -> ReviewFinish:
     """Store the votes about ``spec``'s queue as a ``validated`` overlay: ``import_votes`` of the
     bytes ``export_votes`` returns (and, with ``tagging.tag``, tag the revision plus it in
     ``tagging.view``). The result counts the queue's items with fewer than ``votes_per_item``
     votes (default: the review's last server's, else 5). An audit overlay's queue (``audit``:
-    the revision's last) is a pair review: ``finish_pairs``."""
+    the revision's last) is a pair review: ``finish_pairs``. ``corpus`` (``--corpus``) is
+    refused, before anything is written, as a server refuses it."""
+    shown = Media.of(None, None, corpus)
     q = Queued(reg, spec, overlay, audit=audit)
+    check_corpus(q, shown.corpus)
     if q.pairs:
         return finish_pairs(
             q,
