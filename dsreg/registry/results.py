@@ -52,11 +52,13 @@ __all__ = [
     "ResultRecord",
     "aligned_predictions",
     "check_meta",
+    "check_values",
     "first_set",
     "list_results",
     "load_predictions",
     "prepare",
     "read_result",
+    "record_again",
     "record_result",
     "recorded_digests",
     "refuse_conflict",
@@ -72,6 +74,13 @@ FORMAT: Final = "dsreg/result/1"
 EVENT: Final = "result"
 KINDS: Final = ("labels", "topk", "probabilities")
 _DTYPES: Final = {"labels": ("<i4",), "topk": ("<i4",), "probabilities": ("<f4", "<f8")}
+# What a model ref is called in errors, and the command that records it again (which repairs
+# a damaged ref, record or predictions: ``record_result`` with ``force``).
+_MODEL_REF = "model ref {dataset}/{tag}"
+_RECORD_AGAIN = (
+    "record the model again with 'dsreg eval {dataset}@REVISION PREDICTIONS --record --model "
+    "{tag} --force' (its results are listed by 'dsreg log {dataset}')"
+)
 # A ``meta`` key or value is at most this long, and there are at most this many keys.
 _META_TEXT: Final = 256
 _META_KEYS: Final = 64
@@ -169,7 +178,12 @@ class Recorded:
 
 def result_refs(reg: Registry) -> RefStore:
     """The model refs of ``reg`` (``results/<dataset>/<model>``), logged in the dataset logs."""
-    return RefStore(reg.root, refs="results")
+    return RefStore(reg.root, refs="results", name=_MODEL_REF, repair=_RECORD_AGAIN)
+
+
+def record_again(dataset: str, model: str) -> str:
+    """The advice that repairs a recorded model: the command that records it again."""
+    return _RECORD_AGAIN.format(dataset=dataset, tag=model)
 
 
 def first_set(tags: Iterable[str], entries: Iterable[LogEntry]) -> list[str]:
@@ -366,7 +380,7 @@ def _exists(dataset: str, model: str, held: str, new: str | None) -> TagExistsEr
 def refuse_conflict(reg: Registry, p: Prepared, *, force: bool) -> None:
     """Raise ``TagExistsError`` if the model is recorded with another record and not ``force``
     (checked for every model before any is recorded)."""
-    held = result_refs(reg).get(p.record.dataset, p.record.model)
+    held = result_refs(reg).current(p.record.dataset, p.record.model, force=force)
     if held is not None and not force and held != p.digest:
         raise _exists(p.record.dataset, p.record.model, held, p.digest)
 
@@ -383,7 +397,7 @@ def record_result(
     refs = result_refs(reg)
     digest = p.digest
     old: str | None = None
-    if refs.get(rec.dataset, rec.model) == digest:
+    if refs.current(rec.dataset, rec.model, force=force) == digest:
         status = "unchanged"
         try:
             load_predictions(reg, read_result(reg, digest))
@@ -439,7 +453,7 @@ def resolve_result(reg: Registry, dataset: str, model: str) -> tuple[str, Result
     if rec.dataset != dataset or rec.model != model:
         raise ManifestError(
             f"model ref {dataset}/{model} names result {short(digest)} of "
-            f"{rec.dataset}/{rec.model}; record the model again with --force"
+            f"{rec.dataset}/{rec.model}; {record_again(dataset, model)}"
         )
     return digest, rec
 
@@ -453,7 +467,7 @@ def load_predictions(reg: Registry, rec: ResultRecord) -> np.ndarray:
     except (OSError, ValueError, EOFError, SyntaxError) as e:
         raise IntegrityError(
             f"the predictions {short(rec.predictions)} of model {rec.model!r} cannot be read "
-            f"({e}); record the model again with --force"
+            f"({e}); {record_again(rec.dataset, rec.model)}"
         ) from None
     want = (rec.rows,) if rec.kind == "labels" else (rec.rows, rec.classes)
     if rec.kind == "topk" and arr.ndim == 2 and 0 < arr.shape[1] < rec.classes:
@@ -461,21 +475,55 @@ def load_predictions(reg: Registry, rec: ResultRecord) -> np.ndarray:
     if arr.shape != want or arr.dtype.str != rec.dtype:
         raise IntegrityError(
             f"the predictions {short(rec.predictions)} of model {rec.model!r} hold "
-            f"{arr.dtype} {arr.shape}, not the {rec.dtype} {want} its record says; record the "
-            "model again with --force"
+            f"{arr.dtype} {arr.shape}, not the {rec.dtype} {want} its record says; "
+            f"{record_again(rec.dataset, rec.model)}"
         )
     return arr
 
 
-def _records(reg: Registry, logged: Iterable[str]) -> tuple[set[str], list[tuple[str, str]]]:
-    """Record digests to keep: every model ref's, and those result log lines name (``logged``:
-    the digests log lines younger than the expiry name); and (what, digest) of each model ref."""
+def check_values(rec: ResultRecord, arr: np.ndarray) -> None:
+    """Refuse (``PredictionsError``) stored predictions whose values a reader refuses, as
+    recording them refused them: probabilities that are NaN, infinite, negative or all zero in
+    a row, class indices outside the snapshot's classes, a top-m row naming a class twice.
+    What ``verify`` applies to every recorded result (an object can hash right and hold such
+    values: written by another tool, or pushed by a hostile remote)."""
+    what = f"the predictions {short(rec.predictions)} of model {rec.dataset}/{rec.model}"
+    if rec.kind == "probabilities":
+        _check_probabilities(arr, what)
+    elif rec.kind == "labels" and (bad := inputfiles.out_of_range(arr, rec.classes)):
+        raise PredictionsError(
+            f"{what}: {bad.total} labels are outside [0, {rec.classes}), first {bad.first[0]} "
+            f"at row {bad.at[0]}"
+        )
+    elif rec.kind == "topk":
+        for rows, why in topk_faults(arr, rec.classes):
+            if len(rows):
+                raise PredictionsError(f"{what}: {len(rows)} rows name {why}, first row {rows[0]}")
+
+
+def _model_refs(reg: Registry) -> tuple[list[tuple[str, str]], list[Problem]]:
+    """(``dataset/model``, record digest) of each model ref, and a problem for each damaged
+    one (its file holds no digest)."""
     refs = result_refs(reg)
-    named = [(f"{ds}/{m}", d) for ds in refs.datasets() for m, d in refs.tags(ds).items()]
+    named: list[tuple[str, str]] = []
+    damaged: list[Problem] = []
+    for ds in refs.datasets():
+        for model, digest in refs.entries(ds).items():
+            if isinstance(digest, DsregError):
+                damaged.append(Problem(digest=f"results/{ds}/{model}", problem=str(digest)))
+            else:
+                named.append((f"{ds}/{model}", digest))
+    return named, damaged
+
+
+def _records(reg: Registry, logged: Iterable[str], named: list[tuple[str, str]]) -> set[str]:
+    """Record digests to keep: every model ref's (``named``), and those result log lines name
+    (``logged``: the digests log lines younger than the expiry name)."""
+    refs = result_refs(reg)
     records = {d for _, d in named}
     for ds in refs.logged_datasets():
         records.update(e.new for e in refs.log(ds) if e.event == EVENT and e.new)
-    return records & ({d for _, d in named} | set(logged)), named
+    return records & ({d for _, d in named} | set(logged))
 
 
 def recorded_digests(reg: Registry) -> set[str]:
@@ -485,9 +533,12 @@ def recorded_digests(reg: Registry) -> set[str]:
 
 
 def result_objects(reg: Registry, logged: Iterable[str]) -> set[str]:
-    """What recorded results keep from gc: each kept record and its predictions. A record that
-    cannot be read raises: what it would keep cannot be known."""
-    records, _ = _records(reg, logged)
+    """What recorded results keep from gc: each kept record and its predictions. A damaged
+    model ref, or a record that cannot be read, raises: what it would keep cannot be known."""
+    named, damaged = _model_refs(reg)
+    if damaged:
+        raise ManifestError(damaged[0].problem)
+    records = _records(reg, logged, named)
     out = set(records)
     for d in records:
         if reg.store.has(d):
@@ -497,17 +548,19 @@ def result_objects(reg: Registry, logged: Iterable[str]) -> set[str]:
 
 def result_problems(reg: Registry, logged: Iterable[str]) -> tuple[set[str], list[Problem]]:
     """For verify: the objects recorded results name (to re-hash), and the problems of those
-    that cannot be used (a missing or damaged record, predictions not of the recorded shape)."""
-    records, named = _records(reg, logged)
+    that cannot be used, as their readers (``leaderboard``, ``cite --model``) would refuse
+    them: a damaged model ref, a missing or damaged record, predictions not of the recorded
+    shape, or holding values a reader refuses (``check_values``)."""
+    named, problems = _model_refs(reg)
+    records = _records(reg, logged, named)
     targets = set(records)
-    problems: list[Problem] = []
     for d in sorted(records):
         whose = next((w for w, r in named if r == d), None)
         try:
             rec = read_result(reg, d)
             targets.add(rec.predictions)
             if reg.store.has(rec.predictions):
-                load_predictions(reg, rec)
+                check_values(rec, load_predictions(reg, rec))
         except DsregError as e:
             where = f"model ref {whose}" if whose else "a result log line"
             problems.append(Problem(digest=d, problem=f"{where}: {e}"))
