@@ -62,7 +62,7 @@ def remote_read(
     (which takes the lock exclusive) waits for the read, and never removes what the read
     fetched and goes on reading (docs/remotes.md, "Reading a remote")."""
     reader = remote_reader(registry, remote, progress=progress)
-    with reader.reg.lock():
+    with reader.locked():
         yield reader
 
 

@@ -237,10 +237,9 @@ def push_marks(
         for t in targets:
             assert t.dataset is not None and t.tag is not None and t.tag_name is not None
             now = there.get(t.tag_name)
-            if now != t.digest:
-                update_ref(
-                    rm, t.dataset, t.tag, t.digest, expected=now, command=command, event=event
-                )
+            if now != t.digest and update_ref(
+                rm, t.dataset, t.tag, t.digest, expected=now, command=command, event=event
+            ):
                 moved.append(
                     RefUpdate(
                         dataset=t.dataset,

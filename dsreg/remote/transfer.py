@@ -400,7 +400,9 @@ def _push_tag(
         raise tag_changed(
             rs, ds, tag, now, "while pushing; pull it, or move it with --force", new=d
         )
-    update_ref(rs, ds, tag, d, expected=now, command=command, event=event)
+    if not update_ref(rs, ds, tag, d, expected=now, command=command, event=event):
+        # Another push set what this one wanted meanwhile: there it is, nothing to write.
+        return RefUpdate(dataset=ds, tag=tag, revision=d, previous=d, status="unchanged")
     previous = now if isinstance(now, str) else None
     status = "created" if now is None else ("moved" if previous else "repaired")
     return RefUpdate(dataset=ds, tag=tag, revision=d, previous=previous, status=status)
