@@ -208,9 +208,9 @@ def review_export(
     spans of the votes log, whose records it could not count (empty when the log is whole).
     Reads the votes log without disturbing a running server. ``corpus`` is refused as the
     server refuses it (``--corpus`` for a queue that is not an audit's, or that is no folder)."""
-    data, set_aside, _, _ = review_session.export_votes(
-        find_registry(registry), spec, overlay=overlay, audit=audit, corpus=corpus
-    )
+    reg = find_registry(registry)
+    review_session.refuse_corpus(reg, spec, overlay=overlay, audit=audit, corpus=corpus)
+    data, set_aside, _, _ = review_session.export_votes(reg, spec, overlay=overlay, audit=audit)
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with replacing(path) as f:
@@ -258,8 +258,10 @@ def review_finish(
     tag's view defaults to ``decontaminated`` (``docs/review.md``, "Pairs"). ``corpus`` is
     refused as the server refuses it, before anything is written."""
     made_credit = overlay_credit(citation, credit)
+    reg = find_registry(registry)
+    review_session.refuse_corpus(reg, spec, overlay=overlay, audit=audit, corpus=corpus)
     return review_session.finish_review(
-        find_registry(registry),
+        reg,
         spec,
         overlay=overlay,
         threshold=threshold,
@@ -269,5 +271,4 @@ def review_finish(
             command=command_of(command, "review_finish", spec), credit=made_credit
         ),
         audit=audit,
-        corpus=corpus,
     )

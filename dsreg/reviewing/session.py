@@ -56,6 +56,7 @@ __all__ = [
     "audit_queue",
     "check_corpus",
     "export_votes",
+    "refuse_corpus",
     "finish_review",
 ]
 
@@ -363,6 +364,21 @@ def check_corpus(q: Queued, corpus: str | os.PathLike[str] | None) -> None:
         )
 
 
+def refuse_corpus(
+    reg: Registry,
+    spec: str,
+    *,
+    overlay: str | None,
+    audit: bool,
+    corpus: str | os.PathLike[str] | None,
+) -> None:
+    """``--corpus`` given to ``--finish`` or ``--export`` refused as a server start refuses
+    it (``Media.of``, ``check_corpus``): no folder, or a queue that is not an audit's."""
+    if corpus is not None:
+        shown = Media.of(None, None, corpus)
+        check_corpus(Queued(reg, spec, overlay, audit=audit), shown.corpus)
+
+
 def audit_queue(reg: Registry, spec: str, overlay: str | None) -> str:
     """The digest of the audit overlay ``--audit`` reviews: ``overlay`` when it names one, else
     ``spec``'s last; anything else is refused."""
@@ -376,7 +392,6 @@ def export_votes(
     overlay: str | None = None,
     votes_per_item: int | None = None,
     audit: bool = False,
-    corpus: str | os.PathLike[str] | None = None,
 ) -> VotesFile:
     """The votes cast so far about ``spec``'s queue, as a label-errors JSON file's bytes, and
     the damaged spans of its log (moved aside, or still in it), whose records are left out.
@@ -388,12 +403,9 @@ def export_votes(
     (default: the review's last server's, else 5), ``votes_wanted``, and, on a row whose votes
     carry comments, ``comments`` (``{"reviewer", "comment"}`` in reviewer order; a row without
     one has no such key, so an export of votes without comments is what it always was). The
-    same votes give the same bytes. ``corpus`` (``--corpus``) is refused as a server refuses
-    it: for a queue that is not an audit's, or that is no folder.
+    same votes give the same bytes.
     """
-    shown = Media.of(None, None, corpus)
     q = Queued(reg, spec, overlay, audit=audit)
-    check_corpus(q, shown.corpus)
     if q.pairs:
         raise InvalidInputError(
             f"overlay {short(q.digest)} is an audit's: its pair review has no label-errors "
@@ -464,17 +476,13 @@ def finish_review(
     votes_per_item: int | None = None,
     record: Recording = _NO_RECORD,
     audit: bool = False,
-    corpus: str | os.PathLike[str] | None = None,
 ) -> ReviewFinish:
     """Store the votes about ``spec``'s queue as a ``validated`` overlay: ``import_votes`` of the
     bytes ``export_votes`` returns (and, with ``tagging.tag``, tag the revision plus it in
     ``tagging.view``). The result counts the queue's items with fewer than ``votes_per_item``
     votes (default: the review's last server's, else 5). An audit overlay's queue (``audit``:
-    the revision's last) is a pair review: ``finish_pairs``. ``corpus`` (``--corpus``) is
-    refused, before anything is written, as a server refuses it."""
-    shown = Media.of(None, None, corpus)
+    the revision's last) is a pair review: ``finish_pairs``."""
     q = Queued(reg, spec, overlay, audit=audit)
-    check_corpus(q, shown.corpus)
     if q.pairs:
         return finish_pairs(
             q,
