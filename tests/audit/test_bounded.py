@@ -28,6 +28,7 @@ from dsreg import Registry
 from dsreg.audit import fingerprints, parquet_corpus, text
 from dsreg.audit.corpus import jpeg, photo_tiles, stdlib_texts
 from dsreg.audit.fingerprints import FILES_SCHEMA, METHOD, fingerprint_files
+from dsreg.registry.reader import LocalReader
 from dsreg.registry.tables import read_examples
 
 GIB = 1 << 30
@@ -71,7 +72,7 @@ def _png_header(width: int, height: int) -> bytes:
 
 def _blobs(reg: Registry, spec: str) -> dict[str, str]:
     """Each example id of ``spec`` and its payload's digest."""
-    rev = reg.resolve(spec).revision
+    rev = LocalReader(reg).revision(spec).revision
     table = read_examples(reg, reg.snapshot(rev.snapshot), columns=["example_id", "blob"])
     return dict(zip(*(table.column(c).to_pylist() for c in ("example_id", "blob")), strict=True))
 
@@ -279,7 +280,7 @@ def test_an_index_entry_naming_anything_but_a_fingerprints_table_is_a_cache_miss
     (tmp_path / "t" / "a" / "y.jpg").write_bytes(jpeg(Image.open(io.BytesIO(tile)), 40))
     dsreg.add("t", tmp_path / "t", tag="v1", registry=reg)
     first = dsreg.audit_duplicates("t@v1", within=True, registry=reg)
-    rev = reg.resolve("t@v1")
+    rev = LocalReader(reg).revision("t@v1")
     entry = (
         reg.root / "state" / "fingerprints" / METHOD / rev.revision.snapshot.removeprefix("blake3:")
     )

@@ -16,6 +16,7 @@ from PIL import Image, ImageEnhance
 import dsreg
 from dsreg import Registry
 from dsreg.audit.corpus import jpeg, photo_tiles, png, shape_images
+from dsreg.registry.reader import LocalReader
 
 
 def _put(root: Path, files: dict[str, bytes]) -> Path:
@@ -109,11 +110,11 @@ def test_findings_are_nearest_first_in_the_result_json_and_table(
 
 def test_a_contaminated_row_names_the_other_datasets_match_first(audited: Registry) -> None:
     res = dsreg.audit_duplicates("test@v1", against=["train@v1"], within=True, registry=audited)
-    train = audited.resolve("train@v1").digest
+    train = LocalReader(audited).revision("train@v1").digest
     row3 = next(f for f in res.findings if f.row == 3)
     assert row3.verdict == "contaminated"
     assert [(m["dataset"], m["example_id"], m["tier"]) for m in row3.matches] == [
         (train, "a/t3.jpg", "image"),
-        (audited.resolve("test@v1").digest, "a/r2.jpg", "exact"),
+        (LocalReader(audited).revision("test@v1").digest, "a/r2.jpg", "exact"),
     ]
     assert (row3.tier, row3.distance) == ("image", row3.matches[0]["distance"])

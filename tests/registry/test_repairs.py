@@ -15,6 +15,7 @@ import pytest
 
 import dsreg
 from dsreg.registry import results
+from dsreg.registry.reader import LocalReader
 
 
 @pytest.fixture
@@ -68,7 +69,7 @@ def test_a_damaged_model_ref_names_and_is_repaired_by_eval_record_force(
 def test_a_damaged_tag_names_and_is_repaired_by_tag_force(
     recorded: Any, cli: Callable[..., Any]
 ) -> None:
-    digest = recorded.resolve("ds@v1").digest
+    digest = LocalReader(recorded).revision("ds@v1").digest
     ref = recorded.root / "refs" / "ds" / "v1"
     ref.write_text("garbage\n")
     error = _one_error(cli("show", "ds@v1"))
@@ -95,7 +96,7 @@ def test_a_damaged_yank_is_repaired_by_yanking_again(
 def _nan_result(reg: Any) -> str:
     """Record ``nan`` for ``ds@v1`` as another tool could: its objects intact (they hash
     right), its probabilities holding a NaN, which recording through dsreg refuses."""
-    snap = reg.resolve("ds@v1").revision.snapshot
+    snap = LocalReader(reg).revision("ds@v1").revision.snapshot
     probs = np.tile([0.8, 0.2], (10, 1))
     good = results.prepare(dataset="ds", model="nan", snapshot=snap, predictions=probs, classes=2)
     probs[3, 1] = np.nan
