@@ -127,8 +127,8 @@ def _scale_child(tmp: str, stored: int, threshold: int, crops: int) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dsreg.audit.duplicates import image_variants
     from dsreg.audit.index import Variants, variant_pairs
+    from dsreg.audit.matching import image_variants
 
     q = np.load(Path(tmp) / "queries.npy")
     # The kernels compile on a first call (once per machine; cached on disk after that).

@@ -30,7 +30,7 @@ from dsreg.registry.reader import tagged
 # A remote is reached through fsspec and DVC, and an import from DVC through DVC itself:
 # imported when first used.
 with lazy_imports():
-    from dsreg.formats import license as licenses
+    from dsreg.formats import credit as credits
     from dsreg.ingest import dvc as ingest_dvc
     from dsreg.remote import config as remote_config
     from dsreg.remote import transfer
@@ -189,7 +189,7 @@ def publish(
     replaced) go into the citations and documents. An http(s) remote is read-only: refused
     before anything is sent, as is a licence that is not an SPDX id or a URL."""
     reg, _, line = _transfer("publish", None, registry, command)
-    checked = None if license is None else licenses.check_license(license)
+    checked = None if license is None else credits.check_license(license)
     rs = transfer.writable_remote(reg, to)
     pushed = transfer.push(
         reg,

@@ -148,12 +148,8 @@ def record_resolved(
 ) -> list[Recorded]:
     """``record`` of revision ``base``, resolved at the door (``evaluate(..., record=True)``
     records on the revision it scored)."""
-    from dsreg.registry.results import (
-        aligned_predictions,
-        prepare,
-        record_result,
-        refuse_conflict,
-    )
+    from dsreg.formats.inputfiles import aligned_predictions
+    from dsreg.registry.results import prepare, record_result, refuse_conflict
 
     kept = _meta(meta)
     reg = base.registry

@@ -30,7 +30,7 @@ def duplicates(spec: str, *, quiet: bool, json: bool, **options: Any) -> None:
 
 
 def show_audit(res: AuditResult) -> None:
-    """The audit's counts, then its first findings and what could not be read."""
+    """The audit's counts, then its first findings (nearest first) and what could not be read."""
     c = res.counts
     out(f"overlay        {res.digest or '(none: nothing found)'}")
     out(
@@ -53,8 +53,8 @@ def show_audit(res: AuditResult) -> None:
                 str(f.row),
                 f.example_id,
                 f.verdict,
-                f.matches[0]["tier"],
-                f"{f.matches[0]['distance']:.3g}",
+                f.tier,
+                f"{f.distance:.3g}",
                 f.matches[0]["example_id"],
                 short(f.matches[0]["dataset"]),
                 str(len(f.matches)),

@@ -23,8 +23,7 @@ import pyarrow.parquet as pq
 from dsreg.errors import DatasetFormatError, ManifestError
 from dsreg.formats.arrays import from_numpy, null_array
 from dsreg.formats.corrections import COUNT_FIELDS
-from dsreg.formats.parquet_footer import strip_created_by
-from dsreg.formats.parquet_join import MAGIC, RowGroupJoiner
+from dsreg.formats.parquet_footer import MAGIC, RowGroupJoiner, strip_created_by
 from dsreg.objects.digest import short
 
 __all__ = [

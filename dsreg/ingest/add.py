@@ -22,7 +22,6 @@ from dsreg.registry.folder import Registry
 
 with lazy_imports():
     from dsreg.formats import credit as credits
-    from dsreg.formats import license as licenses
     from dsreg.ingest import snapshot, sources, stream, streamadd, tree, treescan
 
 __all__ = ["AddOptions", "add", "read_credit", "read_provenance"]
@@ -162,7 +161,7 @@ def read_provenance(options: AddOptions) -> dict[str, object] | None:
     ``None`` when neither is given, so that the snapshot has neither key."""
     extra = read_credit(options.citation, options.credit) or {}
     if options.license is not None:
-        extra["license"] = licenses.check_license(options.license)
+        extra["license"] = credits.check_license(options.license)
     return extra or None
 
 

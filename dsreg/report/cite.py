@@ -28,8 +28,7 @@ from typing import Any
 from dsreg._util.records import field_dict
 from dsreg._version import __version__
 from dsreg.errors import InvalidInputError
-from dsreg.formats.credit import cff_reference, entry_text, format_bibtex, parse_bibtex
-from dsreg.formats.license import is_url
+from dsreg.formats.credit import cff_reference, entry_text, format_bibtex, is_url, parse_bibtex
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
 from dsreg.registry.reader import Reader, Resolved

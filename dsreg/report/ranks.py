@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from dsreg.errors import PredictionsError
-from dsreg.registry.results import topk_faults
+from dsreg.formats.inputfiles import topk_faults
 
 __all__ = ["EPS", "PredictionsSource", "RankAccumulator", "Ranks", "Target", "describe"]
 

@@ -120,6 +120,7 @@ class ReviewServer:
         """Bind and serve on a background thread; returns once requests are answered."""
         if self._thread is not None:
             return self
+        sock: socket.socket | None = None
         try:
             info = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0]
             sock = socket.socket(info[0], socket.SOCK_STREAM)
@@ -129,6 +130,8 @@ class ReviewServer:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.bind(info[4])
         except OSError as e:
+            if sock is not None:
+                sock.close()  # the port was taken: this socket serves nothing
             kept = (
                 " (the review's port: its open pages and links name it; --port 0 picks a free "
                 "port and new links)"

@@ -34,7 +34,9 @@ SUBJECTS_KNOWN_LONG = frozenset(
         "2d0cd60",
         "6c925e2",
         "a5ba1ef",
+        "ac5cd11",
         "bb1aba4",
+        "e79d862",
         "fc182a6",
     }
 )  # fmt: skip

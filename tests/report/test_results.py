@@ -542,7 +542,7 @@ def test_structured_counts_equal_the_joint_patterns(
 
 
 def test_class_indices_outside_the_classes_are_refused_by_their_first() -> None:
-    from dsreg.registry.results import aligned_predictions
+    from dsreg.formats.inputfiles import aligned_predictions
 
     preds = np.array([0, 1, 7, 2, -1, 9])
     with pytest.raises(PredictionsError) as caught:

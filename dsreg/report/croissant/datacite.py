@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsreg.formats.credit import BibEntry, plain
-from dsreg.formats.license import SPDX_LIST, is_url, license_url
+from dsreg.formats.credit import SPDX_LIST, BibEntry, is_url, license_url, plain
 from dsreg.formats.manifests import Revision
 from dsreg.registry.reader import Resolved
 from dsreg.report.cite import Citation, cite

@@ -36,7 +36,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from dsreg.formats.license import license_url
+from dsreg.formats.credit import license_url
 from dsreg.objects.digest import object_relpath
 from dsreg.registry.reader import Resolved
 from dsreg.report.cite import Citation, cite
