@@ -20,10 +20,14 @@ from typing import IO, Any, Final, NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dsreg._util.inputs import input_file, shown, shown_all
+from dsreg._util.lazy import lazy_imports
 from dsreg.errors import DsregError
+
+# Imported when first called: a command reading a table seldom needs it (0.1 s to import).
+with lazy_imports():
+    import pyarrow.compute as pc
 
 __all__ = [
     "CSV_BLOCK",

@@ -25,11 +25,10 @@ from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from dsreg._util.inputs import input_file, shown_all
+from dsreg._util.lazy import lazy_imports
 from dsreg.errors import InputPathError, PredictionsError
 from dsreg.formats.inputfiles import (
     CSV_BLOCK,
@@ -42,6 +41,11 @@ from dsreg.formats.inputfiles import (
 from dsreg.formats.tables import as_numpy
 from dsreg.objects.hashing import hash_bytes, hash_file
 from dsreg.report.ranks import PredictionsSource, RankAccumulator, Ranks, Target, describe
+
+# Imported when first called: a command reading a table seldom needs it (0.1 s to import).
+with lazy_imports():
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
 
 __all__ = ["Predictions", "PredictionsSource", "Ranks", "Target", "read_predictions"]
 

@@ -134,23 +134,30 @@ class CorrectnessCounter:
         if missing:
             raise InvalidInputError(f"correctness of views {missing} is missing")
         n = len(chunk[self.views[0]])
-        width = len(self.models) + 1
-        features = np.zeros((n, len(self.views) * width), dtype=np.uint8)
-        for i, v in enumerate(self.views):
+        m = len(self.models)
+        columns: list[np.ndarray] = []
+        for v in self.views:
             c = np.asarray(chunk[v])
-            if c.shape != (n, len(self.models)):
+            if c.shape != (n, m):
                 raise InvalidInputError(
                     f"correctness of view {v!r} has shape {c.shape}; expected "
-                    f"({n}, {len(self.models)}) (rows, models)"
+                    f"({n}, {m}) (rows, models)"
                 )
             if c.size and (c.min() < -1 or c.max() > 1):
                 raise InvalidInputError(f"correctness of view {v!r} holds values outside -1, 0, 1")
-            served = (c >= 0).all(axis=1) if len(self.models) else np.zeros(n, bool)
-            if len(self.models) and not np.array_equal(served, (c >= 0).any(axis=1)):
-                raise InvalidInputError(f"view {v!r}: a row is served to some models only")
-            features[:, i * width] = served
-            features[:, i * width + 1 : (i + 1) * width] = c > 0
-        self._counter.add(features, counts)
+            served: np.ndarray
+            if m == 1:
+                served = np.asarray(c[:, 0] >= 0)
+            elif m:
+                some = c >= 0
+                served = np.asarray(some.all(axis=1))
+                if not np.array_equal(served, some.any(axis=1)):
+                    raise InvalidInputError(f"view {v!r}: a row is served to some models only")
+            else:
+                served = np.zeros(n, bool)
+            columns.append(served)
+            columns.extend(c[:, j] > 0 for j in range(m))
+        self._counter.add_columns(columns, counts, rows=n)
 
     def correctness(self) -> Correctness:
         return Correctness(self.views, self.models, self._counter.patterns())
