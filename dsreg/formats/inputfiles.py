@@ -132,6 +132,8 @@ class OutOfRange(NamedTuple):
 
 def out_of_range(values: np.ndarray, k: int) -> OutOfRange | None:
     """The values outside ``[0, k)`` (class indices, row numbers), ``None`` when all are in."""
+    if not len(values) or (values.min() >= 0 and values.max() < k):
+        return None  # two passes without a temporary: the common case
     bad = np.flatnonzero((values < 0) | (values >= k))
     if not len(bad):
         return None

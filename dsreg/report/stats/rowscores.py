@@ -26,8 +26,8 @@ import numpy as np
 
 from dsreg.formats.manifests import View
 from dsreg.report.human import SetTarget
-from dsreg.report.ranks import Ranks
-from dsreg.report.stats.significance import Correctness, CorrectnessCounter
+from dsreg.report.ranks import Ranks, right_bits
+from dsreg.report.stats.significance import Correctness, CorrectnessCounter, ViewRows
 from dsreg.views.sparse import SparseView, in_label_sets
 
 __all__ = ["RowScores", "stats_view"]
@@ -91,7 +91,7 @@ class RowScores:
     def add(self, model: str, ranks: Ranks) -> None:
         """Keep one model: its given-label bits and, per view, the rows scored otherwise."""
         self.models.append(model)
-        self._given.append(np.packbits(ranks.given == 0))
+        self._given.append(right_bits(ranks.given))
         special: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for name, vw in self.vws.items():
             parts = [(vw.relabel, ranks.suggested[vw.relabel_cand] == 0)]
@@ -139,11 +139,11 @@ class RowScores:
                 plain.add(chunk, named, len(rows))
                 named[:] = False
             if len(rows):
-                counter.add(self._at(rows, start, stop, mark, index))
+                counter.add_views(self._at(rows, start, stop, mark, index))
         if not every:
             keys, counts = plain.result()
             bits = (keys[:, None] >> np.arange(len(self.models), dtype=np.uint64)) & np.uint64(1)
-            counter.add(self._plain(bits.astype(np.int8)), counts)
+            counter.add_views(self._plain(bits.astype(bool)), counts)
         return counter.correctness()
 
     def _parts(self) -> list[np.ndarray]:
@@ -158,44 +158,46 @@ class RowScores:
         return [p for p in parts.values() if len(p)]
 
     def _bits(self, rows: np.ndarray) -> np.ndarray:
-        """(rows, models) int8: whether each model's top-1 is the given label at ``rows``."""
-        out = np.empty((len(rows), len(self.models)), dtype=np.int8)
+        """(rows, models) bool: whether each model's top-1 is the given label at ``rows``."""
+        out = np.empty((len(rows), len(self.models)), dtype=np.uint8)
         byte, shift = rows >> 3, (7 - (rows & 7)).astype(np.uint8)
         for j, bits in enumerate(self._given):
             out[:, j] = (bits[byte] >> shift) & 1
-        return out
+        return out.view(bool)
 
-    def _plain(self, given: np.ndarray) -> dict[str, np.ndarray]:
-        """The views of rows no overlay names, from their given bits."""
-        none = np.full(given.shape, -1, dtype=np.int8)
-        return {name: given if s.complement else none for name, s in self.served.items()}
+    def _plain(self, given: np.ndarray) -> ViewRows:
+        """The views of rows no overlay names, from their given bits: served by every view
+        that serves all rows but some, on the given label, and by no other."""
+        every, none = np.ones(len(given), dtype=bool), np.zeros(len(given), dtype=bool)
+        served = {name: every if s.complement else none for name, s in self.served.items()}
+        return ViewRows(served=served, right=dict.fromkeys(self.served, given))
 
     def _at(
         self, rows: np.ndarray, start: int, stop: int, mark: np.ndarray, index: np.ndarray
-    ) -> dict[str, np.ndarray]:
-        """Every view's correctness at ``rows`` (sorted, in ``[start, stop)``, holding every
-        named row there), as ``CorrectnessCounter.add`` takes. ``mark`` (all False, left so)
-        and ``index`` are scratch arrays of a chunk's length: a row's membership and position
-        are looked up by its offset in the chunk, not searched for."""
+    ) -> ViewRows:
+        """Every view at ``rows`` (sorted, in ``[start, stop)``, holding every named row
+        there). ``mark`` (all False, left so) and ``index`` are scratch arrays of a chunk's
+        length: a row's membership and position are looked up by its offset in the chunk,
+        not searched for."""
         given = self._bits(rows)
         offset = rows - start
         index[offset] = np.arange(len(rows))
-        out = {}
+        out = ViewRows(served={}, right={})
         for name, served in self.served.items():
             inside = _within(served.rows, start, stop) - start
             mark[inside] = True
             member = mark[offset]
             mark[inside] = False
-            if served.complement:
-                member = ~member
-            c = given.copy() if name != "majority" else np.zeros_like(given)
+            out.served[name] = ~member if served.complement else member
+            right = given if name != "majority" else np.zeros_like(given)
             if name not in _GIVEN_ONLY:
                 for j, special in enumerate(self._special):
                     at, values = special.get(name, (np.empty(0, np.int64), np.empty(0, bool)))
                     lo, hi = np.searchsorted(at, [start, stop])
-                    c[index[at[lo:hi] - start], j] = values[lo:hi]
-            c[~member] = -1
-            out[name] = c
+                    if hi > lo:
+                        right = right.copy() if right is given else right
+                        right[index[at[lo:hi] - start], j] = values[lo:hi]
+            out.right[name] = right
         return out
 
 

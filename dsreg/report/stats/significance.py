@@ -55,6 +55,7 @@ __all__ = [
     "RankChange",
     "Significance",
     "StatsOptions",
+    "ViewRows",
     "ViewStats",
     "significance",
 ]
@@ -117,6 +118,16 @@ class Correctness:
         return v * (len(self.models) + 1) + 1 + m
 
 
+@dataclass(frozen=True, slots=True)
+class ViewRows:
+    """A chunk of rows on every view: ``served[view]`` says which rows the view serves
+    ((rows,) bool), ``right[view]`` which each model gets right there ((rows, models) bool;
+    read only where the view serves the row)."""
+
+    served: dict[str, np.ndarray]
+    right: dict[str, np.ndarray]
+
+
 class CorrectnessCounter:
     """Counts per-view correctness given in chunks of rows (:meth:`add`), without keeping them."""
 
@@ -157,6 +168,18 @@ class CorrectnessCounter:
                 served = np.zeros(n, bool)
             columns.append(served)
             columns.extend(c[:, j] > 0 for j in range(m))
+        self._counter.add_columns(columns, counts, rows=n)
+
+    def add_views(self, chunk: ViewRows, counts: np.ndarray | None = None) -> None:
+        """As :meth:`add`, the chunk given as its rows' served and right flags (not checked:
+        for a caller that builds them so)."""
+        n = len(chunk.served[self.views[0]])
+        columns: list[np.ndarray] = []
+        for v in self.views:
+            served = chunk.served[v]
+            columns.append(served)
+            right = chunk.right[v]
+            columns.extend(right[:, j] & served for j in range(len(self.models)))
         self._counter.add_columns(columns, counts, rows=n)
 
     def correctness(self) -> Correctness:
@@ -355,7 +378,10 @@ def significance(data: Correctness, options: StatsOptions | None = None) -> Sign
     o = options or StatsOptions()
     o.check()
     sums = data.patterns.sums().astype(np.int64)
-    drawn = data.patterns.resample(o.resamples, o.seed)
+    # A lone model ranks first in every resample: with Wilson's intervals nothing of it is
+    # resampled (its rank interval is [1, 1]), and no generator or percentile is set up.
+    lone = len(data.models) < 2 and o.ci == "wilson"
+    drawn = None if lone else data.patterns.resample(o.resamples, o.seed)
     views = {v: _view(data, i, sums, drawn, o) for i, v in enumerate(data.views)}
     changes = [c for c in o.changes if c[0] in views and c[1] in views]
     orders = tuple(x for s, t in changes for x in _order_changes(views[s], views[t]))
@@ -364,7 +390,7 @@ def significance(data: Correctness, options: StatsOptions | None = None) -> Sign
     corr = _correlation(views[s], views[t], o.alpha) if s in views and t in views else None
     flips: tuple[FlipPointStat, ...] = ()
     fv = o.flips if o.flips[0] in views and o.flips[1] in views else None
-    if fv is not None:
+    if fv is not None and drawn is not None:
         flips = _flip_points(data, sums, drawn, fv, o.level)
     return Significance(
         options=o,
@@ -396,18 +422,24 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 def _view(
-    data: Correctness, v: int, sums: np.ndarray, drawn: np.ndarray, o: StatsOptions
+    data: Correctness, v: int, sums: np.ndarray, drawn: np.ndarray | None, o: StatsOptions
 ) -> ViewStats:
     m = len(data.models)
     cols = [data.right(v, j) for j in range(m)]
     rows = int(sums[data.served(v)])
     correct = sums[cols]
     ranks = competition_ranks(correct.astype(np.float64)) if rows else np.zeros(m, np.int64)
-    boot = drawn[:, cols]
-    boot_rows = drawn[:, data.served(v)]
-    boot_ranks = competition_ranks(boot).astype(np.float64)
-    rank_ci = _intervals(boot_ranks, o.level)
-    acc_ci = _intervals(_ratio(boot, boot_rows[:, None]), o.level) if o.ci != "wilson" else []
+    rank_ci: list[Interval | None] = [(1.0, 1.0)] * m  # a lone model's, in every resample
+    acc_ci: list[Interval | None] = []
+    pairs: tuple[PairStat, ...] = ()
+    if drawn is not None:
+        boot = drawn[:, cols]
+        boot_rows = drawn[:, data.served(v)]
+        rank_ci = _intervals(competition_ranks(boot).astype(np.float64), o.level)
+        if o.ci != "wilson":
+            acc_ci = _intervals(_ratio(boot, boot_rows[:, None]), o.level)
+        if rows:
+            pairs = _pairs(data, v, rows, boot, boot_rows, o)
     stats = {}
     for j, name in enumerate(data.models):
         k = int(correct[j])
@@ -419,7 +451,6 @@ def _view(
             rank=int(ranks[j]) if rows else None,
             rank_interval=rank_ci[j] if rows else None,
         )
-    pairs = _pairs(data, v, rows, boot, boot_rows, o) if rows else ()
     return ViewStats(view=data.views[v], rows=rows, models=stats, pairs=pairs)
 
 
