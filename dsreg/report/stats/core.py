@@ -330,6 +330,12 @@ class PatternCounter:
         self._keys, inverse = np.unique(merged, return_inverse=True)
         self._counts = np.bincount(inverse.ravel(), weights=weights).astype(np.int64)
 
+    def update(self, other: PatternCounter) -> None:
+        """Add the rows another counter (of as many columns) counted."""
+        if other.columns != self.columns:
+            raise ValueError(f"expected a counter of {self.columns} columns")
+        self._merge(other._keys, other._counts, distinct=True)
+
     def patterns(self) -> Patterns:
         if self._wide:
             raw = np.frombuffer(self._keys.tobytes(), dtype=np.uint8).reshape(-1, self._width)

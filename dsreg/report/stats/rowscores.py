@@ -19,11 +19,13 @@ majority label).
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 
+from dsreg._util.parallel import default_jobs
 from dsreg.formats.manifests import View
 from dsreg.report.human import SetTarget
 from dsreg.report.ranks import Ranks, right_bits
@@ -119,14 +121,37 @@ class RowScores:
         """Every view's rows counted as patterns, a chunk of rows at a time: the rows overlays
         name built one by one, every other row counted by its models' given-label bits alone (it
         is in every view that serves all rows but those named, on its given label, and in no
-        other). With more models than a key holds, every row is built one by one."""
-        counter = CorrectnessCounter(list(self.served), self.models)
+        other). With more models than a key holds, every row is built one by one. The chunks
+        are shared among threads (numpy works on them without the GIL), each counting its
+        own; the counts are added up at the end, the same in any order."""
         every = len(self.models) > _KEY_BITS
+        starts = list(range(0, self.n, _CHUNK))
+        threads = max(1, min(default_jobs(), len(starts)))
+        if threads == 1:
+            counted = [self._count(starts, every)]
+        else:
+            with ThreadPoolExecutor(max_workers=threads) as pool:
+                counted = list(pool.map(self._count, [starts[t::threads] for t in range(threads)],
+                                        [every] * threads))  # fmt: skip
+        counter, plain = counted[0]
+        for more, more_plain in counted[1:]:
+            counter.update(more)
+            plain.update(more_plain)
+        if not every:
+            keys, counts = plain.result()
+            bits = (keys[:, None] >> np.arange(len(self.models), dtype=np.uint64)) & np.uint64(1)
+            counter.add_views(self._plain(bits.astype(bool)), counts)
+        return counter.correctness()
+
+    def _count(self, starts: list[int], every: bool) -> tuple[CorrectnessCounter, _PlainKeys]:
+        """The chunks from ``starts`` counted: the rows built one by one (every row, with
+        ``every``, else the named ones) and the other rows' keys."""
+        counter = CorrectnessCounter(list(self.served), self.models)
         plain = _PlainKeys(len(self.models))
         parts = self._parts()
         size = min(self.n, _CHUNK)
-        mark, index = np.zeros(size, dtype=bool), np.empty(size, dtype=np.int64)
-        for start in range(0, self.n, _CHUNK):
+        mark, index = np.zeros(size, dtype=bool), np.empty(size, dtype=np.int32)
+        for start in starts:
             stop = min(self.n, start + _CHUNK)
             if every:
                 rows = np.arange(start, stop, dtype=np.int64)
@@ -140,11 +165,7 @@ class RowScores:
                 named[:] = False
             if len(rows):
                 counter.add_views(self._at(rows, start, stop, mark, index))
-        if not every:
-            keys, counts = plain.result()
-            bits = (keys[:, None] >> np.arange(len(self.models), dtype=np.uint64)) & np.uint64(1)
-            counter.add_views(self._plain(bits.astype(bool)), counts)
-        return counter.correctness()
+        return counter, plain
 
     def _parts(self) -> list[np.ndarray]:
         """The sorted rows some view drops, serves alone, relabels or scores against a label
@@ -241,6 +262,12 @@ class _PlainKeys:
             c[0] -= named_rows  # key 0 sorts first; the named rows made it present
         self._keys.append(k)
         self._counts.append(c)
+
+    def update(self, other: _PlainKeys) -> None:
+        """Add the counts of another counter (of the same models)."""
+        self._dense += other._dense
+        self._keys += other._keys
+        self._counts += other._counts
 
     def result(self) -> tuple[np.ndarray, np.ndarray]:
         """The distinct keys (sorted, uint64) and how many rows have each."""

@@ -182,6 +182,12 @@ class CorrectnessCounter:
             columns.extend(right[:, j] & served for j in range(len(self.models)))
         self._counter.add_columns(columns, counts, rows=n)
 
+    def update(self, other: CorrectnessCounter) -> None:
+        """Add the rows another counter (of the same views and models) counted."""
+        if (other.views, other.models) != (self.views, self.models):
+            raise ValueError("only counters of the same views and models add up")
+        self._counter.update(other._counter)
+
     def correctness(self) -> Correctness:
         return Correctness(self.views, self.models, self._counter.patterns())
 
