@@ -14,11 +14,8 @@ from hypothesis import strategies as st
 from dsreg.errors import InvalidInputError
 from dsreg.report.evaluate import evaluate
 from dsreg.report.stats import rowscores
-from dsreg.report.stats.significance import (
-    CorrectnessCounter,
-    StatsOptions,
-    significance,
-)
+from dsreg.report.stats.counts import CorrectnessCounter
+from dsreg.report.stats.significance import StatsOptions, significance
 
 pytest.importorskip("statsmodels", reason="statsmodels is the oracle")
 from scipy.stats import kendalltau, spearmanr

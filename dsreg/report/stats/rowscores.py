@@ -29,7 +29,7 @@ from dsreg._util.parallel import default_jobs
 from dsreg.formats.manifests import View
 from dsreg.report.human import SetTarget
 from dsreg.report.ranks import Ranks, right_bits
-from dsreg.report.stats.significance import Correctness, CorrectnessCounter, ViewRows
+from dsreg.report.stats.counts import Correctness, CorrectnessCounter, ViewFlags
 from dsreg.views.sparse import SparseView, in_label_sets
 
 __all__ = ["RowScores", "stats_view"]
@@ -186,16 +186,16 @@ class RowScores:
             out[:, j] = (bits[byte] >> shift) & 1
         return out.view(bool)
 
-    def _plain(self, given: np.ndarray) -> ViewRows:
+    def _plain(self, given: np.ndarray) -> ViewFlags:
         """The views of rows no overlay names, from their given bits: served by every view
         that serves all rows but some, on the given label, and by no other."""
         every, none = np.ones(len(given), dtype=bool), np.zeros(len(given), dtype=bool)
         served = {name: every if s.complement else none for name, s in self.served.items()}
-        return ViewRows(served=served, right=dict.fromkeys(self.served, given))
+        return ViewFlags(served=served, right=dict.fromkeys(self.served, given))
 
     def _at(
         self, rows: np.ndarray, start: int, stop: int, mark: np.ndarray, index: np.ndarray
-    ) -> ViewRows:
+    ) -> ViewFlags:
         """Every view at ``rows`` (sorted, in ``[start, stop)``, holding every named row
         there). ``mark`` (all False, left so) and ``index`` are scratch arrays of a chunk's
         length: a row's membership and position are looked up by its offset in the chunk,
@@ -203,7 +203,7 @@ class RowScores:
         given = self._bits(rows)
         offset = rows - start
         index[offset] = np.arange(len(rows))
-        out = ViewRows(served={}, right={})
+        out = ViewFlags(served={}, right={})
         for name, served in self.served.items():
             inside = _within(served.rows, start, stop) - start
             mark[inside] = True

@@ -1,12 +1,10 @@
 """Uncertainty and significance of models' accuracies on several views of one set of rows.
 
-The input is each model's top-1 correctness on each view, row by row: a ``(rows, models)``
-array per view, 1 where the model is right, 0 where it is wrong and -1 where the view does not
-serve the row. The arrays of all views share their rows (the snapshot's), so one bootstrap
-resample of the rows resamples every view at once, and a figure that spans views (a rank
-change, a flip point) is resampled jointly. Rows are counted as patterns
-(:class:`~dsreg.report.stats.PatternCounter`), which is exact and costs the number of distinct
-patterns, not of rows.
+The input is each model's top-1 correctness on each view, its rows counted as patterns
+(:class:`~dsreg.report.stats.counts.Correctness`). The views share their rows (the snapshot's),
+so one bootstrap resample of the rows resamples every view at once, and a figure that spans
+views (a rank change, a flip point) is resampled jointly; a resample draws the patterns' counts,
+which is exact and costs the number of distinct patterns, not of rows.
 
 :func:`significance` returns, per view: each model's accuracy with its interval (Wilson's or
 the bootstrap percentile interval), its rank with the bootstrap rank interval, and every pair's
@@ -21,7 +19,7 @@ explains every figure.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -31,8 +29,6 @@ from dsreg._util.records import field_dict
 from dsreg.errors import InvalidInputError
 from dsreg.report.stats.core import (
     LEVEL,
-    PatternCounter,
-    Patterns,
     competition_ranks,
     discordant,
     flip_point,
@@ -42,11 +38,10 @@ from dsreg.report.stats.core import (
     percentile_interval,
     wilson,
 )
+from dsreg.report.stats.counts import Correctness
 
 __all__ = [
     "CI_METHODS",
-    "Correctness",
-    "CorrectnessCounter",
     "Correlation",
     "FlipPointStat",
     "ModelStat",
@@ -55,7 +50,6 @@ __all__ = [
     "RankChange",
     "Significance",
     "StatsOptions",
-    "ViewRows",
     "ViewStats",
     "significance",
 ]
@@ -100,96 +94,6 @@ class StatsOptions:
             raise InvalidInputError(f"--seed {self.seed}: give a seed from 0 to 2**63 - 1")
         if not 0 < self.level < 1 or not 0 < self.alpha < 1:
             raise InvalidInputError("the level and alpha must be between 0 and 1")
-
-
-@dataclass(frozen=True, slots=True)
-class Correctness:
-    """Rows as patterns of features: for view i, column ``i * (M + 1)`` says the view serves
-    the row and column ``i * (M + 1) + 1 + m`` that model m is right there (0 outside it)."""
-
-    views: tuple[str, ...]
-    models: tuple[str, ...]
-    patterns: Patterns
-
-    def served(self, v: int) -> int:
-        return v * (len(self.models) + 1)
-
-    def right(self, v: int, m: int) -> int:
-        return v * (len(self.models) + 1) + 1 + m
-
-
-@dataclass(frozen=True, slots=True)
-class ViewRows:
-    """A chunk of rows on every view: ``served[view]`` says which rows the view serves
-    ((rows,) bool), ``right[view]`` which each model gets right there ((rows, models) bool;
-    read only where the view serves the row)."""
-
-    served: dict[str, np.ndarray]
-    right: dict[str, np.ndarray]
-
-
-class CorrectnessCounter:
-    """Counts per-view correctness given in chunks of rows (:meth:`add`), without keeping them."""
-
-    def __init__(self, views: Sequence[str], models: Sequence[str]) -> None:
-        if len(set(views)) != len(views) or len(set(models)) != len(models):
-            raise InvalidInputError("view names and model names must each be distinct")
-        self.views, self.models = tuple(views), tuple(models)
-        self._counter = PatternCounter(len(views) * (len(models) + 1))
-
-    def add(self, chunk: Mapping[str, np.ndarray], counts: np.ndarray | None = None) -> None:
-        """One chunk of rows: for every view, a ``(rows, models)`` array of 1 (right), 0 (wrong)
-        and -1 (the view does not serve the row); the same rows in every view. ``counts``: how
-        many rows each row given stands for (default one)."""
-        missing = [v for v in self.views if v not in chunk]
-        if missing:
-            raise InvalidInputError(f"correctness of views {missing} is missing")
-        n = len(chunk[self.views[0]])
-        m = len(self.models)
-        columns: list[np.ndarray] = []
-        for v in self.views:
-            c = np.asarray(chunk[v])
-            if c.shape != (n, m):
-                raise InvalidInputError(
-                    f"correctness of view {v!r} has shape {c.shape}; expected "
-                    f"({n}, {m}) (rows, models)"
-                )
-            if c.size and (c.min() < -1 or c.max() > 1):
-                raise InvalidInputError(f"correctness of view {v!r} holds values outside -1, 0, 1")
-            served: np.ndarray
-            if m == 1:
-                served = np.asarray(c[:, 0] >= 0)
-            elif m:
-                some = c >= 0
-                served = np.asarray(some.all(axis=1))
-                if not np.array_equal(served, some.any(axis=1)):
-                    raise InvalidInputError(f"view {v!r}: a row is served to some models only")
-            else:
-                served = np.zeros(n, bool)
-            columns.append(served)
-            columns.extend(c[:, j] > 0 for j in range(m))
-        self._counter.add_columns(columns, counts, rows=n)
-
-    def add_views(self, chunk: ViewRows, counts: np.ndarray | None = None) -> None:
-        """As :meth:`add`, the chunk given as its rows' served and right flags (not checked:
-        for a caller that builds them so)."""
-        n = len(chunk.served[self.views[0]])
-        columns: list[np.ndarray] = []
-        for v in self.views:
-            served = chunk.served[v]
-            columns.append(served)
-            right = chunk.right[v]
-            columns.extend(right[:, j] & served for j in range(len(self.models)))
-        self._counter.add_columns(columns, counts, rows=n)
-
-    def update(self, other: CorrectnessCounter) -> None:
-        """Add the rows another counter (of the same views and models) counted."""
-        if (other.views, other.models) != (self.views, self.models):
-            raise ValueError("only counters of the same views and models add up")
-        self._counter.update(other._counter)
-
-    def correctness(self) -> Correctness:
-        return Correctness(self.views, self.models, self._counter.patterns())
 
 
 # -- results --------------------------------------------------------------------------------------
