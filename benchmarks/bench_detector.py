@@ -11,6 +11,11 @@ Two modes:
     above the resident size right after loading the input: the worker's own high-water mark
     (``VmHWM``, exact) and the sampled proportional set size (PSS) of its whole process
     tree, which counts cleanlab's pool workers fairly. Medians of ``--repeat`` runs.
+    Targets (``COMPARE_*`` and ``ONESHOT`` below; docs/benchmarks.md): in process, dsreg at
+    least 3x faster with at most a third of cleanlab's memory above the input, at each size;
+    the one-shot command line at least 6x faster than cleanlab's one-shot script (declared
+    here; the run that measures it checks it, and a run that does not misses it). Exit status
+    0 only if every target passes.
 
 ``ooc``
     A 10,000,000 x 345 float16 ``.npy`` (6.9 GB) written in chunks to ``--dir``, then
@@ -50,6 +55,12 @@ import numpy as np
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))
+from _common import Checks, Target  # noqa: E402
+
+COMPARE_SPEED = Target("in process: cleanlab / dsreg detect(), wall", ">=", 3)
+COMPARE_MEMORY = Target("in process: dsreg / cleanlab, tree PSS above the input", "<=", 1 / 3)
+ONESHOT = Target("one-shot: cleanlab script / dsreg detect (command line), wall", ">=", 6)
 
 
 def generate(n: int, k: int, *, seed: int, dtype: Any, probs_out: Any) -> np.ndarray:
@@ -226,7 +237,8 @@ def mib(value: float) -> str:
     return f"{value / 2**20:,.0f} MiB"
 
 
-def compare(args: argparse.Namespace) -> None:
+def compare(args: argparse.Namespace) -> int:
+    checks = Checks("bench_detector compare")
     sizes = [tuple(int(v) for v in size.split("x")) for size in args.size]
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         for n, k in sizes:
@@ -257,7 +269,13 @@ def compare(args: argparse.Namespace) -> None:
                 "above the input"
             )
             print("  raw:", json.dumps(runs))
+            at = f"{n:,} x {k:,}"
+            checks.check(COMPARE_SPEED, c["seconds"] / d["seconds"], at)
+            ratio = d["tree_pss_above_input"] / c["tree_pss_above_input"]
+            checks.check(COMPARE_MEMORY, ratio, at)
             probs.unlink()
+    checks.check(ONESHOT, None, "(the one-shot commands are not measured by this version)")
+    return checks.finish()
 
 
 def parity(args: argparse.Namespace) -> None:
@@ -326,7 +344,7 @@ def out_of_core(args: argparse.Namespace) -> None:
             labels.unlink()
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="mode")
     c = sub.add_parser("compare", help="dsreg vs cleanlab, in memory")
@@ -362,8 +380,9 @@ def main() -> None:
         if args.mode is None:
             args = parser.parse_args(["compare", *sys.argv[1:]])
         args.size = args.size or ["1000000x345", "50000x1000"]
-        compare(args)
+        return compare(args)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
