@@ -344,6 +344,7 @@ def revision_target(reg: Registry, resolved: Resolved) -> RevisionLabels:
 
     target = Target(
         labels=rev.labels,
+        label_groups=rev.labels.groups,
         classes=rev.classes,
         cand_rows=merged.named[cand],
         cand_suggested=merged.suggested[cand],

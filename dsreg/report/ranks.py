@@ -9,9 +9,9 @@ probabilities at given rows. Reading files and tables into such chunks is
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +21,7 @@ from dsreg.registry.results import topk_faults
 
 __all__ = [
     "EPS",
+    "Labels",
     "PredictionsSource",
     "RankAccumulator",
     "Ranks",
@@ -56,11 +57,20 @@ class PredictionsSource:
         }
 
 
+class Labels(Protocol):
+    """A snapshot's labels: an array, or a column read as it is used
+    (:class:`dsreg.views.sparse.LabelColumn`)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, pos: slice | np.ndarray) -> np.ndarray: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Target:
     """What predictions are lined up with: a snapshot's labels and the rows overlays name."""
 
-    labels: np.ndarray  # int32 (n,)
+    labels: Labels
     classes: tuple[str, ...]
     cand_rows: np.ndarray  # int64, sorted: rows some overlay names with a suggested label
     cand_suggested: np.ndarray  # int32, the suggested label at cand_rows
@@ -72,10 +82,19 @@ class Target:
     count_parent: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     count_label: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     count_value: np.ndarray = field(default_factory=lambda: np.empty(0, np.float64))
+    # Where the labels are read a row group at a time: the groups' rows, in order.
+    label_groups: Sequence[slice] | None = None
 
     @property
     def n(self) -> int:
         return len(self.labels)
+
+    def row_chunks(self, step: int) -> list[slice]:
+        """Consecutive chunks of the rows for a pass over them in order: the labels' row
+        groups where they are read so (each decoded where it is used), else ``step`` rows."""
+        if self.label_groups is not None:
+            return list(self.label_groups)
+        return [slice(a, min(self.n, a + step)) for a in range(0, self.n, step)]
 
     @property
     def k(self) -> int:
@@ -197,7 +216,8 @@ class RankAccumulator:
     def add_labels(self, pred: np.ndarray, pos: slice | np.ndarray) -> None:
         # A predicted label ranks the true one 0 (right) or "not first" (1): top-1 only.
         self._fresh(pos)
-        if self.given.dtype == np.int8:  # 0 and 1 written in place as bools: no temporary
+        if isinstance(pos, slice) and self.given.dtype == np.int8:
+            # 0 and 1 written in place as bools (a slice is a view): no temporary.
             np.not_equal(pred, self.t.labels[pos], out=self.given[pos].view(np.bool_))
         else:
             self.given[pos] = pred != self.t.labels[pos]

@@ -13,6 +13,8 @@ the others; ``tests/views/test_rule_parity.py`` holds the three equal.
 
 from __future__ import annotations
 
+import itertools
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,6 +32,7 @@ from dsreg.registry.folder import Registry
 from dsreg.views.verified import verified_object
 
 __all__ = [
+    "LabelColumn",
     "LoadedRevision",
     "Named",
     "SparseView",
@@ -335,7 +338,7 @@ def read_column(path: Path, column: str) -> pa.ChunkedArray:
 class LoadedRevision:
     """What the view rule needs of a revision: the snapshot's labels and the merged overlays."""
 
-    labels: np.ndarray  # (n,) int16 where the classes fit, else int32
+    labels: LabelColumn
     classes: tuple[str, ...]
     merged: Named
     overlays: tuple[tuple[str, str], ...]  # (digest, kind)
@@ -343,21 +346,16 @@ class LoadedRevision:
 
 
 def load_revision(reg: Registry, revision: Revision) -> LoadedRevision:
-    """Read (after verifying) a revision's snapshot labels and its overlays' corrections."""
+    """Verify a revision's snapshot and overlays; read the overlays' corrections (the labels
+    are read as they are used: :class:`LabelColumn`)."""
     snap = reg.snapshot(revision.snapshot)
     path = verified_object(reg, snap.examples)
     overlays = [(d, reg.overlay(d)) for d in revision.overlays]
     cpaths = [verified_object(reg, ov.corrections) for _, ov in overlays]
-    labels = _label_array(path, snap)
-    # The labels (two halves) and the corrections are read side by side (pyarrow decodes
-    # without the GIL).
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        halves = [pool.submit(_read_labels, path, labels, half) for half in (0, 1)]
+    with ThreadPoolExecutor(max_workers=2) as pool:  # pyarrow decodes without the GIL
         tables = list(pool.map(_read_overlay, cpaths, [ov.version for _, ov in overlays]))
-        for f in halves:
-            f.result()
     return LoadedRevision(
-        labels=labels,
+        labels=LabelColumn(path, snap),
         classes=snap.classes,
         merged=merge(tables),
         overlays=tuple((d, ov.kind) for d, ov in overlays),
@@ -396,35 +394,75 @@ def labels_at(reg: Registry, snap: Snapshot, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def _label_array(path: Path, snap: Snapshot) -> np.ndarray:
-    """An array for the snapshot's labels, of the narrowest type its classes fit (int16 below
-    32,768 classes: half the memory to fill and read of int32), once the examples table's row
-    groups hold as many rows as the snapshot says."""
-    try:
-        rows = pq.ParquetFile(path).metadata.num_rows
-    except (pa.ArrowException, OSError) as e:
-        raise ManifestError(f"cannot read {path}: {e}; run 'dsreg verify'") from e
-    if rows != snap.rows:
-        raise ManifestError(_rows_differ(snap.examples, rows, snap.rows))
-    small = len(snap.classes) <= np.iinfo(np.int16).max + 1
-    return np.empty(rows, dtype=np.int16 if small else np.int32)
+class LabelColumn:
+    """A snapshot's labels, the ``label`` column of its verified examples table. A caller that
+    goes over the rows once, in order, takes them a row group at a time (``groups``, then
+    ``column[group]``: no array of the snapshot's size, 100 MB at 50 million rows); any other
+    read (a second pass, rows at other positions) decodes the column whole, once, into an array
+    of the narrowest type its classes fit (int16 below 32,768 classes), which is kept."""
 
+    def __init__(self, path: Path, snap: Snapshot) -> None:
+        try:
+            meta = pq.ParquetFile(path).metadata
+        except (pa.ArrowException, OSError) as e:
+            raise ManifestError(f"cannot read {path}: {e}; run 'dsreg verify'") from e
+        if meta.num_rows != snap.rows:
+            raise ManifestError(_rows_differ(snap.examples, meta.num_rows, snap.rows))
+        sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+        starts = np.cumsum([0, *sizes]).tolist()
+        self.path, self.n = path, snap.rows
+        self.groups = [slice(a, b) for a, b in itertools.pairwise(starts)]
+        self._first = {g.start: i for i, g in enumerate(self.groups)}
+        small = len(snap.classes) <= np.iinfo(np.int16).max + 1
+        self.dtype = np.dtype(np.int16 if small else np.int32)
+        self._served = np.zeros(len(self.groups), dtype=bool)
+        self._whole: np.ndarray | None = None
+        self._lock = threading.Lock()
+        self._files = threading.local()  # a reader per thread
 
-def _read_labels(path: Path, out: np.ndarray, half: int) -> None:
-    """The label column of every other row group (from the first, ``half`` 0, or the second)
-    decoded into its rows of ``out``: a row group's buffers are reused for the next, so the
-    only memory the labels take is ``out``'s."""
-    try:
-        pf = pq.ParquetFile(path)
-        meta = pf.metadata
-        start = sum(meta.row_group(g).num_rows for g in range(half))
-        for g in range(half, meta.num_row_groups, 2):
-            m = meta.row_group(g).num_rows
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, pos: slice | np.ndarray) -> np.ndarray:
+        """The labels at ``pos``: a row group streamed the first time it is asked for, else
+        from the whole column."""
+        g = self._first.get(pos.start) if isinstance(pos, slice) else None
+        if g is not None and self.groups[g] == pos and self._whole is None:
+            with self._lock:
+                again = bool(self._served[g])
+                self._served[g] = True
+            if not again:
+                return self._group(g)
+        return self.whole()[pos]
+
+    def whole(self) -> np.ndarray:
+        """Every label, decoded once (on two threads) and kept."""
+        with self._lock:
+            if self._whole is None:
+                out = np.empty(self.n, dtype=self.dtype)
+                with ThreadPoolExecutor(max_workers=2) as pool:
+                    for f in [pool.submit(self._decode, out, half) for half in (0, 1)]:
+                        f.result()
+                self._whole = out
+            return self._whole
+
+    def _decode(self, out: np.ndarray, half: int) -> None:
+        """Every other row group (from the first, ``half`` 0, or the second) into ``out``: a
+        row group's buffers are reused for the next."""
+        for g in range(half, len(self.groups), 2):
+            out[self.groups[g]] = self._group(g)
+
+    def _group(self, g: int) -> np.ndarray:
+        try:
+            pf = getattr(self._files, "reader", None)
+            if pf is None:
+                pf = self._files.reader = pq.ParquetFile(self.path)
             col = pf.read_row_group(g, columns=["label"], use_threads=False).column(0)
-            out[start : start + m] = as_numpy(col)
-            start += m + (meta.row_group(g + 1).num_rows if g + 1 < meta.num_row_groups else 0)
-    except (pa.ArrowException, OSError, ValueError) as e:
-        raise ManifestError(f"cannot read the labels of {path}: {e}; run 'dsreg verify'") from e
+            return as_numpy(col)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise ManifestError(
+                f"cannot read the labels of {self.path}: {e}; run 'dsreg verify'"
+            ) from e
 
 
 def _read_overlay(path: Path, version: int) -> pa.Table:
