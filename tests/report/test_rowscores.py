@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsreg.formats.manifests import VIEWS
+from dsreg.registry.reader import LocalReader
 from dsreg.report.evaluate import revision_target
 from dsreg.report.predictions import read_predictions
 from dsreg.report.stats import rowscores
@@ -66,8 +67,8 @@ def _reference(ls: Any, preds: dict[str, np.ndarray]) -> tuple[list[str], Counte
 
 
 def _patterns(ls: Any, preds: dict[str, np.ndarray]) -> tuple[list[str], Any]:
-    resolved = ls.reg.resolve("toy@corrected")  # every view is built from its overlays
-    labels = revision_target(ls.reg, resolved)
+    resolved = LocalReader(ls.reg).revision("toy@corrected")  # every view from its overlays
+    labels = revision_target(resolved)
     vws = sparse_views(labels.target.n, labels.merged, VIEWS)
     scores = RowScores(labels.target.n, vws, labels.sets)
     for ranks in read_predictions(labels.target, list(preds.items())):
