@@ -21,10 +21,14 @@ from typing import IO, Any, Final, NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dsreg._util.inputs import input_file, shown, shown_all
+from dsreg._util.lazy import lazy_imports
 from dsreg.errors import DsregError, PredictionsError
+
+# Imported when first called: a command reading a table seldom needs it (0.1 s to import).
+with lazy_imports():
+    import pyarrow.compute as pc
 
 __all__ = [
     "CSV_BLOCK",
@@ -139,6 +143,8 @@ class OutOfRange(NamedTuple):
 
 def out_of_range(values: np.ndarray, k: int) -> OutOfRange | None:
     """The values outside ``[0, k)`` (class indices, row numbers), ``None`` when all are in."""
+    if not len(values) or (values.min() >= 0 and values.max() < k):
+        return None  # two passes without a temporary: the common case
     bad = np.flatnonzero((values < 0) | (values >= k))
     if not len(bad):
         return None

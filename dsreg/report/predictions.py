@@ -25,11 +25,10 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from dsreg._util.inputs import INPUT_BYTES, input_file, read_input, shown_all
+from dsreg._util.lazy import lazy_imports
 from dsreg.errors import InputPathError, PredictionsError
 from dsreg.formats import lmeval
 from dsreg.formats.inputfiles import (
@@ -50,6 +49,11 @@ if TYPE_CHECKING:
     from dsreg.registry.folder import Registry
     from dsreg.registry.reader import Resolved
     from dsreg.registry.results import ResultRecord
+
+# Imported when first called: a command reading a table seldom needs it (0.1 s to import).
+with lazy_imports():
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
 
 __all__ = [
     "PREDICTION_FORMATS",
@@ -96,10 +100,9 @@ class AlignedPredictions:
 # -- arrays ---------------------------------------------------------------------------------------
 
 
-def _each(fn: Callable[[slice], None], n: int, step: int) -> None:
-    """``fn`` over the row-aligned chunks of ``range(n)``, on every core: the chunks are disjoint
-    slices and numpy works on them without the GIL. The first chunk's error is the one raised."""
-    chunks = [slice(a, min(n, a + step)) for a in range(0, n, step)]
+def _each(fn: Callable[[slice], None], chunks: list[slice]) -> None:
+    """``fn`` over row-aligned chunks, on every core: the chunks are disjoint slices and numpy
+    works on them without the GIL. The first chunk's error is the one raised."""
     if len(chunks) <= 1 or _THREADS == 1:
         for c in chunks:
             fn(c)
@@ -128,7 +131,7 @@ def _from_array(arr: np.ndarray, target: Target, source: PredictionsSource) -> R
             )
             acc.add_labels(pred, rows)
 
-        _each(labels, n, _CHUNK_ROWS)
+        _each(labels, target.row_chunks(_CHUNK_ROWS))
         return acc.ranks()
     if arr.ndim == 2 and arr.dtype.kind in "iu" and 0 < arr.shape[1] < k:
         if len(arr) != n:
@@ -137,7 +140,9 @@ def _from_array(arr: np.ndarray, target: Target, source: PredictionsSource) -> R
                 f"has {n} rows: an array must be aligned with the snapshot's rows"
             )
         top = RankAccumulator(target, replace(source, kind="topk"))
-        _each(lambda rows: top.add_topk(np.asarray(arr[rows]), rows), n, _CHUNK_ROWS)
+        _each(
+            lambda rows: top.add_topk(np.asarray(arr[rows]), rows), target.row_chunks(_CHUNK_ROWS)
+        )
         return top.ranks()
     if arr.ndim == 2 and arr.dtype.kind in "fiu":
         if arr.shape != (n, k):
@@ -147,10 +152,10 @@ def _from_array(arr: np.ndarray, target: Target, source: PredictionsSource) -> R
                 "classes in the snapshot's order"
             )
         probs = RankAccumulator(target, replace(source, kind="probabilities"))
+        step = _step(True, k)
         _each(
             lambda rows: probs.add_probs(np.asarray(arr[rows], dtype=np.float64), rows),
-            n,
-            _step(True, k),
+            [slice(a, min(n, a + step)) for a in range(0, n, step)],
         )
         return probs.ranks()
     raise PredictionsError(
