@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json as _json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import typer
 
 from dsreg import api
 from dsreg._util.lazy import lazy_imports
@@ -303,7 +302,7 @@ def verify(spec: str | None, *, quiet: bool, json: bool, **options: Any) -> None
         res = registry_api.verify(spec, progress=hook, **options)
     show_verified(res, json=json)
     if not res.ok:
-        raise typer.Exit(1)
+        sys.exit(1)
 
 
 def show_verified(res: VerifyResult, *, json: bool) -> None:
