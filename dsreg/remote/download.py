@@ -1,5 +1,5 @@
 """Many objects downloaded (or small files read) at once from a remote whose file system is
-asynchronous (fsspec's HTTP file system under DVC's, and the object stores'): one event-loop
+asynchronous (fsspec's HTTP file system, and the object stores' under DVC's): one event-loop
 call runs ``jobs`` transfers at a time, instead of a thread per transfer each waiting on the
 loop (measured over HTTP on loopback: about twice as fast). Each transfer's failure is seen on
 its own, so a missing object is named and the others are kept."""
@@ -17,7 +17,8 @@ __all__ = ["batched", "download", "read_files"]
 
 
 def batched(fs: Any) -> bool:
-    """Whether ``fs`` (a DVC file system) has an asynchronous fsspec file system beneath."""
+    """Whether ``fs`` (a remote's file system: ``WebFS`` or DVC's) has an asynchronous fsspec
+    file system beneath."""
     inner = getattr(fs, "fs", None)
     return bool(getattr(inner, "async_impl", False)) and hasattr(inner, "_get_file")
 

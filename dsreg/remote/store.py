@@ -5,11 +5,12 @@ index ``info/refs``; the model refs of recorded results, ``results/<dataset>/<mo
 laid out and indexed (``info/results``) as tags are, and read and written through the same code
 (``RemoteStore.results``).
 
-Any URL a DVC remote accepts works: the filesystem comes from ``dvc.fs.get_cloud_fs`` (S3
-through dvc-s3, GCS, Azure, SSH, HTTP (read), WebDAV, HDFS, or a folder with DVC options). A
-plain folder path is reached through the ``os`` module alone (``filesystem.FolderFS``: the
-answers of DVC's local file system without importing DVC and fsspec, some 60 ms of every
-command's start-up).
+Any URL a DVC remote accepts works. A plain folder path is reached through the ``os`` module
+alone (``filesystem.FolderFS``: the answers of DVC's local file system without importing DVC and
+fsspec, some 60 ms of every command's start-up), a web server (read only) through fsspec's HTTP
+file system (``filesystem.WebFS``); any other URL's file system comes from
+``dvc.fs.get_cloud_fs`` (S3 through dvc-s3, GCS, Azure, SSH, WebDAV, HDFS, or a folder or web
+server with DVC options), with the ``dvc`` extra (``s3`` for S3).
 
 This module reads a remote's tags and logs and writes its small files whole; ``objects.py``
 moves its objects, ``refs.py`` moves its tags. Third-party errors become ``RemoteError`` here,

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from dsreg._util.extras import require
 from dsreg._util.fs import replacing
 from dsreg.errors import InvalidInputError, StorageError
 from dsreg.report.evaluate import EvalReport
@@ -85,7 +86,8 @@ def chart_format(path: str | os.PathLike[str]) -> tuple[Path, str]:
 
 def pyplot() -> Any:
     """matplotlib's pyplot on the Agg backend, set to write the same SVG bytes for the same
-    chart (fixed hash salt; text stays text: searchable, selectable)."""
+    chart (fixed hash salt; text stays text: searchable, selectable). Needs the plot extra."""
+    require("plot", "--plot")
     import matplotlib
 
     matplotlib.use("Agg", force=True)
