@@ -34,7 +34,7 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 $(TEST_STAMP): pyproject.toml | $(BIN)/python
 	@echo "make test: upgrading pip in $(VENV)"
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	@echo "make test: installing dsreg with every extra and the development stack (some 300 packages; a first run takes several minutes)"
+	@echo "make test: installing dsreg with every extra and the development stack (about 250 packages; a first run takes several minutes)"
 	$(BIN)/python -m pip install --quiet -e '.[dev,all]'
 	@# tests/review drive Debian's chromium through Playwright (never `playwright install`).
 	@if [ ! -x /usr/bin/chromium ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
