@@ -23,8 +23,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from dsreg._util.lazy import lazy_imports
 from dsreg._version import __version__
-from dsreg.cli._common import say
-from dsreg.cli._text import printable
+from dsreg.cli._common import printable, say
 from dsreg.errors import DsregError, YankedWarning
 
 # click, and every command's module, imported when a command is run (``--version`` needs none).

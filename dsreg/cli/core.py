@@ -18,13 +18,13 @@ from dsreg.cli._common import (
     lazy_progress_bar,
     logged_run,
     out,
+    printable,
     progress_bar,
     say,
     short,
     table,
     write_json,
 )
-from dsreg.cli._text import printable
 
 # The label-quality lines only a show prints.
 with lazy_imports():
