@@ -89,7 +89,7 @@ def open_filesystem(url: str, options: dict[str, Any]) -> Opened:
 
 class WebFS:
     """What ``RemoteStore`` asks of a static web server (read only: no listing, no writes),
-    from fsspec's HTTP file system, whose asynchronous reads ``download.py`` batches. A request
+    from fsspec's HTTP file system, whose asynchronous reads ``store.py`` batches. A request
     that fails on the way (a dropped connection, a 5xx answer) is tried again, five times in
     all with a growing pause, as DVC's HTTP remote does (aiohttp-retry); a 404 is an absent
     file at once."""
