@@ -28,6 +28,7 @@ import statistics
 import sys
 import tempfile
 from collections.abc import Sequence
+from importlib.metadata import version
 from pathlib import Path
 
 from _common import PYTHON, TOOL_ENV, Checks, Measurement, Target, machine, measure, run_tool
@@ -59,6 +60,10 @@ def commands(registry: Path) -> dict[str, list[str]]:
         "dsreg --version": [*DSREG, "--version"],
         "dsreg tag (a view)": [*DSREG, "tag", *TAG_ARGS, *reg],
     }
+
+
+# Each dsreg command and the baseline it is held to.
+BASELINES = {"dsreg --version": IMPORT, "dsreg tag (a view)": APP}
 
 
 def make_registry(work: Path) -> Path:
@@ -116,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     checks = Checks("bench_startup")
     print(f"machine: {machine()}")
-    print(f"dsreg: {' '.join(DSREG)}; {args.rounds} rounds, medians")
+    print(f"dsreg: {' '.join(DSREG)}; typer {version('typer')}, click {version('click')}")
+    print(f"{args.rounds} rounds, medians")
     with tempfile.TemporaryDirectory(prefix="dsreg-startup-") as tmp:
         work = Path(tmp)
         cmds = commands(make_registry(work))

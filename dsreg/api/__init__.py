@@ -81,6 +81,7 @@ if TYPE_CHECKING:
     from dsreg.errors import InvalidNameError as InvalidNameError
     from dsreg.errors import InvalidSpecError as InvalidSpecError
     from dsreg.errors import ManifestError as ManifestError
+    from dsreg.errors import MissingExtraError as MissingExtraError
     from dsreg.errors import NotFoundError as NotFoundError
     from dsreg.errors import ObjectNotFoundError as ObjectNotFoundError
     from dsreg.errors import PredictionsError as PredictionsError

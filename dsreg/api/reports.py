@@ -168,6 +168,8 @@ def evaluate(
     from dsreg.report.stats.significance import StatsOptions  # imported by evaluate too
 
     check_record_remote(spec, record=record, remote=remote)
+    if plot is not None:  # a bad chart name or a missing extra, refused before --record writes
+        report_plot.chart_format(plot)
     stats = StatsOptions(ci=ci, resamples=resamples, seed=seed)
     views = VIEWS if views is None else views
     with reading.reader(registry, remote) as reader:

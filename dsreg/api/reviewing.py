@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeAlias
 
+from dsreg._util.extras import require
 from dsreg._util.fs import replacing
 from dsreg._util.inputs import INPUT_BYTES, read_input
 from dsreg._util.jsonread import loads
@@ -136,6 +137,7 @@ def review(
     (``audit``: the revision's last) is reviewed as pairs, each finding beside its match (from
     ``corpus``, for an unregistered folder's), answered ``same`` or ``different``.
     """
+    require("review", "dsreg review")
     if reviewer is not None:
         reviewer = review_queue.check_reviewer(reviewer)
     names = rater_names(raters) if raters is not None else ()

@@ -49,9 +49,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from PIL import Image
 
 from dsreg._util.fs import write_atomic
+from dsreg._util.lazy import lazy_imports
 from dsreg.audit.engines import Engine, run_batches
 from dsreg.audit.images import CROPS, THUMB_SIDE, fingerprint_images
 from dsreg.audit.text import NUM_PERM, fingerprint_texts
@@ -68,6 +68,11 @@ from dsreg.objects.digest import short
 from dsreg.objects.hashing import hash_bytes, hash_file
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import roots
+
+# Pillow (the audit extra): imported when an image is first decoded, so that the audit's types
+# import without it.
+with lazy_imports():
+    from PIL import Image
 
 __all__ = [
     "FILES_SCHEMA",

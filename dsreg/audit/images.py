@@ -57,7 +57,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from PIL import Image, UnidentifiedImageError
+
+from dsreg._util.lazy import lazy_imports
+
+# Pillow (the audit extra): imported when an image is first decoded.
+with lazy_imports():
+    from PIL import Image, UnidentifiedImageError
 
 __all__ = [
     "CROPS",

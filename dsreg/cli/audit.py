@@ -6,8 +6,16 @@ from typing import TYPE_CHECKING, Any
 
 from dsreg.api import audit as audit_api
 from dsreg.cli._command import command
-from dsreg.cli._common import command_line, out, overlay_made, progress_bar, say, short, table
-from dsreg.cli._text import printable
+from dsreg.cli._common import (
+    command_line,
+    out,
+    overlay_made,
+    printable,
+    progress_bar,
+    say,
+    short,
+    table,
+)
 
 if TYPE_CHECKING:
     from dsreg.api import AuditResult

@@ -10,8 +10,7 @@ import textwrap
 from typing import Any, Final
 
 import dsreg
-from dsreg.cli._common import out, say, table
-from dsreg.cli._text import printable
+from dsreg.cli._common import out, printable, say, table
 
 __all__ = ["quality_lines", "render_eval"]
 

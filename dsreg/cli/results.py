@@ -8,8 +8,7 @@ from typing import Any
 
 from dsreg.api import results as results_api
 from dsreg.cli._command import command
-from dsreg.cli._common import json_shown, out, say, short, table, write_json
-from dsreg.cli._text import printable
+from dsreg.cli._common import json_shown, out, printable, say, short, table, write_json
 
 
 def render_recorded(recorded: Sequence[Any]) -> None:

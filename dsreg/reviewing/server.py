@@ -16,17 +16,24 @@ import socket
 import threading
 import time
 from types import TracebackType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlencode
 
-import uvicorn
-from starlette.applications import Starlette
-
+from dsreg._util.lazy import lazy_imports
 from dsreg.errors import InvalidInputError, StorageError
-from dsreg.reviewing.app import make_app
 from dsreg.reviewing.logbytes import SetAside
 from dsreg.reviewing.queue import ReviewProgress
 from dsreg.reviewing.session import ReviewSession
+
+# The web stack (the review extra): imported when the page is first built or served, so that
+# ``dsreg.ReviewServer`` imports without it.
+with lazy_imports():
+    import uvicorn
+
+    from dsreg.reviewing import app as review_app
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
 
 __all__ = ["ReviewServer"]
 
@@ -71,7 +78,7 @@ class ReviewServer:
         """The review app itself (an ASGI app), to mount elsewhere or to test with Starlette's
         ``TestClient``; ``start`` serves this same app."""
         if self._app is None:
-            self._app = make_app(self.session, cookie=f"dsreg-review-{self.port}")
+            self._app = review_app.make_app(self.session, cookie=f"dsreg-review-{self.port}")
         return self._app
 
     def _link(self, token: str, reviewer: str | None = None) -> str:
