@@ -77,6 +77,9 @@ _PUT_PACKED = (
     "FROM (WITH RECURSIVE c(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM c WHERE n + 1 < ?2) "
     "SELECT n FROM c)"
 )
+# The page cache of ``object_recorder``'s connection, in KiB: room for the pages one
+# transaction changes (a 50,000-object table is about 6 MiB).
+_RECORDER_CACHE_KIB = 65536
 # Digests looked up per query (well under SQLite's limit on bound parameters).
 _IN = 900
 
@@ -171,6 +174,9 @@ class StatCache:
             if write:
                 con.execute("PRAGMA journal_mode=WAL")
                 con.execute("PRAGMA synchronous=NORMAL")
+                # A statement writing many rows keeps its journal (for a rollback of that
+                # statement alone) in memory, not in a temporary file.
+                con.execute("PRAGMA temp_store=MEMORY")
                 for stmt in _SCHEMA:
                     con.execute(stmt)
         except BaseException:
@@ -310,6 +316,60 @@ class StatCache:
                 run(_packed_records(rows))
 
             yield put
+
+    @contextlib.contextmanager
+    def object_recorder(
+        self, *, commit_every: int
+    ) -> Iterator[Callable[[Iterable[tuple[str, StatKey]]], None]]:
+        """``put(rows)`` (as ``put_object_stats``) as often as needed, the calls sharing one
+        transaction until it holds ``commit_every`` rows, and committed at the end: for a
+        checkout, which records every object it links as the links come in. Records of random
+        digests fall all over the table, so each transaction rewrites most of its pages: fewer
+        commits write (and checkpoint) far fewer of them, and a page cache that holds them
+        keeps them from being written before the commit. Errors only cost speed: a failed
+        transaction is rolled back and its rows dropped."""
+        con: sqlite3.Connection | None = None
+        pending = 0  # rows written since the last commit
+
+        def commit() -> None:
+            nonlocal pending
+            if con is not None and pending:
+                pending = 0
+                try:
+                    con.execute("COMMIT")
+                except sqlite3.Error:
+                    with contextlib.suppress(sqlite3.Error):
+                        con.rollback()
+
+        def put(rows: Iterable[tuple[str, StatKey]]) -> None:
+            nonlocal con, pending
+            params = _packed_records(rows)
+            if not params:
+                return
+            try:
+                if con is None:
+                    con = self._open(write=True)
+                    con.execute(f"PRAGMA cache_size=-{_RECORDER_CACHE_KIB}")
+                if not pending:
+                    con.execute("BEGIN")
+                con.executemany(_PUT_PACKED, params)
+                pending += sum(n for _blob, n in params)
+            except sqlite3.Error:
+                pending = 0
+                with contextlib.suppress(sqlite3.Error):
+                    if con is not None:
+                        con.rollback()
+                return
+            if pending >= commit_every:
+                commit()
+
+        try:
+            yield put
+        finally:
+            commit()
+            if con is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    con.close()
 
     # -- sha256 of objects -------------------------------------------------------------------
     def sha256s(self, hexes: list[str]) -> dict[str, str]:

@@ -143,15 +143,18 @@ def record(reg: Registry, rows: Mapping[str, tuple[StatKey, bool]]) -> int:
     return len(keep)
 
 
-# Rows a ``Recorder`` writes in one transaction, at least (but the last).
-_BATCH = 8192
+# Rows a ``Recorder`` writes at once, at least (but the last); rows in one transaction.
+_BATCH = 2048
+_COMMIT = 65536
 
 
 class Recorder:
     """``record`` in a thread, while the checkout's workers still link: ``put(rows)`` hands it
-    a worker's rows as they arrive, ``close()`` waits for every one to be written (one
-    connection, a short transaction per batch). The thread starts on the first ``put``: a
-    checkout forks its workers before any row arrives, so none is forked with it running."""
+    a worker's rows as they arrive, ``close()`` waits for every one to be written and
+    committed (one connection, ``StatCache.object_recorder``: a write per ``_BATCH`` rows, so
+    the work is spread over the checkout, a commit per ``_COMMIT``). The thread starts on the
+    first ``put``: a checkout forks its workers before any row arrives, so none is forked with
+    it running."""
 
     __slots__ = ("_queue", "_reg", "_thread")
 
@@ -175,12 +178,12 @@ class Recorder:
             self._thread = None
 
     def _run(self) -> None:
-        with self._reg.state.object_writer() as write:
+        with self._reg.state.object_recorder(commit_every=_COMMIT) as write:
             done = False
             while not done:
                 rows: dict[str, tuple[StatKey, bool]] = {}
-                # A transaction per _BATCH rows at least (each one rewrites the pages its
-                # rows fall in: random keys touch most of the table's).
+                # A write per _BATCH rows at least, a commit per _COMMIT (each commit rewrites
+                # the pages its rows fall in: random keys touch most of the table's).
                 while len(rows) < _BATCH:
                     more = self._queue.get()
                     if more is None:
