@@ -75,13 +75,17 @@ def vouches(rec: StatKey | None, now: StatKey) -> bool:
     """Whether trust record ``rec`` lets an object whose stat is ``now`` be linked unread: the
     same inode, size and mtime, and the same ctime or, if not, another link count (the ctime
     change explained by a hard link made or removed since)."""
-    return rec is not None and rec[:3] == now[:3] and (rec[3] == now[3] or rec[4] != now[4])
+    if rec is None:
+        return False
+    ino, size, mtime, ctime, nlink = rec
+    i, s, m, c, n = now
+    return ino == i and size == s and mtime == m and (ctime == c or nlink != n)
 
 
 def same_file(a: StatKey, b: StatKey) -> bool:
     """Whether ``b`` is ``a``'s file with no change but its ctime and link count: what making
     a hard link (or a clone) of it changes."""
-    return a[:3] == b[:3]
+    return a[0] == b[0] and a[1] == b[1] and a[2] == b[2]
 
 
 class Records:

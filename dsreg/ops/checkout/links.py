@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from dsreg.objects.digest import object_relpaths
 from dsreg.ops.checkout.fs import Dirs, explain_cross_device
-from dsreg.ops.checkout.objects import CheckingPutter, Chunk, corrupt_object
+from dsreg.ops.checkout.objects import CheckingPutter, Chunk, Sightings, corrupt_object
 from dsreg.ops.checkout.plan import Placement
 from dsreg.registry.folder import Registry
 from dsreg.registry.trust import Records, StatKey, same_file, vouches
@@ -51,10 +51,13 @@ class LinkPass:
         rels = object_relpaths([p.blob for p in todo])
         clock = self.reg.state.clock_ns()  # before any stat of the chunk
         hard = self.link == "hardlink"
-        linked: list[tuple[int, StatKey, StatKey | None]] = []
+        # What was placed: each one's index in ``todo``, its object's stat then, its record.
+        placed: list[int] = []
+        befores: list[StatKey] = []
+        recs: list[StatKey | None] = []
         # Looked up here, not at import: the tests that interrupt a checkout wrap os's calls.
         stat, link, symlink = os.stat, os.link, os.symlink
-        files, files_fd, get, seen = self.files, self.files_fd, self.trust.get, chunk.seen
+        files, files_fd, get = self.files, self.files_fd, self.trust.get
         folder: str | None = None
         fd = -1
         with explain_cross_device(self.link):
@@ -82,12 +85,14 @@ class LinkPass:
                     if checked is None:
                         continue
                     before = checked
-                if hard:
-                    linked.append((i, before, rec))
-                else:  # a symbolic link leaves the object as it was
-                    seen.saw(blob, before, clock, rec)
-        if linked:
-            self._after_links(todo, rels, linked, chunk)
+                placed.append(i)
+                befores.append(before)
+                recs.append(rec)
+        blobs = [todo[i].blob for i in placed]
+        if hard:
+            self._after_links(rels, placed, blobs, befores, recs, chunk.seen)
+        else:  # a symbolic link leaves the object as it was
+            chunk.seen.saw_all(blobs, befores, clock, recs)
         return chunk
 
     def _checked(
@@ -111,23 +116,30 @@ class LinkPass:
 
     def _after_links(
         self,
-        todo: Sequence[Placement],
         rels: list[str],
-        linked: list[tuple[int, StatKey, StatKey | None]],
-        chunk: Chunk[Placement],
+        placed: list[int],
+        blobs: list[str],
+        befores: list[StatKey],
+        recs: list[StatKey | None],
+        seen: Sightings,
     ) -> None:
-        """What the chunk's hard links left of each object: its stat after them, taken after
+        """What the chunk's hard links left of each object (``blobs``, at ``rels[placed[k]]``,
+        found with ``befores[k]``, recorded as ``recs[k]``): its stat after them, taken after
         one reading of the clock, if nothing but links changed it since it was vouched for."""
         clock = self.reg.state.clock_ns()
-        stat, files_fd, seen = os.stat, self.files_fd, chunk.seen
-        for i, before, rec in linked:
-            blob = todo[i].blob
+        stat, files_fd = os.stat, self.files_fd
+        afters: list[StatKey] = []
+        for i in placed:
             try:
                 st = stat(rels[i], dir_fd=files_fd)
             except OSError:
-                seen.changed(blob)
+                afters.append((-1, -1, -1, -1, -1))  # gone: not the file it was
                 continue
-            after = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink)
+            afters.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink))
+        if all(map(same_file, befores, afters)):
+            seen.saw_all(blobs, afters, clock, recs)
+            return
+        for blob, before, after, rec in zip(blobs, befores, afters, recs, strict=True):
             if same_file(before, after):
                 seen.saw(blob, after, clock, rec)
             else:

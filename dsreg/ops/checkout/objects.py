@@ -146,12 +146,21 @@ class Sightings:
         ``rec`` is its trust record."""
         if stat is None:
             self.changed(blob)
-            return
-        _ino, _size, mtime, ctime, _links = stat
-        self.blobs.append(blob)
-        self.stats.append(stat)
-        self.safe.append(clock is not None and mtime < clock and ctime < clock)
-        self.differs.append(stat != rec)
+        else:
+            self.saw_all([blob], [stat], clock, [rec])
+
+    def saw_all(
+        self, blobs: list[str], stats: list[StatKey], clock: int | None, recs: list[StatKey | None]
+    ) -> None:
+        """``saw`` of each of ``blobs`` with its stat and trust record, every stat taken after
+        one reading of the clock: a column at a time (a chunk's worth)."""
+        self.blobs.extend(blobs)
+        self.stats.extend(stats)
+        if clock is None:
+            self.safe.extend([False] * len(stats))
+        else:
+            self.safe.extend([m < clock and c < clock for _i, _s, m, c, _n in stats])
+        self.differs.extend([st != rec for st, rec in zip(stats, recs, strict=True)])
 
     def changed(self, blob: str) -> None:
         """Object ``blob`` changed in a way a link does not explain: no record for it."""
