@@ -48,7 +48,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 
-from dsreg.objects.digest import PREFIX, hex_of, object_relpath
+from dsreg.objects.digest import PREFIX, hex_of, object_relpath, object_relpaths
 from dsreg.registry.folder import Registry
 from dsreg.registry.state import StatKey, decode_record
 
@@ -209,12 +209,13 @@ def _settled(reg: Registry, rows: Mapping[str, tuple[StatKey, bool]]) -> list[tu
         clock = _clock_after(reg, newest)
         if clock is not None:
             files = os.fspath(reg.store.files)
-            for d, st in racy.items():
+            digests = list(racy)  # full digests: the examples table checked them
+            for d, rel in zip(digests, object_relpaths(digests), strict=True):
                 try:
-                    now = key_of(os.stat(f"{files}/{object_relpath(d)}"))
+                    now = key_of(os.stat(f"{files}/{rel}"))
                 except OSError:
                     continue
-                if now == st:
+                if now == racy[d]:
                     keep.append((d[cut:], now))
     return keep
 

@@ -2,7 +2,8 @@
 
 In order: what a killed checkout's atomic writes left in the folder's root is removed; the
 journal is written (``journal.journaled``); an empty folder is filled in one pass that checks
-each object as it places it (``_fresh``), or a folder holding a revision is switched
+each object as it places it (``_fresh``; hard and symbolic links in ``links.LinkPass``'s tight
+loop), or a folder holding a revision is switched
 (``_switch``: stale files removed, the others placed); ``labels.csv`` and the pin are written
 last (``_finish``); the journal is removed. Every file operation goes through folder
 descriptors that never follow a link inside the folder (``fs``); each object is checked before
