@@ -148,7 +148,7 @@ def record(reg: Registry, rows: Mapping[str, tuple[StatKey, bool]]) -> int:
 
 
 # Rows a ``Recorder`` writes at once, at least (but the last); rows in one transaction.
-_BATCH = 2048
+_BATCH = 8192
 _COMMIT = 65536
 
 
