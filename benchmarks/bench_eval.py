@@ -51,6 +51,7 @@ sys.path.insert(0, str(REPO))
 VIEWS = ("original", "cleaned", "corrected")
 BASELINE = r"""
 import json, sys, duckdb
+import dsreg
 examples, corrections, preds = sys.argv[1:4]
 con = duckdb.connect()
 con.execute('SET enable_progress_bar = false')
@@ -83,10 +84,11 @@ def generate(work: Path, *, rows: int, classes: int, corrections: int, seed: int
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    import dsreg
     from dsreg.formats.corrections import corrections_table
-    from dsreg.ops.tag import make_tag
     from dsreg.overlays.write import write_overlay
     from dsreg.registry.folder import Registry
+    from dsreg.registry.reader import LocalReader
 
     params = {"rows": rows, "classes": classes, "corrections": corrections, "seed": seed}
     marker = work / "params.json"
@@ -135,7 +137,7 @@ def generate(work: Path, *, rows: int, classes: int, corrections: int, seed: int
     say(f"dsreg add --labels ({rows:,} rows, through the CLI): {time.perf_counter() - t0:.1f} s")
     (work / "labels.npy").unlink()
     reg = Registry(work / "reg")
-    snap_digest = reg.resolve("bench@original").revision.snapshot
+    snap_digest = LocalReader(reg).revision("bench@original").revision.snapshot
 
     crow = np.sort(rng.choice(rows, corrections, replace=False))
     kind = rng.integers(0, 3, corrections)  # 0 non_error, 1 correctable, 2 removed
@@ -161,7 +163,7 @@ def generate(work: Path, *, rows: int, classes: int, corrections: int, seed: int
         table=ct,
         producer={"name": "bench_eval", "version": "1", "params": {"seed": seed}, "inputs": {}},
     )
-    make_tag(reg, "bench@corrected-v1", "bench@original", overlays=[ov], view="corrected")
+    dsreg.tag("bench@corrected-v1", "bench@original", overlays=[ov], view="corrected", registry=reg)
 
     pred = labels.copy()
     wrong = rng.random(rows) < 0.2

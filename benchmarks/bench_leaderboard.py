@@ -100,9 +100,9 @@ def generate(work: Path, *, models: int, rows: int, corrections: int, seed: int)
 
     import dsreg
     from dsreg.formats.corrections import corrections_table
-    from dsreg.ops.tag import make_tag
     from dsreg.overlays.write import write_overlay
     from dsreg.registry.folder import Registry
+    from dsreg.registry.reader import LocalReader
 
     classes = 100
     rng = np.random.default_rng(seed)
@@ -117,7 +117,7 @@ def generate(work: Path, *, models: int, rows: int, corrections: int, seed: int)
     subprocess.run(add, check=True, capture_output=True, env={**_env()})
     (work / "labels.npy").unlink()
     reg = Registry(work / "reg")
-    snap = reg.resolve("bench@original").revision.snapshot
+    snap = LocalReader(reg).revision("bench@original").revision.snapshot
     crow = np.sort(rng.choice(rows, corrections, replace=False))
     kind = rng.integers(0, 3, corrections)  # non_error, correctable, removed (neither)
     verdict = np.asarray(["non_error", "correctable", "neither"])[kind]
@@ -131,7 +131,7 @@ def generate(work: Path, *, models: int, rows: int, corrections: int, seed: int)
     )
     producer = {"name": "bench_leaderboard", "version": "1", "params": {}, "inputs": {}}
     ov = write_overlay(reg, base=snap, kind="validated", table=table, producer=producer)
-    make_tag(reg, "bench@corrected-v1", "bench@original", overlays=[ov], view="corrected")
+    dsreg.tag("bench@corrected-v1", "bench@original", overlays=[ov], view="corrected", registry=reg)
     # The baseline's label vectors: the views of the revision, -1 where a row is not in one.
     views = np.empty((len(VIEWS), rows), dtype=np.int32)
     corrected = labels.copy()

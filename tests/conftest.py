@@ -18,6 +18,8 @@ import pytest
 
 import dsreg
 from dsreg import Registry
+from dsreg.formats.manifests import Revision, View
+from dsreg.registry.reader import LocalReader
 
 SHARED_DATA = Path(
     os.environ.get(
@@ -222,3 +224,13 @@ def flip_byte() -> Callable[..., None]:
     """``flip_byte(reg, digest, at=None)``: flip one bit of a stored object (the middle byte's,
     or byte ``at``'s)."""
     return _flip_byte
+
+
+def stored_view(reg: Registry, spec: str, view: View) -> Revision:
+    """The revision ``spec`` in another ``view``, stored and left untagged (what only a log
+    line, or nothing, keeps from gc)."""
+    base = LocalReader(reg).revision(spec).revision
+    rev = Revision(snapshot=base.snapshot, overlays=base.overlays, view=view)
+    with reg.lock():
+        reg.store_revision(rev)
+    return rev

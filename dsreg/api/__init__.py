@@ -110,8 +110,8 @@ if TYPE_CHECKING:
     from dsreg.overlays.create import CreatedOverlay as CreatedOverlay
     from dsreg.overlays.inspect import Issue as Issue
     from dsreg.overlays.inspect import OverlayInfo as OverlayInfo
-    from dsreg.overlays.write import OverlayRecord as OverlayRecord
     from dsreg.registry.folder import Registry as Registry
+    from dsreg.registry.reader import OverlayRecord as OverlayRecord
     from dsreg.registry.refs import LogEntry as LogEntry
     from dsreg.registry.refs import RefLog as RefLog
     from dsreg.registry.results import Recorded as Recorded

@@ -8,23 +8,20 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
-from dsreg.api.common import command_of, find_registry, hook, specs_of
+from dsreg.api.common import command_of, hook, local_reader, specs_of
 from dsreg.api.options import Arg, Opt, OverlayForceOpt, OverlayTagOpt, RegistryOpt
 from dsreg.audit import DEFAULT_IMAGE_THRESHOLD, DEFAULT_TEXT_THRESHOLD
+from dsreg.formats.manifests import TAG_VIEWS
 
 # The audit imports numpy, pyarrow and Pillow: imported when first used.
 with lazy_imports():
     from dsreg.audit import duplicates, engines
     from dsreg.ops import overlay as overlay_ops
-    from dsreg.ops import tag as tag_ops
 
 if TYPE_CHECKING:
     from dsreg.audit.duplicates import AuditResult
 
 __all__ = ["audit_duplicates"]
-
-# The view an audit's tag serves unless told otherwise: the rows the audit did not name.
-AUDIT_VIEW = "decontaminated"
 
 EngineOpt = Annotated[
     Literal["local", "ray"],
@@ -67,7 +64,10 @@ def audit_duplicates(
         float, Opt(help="Near-duplicate texts: shingle Jaccard similarity, above 0 to 1.")
     ] = DEFAULT_TEXT_THRESHOLD,
     tag: OverlayTagOpt = None,
-    view: Annotated[str | None, Opt(help=f"With --tag: its view (default {AUDIT_VIEW}).")] = None,
+    view: Annotated[
+        str | None,
+        Opt(help=f"With --tag: its view (default {TAG_VIEWS['dsreg.audit-duplicates']})."),
+    ] = None,
     force: OverlayForceOpt = False,
     engine: EngineOpt = "local",
     ray_address: RayAddressOpt = None,
@@ -92,31 +92,25 @@ def audit_duplicates(
     """
     duplicates.check_thresholds(image_threshold, text_threshold)
     engines.check_engine(engine, ray_address)
-    reg = find_registry(registry)
-    line = command_of(command, "audit_duplicates", spec)
-    tag_view = (view or AUDIT_VIEW) if tag is not None else view
-    overlay_ops.check_tag_target(
-        reg, spec, tag, tag_view, force=force, producer=duplicates.PRODUCER
-    )
-    result = duplicates.audit_duplicates(
-        reg,
-        spec,
-        against=specs_of(against),
-        within=within,
-        image_threshold=image_threshold,
-        text_threshold=text_threshold,
-        engine=engines.Engine(engine, ray_address, hook(progress)),
-        command=line,
-    )
-    if tag is None or result.digest is None:
-        return result
-    tagged = tag_ops.make_tag(
-        reg,
-        f"{result.dataset}@{tag}",
-        spec,
-        overlays=[result.digest],
-        view=tag_view,
-        force=force,
-        command=line,
-    )
-    return replace(result, tagged=tagged)
+    duplicates.check_sides(specs_of(against), within=within)
+    reader = local_reader(registry)
+    base = reader.revision(spec)
+    others = [duplicates.corpus_of(a) or reader.revision(a) for a in specs_of(against)]
+    tagging = overlay_ops.Tagging(tag=tag, view=view, force=force)
+    overlay_ops.check_tagging(base, tagging, producer=duplicates.PRODUCER)
+    record = overlay_ops.Recording(command=command_of(command, "audit_duplicates", spec))
+    # Held from the first fingerprints table stored until the overlay naming them is: a gc
+    # waits, and never removes a table the overlay is about to hold.
+    with reader.registry.lock():
+        found = duplicates.audit_duplicates(
+            base,
+            against=others,
+            within=within,
+            image_threshold=image_threshold,
+            text_threshold=text_threshold,
+            engine=engines.Engine(engine, ray_address, hook(progress)),
+        )
+        if found.draft is None:
+            return found
+        stored = overlay_ops.store_overlay(base, found.draft, tagging, record)
+    return replace(found, digest=stored.digest, tagged=stored.tagged, draft=None)

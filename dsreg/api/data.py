@@ -4,8 +4,7 @@ overlays' export, ls and show. The reports on a revision are in ``dsreg.api.repo
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, overload
 
@@ -13,7 +12,14 @@ from dsreg._util.fs import replacing
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
 from dsreg.api import reading
-from dsreg.api.common import command_of, find_registry, hook, options_of, overlay_recording
+from dsreg.api.common import (
+    command_of,
+    find_registry,
+    hook,
+    local_reader,
+    options_of,
+    overlay_recording,
+)
 from dsreg.api.options import (
     Arg,
     Opt,
@@ -35,7 +41,6 @@ from dsreg.formats.names import check_name
 with lazy_imports():
     from dsreg.ops import overlay as overlay_ops
     from dsreg.overlays import inspect as overlay_inspect
-    from dsreg.overlays import write as overlay_write
     from dsreg.report import export as report_export
     from dsreg.views import dataset as views_dataset
     from dsreg.views import sql as views_sql
@@ -46,9 +51,7 @@ if TYPE_CHECKING:
 
     from dsreg.ops.overlay import OverlayResult
     from dsreg.overlays.inspect import OverlayInfo
-    from dsreg.overlays.write import OverlayRecord
-    from dsreg.registry.folder import Registry, Resolved
-    from dsreg.remote.read import RemoteRead
+    from dsreg.registry.reader import OverlayRecord
     from dsreg.views.dataset import Dataset
     from dsreg.views.sql import Connection
 
@@ -72,14 +75,8 @@ def open(
     objects go to the per-user cache registry), objects missing here are fetched from that
     remote and verified first (docs/remotes.md, "Reading a remote").
     """
-    if remote is None:
-        reg = find_registry(registry)
-        return views_dataset.Dataset(reg, reg.resolve(spec))
-    with reading.remote_read(registry, remote) as reader:
-        resolved = reader.repairing(
-            lambda: reading.read_remote_revision(reader, spec, remote, payloads=True)
-        )
-        return views_dataset.Dataset(reader.reg, resolved)
+    with reading.reader(registry, remote, payloads=True) as reader:
+        return reader.repairing(lambda: views_dataset.Dataset(reader.revision(spec)))
 
 
 def connect(
@@ -97,16 +94,10 @@ def connect(
     >>> con.sql('SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1" GROUP BY ALL')
     """
     if remote is None:
-        return views_sql.Connection(find_registry(registry), allow_files=allow_files)
+        return views_sql.Connection(local_reader(registry), allow_files=allow_files)
     # No lock is held for a connection's life: each revision named is fetched when a query
     # names it, and an object found missing or corrupt when read is fetched again.
-    reader = reading.remote_reader(registry, remote)
-    return views_sql.Connection(
-        reader.reg,
-        allow_files=allow_files,
-        resolve=partial(reader.revision, payloads=False),
-        repairing=reader.repairing,
-    )
+    return views_sql.Connection(reading.remote_reader(registry, remote), allow_files=allow_files)
 
 
 SqlFormatOpt: TypeAlias = Annotated[
@@ -177,42 +168,14 @@ def sql(
     """
     if output is None and format is not None:
         raise InvalidInputError(f"format {format!r} writes to output=: give a path or stream")
-    if remote is None:
-        return _sql(find_registry(registry), query, output, format, allow_files)
-    # The registry's lock is held until the last row is written: a gc waits for the query.
-    with reading.remote_read(registry, remote) as reader:
-        return _sql(reader.reg, query, output, format, allow_files, reader=reader)
-
-
-def _sql(
-    reg: Registry,
-    query: str,
-    output: PathArg | IO[Any] | None,
-    format: str | None,
-    allow_files: bool,
-    *,
-    reader: RemoteRead | None = None,
-) -> pa.Table | int:
-    """``sql`` in ``reg``; with ``reader``, the revisions named resolve on its remote and a
-    table found missing or corrupt is fetched again from there."""
-    resolve: Callable[[str], Resolved] | None = None
-    repairing = None
-    if reader is not None:
-        resolve, repairing = partial(reader.revision, payloads=False), reader.repairing
-    if output is None:
-        with views_sql.Connection(
-            reg, allow_files=allow_files, resolve=resolve, repairing=repairing
-        ) as con:
-            return con.table(query)
-    return report_export.write_query(
-        reg,
-        query,
-        output,
-        format=format,
-        allow_files=allow_files,
-        resolve=resolve,
-        repairing=repairing,
-    )
+    # With a remote, the registry's lock is held until the last row is written: a gc waits.
+    with reading.reader(registry, remote) as reader:
+        if output is None:
+            with views_sql.Connection(reader, allow_files=allow_files) as con:
+                return con.table(query)
+        return report_export.write_query(
+            reader, query, output, format=format, allow_files=allow_files
+        )
 
 
 # -- overlays ----------------------------------------------------------------------------------
@@ -289,8 +252,7 @@ def detect(
     )
     where = pred_probs if isinstance(pred_probs, str | os.PathLike) else "<array>"
     return overlay_ops.detect(
-        find_registry(registry),
-        spec,
+        local_reader(registry).revision(spec),
         pred_probs,
         options=options,
         tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
@@ -329,8 +291,7 @@ def import_votes(
     """
     record = _recording(locals(), "import_votes", votes)
     return overlay_ops.import_votes(
-        find_registry(registry),
-        spec,
+        local_reader(registry).revision(spec),
         votes,
         format=format,
         threshold=threshold,
@@ -376,8 +337,7 @@ def import_labels(
     """
     record = _recording(locals(), "import_labels", path)
     return overlay_ops.import_labels(
-        find_registry(registry),
-        spec,
+        local_reader(registry).revision(spec),
         path,
         format=format,
         threshold=threshold,
@@ -420,9 +380,8 @@ def overlay_ls(
     dataset: Annotated[str, Arg("Dataset name.")], *, registry: RegistryOpt = None
 ) -> list[OverlayRecord]:
     """A dataset's overlays, oldest first: those made for it and those its tags use."""
-    reg = find_registry(registry)
     check_name(dataset, what="dataset name")
-    return overlay_write.list_overlays(reg, dataset)
+    return overlay_inspect.list_overlays(local_reader(registry), dataset)
 
 
 def overlay_show(

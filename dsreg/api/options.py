@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeAlias
 
+from dsreg.formats.manifests import TAG_VIEWS
 from dsreg.registry.folder import Registry
 
 __all__ = [
@@ -163,7 +164,7 @@ OverlayTagOpt: TypeAlias = Annotated[
     str | None, Opt(help="Also tag a revision with the new overlay.")
 ]
 OverlayViewOpt: TypeAlias = Annotated[
-    str | None, Opt(help="With --tag: its view (default cleaned).")
+    str | None, Opt(help=f"With --tag: its view (default {TAG_VIEWS['dsreg.detect']}).")
 ]
 OverlayForceOpt: TypeAlias = Annotated[bool, Opt(help="With --tag: move it if it exists.")]
 OverlayCitationOpt: TypeAlias = Annotated[

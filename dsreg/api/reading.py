@@ -1,7 +1,13 @@
-"""What the reading functions (``open``, ``show``, ``ls``, ``sql``, ``connect``, ``checkout``)
-share when given ``remote=``: the registry they read into (the one found as ever, else the
-per-user cache registry), how a spec resolves there and how objects that vanish or break there
-during the read come again (``dsreg.remote.read``)."""
+"""The door of every read: the ``Reader`` a call reads through, chosen once from its
+``registry=`` and ``remote=`` (docs/architecture.md, "One door").
+
+Without ``remote``, the local registry (``LocalReader``). With ``remote`` (a configured name,
+or a URL or folder on any machine), a ``RemoteReader`` of that remote into the registry found
+as ever, else the per-user cache registry, holding the registry's lock, shared, for the whole
+read: a gc (which takes it exclusive) waits, and never removes what the read fetched and goes
+on reading (docs/remotes.md, "Reading a remote"). Each spec is then resolved once, with
+``reader.revision(spec)``, and the layers below take the ``Resolved`` handle.
+"""
 
 from __future__ import annotations
 
@@ -11,18 +17,18 @@ from typing import TYPE_CHECKING
 
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.api.common import find_registry
+from dsreg.api.common import find_registry, local_reader
 from dsreg.api.options import RegistryArg
 from dsreg.errors import RegistryNotFoundError
-from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.folder import Registry
+from dsreg.registry.reader import Reader
 
 # A remote's file systems import fsspec and DVC: only a read of a remote needs them.
 with lazy_imports():
     from dsreg.remote import read as remote_reading
-    from dsreg.remote import transfer
 
 if TYPE_CHECKING:
-    from dsreg.remote.read import RemoteRead
+    from dsreg.remote.read import RemoteReader
     from dsreg.remote.store import RemoteStore
 
 
@@ -46,33 +52,34 @@ def remote_store(registry: RegistryArg, remote: str) -> tuple[Registry, RemoteSt
 
 
 def remote_reader(
-    registry: RegistryArg, remote: str, *, progress: ProgressHook = no_progress
-) -> RemoteRead:
+    registry: RegistryArg,
+    remote: str,
+    *,
+    payloads: bool = False,
+    progress: ProgressHook = no_progress,
+) -> RemoteReader:
     """A read of ``remote`` into the registry found (or the cache), holding no lock: for a
     connection that lives as long as its caller wants (``connect``)."""
     reg, rs, cached = remote_store(registry, remote)
-    return remote_reading.RemoteRead(reg, rs, cached=cached, progress=progress)
+    return remote_reading.RemoteReader(
+        reg, rs, remote=remote, cached=cached, payloads=payloads, progress=progress
+    )
 
 
 @contextlib.contextmanager
-def remote_read(
-    registry: RegistryArg, remote: str, *, progress: ProgressHook = no_progress
-) -> Iterator[RemoteRead]:
-    """A command's read of ``remote``, holding the registry's lock, shared, until it ends: a gc
-    (which takes the lock exclusive) waits for the read, and never removes what the read
-    fetched and goes on reading (docs/remotes.md, "Reading a remote")."""
-    reader = remote_reader(registry, remote, progress=progress)
-    with reader.reg.lock():
-        yield reader
-
-
-def read_remote_revision(reader: RemoteRead, spec: str, remote: str, *, payloads: bool) -> Resolved:
-    """Resolve ``spec`` with the remote and fetch what it lacks, verified: with ``payloads``
-    everything (``open``, ``checkout``), else the manifests and tables (``show``).
-
-    In a registry of one's own the spec resolves there first; a revision fetched whole for
-    ``open`` or ``checkout`` has its remote tag recorded there, as a pull would. The cache
-    registry records no tag: a tag is read from the remote each time."""
-    if payloads and not reader.cached:
-        return transfer.fetch_for_open(reader.reg, spec, remote).resolved
-    return reader.revision(spec, payloads=payloads)
+def reader(
+    registry: RegistryArg,
+    remote: str | None = None,
+    *,
+    payloads: bool = False,
+    progress: ProgressHook = no_progress,
+) -> Iterator[Reader]:
+    """The reader of one call: the local registry, or (``remote``) that remote's, holding the
+    registry's lock until the call's read ends. ``payloads``: a remote's revisions are
+    fetched with their payloads (``open``, ``checkout``), else their manifests and tables."""
+    if remote is None:
+        yield local_reader(registry)
+        return
+    read = remote_reader(registry, remote, payloads=payloads, progress=progress)
+    with read.registry.lock():
+        yield read

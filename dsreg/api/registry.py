@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, TypeAlias, cast
 
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
-from dsreg.api.common import LINKS, command_of, find_registry, hook, options_of
+from dsreg.api.common import LINKS, command_of, find_registry, hook, local_reader, options_of
 from dsreg.api.options import (
     AllowLookalikeIdsOpt,
     Arg,
@@ -23,8 +23,10 @@ from dsreg.api.options import (
 )
 from dsreg.errors import InvalidInputError
 from dsreg.formats.manifests import VIEWS
+from dsreg.formats.names import TagName, parse_tag_target
 from dsreg.ops.tag import delete_tag, make_tag
 from dsreg.registry.folder import Registry
+from dsreg.registry.reader import Reader
 from dsreg.registry.refs import RefLog
 
 # What only some of these commands need, imported when first used: the checkout and the
@@ -178,11 +180,13 @@ def ls(
     marks = remote_reading.remote_marks(reg, rs)
     yanks = marks.yanks()
     listed = []
-    for ds, t, d in got.tags:
-        reason = yanks.get((ds, t))
+    for t in got.tags:
+        reason = yanks.get(TagName(t.dataset, t.tag))
         if reason is None or all:
             marked = None if reason is None else {"reason": reason}
-            listed.append(report_show.TagRef(dataset=ds, tag=t, revision=d, yanked=marked))
+            listed.append(
+                report_show.TagRef(dataset=t.dataset, tag=t.tag, revision=t.revision, yanked=marked)
+            )
     return report_show.TagList(
         listed,
         named=got.named,
@@ -217,19 +221,34 @@ def show(
 
     With ``remote`` (a name, or a URL: no registry needed), a revision read from that remote:
     its manifests and tables are fetched, verified, never its payloads."""
-    if remote is None:
-        return report_show.describe(find_registry(registry), spec)
-    with reading.remote_read(registry, remote) as reader:
-        return reader.repairing(
-            lambda: report_show.describe_resolved(reader.reg, reader.revision(spec, payloads=False))
-        )
+    with reading.reader(registry, remote) as reader:
+        return reader.repairing(lambda: _describe(reader, spec, anything=remote is None))
 
 
-def log(dataset: Annotated[str, Arg("Dataset name.")], *, registry: RegistryOpt = None) -> RefLog:
+def _describe(reader: Reader, spec: str, *, anything: bool) -> RevisionInfo | ObjectInfo:
+    """``show``'s spec described: with ``anything``, a bare digest or prefix names any object
+    of the registry (a revision or snapshot is described as its revision); else a revision."""
+    if anything and "@" not in spec:
+        reg = reader.registry
+        digest = reg.resolve_object(spec)
+        if reg.manifest_kind(digest) not in ("revision", "snapshot"):
+            return report_show.describe_object(reg, digest)
+        spec = digest
+    return report_show.describe(reader.revision(spec))
+
+
+def log(
+    dataset: Annotated[str, Arg("Dataset name.")],
+    *,
+    remote: ReadRemoteOpt = None,
+    registry: RegistryOpt = None,
+) -> RefLog:
     """Who moved which tag of ``dataset`` when (the append-only ref log), oldest first: a list
-    of entries whose ``damaged`` names the lines skipped (torn, not UTF-8, wrong types)."""
-    entries = report_show.dataset_log(find_registry(registry), dataset)
-    return entries if isinstance(entries, RefLog) else RefLog(entries)
+    of entries whose ``damaged`` names the lines skipped (torn, not UTF-8, wrong types). With
+    ``remote`` (a name, or a URL: no registry needed), the log that remote holds, which push,
+    pull and clone carry."""
+    with reading.reader(registry, remote) as reader:
+        return report_show.dataset_log(reader, dataset)
 
 
 def tag(
@@ -286,16 +305,16 @@ def tag(
                 f"deleting tag {new!r} takes only the tag, not {' or '.join(given)}"
             )
         recorded = command if command is not None else f"dsreg.tag({new!r}, delete=True)"
-        return delete_tag(find_registry(registry), new, command=recorded)
+        return delete_tag(find_registry(registry), parse_tag_target(new), command=recorded)
     if source is None:
         raise InvalidInputError(
             f"tag {new!r} needs the revision it names: dsreg tag {new} DATASET@TAG|DIGEST "
             "(or --delete to remove it)"
         )
+    name = parse_tag_target(new)
     return make_tag(
-        find_registry(registry),
-        new,
-        source,
+        name,
+        local_reader(registry).revision(source),
         overlays=overlays or (),
         view=view,
         force=force,
@@ -349,35 +368,19 @@ def checkout(
     to its digest (by the add that wrote them, or a re-hash since); ``verify=True`` re-hashes
     every object anyway (docs/concepts.md, "Guarantees": what the stat cannot see).
     """
-    if remote is None:
-        reg = find_registry(registry)
-        return checkout_ops.checkout(
-            reg,
-            reg.resolve(spec),
-            Path(path),
-            link=_link_type(reg, link),
-            verify=verify,
-            progress=hook(progress),
-        )
-    if link is not None:
-        _link_type(None, link)  # refused before anything is fetched
-    # The registry's lock is held from the fetch until the files are placed, so a gc waits;
-    # an object found missing or corrupt all the same is fetched again from the remote.
-    with reading.remote_read(registry, remote, progress=hook(progress)) as reader:
-
-        def run() -> CheckoutResult:
-            resolved = reading.read_remote_revision(reader, spec, remote, payloads=True)
-            return checkout_ops.checkout(
-                reader.reg,
-                resolved,
+    _link_type(None, link)  # refused before anything is read or fetched
+    # With a remote, the registry's lock is held from the fetch until the files are placed, so
+    # a gc waits; an object found missing or corrupt all the same is fetched again.
+    with reading.reader(registry, remote, payloads=True, progress=hook(progress)) as reader:
+        return reader.repairing(
+            lambda: checkout_ops.checkout(
+                reader.revision(spec),
                 Path(path),
-                link=_link_type(reader.reg, link),
+                link=_link_type(reader.registry, link),
                 verify=verify,
                 progress=hook(progress),
-                refetch=reader.refetch,
             )
-
-        return reader.repairing(run)
+        )
 
 
 def _link_type(reg: Registry | None, link: str | None) -> LinkType:
@@ -403,8 +406,9 @@ def verify(
     (the default, ``all``) every object. The result's ``ok`` is False on any problem."""
     if spec is not None and all:
         raise InvalidInputError("give a SPEC or --all, not both")
-    reg = find_registry(registry)
-    return maintenance.verify(reg, specs=[spec] if spec else [], progress=hook(progress))
+    reader = local_reader(registry)
+    revisions = [reader.revision(spec)] if spec else []
+    return maintenance.verify(reader.registry, revisions=revisions, progress=hook(progress))
 
 
 # gc's option with the longest help text.

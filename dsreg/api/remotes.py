@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, TypeAlias
 
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
-from dsreg.api.common import command_of, find_registry, hook, options_of, specs_of
+from dsreg.api.common import command_of, find_registry, hook, local_reader, options_of, specs_of
 from dsreg.api.options import (
     AllowLookalikeIdsOpt,
     Arg,
@@ -21,8 +22,10 @@ from dsreg.api.options import (
     RemoteOptionsOpt,
     TransferRemoteOpt,
 )
-from dsreg.errors import InvalidInputError
+from dsreg.errors import InvalidInputError, YankedWarning
+from dsreg.objects.digest import PREFIX
 from dsreg.registry.folder import Registry
+from dsreg.registry.reader import tagged
 
 # A remote is reached through fsspec and DVC, and an import from DVC through DVC itself:
 # imported when first used.
@@ -121,8 +124,17 @@ def push(
         if force or jobs is not None:
             raise InvalidInputError("push --delete takes the tags and --remote only")
         return transfer.push_delete(reg, wanted, remote=remote, command=line)
+    reader = local_reader(reg)
+    # A bare dataset name pushes every tag of it; anything else is a revision.
+    asked = [w if "@" not in w and not w.startswith(PREFIX) else reader.revision(w) for w in wanted]
     return transfer.push(
-        reg, wanted, remote=remote, force=force, jobs=jobs, progress=hook(progress), command=line
+        reg,
+        transfer.push_targets(reg, asked),
+        remote=remote,
+        force=force,
+        jobs=jobs,
+        progress=hook(progress),
+        command=line,
     )
 
 
@@ -156,12 +168,25 @@ def publish(
     citation, how to load it, the leaderboard, yanks and retirements, Croissant JSON-LD) and
     each page's Croissant file. Relative links only: any static web server, or ``file://``,
     serves it. An http(s) remote is read-only: refused before anything is sent."""
-    reg, wanted, line = _transfer("publish", None, registry, command)
+    reg, _, line = _transfer("publish", None, registry, command)
     rs = transfer.writable_remote(reg, to)
     pushed = transfer.push(
-        reg, wanted, remote=to, force=force, jobs=jobs, progress=hook(progress), command=line
+        reg,
+        transfer.push_targets(reg, ()),
+        remote=to,
+        force=force,
+        jobs=jobs,
+        progress=hook(progress),
+        command=line,
     )
-    site = publish_site.write_site(reg, rs, url=url or rs.url)
+    reader = local_reader(reg)
+    with warnings.catch_warnings():
+        # Every tag has a page, yanked or retired ones too: the pages say so themselves.
+        warnings.simplefilter("ignore", YankedWarning)
+        revisions = {
+            ds: tagged(reader, ds, yanked=True) for ds in reg.refs.datasets() if reader.tags(ds)
+        }
+    site = publish_site.write_site(revisions, rs, url=url or rs.url)
     return publish_site.Published(push=pushed, site=site)
 
 

@@ -3,20 +3,21 @@ and export."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from functools import partial
+import dataclasses
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeAlias
 
 from dsreg._util.lazy import lazy_imports
 from dsreg.api import reading
-from dsreg.api.common import find_registry
-from dsreg.api.options import Arg, Opt, PathArg, ReadRemoteOpt, RegistryArg, RegistryOpt, SeedOpt
+from dsreg.api.options import Arg, Opt, PathArg, ReadRemoteOpt, RegistryOpt, SeedOpt
 from dsreg.errors import InvalidInputError
 from dsreg.formats.manifests import VIEWS, View
 
 # Each of these imports numpy and pyarrow (DuckDB, matplotlib): imported when first used.
 with lazy_imports():
+    from dsreg.api import results as results_api
+    from dsreg.remote import config as remote_config
     from dsreg.remote import transfer
     from dsreg.report import cite as report_cite
     from dsreg.report import diff as report_diff
@@ -27,7 +28,7 @@ with lazy_imports():
     from dsreg.report.publish import pinned
 
 if TYPE_CHECKING:
-    from dsreg.registry.folder import Registry, Resolved
+    from dsreg.registry.reader import Resolved
     from dsreg.report.board.cite import ResultCitation
     from dsreg.report.cite import Citation
     from dsreg.report.diff import DiffResult
@@ -84,23 +85,6 @@ PinToOpt: TypeAlias = Annotated[
         show_default=False,
     ),
 ]
-
-
-T = TypeVar("T")
-
-
-def _read_where(report: Callable[..., T], registry: RegistryArg, remote: str | None) -> T:
-    """``report(registry=…)`` in the registry found, or with ``remote``, in the registry (or
-    the per-user cache) that reader reads the revisions' manifests and tables into, resolving
-    specs there (``resolve=``)."""
-    if remote is None:
-        return report(registry=find_registry(registry))
-    with reading.remote_read(registry, remote) as reader:
-
-        def resolve(spec: str) -> Resolved:
-            return reader.revision(spec, payloads=False)
-
-        return reader.repairing(lambda: report(registry=reader.reg, resolve=resolve))
 
 
 def check_record_remote(spec: str, *, record: bool, remote: str | None) -> None:
@@ -174,15 +158,19 @@ def evaluate(
     check_record_remote(spec, record=record, remote=remote)
     stats = StatsOptions(ci=ci, resamples=resamples, seed=seed)
     views = VIEWS if views is None else views
-    scoring = partial(report_evaluate.evaluate, spec, predictions, views=views, top_k=top_k)
-    report = _read_where(partial(scoring, stats=stats), registry, remote)
+    inputs = report_evaluate.named_inputs(predictions)
+    with reading.reader(registry, remote) as reader:
+        base = reader.revision(spec)
+        report = reader.repairing(
+            lambda: report_evaluate.evaluate(base, inputs, views=views, top_k=top_k, stats=stats)
+        )
+        if record:
+            recorded = results_api.record_resolved(
+                base, predictions, model=model, meta=meta, force=force, command=command
+            )
+            report = dataclasses.replace(report, recorded=tuple(recorded))
     if plot is not None:
         report_plot.plot_ranks(report, plot)
-    if record:
-        from dsreg.api.results import record as do_record
-
-        do_record(spec, predictions, model=model, meta=meta, force=force, command=command,
-                  registry=registry)  # fmt: skip
     return report
 
 
@@ -201,10 +189,10 @@ def diff(
     lists the first ``top`` example ids of each kind of change, in snapshot order. With
     ``remote`` (no registry needed), both are read from that remote, never their payloads."""
 
-    def compare(registry: Registry, resolve: Callable[[str], Resolved] | None = None) -> DiffResult:
-        return report_diff.diff(registry, a, b, top=top, resolve=resolve)
-
-    return _read_where(compare, registry, remote)
+    with reading.reader(registry, remote) as reader:
+        return reader.repairing(
+            lambda: report_diff.diff(reader.revision(a), reader.revision(b), top=top)
+        )
 
 
 def cite(
@@ -220,9 +208,8 @@ def cite(
         Opt(
             "--remote",
             "-r",
-            help="Where readers fetch it: a remote's name or a URL (default: the default "
-            "remote). Not contacted: push the revision there first. With --model, the result "
-            "is read from this remote (no registry needed).",
+            help="Where readers fetch it, and where it is read from: a remote's name or a URL "
+            "(no registry needed). Default: the default remote, named and not contacted.",
         ),
     ] = None,
     model: Annotated[
@@ -233,19 +220,26 @@ def cite(
 ) -> Citation | ResultCitation:
     """A citation of ``spec``'s revision carrying the dataset, tag, year, full revision,
     snapshot and overlay digests, the URL of ``remote`` (a name, URL or path; default: the
-    default remote, if any; not contacted) with the ``dsreg checkout <digest> DIR --remote URL``
-    that fetches it on a fresh machine, the dataset creators' credit recorded at ``add``, and
-    the dsreg version. ``str()`` of it is the text in ``format`` (``bibtex``, ``cff`` or
-    ``text``). With ``model``, the citation of that model's result recorded on the revision
-    (``dsreg.cite_result``): revision, result and predictions digests and the figures, read
-    from ``remote`` when it is given (no registry needed)."""
+    default remote, if any) with the ``dsreg checkout <digest> DIR --remote URL`` that fetches
+    it on a fresh machine, the dataset creators' credit recorded at ``add``, and the dsreg
+    version. ``str()`` of it is the text in ``format`` (``bibtex``, ``cff`` or ``text``). With
+    ``remote`` given, the revision and its record (tags, log, label card) are read through
+    that remote, as every read with a remote is (no registry needed; in a registry, a spec
+    resolves there first); the default remote is named without being contacted. With
+    ``model``, the citation of that model's result recorded on the revision
+    (``dsreg.cite_result``): revision, result and predictions digests and the figures."""
     if model is not None:
         from dsreg.api.results import cite_result
 
         return cite_result(spec, model=model, remote=remote, registry=registry)
-    return report_cite.cite(
-        find_registry(registry), spec, authors=authors or (), format=format, remote=remote
-    )
+    report_cite.check_format(format)
+    with reading.reader(registry, remote) as reader:
+        url = remote_config.remote_url(reader.registry, remote)
+        return reader.repairing(
+            lambda: report_cite.cite(
+                reader.revision(spec), authors=tuple(authors or ()), format=format, url=url
+            )
+        )
 
 
 def export(
@@ -276,6 +270,7 @@ def export(
         Opt("--author", help="croissant, datacite: a creator; repeat for several (as cite)."),
     ] = None,
     to: PinToOpt = None,
+    remote: ReadRemoteOpt = None,
     registry: RegistryOpt = None,
 ) -> ExportResult | PinnedView:
     """Write ``spec``'s labels to ``output`` as ``npy`` (an int64 vector; the label sets and
@@ -297,21 +292,41 @@ def export(
     (``align="view"``, Parquet) are stored on that remote as ``views/sha256/<hex>.parquet``,
     once per revision: a second export uploads nothing. Returns a ``PinnedView`` with the
     object's URL and SHA-256. A read-only (http) remote is refused before anything is
-    computed."""
-    reg = find_registry(registry)
-    if to is not None:
-        if output is not None or format not in (None, "parquet"):
-            raise InvalidInputError(
-                "--to pins the view as Parquet on a remote: give it without --output and with "
-                "--format parquet (or none)"
-            )
-        rs = transfer.writable_remote(reg, to)
-        return pinned.pin_view(reg, spec, rs)
-    if output is None:
+    computed.
+
+    With ``remote`` (a name, or a URL: no registry needed), ``spec`` is read through that
+    remote: its manifests and tables, and its payloads for ``croissant``."""
+    if to is not None and (output is not None or format not in (None, "parquet")):
+        raise InvalidInputError(
+            "--to pins the view as Parquet on a remote: give it without --output and with "
+            "--format parquet (or none)"
+        )
+    if to is None and output is None:
         raise InvalidInputError("export needs --output FILE, or --to REMOTE to pin the view")
-    fmt = labelexport.check_export_format(format, output)
+    fmt = "parquet" if output is None else labelexport.check_export_format(format, output)
+    with reading.reader(registry, remote, payloads=fmt == "croissant") as reader:
+        url = remote_config.remote_url(reader.registry, remote)
+        return reader.repairing(
+            lambda: _export(reader.revision(spec), output, fmt, to, align, authors, url)
+        )
+
+
+def _export(
+    r: Resolved,
+    output: PathArg | None,
+    fmt: str,
+    to: str | None,
+    align: str,
+    authors: Sequence[str] | None,
+    url: str | None,
+) -> ExportResult | PinnedView:
+    """``export`` of revision ``r``; ``url`` is where readers fetch it (the remote it was read
+    from, else the default remote)."""
+    if to is not None:
+        return pinned.pin_view(r, transfer.writable_remote(r.registry, to))
+    assert output is not None
     if fmt == "croissant":
-        return croissant_write.write_croissant(reg, spec, output, authors=tuple(authors or ()))
+        return croissant_write.write_croissant(r, output, authors=tuple(authors or ()), url=url)
     if fmt == "datacite":
-        return croissant_write.write_datacite(reg, spec, output, authors=tuple(authors or ()))
-    return labelexport.export_labels(reg, spec, output, format=fmt, align=align)
+        return croissant_write.write_datacite(r, output, authors=tuple(authors or ()), url=url)
+    return labelexport.export_labels(r, output, format=fmt, align=align)

@@ -5,20 +5,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import dsreg.api.reading as reading
-from dsreg.api.common import command_of, find_registry
+from dsreg.api.common import command_of, local_reader
 from dsreg.api.options import Arg, Opt, PathArg, ReadRemoteOpt, RegistryArg, RegistryOpt, SeedOpt
+from dsreg.registry.reader import tagged
 
 if TYPE_CHECKING:
+    from dsreg.registry.reader import Resolved
     from dsreg.registry.results import Recorded
-    from dsreg.remote.read import RemoteRead
     from dsreg.report.board.cite import ResultCitation
     from dsreg.report.board.gap import Gap
-    from dsreg.report.board.leaderboard import BoardSource, Leaderboard
+    from dsreg.report.board.leaderboard import Leaderboard
 
 
 def _arrays(predictions: Any, model: str | None) -> list[tuple[str, Any]]:
@@ -91,35 +91,53 @@ def record(
 ) -> list[Recorded]:
     """Record predictions (aligned with ``spec``'s snapshot) under their model names, as
     ``evaluate(..., record=True)`` does; every one is checked (values, shape, an existing
-    record under its name) before any is recorded. ``meta``: a mapping, or ``KEY=VALUE`` texts."""
+    record under its name) before any is recorded. ``meta``: a mapping, or ``KEY=VALUE`` texts.
+    Each record keeps the BLAKE3 of the predictions as given (the file, or an array's ``.npy``
+    bytes), the digest ``evaluate`` reports and ``cite --model`` cites."""
+    base = local_reader(registry).revision(spec)
+    return record_resolved(base, predictions, model=model, meta=meta, force=force, command=command)
+
+
+def record_resolved(
+    base: Resolved,
+    predictions: Any,
+    *,
+    model: str | None = None,
+    meta: Mapping[str, str] | Sequence[str] | None = None,
+    force: bool = False,
+    command: str | None = None,
+) -> list[Recorded]:
+    """``record`` of revision ``base``, resolved at the door (``evaluate(..., record=True)``
+    records on the revision it scored)."""
+    from dsreg.objects.hashing import hash_file
     from dsreg.registry.results import (
         aligned_predictions,
         prepare,
         record_result,
         refuse_conflict,
     )
+    from dsreg.report.predictions import array_digest
 
     kept = _meta(meta)
-    reg = find_registry(registry)
-    res = reg.resolve(spec)
-    snap = reg.snapshot(res.revision.snapshot)
+    reg = base.registry
+    snap = reg.snapshot(base.revision.snapshot)
     prepared = []
     for name, obj in _arrays(predictions, model):
         what = f"predictions of model {name!r}"
-        arr = aligned_predictions(
-            _load(obj, name), rows=snap.rows, classes=list(snap.classes), what=what
-        )
+        given = _load(obj, name)
+        arr = aligned_predictions(given, rows=snap.rows, classes=list(snap.classes), what=what)
         p = prepare(
-            dataset=res.dataset,
+            dataset=base.dataset,
             model=name,
-            snapshot=res.revision.snapshot,
+            snapshot=base.revision.snapshot,
             predictions=arr,
             classes=len(snap.classes),
             meta=kept,
+            source=hash_file(obj) if isinstance(obj, str | os.PathLike) else array_digest(given),
         )
         refuse_conflict(reg, p, force=force)
         prepared.append(p)
-    line = command or command_of("record", spec)
+    line = command or command_of("record", base.spec)
     return [record_result(reg, p, force=force, command=line) for p in prepared]
 
 
@@ -160,22 +178,17 @@ def leaderboard(
     verified (never payloads), into the registry or the per-user cache."""
     from dsreg.report.board.leaderboard import leaderboard as do_leaderboard
 
-    def board_in(reg: Any, source: BoardSource | None = None) -> Leaderboard:
-        return do_leaderboard(
-            reg,
-            dataset,
-            revisions=revisions,
-            views=views,
-            resamples=resamples,
-            seed=seed,
-            source=source,
+    with reading.reader(registry, remote) as reader:
+        board = reader.repairing(
+            lambda: do_leaderboard(
+                reader,
+                dataset,
+                tagged(reader, dataset, revisions or None),
+                views=views,
+                resamples=resamples,
+                seed=seed,
+            )
         )
-
-    if remote is None:
-        board = board_in(find_registry(registry))
-    else:
-        with reading.remote_read(registry, remote) as reader:
-            board = reader.repairing(lambda: board_in(reader.reg, _remote_source(reader, dataset)))
     if plot is not None:
         from dsreg.report.board.plot import plot_leaderboard
 
@@ -197,24 +210,13 @@ def gap(
     draws their Figure 1."""
     from dsreg.report.board.gap import gap as do_gap
 
-    res = do_gap(find_registry(registry), old, new, view=view)
+    reader = local_reader(registry)
+    res = do_gap(reader.revision(old), reader.revision(new), view=view)
     if plot is not None:
         from dsreg.report.board.plot import plot_gap
 
         plot_gap(res, plot)
     return res
-
-
-def _remote_source(reader: RemoteRead, dataset: str) -> BoardSource:
-    """The recorded results and tags of ``dataset`` on the remote ``reader`` reads."""
-    from dsreg.report.board.leaderboard import BoardSource
-
-    return BoardSource(
-        results=lambda: {m: reader.result(dataset, m) for m in reader.model_refs(dataset)},
-        tags=lambda: reader.tag_order(dataset),
-        resolve=partial(reader.revision, payloads=False),
-        where=f" on remote {reader.rs.label}",
-    )
 
 
 def cite_result(
@@ -226,15 +228,5 @@ def cite_result(
     remote and its revision, fetched and verified (never payloads)."""
     from dsreg.report.board.cite import cite_result as do_cite
 
-    if remote is None:
-        return do_cite(find_registry(registry), spec, model=model)
-    with reading.remote_read(registry, remote) as reader:
-        return reader.repairing(
-            lambda: do_cite(
-                reader.reg,
-                spec,
-                model=model,
-                resolve=partial(reader.revision, payloads=False),
-                find=reader.result,
-            )
-        )
+    with reading.reader(registry, remote) as reader:
+        return reader.repairing(lambda: do_cite(reader.revision(spec), model=model))

@@ -10,7 +10,7 @@ from dsreg._util.fs import replacing
 from dsreg._util.inputs import INPUT_BYTES, read_input
 from dsreg._util.jsonread import loads
 from dsreg._util.lazy import lazy_imports
-from dsreg.api.common import command_of, find_registry, overlay_credit
+from dsreg.api.common import command_of, local_reader, overlay_credit
 from dsreg.api.options import Arg, Opt, PathArg, RegistryOpt
 from dsreg.errors import InputPathError, InvalidInputError, VotesError
 
@@ -140,12 +140,11 @@ def review(
         reviewer = review_queue.check_reviewer(reviewer)
     names = rater_names(raters) if raters is not None else ()
     shown = review_media.Media.of(media, media_url, corpus)
-    reg = find_registry(registry)
+    base = local_reader(registry).revision(spec)
     if audit:
-        overlay = review_session.audit_queue(reg, spec, overlay)
+        overlay = review_session.audit_queue(base, overlay)
     session = review_session.ReviewSession(
-        reg,
-        spec,
+        base,
         overlay=overlay,
         verdict=verdict,
         votes_per_item=votes_per_item,
@@ -206,9 +205,10 @@ def review_export(
     records written, a ``ReviewExport`` (an ``int``) whose ``set_aside`` lists the damaged
     spans of the votes log, whose records it could not count (empty when the log is whole).
     Reads the votes log without disturbing a running server."""
-    data, set_aside, _, _ = review_session.export_votes(
-        find_registry(registry), spec, overlay=overlay, audit=audit
+    exported = review_session.export_votes(
+        local_reader(registry).revision(spec), overlay=overlay, audit=audit
     )
+    data, set_aside = exported.data, exported.set_aside
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with replacing(path) as f:
@@ -255,8 +255,7 @@ def review_finish(
     tag's view defaults to ``decontaminated`` (``docs/review.md``, "Pairs")."""
     made_credit = overlay_credit(citation, credit)
     return review_session.finish_review(
-        find_registry(registry),
-        spec,
+        local_reader(registry).revision(spec),
         overlay=overlay,
         threshold=threshold,
         tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),

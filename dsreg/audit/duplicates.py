@@ -65,8 +65,9 @@ from dsreg.formats.corrections import MATCHES_TYPE, corrections_table
 from dsreg.formats.manifests import HELD_INPUT, Snapshot
 from dsreg.formats.tables import as_numpy
 from dsreg.objects.hashing import hash_bytes
-from dsreg.overlays.create import OverlayDraft, store_draft
-from dsreg.registry.folder import Registry, Resolved
+from dsreg.overlays.create import OverlayDraft
+from dsreg.registry.folder import Registry
+from dsreg.registry.reader import Resolved
 from dsreg.registry.tables import read_examples
 
 __all__ = [
@@ -77,7 +78,9 @@ __all__ = [
     "AuditResult",
     "Finding",
     "audit_duplicates",
+    "check_sides",
     "check_thresholds",
+    "corpus_of",
 ]
 
 #: The producer name of an audit overlay (a re-run's tag is recognised by it).
@@ -115,6 +118,9 @@ class AuditResult:
     unreadable_against: tuple[tuple[str, str], ...] = ()
     # The tag made with the overlay (an ``ops.tag.TagResult``; the API layer sets it).
     tagged: Any = None
+    # The overlay to store, until it is stored (``ops.overlay.store_overlay``, which sets
+    # ``digest``): None when no row was found.
+    draft: OverlayDraft | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -143,6 +149,12 @@ class AuditResult:
                 for f in self.findings
             ],
         }
+
+
+def check_sides(against: Sequence[object], *, within: bool) -> None:
+    """Refuse an audit with nothing to audit against, before any work."""
+    if not against and not within:
+        raise InvalidInputError("nothing to audit against: give --against DATASET or --within")
 
 
 def check_thresholds(image_threshold: int, text_threshold: float) -> None:
@@ -401,52 +413,39 @@ def _within(test: _Side, pairs: list[Any]) -> dict[int, list[tuple[int, str, flo
 
 
 def audit_duplicates(
-    reg: Registry,
-    spec: str,
+    base: Resolved,
     *,
-    against: Sequence[str] = (),
+    against: Sequence[Resolved | Listing | Corpus] = (),
     within: bool = False,
     image_threshold: int = DEFAULT_IMAGE_THRESHOLD,
     text_threshold: float = DEFAULT_TEXT_THRESHOLD,
     engine: Engine = LOCAL,
-    command: str = "",
 ) -> AuditResult:
-    """Audit ``spec`` against each of ``against`` (contamination) and, with ``within``, against
-    itself (duplicates); store the findings as an ``audit`` overlay (see the module).
+    """Audit revision ``base`` against each of ``against`` (contamination: revisions, corpus
+    folders or Parquet corpora) and, with ``within``, against itself (duplicates); the
+    findings are the result's ``draft``, an ``audit`` overlay to store (see the module).
     Fingerprints are computed on ``engine`` (which also hears of the progress); the findings
     are the same on every engine.
 
-    The registry's lock is held, shared, from the first fingerprints table stored until the
-    overlay naming them is: gc waits, and never removes a table the overlay is about to hold."""
+    The caller holds the registry's lock, shared, from the first fingerprints table stored
+    until the overlay naming them is: gc waits, and never removes a table the overlay is about
+    to hold."""
     check_thresholds(image_threshold, text_threshold)
     check_engine(engine.name, engine.ray_address)
-    if not against and not within:
-        raise InvalidInputError("nothing to audit against: give --against DATASET or --within")
-    with reg.lock():
-        return _audit(
-            reg,
-            spec,
-            against,
-            within,
-            (image_threshold, text_threshold),
-            engine=engine,
-            command=command,
-        )
+    check_sides(against, within=within)
+    return _audit(base, against, within, (image_threshold, text_threshold), engine=engine)
 
 
 def _audit(
-    reg: Registry,
-    spec: str,
-    against: Sequence[str],
+    base: Resolved,
+    others: Sequence[Resolved | Listing | Corpus],
     within: bool,
     thresholds: tuple[int, float],
     *,
     engine: Engine,
-    command: str,
 ) -> AuditResult:
     image_threshold, text_threshold = thresholds
-    base = reg.resolve(spec)
-    others = [_other(reg, o) for o in against]
+    reg = base.registry
     test, skipped, made = _side(reg, base, engine)
     computed, reused = made.computed, made.table.num_rows - made.computed
     found: dict[int, tuple[str, list[tuple[str, str, str, float]]]] = {}
@@ -481,14 +480,15 @@ def _audit(
         "text_threshold": text_threshold,
         "within": within,
     }
-    how = _Provenance(params, inputs, command, {"computed": computed, "reused": reused})
+    how = _Provenance(params, inputs, {"computed": computed, "reused": reused})
     result = _store(reg, base, test, found, skipped, how)
     return replace(result, unreadable_against=tuple(bad_files))
 
 
-def _other(reg: Registry, against: str) -> Listing | Corpus | Resolved:
-    """An ``--against`` as given: a folder (listed now), a Parquet file of a corpus (read and
-    checked now), or a registered revision; refused before any work where it holds nothing."""
+def corpus_of(against: str) -> Listing | Corpus | None:
+    """An ``--against`` that is a path: a folder (listed now) or a Parquet file of a corpus
+    (read and checked now), refused before any work where it holds nothing; ``None`` for
+    anything else (a revision, resolved at the door)."""
     if os.path.isdir(against):
         listing = list_folder(Path(against))
         if not listing.files and not listing.unreadable:
@@ -499,7 +499,7 @@ def _other(reg: Registry, against: str) -> Listing | Corpus | Resolved:
         return listing
     if os.path.isfile(against):
         return read_corpus(Path(against))
-    return reg.resolve(against)
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -508,7 +508,6 @@ class _Provenance:
 
     params: dict[str, Any]
     inputs: dict[str, str]
-    command: str
     fingerprints: dict[str, int]
 
 
@@ -546,7 +545,7 @@ def _store(
         counts[f.verdict] += 1
         counts[f"tier_{f.matches[0]['tier']}"] = counts.get(f"tier_{f.matches[0]['tier']}", 0) + 1
     counts["unreadable"] = len(unreadable)
-    digest = None
+    draft = None
     snapshot = base.revision.snapshot
     if findings:
         table = corrections_table(
@@ -567,9 +566,8 @@ def _store(
             inputs=how.inputs,
             summary={"skipped_labels_only": skipped, "unreadable": len(unreadable)},
         )
-        digest = store_draft(reg, snapshot, draft, command=how.command)
     return AuditResult(
-        digest=digest,
+        digest=None,
         dataset=base.dataset,
         revision=base.digest,
         rows=reg.snapshot(snapshot).rows,
@@ -579,4 +577,5 @@ def _store(
         counts=counts,
         findings=tuple(findings),
         fingerprints=how.fingerprints,
+        draft=draft,
     )

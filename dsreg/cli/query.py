@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 import dsreg.api as api
 from dsreg.api import data as data_api
 from dsreg.api import reports as reports_api
-from dsreg.api import results as results_api
 from dsreg.api.options import Opt
 from dsreg.cli._command import command
 from dsreg.cli._common import (
@@ -108,19 +107,10 @@ def eval_(
     the ranking changes (Northcutt et al. 2021, Table 3), with intervals, pairwise tests and
     rank intervals; --flip-points adds each pair's flip point.
     --record also keeps the predictions for 'dsreg leaderboard'."""
-    reports_api.check_record_remote(spec, record=record, remote=options["remote"])
-    report = reports_api.evaluate(spec, predictions, plot=plot, **options)
-    if record:
-        recorded = results_api.record(
-            spec,
-            predictions,
-            model=options["model"],
-            meta=options["meta"],
-            force=options["force"],
-            command=command_line(),
-            registry=options["registry"],
-        )
-        render_recorded(recorded)
+    report = reports_api.evaluate(
+        spec, predictions, plot=plot, record=record, command=command_line(), **options
+    )
+    render_recorded(report.recorded)
     if plot is not None:
         say(f"Wrote the rank chart to {plot}")
     if json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from dsreg.cli._common import json_shown, out, say, short, table, write_json
 from dsreg.cli._text import printable
 
 
-def render_recorded(recorded: list[Any]) -> None:
+def render_recorded(recorded: Sequence[Any]) -> None:
     """One line per model recorded by ``eval --record`` (on stderr: stdout is the report)."""
     for r in recorded:
         model = printable(r.model)

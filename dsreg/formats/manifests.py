@@ -5,6 +5,7 @@ Manifests hold content, never time or user: two people adding the same bytes get
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, get_args
 
@@ -21,6 +22,7 @@ __all__ = [
     "HELD_INPUT",
     "KINDS",
     "SUMMARIZED_VERDICTS",
+    "TAG_VIEWS",
     "VERDICTS",
     "VIEWS",
     "Manifest",
@@ -39,6 +41,16 @@ View: TypeAlias = Literal[
 ]
 OverlayKind: TypeAlias = Literal["detected", "validated", "manual", "audit"]
 VIEWS: tuple[View, ...] = get_args(View)
+# The view a tag made with a new overlay serves unless ``--view`` names one, by the overlay's
+# producer: a correction's tag serves the cleaned labels; an audit's, and a review of its
+# findings, the rows it did not name.
+TAG_VIEWS: Mapping[str, View] = {
+    "dsreg.detect": "cleaned",
+    "dsreg.import-votes": "cleaned",
+    "dsreg.import-labels": "cleaned",
+    "dsreg.audit-duplicates": "decontaminated",
+    "dsreg.review-pairs": "decontaminated",
+}
 KINDS: tuple[OverlayKind, ...] = get_args(OverlayKind)
 # The verdicts of Northcutt et al. (NeurIPS 2021), plus ``suspected`` (detected, not validated)
 # and ``unreviewed`` (a review finished before the row had its votes: not judged, so no error).

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from dsreg._util.lazy import lazy_imports
 from dsreg.errors import DatasetFormatError, InvalidNameError, InvalidSpecError
@@ -21,6 +22,7 @@ __all__ = [
     "TRAILING_SPACE",
     "UNSAFE_PATH",
     "Spec",
+    "TagName",
     "check_lookalike_ids",
     "check_name",
     "id_spelling",
@@ -169,11 +171,18 @@ def parse_spec(text: str) -> Spec:
     return Spec(dataset=dataset, ref=ref)
 
 
-def parse_tag_target(text: str) -> tuple[str, str]:
+class TagName(NamedTuple):
+    """A tag's name: ``dataset@tag``."""
+
+    dataset: str
+    tag: str
+
+
+def parse_tag_target(text: str) -> TagName:
     """Parse the ``dataset@tag`` a new tag is created at."""
     if "@" not in text:
         raise InvalidSpecError(
             f"{text!r} names no tag: write dataset@tag, e.g. {text}@v1", spec=text
         )
     dataset, _, tag = text.partition("@")
-    return check_name(dataset, what="dataset name"), check_name(tag, what="tag name")
+    return TagName(check_name(dataset, what="dataset name"), check_name(tag, what="tag name"))

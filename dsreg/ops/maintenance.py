@@ -15,10 +15,18 @@ from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import DsregError, IntegrityError
 from dsreg.objects.batch import STAGE_PREFIX
 from dsreg.objects.digest import short
-from dsreg.registry.expiry import DEFAULT_LOG_EXPIRY, parse_duration
 from dsreg.registry.folder import Registry
 from dsreg.registry.marks import mark_objects, mark_problems
-from dsreg.registry.reachable import Problem, log_expiry, logged, reachable, roots
+from dsreg.registry.reachable import (
+    DEFAULT_LOG_EXPIRY,
+    Problem,
+    log_expiry,
+    logged,
+    parse_duration,
+    reachable,
+    roots,
+)
+from dsreg.registry.reader import Resolved
 from dsreg.registry.results import recorded_digests, result_objects, result_problems
 from dsreg.remote.config import default_remote
 
@@ -66,20 +74,19 @@ class VerifyResult:
 
 
 def verify(
-    reg: Registry, *, specs: Iterable[str] = (), progress: ProgressHook = no_progress
+    reg: Registry, *, revisions: Iterable[Resolved] = (), progress: ProgressHook = no_progress
 ) -> VerifyResult:
-    """Re-hash objects and check manifests against their schemas; with no specs, everything,
-    and every tag and log line too.
+    """Re-hash objects and check manifests against their schemas: what ``revisions`` reach;
+    with none, everything, and every tag and log line too.
 
     A payload blob that is absent from a registry with a default remote (a clone: payloads come
     on demand, docs/remotes.md) is *not fetched*, reported apart from problems; in a registry
     without one it is missing, a problem. A manifest or table is never fetched lazily: absent,
     it is missing either way.
     """
-    specs = list(specs)
+    starts = [r.digest for r in revisions]
     problems: list[Problem] = []
-    if specs:
-        starts = [reg.resolve(s).digest for s in specs]
+    if starts:
         targets, problems = reachable(reg, starts)
     else:
         # Every stored object, and every object a tag or a recent log line reaches (a missing

@@ -1,32 +1,37 @@
-"""Make an overlay (from the detector or from human votes) and, when asked, tag a revision
-with it in the same call: what ``dsreg detect`` and ``dsreg overlay import-votes`` do."""
+"""Store an overlay and, when asked, tag a revision with it in the same call: the one way
+``dsreg detect``, ``overlay import-votes``, ``overlay import-labels``, ``audit duplicates`` and
+``review --finish`` end (``store_overlay``), each tag in the view ``TAG_VIEWS`` gives its
+producer unless ``--view`` names one."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dsreg._util.choices import check_choice
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.detector.options import FILTER_BY, RANK_BY, DetectorOptions
 from dsreg.errors import DsregError, InvalidInputError, TagExistsError
-from dsreg.formats.manifests import VIEWS
-from dsreg.formats.names import check_name
+from dsreg.formats.manifests import TAG_VIEWS, VIEWS
+from dsreg.formats.names import TagName, check_name
 from dsreg.objects.digest import short
 from dsreg.ops.tag import TagResult, make_tag
 from dsreg.overlays.create import (
     LABEL_FORMATS,
     CreatedOverlay,
-    detect_overlay,
-    labels_overlay,
-    votes_overlay,
+    OverlayDraft,
+    detect_draft,
+    labels_draft,
+    store_draft,
+    votes_draft,
 )
 from dsreg.overlays.inspect import Issue, ranked_issues
 from dsreg.overlays.votes import VOTE_FORMATS
-from dsreg.registry.folder import Registry
+from dsreg.registry.reader import Resolved
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,11 +43,11 @@ __all__ = [
     "Tagging",
     "check_detect_options",
     "check_tag_options",
-    "check_tag_target",
     "check_tagging",
     "detect",
     "import_labels",
     "import_votes",
+    "store_overlay",
 ]
 
 
@@ -65,20 +70,20 @@ class Recording:
     command: str = ""
     credit: Mapping[str, str] | None = None
 
-    def made_by(self) -> dict[str, Any]:
-        """The keywords of ``dsreg.overlays.create``'s makers that say this."""
-        return {"command": self.command, "credit": self.credit}
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Tagging:
     """The tag asked for with a new overlay: ``<dataset>@<tag>`` names the revision plus the
-    overlay, in ``view`` (default cleaned); ``force`` moves a tag that exists. No ``tag``: no
-    tag is made."""
+    overlay, in ``view`` (default: its producer's, ``TAG_VIEWS``); ``force`` moves a tag that
+    exists. No ``tag``: no tag is made."""
 
     tag: str | None = None
     view: str | None = None
     force: bool = False
+
+    def view_for(self, producer: str) -> str:
+        """The view of the tag made with an overlay of ``producer``."""
+        return self.view or TAG_VIEWS[producer]
 
 
 def check_detect_options(filter_by: str, rank_by: str) -> None:
@@ -104,24 +109,17 @@ def check_tag_options(tag: str | None, view: str | None) -> None:
         raise InvalidInputError(f"unknown view {view!r}; choose one of {', '.join(VIEWS)}")
 
 
-def check_tag_target(
-    reg: Registry,
-    spec: str,
-    tag: str | None,
-    view: str | None,
-    *,
-    force: bool,
-    producer: str,
-) -> None:
-    """Refuse, before any work, a ``tag`` that exists (unless ``force``): the overlay is neither
-    made nor stored. The one exception is a likely re-run: the tag names ``spec``'s revision
-    plus one overlay of ``spec``'s snapshot made by the same ``producer``, in the same view;
-    the work goes on and the tag is a no-op if the new overlay is that one (same inputs, same
-    digest), refused under the lock otherwise (``make_tag``, the guard against races too)."""
-    check_tag_options(tag, view)
-    if tag is None or force:
+def check_tagging(base: Resolved, tagging: Tagging, *, producer: str) -> None:
+    """Refuse, before any work, a tag that exists (unless ``force``): the overlay is neither
+    made nor stored. The one exception is a likely re-run: the tag names ``base``'s revision
+    plus one overlay of its snapshot made by the same ``producer``, in the same view; the work
+    goes on and the tag is a no-op if the new overlay is that one (same inputs, same digest),
+    refused under the lock otherwise (``make_tag``, the guard against races too)."""
+    check_tag_options(tagging.tag, tagging.view)
+    tag = tagging.tag
+    if tag is None or tagging.force:
         return
-    base = reg.resolve(spec)
+    reg = base.registry
     old = reg.refs.get(base.dataset, tag)
     if old is None:
         return
@@ -135,7 +133,7 @@ def check_tag_target(
         and last is not None
         and rev.snapshot == base.revision.snapshot
         and rev.overlays[:-1] == base.revision.overlays
-        and rev.view == (view or "cleaned")
+        and rev.view == tagging.view_for(producer)
         and last.producer.get("name") == producer
     ):
         return
@@ -148,26 +146,39 @@ def check_tag_target(
     )
 
 
-def _tag(
-    reg: Registry, spec: str, made: CreatedOverlay, tagging: Tagging, command: str
-) -> TagResult | None:
-    if tagging.tag is None:
-        return None
-    # The new revision is the one the overlay was made for, plus the overlay, in its view.
-    return make_tag(
-        reg,
-        f"{made.dataset}@{tagging.tag}",
-        spec,
-        overlays=[made.digest],
-        view=tagging.view or "cleaned",
-        force=tagging.force,
-        command=command,
+def store_overlay(
+    base: Resolved, draft: OverlayDraft, tagging: Tagging, record: Recording
+) -> OverlayResult:
+    """Store ``draft`` as an overlay of ``base``'s snapshot, recording ``record``'s command and
+    credit, then make the tag ``tagging`` asks for (checked beforehand by ``check_tagging``):
+    ``base``'s revision plus the overlay, in ``tagging.view_for`` its producer."""
+    reg = base.registry
+    snapshot = base.revision.snapshot
+    digest = store_draft(reg, snapshot, draft, command=record.command, credit=record.credit)
+    tagged = None
+    if tagging.tag is not None:
+        tagged = make_tag(
+            TagName(base.dataset, tagging.tag),
+            base,
+            overlays=[digest],
+            view=tagging.view_for(draft.producer),
+            force=tagging.force,
+            command=record.command,
+        )
+    return OverlayResult(
+        digest=digest,
+        dataset=base.dataset,
+        base=snapshot,
+        revision=base.digest,
+        kind=draft.kind,
+        summary={"rows": draft.table.num_rows, **draft.summary},
+        details=draft.details,
+        tagged=tagged,
     )
 
 
 def detect(
-    reg: Registry,
-    spec: str,
+    base: Resolved,
     pred_probs: np.ndarray | str | os.PathLike[str],
     *,
     options: DetectorOptions,
@@ -176,18 +187,18 @@ def detect(
     progress: ProgressHook = no_progress,
     record: Recording = Recording(),
 ) -> OverlayResult:
-    """A ``detected`` overlay of ``spec`` (options: those of the detector), tagged as
+    """A ``detected`` overlay of ``base`` (options: those of the detector), tagged as
     ``tagging`` asks, with its ``top`` lowest-scored rows; ``record``: its command and credit."""
     check_detect_options(options.filter_by, options.rank_by)
-    check_tagging(reg, spec, tagging, producer="dsreg.detect")
+    check_tagging(base, tagging, producer="dsreg.detect")
     probs = Path(pred_probs) if isinstance(pred_probs, str | os.PathLike) else pred_probs
-    made = detect_overlay(reg, spec, probs, options=options, progress=progress, **record.made_by())
-    return _stored(reg, spec, made, tagging, command=record.command, top=top)
+    draft = detect_draft(base, probs, options=options, progress=progress)
+    stored = store_overlay(base, draft, tagging, record)
+    return dataclasses.replace(stored, top=ranked_issues(base.registry, stored.digest, top))
 
 
 def import_votes(
-    reg: Registry,
-    spec: str,
+    base: Resolved,
     votes: str | os.PathLike[str],
     *,
     format: str = "label-errors",
@@ -195,19 +206,16 @@ def import_votes(
     tagging: Tagging = Tagging(),
     record: Recording = Recording(),
 ) -> OverlayResult:
-    """A ``validated`` overlay of ``spec``'s snapshot from a votes file, tagged as ``tagging``
+    """A ``validated`` overlay of ``base``'s snapshot from a votes file, tagged as ``tagging``
     asks; ``record``: its command and credit."""
     check_choice(format, VOTE_FORMATS, option="--format")
-    check_tagging(reg, spec, tagging, producer="dsreg.import-votes")
-    made = votes_overlay(
-        reg, spec, Path(votes), format=format, threshold=threshold, **record.made_by()
-    )
-    return _stored(reg, spec, made, tagging, command=record.command)
+    check_tagging(base, tagging, producer="dsreg.import-votes")
+    draft = votes_draft(base, Path(votes), format=format, threshold=threshold)
+    return store_overlay(base, draft, tagging, record)
 
 
 def import_labels(
-    reg: Registry,
-    spec: str,
+    base: Resolved,
     path: str | os.PathLike[str],
     *,
     format: str,
@@ -215,43 +223,10 @@ def import_labels(
     tagging: Tagging = Tagging(),
     record: Recording = Recording(),
 ) -> OverlayResult:
-    """An overlay of ``spec``'s snapshot from a relabeling file (``real``, ``counts``) or a
+    """An overlay of ``base``'s snapshot from a relabeling file (``real``, ``counts``) or a
     corrections CSV (``csv``), tagged as ``tagging`` asks; ``record``: its command and
     credit."""
-    if format not in LABEL_FORMATS:
-        raise InvalidInputError(
-            f"unknown --format {format!r}; choose one of {', '.join(LABEL_FORMATS)}"
-        )
-    check_tagging(reg, spec, tagging, producer="dsreg.import-labels")
-    made = labels_overlay(
-        reg, spec, Path(path), format=format, threshold=threshold, **record.made_by()
-    )
-    return _stored(reg, spec, made, tagging, command=record.command)
-
-
-def check_tagging(reg: Registry, spec: str, tagging: Tagging, *, producer: str) -> None:
-    """The tag ``tagging`` asks for, checked before any work: one that exists is refused
-    (`check_tag_target`) before an overlay is computed and stored."""
-    check_tag_target(reg, spec, tagging.tag, tagging.view, force=tagging.force, producer=producer)
-
-
-def _stored(
-    reg: Registry,
-    spec: str,
-    made: CreatedOverlay,
-    tagging: Tagging,
-    *,
-    command: str,
-    top: int | None = None,
-) -> OverlayResult:
-    """The overlay ``made`` just stored, the tag ``tagging`` asks for (checked beforehand by
-    `check_tagging`) and (``top`` given) the overlay's ``top`` lowest-scored rows."""
-    tagged = _tag(reg, spec, made, tagging, command)
-    return _result(made, tagged, ranked_issues(reg, made.digest, top) if top is not None else ())
-
-
-def _result(
-    made: CreatedOverlay, tagged: TagResult | None, top: tuple[Issue, ...]
-) -> OverlayResult:
-    fields = {f: getattr(made, f) for f in CreatedOverlay.__dataclass_fields__}
-    return OverlayResult(**fields, tagged=tagged, top=top)
+    check_choice(format, LABEL_FORMATS, option="--format")
+    check_tagging(base, tagging, producer="dsreg.import-labels")
+    draft = labels_draft(base, Path(path), format=format, threshold=threshold)
+    return store_overlay(base, draft, tagging, record)

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 
 from dsreg.errors import DsregError, InvalidInputError
 from dsreg.formats.manifests import VIEWS, Revision, View
-from dsreg.formats.names import parse_tag_target
+from dsreg.formats.names import TagName
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
+from dsreg.registry.reader import Resolved
 from dsreg.registry.refs import move_refused
 
-__all__ = ["TagResult", "delete_tag", "make_revision", "make_tag"]
+__all__ = ["TagResult", "delete_tag", "make_tag"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -38,11 +39,9 @@ class TagResult:
         }
 
 
-def _build_revision(
-    reg: Registry, source: str, *, overlays: Sequence[str], view: str | None
-) -> tuple[str, Revision]:
+def _build_revision(base: Resolved, *, overlays: Sequence[str], view: str | None) -> Revision:
     """Check and assemble the revision; store nothing (a refused tag writes nothing)."""
-    base = reg.resolve(source)
+    reg = base.registry
     if view is not None and view not in VIEWS:
         raise InvalidInputError(f"unknown view {view!r}; choose one of {', '.join(VIEWS)}")
     extra = tuple(reg.resolve_object(o) for o in overlays)
@@ -52,43 +51,32 @@ def _build_revision(
     if dup:
         raise InvalidInputError(f"overlays {dup} are already in this revision; name each once")
     chosen: View = view if view is not None else base.revision.view
-    rev = Revision(
+    return Revision(
         snapshot=base.revision.snapshot, overlays=base.revision.overlays + extra, view=chosen
     )
-    return base.dataset, rev
-
-
-def make_revision(
-    reg: Registry, source: str, *, overlays: Sequence[str] = (), view: str | None = None
-) -> tuple[str, Revision]:
-    """The revision ``source`` plus ``overlays`` (digests or prefixes), in ``view``; stored."""
-    dataset, rev = _build_revision(reg, source, overlays=overlays, view=view)
-    with reg.lock():
-        digest = reg.store_revision(rev)
-    assert digest == rev.digest
-    return dataset, rev
 
 
 def make_tag(
-    reg: Registry,
-    new: str,
-    source: str,
+    new: TagName,
+    base: Resolved,
     *,
     overlays: Sequence[str] = (),
     view: str | None = None,
     force: bool = False,
     command: str = "",
 ) -> TagResult:
-    """Create tag ``new`` (``dataset@tag``) at ``source`` (+ overlays, view), as ``git tag``."""
-    dataset, tag = parse_tag_target(new)
+    """Create tag ``new`` at ``base``'s revision (+ overlays, view), as ``git tag``, in the
+    registry ``base`` is read from."""
+    dataset, tag = new
+    reg = base.registry
     # One shared lock from storing the revision to setting the tag: a gc in between would see
     # an untagged revision manifest and remove it, leaving the tag pointing at nothing.
     with reg.lock():
-        src_dataset, rev = _build_revision(reg, source, overlays=overlays, view=view)
-        if src_dataset != dataset:
+        rev = _build_revision(base, overlays=overlays, view=view)
+        if base.dataset != dataset:
             raise InvalidInputError(
-                f"{source!r} is a revision of {src_dataset!r}, not {dataset!r}; "
-                f"tag it as {src_dataset}@{tag}"
+                f"{base.spec!r} is a revision of {base.dataset!r}, not {dataset!r}; "
+                f"tag it as {base.dataset}@{tag}"
             )
         old = reg.refs.get(dataset, tag)
         digest = reg.digest_of(rev)
@@ -107,12 +95,12 @@ def make_tag(
     )
 
 
-def delete_tag(reg: Registry, name: str, *, command: str = "") -> TagResult:
+def delete_tag(reg: Registry, name: TagName, *, command: str = "") -> TagResult:
     """Remove tag ``name`` (``dataset@tag``), as ``git tag -d``: the ref log records it and
     nothing else changes; the revision it named stays a gc root through that log line until
     the log's expiry (``gc --prune-log-older-than``). ``RevisionNotFoundError`` if there is no
     such tag."""
-    dataset, tag = parse_tag_target(name)
+    dataset, tag = name
     with reg.lock():
         old = reg.refs.delete(dataset, tag, command=command)
     try:

@@ -24,10 +24,19 @@ from dsreg.objects.hashing import hash_file
 from dsreg.overlays.votes import read_votes
 from dsreg.overlays.write import JoinedRows, write_overlay
 from dsreg.registry.folder import Registry
+from dsreg.registry.reader import Resolved
 from dsreg.registry.tables import read_examples
 from dsreg.views.dataset import Dataset
 
-__all__ = ["LABEL_FORMATS", "CreatedOverlay", "detect_overlay", "labels_overlay", "votes_overlay"]
+__all__ = [
+    "LABEL_FORMATS",
+    "CreatedOverlay",
+    "OverlayDraft",
+    "detect_draft",
+    "labels_draft",
+    "store_draft",
+    "votes_draft",
+]
 
 LABEL_FORMATS = ("real", "counts", "csv")
 
@@ -75,20 +84,12 @@ class OverlayDraft:
     joined: JoinedRows | None = None
 
 
-def votes_overlay(
-    reg: Registry,
-    spec: str,
-    path: Path,
-    *,
-    format: str,
-    threshold: int,
-    command: str = "",
-    credit: Mapping[str, str] | None = None,
-) -> CreatedOverlay:
-    """A ``validated`` overlay of ``spec``'s snapshot from a votes file. The votes are matched
+def votes_draft(base: Resolved, path: Path, *, format: str, threshold: int) -> OverlayDraft:
+    """A ``validated`` overlay of ``base``'s snapshot from a votes file. The votes are matched
     to rows by a join over the snapshot's verified examples object, which is also the row
     check of the overlay (`JoinedRows`): 50 million ids are never decoded into Python."""
-    ds = Dataset(reg, reg.resolve(spec))
+    ds = Dataset(base)
+    reg = base.registry
     # Before the file is hashed: a named pipe or a device would be read forever.
     input_file(path, what=f"votes file {str(path)!r}")
     # The file's digest (the producer's input) is taken on a second thread while it is read and
@@ -105,7 +106,7 @@ def votes_overlay(
         classes=ds.classes,
         examples=lambda: _examples_file(reg, ds.snapshot),
     )
-    draft = OverlayDraft(
+    return OverlayDraft(
         kind="validated",
         table=result.table,
         producer="dsreg.import-votes",
@@ -114,7 +115,6 @@ def votes_overlay(
         summary=result.summary,
         joined=JoinedRows(examples=ds.snapshot.examples, labels=result.joined_labels),
     )
-    return _store(reg, ds, draft, command=command, credit=credit)
 
 
 def _examples_file(reg: Registry, snap: Snapshot) -> Path:
@@ -130,25 +130,18 @@ def _examples_file(reg: Registry, snap: Snapshot) -> Path:
     return path
 
 
-def labels_overlay(
-    reg: Registry,
-    spec: str,
-    path: Path,
-    *,
-    format: str,
-    threshold: float = 0.5,
-    command: str = "",
-    credit: Mapping[str, str] | None = None,
-) -> CreatedOverlay:
-    """An overlay of ``spec``'s snapshot from a published relabeling (``real``: ImageNet-ReaL
+def labels_draft(
+    base: Resolved, path: Path, *, format: str, threshold: float = 0.5
+) -> OverlayDraft:
+    """An overlay of ``base``'s snapshot from a published relabeling (``real``: ImageNet-ReaL
     lists; ``counts``: rater counts, as CIFAR-10H) or a user's corrections CSV (``csv``).
     Relabelings make ``validated`` overlays, a user's CSV a ``manual`` one."""
     from dsreg.overlays.corrections_csv import import_csv
     from dsreg.overlays.relabel import import_counts, import_real
 
     input_file(path, what=f"{format} file {str(path)!r}")
-    ds = Dataset(reg, reg.resolve(spec))
-    examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
+    ds = Dataset(base)
+    examples = read_examples(base.registry, ds.snapshot, columns=["example_id", "label"])
     ids = examples.column("example_id").combine_chunks()
     labels = as_numpy(examples.column("label"))
     if format == "real":
@@ -159,7 +152,7 @@ def labels_overlay(
         )
     else:
         result = import_csv(path, example_ids=ids, labels=labels, classes=ds.classes)
-    draft = OverlayDraft(
+    return OverlayDraft(
         kind="manual" if format == "csv" else "validated",
         table=result.table,
         producer="dsreg.import-labels",
@@ -167,33 +160,29 @@ def labels_overlay(
         inputs={"labels": hash_file(path)},
         summary=result.summary,
     )
-    return _store(reg, ds, draft, command=command, credit=credit)
 
 
-def detect_overlay(
-    reg: Registry,
-    spec: str,
+def detect_draft(
+    base: Resolved,
     probs: Path | np.ndarray,
     *,
     options: DetectorOptions | None = None,
     progress: ProgressHook = no_progress,
-    command: str = "",
-    credit: Mapping[str, str] | None = None,
-) -> CreatedOverlay:
-    """A ``detected`` overlay of ``spec``: confident learning on out-of-sample probabilities
+) -> OverlayDraft:
+    """A ``detected`` overlay of ``base``: confident learning on out-of-sample probabilities
     aligned with the revision's rows (its view's rows, in order); ``progress`` hears of each
     pass over them."""
     from dsreg.detector.detector import detect
     from dsreg.detector.probs import open_probabilities
 
-    ds = Dataset(reg, reg.resolve(spec))
+    ds = Dataset(base)
     view = ds.view_rows()
     if isinstance(probs, Path):
         input_file(probs, what=f"probabilities file {str(probs)!r}")
     source = open_probabilities(probs)
     det = detect(view.label, source, options, progress=progress)
     snap_rows = view.rows[det.rows]
-    examples = read_examples(reg, ds.snapshot, columns=["example_id", "label"])
+    examples = read_examples(base.registry, ds.snapshot, columns=["example_id", "label"])
     ids = examples.column("example_id").take(pa.array(snap_rows))
     given = examples.column("label").to_numpy()[snap_rows]
     table = corrections_table(
@@ -205,7 +194,7 @@ def detect_overlay(
         score=np.asarray(det.scores, dtype=np.float64),
     )
     per_class = {ds.classes[i]: int(c) for i, c in enumerate(det.issues_per_class) if c}
-    draft = OverlayDraft(
+    return OverlayDraft(
         kind="detected",
         table=table,
         producer="dsreg.detect",
@@ -218,29 +207,6 @@ def detect_overlay(
             "renormalized_rows": int(det.renormalized_rows),
         },
         details=det,
-    )
-    return _store(reg, ds, draft, command=command, credit=credit)
-
-
-def _store(
-    reg: Registry,
-    ds: Dataset,
-    draft: OverlayDraft,
-    *,
-    command: str,
-    credit: Mapping[str, str] | None = None,
-) -> CreatedOverlay:
-    """Store ``draft`` as an overlay of ``ds``'s snapshot (`store_draft`): what every overlay
-    maker ends with."""
-    digest = store_draft(reg, ds.snapshot_digest, draft, command=command, credit=credit)
-    return CreatedOverlay(
-        digest=digest,
-        dataset=ds.name,
-        base=ds.snapshot_digest,
-        revision=ds.digest,
-        kind=draft.kind,
-        summary={"rows": draft.table.num_rows, **draft.summary},
-        details=draft.details,
     )
 
 

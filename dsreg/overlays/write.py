@@ -42,9 +42,7 @@ __all__ = [
     "CORRECTIONS_SCHEMA",
     "VOTES_TYPE",
     "JoinedRows",
-    "OverlayRecord",
     "corrections_table",
-    "list_overlays",
     "write_overlay",
 ]
 
@@ -60,14 +58,6 @@ _ALLOWED: dict[str, frozenset[str]] = {
     "manual": _LABEL_VERDICTS,
     "audit": _AUDITED,
 }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OverlayRecord:
-    """An overlay as listed: its digest, its manifest."""
-
-    digest: str
-    overlay: Overlay
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -299,15 +289,3 @@ def write_overlay(
         digest = reg.put_manifest(ov)
         reg.refs.record(snap.dataset, event="overlay", new=digest, command=command)
     return digest
-
-
-def list_overlays(reg: Registry, dataset: str) -> list[OverlayRecord]:
-    """Overlays made for ``dataset`` (from its log) or used by its tags, oldest first."""
-    seen: dict[str, None] = {}
-    for e in reg.refs.log(dataset):
-        if e.event == "overlay" and e.new:
-            seen[e.new] = None
-    for digest in reg.refs.tags(dataset).values():
-        for od in reg.revision(digest).overlays:
-            seen[od] = None
-    return [OverlayRecord(digest=d, overlay=reg.overlay(d)) for d in seen if reg.store.has(d)]

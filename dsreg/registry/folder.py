@@ -7,19 +7,15 @@ import contextlib
 import fcntl
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dsreg._util.lazy import lazy_imports
 from dsreg.errors import (
-    DsregError,
-    IntegrityError,
     InvalidInputError,
     ManifestError,
     ObjectNotFoundError,
     RegistryNotFoundError,
-    RevisionNotFoundError,
     StorageError,
 )
 from dsreg.formats.manifests import (
@@ -35,7 +31,6 @@ from dsreg.formats.names import parse_spec
 from dsreg.objects.digest import PREFIX, short
 from dsreg.objects.hashing import hash_bytes
 from dsreg.objects.store import ObjectStore
-from dsreg.registry.markrefs import may_be_marked
 from dsreg.registry.refs import RefStore
 from dsreg.registry.schemamemo import SchemaMemo
 
@@ -44,13 +39,12 @@ from dsreg.registry.schemamemo import SchemaMemo
 # config.toml only by the commands that take a setting from it.
 with lazy_imports():
     from dsreg.registry import config as registry_config
-    from dsreg.registry import marks as registry_marks
     from dsreg.registry import state as registry_state
 
 if TYPE_CHECKING:
     from dsreg.registry.state import StatCache
 
-__all__ = ["DIRNAME", "ENV_CACHE", "ENV_REGISTRY", "Registry", "Resolved", "cache_root"]
+__all__ = ["DIRNAME", "ENV_CACHE", "ENV_REGISTRY", "Registry", "cache_root"]
 
 DIRNAME = ".dsreg"
 # Names a registry for every command and every library call that is given none.
@@ -63,17 +57,6 @@ _MARKER = "config.toml"
 _MANIFEST_HEADS = (b'{"classes":[', b'{"base":"blake3:', b'{"overlays":[')
 _HEAD_LEN = max(len(h) for h in _MANIFEST_HEADS)
 _M = TypeVar("_M", Snapshot, Overlay, Revision)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Resolved:
-    """A spec resolved: the revision, its full digest, and the name it was reached by."""
-
-    digest: str
-    revision: Revision
-    dataset: str
-    tag: str | None
-    spec: str
 
 
 class Registry:
@@ -274,99 +257,6 @@ class Registry:
                 raise ObjectNotFoundError(f"no object {short(d)} in this registry", digest=d)
             return d
         return self.store.resolve_prefix(text)
-
-    # -- resolving specs --------------------------------------------------------------------
-    def resolve(self, spec: str) -> Resolved:
-        """Resolve ``dataset@tag``, ``dataset@<prefix>`` or ``blake3:<hex>`` to a revision."""
-        s = parse_spec(spec)
-        if s.digest is not None:
-            rev, dataset = self._revision_and_dataset(s.digest)
-            return Resolved(digest=rev.digest, revision=rev, dataset=dataset, tag=None, spec=spec)
-        assert s.dataset is not None and s.ref is not None
-        if not s.ref.startswith(PREFIX):
-            digest = self.refs.get(s.dataset, s.ref)
-            if digest is not None:
-                rev = self.revision(digest)
-                self.check_tag_dataset(s.dataset, s.ref, rev)
-                if may_be_marked(self.root, s.dataset, s.ref):
-                    registry_marks.warn_marks(self.root, s.dataset, s.ref)
-                return Resolved(
-                    digest=digest, revision=rev, dataset=s.dataset, tag=s.ref, spec=spec
-                )
-        if s.could_be_prefix:
-            found = self._revisions_with_prefix(s.dataset, s.ref)
-            if len(found) == 1:
-                rev = found[0]
-                return Resolved(
-                    digest=rev.digest, revision=rev, dataset=s.dataset, tag=None, spec=spec
-                )
-            if len(found) > 1:
-                from dsreg.errors import AmbiguousDigestError
-
-                raise AmbiguousDigestError(
-                    f"{spec!r} is ambiguous: it matches revisions "
-                    + ", ".join(short(r.digest) for r in found)
-                    + "; type more characters of the digest",
-                    prefix=s.ref,
-                    candidates=[r.digest for r in found],
-                )
-        tags = self.refs.tags(s.dataset)
-        if not tags and s.dataset not in self.refs.datasets():
-            raise RevisionNotFoundError(
-                f"no dataset {s.dataset!r} in this registry ({self.root}); "
-                "see 'dsreg ls', or add it with 'dsreg add'",
-                dataset=s.dataset,
-                ref=s.ref,
-            )
-        raise RevisionNotFoundError(
-            f"no tag or revision {s.ref!r} in dataset {s.dataset!r}; its tags are "
-            f"{', '.join(sorted(tags)) or '(none)'}",
-            dataset=s.dataset,
-            ref=s.ref,
-        )
-
-    def check_tag_dataset(self, dataset: str, tag: str, rev: Revision) -> None:
-        """Refuse a tag of ``dataset`` whose revision ``rev`` is another dataset's (a hand edit,
-        or a clone from before tags were checked): served, it would be cited under the wrong
-        name. ``IntegrityError`` naming both datasets."""
-        owner = self.dataset_of(rev)
-        if owner != dataset:
-            raise IntegrityError(
-                f"tag {dataset}@{tag} names revision {short(rev.digest)}, a revision of dataset "
-                f"{owner!r}, not of {dataset!r}: the tag is damaged (edited by hand, or copied "
-                f"from a remote by an older dsreg) and is not served; point it at a revision "
-                f"of {dataset!r} with 'dsreg tag --force {dataset}@{tag} <revision>' "
-                f"(see 'dsreg log {dataset}'), or use {owner}@{short(rev.digest)}"
-            )
-
-    def _revision_and_dataset(self, digest: str) -> tuple[Revision, str]:
-        if self.store.has(digest) and not self.is_manifest(digest):
-            raise InvalidInputError(
-                f"{short(digest)} is a payload or table, not a revision; give a revision, "
-                "a snapshot or dataset@tag (see 'dsreg ls')"
-            )
-        m = self.manifest(digest)
-        if isinstance(m, Overlay):
-            raise InvalidInputError(
-                f"{short(digest)} is an overlay, not a revision; make one with "
-                f"'dsreg tag <dataset>@<tag> <dataset>@original --overlay {short(digest)}'"
-            )
-        rev = Revision(snapshot=digest) if isinstance(m, Snapshot) else m
-        assert isinstance(rev, Revision)
-        return rev, self.snapshot(rev.snapshot).dataset
-
-    def _revisions_with_prefix(self, dataset: str, prefix: str) -> list[Revision]:
-        out: dict[str, Revision] = {}
-        for d in self.store.match_prefix(prefix):
-            if not self.is_manifest(d):
-                continue
-            try:
-                rev, ds = self._revision_and_dataset(d)
-            except DsregError:
-                continue
-            if ds == dataset:
-                out[rev.digest] = rev
-        return list(out.values())
 
     def dataset_of(self, rev: Revision) -> str:
         return self.snapshot(rev.snapshot).dataset

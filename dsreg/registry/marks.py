@@ -5,22 +5,21 @@ A mark is an object, canonical JSON: a yank ``{"mark": "yank", "dataset", "tag",
 by a ref, ``yanked/<dataset>/<tag>`` or ``retired/<dataset>/<successor>``, written as a tag is
 (``RefStore`` with another folder: under the dataset's lock, after its line in
 ``logs/<dataset>.jsonl``, events ``yank``, ``unyank``, ``retire``), so ``dsreg log`` lists them
-and push, pull and clone carry them as they carry tags (``dsreg.remote.marks``).
+and push, pull and clone carry them as they carry tags (``dsreg.remote.results``).
 
 A yanked tag is left out of listings and of any default choice of tag, and still resolves when
-named exactly; its reason (and a retired dataset's successor) is told on every resolve, as a
-``YankedWarning``.
+named exactly; its reason (and a retired dataset's successor) is told when the tag is read, once,
+at the door (``dsreg.registry.reader``), as a ``YankedWarning``.
 """
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dsreg._util.jsonread import read_line
-from dsreg.errors import DsregError, IntegrityError, InvalidInputError, YankedWarning
+from dsreg.errors import DsregError, IntegrityError, InvalidInputError
 from dsreg.formats.canonical import canonical_bytes
 from dsreg.objects.store import ObjectStore
 from dsreg.registry.markrefs import RETIRED, YANKED, retired_refs, yank_refs
@@ -37,9 +36,6 @@ __all__ = [
     "parse_mark",
     "read_retirement",
     "read_yanks",
-    "warn_marks",
-    "warn_retired",
-    "warn_yanked",
 ]
 
 _MAX_REASON = 1000
@@ -194,25 +190,3 @@ def mark_objects(root: Path) -> set[str]:
         for ds in refs.datasets():
             out.update(d for d in _mark_refs(refs, ds).values() if isinstance(d, str))
     return out
-
-
-def warn_marks(root: Path, dataset: str, tag: str) -> None:
-    """Warn (``YankedWarning``) if ``dataset@tag`` is yanked or ``dataset`` retired."""
-    yank = read_yanks(root, dataset).get(tag)
-    if yank is not None:
-        warn_yanked(dataset, tag, yank.reason, stacklevel=4)
-    retired = read_retirement(root, dataset)
-    if retired is not None:
-        warn_retired(dataset, retired, stacklevel=4)
-
-
-def warn_yanked(dataset: str, tag: str, reason: str, *, stacklevel: int = 3) -> None:
-    warnings.warn(f"{dataset}@{tag} is yanked: {reason}", YankedWarning, stacklevel=stacklevel)
-
-
-def warn_retired(dataset: str, retired: Retirement, *, stacklevel: int = 3) -> None:
-    warnings.warn(
-        f"dataset {dataset} is retired: {retired.reason}; use {retired.successor} instead",
-        YankedWarning,
-        stacklevel=stacklevel,
-    )

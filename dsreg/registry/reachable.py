@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 import time
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
@@ -29,10 +30,10 @@ from dataclasses import dataclass
 from dsreg._util.records import FieldDict
 from dsreg.errors import ConfigError, DsregError, InvalidInputError
 from dsreg.formats.manifests import Overlay, Revision, Snapshot
-from dsreg.registry.expiry import DEFAULT_LOG_EXPIRY, parse_duration
 from dsreg.registry.folder import Registry
 
 __all__ = [
+    "DEFAULT_LOG_EXPIRY",
     "MANIFEST_KINDS",
     "Kind",
     "Node",
@@ -40,6 +41,7 @@ __all__ = [
     "children",
     "log_expiry",
     "logged",
+    "parse_duration",
     "reachable",
     "roots",
 ]
@@ -133,6 +135,32 @@ def _table(
     if not tables:
         return [], [digest]
     return [Node(digest=digest, kind=kind, owner=owner)], []
+
+
+# -- how long the ref log keeps what its lines name (git's ``gc.reflogExpire``) ----------------
+
+#: How long a log line keeps what it names from gc (git's ``gc.reflogExpire``).
+DEFAULT_LOG_EXPIRY = "90d"
+
+_DURATION = re.compile(r"([0-9]{1,9})([smhdw])")
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a duration: ``90d``, ``2w``, ``12h``, ``30m``, ``45s``; ``now`` is 0 and
+    ``never`` infinite. ``InvalidInputError`` naming the text otherwise."""
+    t = text.strip().lower() if isinstance(text, str) else ""
+    if t == "now":
+        return 0.0
+    if t == "never":
+        return math.inf
+    m = _DURATION.fullmatch(t)
+    if m is None:
+        raise InvalidInputError(
+            f"invalid duration {text!r}: give a number and a unit (s, m, h, d or w), e.g. "
+            "'90d' or '2w', or 'now' or 'never'"
+        )
+    return float(int(m.group(1)) * _UNITS[m.group(2)])
 
 
 def log_expiry(reg: Registry) -> float:

@@ -37,7 +37,7 @@ from dsreg.objects.digest import is_digest, short
 from dsreg.objects.hashing import hash_bytes
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import Problem
-from dsreg.registry.refs import LogEntry, RefStore
+from dsreg.registry.refs import RefStore
 
 # A push or pull of results without predictions to check, and a no-op push, need no numpy.
 with lazy_imports():
@@ -52,7 +52,6 @@ __all__ = [
     "ResultRecord",
     "aligned_predictions",
     "check_meta",
-    "first_set",
     "list_results",
     "load_predictions",
     "prepare",
@@ -79,7 +78,13 @@ _META_KEYS: Final = 64
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ResultRecord:
-    """One recorded result (the record): whose predictions, on which snapshot's rows."""
+    """One recorded result (the record): whose predictions, on which snapshot's rows.
+
+    ``predictions`` is the stored copy, in the form a result stores (``aligned_predictions``);
+    ``source`` the BLAKE3 of the predictions as given (a file's bytes, an array's ``.npy``
+    bytes) where they differ from it, the digest ``dsreg eval`` printed and ``cite --model``
+    cites. A record without ``source`` was given its stored bytes (or was made before dsreg
+    kept it) and keeps the digest it has."""
 
     dataset: str
     model: str
@@ -90,10 +95,16 @@ class ResultRecord:
     classes: int
     dtype: str
     meta: dict[str, str] = field(default_factory=dict)
+    source: str | None = None
+
+    @property
+    def given(self) -> str:
+        """The digest of the predictions as given: ``source``, else the stored copy's."""
+        return self.source or self.predictions
 
     def to_dict(self) -> dict[str, Any]:
         # Sorted, "dataset" is the first key: no manifest starts so (Registry.is_manifest).
-        return {
+        out: dict[str, Any] = {
             "dataset": self.dataset,
             "dtype": self.dtype,
             "kind": self.kind,
@@ -105,6 +116,9 @@ class ResultRecord:
             "classes": self.classes,
             "snapshot": self.snapshot,
         }
+        if self.source is not None:
+            out["source"] = self.source
+        return out
 
     def encode(self) -> bytes:
         return canonical_bytes(self.to_dict())
@@ -120,7 +134,7 @@ class ResultRecord:
                 f"{what} is damaged ({problem}); record the model again with --force, or "
                 "pull the result from a remote"
             )
-        return from_fields(cls, d, meta=dict(d["meta"]))
+        return from_fields(cls, d, meta=dict(d["meta"]), source=d.get("source"))
 
 
 def _record_problem(d: Any) -> str | None:
@@ -134,6 +148,8 @@ def _record_problem(d: Any) -> str | None:
             return f"{key!r} is not a count"
     if not (is_digest(d["snapshot"]) and is_digest(d["predictions"])):
         return "a digest does not parse"
+    if "source" in d and not (isinstance(d["source"], str) and is_digest(d["source"])):
+        return "'source' is not a digest"
     if d["kind"] not in KINDS or d["dtype"] not in _DTYPES[d["kind"]]:
         return f"kind {d['kind']!r} of dtype {d['dtype']!r} is not one dsreg writes"
     meta = d.get("meta")
@@ -153,6 +169,7 @@ class Recorded:
     model: str
     digest: str
     predictions: str
+    source: str
     status: str
     old: str | None = None
 
@@ -162,6 +179,7 @@ class Recorded:
             "model": self.model,
             "result": self.digest,
             "predictions": self.predictions,
+            "source": self.source,
             "status": self.status,
             "old": self.old,
         }
@@ -170,16 +188,6 @@ class Recorded:
 def result_refs(reg: Registry) -> RefStore:
     """The model refs of ``reg`` (``results/<dataset>/<model>``), logged in the dataset logs."""
     return RefStore(reg.root, refs="results")
-
-
-def first_set(tags: Iterable[str], entries: Iterable[LogEntry]) -> list[str]:
-    """``tags`` in the order a log's ``entries`` first set them (a tag's own line, or the line
-    of a push that wrote it, which a clone copies), then by name."""
-    first: dict[str, int] = {}
-    for i, e in enumerate(entries):
-        if e.event in ("tag", "push") and e.tag is not None:
-            first.setdefault(e.tag, i)
-    return sorted(tags, key=lambda t: (first.get(t, len(first)), t))
 
 
 def check_meta(meta: Mapping[str, str]) -> dict[str, str]:
@@ -333,20 +341,25 @@ def prepare(
     predictions: np.ndarray,
     classes: int,
     meta: Mapping[str, str] | None = None,
+    source: str | None = None,
 ) -> Prepared:
-    """The record of aligned ``predictions`` (from ``aligned_predictions``) of ``model``."""
+    """The record of aligned ``predictions`` (from ``aligned_predictions``) of ``model``;
+    ``source``: the digest of the predictions as given, kept where it is not the stored
+    copy's."""
     check_name(model, what="model name")
     data = encode_predictions(predictions)
+    stored = hash_bytes(data)
     rec = ResultRecord(
         dataset=dataset,
         model=model,
         snapshot=snapshot,
-        predictions=hash_bytes(data),
+        predictions=stored,
         kind=_kind(predictions, classes),
         rows=int(predictions.shape[0]),
         classes=classes,
         dtype=predictions.dtype.str,
         meta=check_meta(meta or {}),
+        source=None if source == stored else source,
     )
     return Prepared(record=rec, data=data)
 
@@ -409,6 +422,7 @@ def record_result(
         model=rec.model,
         digest=digest,
         predictions=rec.predictions,
+        source=rec.given,
         status=status,
         old=old,
     )

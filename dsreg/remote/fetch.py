@@ -274,7 +274,7 @@ def _refuse_damage(rs: RemoteStore, received: Received) -> None:
 
 def _unreadable(problems: list[Problem]) -> IntegrityError:
     """A table a closure fetched and could not read: named by its digest, so a reader that can
-    fetch it again (``RemoteRead``) does."""
+    fetch it again (``RemoteReader``) does."""
     return IntegrityError(
         "; ".join(f"{short(p.digest)}: {p.problem}" for p in problems[:3]) + "; run 'dsreg verify'",
         digest=problems[0].digest,

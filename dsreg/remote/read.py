@@ -19,7 +19,7 @@ a paper resolves to the same bytes on every machine. How a spec resolves on a re
 In a registry of one's own a spec resolves there first (a local tag wins, as for ``pull``), and
 only what is missing is fetched.
 
-A read (``RemoteRead``) is sure of the objects it fetched only while they are there: the cache
+A read (``RemoteReader``) is sure of the objects it fetched only while they are there: the cache
 may be collected (``dsreg gc``) or deleted at any time, and nothing in it is tagged. So an
 object a read finds missing or corrupt here is fetched again from the remote, verified, and the
 read goes on; the command holds the registry's lock, shared, for the whole read, so that a gc
@@ -53,26 +53,25 @@ from dsreg.errors import (
 )
 from dsreg.formats.names import check_name, parse_spec
 from dsreg.objects.digest import PREFIX, is_digest, short
-from dsreg.registry.folder import Registry, Resolved
-from dsreg.registry.marks import Retirement, warn_retired, warn_yanked
-from dsreg.registry.refs import parse_log
-from dsreg.registry.results import ResultRecord, first_set
+from dsreg.registry.folder import Registry
+from dsreg.registry.reader import LocalReader, Marks, RecordedResult, Resolved, owned_revision
+from dsreg.registry.refs import RefLog, parse_log
+from dsreg.remote import transfer
 from dsreg.remote.config import jobs_for, open_remote
 from dsreg.remote.fetch import Fetch, owner
 from dsreg.remote.results import RemoteMarks, fetched_result, read_marks
-from dsreg.remote.store import RemoteStore, TagName, Target, listed_tags, looks_like_url
+from dsreg.remote.store import RemoteStore, Target, listed_tags, looks_like_url
 
 __all__ = [
     "ENV_MAX_TAGS",
     "MAX_TAGS",
-    "RemoteRead",
+    "RemoteReader",
     "RemoteTag",
     "RemoteTags",
     "reading_remote",
     "remote_marks",
     "remote_tags",
     "tag_cap",
-    "warn_remote_marks",
 ]
 
 T = TypeVar("T")
@@ -164,18 +163,6 @@ def remote_marks(reg: Registry, rs: RemoteStore) -> RemoteMarks:
         return read_marks(fetch)
 
 
-def warn_remote_marks(marks: RemoteMarks, dataset: str, tag: str | None) -> None:
-    """Warn (``YankedWarning``), as a registry's resolve does, if the remote yanks
-    ``dataset@tag`` or retires ``dataset``."""
-    reason = marks.yanks().get(TagName(dataset, tag)) if tag is not None else None
-    if reason is not None:
-        warn_yanked(dataset, str(tag), reason, stacklevel=6)
-    retired = marks.retired().get(dataset)
-    if retired is not None:
-        successor, why = retired
-        warn_retired(dataset, Retirement(reason=why, successor=successor), stacklevel=6)
-
-
 def _remote_target(rs: RemoteStore, spec: str) -> Target:
     """What ``spec`` names on the remote (module docstring). A tag is its one tag file; a prefix
     reads the tag files of its dataset's tags only (at most ``tag_cap()``)."""
@@ -220,81 +207,116 @@ def _remote_target(rs: RemoteStore, spec: str) -> Target:
     )
 
 
-class RemoteRead:
-    """One command's read of remote ``rs`` into ``reg`` (a registry of one's own, or the cache
-    registry when ``cached``): revisions resolved and fetched, and any object the read then
-    finds missing or corrupt here fetched again from the remote, verified, so that the read
-    goes on with the right bytes (module docstring). The caller holds ``reg.lock()`` for the
-    whole read when it can (a command), so that gc waits for it."""
+class RemoteReader:
+    """One command's read of remote ``rs`` into ``registry`` (a registry of one's own, or the
+    cache registry when ``cached``), as a ``Reader``: revisions resolved and fetched
+    (``payloads`` too when ``payloads``), the remote's tags, log, marks and recorded results
+    read there, and any object the read then finds missing or corrupt here fetched again from
+    the remote, verified, so that the read goes on with the right bytes (module docstring).
+    The caller holds ``registry.lock()`` for the whole read when it can (a command), so that gc
+    waits for it."""
 
-    __slots__ = ("cached", "jobs", "progress", "reg", "rs")
+    __slots__ = ("_warned", "cached", "jobs", "payloads", "progress", "registry", "remote", "rs")
 
     def __init__(
         self,
-        reg: Registry,
+        registry: Registry,
         rs: RemoteStore,
         *,
+        remote: str,
         cached: bool,
+        payloads: bool = False,
         jobs: int | None = None,
         progress: ProgressHook = no_progress,
     ) -> None:
-        self.reg = reg
+        self.registry = registry
         self.rs = rs
+        self.remote = remote
         self.cached = cached
-        self.jobs = jobs_for(reg, rs, jobs)
+        self.payloads = payloads
+        self.jobs = jobs_for(registry, rs, jobs)
         self.progress = progress
+        self._warned: set[str] = set()
+
+    def __repr__(self) -> str:
+        return f"RemoteReader({self.rs.label!r} into {str(self.registry.root)!r})"
+
+    @property
+    def where(self) -> str:
+        return f" on remote {self.rs.label}"
+
+    fetches = True
 
     def _fetch(self, progress: ProgressHook | None = None) -> Fetch:
         """A fetch from the remote into the registry, to be entered (it takes the lock)."""
         hook = self.progress if progress is None else progress
-        return Fetch(self.reg, self.rs, jobs=self.jobs, progress=hook)
+        return Fetch(self.registry, self.rs, jobs=self.jobs, progress=hook)
 
-    def revision(self, spec: str, *, payloads: bool) -> Resolved:
+    def revision(self, spec: str) -> Resolved:
         """Resolve ``spec`` (in a registry of one's own, here first; else on the remote) and
         fetch what its revision reaches that the registry lacks, verified (payloads only if
-        ``payloads``), repaired as ``repairing`` does. No tag is written here. A remote tag
-        naming no revision of its dataset is an ``IntegrityError``; a corrupt remote object a
-        ``CorruptObjectError`` (nothing of it is stored or served)."""
-        return self.repairing(lambda: self._revision(spec, payloads=payloads))
-
-    def _revision(self, spec: str, *, payloads: bool) -> Resolved:
-        if not self.cached:
-            try:
-                resolved = self.reg.resolve(spec)
-            except NotFoundError:
-                pass
-            else:
-                with self._fetch() as fetch:
-                    fetch.whole([resolved.digest], payloads=payloads)
-                return resolved
+        ``payloads``). A revision fetched whole into a registry of one's own through the
+        remote's tag has that tag recorded here, as a pull would; the cache records no tag.
+        A remote tag naming no revision of its dataset is an ``IntegrityError``; a corrupt
+        remote object a ``CorruptObjectError`` (nothing of it is stored or served)."""
+        here = None if self.cached else self._here(spec)
+        if here is not None:
+            with self._fetch() as fetch:
+                fetch.whole([here.digest], payloads=self.payloads)
+            return replace(here, reader=self)
+        if self.payloads and not self.cached:
+            transfer.pull(self.registry, [spec], remote=self.remote,
+                          command=f"dsreg.open({spec!r}, remote={self.remote!r})")  # fmt: skip
+            return replace(LocalReader(self.registry).revision(spec), reader=self)
         target = _remote_target(self.rs, spec)
         with self._fetch() as fetch:
-            fetch.whole([target.digest], payloads=payloads)
-            resolved = self.reg.resolve(target.digest)
+            fetch.whole([target.digest], payloads=self.payloads)
+            rev, dataset = owned_revision(self.registry, target.digest)
             self._check_owner(spec, target)
-            warn_remote_marks(read_marks(fetch, [resolved.dataset]), resolved.dataset, target.tag)
-        return replace(resolved, tag=target.tag, spec=spec)
+        if spec not in self._warned:
+            self._warned.add(spec)
+            self.marks(dataset).warn(dataset, target.tag)
+        return Resolved(
+            reader=self, digest=rev.digest, revision=rev, dataset=dataset, tag=target.tag,
+            spec=spec,
+        )  # fmt: skip
 
-    # -- recorded results (``leaderboard``, ``cite --model`` with a remote) --------------------
-    def model_refs(self, dataset: str) -> dict[str, str]:
-        """The remote's recorded models of ``dataset``: ``{model: record digest}``, sorted. A
-        damaged model ref is a ``RemoteError`` naming it: none is skipped silently."""
+    def _here(self, spec: str) -> Resolved | None:
+        try:
+            return LocalReader(self.registry).revision(spec)
+        except NotFoundError:
+            return None
+
+    # -- the record of a dataset on the remote -------------------------------------------------
+    def tags(self, dataset: str) -> dict[str, str]:
+        """The remote's tags of ``dataset`` (a damaged one is left out, as a listing does)."""
+        good = self.rs.read_tags(self.rs.tag_names(dataset)).good
+        return {name.tag: d for name, d in sorted(good.items())}
+
+    def log(self, dataset: str) -> RefLog:
+        return parse_log(self.rs.log_bytes(dataset), dataset=dataset)
+
+    def marks(self, dataset: str) -> Marks:
+        with self._fetch() as fetch:
+            marks = read_marks(fetch, [dataset])
+        yanks = {name.tag: why for name, why in marks.yanks().items()}
+        return Marks(yanks=yanks, retired=marks.retired().get(dataset))
+
+    def results(self, dataset: str) -> dict[str, RecordedResult]:
+        """The remote's recorded models of ``dataset``, each fetched here with its predictions.
+        A damaged model ref is a ``RemoteError`` naming it: none is skipped silently."""
         rr = self.rs.results()
         found = rr.scan_refs(dataset)
         if found.damaged:
             name, data = min(found.damaged.items())
-            raise RemoteError(
-                f"model ref {name.dataset}/{name.tag} on remote {self.rs.label} is damaged "
-                f"(holds {data.decode('ascii', 'replace').strip()[:80]!r}); push the result "
-                "again with --force from a registry that holds it"
-            )
-        return {name.tag: d for name, d in sorted(found.good.items())}
+            raise _damaged_model_ref(name.dataset, name.tag, self.rs.label, data)
+        return {name.tag: self.result(dataset, name.tag) for name in sorted(found.good)}
 
-    def result(self, dataset: str, model: str) -> tuple[str, ResultRecord]:
-        """The remote's recorded result of ``model`` on ``dataset``: the record's digest and the
-        record, fetched here with its predictions, verified and checked (``IntegrityError``
-        naming the model ref otherwise). ``NotFoundError`` naming the models the remote
-        records when it records no such model."""
+    def result(self, dataset: str, model: str) -> RecordedResult:
+        """The remote's recorded result of ``model`` on ``dataset``, fetched here with its
+        predictions, verified and checked (``IntegrityError`` naming the model ref
+        otherwise). ``NotFoundError`` naming the models the remote records when it records no
+        such model."""
         check_name(model, what="model name")
         rr = self.rs.results()
         state = rr.ref_state(dataset, model)
@@ -306,25 +328,15 @@ class RemoteRead:
                 "that recorded it"
             )
         if isinstance(state, bytes):
-            raise RemoteError(
-                f"model ref {dataset}/{model} on remote {self.rs.label} is damaged (holds "
-                f"{state.decode('ascii', 'replace').strip()[:80]!r}); push the result again "
-                "with --force from a registry that holds it"
-            )
+            raise _damaged_model_ref(dataset, model, self.rs.label, state)
         with self._fetch() as fetch:
             rec = fetched_result(fetch, dataset, model, state)
         assert rec is not None  # no snapshot filter: every record is fetched
-        return state, rec
-
-    def tag_order(self, dataset: str) -> list[str]:
-        """The remote's tags of ``dataset`` (names only: no tag file is read), in the order its
-        log says they were first set, then by name."""
-        tags = [name.tag for name in self.rs.tag_names(dataset)]
-        return first_set(tags, parse_log(self.rs.log_bytes(dataset), dataset=dataset))
+        return RecordedResult(state, rec)
 
     def _check_owner(self, spec: str, target: Target) -> None:
         """A remote tag (or ``dataset@<digest>``) names a revision of its own dataset."""
-        of = owner(self.reg, target.digest)
+        of = owner(self.registry, target.digest)
         if target.dataset is None or of.dataset == target.dataset:
             return
         what = f"a revision of dataset {of.dataset!r}" if of.dataset is not None else of.why
@@ -344,7 +356,7 @@ class RemoteRead:
         lacks or found corrupt (a read marks them): what a gc or a person removed, what the
         disk damaged. A corrupt one is replaced whole; an intact one is left alone."""
         if self.cached:
-            Registry.init(self.reg.root)  # the cache may have been deleted whole meanwhile
+            Registry.init(self.registry.root)  # the cache may have been deleted whole meanwhile
         with self._fetch(progress) as fetch:
             fetch.objects(digests)
 
@@ -372,7 +384,7 @@ class RemoteRead:
         digest = getattr(e, "digest", None)
         if not isinstance(digest, str) or not is_digest(digest):
             return None
-        store = self.reg.store
+        store = self.registry.store
         if not store.has(digest) or digest in store.marked_corrupt():
             return digest
         return None
@@ -383,11 +395,19 @@ class RemoteRead:
         missing = isinstance(e, NotFoundError)
         kind = ObjectNotFoundError if missing else CorruptObjectError
         return kind(
-            f"object {short(digest)} in the cache registry {self.reg.root} was "
+            f"object {short(digest)} in the cache registry {self.registry.root} was "
             f"{'missing' if missing else 'corrupt'} again after {_TRIES - 1} verified fetches "
             f"from remote {self.rs.label}: something else removes or damages it there (another "
             "program, a failing disk), and it was not served. The cache holds nothing a remote "
-            f"does not: delete {self.reg.root} (or only {self.reg.store.path(digest)}) and run "
-            "the command with --remote again",
+            f"does not: delete {self.registry.root} (or only "
+            f"{self.registry.store.path(digest)}) and run the command with --remote again",
             digest=digest,
         )
+
+
+def _damaged_model_ref(dataset: str, model: str, label: str, data: bytes) -> RemoteError:
+    return RemoteError(
+        f"model ref {dataset}/{model} on remote {label} is damaged (holds "
+        f"{data.decode('ascii', 'replace').strip()[:80]!r}); push the result again with "
+        "--force from a registry that holds it"
+    )

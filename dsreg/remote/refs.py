@@ -31,7 +31,6 @@ import random
 import secrets
 import socket
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -44,20 +43,18 @@ from dsreg.remote.store import STAGED_TAG, RemoteStore, TagName, TagValues, ref_
 
 __all__ = [
     "RefUpdate",
+    "append_log",
     "damaged_reasons",
     "delete_ref",
     "describe_state",
     "tag_changed",
     "update_ref",
-    "write_index",
 ]
 
 # A folder remote's lock is held for a few file writes; one this old is a killed push's.
 _STALE = 60.0
 # How long a push waits for another push's lock on the same dataset before giving up.
 _WAIT = 2 * _STALE
-# Rewrites of the tag index a push makes when other pushes add tags meanwhile.
-_INDEX_TRIES = 3
 # Attempts at a conditional read-modify-write of an object store's log before giving up.
 _TRIES = 20
 # Attempts at staging a tag in a folder remote's tmp/, which other pushes remove when empty.
@@ -115,14 +112,16 @@ def update_ref(
     expected: str | bytes | None,
     command: str,
     event: str = "push",
+    logged: bool = True,
 ) -> None:
     """Point the remote's ``dataset@tag`` at ``new`` if it still holds ``expected`` (a digest,
     the bytes of a damaged tag, or ``None``: absent), and log the move as ``event`` (``push``
-    for a tag; a model ref of ``rs.results()`` is logged as ``result``, as it is locally).
-    ``TagExistsError`` naming what it holds if it does not; nothing is written then."""
+    for a tag; a model ref of ``rs.results()`` is logged as ``result``, as it is locally),
+    unless the history a push carried there records it (not ``logged``). ``TagExistsError``
+    naming what it holds if it does not; nothing is written then."""
     old = expected if isinstance(expected, str) else None
     entry = LogEntry.now(dataset=dataset, tag=tag, old=old, new=new, command=command, event=event)
-    line = entry.to_line().encode("utf-8")
+    line = entry.to_line().encode("utf-8") if logged else b""
     if rs.local:
         _update_folder(rs, dataset, tag, new, expected, line)
     elif getattr(rs.fs, "protocol", None) == "s3":
@@ -174,6 +173,33 @@ def delete_ref(
         raise rs.error(f"delete tag {dataset}@{tag} on", e) from None
 
 
+def append_log(rs: RemoteStore, dataset: str, data: bytes) -> None:
+    """Append whole lines ``data`` (the history a push carries, ``dsreg.remote.history``) to
+    the remote's log of ``dataset``, under the same lock (a folder) or the same conditional
+    rewrite (an object store) as a move of its tags."""
+    if not data:
+        return
+    log = rs.log_path(dataset)
+    if not rs.local:
+        if getattr(rs.fs, "protocol", None) == "s3":
+            _edit_log(rs, log, lambda body: _joined(body, data), dataset)
+        else:
+            rs.write(log, _joined(rs.log_bytes(dataset), data))
+        return
+    try:
+        clock = _stage(rs.tmp_path(), b"")
+        try:
+            with _FolderLock(rs, dataset, clock=clock):
+                _append(log, data)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(clock)
+    except OSError as e:
+        if isinstance(e, RemoteError):
+            raise
+        raise rs.error(f"write the log of {dataset} to", e) from None
+
+
 def tag_changed(
     rs: RemoteStore,
     dataset: str,
@@ -210,31 +236,6 @@ def _conflict(
         "move it with --force"
     )
     return tag_changed(rs, dataset, tag, now, outcome, new=new)
-
-
-def write_index(rs: RemoteStore, names: Iterable[TagName]) -> bool:
-    """Bring the remote's tag index ``info/refs`` (``dataset/tag`` per line, sorted) up to date
-    for readers that cannot list folders (a registry served by a static web server); whether it
-    was written. ``names`` are the tags the caller knows of (its scan plus what it wrote): the
-    index is written only if it differs, so a push with nothing new changes nothing.
-
-    The index names tags, never their values (readers read each tag file). After a write the
-    tags are listed again and the index rewritten if another push added one meanwhile: the
-    last push to write it sees every tag written before it wrote."""
-    path = rs.index_path()
-    wanted = set(names)
-    wrote = False
-    for _ in range(_INDEX_TRIES):
-        body = "".join(f"{ds}/{tag}\n" for ds, tag in sorted(wanted)).encode("utf-8")
-        if rs.read(path, f"read the index {rs.refs_dir} of", limit=len(body)) == body:
-            return wrote
-        rs.write(path, body)
-        wrote = True
-        now = set(rs.tag_names())  # names only: no tag file is read
-        if now <= wanted:
-            return wrote
-        wanted |= now
-    return wrote
 
 
 # -- a folder: a lock per dataset, link(2) for a new tag -------------------------------------

@@ -48,6 +48,7 @@ from dsreg.registry.results import (
     read_result,
 )
 from dsreg.remote.fetch import Fetch
+from dsreg.remote.history import MARK_EVENTS, Carried
 from dsreg.remote.objects import present, send
 from dsreg.remote.refs import (
     RefUpdate,
@@ -55,9 +56,8 @@ from dsreg.remote.refs import (
     delete_ref,
     describe_state,
     update_ref,
-    write_index,
 )
-from dsreg.remote.store import RemoteStore, TagName, TagValues, Target
+from dsreg.remote.store import RemoteStore, TagName, TagValues, Target, write_index
 
 __all__ = [
     "KINDS",
@@ -73,6 +73,7 @@ __all__ = [
     "pushed_results",
     "read_marks",
     "remote_model_refs",
+    "send_marks",
 ]
 
 
@@ -211,42 +212,58 @@ def _remote_refs(rm: RemoteStore, datasets: Iterable[str]) -> dict[TagName, str 
     return out
 
 
+def send_marks(
+    reg: Registry, rs: RemoteStore, datasets: Iterable[str], *, jobs: int, progress: ProgressHook
+) -> None:
+    """Send the mark objects of ``datasets``' yanks and retirements that the remote lacks:
+    before the history that names them, and the refs (``push_marks``)."""
+    names = sorted(set(datasets))
+    digests = {
+        d
+        for folder, _event, _lifted in KINDS
+        for ds in names
+        for d in RefStore(reg.root, refs=folder).tags(ds).values()
+    }
+    todo = sorted(digests - present(rs, digests, jobs=jobs))
+    if todo:
+        with reg.lock():
+            send(rs, reg.store, todo, jobs=jobs, progress=progress)
+
+
 def push_marks(
     reg: Registry,
     rs: RemoteStore,
     datasets: Iterable[str],
     *,
-    jobs: int,
-    progress: ProgressHook,
     command: str,
+    history: Mapping[str, Carried],
 ) -> list[RefUpdate]:
     """Make the remote's yanks and retirements of ``datasets`` this registry's (module
-    docstring): mark objects first, then the refs; what moved."""
+    docstring), their objects sent first (``send_marks``); what moved. A move the carried
+    ``history`` records is not logged again."""
     names = sorted(set(datasets))
     moved: list[RefUpdate] = []
     for folder, event, lifted in KINDS:
         local, rm = RefStore(reg.root, refs=folder), rs.with_refs(folder)
         there = _remote_refs(rm, names)
         targets = [Target(ds, n, d) for ds in names for n, d in local.tags(ds).items()]
-        todo = sorted(
-            {t.digest for t in targets} - present(rs, {t.digest for t in targets}, jobs=jobs)
-        )
-        if todo:
-            with reg.lock():
-                send(rs, reg.store, todo, jobs=jobs, progress=progress)
         for t in targets:
             assert t.dataset is not None and t.tag is not None and t.tag_name is not None
             now = there.get(t.tag_name)
             if now != t.digest:
-                update_ref(
-                    rm, t.dataset, t.tag, t.digest, expected=now, command=command, event=event
+                previous = now if isinstance(now, str) else None
+                carried = history.get(t.dataset)
+                logged = carried is None or not carried.explains(
+                    MARK_EVENTS, t.tag, previous, t.digest
                 )
+                update_ref(rm, t.dataset, t.tag, t.digest, expected=now, command=command,
+                           event=event, logged=logged)  # fmt: skip
                 moved.append(
                     RefUpdate(
                         dataset=t.dataset,
                         tag=t.tag,
                         revision=t.digest,
-                        previous=now if isinstance(now, str) else None,
+                        previous=previous,
                         status=event,
                     )
                 )
@@ -287,7 +304,7 @@ class RemoteMarks:
     found: dict[str, dict[TagName, tuple[str, dict[str, str]]]]
     refused: dict[TagName, str]
 
-    def yanks(self) -> dict[tuple[str, str], str]:
+    def yanks(self) -> dict[TagName, str]:
         """``{dataset@tag: reason}`` of the yanked tags."""
         return {n: f["reason"] for n, (_d, f) in self.found.get(YANKED, {}).items()}
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import (
@@ -36,6 +36,7 @@ from dsreg.formats.names import check_name, parse_spec, parse_tag_target
 from dsreg.objects.digest import PREFIX, is_digest, short
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import reachable
+from dsreg.registry.reader import LocalReader, Resolved
 from dsreg.registry.refs import RefStore
 from dsreg.registry.results import EVENT, result_refs
 from dsreg.remote.clone import CloneResult, SkippedLine, clone
@@ -49,6 +50,14 @@ from dsreg.remote.config import (
     remove_remote,
 )
 from dsreg.remote.fetch import Fetch, owner, refused_error
+from dsreg.remote.history import (
+    RESULT_EVENTS,
+    TAG_EVENTS,
+    Carried,
+    logged_overlays,
+    pull_history,
+    push_history,
+)
 from dsreg.remote.objects import present, send, tidy
 from dsreg.remote.refs import (
     RefUpdate,
@@ -57,7 +66,6 @@ from dsreg.remote.refs import (
     describe_state,
     tag_changed,
     update_ref,
-    write_index,
 )
 from dsreg.remote.results import (
     fetch_marks,
@@ -65,12 +73,11 @@ from dsreg.remote.results import (
     model_targets,
     push_marks,
     pushed_results,
+    read_marks,
     remote_model_refs,
+    send_marks,
 )
-from dsreg.remote.store import RemoteStore, TagName, TagValues, Target, listed_tags
-
-if TYPE_CHECKING:
-    from dsreg.views.dataset import Dataset
+from dsreg.remote.store import RemoteStore, TagName, TagValues, Target, listed_tags, write_index
 
 __all__ = [
     "CloneResult",
@@ -82,12 +89,12 @@ __all__ = [
     "add_remote",
     "clone",
     "default_remote",
-    "fetch_for_open",
     "fetch_missing",
     "list_remotes",
     "open_remote",
     "pull",
     "push",
+    "push_targets",
     "remove_remote",
     "writable_remote",
 ]
@@ -158,7 +165,7 @@ class _Sent:
 # -- push ------------------------------------------------------------------------------------
 def push(
     reg: Registry,
-    specs: Sequence[str] = (),
+    targets: Sequence[Target] | None = None,
     *,
     remote: str | None = None,
     force: bool = False,
@@ -166,7 +173,8 @@ def push(
     progress: ProgressHook = no_progress,
     command: str = "",
 ) -> PushResult:
-    """Send revisions (default: every tag) and what they reach, then their tags.
+    """Send revisions (``targets``, ``push_targets``: each with the local tag that names it,
+    if one does; default: every tag) and what they reach, then their tags.
 
     A tag the remote holds at another digest is refused unless ``force`` (before anything is
     sent); the remote's log keeps the old value. A damaged remote tag is refused the same way,
@@ -176,7 +184,8 @@ def push(
     """
     rs = writable_remote(reg, remote)
     n_jobs = jobs_for(reg, rs, jobs)
-    targets = _push_targets(reg, specs)
+    if targets is None:
+        targets = push_targets(reg, ())
     if not targets:
         raise InvalidInputError("nothing to push: this registry has no tags; name a revision")
     # A damaged tag elsewhere on the remote blocks nothing; one this push writes needs --force.
@@ -189,19 +198,33 @@ def push(
     models = remote_model_refs(rs, {t.dataset for t in targets if t.dataset})
     results = pushed_results(reg, targets, models.good)
     _refuse_conflicts(rs, results.targets, models, force=force, what="model refs")
+    datasets = {t.dataset for t in targets if t.dataset is not None}
     sent = _send_missing(reg, rs, targets, there.good, jobs=n_jobs, progress=progress)
-    more = _send_objects(reg, rs, results.objects, jobs=n_jobs, progress=progress)
+    more = _send_objects(
+        reg, rs, results.objects | logged_overlays(reg, datasets), jobs=n_jobs, progress=progress
+    )
+    send_marks(reg, rs, datasets, jobs=n_jobs, progress=progress)
     tidy(rs)
-    updates = [_push_tag(rs, t, force=force, command=command) for t in targets if t.tag_name]
+    # The datasets' history first (objects before what names them); a move it records needs
+    # no line of its own.
+    history = push_history(
+        reg, rs, targets, results.targets, there_tags=there.good, there_models=models.good,
+        jobs=n_jobs,
+    )  # fmt: skip
+    moves = [(t, history[t.dataset]) for t in targets if t.tag_name and t.dataset]
+    updates = [_push_tag(rs, t, force=force, command=command, history=h) for t, h in moves]
     # For readers that cannot list the remote's folders (a static web server).
     write_index(rs, {*there.good, *there.damaged, *(u.tag_name for u in updates)})
     # Model refs last: each certifies its result and the revisions of its snapshot.
     rr = rs.results()
-    moved = [_push_tag(rr, t, force=force, command=command, event=EVENT) for t in results.targets]
+    moved = [
+        _push_tag(rr, t, force=force, command=command, event=EVENT, history=history[t.dataset])
+        for t in results.targets
+        if t.dataset is not None
+    ]
     if moved:
         write_index(rr, {*models.good, *models.damaged, *(u.tag_name for u in moved)})
-    datasets = {t.dataset for t in targets if t.dataset is not None}
-    marks = push_marks(reg, rs, datasets, jobs=n_jobs, progress=progress, command=command)
+    marks = push_marks(reg, rs, datasets, command=command, history=history)
     return PushResult(
         remote=rs.name,
         url=rs.url,
@@ -261,20 +284,20 @@ def push_delete(
     )
 
 
-def _push_targets(reg: Registry, specs: Sequence[str]) -> list[Target]:
-    """What each spec pushes: a bare dataset name means all its tags."""
-    if not specs:
+def push_targets(reg: Registry, wanted: Sequence[Resolved | str]) -> list[Target]:
+    """What a push sends, in the order asked: a revision (with the tag it was reached by, if
+    any), or a dataset's name, all its tags; with nothing asked, every tag."""
+    if not wanted:
         return [Target(ds, tag, d) for ds, tag, d in reg.refs.all()]
     out: list[Target] = []
-    for spec in specs:
-        if "@" not in spec and not spec.startswith(PREFIX):
-            tags = reg.refs.tags(check_name(spec, what="dataset name"))
-            if not tags:
-                raise RevisionNotFoundError(f"no dataset {spec!r} in this registry; see 'dsreg ls'")
-            out += [Target(spec, t, d) for t, d in tags.items()]
+    for w in wanted:
+        if not isinstance(w, str):
+            out.append(Target(w.dataset, w.tag, w.digest))
             continue
-        r = reg.resolve(spec)
-        out.append(Target(r.dataset, r.tag, r.digest))
+        tags = reg.refs.tags(check_name(w, what="dataset name"))
+        if not tags:
+            raise RevisionNotFoundError(f"no dataset {w!r} in this registry; see 'dsreg ls'")
+        out += [Target(w, t, d) for t, d in tags.items()]
     return out
 
 
@@ -387,10 +410,17 @@ def _send_objects(
 
 
 def _push_tag(
-    rs: RemoteStore, t: Target, *, force: bool, command: str, event: str = "push"
+    rs: RemoteStore,
+    t: Target,
+    *,
+    force: bool,
+    command: str,
+    event: str = "push",
+    history: Carried | None = None,
 ) -> RefUpdate:
     """Write one remote tag (or model ref, through ``rs.results()``, logged as ``event``),
-    compare-and-swap against the value read just before."""
+    compare-and-swap against the value read just before; logged unless ``history`` (what the
+    push carried of its dataset's log) records the move."""
     assert t.dataset is not None and t.tag is not None
     ds, tag, d = t.dataset, t.tag, t.digest
     now = rs.ref_state(ds, tag)
@@ -400,8 +430,10 @@ def _push_tag(
         raise tag_changed(
             rs, ds, tag, now, "while pushing; pull it, or move it with --force", new=d
         )
-    update_ref(rs, ds, tag, d, expected=now, command=command, event=event)
     previous = now if isinstance(now, str) else None
+    events = RESULT_EVENTS if event == EVENT else TAG_EVENTS
+    logged = history is None or not history.explains(events, tag, previous, d)
+    update_ref(rs, ds, tag, d, expected=now, command=command, event=event, logged=logged)
     status = "created" if now is None else ("moved" if previous else "repaired")
     return RefUpdate(dataset=ds, tag=tag, revision=d, previous=previous, status=status)
 
@@ -445,11 +477,14 @@ def pull(
         digests = sorted({t.digest for t in good})
         fetch.closure(digests, payloads=True)
         brought = fetch_results(fetch, models)
+        pulled = {t.dataset for t in good if t.dataset}
+        read_marks(fetch, pulled)  # the marks' objects, which their history names
+        pull_history(fetch, good, brought.good)
         updates = fetch.write_tags(good, force=force, command=command)
         results = fetch.write_tags(
             brought.good, force=force, command=command, refs=result_refs(reg), event=EVENT
         )
-        marks = fetch_marks(fetch, {t.dataset for t in good if t.dataset}, command=command)
+        marks = fetch_marks(fetch, pulled, command=command)
     if refused or brought.refused or marks.refused:
         done = f"{len(updates)} other tags and {len(results)} model refs were pulled"
         raise refused_error(rs, {**refused, **brought.refused, **marks.refused}, done)
@@ -524,7 +559,7 @@ def _pull_target(reg: Registry, rs: RemoteStore, spec: str) -> Target:
     if s.ref.startswith(PREFIX) and is_digest(s.ref):
         return Target(s.dataset, None, s.ref)
     try:
-        r = reg.resolve(spec)
+        r = LocalReader(reg).revision(spec)
     except NotFoundError:
         tags = listed_tags(rs.tag_names(s.dataset))  # names only: no tag file is read
         raise RevisionNotFoundError(
@@ -563,21 +598,3 @@ def fetch_missing(
     rs = open_remote(reg, remote)
     with Fetch(reg, rs, jobs=jobs_for(reg, rs, jobs), progress=progress) as fetch:
         return fetch.objects(need)
-
-
-def fetch_for_open(reg: Registry, spec: str, remote: str) -> Dataset:
-    """``dsreg.open(spec, remote=…)``: resolve here if possible (else through the remote's tag),
-    fetch what the revision reaches that this registry lacks, verified, and open it."""
-    # Imports numpy and pyarrow: only once a revision is opened.
-    from dsreg.views.dataset import Dataset
-
-    rs = open_remote(reg, remote)
-    jobs = jobs_for(reg, rs, None)
-    try:
-        resolved = reg.resolve(spec)
-    except NotFoundError:
-        pull(reg, [spec], remote=remote, command=f"dsreg.open({spec!r}, remote={remote!r})")
-        return Dataset(reg, reg.resolve(spec))
-    with Fetch(reg, rs, jobs=jobs) as fetch:
-        fetch.whole([resolved.digest], payloads=True)
-    return Dataset(reg, resolved)

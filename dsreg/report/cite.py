@@ -30,7 +30,7 @@ from dsreg.errors import InvalidInputError
 from dsreg.formats.credit import cff_reference, entry_text, format_bibtex, parse_bibtex
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
-from dsreg.remote.config import remote_url
+from dsreg.registry.reader import Reader, Resolved
 from dsreg.report.show import LabelQuality, label_quality
 from dsreg.views.sql import Connection
 
@@ -332,29 +332,27 @@ def overlay_source(reg: Registry, digest: str) -> OverlaySource:
     )
 
 
-def first_tagged(reg: Registry, dataset: str, revision: str) -> str | None:
+def first_tagged(reader: Reader, dataset: str, revision: str) -> str | None:
     """The time (``YYYY-MM-DDTHH:MM:SSZ``) of the first log entry that pointed a tag of
-    ``dataset`` at ``revision``, or ``None``."""
-    return next((e.time for e in reg.refs.log(dataset) if e.new == revision), None)
+    ``dataset`` at ``revision``, or ``None``: the log travels with the dataset, so a registry
+    and its remotes agree on it."""
+    return next((e.time for e in reader.log(dataset) if e.new == revision), None)
 
 
 def cite(
-    reg: Registry,
-    spec: str,
+    r: Resolved,
     *,
     authors: Sequence[str] = (),
     format: str = "bibtex",
-    remote: str | None = None,
+    url: str | None = None,
 ) -> Citation:
-    """The citation of ``spec``'s revision (its rows counted through its DuckDB view), to be
-    rendered as ``format`` by ``str()``. ``remote``: the remote (name, URL or path) it is
-    fetched from; default: the default remote, if any (it is not contacted)."""
+    """The citation of revision ``r`` (its rows counted through its DuckDB view), to be
+    rendered as ``format`` by ``str()``. ``url``: where readers fetch it (not contacted)."""
     check_format(format)
-    url = remote_url(reg, remote)
-    r = reg.resolve(spec)
-    when = first_tagged(reg, r.dataset, r.digest)
+    reg = r.registry
+    when = first_tagged(r.reader, r.dataset, r.digest)
     snap = reg.snapshot(r.revision.snapshot)
-    with Connection(reg) as con:
+    with Connection(r.reader) as con:
         con.create_view("__dsreg_cite", r.revision)
         rows = int(con.execute("SELECT count(*) FROM __dsreg_cite").fetchall()[0][0])
     return Citation(
@@ -372,5 +370,5 @@ def cite(
         remote=url,
         credit=dict(snap.source.get("credit") or {}),
         format=format,
-        label_quality=label_quality(reg, r.revision, dataset=r.dataset),
+        label_quality=label_quality(r),
     )

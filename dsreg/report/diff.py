@@ -8,7 +8,6 @@ labels are compared by class name, so snapshots whose class lists differ still d
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
@@ -16,7 +15,8 @@ from typing import Any, TypedDict
 import numpy as np
 
 from dsreg.errors import InvalidInputError
-from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.folder import Registry
+from dsreg.registry.reader import Resolved
 from dsreg.report.agreement import Agreement, compare_corrections
 from dsreg.views.sparse import (
     Named,
@@ -98,21 +98,12 @@ def _compared(ra: Resolved, rb: Resolved) -> _Compared:
     return _Compared(a=ra.spec, b=rb.spec, a_revision=ra.digest, b_revision=rb.digest)
 
 
-def diff(
-    reg: Registry,
-    a: str,
-    b: str,
-    *,
-    top: int = TOP,
-    resolve: Callable[[str], Resolved] | None = None,
-) -> DiffResult:
-    """Compare the views of revisions ``a`` and ``b`` (specs); list the first ``top`` example
-    ids of each kind of change. ``resolve`` (a spec to its revision, whose manifests and tables
-    are then in ``reg``) defaults to the registry's own: a remote's reader resolves there."""
+def diff(ra: Resolved, rb: Resolved, *, top: int = TOP) -> DiffResult:
+    """Compare the views of revisions ``ra`` and ``rb`` (both read by one reader); list the
+    first ``top`` example ids of each kind of change."""
     if isinstance(top, bool) or not isinstance(top, int) or top < 0:
         raise InvalidInputError(f"top {top!r} is not a count of rows: give 0 or more")
-    resolve = resolve or reg.resolve
-    ra, rb = resolve(a), resolve(b)
+    reg = ra.registry
     if ra.revision.snapshot == rb.revision.snapshot:
         return _diff_rows(reg, ra, rb, top=top)
     return _diff_sql(reg, ra, rb, match="example_id", top=top)
@@ -222,7 +213,7 @@ def _diff_sql(
     reg: Registry, ra: Resolved, rb: Resolved, *, match: str, top: int = TOP
 ) -> DiffResult:
     """Any two revisions, through their DuckDB views, matched on ``match`` (a full outer join)."""
-    with Connection(reg) as con:
+    with Connection(ra.reader) as con:
         con.create_view("__dsreg_a", ra.revision)
         con.create_view("__dsreg_b", rb.revision)
         # One pass over both views keeps only the rows that differ; the counts come from those.

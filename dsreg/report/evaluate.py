@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,7 +24,8 @@ from dsreg._version import __version__
 from dsreg.errors import InvalidInputError, PredictionsError
 from dsreg.formats.manifests import VIEWS, View
 from dsreg.objects.hashing import hash_file
-from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.reader import Resolved
+from dsreg.registry.results import Recorded
 from dsreg.report._json import stable_json
 from dsreg.report.human import HumanScore, SetTarget, human_score, set_target
 from dsreg.report.predictions import (
@@ -53,7 +54,6 @@ __all__ = [
     "ModelResult",
     "ViewScore",
     "evaluate",
-    "evaluate_revision",
     "view_rows",  # re-exported: what evaluate scores, for tests against policy.apply_view
 ]
 
@@ -155,6 +155,8 @@ class EvalReport:
     # the top-1 accuracies (docs/queries.md, "Uncertainty and significance").
     significance: Significance | None = None
     label_quality: LabelQuality | None = None  # how clean the revision's labels are
+    # What ``record=True`` recorded of these predictions (``dsreg.record``), one per model.
+    recorded: tuple[Recorded, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -172,7 +174,7 @@ class EvalReport:
             "notes": list(self.notes),
             "significance": None if self.significance is None else self.significance.to_dict(),
             "label_quality": None if self.label_quality is None else self.label_quality.to_dict(),
-        }
+        } | ({"recorded": [r.to_dict() for r in self.recorded]} if self.recorded else {})
 
     def to_json(self) -> str:
         """Stable JSON: sorted keys, six-decimal floats; the same result gives the same bytes."""
@@ -333,8 +335,8 @@ class RevisionLabels:
     sets: SetTarget
 
 
-def revision_target(reg: Registry, resolved: Resolved) -> RevisionLabels:
-    rev = load_revision(reg, resolved.revision)
+def revision_target(resolved: Resolved) -> RevisionLabels:
+    rev = load_revision(resolved.registry, resolved.revision)
     merged = rev.merged
     cand = merged.suggested >= 0
     sets = set_target(merged, len(rev.classes))
@@ -379,8 +381,7 @@ def _check_names(inputs: Sequence[tuple[str, Predictions]]) -> None:
         seen.add(name)
 
 
-def evaluate_revision(
-    reg: Registry,
+def evaluate(
     resolved: Resolved,
     inputs: Sequence[tuple[str, Predictions]],
     *,
@@ -388,8 +389,9 @@ def evaluate_revision(
     top_k: Sequence[int] = (1,),
     stats: StatsOptions | None = None,
 ) -> EvalReport:
-    """Score each named predictions against the views of ``resolved``'s snapshot + overlays,
-    with the intervals and tests of ``stats`` (default options when None)."""
+    """Score each named predictions (``named_inputs``) against the views of ``resolved``'s
+    snapshot + overlays, with the intervals and tests of ``stats`` (default options when
+    None); rank the models on each view."""
     stats = stats or StatsOptions()
     stats.check()
     names = tuple(dict.fromkeys(views))
@@ -411,12 +413,12 @@ def evaluate_revision(
             for _, p in inputs
             if isinstance(p, str | os.PathLike) and Path(p).is_file()
         }
-        labels = revision_target(reg, resolved)
+        labels = revision_target(resolved)
         report, rows = _score_all(resolved, labels, inputs, names, ks, digests)
     return dataclasses.replace(
         report,
         significance=significance(rows.correctness(), stats),
-        label_quality=label_quality(reg, resolved.revision, dataset=resolved.dataset),
+        label_quality=label_quality(resolved),
     )
 
 
@@ -490,7 +492,7 @@ def _score_all(
     return report, rows
 
 
-def _named_inputs(predictions: Any) -> list[tuple[str, Predictions]]:
+def named_inputs(predictions: Any) -> list[tuple[str, Predictions]]:
     if isinstance(predictions, Mapping):
         return [(str(k), v) for k, v in predictions.items()]
     if isinstance(predictions, str | os.PathLike):
@@ -506,38 +508,3 @@ def _named_inputs(predictions: Any) -> list[tuple[str, Predictions]]:
             out.append((Path(p).stem, p))
         return out
     return [("model", predictions)]
-
-
-def evaluate(
-    spec: str,
-    predictions: Mapping[str, Predictions] | Sequence[str | os.PathLike[str]] | Predictions,
-    *,
-    views: Sequence[View] = VIEWS,
-    top_k: Sequence[int] = (1,),
-    registry: Registry | str | os.PathLike[str] | None = None,
-    stats: StatsOptions | None = None,
-    resolve: Callable[[str], Resolved] | None = None,
-) -> EvalReport:
-    """Score model predictions on the original, cleaned, corrected and honeypot labels of
-    ``spec``'s snapshot and overlays; rank the models on each view.
-
-    ``predictions``: ``{model: predictions}`` (a path, a numpy array, an Arrow table or a pandas
-    DataFrame), or a list of paths (the model is the file stem). Raises ``PredictionsError``
-    when predictions miss rows of a view, name unknown example ids or classes, or have the wrong
-    shape.
-
-    >>> report = dsreg.evaluate("cifar10-test@corrected-v1", {"resnet": probs})  # doctest: +SKIP
-    >>> report.to_arrow()                     # one row per (model, view)
-
-    ``resolve`` (a spec to its revision, whose objects are then in ``registry``) defaults to
-    the registry's own: a remote's reader resolves there.
-    """
-    reg = (
-        registry
-        if isinstance(registry, Registry)
-        else Registry.find(Path(registry) if registry is not None else None)
-    )
-    resolved = (resolve or reg.resolve)(spec)
-    return evaluate_revision(
-        reg, resolved, _named_inputs(predictions), views=views, top_k=top_k, stats=stats
-    )

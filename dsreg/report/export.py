@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
 import pyarrow as pa
@@ -14,8 +14,8 @@ import pyarrow as pa
 from dsreg._util.choices import check_choice
 from dsreg._util.fs import replacing
 from dsreg.errors import DsregError, StorageError
-from dsreg.registry.folder import Registry, Resolved
-from dsreg.views.sql import Connection, Repairing
+from dsreg.registry.reader import Reader
+from dsreg.views.sql import Connection
 
 __all__ = ["SQL_FORMATS", "text_table", "write_query"]
 
@@ -24,25 +24,22 @@ _BINARY = ("csv", "parquet")  # pyarrow's writers write bytes
 
 
 def write_query(
-    reg: Registry,
+    reader: Reader,
     query: str,
     output: str | os.PathLike[str] | IO[Any],
     *,
     format: str | None = None,
     allow_files: bool = False,
-    resolve: Callable[[str], Resolved] | None = None,
-    repairing: Repairing | None = None,
 ) -> int:
     """Run ``query`` and write its rows to ``output`` (a path, or a text or binary stream) in
     ``format`` (default: the path's suffix if a format's, else ``table``); return how many rows
-    were written. The query is read-only unless ``allow_files`` (``dsreg.views.sql``);
-    ``resolve`` resolves the revisions it names (default: in ``reg``), and ``repairing`` runs
-    its reads of the registry (``dsreg.views.sql.Connection``)."""
+    were written. The query is read-only unless ``allow_files`` (``dsreg.views.sql``); the
+    revisions it names are read through ``reader``."""
     if format is None:
         suffix = os.path.splitext(output)[1][1:] if isinstance(output, str | os.PathLike) else ""
         format = suffix if suffix in _BINARY or suffix == "json" else "table"
     check_choice(format, SQL_FORMATS, option="--format")
-    with Connection(reg, allow_files=allow_files, resolve=resolve, repairing=repairing) as con:
+    with Connection(reader, allow_files=allow_files) as con:
         schema, batches = con.batches(query)
         if isinstance(output, str | os.PathLike):
             # Beside it, then renamed over it: a failing query or an interrupted write leaves

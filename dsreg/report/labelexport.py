@@ -26,7 +26,7 @@ from dsreg._util.choices import check_choice
 from dsreg._util.fs import replacing
 from dsreg._util.records import FieldDict
 from dsreg.errors import DsregError, InvalidInputError, StorageError
-from dsreg.registry.folder import Registry
+from dsreg.registry.reader import Resolved
 from dsreg.views.loaders import check_align, rated_array
 from dsreg.views.rule import scatter_lists
 from dsreg.views.sql import Connection
@@ -85,17 +85,16 @@ def beside_path(dest: Path, column: str) -> Path:
 
 
 def export_labels(
-    reg: Registry,
-    spec: str,
+    r: Resolved,
     output: str | os.PathLike[str],
     *,
     format: str | None = None,
     align: str = "snapshot",
 ) -> ExportResult:
-    """Write ``spec``'s labels to ``output``. ``npy``: an int64 vector, and beside it (named by
-    ``beside_path``) the label sets as an int8 multi-hot array and the raters' counts as an
-    int32 array, one row per entry and one column per class, -1 throughout where the row has
-    none. ``csv``, ``parquet`` and ``jsonl``: columns ``row``, ``example_id``, ``label``
+    """Write revision ``r``'s labels to ``output``. ``npy``: an int64 vector, and beside it
+    (named by ``beside_path``) the label sets as an int8 multi-hot array and the raters'
+    counts as an int32 array, one row per entry and one column per class, -1 throughout where
+    the row has none. ``csv``, ``parquet`` and ``jsonl``: columns ``row``, ``example_id``, ``label``
     (int64, -1 where removed) and ``label_name`` (null where removed), then ``labels`` and
     ``label_counts`` as lists where the view serves them, one line per row, in snapshot
     order."""
@@ -103,12 +102,12 @@ def export_labels(
     if fmt in METADATA_FORMATS:
         raise InvalidInputError(f"--format {fmt} is written by dsreg.export, not export_labels")
     which = check_align(align)
-    r = reg.resolve(spec)
+    reg = r.registry
     dest = Path(output)
     if dest.is_dir():
         raise InvalidInputError(f"{dest} is a folder; give a file name, e.g. {dest}/labels.{fmt}")
     snap = reg.snapshot(r.revision.snapshot)
-    with Connection(reg) as con:
+    with Connection(r.reader) as con:
         con.create_view("__dsreg_v", r.revision)
         labels = _label_vector(con, snap.rows)
         rated = _rated_lists(con)

@@ -43,7 +43,14 @@ from dsreg.formats.tables import as_numpy
 from dsreg.objects.hashing import hash_bytes, hash_file
 from dsreg.report.ranks import PredictionsSource, RankAccumulator, Ranks, Target, describe
 
-__all__ = ["Predictions", "PredictionsSource", "Ranks", "Target", "read_predictions"]
+__all__ = [
+    "Predictions",
+    "PredictionsSource",
+    "Ranks",
+    "Target",
+    "array_digest",
+    "read_predictions",
+]
 
 # One chunk of probabilities holds about this many values (8 Mi float64 = 64 MiB).
 _CHUNK_VALUES = 1 << 23
@@ -342,7 +349,7 @@ def _split_models(table: pa.Table, what: str) -> list[tuple[str, pa.Table]]:
 # -- entry ----------------------------------------------------------------------------------------
 
 
-def _array_digest(arr: np.ndarray) -> str:
+def array_digest(arr: np.ndarray) -> str:
     """The digest of the array's ``.npy`` bytes: the same as of the file ``np.save`` writes."""
     import io
 
@@ -374,7 +381,7 @@ def read_predictions(
         table = _as_table(obj)
         if isinstance(obj, np.ndarray):
             src = PredictionsSource(
-                model=model, file=None, digest=_array_digest(obj), format="array", kind=""
+                model=model, file=None, digest=array_digest(obj), format="array", kind=""
             )
             yield _from_array(obj, target, src)
             continue

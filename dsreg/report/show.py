@@ -10,11 +10,12 @@ from typing import Any
 
 from dsreg._util.records import FieldDict
 from dsreg.errors import RevisionNotFoundError
-from dsreg.formats.manifests import Overlay, Revision, Snapshot
+from dsreg.formats.manifests import Overlay, Revision
 from dsreg.formats.names import check_name
-from dsreg.registry.folder import Registry, Resolved
-from dsreg.registry.marks import read_retirement, read_yanks
-from dsreg.registry.refs import LogEntry
+from dsreg.registry.folder import Registry
+from dsreg.registry.marks import read_yanks
+from dsreg.registry.reader import Reader, Resolved, dataset_overlays
+from dsreg.registry.refs import RefLog
 
 __all__ = [
     "LabelQuality",
@@ -23,7 +24,7 @@ __all__ = [
     "TagRef",
     "dataset_log",
     "describe",
-    "describe_resolved",
+    "describe_object",
     "label_quality",
     "list_tags",
     "marks_of",
@@ -86,16 +87,18 @@ def list_tags(reg: Registry, *, all: bool = False) -> list[TagRef]:
     return out
 
 
-def marks_of(reg: Registry, dataset: str, tag: str | None) -> dict[str, Any]:
-    """``{"yanked": {reason}}`` if ``dataset@tag`` is yanked, ``{"retired": {successor,
-    reason}}`` if ``dataset`` is retired (both, or neither: ``{}``)."""
+def marks_of(resolved: Resolved) -> dict[str, Any]:
+    """``{"yanked": {reason}}`` if the tag ``resolved`` was reached by is yanked,
+    ``{"retired": {successor, reason}}`` if its dataset is retired (both, or neither: ``{}``),
+    as its reader holds them."""
     out: dict[str, Any] = {}
-    yank = read_yanks(reg.root, dataset).get(tag) if tag is not None else None
-    if yank is not None:
-        out["yanked"] = {"reason": yank.reason}
-    retired = read_retirement(reg.root, dataset)
-    if retired is not None:
-        out["retired"] = {"successor": retired.successor, "reason": retired.reason}
+    marks = resolved.reader.marks(resolved.dataset)
+    reason = marks.yanks.get(resolved.tag) if resolved.tag is not None else None
+    if reason is not None:
+        out["yanked"] = {"reason": reason}
+    if marks.retired is not None:
+        successor, why = marks.retired
+        out["retired"] = {"successor": successor, "reason": why}
     return out
 
 
@@ -169,24 +172,12 @@ class ObjectInfo:
         return d
 
 
-def describe(reg: Registry, spec: str) -> RevisionInfo | ObjectInfo:
-    """``spec`` (``dataset@tag``, ``dataset@<prefix>``) as a revision; a bare digest or prefix
-    names any object: a revision or snapshot (its revision), an overlay, a payload or table."""
-    if "@" not in spec:
-        digest = reg.resolve_object(spec)
-        m = reg.manifest(digest) if reg.is_manifest(digest) else None
-        if not isinstance(m, Revision | Snapshot):
-            return _describe_object(reg, digest, m)
-        spec = digest
-    return describe_resolved(reg, reg.resolve(spec))
-
-
-def describe_resolved(reg: Registry, resolved: Resolved) -> RevisionInfo:
-    """A resolved revision described (``show``, and ``show --remote`` of a revision read from a
-    remote: it needs the manifests and tables, never the payloads)."""
+def describe(resolved: Resolved) -> RevisionInfo:
+    """A revision described (``show``): it needs the manifests and tables, never the
+    payloads; its label card and marks come from its reader."""
     from dsreg.views.dataset import Dataset
 
-    ds = Dataset(reg, resolved)
+    ds = Dataset(resolved)
     info = ds.describe()
     # What the dataset describes, key for field; the manifest as held rather than as JSON.
     return RevisionInfo(
@@ -195,10 +186,15 @@ def describe_resolved(reg: Registry, resolved: Resolved) -> RevisionInfo:
             "classes": tuple(info["classes"]),
             "overlays": tuple(info["overlays"]),
             "manifest": ds.revision,
-            "label_quality": label_quality(reg, resolved.revision, dataset=resolved.dataset),
-            "marks": marks_of(reg, resolved.dataset, resolved.tag),
+            "label_quality": label_quality(resolved),
+            "marks": marks_of(resolved),
         }
     )
+
+
+def describe_object(reg: Registry, digest: str) -> ObjectInfo:
+    """A stored object that is not a revision (an overlay, a payload or a table)."""
+    return _describe_object(reg, digest, reg.manifest(digest) if reg.is_manifest(digest) else None)
 
 
 def _describe_object(reg: Registry, digest: str, m: Any) -> ObjectInfo:
@@ -214,13 +210,14 @@ def _describe_object(reg: Registry, digest: str, m: Any) -> ObjectInfo:
     )
 
 
-def dataset_log(reg: Registry, dataset: str) -> list[LogEntry]:
+def dataset_log(reader: Reader, dataset: str) -> RefLog:
     """Who moved which tag of ``dataset`` when, and which overlays were made: oldest first."""
     check_name(dataset, what="dataset name")
-    entries = reg.refs.log(dataset)
-    if not entries and dataset not in reg.refs.datasets():
+    entries = reader.log(dataset)
+    if not entries and not reader.tags(dataset) and not entries.damaged:
         raise RevisionNotFoundError(
-            f"no dataset {dataset!r} in this registry ({reg.root}); see 'dsreg ls'",
+            f"no dataset {dataset!r}"
+            f"{reader.where or f' in this registry ({reader.registry.root})'}; see 'dsreg ls'",
             dataset=dataset,
         )
     return entries
@@ -272,29 +269,28 @@ def _shorts(digests: Iterable[str]) -> str:
     return ", ".join(d.split(":", 1)[-1][:12] for d in digests)
 
 
-def label_quality(reg: Registry, revision: Revision, *, dataset: str) -> LabelQuality:
-    """The label card of ``revision`` (of ``dataset``): from its overlays' manifests, the rater
-    counts of its version 2 overlays, and the newest detected overlay of its snapshot."""
+def label_quality(resolved: Resolved) -> LabelQuality:
+    """The label card of a revision: from its overlays' manifests, the rater counts of its
+    version 2 overlays, and the newest detected overlay of its snapshot among those its
+    dataset's record names (made for it, or applied by a tag), as its reader holds them."""
+    reg, revision = resolved.registry, resolved.revision
     snap = reg.snapshot(revision.snapshot)
     applied = [(d, reg.overlay(d)) for d in revision.overlays]
     return LabelQuality(
         rows=snap.rows,
-        detected=_detected(reg, revision, dataset, applied),
+        detected=_detected(resolved, applied),
         validated=_validated(applied),
         agreement=_agreement(reg, applied),
     )
 
 
-def _detected(
-    reg: Registry, revision: Revision, dataset: str, applied: list[tuple[str, Overlay]]
-) -> dict[str, Any] | None:
+def _detected(resolved: Resolved, applied: list[tuple[str, Overlay]]) -> dict[str, Any] | None:
+    revision = resolved.revision
     found = [(d, o) for d, o in applied if o.kind == "detected"]
     if not found:
-        from dsreg.overlays.write import list_overlays
-
         found = [
             (r.digest, r.overlay)
-            for r in list_overlays(reg, dataset)
+            for r in dataset_overlays(resolved.reader, resolved.dataset)
             if r.overlay.kind == "detected" and r.overlay.base == revision.snapshot
         ]
     if not found:

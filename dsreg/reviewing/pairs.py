@@ -19,7 +19,7 @@ keeps its matches (a version 3 table), so the overlay says what was reviewed.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NamedTuple
@@ -28,13 +28,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dsreg._version import __version__
 from dsreg.errors import DsregError, NotFoundError, VotesError
 from dsreg.formats.corrections import MATCHES_TYPE, corrections_table
 from dsreg.objects.digest import short
 from dsreg.objects.hashing import hash_bytes
-from dsreg.overlays.create import CreatedOverlay
-from dsreg.overlays.write import write_overlay
+from dsreg.overlays.create import OverlayDraft
 from dsreg.registry.folder import Registry
 from dsreg.registry.tables import read_examples
 from dsreg.reviewing.logbytes import SetAside
@@ -43,7 +41,7 @@ from dsreg.reviewing.queue import PAIR_ANSWERS, Item, Pair, tally
 from dsreg.reviewing.queued import Queued, shown_examples
 from dsreg.reviewing.votelog import read_votes
 
-__all__ = ["PRODUCER", "PairsStored", "match_payload", "pair_items", "validated_pairs"]
+__all__ = ["PRODUCER", "PairsVoted", "match_payload", "pair_items", "validated_pairs"]
 
 PRODUCER: Final = "dsreg.review-pairs"
 # What a cleared finding's row becomes: not a duplicate, and no label error either.
@@ -133,11 +131,12 @@ def match_payload(reg: Registry, item: Item, corpus: Path | None) -> bytes:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PairsStored:
-    """The ``validated`` overlay a pair review's votes made, the log's damaged spans, and the
-    findings confirmed, cleared, undecided (votes that settle nothing yet) and unvoted."""
+class PairsVoted:
+    """The ``validated`` overlay a pair review's votes make (a draft, to store), the log's
+    damaged spans, and the findings confirmed, cleared, undecided (votes that settle nothing
+    yet) and unvoted."""
 
-    made: CreatedOverlay
+    draft: OverlayDraft
     set_aside: tuple[SetAside, ...]
     confirmed: int
     cleared: int
@@ -156,11 +155,9 @@ def _decide(counts: dict[str, int], threshold: int) -> str | None:
     return None
 
 
-def validated_pairs(
-    q: Queued, *, threshold: int, command: str, credit: Mapping[str, str] | None = None
-) -> PairsStored:
-    """Store the votes of ``q``'s pair review as a ``validated`` overlay of its snapshot;
-    ``credit`` is kept in its producer as every overlay maker keeps it."""
+def validated_pairs(q: Queued, *, threshold: int) -> PairsVoted:
+    """The votes of ``q``'s pair review as a ``validated`` overlay of its snapshot, to store
+    (``ops.overlay.store_overlay``)."""
     votes = read_votes(q.log_path)
     counted = tally(votes.records, PAIR_ANSWERS)
     if not counted:
@@ -200,33 +197,16 @@ def validated_pairs(
     summary = {"confirmed": confirmed, "cleared": len(rows) - confirmed}
     summary["undecided"] = len(counted) - len(rows)
     tallied = json.dumps({str(r): c for r, (c, _) in counted.items()}, sort_keys=True)
-    producer = {
-        "name": PRODUCER,
-        "version": __version__,
-        "params": {"threshold": threshold, "reviewers": reviewers},
-        "inputs": {"queue": q.digest, "votes": hash_bytes(tallied.encode())},
-    }
-    if credit:
-        producer["credit"] = dict(credit)
-    digest = write_overlay(
-        q.registry,
-        base=q.overlay.base,
+    draft = OverlayDraft(
         kind="validated",
         table=out,
-        producer=producer,
+        producer=PRODUCER,
+        params={"threshold": threshold, "reviewers": reviewers},
+        inputs={"queue": q.digest, "votes": hash_bytes(tallied.encode())},
         summary=summary,
-        command=command,
     )
-    made = CreatedOverlay(
-        digest=digest,
-        dataset=q.resolved.dataset,
-        base=q.overlay.base,
-        revision=q.resolved.digest,
-        kind="validated",
-        summary=q.registry.overlay(digest).summary,
-    )
-    return PairsStored(
-        made=made,
+    return PairsVoted(
+        draft=draft,
         set_aside=votes.set_aside,
         confirmed=confirmed,
         cleared=len(rows) - confirmed,

@@ -1,6 +1,6 @@
-"""What a review is about: the overlay whose rows are queued, resolved from a spec, with its
-corrections; and what the page shows of a queued row's example (its payload's digest and
-size, its metadata columns)."""
+"""What a review is about: the overlay whose rows are queued, with its corrections; and what
+the page shows of a queued row's example (its payload's digest and size, its metadata
+columns)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from dsreg.errors import InvalidInputError
 from dsreg.formats.manifests import Overlay, Snapshot
 from dsreg.formats.tables import served_metadata
 from dsreg.objects.digest import hex_of, short
-from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.folder import Registry
+from dsreg.registry.reader import Resolved
 from dsreg.registry.tables import read_corrections, read_examples
 from dsreg.reviewing.access import Access, access_path, load_access
 from dsreg.reviewing.queue import Item, Pair
@@ -27,16 +28,14 @@ _METADATA_CHARS: Final = 200
 
 
 class Queued:
-    """The overlay a review is about, resolved from a spec, and its corrections: ``overlay``
-    (a digest or prefix) when given, else the revision's last overlay, or with ``audit`` its
-    last audit overlay (whose findings are reviewed as pairs, ``pairs.py``)."""
+    """The overlay a review of revision ``base`` is about, and its corrections: ``overlay`` (a
+    digest or prefix) when given, else the revision's last overlay, or with ``audit`` its last
+    audit overlay (whose findings are reviewed as pairs, ``pairs.py``)."""
 
-    def __init__(
-        self, reg: Registry, spec: str, overlay: str | None, *, audit: bool = False
-    ) -> None:
-        self.registry = reg
-        self.spec = spec
-        self.resolved: Resolved = reg.resolve(spec)
+    def __init__(self, base: Resolved, overlay: str | None, *, audit: bool = False) -> None:
+        self.registry = reg = base.registry
+        self.spec = spec = base.spec
+        self.resolved: Resolved = base
         rev = self.resolved.revision
         self.snapshot: Snapshot = reg.snapshot(rev.snapshot)
         if overlay is None:
@@ -74,19 +73,19 @@ class Queued:
         return load_access(access_path(self.log_path))
 
 
-def _last_overlay(reg: Registry, spec: str, overlays: Sequence[str], *, audit: bool) -> str:
+def _last_overlay(reg: Registry, named: str, overlays: Sequence[str], *, audit: bool) -> str:
     if audit:
         found = [d for d in overlays if reg.overlay(d).kind == "audit"]
         if not found:
             raise InvalidInputError(
-                f"{spec!r} has no audit overlay to review; find duplicates first with 'dsreg "
-                f"audit duplicates {spec} --against OTHER --tag NAME' and review that tag"
+                f"{named!r} has no audit overlay to review; find duplicates first with 'dsreg "
+                f"audit duplicates {named} --against OTHER --tag NAME' and review that tag"
             )
         return found[-1]
     if not overlays:
         raise InvalidInputError(
-            f"{spec!r} has no overlay to review; flag rows first with 'dsreg detect "
-            f"{spec} --pred-probs FILE --tag NAME' and review that tag, or pass --overlay"
+            f"{named!r} has no overlay to review; flag rows first with 'dsreg detect "
+            f"{named} --pred-probs FILE --tag NAME' and review that tag, or pass --overlay"
         )
     return overlays[-1]
 

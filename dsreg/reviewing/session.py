@@ -33,11 +33,12 @@ from dsreg.ops.overlay import (
     OverlayResult,
     Recording,
     Tagging,
-    check_tag_target,
+    check_tagging,
     import_votes,
+    store_overlay,
 )
-from dsreg.ops.tag import make_tag
 from dsreg.registry.folder import Registry
+from dsreg.registry.reader import Resolved
 from dsreg.reviewing.access import Access, access_path, save_access
 from dsreg.reviewing.logbytes import SetAside
 from dsreg.reviewing.media import Media, find_media, sniff
@@ -111,13 +112,13 @@ def _ranks(items: Sequence[Item]) -> dict[int, Rank]:
     return ranks
 
 
-def _check_showable(spec: str, items: Sequence[Item], media: Media) -> None:
+def _check_showable(named: str, items: Sequence[Item], media: Media) -> None:
     """Refuse a queue whose items the page could show nothing of: no payload in the store, no
     ``--media``/``--media-url`` and no metadata column."""
     if media.given or any(it.blob is not None or it.metadata for it in items):
         return
     raise InvalidInputError(
-        f"{spec!r} is label-only and has no metadata: raters would judge ids alone; give its "
+        f"{named!r} is label-only and has no metadata: raters would judge ids alone; give its "
         "files with --media DIR (each named by its example id) or --media-url "
         "'https://host/path/{example_id}'"
     )
@@ -129,8 +130,7 @@ class ReviewSession:
 
     Parameters
     ----------
-    reg : Registry
-    spec : str
+    base : Resolved
         The revision under review; its last overlay is the queue unless ``overlay`` names one.
     overlay : str, optional
         An overlay digest or prefix (of the revision's snapshot).
@@ -155,8 +155,7 @@ class ReviewSession:
 
     def __init__(
         self,
-        reg: Registry,
-        spec: str,
+        base: Resolved,
         *,
         overlay: str | None = None,
         verdict: str = "suspected",
@@ -167,7 +166,8 @@ class ReviewSession:
     ) -> None:
         if verdict not in VERDICTS:
             raise InvalidInputError(f"unknown verdict {verdict!r}; choose one of {VERDICTS}")
-        self.source = Queued(reg, spec, overlay)
+        self.source = Queued(base, overlay)
+        spec = base.spec
         self.pairs = self.source.pairs
         self.corpus = media.corpus
         if self.corpus is not None and not self.pairs:
@@ -285,8 +285,7 @@ class ReviewSession:
     ) -> ReviewFinish:
         """``finish_review`` of this session's queue (the page's operator's button)."""
         return finish_review(
-            self.registry,
-            self.source.spec,
+            self.source.resolved,
             overlay=self.source.digest,
             threshold=threshold,
             tagging=Tagging(tag=tag, view=view),
@@ -356,21 +355,20 @@ class VotesFile(NamedTuple):
     totals: dict[int, int]
 
 
-def audit_queue(reg: Registry, spec: str, overlay: str | None) -> str:
+def audit_queue(base: Resolved, overlay: str | None) -> str:
     """The digest of the audit overlay ``--audit`` reviews: ``overlay`` when it names one, else
-    ``spec``'s last; anything else is refused."""
-    return Queued(reg, spec, overlay, audit=True).digest
+    ``base``'s last; anything else is refused."""
+    return Queued(base, overlay, audit=True).digest
 
 
 def export_votes(
-    reg: Registry,
-    spec: str,
+    base: Resolved,
     *,
     overlay: str | None = None,
     votes_per_item: int | None = None,
     audit: bool = False,
 ) -> VotesFile:
-    """The votes cast so far about ``spec``'s queue, as a label-errors JSON file's bytes, and
+    """The votes cast so far about ``base``'s queue, as a label-errors JSON file's bytes, and
     the damaged spans of its log (moved aside, or still in it), whose records are left out.
 
     One record per voted row, in row order: ``id`` (the example id), ``given_original_label``
@@ -382,7 +380,8 @@ def export_votes(
     one has no such key, so an export of votes without comments is what it always was). The
     same votes give the same bytes.
     """
-    q = Queued(reg, spec, overlay, audit=audit)
+    q = Queued(base, overlay, audit=audit)
+    spec = base.spec
     if q.pairs:
         raise InvalidInputError(
             f"overlay {short(q.digest)} is an audit's: its pair review has no label-errors "
@@ -444,8 +443,7 @@ def export_votes(
 
 
 def finish_review(
-    reg: Registry,
-    spec: str,
+    base: Resolved,
     *,
     overlay: str | None = None,
     threshold: int = 3,
@@ -454,12 +452,12 @@ def finish_review(
     record: Recording = _NO_RECORD,
     audit: bool = False,
 ) -> ReviewFinish:
-    """Store the votes about ``spec``'s queue as a ``validated`` overlay: ``import_votes`` of the
+    """Store the votes about ``base``'s queue as a ``validated`` overlay: ``import_votes`` of the
     bytes ``export_votes`` returns (and, with ``tagging.tag``, tag the revision plus it in
     ``tagging.view``). The result counts the queue's items with fewer than ``votes_per_item``
     votes (default: the review's last server's, else 5). An audit overlay's queue (``audit``:
     the revision's last) is a pair review: ``finish_pairs``."""
-    q = Queued(reg, spec, overlay, audit=audit)
+    q = Queued(base, overlay, audit=audit)
     if q.pairs:
         return finish_pairs(
             q,
@@ -468,10 +466,9 @@ def finish_review(
             votes_per_item=votes_per_item,
             record=record,
         )
-    check_tag_target(
-        reg, spec, tagging.tag, tagging.view, force=tagging.force, producer="dsreg.import-votes"
-    )
-    exported = export_votes(reg, spec, overlay=overlay, votes_per_item=votes_per_item)
+    reg = base.registry
+    check_tagging(base, tagging, producer="dsreg.import-votes")
+    exported = export_votes(base, overlay=overlay, votes_per_item=votes_per_item)
     try:
         fd, name = tempfile.mkstemp(dir=reg.store.tmp, prefix="review-", suffix=".json")
         with os.fdopen(fd, "wb") as f:
@@ -480,19 +477,13 @@ def finish_review(
         raise StorageError(f"cannot stage the votes in {reg.store.tmp}: {e.strerror}") from e
     try:
         made = import_votes(
-            reg,
-            spec,
-            name,
-            format="label-errors",
-            threshold=threshold,
-            tagging=tagging,
-            record=record,
+            base, name, format="label-errors", threshold=threshold, tagging=tagging, record=record
         )
     finally:
         with contextlib.suppress(OSError):
             os.unlink(name)
     fields = {f.name: getattr(made, f.name) for f in dataclasses.fields(made)}
-    unvoted = _unvoted(reg, spec, overlay, exported.totals)
+    unvoted = _unvoted(base, overlay, exported.totals)
     return ReviewFinish(
         **fields,
         set_aside=exported.set_aside,
@@ -502,9 +493,9 @@ def finish_review(
     )
 
 
-def _unvoted(reg: Registry, spec: str, overlay: str | None, voted: dict[int, int]) -> int:
+def _unvoted(base: Resolved, overlay: str | None, voted: dict[int, int]) -> int:
     """The queue's items (of the verdict its last server reviewed) without a vote."""
-    q = Queued(reg, spec, overlay)
+    q = Queued(base, overlay)
     stored = q.stored_access()
     verdict = stored.verdict if stored is not None else "suspected"
     flagged = q.corrections.filter(
@@ -524,35 +515,17 @@ def finish_pairs(
     with ``tagging.tag``, tag the revision plus it in ``tagging.view`` (default
     ``decontaminated``). ``short`` counts the findings with fewer than ``votes_per_item`` votes
     (default: the review's last server's, else 5), ``unvoted`` those with none."""
-    view = tagging.view or "decontaminated"
-    check_tag_target(
-        q.registry,
-        q.spec,
-        tagging.tag,
-        tagging.view if tagging.tag is None else view,
-        force=tagging.force,
-        producer=PAIRS_PRODUCER,
-    )
+    check_tagging(q.resolved, tagging, producer=PAIRS_PRODUCER)
     if votes_per_item is None:
         stored = q.stored_access()
         votes_per_item = (stored and stored.votes_per_item) or VOTES_PER_ITEM
-    done = validated_pairs(q, threshold=threshold, command=record.command, credit=record.credit)
-    command = record.command
-    tagged = None
-    if tagging.tag is not None:
-        tagged = make_tag(
-            q.registry,
-            f"{q.resolved.dataset}@{tagging.tag}",
-            q.spec,
-            overlays=[done.made.digest],
-            view=view,
-            force=tagging.force,
-            command=command,
-        )
-    fields = {f.name: getattr(done.made, f.name) for f in dataclasses.fields(done.made)}
+    done = validated_pairs(q, threshold=threshold)
+    kept = store_overlay(q.resolved, done.draft, tagging, record)
+    # The summary as stored: its verdict counts beside the confirmed and cleared.
+    made = dataclasses.replace(kept, summary=q.registry.overlay(kept.digest).summary)
+    fields = {f.name: getattr(made, f.name) for f in dataclasses.fields(made)}
     return ReviewFinish(
         **fields,
-        tagged=tagged,
         set_aside=done.set_aside,
         votes_per_item=votes_per_item,
         short=done.unvoted + sum(1 for n in done.voted.values() if n < votes_per_item),

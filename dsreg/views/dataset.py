@@ -20,7 +20,7 @@ from dsreg.formats.arrays import from_numpy, null_array, string_array
 from dsreg.formats.manifests import Overlay, Snapshot, View
 from dsreg.formats.tables import served_metadata
 from dsreg.objects.digest import short
-from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.reader import Resolved, local_reader, pinned
 from dsreg.registry.tables import map_examples, read_corrections, read_examples
 
 if TYPE_CHECKING:
@@ -74,9 +74,9 @@ class Example:
 class Dataset:
     """A resolved revision: its digest (to pin and cite), its view's rows and labels."""
 
-    def __init__(self, registry: Registry, resolved: Resolved) -> None:
-        self.registry = registry
+    def __init__(self, resolved: Resolved) -> None:
         self.resolved = resolved
+        self.registry = registry = resolved.registry
         self.digest: str = resolved.digest
         self.revision = resolved.revision
         self.snapshot_digest = resolved.revision.snapshot
@@ -189,7 +189,7 @@ class Dataset:
         # Imported by the first query: a checkout or a loader that only reads rows skips it.
         from dsreg.views.sql import query_revision
 
-        return query_revision(self.registry, self.revision, query, allow_files=allow_files)
+        return query_revision(self.resolved.reader, self.revision, query, allow_files=allow_files)
 
     def labels(self, *, review: bool = False) -> pa.Table:
         """The view as a table: row, example_id, label, label_name, given_label, verdict, blob,
@@ -445,5 +445,4 @@ class Dataset:
 def open_digest(root: str, digest: str) -> Dataset:
     """Revision ``digest`` of the registry at ``root``, opened afresh: how a loader's worker
     process (``to_torch``, ``to_hf``) reopens its revision."""
-    reg = Registry(Path(root))
-    return Dataset(reg, reg.resolve(digest))
+    return Dataset(pinned(local_reader(root), digest))

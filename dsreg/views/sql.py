@@ -24,10 +24,8 @@ through ``dsreg.views.readonly.ObjectFiles`` (``dsreg://``), and DuckDB may reac
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -45,7 +43,8 @@ from dsreg.formats.corrections import COUNT_FIELDS
 from dsreg.formats.manifests import VIEWS, Revision, Snapshot, View
 from dsreg.formats.tables import fold_case, served_metadata
 from dsreg.objects.digest import PREFIX
-from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.folder import Registry
+from dsreg.registry.reader import Reader
 from dsreg.views.rule import carried
 from dsreg.views.verified import verified_object
 
@@ -56,21 +55,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Connection",
-    "Repairing",
-    "connect",
     "query_revision",
     "quoted_names",
     "view_sql",
 ]
-
-# How a connection runs its reads of the registry (a view's manifests and tables, a table
-# DuckDB opens): as they are, or, reading a remote (``sql --remote``), again after an object
-# found missing or corrupt was fetched anew (``dsreg.remote.read.RemoteRead.repairing``).
-Repairing = Callable[[Callable[[], Any]], Any]
-
-
-def _directly(read: Callable[[], Any]) -> Any:
-    return read()
 
 
 # -- SQL of a view ----------------------------------------------------------------------------
@@ -368,33 +356,30 @@ class Connection:
     read or written, no ATTACH, INSTALL, LOAD or SET); a refused statement raises ``QueryError``
     naming ``allow_files``. ``allow_files=True`` leaves DuckDB's full access on.
 
-    ``resolve`` resolves a name (default: in the registry); ``repairing`` runs each read of the
-    registry (a view's manifests and tables, a table DuckDB opens): a read of a remote passes
-    one that fetches again what such a read finds missing or corrupt (``Repairing``).
+    Its reader resolves the names (the local registry, or a remote read into a registry or the
+    cache: ``sql --remote``) and runs each read of the registry (a view's manifests and tables,
+    a table DuckDB opens) through ``Reader.repairing``, so that an object a read of a remote
+    finds missing or corrupt is fetched again.
     """
 
     def __init__(
         self,
-        registry: Registry,
+        reader: Reader,
         con: duckdb.DuckDBPyConnection | None = None,
         *,
         allow_files: bool = False,
-        resolve: Callable[[str], Resolved] | None = None,
-        repairing: Repairing | None = None,
     ) -> None:
         # DuckDB is imported by the first connection, not by ``import dsreg``.
         import duckdb
 
         from dsreg.views.readonly import ObjectFiles, lock_down
 
-        self.registry = registry
+        self.reader = reader
+        self.registry = registry = reader.registry
         self.allow_files = allow_files
-        # How a name in a query resolves: here (default), or on a remote (``sql --remote``).
-        self._resolve = resolve if resolve is not None else registry.resolve
-        self._repairing: Repairing = repairing if repairing is not None else _directly
         self._unparsed: dict[str, DsregError] = {}
         self._files: ObjectFiles = ObjectFiles(
-            lambda digest: self._repairing(lambda: verified_object(registry, digest)),
+            lambda digest: reader.repairing(lambda: verified_object(registry, digest)),
             locked=not allow_files,
         )
         self.duckdb: duckdb.DuckDBPyConnection = con if con is not None else duckdb.connect()
@@ -416,7 +401,7 @@ class Connection:
         self.close()
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("duckdb", "registry", "allow_files", "_unparsed", "_files", "_resolve"):
+        if name in ("duckdb", "reader", "registry", "allow_files", "_unparsed", "_files"):
             raise AttributeError(name)  # not yet set
         return getattr(self.duckdb, name)
 
@@ -431,10 +416,10 @@ class Connection:
         if isinstance(spec_or_revision, Revision):
             rev = spec_or_revision
         else:
-            rev = self._resolve(spec_or_revision).revision
+            rev = self.reader.revision(spec_or_revision).revision
         import duckdb
 
-        sql = self._repairing(
+        sql = self.reader.repairing(
             lambda: view_sql(self.registry, rev, view=view, locate=self._files.url)
         )
         self._files.take_failure()
@@ -455,7 +440,7 @@ class Connection:
         self._unparsed = {}
         for name in quoted_names(query):
             try:
-                resolved = self._resolve(name)
+                resolved = self.reader.revision(name)
             except (InvalidSpecError, InvalidNameError) as e:
                 self._unparsed[name] = e
                 continue
@@ -569,31 +554,12 @@ class Connection:
         return reader.schema, stream()
 
 
-def connect(
-    registry: Registry | str | os.PathLike[str] | None = None,
-    *,
-    allow_files: bool = False,
-) -> Connection:
-    """A DuckDB connection that resolves ``"dataset@rev"`` quoted identifiers in queries;
-    read-only unless ``allow_files`` (see ``Connection``).
-
-    >>> con = dsreg.connect()                                                # doctest: +SKIP
-    >>> con.sql('SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1" GROUP BY ALL')
-    """
-    reg = (
-        registry
-        if isinstance(registry, Registry)
-        else Registry.find(Path(registry) if registry is not None else None)
-    )
-    return Connection(reg, allow_files=allow_files)
-
-
 def query_revision(
-    registry: Registry, revision: Revision, query: str, *, allow_files: bool = False
+    reader: Reader, revision: Revision, query: str, *, allow_files: bool = False
 ) -> pa.Table:
     """Run ``query`` with ``this`` naming ``revision``'s view (``Dataset.sql``); other revisions
     may be named as ``"dataset@tag"`` in the same query. The whole result as an Arrow table.
     Read-only unless ``allow_files`` (see ``Connection``)."""
-    with Connection(registry, allow_files=allow_files) as con:
+    with Connection(reader, allow_files=allow_files) as con:
         con.create_view("this", revision)
         return con.table(query)

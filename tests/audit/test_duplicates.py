@@ -16,6 +16,7 @@ import dsreg
 from dsreg import Registry
 from dsreg.audit.corpus import edit_text, jpeg, photo_tiles, stdlib_texts
 from dsreg.errors import InvalidInputError
+from dsreg.registry.reader import LocalReader
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +75,7 @@ def test_audit_finds_exact_and_near_copies_and_duplicates(
         "c1/near3.jpg",
     }
     assert by_id["c0/exact4.jpg"].matches[0] == {
-        "dataset": reg.resolve("train@v1").digest,
+        "dataset": LocalReader(reg).revision("train@v1").digest,
         "example_id": "c0/t04.jpg",
         "tier": "exact",
         "distance": 0.0,
@@ -91,7 +92,7 @@ def test_audit_finds_exact_and_near_copies_and_duplicates(
     assert len(clean) == 12 - 6
     assert set(clean.labels().column("example_id").to_pylist()).isdisjoint(by_id)
     assert len(dsreg.open("test@v1", registry=reg)) == 12
-    rev = reg.resolve("test@clean").revision
+    rev = LocalReader(reg).revision("test@clean").revision
     assert rev.view == "decontaminated"
     overlay = reg.overlay(rev.overlays[-1])
     assert overlay.kind == "audit" and overlay.version == 3

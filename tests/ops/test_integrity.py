@@ -22,8 +22,8 @@ from dsreg import (
 )
 from dsreg.objects.digest import short
 from dsreg.ops.maintenance import reachable, roots
-from dsreg.ops.tag import make_revision
 from dsreg.overlays.write import corrections_table, write_overlay
+from tests.conftest import stored_view
 
 PIN = ".dsreg.json"  # the pin file a checkout writes
 
@@ -154,7 +154,7 @@ def test_gc_removes_only_what_no_ref_reaches(
     (loose / "cat" / "shared.bin").write_bytes((tree / "cat" / "img000.bin").read_bytes())
     (loose / "cat" / "own.bin").write_bytes(b"only here")
     untagged = add_tree(reg, "loose", loose, tag=None)
-    _, rev = make_revision(reg, "pets@original", view="cleaned")  # stored, never tagged
+    rev = stored_view(reg, "pets@original", "cleaned")  # stored, never tagged
     garbage = set(reg.store) - kept
     assert len(garbage) == 5  # own.bin, examples table, snapshot, revision; cleaned revision
     assert {untagged.revision, rev.digest} <= garbage

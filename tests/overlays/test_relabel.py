@@ -23,6 +23,7 @@ import dsreg
 from dsreg import InvalidInputError, Registry, RelabelingError
 from dsreg.overlays.match import match_ids
 from dsreg.overlays.relabel import import_real
+from dsreg.registry.reader import LocalReader
 
 CLASSES = ["tench", "goldfish", "shark", "cock", "hen"]
 
@@ -380,7 +381,7 @@ def test_a_table_that_does_not_match_its_manifest_version_is_refused(
 
     reg = make_registry()
     spec = add_imagenet_like(reg, tmp_path, LABELS, by_class=False)
-    snap = reg.resolve(spec).revision.snapshot
+    snap = LocalReader(reg).revision(spec).revision.snapshot
     plain = corrections_table(
         rows=np.array([0]),
         example_ids=[reg_ids(reg, spec)[0]],

@@ -12,13 +12,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import dsreg
 from dsreg.errors import InputPathError
 from dsreg.ingest.snapshot import AddResult, add_source
 from dsreg.ingest.sources import scan_labels, scan_table
 from dsreg.ops.checkout.apply import PIN, checkout
-from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import corrections_table, write_overlay
 from dsreg.registry.folder import Registry
+from dsreg.registry.reader import LocalReader
 
 LINKS = ["hardlink", "symlink", "copy", "reflink"]
 
@@ -58,7 +59,7 @@ def test_checkout_is_byte_identical_to_the_source_tree(
 ) -> None:
     reg, tree, res = pets
     out = tmp_path / "out"
-    result = checkout(reg, reg.resolve("pets@original"), out, link=link)  # type: ignore[arg-type]
+    result = checkout(LocalReader(reg).revision("pets@original"), out, link=link)  # type: ignore[arg-type]
     assert files_of(out) == files_of(tree)
     assert (result.files, result.added, result.removed) == (12, 12, 0)
     pin = json.loads((out / PIN).read_text())
@@ -88,9 +89,9 @@ def test_checking_out_again_touches_nothing(
 ) -> None:
     reg, _, _ = pets
     out = tmp_path / "out"
-    checkout(reg, reg.resolve("pets@original"), out, link="copy")
+    checkout(LocalReader(reg).revision("pets@original"), out, link="copy")
     before = inodes(out)
-    again = checkout(reg, reg.resolve("pets@original"), out, link="copy")
+    again = checkout(LocalReader(reg).revision("pets@original"), out, link="copy")
     assert (again.added, again.removed, again.unchanged) == (0, 0, 12)
     assert inodes(out) == before
 
@@ -100,9 +101,9 @@ def test_checking_out_again_restores_a_deleted_file(
 ) -> None:
     reg, tree, _ = pets
     out = tmp_path / "out"
-    checkout(reg, reg.resolve("pets@original"), out)
+    checkout(LocalReader(reg).revision("pets@original"), out)
     (out / "fox" / "img003.bin").unlink()
-    res = checkout(reg, reg.resolve("pets@original"), out)
+    res = checkout(LocalReader(reg).revision("pets@original"), out)
     assert (res.added, res.unchanged) == (1, 11)
     assert files_of(out) == files_of(tree)
 
@@ -112,8 +113,8 @@ def test_switching_link_type_replaces_store_links_with_copies(
 ) -> None:
     reg, tree, _ = pets
     out = tmp_path / "out"
-    checkout(reg, reg.resolve("pets@original"), out, link="hardlink")
-    checkout(reg, reg.resolve("pets@original"), out, link="copy")
+    checkout(LocalReader(reg).revision("pets@original"), out, link="hardlink")
+    checkout(LocalReader(reg).revision("pets@original"), out, link="copy")
     for p in out.rglob("*.bin"):
         # Still a hard link to the store would let an edit of the "copy" corrupt the store.
         assert p.stat().st_nlink == 1 and p.stat().st_mode & stat.S_IWUSR, p
@@ -125,10 +126,10 @@ def test_a_users_own_files_survive_switches_and_link_changes(
 ) -> None:
     reg, _, _ = pets
     out = tmp_path / "out"
-    checkout(reg, reg.resolve("pets@original"), out, link="hardlink")
+    checkout(LocalReader(reg).revision("pets@original"), out, link="hardlink")
     (out / "notes.txt").write_text("mine")
     (out / "cat" / "extra.bin").write_bytes(b"mine too")
-    checkout(reg, reg.resolve("pets@original"), out, link="copy")
+    checkout(LocalReader(reg).revision("pets@original"), out, link="copy")
     assert (out / "notes.txt").read_text() == "mine"
     assert (out / "cat" / "extra.bin").read_bytes() == b"mine too"
 
@@ -138,14 +139,14 @@ def test_a_folder_pinned_to_a_revision_the_registry_lacks_is_left_alone(
 ) -> None:
     reg, _, _ = pets
     out = tmp_path / "out"
-    checkout(reg, reg.resolve("pets@original"), out)
+    checkout(LocalReader(reg).revision("pets@original"), out)
     (out / "notes.txt").write_text("mine")
     other = make_registry("other")
     np.save(tmp_path / "labels.npy", np.array([0, 1]))
     add_source(other, "nums", scan_labels(tmp_path / "labels.npy", classes=None), tag="v1")
     before = files_of(out)
     with pytest.raises(InputPathError, match="cannot read"):
-        checkout(other, other.resolve("nums@v1"), out)
+        checkout(LocalReader(other).revision("nums@v1"), out)
     assert files_of(out) == before
 
 
@@ -169,13 +170,15 @@ def test_switching_revisions_moves_only_what_differs(
 ) -> None:
     reg, tree, _ = pets
     ov = _detected(reg, pets[2])
-    corrected = make_tag(reg, "pets@corrected", "pets@original", overlays=[ov], view="corrected")
-    make_tag(reg, "pets@cleaned", "pets@original", overlays=[ov], view="cleaned")
+    corrected = dsreg.tag(
+        "pets@corrected", "pets@original", overlays=[ov], view="corrected", registry=reg
+    )
+    dsreg.tag("pets@cleaned", "pets@original", overlays=[ov], view="cleaned", registry=reg)
     out = tmp_path / "out"
-    checkout(reg, reg.resolve("pets@original"), out, link=link)  # type: ignore[arg-type]
+    checkout(LocalReader(reg).revision("pets@original"), out, link=link)  # type: ignore[arg-type]
     before = inodes(out)
 
-    res = checkout(reg, reg.resolve("pets@corrected"), out, link=link)  # type: ignore[arg-type]
+    res = checkout(LocalReader(reg).revision("pets@corrected"), out, link=link)  # type: ignore[arg-type]
     after = inodes(out)
     moved = {"cat/img001.bin", "dog/img002.bin"}
     untouched = set(before) - moved
@@ -193,14 +196,14 @@ def test_switching_revisions_moves_only_what_differs(
     assert (pin["revision"], pin["view"]) == (corrected.revision, "corrected")
 
     # Cleaned: the two suspected files are removed, nothing else moves.
-    res = checkout(reg, reg.resolve("pets@cleaned"), out, link=link)  # type: ignore[arg-type]
+    res = checkout(LocalReader(reg).revision("pets@cleaned"), out, link=link)  # type: ignore[arg-type]
     assert set(files_of(out)) == untouched
     if link != "hardlink":
         assert inodes(out) == {p: before[p] for p in untouched}
     assert (res.added, res.removed) == (0, 2)
 
     # And back to the original: byte-identical to the source again.
-    checkout(reg, reg.resolve("pets@original"), out, link=link)  # type: ignore[arg-type]
+    checkout(LocalReader(reg).revision("pets@original"), out, link=link)  # type: ignore[arg-type]
     assert files_of(out) == files_of(tree)
     if link != "hardlink":
         assert {p: inodes(out)[p] for p in untouched} == {p: before[p] for p in untouched}
@@ -214,12 +217,12 @@ def test_a_non_empty_folder_without_a_pin_is_refused(
     out.mkdir()
     (out / "notes.txt").write_text("my work")
     with pytest.raises(InputPathError, match=f"{out} is not empty and holds no {PIN}"):
-        checkout(reg, reg.resolve("pets@original"), out)
+        checkout(LocalReader(reg).revision("pets@original"), out)
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
     f = tmp_path / "file"
     f.write_text("x")
     with pytest.raises(InputPathError, match="not a folder"):
-        checkout(reg, reg.resolve("pets@original"), f)
+        checkout(LocalReader(reg).revision("pets@original"), f)
 
 
 def test_label_only_checkout_is_a_labels_csv(
@@ -237,7 +240,7 @@ def test_label_only_checkout_is_a_labels_csv(
         tag="original",
     )
     out = tmp_path / "out"
-    res = checkout(reg, reg.resolve("y@original"), out)
+    res = checkout(LocalReader(reg).revision("y@original"), out)
     assert res.files == 0
     assert (out / "labels.csv").read_text() == (
         "row,example_id,label,label_name,given_label,verdict\n"
@@ -262,7 +265,7 @@ def test_table_with_files_checks_out_at_the_example_ids(
     )
     add_source(reg, "audio", table, tag="original")
     out = tmp_path / "out"
-    checkout(reg, reg.resolve("audio@original"), out, link="copy")
+    checkout(LocalReader(reg).revision("audio@original"), out, link="copy")
     assert files_of(out) == {"a/b/x.wav": b"wave", "y.wav": b"why"}
     assert json.loads((out / PIN).read_text())["layout"] == "files"
 
@@ -272,7 +275,7 @@ def test_the_default_link_is_a_copy_and_no_journal_stays(
 ) -> None:
     reg, tree, _ = pets
     out = tmp_path / "out"
-    res = checkout(reg, reg.resolve("pets@original"), out)
+    res = checkout(LocalReader(reg).revision("pets@original"), out)
     assert res.link == "reflink" and files_of(out) == files_of(tree)
     assert sorted(p.name for p in out.iterdir()) == [PIN, "cat", "dog", "fox"]
     for p in out.rglob("*.bin"):
@@ -287,14 +290,14 @@ def test_a_plan_lists_every_destination_journal_first_pin_last(
 
     reg, _, res = pets
     ov = _detected(reg, res)
-    make_tag(reg, "pets@corrected", "pets@original", overlays=[ov], view="corrected")
+    dsreg.tag("pets@corrected", "pets@original", overlays=[ov], view="corrected", registry=reg)
     out = tmp_path / "out"
-    checkout(reg, reg.resolve("pets@original"), out, link="copy")
-    planned = plan(out, Dataset(reg, reg.resolve("pets@corrected")), link="copy")
+    checkout(LocalReader(reg).revision("pets@original"), out, link="copy")
+    planned = plan(out, Dataset(LocalReader(reg).revision("pets@corrected")), link="copy")
     dest = list(planned.destinations())
     assert dest[0] == JOURNAL and dest[-1] == PIN
     assert set(dest) >= {"cat/img001.bin", "dog/img002.bin"} | {p for p, _b in planned.place}
     assert planned.journal is not None and not planned.fresh and not planned.recovering
     # Nothing to do: no journal is written.
-    again = plan(out, Dataset(reg, reg.resolve("pets@original")), link="copy")
+    again = plan(out, Dataset(LocalReader(reg).revision("pets@original")), link="copy")
     assert again.journal is None and list(again.destinations()) == [PIN]

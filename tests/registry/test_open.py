@@ -24,6 +24,7 @@ from dsreg import (
 from dsreg.formats.canonical import canonical_bytes
 from dsreg.objects.digest import MIN_PREFIX, short
 from dsreg.objects.hashing import hash_bytes
+from dsreg.registry.reader import LocalReader
 
 
 @pytest.fixture
@@ -194,14 +195,14 @@ def test_an_ambiguous_revision_prefix_lists_the_candidates_and_writes_nothing(
 
     before = registry_state(reg.root)
     with pytest.raises(AmbiguousDigestError) as e:
-        reg.resolve(f"amb@{prefix}")
+        LocalReader(reg).revision(f"amb@{prefix}")
     assert prefix in str(e.value)
     assert short(revs[0]) in str(e.value) and short(revs[1]) in str(e.value)
     assert registry_state(reg.root) == before
     # One more character (or however many the two share) picks one.
     common = next(n for n in range(MIN_PREFIX, 64) if revs[0][7 + n] != revs[1][7 + n])
     for r in revs:
-        assert reg.resolve(f"amb@{r[7 : 7 + common + 1]}").digest == r
+        assert LocalReader(reg).revision(f"amb@{r[7 : 7 + common + 1]}").digest == r
 
 
 def test_an_ambiguous_object_prefix_in_the_store(make_registry: Callable[..., Registry]) -> None:

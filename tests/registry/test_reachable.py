@@ -14,15 +14,16 @@ import pytest
 
 import dsreg
 from dsreg.errors import CorruptObjectError, IntegrityError
+from dsreg.formats.manifests import Revision
 from dsreg.ingest.snapshot import AddResult, add_source
 from dsreg.ingest.sources import scan_imagefolder
 from dsreg.objects.store import ObjectStore
 from dsreg.ops.maintenance import collect_garbage, verify
-from dsreg.ops.tag import make_revision, make_tag
 from dsreg.overlays.write import corrections_table, write_overlay
 from dsreg.registry import reachable as walk
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import MANIFEST_KINDS, Kind, Node, children, reachable, roots
+from dsreg.registry.reader import LocalReader
 from dsreg.remote.config import add_remote
 from dsreg.remote.transfer import clone, pull, push
 
@@ -63,7 +64,7 @@ def pets(make_registry: Callable[..., Registry], make_imagefolder: Callable[...,
     added = _add(reg, "pets", tree, tag="original")
     applied = _overlay(reg, added.snapshot, 0, "cat/img000.bin")
     _overlay(reg, added.snapshot, 1, "cat/img001.bin")  # logged, never applied
-    make_tag(reg, "pets@cleaned", "pets@original", overlays=[applied], view="cleaned")
+    dsreg.tag("pets@cleaned", "pets@original", overlays=[applied], view="cleaned", registry=reg)
     return reg
 
 
@@ -79,7 +80,9 @@ def test_gc_keeps_everything_a_tag_reaches_and_removes_what_nothing_reaches(
     (loose / "cat" / "shared.bin").write_bytes(reg.store.read_bytes(shared))
     (loose / "cat" / "own.bin").write_bytes(b"only in the untagged add")
     untagged = _add(reg, "loose", loose)
-    _, stray = make_revision(reg, "pets@original", view="corrected")  # stored, never tagged
+    original = LocalReader(reg).revision("pets@original").revision
+    stray = Revision(snapshot=original.snapshot, view="corrected")
+    reg.store_revision(stray)  # stored, never tagged
     garbage = set(reg.store) - kept
     assert len(garbage) == 5  # own.bin, examples table, snapshot, revision; stray revision
     assert {untagged.revision, stray.digest} <= garbage
@@ -100,7 +103,9 @@ def test_gc_keeps_an_overlay_the_log_names_with_its_table_and_base(pets: Registr
     reg = pets
     logged = [e.new for e in reg.refs.log("pets") if e.event == "overlay" and e.new]
     assert len(logged) == 2
-    make_tag(reg, "pets@cleaned", "pets@original", force=True)  # no overlay applied any more
+    dsreg.tag(
+        "pets@cleaned", "pets@original", force=True, registry=reg
+    )  # no overlay applied any more
     collect_garbage(reg)
     for od in logged:
         ov = reg.overlay(od)
@@ -111,7 +116,7 @@ def test_verify_reports_a_missing_payload_of_a_tagged_revision(pets: Registry) -
     reg = pets
     blob = sorted(_blobs(reg, "pets@original"))[2]
     os.unlink(reg.store.path(blob))
-    for res in (verify(reg, specs=["pets@original"]), verify(reg)):
+    for res in (verify(reg, revisions=[LocalReader(reg).revision("pets@original")]), verify(reg)):
         assert not res.ok
         assert [(p.digest, p.problem) for p in res.problems] == [(blob, "missing")]
     # gc never needs a payload's bytes: it still keeps the rest, and removes nothing a tag needs.
@@ -131,7 +136,7 @@ def test_gc_removes_nothing_when_a_reached_table_cannot_be_read(
     with pytest.raises(IntegrityError, match="gc removed nothing"):
         collect_garbage(reg)
     assert set(reg.store) == before
-    problems = verify(reg, specs=["pets@cleaned"]).problems
+    problems = verify(reg, revisions=[LocalReader(reg).revision("pets@cleaned")]).problems
     assert examples.examples in {p.digest for p in problems}
 
 
@@ -151,12 +156,12 @@ def test_push_sends_exactly_what_verify_checks_and_pull_fetches_it(
 
     with monkeypatch.context() as m:
         m.setattr(ObjectStore, "check", record)
-        assert verify(reg, specs=["pets@cleaned"]).ok
+        assert verify(reg, revisions=[LocalReader(reg).revision("pets@cleaned")]).ok
     assert len(checked) == 6 + 5  # payloads; examples, snapshot, revision, overlay, its table
 
     remote = tmp_path / "remote"
     add_remote(reg, "origin", str(remote), default=True)
-    sent = push(reg, ["pets@cleaned"])
+    sent = dsreg.push(["pets@cleaned"], registry=reg)
     assert sent.sent == len(checked)
     assert _remote_objects(remote) == checked
 

@@ -20,6 +20,7 @@ from dsreg.formats import manifests
 from dsreg.formats.canonical import canonical_bytes
 from dsreg.objects.hashing import hash_bytes
 from dsreg.registry.folder import Registry
+from dsreg.registry.reader import LocalReader
 from dsreg.registry.schemamemo import FOLDER
 
 TALLY: dict[str, int] = {}
@@ -54,7 +55,7 @@ def _memo(reg: Registry, digest: str) -> Path:
 
 
 def _snapshot(reg: Registry) -> str:
-    return reg.resolve("lab@original").revision.snapshot
+    return LocalReader(reg).revision("lab@original").revision.snapshot
 
 
 def _replace(reg: Registry, digest: str, data: bytes) -> None:
@@ -169,7 +170,7 @@ def test_a_read_only_registry_still_reads(reg: Registry, schema_checks: list[str
 def test_a_stored_manifest_is_remembered_and_its_digest_needs_no_schema(
     reg: Registry, schema_checks: list[str]
 ) -> None:
-    rev = reg.resolve("lab@original").revision
+    rev = LocalReader(reg).revision("lab@original").revision
     view = manifests.Revision(snapshot=rev.snapshot, view="cleaned")
     digest = reg.store_revision(view)
     assert digest == view.digest
@@ -181,7 +182,7 @@ def test_a_stored_manifest_is_remembered_and_its_digest_needs_no_schema(
 
 
 def test_a_manifest_that_breaks_its_schema_is_not_stored(reg: Registry) -> None:
-    rev = reg.resolve("lab@original").revision
+    rev = LocalReader(reg).revision("lab@original").revision
     bad = manifests.Revision(snapshot=rev.snapshot, view="sideways")  # type: ignore[arg-type]
     digest = hash_bytes(manifests.canonical_manifest(bad))
     with pytest.raises(ManifestError, match="breaks schema 'revision'"):

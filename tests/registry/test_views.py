@@ -17,9 +17,9 @@ from dsreg.errors import CorruptObjectError, InvalidNameError, QueryError, Revis
 from dsreg.formats.corrections import corrections_table
 from dsreg.ingest.snapshot import add_source
 from dsreg.ingest.sources import Source
-from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import write_overlay
 from dsreg.registry.folder import Registry
+from dsreg.registry.reader import LocalReader
 from dsreg.views import sql as views
 from dsreg.views.dataset import Dataset
 from dsreg.views.verified import forget_verified
@@ -81,7 +81,7 @@ def add_overlay(
 
 
 def sql_view(reg: Registry, spec: str) -> pa.Table:
-    with views.Connection(reg) as con:
+    with views.Connection(LocalReader(reg)) as con:
         return con.table(f'SELECT * FROM "{spec}" ORDER BY "row"')
 
 
@@ -101,7 +101,7 @@ def toy(make_registry: Callable[..., Registry]) -> tuple[Registry, np.ndarray, l
         [2, -1, -1, 0],
     )
     for view in ("cleaned", "corrected", "honeypot"):
-        make_tag(reg, f"toy@{view}", "toy@original", overlays=[ov], view=view)
+        dsreg.tag(f"toy@{view}", "toy@original", overlays=[ov], view=view, registry=reg)
     return reg, labels, [ov]
 
 
@@ -160,8 +160,8 @@ def test_several_revisions_in_one_query_and_a_join_across_them(toy: tuple) -> No
 
 def test_a_revision_by_digest_prefix_or_full_digest(toy: tuple) -> None:
     reg, _, _ = toy
-    digest = reg.resolve("toy@cleaned").digest
-    con = views.connect(reg)
+    digest = LocalReader(reg).revision("toy@cleaned").digest
+    con = dsreg.connect(reg)
     assert con.execute(f'SELECT count(*) FROM "{digest}"').fetchall() == [(9,)]
     assert con.execute(f'SELECT count(*) FROM "toy@{digest[7:17]}"').fetchall() == [(9,)]
 
@@ -192,7 +192,7 @@ def test_a_moved_tag_is_seen_by_the_next_query(toy: tuple) -> None:
     reg, _, _ = toy
     con = dsreg.connect(reg)
     assert con.execute('SELECT count(*) FROM "toy@cleaned"').fetchall() == [(9,)]
-    make_tag(reg, "toy@cleaned", "toy@original", force=True)
+    dsreg.tag("toy@cleaned", "toy@original", force=True, registry=reg)
     assert con.execute('SELECT count(*) FROM "toy@cleaned"').fetchall() == [(12,)]
 
 
@@ -200,7 +200,9 @@ def test_dataset_sql_names_its_pinned_revision_this(toy: tuple) -> None:
     reg, _, _ = toy
     ds = dsreg.open("toy@corrected", registry=reg)
     assert ds.sql("SELECT count(*) AS n FROM this").to_pylist() == [{"n": len(ds)}]
-    make_tag(reg, "toy@corrected", "toy@original", force=True)  # the tag moves; ds does not
+    dsreg.tag(
+        "toy@corrected", "toy@original", force=True, registry=reg
+    )  # the tag moves; ds does not
     assert ds.sql("SELECT count(*) AS n FROM this").to_pylist() == [{"n": 11}]
     both = ds.sql('SELECT count(*) AS n FROM this JOIN "toy@corrected" USING ("row")')
     assert both.to_pylist() == [{"n": 11}]
@@ -225,7 +227,7 @@ def test_a_corrupt_parquet_object_is_never_served(toy: tuple, what: str) -> None
     con = dsreg.connect(reg)
     assert con.execute('SELECT count(*) FROM "toy@corrected"').fetchall() == [(11,)]
     if what == "examples":
-        digest = reg.snapshot(reg.resolve("toy@original").revision.snapshot).examples
+        digest = reg.snapshot(LocalReader(reg).revision("toy@original").revision.snapshot).examples
     else:
         digest = reg.overlay(ovs[0]).corrections
     _corrupt(reg.store.path(digest))
@@ -247,7 +249,9 @@ def test_objects_are_hashed_once_per_process(toy: tuple, monkeypatch: pytest.Mon
     for _ in range(3):
         con.execute('SELECT count(*) FROM "toy@corrected"').fetchall()
     assert len(hashed) == 2  # the examples table and the corrections table, once each
-    examples = reg.store.path(reg.snapshot(reg.resolve("toy@original").revision.snapshot).examples)
+    examples = reg.store.path(
+        reg.snapshot(LocalReader(reg).revision("toy@original").revision.snapshot).examples
+    )
     st = examples.stat()
     os.utime(examples, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
     con.execute('SELECT count(*) FROM "toy@corrected"').fetchall()
@@ -258,7 +262,7 @@ def test_a_view_sql_can_be_read_by_plain_duckdb(toy: tuple) -> None:
     reg, _, _ = toy
     import duckdb
 
-    sql = views.view_sql(reg, reg.resolve("toy@honeypot").revision)
+    sql = views.view_sql(reg, LocalReader(reg).revision("toy@honeypot").revision)
     got = duckdb.sql(f"SELECT example_id, given_label, label FROM ({sql})").fetchall()
     assert got == [("x1", 1, 2)]
 
@@ -278,9 +282,9 @@ def test_metadata_columns_named_like_internal_ones_stay_columns(
     )
     snap = add_source(reg, "toy", src, tag="original").snapshot
     ov = add_overlay(reg, snap, labels, [1, 2], ["correctable", "neither"], [0, -1])
-    make_tag(reg, "toy@corrected", "toy@original", overlays=[ov], view="corrected")
+    dsreg.tag("toy@corrected", "toy@original", overlays=[ov], view="corrected", registry=reg)
     got = sql_view(reg, "toy@corrected")
-    served = Dataset(reg, reg.resolve("toy@corrected")).labels(review=True)
+    served = Dataset(LocalReader(reg).revision("toy@corrected")).labels(review=True)
     assert served.cast(got.schema).equals(got)
     assert got.column("given").to_pylist() == ["g0", "g1", "g3"]
     assert got.column("label").to_pylist() == [0, 0, 1]

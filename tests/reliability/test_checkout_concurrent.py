@@ -20,6 +20,7 @@ import pytest
 
 import dsreg
 from dsreg.ops.checkout.apply import JOURNAL, PIN
+from dsreg.registry.reader import LocalReader
 
 pytestmark = pytest.mark.slow
 
@@ -30,9 +31,10 @@ import sys, time
 from pathlib import Path
 import dsreg
 from dsreg.ops.checkout.apply import checkout
+from dsreg.registry.reader import LocalReader
 root, spec, me, other, rounds, link = sys.argv[1:7]
 reg = dsreg.Registry.find(Path(root) / "reg")
-resolved = reg.resolve(spec)
+resolved = LocalReader(reg).revision(spec)
 sync = Path(root) / "sync"
 for k in range(int(rounds)):
     (sync / f"{k}-{me}").touch()
@@ -62,8 +64,8 @@ def test_two_checkouts_into_one_new_folder_leave_exactly_one_view(tmp_path: Path
             (tree / name).parent.mkdir(parents=True, exist_ok=True)
             (tree / name).write_bytes(f"{tag if i % 2 else 'same'} {i}".encode())
         dsreg.add("ds", tree, tag=tag, registry=reg)
-        views[reg.resolve(f"ds@{tag}").digest] = files_of(tree)
-        tags[reg.resolve(f"ds@{tag}").digest] = tag
+        views[LocalReader(reg).revision(f"ds@{tag}").digest] = files_of(tree)
+        tags[LocalReader(reg).revision(f"ds@{tag}").digest] = tag
     (tmp_path / "sync").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("DSREG_")}
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")

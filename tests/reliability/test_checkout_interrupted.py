@@ -30,9 +30,9 @@ import dsreg.ops.checkout.fs as checkout_fs
 from dsreg._util.fs import write_all
 from dsreg.errors import DsregError, InputPathError, StorageError
 from dsreg.ops.checkout.apply import JOURNAL, PIN, checkout
-from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import corrections_table, write_overlay
 from dsreg.registry.folder import Registry
+from dsreg.registry.reader import LocalReader
 
 LINKS = ["reflink", "copy", "hardlink", "symlink"]
 REVISIONS = ["ds@a", "ds@b", "ds@c", "ds@a-corrected"]
@@ -92,11 +92,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
             ov = write_overlay(
                 reg, base=res.snapshot, kind="detected", table=table, producer=producer
             )
-            make_tag(reg, "ds@a-corrected", "ds@a", overlays=[ov], view="corrected")
+            dsreg.tag("ds@a-corrected", "ds@a", overlays=[ov], view="corrected", registry=reg)
     views = {}
     for spec in REVISIONS:
         out = tmp / f"view-{spec}"
-        checkout(reg, reg.resolve(spec), out, link="copy")
+        checkout(LocalReader(reg).revision(spec), out, link="copy")
         views[spec] = files_of(out)
     assert len({tuple(sorted(v.items())) for v in views.values()}) == len(REVISIONS)
     yield {"tmp": tmp, "reg": reg, "views": views}
@@ -156,7 +156,7 @@ def assert_holds(reg: Registry, target: Path, spec: str, link: str, views: dict[
     an interrupted checkout (journal, temporary files) is left."""
     assert files_of(target) == views[spec]
     pin = json.loads((target / PIN).read_text())
-    assert (pin["revision"], pin["link"]) == (reg.resolve(spec).digest, link)
+    assert (pin["revision"], pin["link"]) == (LocalReader(reg).revision(spec).digest, link)
     assert not (target / JOURNAL).exists()
     assert not [p for p in target.rglob(".dsreg-*")]
     for p in target.rglob("*"):
@@ -193,9 +193,9 @@ def test_a_switch_failing_at_any_operation_is_finished_by_the_next_checkout(
     reg: Registry = world["reg"]
     target = Path(world["tmp"]) / "switch"
     shutil.rmtree(target, ignore_errors=True)
-    checkout(reg, reg.resolve(first), target, link=links[0])  # type: ignore[arg-type]
+    checkout(LocalReader(reg).revision(first), target, link=links[0])  # type: ignore[arg-type]
     fired, error = interrupted(
-        lambda: checkout(reg, reg.resolve(second), target, link=links[1]),  # type: ignore[arg-type]
+        lambda: checkout(LocalReader(reg).revision(second), target, link=links[1]),  # type: ignore[arg-type]
         n,
         mode,
     )
@@ -207,7 +207,7 @@ def test_a_switch_failing_at_any_operation_is_finished_by_the_next_checkout(
             assert "run 'dsreg checkout' into it again" in str(error) or isinstance(
                 error, InputPathError
             )
-    checkout(reg, reg.resolve(then), target, link=links[2])  # type: ignore[arg-type]
+    checkout(LocalReader(reg).revision(then), target, link=links[2])  # type: ignore[arg-type]
     assert_holds(reg, target, then, links[2], world["views"])
 
 
@@ -225,7 +225,7 @@ def test_a_failed_checkout_into_a_new_folder_leaves_nothing_and_reruns(
     target = Path(world["tmp"]) / "fresh" / "target"
     shutil.rmtree(target.parent, ignore_errors=True)
     fired, error = interrupted(
-        lambda: checkout(reg, reg.resolve(spec), target, link=link),  # type: ignore[arg-type]
+        lambda: checkout(LocalReader(reg).revision(spec), target, link=link),  # type: ignore[arg-type]
         n,
         mode,
     )
@@ -237,7 +237,7 @@ def test_a_failed_checkout_into_a_new_folder_leaves_nothing_and_reruns(
             # Removals work on a full disk: what the checkout placed, and the folder it made,
             # are gone.
             assert not target.exists(), sorted(p.name for p in target.iterdir())
-    checkout(reg, reg.resolve(spec), target, link=link)  # type: ignore[arg-type]
+    checkout(LocalReader(reg).revision(spec), target, link=link)  # type: ignore[arg-type]
     assert_holds(reg, target, spec, link, world["views"])
 
 
@@ -246,11 +246,11 @@ def test_a_damaged_journal_is_refused_and_names_the_way_out(
 ) -> None:
     reg: Registry = world["reg"]
     target = tmp_path / "target"
-    checkout(reg, reg.resolve("ds@a"), target, link="copy")
+    checkout(LocalReader(reg).revision("ds@a"), target, link="copy")
     (target / JOURNAL).write_text('{"schema": "dsreg/journal/1", "to": "../x"}')
     before = files_of(target)
     with pytest.raises(InputPathError, match="check out into a new folder"):
-        checkout(reg, reg.resolve("ds@b"), target, link="copy")
+        checkout(LocalReader(reg).revision("ds@b"), target, link="copy")
     assert files_of(target) == before
 
 
@@ -258,14 +258,14 @@ def test_a_failed_switch_says_what_the_folder_holds(world: dict[str, Any], tmp_p
     """The deterministic case of the report: the disk fills mid-switch."""
     reg: Registry = world["reg"]
     target = tmp_path / "target"
-    checkout(reg, reg.resolve("ds@a"), target, link="copy")
+    checkout(LocalReader(reg).revision("ds@a"), target, link="copy")
     fired, error = interrupted(
-        lambda: checkout(reg, reg.resolve("ds@b"), target, link="copy"), 12, "full"
+        lambda: checkout(LocalReader(reg).revision("ds@b"), target, link="copy"), 12, "full"
     )
     assert fired and isinstance(error, StorageError)
     assert "No space left on device" in str(error) and JOURNAL in str(error)
     assert (target / JOURNAL).exists()
-    checkout(reg, reg.resolve("ds@c"), target, link="copy")
+    checkout(LocalReader(reg).revision("ds@c"), target, link="copy")
     assert_holds(reg, target, "ds@c", "copy", world["views"])
 
 
@@ -285,13 +285,13 @@ def test_what_a_killed_atomic_write_left_is_removed_by_the_next_checkout(
     target.mkdir()
     left = ["..dsreg.journal.k2x_9a0b"]
     if switch:
-        checkout(reg, reg.resolve("ds@a"), target, link="copy")
+        checkout(LocalReader(reg).revision("ds@a"), target, link="copy")
         left = ["..dsreg.json.gg77ux7r", ".labels.csv.abcdefgh", *left]
     for name in left:
         (target / name).write_bytes(b'{"schema": "dsreg/pin/1"')  # cut short by the kill
-    checkout(reg, reg.resolve("ds@b"), target, link="copy")
+    checkout(LocalReader(reg).revision("ds@b"), target, link="copy")
     assert_holds(reg, target, "ds@b", "copy", world["views"])
     assert not [n for n in os.listdir(target) if n in left]
     (target / ".dsreg.json.bak").write_bytes(b"mine")
-    checkout(reg, reg.resolve("ds@a"), target, link="copy")
+    checkout(LocalReader(reg).revision("ds@a"), target, link="copy")
     assert (target / ".dsreg.json.bak").read_bytes() == b"mine"

@@ -26,8 +26,8 @@ import pytest
 
 import dsreg
 from dsreg.ops.checkout.apply import JOURNAL, PIN, checkout
-from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import corrections_table, write_overlay
+from dsreg.registry.reader import LocalReader
 
 pytestmark = pytest.mark.slow
 
@@ -40,8 +40,9 @@ CHILD = """
 import sys
 import dsreg
 from dsreg.ops.checkout.apply import checkout
+from dsreg.registry.reader import LocalReader
 reg = dsreg.Registry.find(sys.argv[1])
-resolved = reg.resolve(sys.argv[2])
+resolved = LocalReader(reg).revision(sys.argv[2])
 print("ready", flush=True)
 checkout(reg, resolved, __import__("pathlib").Path(sys.argv[3]), link=sys.argv[4])
 """
@@ -78,11 +79,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         score=np.full(len(rows), 0.01),
     )
     producer = {"name": "test", "version": "1", "params": {}, "inputs": {}}
-    snap = reg.resolve("ds@a").revision.snapshot
+    snap = LocalReader(reg).revision("ds@a").revision.snapshot
     ov = write_overlay(reg, base=snap, kind="detected", table=table, producer=producer)
-    make_tag(reg, "ds@a-corrected", "ds@a", overlays=[ov], view="corrected")
+    dsreg.tag("ds@a-corrected", "ds@a", overlays=[ov], view="corrected", registry=reg)
     corrected = tmp / "view-corrected"
-    checkout(reg, reg.resolve("ds@a-corrected"), corrected, link="symlink")
+    checkout(LocalReader(reg).revision("ds@a-corrected"), corrected, link="symlink")
     views = {
         "ds@a": files_of(tmp / "a"),
         "ds@b": files_of(tmp / "b"),
@@ -105,7 +106,7 @@ def test_a_switch_killed_at_a_random_moment_is_finished_by_the_next_checkout(
         links = [rng.choice(["hardlink", "copy", "reflink", "symlink"]) for _ in range(3)]
         target = world["tmp"] / f"round-{k}"
         shutil.rmtree(target, ignore_errors=True)
-        checkout(reg, reg.resolve(first), target, link=links[0])  # type: ignore[arg-type]
+        checkout(LocalReader(reg).revision(first), target, link=links[0])  # type: ignore[arg-type]
         with subprocess.Popen(
             [sys.executable, "-c", CHILD, str(reg.root), second, str(target), links[1]],
             env=env,
@@ -124,10 +125,10 @@ def test_a_switch_killed_at_a_random_moment_is_finished_by_the_next_checkout(
             # was reaped by poll(), and os.kill on its pid raised ProcessLookupError.
             child.kill()
             child.wait()
-        checkout(reg, reg.resolve(then), target, link=links[2])  # type: ignore[arg-type]
+        checkout(LocalReader(reg).revision(then), target, link=links[2])  # type: ignore[arg-type]
         assert files_of(target) == world["views"][then], (k, first, second, then, links)
         pin = json.loads((target / PIN).read_text())
-        assert pin["revision"] == reg.resolve(then).digest
+        assert pin["revision"] == LocalReader(reg).revision(then).digest
         assert not (target / JOURNAL).exists()
         assert not [p for p in target.rglob(".dsreg-*")]
     print(f"{ROUNDS} rounds, {landed} kills landed during the switch")

@@ -32,9 +32,9 @@ from dsreg.formats.manifests import Revision, Snapshot
 from dsreg.formats.tables import base_schema, parquet_bytes
 from dsreg.ops.checkout.apply import JOURNAL, PIN, checkout
 from dsreg.ops.checkout.journal import Journal
-from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import corrections_table, write_overlay
 from dsreg.registry.folder import Registry
+from dsreg.registry.reader import LocalReader
 
 LINKS = ["reflink", "copy", "hardlink", "symlink"]
 SETTINGS = settings(
@@ -92,7 +92,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     )
     producer = {"name": "test", "version": "1", "params": {}, "inputs": {}}
     ov = write_overlay(reg, base=res.snapshot, kind="detected", table=table, producer=producer)
-    make_tag(reg, "pets@corrected", "pets@original", overlays=[ov], view="corrected")
+    dsreg.tag("pets@corrected", "pets@original", overlays=[ov], view="corrected", registry=reg)
     yield {"tmp": tmp, "reg": reg, "tree": tree}
 
 
@@ -163,9 +163,9 @@ def test_no_destination_outside_the_folder_is_written_or_removed(
         if where == "target":
             before = tree_state(victim)
             with pytest.raises(DsregError):
-                checkout(reg, reg.resolve(evil), target, link=link)  # type: ignore[arg-type]
+                checkout(LocalReader(reg).revision(evil), target, link=link)  # type: ignore[arg-type]
         else:
-            checkout(reg, reg.resolve("pets@original"), target, link=link)  # type: ignore[arg-type]
+            checkout(LocalReader(reg).revision("pets@original"), target, link=link)  # type: ignore[arg-type]
             pin = json.loads((target / PIN).read_text())
             if where == "pin":
                 # As if an older dsreg had checked the hostile revision out here.
@@ -178,7 +178,7 @@ def test_no_destination_outside_the_folder_is_written_or_removed(
                 (target / JOURNAL).write_bytes(journal.to_bytes())
             before = tree_state(victim)
             with pytest.raises(DsregError):
-                checkout(reg, reg.resolve("pets@corrected"), target, link=link)  # type: ignore[arg-type]
+                checkout(LocalReader(reg).revision("pets@corrected"), target, link=link)  # type: ignore[arg-type]
     finally:
         mp.undo()
     assert tree_state(victim) == before
@@ -211,7 +211,7 @@ def test_a_folder_replaced_by_a_link_is_never_followed(
     base = world["tmp"] / f"link-{folder.replace('/', '_')}-{first}-{second}-{to[5:]}-{when[0]}"
     shutil.rmtree(base, ignore_errors=True)
     target, outside = base / "target", base / "elsewhere"
-    checkout(reg, reg.resolve("pets@original"), target, link=first)  # type: ignore[arg-type]
+    checkout(LocalReader(reg).revision("pets@original"), target, link=first)  # type: ignore[arg-type]
     mp = pytest.MonkeyPatch()
     before: dict[str, tuple[str, str]] = {}
     if when == "before the plan":
@@ -228,7 +228,7 @@ def test_a_folder_replaced_by_a_link_is_never_followed(
 
         mp.setattr(checkout_mod, "plan", plan_then_swap)
     try:
-        checkout(reg, reg.resolve(to), target, link=second)  # type: ignore[arg-type]
+        checkout(LocalReader(reg).revision(to), target, link=second)  # type: ignore[arg-type]
     except InputPathError as e:
         assert "never follows a link" in str(e)
     else:
@@ -249,7 +249,7 @@ def test_a_file_replaced_by_a_link_is_replaced_or_removed_not_written_through(
     replaces the link itself; the file it pointed at is never written or removed."""
     reg: Registry = world["reg"]
     target = tmp_path / "target"
-    checkout(reg, reg.resolve("pets@original"), target, link=link)  # type: ignore[arg-type]
+    checkout(LocalReader(reg).revision("pets@original"), target, link=link)  # type: ignore[arg-type]
     secret = tmp_path / "secret.txt"
     secret.write_text("secret")
     # cat/img1.bin moves away in the corrected view; dog/img1.bin is re-placed on a relink.
@@ -257,7 +257,7 @@ def test_a_file_replaced_by_a_link_is_replaced_or_removed_not_written_through(
         (target / rel).unlink()
         (target / rel).symlink_to(secret)
     other = "copy" if link != "copy" else "hardlink"
-    checkout(reg, reg.resolve("pets@corrected"), target, link=other)  # type: ignore[arg-type]
+    checkout(LocalReader(reg).revision("pets@corrected"), target, link=other)  # type: ignore[arg-type]
     assert secret.read_text() == "secret"
     assert not (target / "cat" / "img1.bin").is_symlink()
     assert not (target / "dog" / "img1.bin").is_symlink()
@@ -298,18 +298,18 @@ def test_names_up_to_name_max_check_out_and_switch(
     )
     producer = {"name": "test", "version": "1", "params": {}, "inputs": {}}
     ov = write_overlay(reg, base=res.snapshot, kind="detected", table=table, producer=producer)
-    make_tag(reg, "long@corrected", "long@original", overlays=[ov], view="corrected")
+    dsreg.tag("long@corrected", "long@original", overlays=[ov], view="corrected", registry=reg)
     want = files_of(tree)
     for link in LINKS:
         out = tmp_path / f"out-{link}"
-        checkout(reg, reg.resolve("long@original"), out, link=link)  # type: ignore[arg-type]
+        checkout(LocalReader(reg).revision("long@original"), out, link=link)  # type: ignore[arg-type]
         assert files_of(out) == want
-        checkout(reg, reg.resolve("long@corrected"), out, link=link)  # type: ignore[arg-type]
+        checkout(LocalReader(reg).revision("long@corrected"), out, link=link)  # type: ignore[arg-type]
         got = files_of(out)
         moved = [p for p in got if p.startswith("dog/") and p not in want]
         assert len(moved) == 1 and len(moved[0].split("/")[1].encode()) <= 255
         assert got[moved[0]] == b"cat long" and f"cat/{name}" not in got
         other = LINKS[(LINKS.index(link) + 1) % len(LINKS)]
-        checkout(reg, reg.resolve("long@original"), out, link=other)  # type: ignore[arg-type]
+        checkout(LocalReader(reg).revision("long@original"), out, link=other)  # type: ignore[arg-type]
         assert files_of(out) == want
         assert not [p for p in out.rglob(".dsreg-*")]

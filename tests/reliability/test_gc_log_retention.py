@@ -20,11 +20,10 @@ from hypothesis import strategies as st
 import dsreg
 from dsreg.errors import ConfigError, DsregError, InvalidInputError, NotFoundError
 from dsreg.objects.store import ObjectStore
-from dsreg.ops.tag import make_revision
-from dsreg.registry.expiry import parse_duration
 from dsreg.registry.folder import Registry
-from dsreg.registry.reachable import roots
+from dsreg.registry.reachable import parse_duration, roots
 from dsreg.registry.refs import LogEntry
+from tests.conftest import stored_view
 
 DAY = 86400.0
 
@@ -78,7 +77,7 @@ def template(make_registry: Callable[..., Registry], make_imagefolder: Callable[
 
 
 def _stray(reg: Registry) -> str:
-    _, rev = make_revision(reg, "pets@v1", view="cleaned")
+    rev = stored_view(reg, "pets@v1", "cleaned")
     return rev.digest
 
 

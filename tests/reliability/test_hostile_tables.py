@@ -19,6 +19,7 @@ from dsreg.formats.tables import base_schema, parquet_bytes
 from dsreg.ops.checkout.apply import checkout
 from dsreg.ops.maintenance import verify
 from dsreg.registry.folder import Registry
+from dsreg.registry.reader import LocalReader
 from dsreg.views.dataset import Dataset
 
 CLASSES = ("a", "b", "c")
@@ -48,13 +49,13 @@ def _table(ids: list[str], labels: list[int], blobs: list[str | None]) -> pa.Tab
 
 
 def _every_reader_refuses(reg: Registry, tmp: Path) -> None:
-    resolved = reg.resolve("evil@x")
+    resolved = LocalReader(reg).revision("evil@x")
     # len() parses no row (the verified manifest's row count less the rows the overlays
     # remove): it is not a reader of the table's content. Every read of the rows is.
     readers: list[Callable[[], object]] = [
-        lambda: Dataset(reg, resolved).labels(),
-        lambda: list(Dataset(reg, resolved).iter_batches(2)),
-        lambda: Dataset(reg, resolved)[0],
+        lambda: Dataset(resolved).labels(),
+        lambda: list(Dataset(resolved).iter_batches(2)),
+        lambda: Dataset(resolved)[0],
         lambda: checkout(reg, resolved, tmp / "out", link="copy"),
     ]
     for read in readers:

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 
 import dsreg
 from dsreg.errors import DsregError
-from dsreg.ops.tag import make_revision
 from dsreg.registry.folder import Registry
 from dsreg.registry.refs import LogEntry, parse_log
+from tests.conftest import stored_view
 
 NOW = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 FIELDS = ("time", "user", "dataset", "tag", "old", "new", "command", "event")
@@ -44,8 +44,8 @@ nasty_text = st.lists(st.sampled_from(PIECES), max_size=10).map("".join) | st.te
 def template(make_registry: Callable[..., Registry], make_imagefolder: Callable[..., Path]) -> Path:
     reg = make_registry()
     dsreg.add("pets", make_imagefolder(per_class=2), tag="v1", registry=reg)
-    make_revision(reg, "pets@v1", view="cleaned")  # untagged: only a log line may keep it
-    make_revision(reg, "pets@v1", view="corrected")  # untagged and unnamed: garbage
+    stored_view(reg, "pets@v1", "cleaned")  # untagged: only a log line may keep it
+    stored_view(reg, "pets@v1", "corrected")  # untagged and unnamed: garbage
     return reg.root
 
 
@@ -206,7 +206,7 @@ def test_a_log_torn_inside_a_character_keeps_the_lines_around_it(template: Path)
     torn = whole[: whole.index("漢".encode()) + 1]  # one byte of a three-byte character
     path.write_bytes(path.read_bytes() + torn)
     # The next writer ends the torn line first, so its own line is whole.
-    make_revision(reg, "pets@v1", view="honeypot")
+    stored_view(reg, "pets@v1", "honeypot")
     dsreg.tag("pets@v2", "pets@v1", view="honeypot", registry=reg)
     log = dsreg.log("pets", registry=reg)
     assert [d.reason for d in log.damaged] == ["not UTF-8 text (a torn character?)"]

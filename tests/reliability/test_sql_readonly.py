@@ -36,8 +36,8 @@ from dsreg.errors import CorruptObjectError, DatasetFormatError, DsregError, Que
 from dsreg.formats.corrections import corrections_table
 from dsreg.formats.manifests import VIEWS, Revision, Snapshot
 from dsreg.formats.tables import RESERVED, RESERVED_PREFIX, base_schema, parquet_bytes
-from dsreg.ops.tag import make_tag
 from dsreg.overlays.write import write_overlay
+from dsreg.registry.reader import LocalReader
 from dsreg.views.dataset import Dataset
 
 N = 12
@@ -100,7 +100,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Setup:
     (outside / "secret.csv").write_text("k,v\nsecret,42\n")
     (outside / "secret.json").write_text('{"secret": 42}\n')
     pq.write_table(pa.table({"row": [0, 1, 2], "pred": [1, 2, 0]}), outside / "preds.parquet")
-    examples = reg.snapshot(reg.resolve("toy@original").revision.snapshot).examples
+    examples = reg.snapshot(LocalReader(reg).revision("toy@original").revision.snapshot).examples
     return Setup(reg=reg, outside=outside, examples=examples)
 
 
@@ -321,7 +321,9 @@ def test_a_table_changed_under_a_kept_view_is_not_served(
     source = tmp_path / "t.parquet"
     pq.write_table(pa.table({"example_id": ["a", "b", "c"], "label": [0, 1, 0]}), source)
     dsreg.add("t", table=source, tag="original", registry=reg)
-    examples = reg.store.path(reg.snapshot(reg.resolve("t@original").revision.snapshot).examples)
+    examples = reg.store.path(
+        reg.snapshot(LocalReader(reg).revision("t@original").revision.snapshot).examples
+    )
     with dsreg.connect(reg) as con:
         con.create_view("kept", "t@original")
         assert con.execute("SELECT count(*) FROM kept").fetchall() == [(3,)]
@@ -489,12 +491,12 @@ def _tag_views(reg: Registry, dataset: str, snapshot: str, labels: np.ndarray) -
         producer=PRODUCER,
     )
     for view in VIEWS:
-        make_tag(reg, f"{dataset}@{view}", f"{dataset}@x", overlays=[ov], view=view)
+        dsreg.tag(f"{dataset}@{view}", f"{dataset}@x", overlays=[ov], view=view, registry=reg)
 
 
 def _served(reg: Registry, spec: str) -> tuple[pa.Table, pa.Table]:
     sql = dsreg.sql(f'SELECT * FROM "{spec}" ORDER BY "row"', registry=reg)
-    return sql, Dataset(reg, reg.resolve(spec)).labels(review=True)
+    return sql, Dataset(LocalReader(reg).revision(spec)).labels(review=True)
 
 
 @settings(
@@ -533,7 +535,12 @@ def test_a_legacy_file_row_number_column_is_a_clear_error(
     _plant(reg, "old", labels, [(0, "file_row_number")])
     with pytest.raises(QueryError, match="file_row_number"):
         dsreg.sql('SELECT * FROM "old@x"', registry=reg)
-    assert Dataset(reg, reg.resolve("old@x")).labels().column("label").to_pylist() == [0, 1, 2, 0]
+    assert Dataset(LocalReader(reg).revision("old@x")).labels().column("label").to_pylist() == [
+        0,
+        1,
+        2,
+        0,
+    ]
 
 
 def _case(draw: st.DrawFn, name: str) -> str:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import dsreg
 from dsreg.errors import DsregError, IntegrityError
 from dsreg.registry.folder import Registry
+from dsreg.registry.reader import LocalReader
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def test_a_tag_naming_another_datasets_revision_is_refused_and_named(
     _hand_edit(reg, "pets", tag, digest)
 
     for read in (
-        lambda: reg.resolve(f"pets@{tag}"),
+        lambda: LocalReader(reg).revision(f"pets@{tag}"),
         lambda: dsreg.open(f"pets@{tag}", registry=reg),
         lambda: dsreg.show(f"pets@{tag}", registry=reg),
     ):
@@ -76,7 +77,7 @@ def test_a_tag_naming_another_datasets_revision_is_refused_and_named(
     # The repair the messages advise.
     dsreg.tag(f"pets@{tag}", good or "pets@v1", force=True, registry=reg)
     assert dsreg.verify(registry=reg).ok
-    repaired = reg.resolve(f"pets@{tag}")
+    repaired = LocalReader(reg).revision(f"pets@{tag}")
     assert reg.dataset_of(repaired.revision) == "pets" == repaired.dataset
     if good is None:
         (reg.refs.refs / "pets" / tag).unlink()  # as the next example expects it
@@ -88,6 +89,6 @@ def test_a_tag_naming_no_revision_is_named_by_verify(two: Registry) -> None:
     snapshot = reg.snapshot(reg.revision(reg.refs.get("pets", "v1") or "").snapshot)
     _hand_edit(reg, "pets", "table", snapshot.examples)
     with pytest.raises(DsregError):
-        reg.resolve("pets@table")
+        LocalReader(reg).revision("pets@table")
     res = dsreg.verify(registry=reg)
     assert any("pets@table" in p.problem for p in res.problems)

@@ -18,10 +18,10 @@ import pytest
 import dsreg
 from dsreg import AddResult, Registry, RemoteError
 from dsreg.ops.maintenance import reachable
+from dsreg.registry.reader import LocalReader
 from dsreg.remote import transfer
 from dsreg.remote.filesystem import FolderFS
 from dsreg.remote.store import RemoteStore
-from dsreg.remote.transfer import push
 
 # Modules a no-op push to a plain folder must not load.
 HEAVY = ("dvc", "dvc_objects", "dvc_data", "fsspec", "numpy", "pyarrow", "duckdb", "pandas")
@@ -46,7 +46,7 @@ def remote_state(root: Path) -> dict[str, tuple[int, int, str]]:
 
 
 def blobs_of(reg: Registry, spec: str) -> set[str]:
-    everything, problems = reachable(reg, [reg.resolve(spec).digest])
+    everything, problems = reachable(reg, [LocalReader(reg).revision(spec).digest])
     assert not problems
     return everything
 
@@ -84,7 +84,7 @@ def test_a_push_with_nothing_new_sends_nothing_asks_nothing_and_changes_nothing(
     monkeypatch.setattr(transfer, "present", forbidden)
     monkeypatch.setattr(transfer, "send", forbidden)
     for specs in ((), ("pets",), ("pets@v1",)):
-        again = push(reg, specs)
+        again = dsreg.push(specs, registry=reg)
         assert (again.sent, again.bytes, again.already) == (0, 0, 0)
         assert [(r.tag, r.status) for r in again.refs] == [("v1", "unchanged")]
     assert remote_state(remote) == before

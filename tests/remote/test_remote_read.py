@@ -25,6 +25,7 @@ import pytest
 import dsreg
 from dsreg import AddResult, CorruptObjectError, Registry, RemoteError
 from dsreg.ops.maintenance import reachable
+from dsreg.registry.reader import LocalReader
 from dsreg.registry.results import read_result
 
 PIN = ".dsreg.json"
@@ -466,7 +467,7 @@ def test_a_model_recorded_before_a_relabeling_is_rescored_from_a_remote(
     assert code == 0, err
     cited = json.loads(out)
     assert cited["result"] == toy.recorded["fixed"] and cited["meta"] == {"run": "fixed"}
-    assert cited["revision"] == toy.reg.resolve("toy@corrected").digest
+    assert cited["revision"] == LocalReader(toy.reg).revision("toy@corrected").digest
     if kind == "http":
         # No registry was made: what was read is in the per-user cache, no payload among it.
         assert sorted(p.name for p in fresh.work.iterdir()) == []

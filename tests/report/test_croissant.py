@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import dsreg
 from dsreg.objects.digest import hex_of
+from dsreg.registry.reader import LocalReader
 from dsreg.report.croissant import croissant_metadata
 from dsreg.report.croissant.provenance import object_sha256
 
@@ -161,9 +162,9 @@ def test_a_corrected_revision_names_what_it_derives_from_and_credits_both(
 ) -> None:
     cs = credit_set
     original = dsreg.open(cs.specs["original"], registry=cs.reg).digest
-    plain = croissant_metadata(cs.reg, cs.specs["original"])
+    plain = croissant_metadata(LocalReader(cs.reg).revision(cs.specs["original"]))
     assert "prov:wasDerivedFrom" not in plain and "rai:dataAnnotationProtocol" not in plain
-    doc = croissant_metadata(cs.reg, cs.specs["corrected"])
+    doc = croissant_metadata(LocalReader(cs.reg).revision(cs.specs["corrected"]))
     assert doc["prov:wasDerivedFrom"] == {"@id": f"urn:dsreg:{original}"}
     assert doc["isBasedOn"] == f"urn:dsreg:{original}"
     (activity,) = doc["prov:wasGeneratedBy"]
@@ -173,7 +174,7 @@ def test_a_corrected_revision_names_what_it_derives_from_and_credits_both(
     counts = np.load(cs.inputs["corrected"]).sum(axis=1)
     lo, hi = int(counts.min()), int(counts.max())
     assert doc["rai:annotationsPerItem"].startswith(f"{lo} to {hi} " if lo != hi else f"{lo} ")
-    votes = croissant_metadata(cs.reg, cs.specs["validated"])
+    votes = croissant_metadata(LocalReader(cs.reg).revision(cs.specs["validated"]))
     assert votes["rai:annotationsPerItem"].startswith("5 (overlay ")  # every line sums to 5
     assert "agreement threshold 3" in votes["rai:dataAnnotationProtocol"][0]
     assert "non_error 1" in votes["rai:dataAnnotationAnalysis"][0]

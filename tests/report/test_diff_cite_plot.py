@@ -12,6 +12,7 @@ import pytest
 
 import dsreg
 from dsreg import InvalidInputError
+from dsreg.registry.reader import LocalReader
 from dsreg.report.cite import FORMATS
 
 
@@ -69,7 +70,7 @@ def test_diff_by_rows_equals_a_full_outer_join_of_the_views(
              "toy@first-corrected", "toy@first-honeypot"]  # fmt: skip
     for a in specs:
         for b in specs:
-            ra, rb = ls.reg.resolve(a), ls.reg.resolve(b)
+            ra, rb = LocalReader(ls.reg).revision(a), LocalReader(ls.reg).revision(b)
             fast = _diff_rows(ls.reg, ra, rb).to_dict()
             # Only the row path compares the corrections themselves (one snapshot).
             compared = fast.pop("corrections")

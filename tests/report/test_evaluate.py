@@ -14,10 +14,11 @@ import pyarrow as pa
 import pytest
 
 import dsreg
+from dsreg import evaluate
 from dsreg.errors import CorruptObjectError, InvalidInputError, PredictionsError
 from dsreg.formats.manifests import VIEWS
 from dsreg.objects.hashing import hash_file
-from dsreg.report.evaluate import evaluate
+from dsreg.registry.reader import LocalReader
 
 
 def probs_for(ls: Any, seed: int) -> np.ndarray:
@@ -178,7 +179,7 @@ def test_the_json_report_is_stable_and_names_every_digest(
     two = evaluate("toy@corrected", files, top_k=(1, 2), registry=ls.reg).to_json()
     assert one == two
     doc = json.loads(one)
-    assert doc["revision"] == ls.reg.resolve("toy@corrected").digest
+    assert doc["revision"] == LocalReader(ls.reg).revision("toy@corrected").digest
     assert doc["snapshot"] == ls.snapshot
     assert [o["digest"] for o in doc["overlays"]] == ls.overlays
     assert doc["dsreg_version"] == dsreg.__version__

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import dsreg
-from dsreg import Registry
+from dsreg import Registry, evaluate
 from dsreg.errors import (
     CorruptObjectError,
     NotFoundError,
@@ -25,8 +25,8 @@ from dsreg.errors import (
 )
 from dsreg.formats.corrections import corrections_table
 from dsreg.overlays.write import write_overlay
+from dsreg.registry.reader import LocalReader
 from dsreg.report.board.figures import mcnemar_many
-from dsreg.report.evaluate import evaluate
 from dsreg.report.stats.core import mcnemar_exact
 
 LabelSet = Any  # tests/report/conftest.py's LabelSet (a fixture's product)
@@ -422,7 +422,7 @@ def test_cli_records_scores_and_cites(cli_set: Any) -> None:
     assert set(score) == {"rows", "correct", "accuracy", "interval", "rank", "rank_interval"}
     c = cli("cite", "toy@corrected", "--model", "r1")
     assert c.exit_code == 0, c.stderr
-    rec = ls.reg.resolve("toy@corrected")
+    rec = LocalReader(ls.reg).revision("toy@corrected")
     assert rec.digest in c.stdout and "epochs=10" in c.stdout and "95% CI" in c.stdout
     cj = json.loads(cli("cite", "toy@corrected", "--model", "r1", "--json").stdout)
     assert cj["revision"] == rec.digest and cj["figures"]["corrected"]["rows"] > 0

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from dsreg import evaluate
 from dsreg.errors import InvalidInputError
-from dsreg.report.evaluate import evaluate
 from dsreg.report.stats import rowscores
 from dsreg.report.stats.significance import (
     CorrectnessCounter,

@@ -33,6 +33,7 @@ from dsreg.ingest.snapshot import add_source
 from dsreg.ingest.sources import Source
 from dsreg.overlays.write import write_overlay
 from dsreg.registry.folder import Registry
+from dsreg.registry.reader import LocalReader
 from dsreg.registry.tables import read_corrections
 from dsreg.views.dataset import Dataset
 from dsreg.views.rule import apply_view, merge_overlays
@@ -188,18 +189,18 @@ def test_numpy_sql_and_sparse_serve_the_same_view(case: Case, batch: int) -> Non
         # In memory, over the stack as drawn (the same table may come twice, which a revision
         # cannot hold): evaluate's view_rows against the numpy rule.
         merged = merge_overlays(n, case.overlays)
-        con = Connection(reg)
+        con = Connection(LocalReader(reg))
         try:
             for view in VIEWS:
                 revision = Revision(snapshot=snap, overlays=tuple(overlays), view=view)
-                ds = Dataset(reg, reg.resolve(reg.put_manifest(revision)))
+                ds = Dataset(LocalReader(reg).revision(reg.put_manifest(revision)))
 
                 # numpy: the reference.
                 want = ds.view_rows()
                 served = ds.labels(review=True)
                 # A fresh Dataset reads the examples at the view's rows only (the mask from
                 # the overlays first): the same table as after view_rows() above.
-                fresh = Dataset(reg, reg.resolve(reg.put_manifest(revision)))
+                fresh = Dataset(LocalReader(reg).revision(reg.put_manifest(revision)))
                 assert fresh.labels(review=True).equals(served), view
 
                 # DuckDB: the same table, column for column (ids, names, metadata included).

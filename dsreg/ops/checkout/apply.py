@@ -32,7 +32,8 @@ from dsreg.ops.checkout.journal import JOURNAL
 from dsreg.ops.checkout.objects import Refetch, vet_objects
 from dsreg.ops.checkout.plan import CheckoutPlan, LinkType, plan
 from dsreg.ops.checkout.write import write_folder
-from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.folder import Registry
+from dsreg.registry.reader import Resolved
 from dsreg.registry.trust import record
 from dsreg.views.dataset import Dataset
 
@@ -66,23 +67,21 @@ class CheckoutResult(FieldDict):
 
 
 def checkout(
-    reg: Registry,
     resolved: Resolved,
     target: Path,
     *,
     link: LinkType = "reflink",
     verify: bool = False,
     progress: ProgressHook = no_progress,
-    refetch: Refetch | None = None,
 ) -> CheckoutResult:
     """Materialise ``resolved`` at ``target``; switch an existing checkout incrementally; finish
     a checkout of the folder that was interrupted (its journal), whatever revision it was for.
 
     Objects are re-hashed before they are placed, unless a hard or symbolic link is made of one
     whose trust record matches its stat (and not ``verify``, which re-hashes every one); a
-    lazily cloned registry fetches (verified) what it lacks from the default remote. With
-    ``refetch`` (a checkout of a remote's revision), an object found absent or corrupt is
-    fetched again through it and re-hashed before it is placed, rather than refused. The
+    lazily cloned registry fetches (verified) what it lacks from the default remote. A
+    revision read from a remote (its reader ``fetches``) has an object found absent or corrupt
+    fetched again through its reader and re-hashed before it is placed, rather than refused. The
     journal is written before the folder is touched and removed after the pin, which is written
     last. A refusal or failure (a corrupt or missing object, a full disk) leaves a folder that
     was empty empty again; a switch that fails part way leaves its journal, and the next
@@ -90,7 +89,9 @@ def checkout(
     written as each chunk of a fresh checkout's work arrives (in a thread, while the workers go
     on), the rest last; a record is written only where the object's stat now differs from it.
     """
-    ds = Dataset(reg, resolved)
+    ds = Dataset(resolved)
+    reg = resolved.registry
+    refetch: Refetch | None = resolved.reader.refetch if resolved.reader.fetches else None
     target = target.absolute()
     check_folder(target)
     # The one thing done before the lock: the lock is taken on the folder itself, so a new one

@@ -36,6 +36,7 @@ from dsreg.objects.hashing import hash_hex
 from dsreg.ops.checkout.folder import LABELS_CSV, PIN, FolderState, read_folder
 from dsreg.ops.checkout.fs import TMP_PREFIX, ancestors, is_tmp_name, not_a_folder
 from dsreg.ops.checkout.journal import JOURNAL, Journal
+from dsreg.registry.reader import pinned
 from dsreg.registry.tables import has_payloads, is_tree, read_examples
 from dsreg.views.dataset import Dataset
 
@@ -304,9 +305,8 @@ def _certain(olds: list[dict[str, str]], path: str, blob: str | None) -> bool:
 
 def _held_files(ds: Dataset, target: Path, revision: str) -> dict[str, str]:
     """The file map of a revision the folder holds (or may hold), checked like any other."""
-    reg = ds.registry
     try:
-        old = file_map(Dataset(reg, reg.resolve(revision)))
+        old = file_map(Dataset(pinned(ds.resolved.reader, revision)))
     except DsregError as e:
         # Without the old revision dsreg cannot tell its files from the user's own: refuse
         # rather than delete anything it did not put there.

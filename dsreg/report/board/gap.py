@@ -16,8 +16,8 @@ from typing import Any, TypedDict
 import numpy as np
 
 from dsreg.errors import InvalidInputError, NotFoundError
-from dsreg.registry.folder import Registry, Resolved
-from dsreg.registry.results import list_results, load_predictions, resolve_result
+from dsreg.registry.reader import Resolved
+from dsreg.registry.results import load_predictions
 from dsreg.report._json import stable_json
 from dsreg.report.board.leaderboard import check_views, score_revision
 
@@ -73,23 +73,19 @@ class Gap:
         return stable_json(self.to_dict())
 
 
-def _scores(reg: Registry, res: Resolved, models: list[str], view: str) -> list[dict[str, Any]]:
+def _scores(res: Resolved, models: list[str], view: str) -> list[dict[str, Any]]:
     arrays = []
     for m in models:
-        _, rec = resolve_result(reg, res.dataset, m)
-        arrays.append((m, np.asarray(load_predictions(reg, rec))))
-    board = score_revision(reg, res, arrays, views=(view,), resamples=0, seed=0)  # type: ignore[arg-type]
+        rec = res.reader.result(res.dataset, m).record
+        arrays.append((m, np.asarray(load_predictions(res.registry, rec))))
+    board = score_revision(res, arrays, views=(view,), resamples=0, seed=0)  # type: ignore[arg-type]
     fig = board.figures[0]
     return [fig.model_dict(i) for i in range(len(models))]
 
 
-def _recorded_on(reg: Registry, res: Resolved) -> set[str]:
-    out = set()
-    for m in list_results(reg, res.dataset):
-        _, rec = resolve_result(reg, res.dataset, m)
-        if rec.snapshot == res.revision.snapshot:
-            out.add(m)
-    return out
+def _recorded_on(res: Resolved) -> set[str]:
+    held = res.reader.results(res.dataset)
+    return {m for m, r in held.items() if r.record.snapshot == res.revision.snapshot}
 
 
 def _fit(x: np.ndarray, y: np.ndarray) -> tuple[float | None, float | None, float | None]:
@@ -110,10 +106,10 @@ class _Scored(TypedDict):
     r2: float | None
 
 
-def _scored(reg: Registry, ro: Resolved, rn: Resolved, models: list[str], view: str) -> _Scored:
+def _scored(ro: Resolved, rn: Resolved, models: list[str], view: str) -> _Scored:
     """``models`` scored on ``view`` of the old set ``ro`` and the new ``rn``, and the line of
     new against old accuracy through those with an accuracy on both."""
-    so, sn = _scores(reg, ro, models, view), _scores(reg, rn, models, view)
+    so, sn = _scores(ro, models, view), _scores(rn, models, view)
     scored = tuple(GapModel(model=m, old=a, new=b) for m, a, b in zip(models, so, sn, strict=True))
     both = [m for m in scored if m.gap is not None]
     x = np.array([m.old["accuracy"] for m in both], dtype=np.float64)
@@ -122,18 +118,19 @@ def _scored(reg: Registry, ro: Resolved, rn: Resolved, models: list[str], view: 
     return _Scored(models=scored, slope=slope, intercept=intercept, r2=r2)
 
 
-def gap(reg: Registry, old: str, new: str, *, view: str = "original") -> Gap:
-    """The models recorded on both ``old`` and ``new`` scored on ``view`` of each."""
+def gap(ro: Resolved, rn: Resolved, *, view: str = "original") -> Gap:
+    """The models recorded on both the old set ``ro`` and the new ``rn`` scored on ``view``
+    of each."""
     (name,) = check_views([view])
-    ro, rn = reg.resolve(old), reg.resolve(new)
-    c_old = reg.snapshot(ro.revision.snapshot).classes
-    c_new = reg.snapshot(rn.revision.snapshot).classes
+    old, new = ro.spec, rn.spec
+    c_old = ro.registry.snapshot(ro.revision.snapshot).classes
+    c_new = rn.registry.snapshot(rn.revision.snapshot).classes
     if c_old != c_new:
         raise InvalidInputError(
             f"{old} and {new} do not share their classes ({len(c_old)} and {len(c_new)} "
             "classes, or another order): a gap compares test sets of one task"
         )
-    common = sorted(_recorded_on(reg, ro) & _recorded_on(reg, rn))
+    common = sorted(_recorded_on(ro) & _recorded_on(rn))
     if not common:
         raise NotFoundError(
             f"no model is recorded on both {old} and {new}; record each model on both with "
@@ -145,5 +142,5 @@ def gap(reg: Registry, old: str, new: str, *, view: str = "original") -> Gap:
         old_revision=ro.digest,
         new_revision=rn.digest,
         view=name,
-        **_scored(reg, ro, rn, common, name),
+        **_scored(ro, rn, common, name),
     )

@@ -28,15 +28,8 @@ from dsreg._util.records import FieldDict
 from dsreg.errors import InvalidInputError, NotFoundError
 from dsreg.formats.manifests import View
 from dsreg.objects.digest import short
-from dsreg.registry.folder import Registry, Resolved
-from dsreg.registry.marks import read_yanks
-from dsreg.registry.results import (
-    ResultRecord,
-    first_set,
-    list_results,
-    load_predictions,
-    resolve_result,
-)
+from dsreg.registry.reader import Reader, RecordedResult, Resolved
+from dsreg.registry.results import load_predictions
 from dsreg.report._json import stable_json
 from dsreg.report.board.figures import Counts, ViewFigures, feature_index, view_figures
 from dsreg.report.evaluate import revision_target
@@ -46,12 +39,10 @@ from dsreg.views.sparse import SparseView, sparse_views
 
 __all__ = [
     "BOARD_VIEWS",
-    "BoardSource",
     "Flip",
     "Leaderboard",
     "RevisionBoard",
     "leaderboard",
-    "registry_source",
     "score_revision",
 ]
 
@@ -121,7 +112,7 @@ class Leaderboard:
     views: tuple[View, ...]
     resamples: int
     seed: int
-    results: dict[str, tuple[str, ResultRecord]]
+    results: dict[str, RecordedResult]
     revisions: tuple[RevisionBoard, ...]
     flips: tuple[Flip, ...] = field(default_factory=tuple)
 
@@ -135,13 +126,13 @@ class Leaderboard:
             "seed": self.seed,
             "models": {
                 m: {
-                    "result": d,
-                    "predictions": r.predictions,
-                    "snapshot": r.snapshot,
-                    "kind": r.kind,
-                    "meta": dict(r.meta),
+                    "result": held.digest,
+                    "predictions": held.record.predictions,
+                    "snapshot": held.record.snapshot,
+                    "kind": held.record.kind,
+                    "meta": dict(held.record.meta),
                 }
-                for m, (d, r) in self.results.items()
+                for m, held in self.results.items()
             },
             "revisions": [b.to_dict() for b in self.revisions],
             "flips": [f.to_dict() for f in self.flips],
@@ -299,13 +290,12 @@ Loadable = np.ndarray | Callable[[], np.ndarray]
 
 
 def revision_patterns(
-    reg: Registry,
     resolved: Resolved,
     models: Sequence[tuple[str, Loadable]],
     views: Sequence[View],
 ) -> RevisionPatterns:
     """The row patterns of ``models`` (aligned predictions) on the ``views`` of a revision."""
-    labels = revision_target(reg, resolved)
+    labels = revision_target(resolved)
     target, merged = labels.target, labels.merged
     n = target.n
     vw_map = sparse_views(n, merged, views)
@@ -335,7 +325,6 @@ def revision_patterns(
 
 
 def score_revision(
-    reg: Registry,
     resolved: Resolved,
     models: Sequence[tuple[str, Loadable]],
     *,
@@ -344,7 +333,7 @@ def score_revision(
     seed: int,
 ) -> RevisionBoard:
     """Score aligned predictions on one revision: every figure of ``figures``."""
-    patterns = revision_patterns(reg, resolved, models, views)
+    patterns = revision_patterns(resolved, models, views)
     return RevisionBoard(
         tag=resolved.tag,
         revision=resolved.digest,
@@ -358,51 +347,6 @@ def score_revision(
 # -- the board ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BoardSource:
-    """Where a leaderboard's inputs come from: ``results()``, ``{model: (record digest,
-    record)}`` of the dataset; ``tags()``, its tags in the order they were first set;
-    ``resolve``, a spec to its revision (whose objects are then in the registry scored in);
-    ``where``, how errors name the place (`` on remote …``; empty for a registry's own)."""
-
-    results: Callable[[], dict[str, tuple[str, ResultRecord]]]
-    tags: Callable[[], list[str]]
-    resolve: Callable[[str], Resolved]
-    where: str = ""
-
-
-def registry_source(reg: Registry, dataset: str) -> BoardSource:
-    """A registry's own recorded results of ``dataset`` and its tags (not the yanked ones: a
-    board lists them only when they are named)."""
-    return BoardSource(
-        results=lambda: {m: resolve_result(reg, dataset, m) for m in list_results(reg, dataset)},
-        tags=lambda: [
-            t
-            for t in first_set(reg.refs.tags(dataset), reg.refs.log(dataset))
-            if t not in read_yanks(reg.root, dataset)
-        ],
-        resolve=reg.resolve,
-    )
-
-
-def _revisions(
-    source: BoardSource, dataset: str, revisions: Sequence[str] | None
-) -> list[Resolved]:
-    names = list(revisions) if revisions else source.tags()
-    if not names:
-        raise NotFoundError(f"dataset {dataset!r} has no tags{source.where}; tag a revision first")
-    out: list[Resolved] = []
-    for r in names:
-        res = source.resolve(r if "@" in r else f"{dataset}@{r}")
-        if res.dataset != dataset:
-            raise InvalidInputError(
-                f"--revisions {r!r} is a revision of {res.dataset!r}, not of {dataset!r}"
-            )
-        if all(o.digest != res.digest for o in out):
-            out.append(res)
-    return out
-
-
 def check_views(views: Sequence[str]) -> tuple[View, ...]:
     names = tuple(dict.fromkeys(views))
     bad = [v for v in names if v not in BOARD_CHOICES]
@@ -413,10 +357,10 @@ def check_views(views: Sequence[str]) -> tuple[View, ...]:
     return names  # type: ignore[return-value]  # checked against BOARD_CHOICES
 
 
-def default_views(reg: Registry, revisions: Sequence[Resolved]) -> tuple[View, ...]:
+def default_views(revisions: Sequence[Resolved]) -> tuple[View, ...]:
     """The default views, with ``decontaminated`` when one of ``revisions`` applies an audit."""
     audited = any(
-        reg.overlay(d).kind == "audit" for res in revisions for d in res.revision.overlays
+        res.registry.overlay(d).kind == "audit" for res in revisions for d in res.revision.overlays
     )
     return (*BOARD_VIEWS, "decontaminated") if audited else BOARD_VIEWS
 
@@ -445,41 +389,49 @@ def _flips(boards: Sequence[RevisionBoard], views: Sequence[View]) -> list[Flip]
 
 
 def leaderboard(
-    reg: Registry,
+    reader: Reader,
     dataset: str,
+    revisions: Sequence[Resolved],
     *,
-    revisions: Sequence[str] | None = None,
     views: Sequence[str] | None = None,
     resamples: int = 1000,
     seed: int = 0,
-    source: BoardSource | None = None,
 ) -> Leaderboard:
-    """Score every model recorded for ``dataset`` on each of ``revisions`` (default: every
-    tag, oldest first) whose snapshot the model's predictions are aligned with. ``source``:
-    where the results and tags come from (default: ``reg``'s own; a remote's is read into
-    ``reg``). ``views``: default original, cleaned, corrected and honeypot, and
+    """Score every model ``reader`` records for ``dataset`` on each of ``revisions`` (its
+    tags in the order they were first set, by default) whose snapshot the model's predictions
+    are aligned with. ``views``: default original, cleaned, corrected and honeypot, and
     decontaminated when a scored revision applies an audit overlay."""
     names = None if views is None else check_views(views)
     if resamples < 0:
         raise InvalidInputError(f"--resamples {resamples}: give 0 or more")
-    source = source or registry_source(reg, dataset)
-    results = source.results()
+    results = reader.results(dataset)
     if not results:
         raise NotFoundError(
-            f"no model is recorded for {dataset!r}{source.where}; record one with "
+            f"no model is recorded for {dataset!r}{reader.where}; record one with "
             "'dsreg eval SPEC PREDS --record --model NAME'"
         )
+    if not revisions:
+        raise NotFoundError(f"dataset {dataset!r} has no tags{reader.where}; tag a revision first")
+    for res in revisions:
+        if res.dataset != dataset:
+            raise InvalidInputError(
+                f"--revisions {res.spec!r} is a revision of {res.dataset!r}, not of {dataset!r}"
+            )
+    distinct: list[Resolved] = []
+    for res in revisions:
+        if all(o.digest != res.digest for o in distinct):
+            distinct.append(res)
     scored = [
-        (res, [m for m, (_, r) in results.items() if r.snapshot == res.revision.snapshot])
-        for res in _revisions(source, dataset, revisions)
+        (res, [m for m, r in results.items() if r.record.snapshot == res.revision.snapshot])
+        for res in distinct
     ]
     scored = [(res, here) for res, here in scored if here]
     if names is None:
-        names = default_views(reg, [res for res, _ in scored])
+        names = default_views([res for res, _ in scored])
     boards = []
     for res, here in scored:
-        arrays = [(m, partial(load_predictions, reg, results[m][1])) for m in here]
-        boards.append(score_revision(reg, res, arrays, views=names, resamples=resamples, seed=seed))
+        arrays = [(m, partial(load_predictions, res.registry, results[m].record)) for m in here]
+        boards.append(score_revision(res, arrays, views=names, resamples=resamples, seed=seed))
     return Leaderboard(
         dataset=dataset,
         views=names,

@@ -15,7 +15,7 @@ from typing import Any
 
 from dsreg.formats.credit import BibEntry, plain
 from dsreg.formats.manifests import Revision
-from dsreg.registry.folder import Registry
+from dsreg.registry.reader import Resolved
 from dsreg.report.cite import Citation, cite
 from dsreg.report.croissant.provenance import lineage, revision_iri
 
@@ -49,11 +49,11 @@ def _references(entries: list[BibEntry]) -> list[dict[str, str]]:
 
 
 def datacite_metadata(
-    registry: Registry, spec: str, *, authors: tuple[str, ...] = ()
+    r: Resolved, *, authors: tuple[str, ...] = (), url: str | None = None
 ) -> dict[str, Any]:
     """The DataCite record of ``spec``'s revision (module docstring); ``authors`` as
     ``dsreg cite --author``."""
-    return datacite_of(cite(registry, spec, authors=authors), registry.resolve(spec).revision)
+    return datacite_of(cite(r, authors=authors, url=url), r.revision)
 
 
 def datacite_of(c: Citation, rev: Revision) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from typing import Any
 import pyarrow as pa
 
 from dsreg.objects.digest import object_relpath
-from dsreg.registry.folder import Registry, Resolved
+from dsreg.registry.reader import Resolved
 from dsreg.report.cite import cite
 from dsreg.report.croissant.provenance import (
     annotation_fields,
@@ -126,13 +126,13 @@ class Croissant:
 
 
 def croissant_metadata(
-    registry: Registry, spec: str, *, authors: tuple[str, ...] = ()
+    r: Resolved, *, authors: tuple[str, ...] = (), url: str | None = None
 ) -> dict[str, Any]:
-    """The Croissant 1.1 JSON-LD document of ``spec``'s revision (a dict ready for
+    """The Croissant 1.1 JSON-LD document of revision ``r`` (a dict ready for
     ``json.dumps``), describing the files ``dsreg export --format croissant`` writes beside
     it (module docstring); ``authors`` are its creators (default: the dataset's
-    maintainers)."""
-    return build(registry, spec, authors=authors).document
+    maintainers), ``url`` where readers fetch it."""
+    return build(r, authors=authors, url=url).document
 
 
 def _sha256(data: bytes) -> str:
@@ -297,10 +297,10 @@ def _payloads_csv(payloads: dict[str, int], sha256: dict[str, str]) -> bytes:
     return buf.getvalue()
 
 
-def build(registry: Registry, spec: str, *, authors: tuple[str, ...] = ()) -> Croissant:
-    """The document of ``spec``'s revision and the files it describes (``Croissant``)."""
-    r = registry.resolve(spec)
-    ds = Dataset(registry, r)
+def build(r: Resolved, *, authors: tuple[str, ...] = (), url: str | None = None) -> Croissant:
+    """The document of revision ``r`` and the files it describes (``Croissant``)."""
+    registry = r.registry
+    ds = Dataset(r)
     table = _plain(ds.labels())
     view_bytes = _parquet_bytes(table)
     files: dict[str, bytes] = {VIEW_FILE: view_bytes}
@@ -338,7 +338,7 @@ def build(registry: Registry, spec: str, *, authors: tuple[str, ...] = ()) -> Cr
         objects.update({_object_path(PAYLOADS_DIR, d): d for d in payloads})
         distribution += _payload_resources(csv)
         record_sets.append(_payloads_record_set())
-    doc = _dataset(registry, r, ds, authors)
+    doc = _dataset(r, ds, authors, url)
     doc["distribution"] = distribution
     doc["recordSet"] = record_sets
     return Croissant(document=doc, files=files, objects=objects, rows=table.num_rows)
@@ -403,8 +403,9 @@ def _payloads_record_set() -> dict[str, Any]:
     }
 
 
-def _dataset(reg: Registry, r: Resolved, ds: Dataset, authors: tuple[str, ...]) -> dict[str, Any]:
-    c = cite(reg, r.spec, authors=authors)
+def _dataset(r: Resolved, ds: Dataset, authors: tuple[str, ...], url: str | None) -> dict[str, Any]:
+    reg = r.registry
+    c = cite(r, authors=authors, url=url)
     creators = [
         {"@type": "sc:Person" if "," in a else "sc:Organization", "name": a} for a in authors
     ] or [{"@type": "sc:Organization", "name": f"{r.dataset} maintainers"}]

@@ -20,6 +20,7 @@ from pathlib import Path
 from dsreg._util.fs import write_atomic
 from dsreg.errors import DsregError, InvalidInputError, StorageError
 from dsreg.registry.folder import Registry
+from dsreg.registry.reader import Resolved
 from dsreg.report.cite import cite
 from dsreg.report.croissant.datacite import datacite_of
 from dsreg.report.croissant.document import build
@@ -70,15 +71,19 @@ def _copy_object(reg: Registry, digest: str, path: Path) -> None:
 
 
 def write_croissant(
-    reg: Registry, spec: str, output: str | os.PathLike[str], *, authors: tuple[str, ...] = ()
+    r: Resolved,
+    output: str | os.PathLike[str],
+    *,
+    authors: tuple[str, ...] = (),
+    url: str | None = None,
 ) -> ExportResult:
-    """Write ``spec``'s Croissant document (``croissant.json``) and the files it describes into
-    the new folder ``output`` (module docstring), ``authors`` its creators; ``rows``: the
-    view's."""
+    """Write revision ``r``'s Croissant document (``croissant.json``) and the files it
+    describes into the new folder ``output`` (module docstring), ``authors`` its creators;
+    ``rows``: the view's."""
     dest = Path(output)
     _check_destination(dest)
-    c = build(reg, spec, authors=authors)
-    r = reg.resolve(spec)
+    c = build(r, authors=authors, url=url)
+    reg = r.registry
     try:
         tmp = Path(tempfile.mkdtemp(dir=dest.parent, prefix=f".{dest.name}.tmp-"))
     except OSError as e:
@@ -106,14 +111,17 @@ def write_croissant(
 
 
 def write_datacite(
-    reg: Registry, spec: str, output: str | os.PathLike[str], *, authors: tuple[str, ...] = ()
+    r: Resolved,
+    output: str | os.PathLike[str],
+    *,
+    authors: tuple[str, ...] = (),
+    url: str | None = None,
 ) -> ExportResult:
-    """Write ``spec``'s DataCite record (JSON) to ``output``, atomically."""
+    """Write revision ``r``'s DataCite record (JSON) to ``output``, atomically."""
     dest = Path(output)
     if dest.is_dir():
         raise InvalidInputError(f"{dest} is a folder; give a file name, e.g. {dest}/datacite.json")
-    r = reg.resolve(spec)
-    c = cite(reg, spec, authors=authors)
+    c = cite(r, authors=authors, url=url)
     text = json.dumps(datacite_of(c, r.revision), indent=2, ensure_ascii=False) + "\n"
     try:
         write_atomic(dest, text.encode("utf-8"))

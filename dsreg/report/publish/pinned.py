@@ -29,7 +29,7 @@ from dsreg._util.records import FieldDict
 from dsreg.errors import DsregError, IntegrityError, StorageError
 from dsreg.formats.canonical import canonical_bytes
 from dsreg.objects.digest import PREFIX
-from dsreg.registry.folder import Registry
+from dsreg.registry.reader import Resolved
 from dsreg.remote.store import RemoteStore
 from dsreg.report.labelexport import export_labels
 
@@ -112,13 +112,12 @@ def _held_size(rs: RemoteStore, sha: str) -> int | None:
         raise rs.error(f"read {path} on", e) from None
 
 
-def pin_view(reg: Registry, spec: str, rs: RemoteStore) -> PinnedView:
-    """Pin ``spec``'s view on ``rs`` (module docstring); the remote must be writable."""
-    r = reg.resolve(spec)
+def pin_view(r: Resolved, rs: RemoteStore) -> PinnedView:
+    """Pin revision ``r``'s view on ``rs`` (module docstring); the remote must be writable."""
     pin = _read_pin(rs, r.dataset, r.digest)
     if pin is not None:
         return _pinned(rs, pin, uploaded=False)
-    return _pinned(rs, _compute_and_upload(reg, r.digest, r.dataset, rs), uploaded=True)
+    return _pinned(rs, _compute_and_upload(r, rs), uploaded=True)
 
 
 def _pinned(rs: RemoteStore, pin: dict[str, Any], *, uploaded: bool) -> PinnedView:
@@ -136,13 +135,12 @@ def _pinned(rs: RemoteStore, pin: dict[str, Any], *, uploaded: bool) -> PinnedVi
     )
 
 
-def _compute_and_upload(
-    reg: Registry, digest: str, dataset: str, rs: RemoteStore
-) -> dict[str, Any]:
+def _compute_and_upload(r: Resolved, rs: RemoteStore) -> dict[str, Any]:
     """Write the view's Parquet in the registry's ``tmp/``, hash it, send it, then its pin."""
-    with tempfile.TemporaryDirectory(dir=reg.root / "tmp", prefix="pin-") as tmp:
+    dataset, digest = r.dataset, r.digest
+    with tempfile.TemporaryDirectory(dir=r.registry.root / "tmp", prefix="pin-") as tmp:
         local = os.path.join(tmp, "view.parquet")
-        res = export_labels(reg, digest, local, format="parquet", align="view")
+        res = export_labels(r, local, format="parquet", align="view")
         sha, size = _sha256(local)
         rel = _object_relpath(sha)
         _send(rs, local, rel)
@@ -154,7 +152,7 @@ def _compute_and_upload(
         "rows": res.rows,
         "sha256": sha,
         "size": size,
-        "view": str(reg.revision(digest).view),
+        "view": str(r.revision.view),
     }
     rs.write(_pin_path(rs, dataset, digest), canonical_bytes(pin))
     return pin

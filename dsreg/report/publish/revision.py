@@ -13,6 +13,8 @@ from dsreg.formats.manifests import VERDICTS, Revision
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
 from dsreg.registry.marks import Retirement, Yank
+from dsreg.registry.reader import Resolved, pinned
+from dsreg.remote.config import remote_url as default_url
 from dsreg.report import cite as report_cite
 from dsreg.report import diff as report_diff
 from dsreg.report.croissant import croissant_metadata
@@ -23,6 +25,7 @@ from dsreg.report.show import RevisionInfo
 
 __all__ = [
     "INDEX",
+    "Parent",
     "SiteDataset",
     "SiteTag",
     "croissant_file",
@@ -58,6 +61,7 @@ class SiteTag:
 
     dataset: str
     tag: str
+    resolved: Resolved
     info: RevisionInfo
     yank: Yank | None
 
@@ -118,22 +122,36 @@ def pins_table(here: str, pins: Iterable[PinnedView]) -> str:
     return h.table(["Revision", "View", "Rows", "File"], rows)
 
 
-def parent_of(reg: Registry, ds: SiteDataset, t: SiteTag) -> tuple[str, SiteTag | None] | None:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parent:
+    """What a tag's revision derives from: the revision, and the tag naming it if one does."""
+
+    resolved: Resolved
+    tag: SiteTag | None
+
+    @property
+    def name(self) -> str:
+        """``dataset@tag``, or the digest (the snapshot's for its original view)."""
+        return f"{self.tag.dataset}@{self.tag.tag}" if self.tag else self.resolved.spec
+
+
+def parent_of(ds: SiteDataset, t: SiteTag) -> Parent | None:
     """What ``t``'s revision derives from, as its Croissant document says (``lineage``: the
-    same view without its last overlay, or the snapshot's original view): ``(spec, tag)``, the
-    tag naming it if one does, else its digest (the snapshot's for its original view) and
-    ``None``; ``None`` for a snapshot's original view itself, or a parent this registry does
-    not hold."""
+    same view without its last overlay, or the snapshot's original view), named by a tag of
+    it if one does, else by its digest (the snapshot's for its original view); ``None`` for a
+    snapshot's original view itself, or a parent this registry does not hold."""
     previous = lineage(t.info.manifest).previous
     if previous is None:
         return None
     named = [o for o in ds.tags if o.info.revision == previous]
     named.sort(key=lambda o: o.yank is not None)
     if named:
-        return f"{t.dataset}@{named[0].tag}", named[0]
+        return Parent(resolved=named[0].resolved, tag=named[0])
     if previous == Revision(snapshot=t.info.snapshot).digest:
-        return t.info.snapshot, None  # a snapshot's digest stands for its original view
-    return (previous, None) if reg.store.has(previous) else None
+        previous = t.info.snapshot  # a snapshot's digest stands for its original view
+    if not t.resolved.registry.store.has(previous):
+        return None
+    return Parent(resolved=pinned(t.resolved.reader, previous), tag=None)
 
 
 # What each list of a diff's sample ids holds, from this revision's side.
@@ -142,11 +160,12 @@ _SAMPLES = {"only_a": "removed here", "only_b": "added here", "relabelled": "rel
 # -- the page ------------------------------------------------------------------------------------
 
 
-def tag_files(reg: Registry, ds: SiteDataset, t: SiteTag, url: str) -> dict[str, bytes]:
+def tag_files(ds: SiteDataset, t: SiteTag, url: str) -> dict[str, bytes]:
     """The page of ``t`` and its Croissant file."""
     here = tag_page(t.dataset, t.tag)
     spec = f"{t.dataset}@{t.tag}"
-    doc = croissant_metadata(reg, spec)
+    reg = t.resolved.registry
+    doc = croissant_metadata(t.resolved, url=default_url(reg))
     parts = [
         _yank_notice(t),
         retired_notice(here, ds.retired),
@@ -154,7 +173,7 @@ def tag_files(reg: Registry, ds: SiteDataset, t: SiteTag, url: str) -> dict[str,
         h.section("Label card", _label_card(reg, t), ident="label-card"),
         h.section("Load it", _loading(here, ds, t, url), ident="load"),
         h.section("Changes", _changes(reg, here, ds, t), ident="diff"),
-        h.section("Cite it", _citation(reg, spec, url), ident="cite"),
+        h.section("Cite it", _citation(t.resolved, url), ident="cite"),
         h.section("Leaderboard", _board(ds, t), ident="leaderboard"),
         h.section(
             "Croissant",
@@ -236,15 +255,17 @@ def _loading(here: str, ds: SiteDataset, t: SiteTag, url: str) -> str:
 
 
 def _changes(reg: Registry, here: str, ds: SiteDataset, t: SiteTag) -> str:
-    parent = parent_of(reg, ds, t)
+    parent = parent_of(ds, t)
     if parent is None:
         return "<p>The snapshot's original view: it derives from no other revision.</p>"
-    spec, tag = parent
+    tag = parent.tag
     try:
-        d = report_diff.diff(reg, spec, f"{t.dataset}@{t.tag}")
+        d = report_diff.diff(parent.resolved, t.resolved)
     except DsregError as e:
-        return f"<p>Cannot compare with {h.esc(spec)}: {h.esc(e)}</p>"
-    name = h.link(h.rel(here, tag_page(t.dataset, tag.tag)), tag.tag) if tag else h.code(spec)
+        return f"<p>Cannot compare with {h.esc(parent.name)}: {h.esc(e)}</p>"
+    name = (
+        h.link(h.rel(here, tag_page(t.dataset, tag.tag)), tag.tag) if tag else h.code(parent.name)
+    )
     rows = [
         ["Rows there", h.esc(f"{d.rows_a:,}")],
         ["Rows here", h.esc(f"{d.rows_b:,}")],
@@ -265,9 +286,9 @@ def _changes(reg: Registry, here: str, ds: SiteDataset, t: SiteTag) -> str:
     return out
 
 
-def _citation(reg: Registry, spec: str, url: str) -> str:
-    bib = report_cite.cite(reg, spec, format="bibtex", remote=url)
-    text = report_cite.cite(reg, spec, format="text", remote=url)
+def _citation(r: Resolved, url: str) -> str:
+    bib = report_cite.cite(r, format="bibtex", url=url)
+    text = report_cite.cite(r, format="text", url=url)
     return (
         "<p>BibTeX:</p>"
         + h.pre(str(bib), ident="cite-bibtex")

@@ -22,16 +22,15 @@ snapshot's original view.
 
 from __future__ import annotations
 
-import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dsreg._util.jsonread import loads
 from dsreg._util.records import FieldDict
-from dsreg.errors import IntegrityError, NotFoundError, YankedWarning
+from dsreg.errors import IntegrityError, NotFoundError
 from dsreg.objects.digest import short
-from dsreg.registry.folder import Registry
-from dsreg.registry.marks import read_retirement, read_yanks
-from dsreg.registry.results import first_set
+from dsreg.registry.marks import Retirement, Yank
+from dsreg.registry.reader import Resolved
 from dsreg.remote.store import RemoteStore
 from dsreg.remote.transfer import PushResult
 from dsreg.report import show as report_show
@@ -50,7 +49,6 @@ from dsreg.report.publish.revision import (
     tag_files,
     tag_page,
 )
-from dsreg.report.show import RevisionInfo
 
 __all__ = ["Published", "PublishedSite", "write_site"]
 
@@ -76,16 +74,21 @@ class Published:
         return {"push": self.push.to_dict(), "site": self.site.to_dict()}
 
 
-def write_site(reg: Registry, rs: RemoteStore, *, url: str, resamples: int = 1000) -> PublishedSite:
-    """Write the site's pages to ``rs`` (module docstring); ``url`` is where readers reach the
-    remote, named on the pages (``dsreg.open(..., remote=URL)``, citations)."""
+def write_site(
+    tagged: Mapping[str, Sequence[Resolved]],
+    rs: RemoteStore,
+    *,
+    url: str,
+    resamples: int = 1000,
+) -> PublishedSite:
+    """Write the site's pages to ``rs`` (module docstring): a page per dataset of ``tagged``
+    and per revision its tags name (yanked ones too, in the order their tags were first set);
+    ``url`` is where readers reach the remote, named on the pages (``dsreg.open(...,
+    remote=URL)``, citations)."""
     files: dict[str, bytes] = {}
-    with warnings.catch_warnings():
-        # Every tag is described, yanked or retired ones too: the pages say so themselves.
-        warnings.simplefilter("ignore", YankedWarning)
-        datasets = [_gather(reg, rs, ds, resamples) for ds in reg.refs.datasets()]
-        for ds in datasets:
-            files.update(_dataset_files(reg, ds, url))
+    datasets = [_gather(name, tags, rs, resamples) for name, tags in tagged.items()]
+    for ds in datasets:
+        files.update(_dataset_files(ds, url))
     for path, data in sorted(files.items()):
         rs.write(rs.path(*path.split("/")), data)
     rs.write(rs.path(INDEX), _index(datasets))
@@ -97,21 +100,30 @@ def write_site(reg: Registry, rs: RemoteStore, *, url: str, resamples: int = 100
     )
 
 
-def _gather(reg: Registry, rs: RemoteStore, dataset: str, resamples: int) -> SiteDataset:
-    yanks = read_yanks(reg.root, dataset)
+def _gather(
+    dataset: str, revisions: Sequence[Resolved], rs: RemoteStore, resamples: int
+) -> SiteDataset:
     tags = []
-    for tag in first_set(reg.refs.tags(dataset), reg.refs.log(dataset)):
-        info = report_show.describe(reg, f"{dataset}@{tag}")
-        assert isinstance(info, RevisionInfo)  # a tag names a revision
-        tags.append(SiteTag(dataset=dataset, tag=tag, info=info, yank=yanks.get(tag)))
+    reader = revisions[0].reader
+    marks = reader.marks(dataset)
+    for r in revisions:
+        assert r.tag is not None  # every revision of a site is reached by its tag
+        reason = marks.yanks.get(r.tag)
+        yank = None if reason is None else Yank(reason=reason, revision=r.digest)
+        info = report_show.describe(r)
+        tags.append(SiteTag(dataset=dataset, tag=r.tag, resolved=r, info=info, yank=yank))
+    scored = [r for r in revisions if r.tag not in marks.yanks]
     try:
-        board = leaderboard(reg, dataset, views=BOARD_VIEWS, resamples=resamples).to_dict()
+        board = leaderboard(
+            reader, dataset, scored, views=BOARD_VIEWS, resamples=resamples
+        ).to_dict()
     except NotFoundError:
-        board = None  # no model recorded
+        board = None  # no model recorded, or no tag left to score
+    retired = marks.retired
     return SiteDataset(
         name=dataset,
         tags=tuple(tags),
-        retired=read_retirement(reg.root, dataset),
+        retired=None if retired is None else Retirement(successor=retired[0], reason=retired[1]),
         board=board,
         pins=pinned_views(rs, dataset),
     )
@@ -145,10 +157,10 @@ def _index(datasets: list[SiteDataset]) -> bytes:
 # -- a dataset's page ----------------------------------------------------------------------------
 
 
-def _dataset_files(reg: Registry, ds: SiteDataset, url: str) -> dict[str, bytes]:
+def _dataset_files(ds: SiteDataset, url: str) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     for t in ds.tags:
-        files.update(tag_files(reg, ds, t, url))
+        files.update(tag_files(ds, t, url))
     here = dataset_page(ds.name)
     parts = [retired_notice(here, ds.retired)]
     rows = [
