@@ -144,12 +144,12 @@ def main(argv: list[str] | None = None) -> int:
             "cp_r",
             "dsreg_checkout",
             "dvc_checkout",
-            "cp_al",
+            "cp_al_warm",
             "dsreg_flow_add",
             "dvc_flow_add",
             "dsreg_flow_checkout",
             "dvc_flow_checkout",
-            "cp_al_flow",
+            "cp_al_after_add",
             "dsreg_cold_checkout",
             "dvc_cold_checkout",
         )
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     def cp_al_warm(rep: int) -> None:
         if "dsreg" in tools:
             warm(link_src if link_src.exists() else tree)
-            cp_al("cp_al", runs / f"cp-al-{rep}")
+            cp_al("cp_al_warm", runs / f"cp-al-{rep}")
 
     alternate(
         "checkout",
@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         co = [*DSREG, "checkout", "bench@v1", "--link", "hardlink", "--registry", str(reg)]
         s["dsreg_flow_checkout"].runs.append(_m([*co, str(runs / f"dsreg-flow-co-{rep}")], work))
         flow_checked.append(runs / f"dsreg-flow-co-{rep}")
-        cp_al("cp_al_flow", runs / f"cp-al-flow-{rep}")
+        cp_al("cp_al_after_add", runs / f"cp-al-flow-{rep}")
         evict(reg / "files")
         s["dsreg_cold_checkout"].runs.append(_m([*co, str(runs / f"dsreg-cold-co-{rep}")], work))
         flow_checked.append(runs / f"dsreg-cold-co-{rep}")
@@ -385,8 +385,8 @@ def _report(s: dict[str, Series], args: argparse.Namespace, size: int, result: d
         for label, r, t, _ in checks
     ]
     for label, mine, floor in (
-        ("checkout --link hardlink, warm: dsreg / cp -al", "dsreg_checkout", "cp_al"),
-        ("checkout right after the add: dsreg / cp -al", "dsreg_flow_checkout", "cp_al_flow"),
+        ("checkout --link hardlink, warm: dsreg / cp -al", "dsreg_checkout", "cp_al_warm"),
+        ("checkout right after the add: dsreg / cp -al", "dsreg_flow_checkout", "cp_al_after_add"),
     ):
         if s[mine].runs and s[floor].runs:
             r = s[mine].seconds / s[floor].seconds
