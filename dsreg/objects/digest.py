@@ -18,6 +18,7 @@ __all__ = [
     "is_digest",
     "layout",
     "object_relpath",
+    "object_relpaths",
     "short",
 ]
 
@@ -64,6 +65,14 @@ def object_relpath(digest: str) -> str:
     """``blake3/ab/cdef…``: a full digest's place under ``files/`` (dvc-data's layout)."""
     shard, name = layout(hex_of(digest))
     return f"{ALGORITHM}/{shard}/{name}"
+
+
+def object_relpaths(digests: list[str]) -> list[str]:
+    """``object_relpath`` of each of ``digests``, which the caller has checked to be full
+    digests (a checkout checks a whole table's at once): the same layout, without a pattern
+    match per digest."""
+    cut = len(PREFIX)
+    return [f"{ALGORITHM}/{shard}/{name}" for shard, name in (layout(d[cut:]) for d in digests)]
 
 
 def digest_at(shard: str, name: str) -> str:

@@ -30,7 +30,8 @@ import os
 import sqlite3
 import struct
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
+from itertools import chain
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -64,6 +65,21 @@ StatKey = tuple[int, int, int, int, int]
 _OBJ = struct.Struct("<qqqqq")
 _OBJ_CRC = struct.Struct("<I")
 _OBJ_LEN = _OBJ.size + _OBJ_CRC.size
+# A row of the table as ``_packed_records`` builds many at once: the 32-byte digest, then the
+# value (the fields and their CRC-32, as ``_OBJ`` and ``_OBJ_CRC`` pack them).
+_ROW = [("key", ">u8", (4,)), ("fields", "<i8", (5,)), ("crc", "<u4")]
+_ROW_SIZE = 32 + _OBJ_LEN
+# Writes the ``?2`` rows of ``_ROW_SIZE`` bytes in blob ``?1`` (``_packed_records``), split by
+# SQLite's own loop (a recursive count): one statement for thousands of records.
+_PUT_PACKED = (
+    "INSERT OR REPLACE INTO objects_v2 "
+    f"SELECT substr(?1, n * {_ROW_SIZE} + 1, 32), substr(?1, n * {_ROW_SIZE} + 33, {_OBJ_LEN}) "
+    "FROM (WITH RECURSIVE c(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM c WHERE n + 1 < ?2) "
+    "SELECT n FROM c)"
+)
+# The page cache of ``object_recorder``'s connection, in KiB: room for the pages one
+# transaction changes (a 50,000-object table is about 6 MiB).
+_RECORDER_CACHE_KIB = 65536
 # Digests looked up per query (well under SQLite's limit on bound parameters).
 _IN = 900
 
@@ -93,6 +109,33 @@ def decode_record(key: bytes, value: object) -> StatKey | None:
         return None
     ino, size, mtime, ctime, nlink = _OBJ.unpack(fields)
     return (ino, size, mtime, ctime, nlink)
+
+
+def _packed_records(rows: Iterable[tuple[str, StatKey]]) -> list[tuple[bytes, int]]:
+    """Trust records ``(hex, stat)`` as the parameters of ``_PUT_PACKED``: one blob of rows of
+    the table, each the 32-byte digest and the value (the five fields and the CRC-32 that
+    ``decode_record`` checks), in key order (a B-tree fills fastest that way), and how many.
+    Packed as one array and split by SQLite, not a few Python objects and a parameter tuple
+    per row: a checkout writes one record per object it links."""
+    import numpy as np  # imported here: only writers of many records need it
+
+    hexes: list[str] = []
+    stats: list[StatKey] = []
+    for hexd, st in rows:
+        hexes.append(hexd)
+        stats.append(st)
+    n = len(hexes)
+    if not n:
+        return []
+    table = np.empty(n, dtype=np.dtype(_ROW))
+    keys = np.frombuffer(bytes.fromhex("".join(hexes)), dtype=">u8").reshape(n, 4)
+    table["key"] = keys
+    table["fields"] = np.fromiter(chain.from_iterable(stats), np.int64, 5 * n).reshape(n, 5)
+    table = table[np.lexsort(keys.T[::-1])]
+    raw, size = table.view(np.uint8).data, table.itemsize
+    crc32 = zlib.crc32
+    table["crc"] = [crc32(raw[o : o + size - 4]) for o in range(0, n * size, size)]
+    return [(table.tobytes(), n)]
 
 
 def _sha256_value(key: object, value: object) -> str | None:
@@ -131,6 +174,9 @@ class StatCache:
             if write:
                 con.execute("PRAGMA journal_mode=WAL")
                 con.execute("PRAGMA synchronous=NORMAL")
+                # A statement writing many rows keeps its journal (for a rollback of that
+                # statement alone) in memory, not in a temporary file.
+                con.execute("PRAGMA temp_store=MEMORY")
                 for stmt in _SCHEMA:
                     con.execute(stmt)
         except BaseException:
@@ -219,29 +265,29 @@ class StatCache:
         mtime_ns, ctime_ns, nlink)}``. A record that fails its check (a CRC-32 of the digest and
         the fields) is a miss, as is everything when the database is absent or damaged."""
         out: dict[str, StatKey] = {}
-        for key, value in self.object_records(hexes).items():
-            st = decode_record(key, value)
+        records = self.object_records(hexes)
+        for h in hexes:
+            key = bytes.fromhex(h)
+            value = records.get(key)
+            st = None if value is None else decode_record(key, value)
             if st is not None:
-                out[key.hex()] = st
+                out[h] = st
         return out
 
-    def object_records(self, hexes: list[str]) -> dict[bytes, object]:
+    def object_records(self, hexes: Collection[str]) -> dict[bytes, object]:
         """The trust records of the objects ``hexes`` as stored, neither checked nor decoded:
         ``{32-byte digest: value}`` (``decode_record`` checks and decodes one, so a checkout
-        does that in the workers that need each record). One pass over the table when the
-        request names at least a quarter of its rows (a checkout of most of the store), else
-        lookups by key. Nothing when the database is absent or damaged."""
+        does that in the workers that need each record). When the request names at least a
+        quarter of the table's rows (a checkout of most of the store), the whole table in one
+        pass, the records of other objects with them (each is looked up by its own digest);
+        else lookups by key. Nothing when the database is absent or damaged."""
         out: dict[bytes, object] = {}
         try:
-            keys = [bytes.fromhex(h) for h in hexes]
             with self._connect(write=False) as con:
                 (rows,) = con.execute("SELECT count(*) FROM objects_v2").fetchone()
-                if rows <= 4 * len(keys):
-                    want = set(keys)
-                    for key, value in con.execute("SELECT digest, stat FROM objects_v2"):
-                        if key in want:
-                            out[key] = value
-                    return out
+                if rows <= 4 * len(hexes):
+                    return dict(con.execute("SELECT digest, stat FROM objects_v2"))
+                keys = [bytes.fromhex(h) for h in hexes]
                 for lo in range(0, len(keys), _IN):
                     part = keys[lo : lo + _IN]
                     marks = ",".join("?" * len(part))
@@ -264,18 +310,66 @@ class StatCache:
     def object_writer(self) -> Iterator[Callable[[Iterable[tuple[str, StatKey]]], None]]:
         """``put(rows)`` (as ``put_object_stats``) as often as needed on one connection, each
         call its own short transaction; errors only cost speed."""
-        with self._transactions("INSERT OR REPLACE INTO objects_v2 VALUES (?, ?)") as run:
+        with self._transactions(_PUT_PACKED) as run:
 
             def put(rows: Iterable[tuple[str, StatKey]]) -> None:
-                packed = []
-                for hexd, st in rows:
-                    key = bytes.fromhex(hexd)
-                    fields = _OBJ.pack(*st)
-                    packed.append((key, fields + _OBJ_CRC.pack(zlib.crc32(key + fields))))
-                packed.sort()  # inserted in key order: a B-tree fills fastest that way
-                run(packed)
+                run(_packed_records(rows))
 
             yield put
+
+    @contextlib.contextmanager
+    def object_recorder(
+        self, *, commit_every: int
+    ) -> Iterator[Callable[[Iterable[tuple[str, StatKey]]], None]]:
+        """``put(rows)`` (as ``put_object_stats``) as often as needed, the calls sharing one
+        transaction until it holds ``commit_every`` rows, and committed at the end: for a
+        checkout, which records every object it links as the links come in. Records of random
+        digests fall all over the table, so each transaction rewrites most of its pages: fewer
+        commits write (and checkpoint) far fewer of them, and a page cache that holds them
+        keeps them from being written before the commit. Errors only cost speed: a failed
+        transaction is rolled back and its rows dropped."""
+        con: sqlite3.Connection | None = None
+        pending = 0  # rows written since the last commit
+
+        def commit() -> None:
+            nonlocal pending
+            if con is not None and pending:
+                pending = 0
+                try:
+                    con.execute("COMMIT")
+                except sqlite3.Error:
+                    with contextlib.suppress(sqlite3.Error):
+                        con.rollback()
+
+        def put(rows: Iterable[tuple[str, StatKey]]) -> None:
+            nonlocal con, pending
+            params = _packed_records(rows)
+            if not params:
+                return
+            try:
+                if con is None:
+                    con = self._open(write=True)
+                    con.execute(f"PRAGMA cache_size=-{_RECORDER_CACHE_KIB}")
+                if not pending:
+                    con.execute("BEGIN")
+                con.executemany(_PUT_PACKED, params)
+                pending += sum(n for _blob, n in params)
+            except sqlite3.Error:
+                pending = 0
+                with contextlib.suppress(sqlite3.Error):
+                    if con is not None:
+                        con.rollback()
+                return
+            if pending >= commit_every:
+                commit()
+
+        try:
+            yield put
+        finally:
+            commit()
+            if con is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    con.close()
 
     # -- sha256 of objects -------------------------------------------------------------------
     def sha256s(self, hexes: list[str]) -> dict[str, str]:

@@ -48,7 +48,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 
-from dsreg.objects.digest import PREFIX, hex_of, object_relpath
+from dsreg.objects.digest import PREFIX, hex_of, object_relpath, object_relpaths
 from dsreg.registry.folder import Registry
 from dsreg.registry.state import StatKey, decode_record
 
@@ -75,13 +75,17 @@ def vouches(rec: StatKey | None, now: StatKey) -> bool:
     """Whether trust record ``rec`` lets an object whose stat is ``now`` be linked unread: the
     same inode, size and mtime, and the same ctime or, if not, another link count (the ctime
     change explained by a hard link made or removed since)."""
-    return rec is not None and rec[:3] == now[:3] and (rec[3] == now[3] or rec[4] != now[4])
+    if rec is None:
+        return False
+    ino, size, mtime, ctime, nlink = rec
+    i, s, m, c, n = now
+    return ino == i and size == s and mtime == m and (ctime == c or nlink != n)
 
 
 def same_file(a: StatKey, b: StatKey) -> bool:
     """Whether ``b`` is ``a``'s file with no change but its ctime and link count: what making
     a hard link (or a clone) of it changes."""
-    return a[:3] == b[:3]
+    return a[0] == b[0] and a[1] == b[1] and a[2] == b[2]
 
 
 class Records:
@@ -119,7 +123,7 @@ def trusted(reg: Registry, digests: Iterable[str], *, verify: bool = False) -> R
     if verify:
         return Records()
     cut = len(PREFIX)
-    wanted = sorted({d[cut:] for d in digests})  # full digests: the examples table checked them
+    wanted = {d[cut:] for d in digests}  # full digests: the examples table checked them
     if not wanted:
         return Records()
     found = reg.state.object_records(wanted)
@@ -143,15 +147,18 @@ def record(reg: Registry, rows: Mapping[str, tuple[StatKey, bool]]) -> int:
     return len(keep)
 
 
-# Rows a ``Recorder`` writes in one transaction, at least (but the last).
+# Rows a ``Recorder`` writes at once, at least (but the last); rows in one transaction.
 _BATCH = 8192
+_COMMIT = 65536
 
 
 class Recorder:
     """``record`` in a thread, while the checkout's workers still link: ``put(rows)`` hands it
-    a worker's rows as they arrive, ``close()`` waits for every one to be written (one
-    connection, a short transaction per batch). The thread starts on the first ``put``: a
-    checkout forks its workers before any row arrives, so none is forked with it running."""
+    a worker's rows as they arrive, ``close()`` waits for every one to be written and
+    committed (one connection, ``StatCache.object_recorder``: a write per ``_BATCH`` rows, so
+    the work is spread over the checkout, a commit per ``_COMMIT``). The thread starts on the
+    first ``put``: a checkout forks its workers before any row arrives, so none is forked with
+    it running."""
 
     __slots__ = ("_queue", "_reg", "_thread")
 
@@ -175,12 +182,12 @@ class Recorder:
             self._thread = None
 
     def _run(self) -> None:
-        with self._reg.state.object_writer() as write:
+        with self._reg.state.object_recorder(commit_every=_COMMIT) as write:
             done = False
             while not done:
                 rows: dict[str, tuple[StatKey, bool]] = {}
-                # A transaction per _BATCH rows at least (each one rewrites the pages its
-                # rows fall in: random keys touch most of the table's).
+                # A write per _BATCH rows at least, a commit per _COMMIT (each commit rewrites
+                # the pages its rows fall in: random keys touch most of the table's).
                 while len(rows) < _BATCH:
                     more = self._queue.get()
                     if more is None:
@@ -202,12 +209,13 @@ def _settled(reg: Registry, rows: Mapping[str, tuple[StatKey, bool]]) -> list[tu
         clock = _clock_after(reg, newest)
         if clock is not None:
             files = os.fspath(reg.store.files)
-            for d, st in racy.items():
+            digests = list(racy)  # full digests: the examples table checked them
+            for d, rel in zip(digests, object_relpaths(digests), strict=True):
                 try:
-                    now = key_of(os.stat(f"{files}/{object_relpath(d)}"))
+                    now = key_of(os.stat(f"{files}/{rel}"))
                 except OSError:
                     continue
-                if now == st:
+                if now == racy[d]:
                     keep.append((d[cut:], now))
     return keep
 

@@ -44,7 +44,7 @@ from dsreg.registry.reader import LocalReader
 reg = dsreg.Registry.find(sys.argv[1])
 resolved = LocalReader(reg).revision(sys.argv[2])
 print("ready", flush=True)
-checkout(reg, resolved, __import__("pathlib").Path(sys.argv[3]), link=sys.argv[4])
+checkout(resolved, __import__("pathlib").Path(sys.argv[3]), link=sys.argv[4])
 """
 
 

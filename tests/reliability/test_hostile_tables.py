@@ -56,7 +56,7 @@ def _every_reader_refuses(reg: Registry, tmp: Path) -> None:
         lambda: Dataset(resolved).labels(),
         lambda: list(Dataset(resolved).iter_batches(2)),
         lambda: Dataset(resolved)[0],
-        lambda: checkout(reg, resolved, tmp / "out", link="copy"),
+        lambda: checkout(resolved, tmp / "out", link="copy"),
     ]
     for read in readers:
         with pytest.raises(DsregError):

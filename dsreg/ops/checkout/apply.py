@@ -32,6 +32,7 @@ from dsreg.ops.checkout.journal import JOURNAL
 from dsreg.ops.checkout.objects import Refetch, vet_objects
 from dsreg.ops.checkout.plan import CheckoutPlan, LinkType, plan
 from dsreg.ops.checkout.write import write_folder
+from dsreg.registry.folder import Registry
 from dsreg.registry.reader import Resolved
 from dsreg.registry.trust import record
 from dsreg.views.dataset import Dataset
@@ -99,29 +100,8 @@ def checkout(
     # against what the first left.
     with locked(target) as created, gc_paused():
         try:
-            planned = plan(target, ds, link=link)
-            vetted = vet_objects(
-                reg,
-                planned.place,
-                planned.link,
-                switch=not planned.fresh,
-                verify=verify,
-                progress=progress,
-                refetch=refetch,
-            )
-            write_folder(reg, planned, vetted, progress=progress, refetch=refetch)
-            record(reg, vetted.stats.to_record())
-            labels = planned.labels_csv is not None
-            return CheckoutResult(
-                labels_csv=str(planned.target / LABELS_CSV) if labels else None,
-                labels_rows=len(ds) if labels else None,
-                revision=planned.revision,
-                path=str(planned.target),
-                files=planned.files,
-                added=len(planned.place),
-                removed=planned.removed,
-                unchanged=planned.unchanged,
-                link=planned.link,
+            return _carry_out(
+                reg, ds, target, link=link, verify=verify, progress=progress, refetch=refetch
             )
         except BaseException:
             if created:
@@ -129,3 +109,43 @@ def checkout(
                 with contextlib.suppress(OSError):
                     target.rmdir()
             raise
+
+
+def _carry_out(
+    reg: Registry,
+    ds: Dataset,
+    target: Path,
+    *,
+    link: LinkType,
+    verify: bool,
+    progress: ProgressHook,
+    refetch: Refetch | None,
+) -> CheckoutResult:
+    """``checkout`` under the folder's lock: plan, vet the objects, write the folder, record
+    the objects' stats. A function of its own so that the plan's per-file records are freed
+    when it returns, before the cyclic collector, paused meanwhile, runs again (it would walk
+    every one of them, for nothing)."""
+    planned = plan(target, ds, link=link)
+    vetted = vet_objects(
+        reg,
+        planned.place,
+        planned.link,
+        switch=not planned.fresh,
+        verify=verify,
+        progress=progress,
+        refetch=refetch,
+    )
+    write_folder(reg, planned, vetted, progress=progress, refetch=refetch)
+    record(reg, vetted.stats.to_record())
+    labels = planned.labels_csv is not None
+    return CheckoutResult(
+        labels_csv=str(planned.target / LABELS_CSV) if labels else None,
+        labels_rows=len(ds) if labels else None,
+        revision=planned.revision,
+        path=str(planned.target),
+        files=planned.files,
+        added=len(planned.place),
+        removed=planned.removed,
+        unchanged=planned.unchanged,
+        link=planned.link,
+    )

@@ -46,6 +46,7 @@ __all__ = [
     "is_tmp_name",
     "locked",
     "not_a_folder",
+    "open_folder",
     "open_root",
     "place",
     "prune",
@@ -116,6 +117,20 @@ def open_root(target: Path) -> Iterator[int]:
         fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as e:
         raise StorageError(f"cannot open {target}: {e.strerror}") from e
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def open_folder(path: str) -> Iterator[int]:
+    """A descriptor of folder ``path`` (the store's ``files/``, which objects are linked from
+    by relative paths), closed after the block."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as e:
+        raise StorageError(f"cannot open {path}: {e.strerror}") from e
     try:
         yield fd
     finally:

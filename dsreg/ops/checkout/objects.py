@@ -20,7 +20,8 @@ import contextlib
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, NamedTuple, TypeAlias, TypeVar
+from itertools import compress
+from typing import Generic, NamedTuple, TypeAlias, TypeVar, cast
 
 from dsreg._util.parallel import map_chunks
 from dsreg._util.progress import ProgressHook, no_progress
@@ -145,12 +146,21 @@ class Sightings:
         ``rec`` is its trust record."""
         if stat is None:
             self.changed(blob)
-            return
-        _ino, _size, mtime, ctime, _links = stat
-        self.blobs.append(blob)
-        self.stats.append(stat)
-        self.safe.append(clock is not None and mtime < clock and ctime < clock)
-        self.differs.append(stat != rec)
+        else:
+            self.saw_all([blob], [stat], clock, [rec])
+
+    def saw_all(
+        self, blobs: list[str], stats: list[StatKey], clock: int | None, recs: list[StatKey | None]
+    ) -> None:
+        """``saw`` of each of ``blobs`` with its stat and trust record, every stat taken after
+        one reading of the clock: a column at a time (a chunk's worth)."""
+        self.blobs.extend(blobs)
+        self.stats.extend(stats)
+        if clock is None:
+            self.safe.extend([False] * len(stats))
+        else:
+            self.safe.extend([m < clock and c < clock for _i, _s, m, c, _n in stats])
+        self.differs.extend([st != rec for st, rec in zip(stats, recs, strict=True)])
 
     def changed(self, blob: str) -> None:
         """Object ``blob`` changed in a way a link does not explain: no record for it."""
@@ -183,6 +193,8 @@ class ObjectStats:
         self.sink: Callable[[dict[str, tuple[StatKey, bool]]], None] | None = None
 
     def add(self, seen: Sightings) -> None:
+        if self._add_new(seen):
+            return
         sent: dict[str, tuple[StatKey, bool]] = {}
         for blob, stat, safe, differs in seen:
             if stat is None:
@@ -199,6 +211,27 @@ class ObjectStats:
                     self.differs.add(blob)
         if sent and self.sink is not None:
             self.sink(sent)
+
+    def _add_new(self, seen: Sightings) -> bool:
+        """``add`` of sightings each of a different object seen for the first time, none
+        changed (a fresh checkout's first files: the common case), in a few passes over the
+        columns; ``False`` (nothing done) for any others, which ``add`` merges one by one."""
+        blobs = seen.blobs
+        if None in seen.stats or not self.stats.keys().isdisjoint(blobs):
+            return False
+        if len(set(blobs)) != len(blobs):
+            return False
+        stats = cast("list[StatKey]", seen.stats)  # no None: checked above
+        self.stats.update(zip(blobs, stats, strict=True))
+        self.safe.update(zip(blobs, seen.safe, strict=True))
+        if self.sink is None:
+            self.differs.update(compress(blobs, seen.differs))
+            return True
+        rows = zip(blobs, zip(stats, seen.safe, strict=True), strict=True)
+        sent = dict(compress(rows, seen.differs))
+        if sent:
+            self.sink(sent)
+        return True
 
     def to_record(self) -> dict[str, tuple[StatKey, bool]]:
         """What to record (``trust.record``): ``{blob: (stat, safe)}`` of the stats that are

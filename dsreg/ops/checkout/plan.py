@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import starmap
 from pathlib import Path
-from typing import Literal, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias
 
 from dsreg.errors import CorruptObjectError, DsregError, InputPathError, ManifestError
 from dsreg.formats.names import UNSAFE_PATH, is_safe_relpath
@@ -36,10 +36,12 @@ from dsreg.objects.hashing import hash_hex
 from dsreg.ops.checkout.folder import LABELS_CSV, PIN, FolderState, read_folder
 from dsreg.ops.checkout.fs import TMP_PREFIX, ancestors, is_tmp_name, not_a_folder
 from dsreg.ops.checkout.journal import JOURNAL, Journal
-from dsreg.ops.labels_csv import LabelsCsv
 from dsreg.registry.reader import pinned
 from dsreg.registry.tables import has_payloads, is_tree, read_examples
 from dsreg.views.dataset import Dataset
+
+if TYPE_CHECKING:
+    from dsreg.ops.labels_csv import LabelsCsv
 
 __all__ = [
     "CheckoutPlan",
@@ -237,10 +239,18 @@ def plan(target: Path, ds: Dataset, *, link: LinkType = "reflink") -> CheckoutPl
         leftovers_in=("", *folders) if recovering else (),
         files=len(new),
         removed=sum(1 for p in remove if p not in new),
-        labels_csv=LabelsCsv(ds) if layout == "labels" else None,
+        labels_csv=_labels_csv(ds) if layout == "labels" else None,
         journal=_switch_journal(before, ds.digest, link) if touches and not recovering else None,
         pin=_pin(ds, layout, link, files=len(new)),
     )
+
+
+def _labels_csv(ds: Dataset) -> LabelsCsv:
+    """A label-only set's ``labels.csv``, streamed. Imported here: the writer brings Arrow's CSV
+    module and a pool of threads, which a checkout of files never uses."""
+    from dsreg.ops.labels_csv import LabelsCsv
+
+    return LabelsCsv(ds)
 
 
 def _switch_journal(before: FolderState, revision: str, link: LinkType) -> Journal:

@@ -2,7 +2,8 @@
 
 In order: what a killed checkout's atomic writes left in the folder's root is removed; the
 journal is written (``journal.journaled``); an empty folder is filled in one pass that checks
-each object as it places it (``_fresh``), or a folder holding a revision is switched
+each object as it places it (``_fresh``; hard and symbolic links in ``links.LinkPass``'s tight
+loop), or a folder holding a revision is switched
 (``_switch``: stale files removed, the others placed); ``labels.csv`` and the pin are written
 last (``_finish``); the journal is removed. Every file operation goes through folder
 descriptors that never follow a link inside the folder (``fs``); each object is checked before
@@ -28,6 +29,7 @@ from dsreg.ops.checkout.fs import (
     clean_leftovers,
     empty_folder,
     explain_cross_device,
+    open_folder,
     open_root,
     place,
     prune,
@@ -36,6 +38,7 @@ from dsreg.ops.checkout.fs import (
     unlink,
 )
 from dsreg.ops.checkout.journal import JOURNAL, journaled
+from dsreg.ops.checkout.links import LinkPass
 from dsreg.ops.checkout.objects import (
     TRUSTING_LINKS,
     CheckingPutter,
@@ -64,6 +67,7 @@ class _Run:
 
     reg: Registry
     files: str  # the store's ``files/`` folder, where the objects are
+    files_fd: int  # its descriptor
     root: str  # the checkout folder
     root_fd: int  # its descriptor
     trust: Records  # the trust records of the objects to place
@@ -87,11 +91,13 @@ def write_folder(
     """Write ``planned.target`` as the plan says, with the objects as ``vet_objects`` found
     them; what the passes see of the objects they re-hash or link goes to ``vetted.stats``.
     The journal is written before the folder is touched and removed after the pin."""
-    with open_root(planned.target) as root_fd:
+    files = os.fspath(reg.store.files)
+    with open_root(planned.target) as root_fd, open_folder(files) as files_fd:
         _clear_own_temps(root_fd)
         run = _Run(
             reg=reg,
-            files=os.fspath(reg.store.files),
+            files=files,
+            files_fd=files_fd,
             root=os.fspath(planned.target),
             root_fd=root_fd,
             trust=vetted.trust,
@@ -188,23 +194,35 @@ def _firsts_and_repeats(placements: Sequence[Placement]) -> _Split:
 def _checked_pass(
     run: _Run, link: LinkType, todo: Sequence[Placement], trust: Records, progress: ProgressHook
 ) -> list[Placement]:
-    """Check and place each of ``todo`` (``CheckingPutter``), in workers. Returns those whose
-    objects the store lacks or, with ``refetch``, holds corrupt (marked): nothing was placed
-    for them."""
+    """Check and place each of ``todo``, in workers: links through ``LinkPass``, copies through
+    ``CheckingPutter``. Returns those whose objects the store lacks or, with ``refetch``, holds
+    corrupt (marked): nothing was placed for them."""
     reg, files = run.reg, run.files
-    put = CheckingPutter(link)
-    hardlink = link == "hardlink"
+    if link in TRUSTING_LINKS:
+        links = LinkPass(
+            reg=reg,
+            files=files,
+            files_fd=run.files_fd,
+            link=link,
+            trust=trust,
+            refetch=run.refetch is not None,
+        )
 
-    def place_chunk(lo: int, hi: int) -> Chunk[Placement]:
+        def link_chunk(lo: int, hi: int) -> Chunk[Placement]:
+            with run.dirs() as dirs:
+                return links.chunk(dirs, todo[lo:hi])
+
+        return in_pool(link_chunk, len(todo), progress, "checking out", run.stats)
+    put = CheckingPutter(link)
+
+    def copy_chunk(lo: int, hi: int) -> Chunk[Placement]:
         chunk: Chunk[Placement] = Chunk(hi - lo)
-        linked: list[Linked] = []
         clock = reg.state.clock_ns()  # before any stat of the chunk
-        with run.dirs() as dirs, explain_cross_device(link):
+        with run.dirs() as dirs:
             for rel, blob in todo[lo:hi]:
                 fd, name = dirs.entry(rel)
-                src = object_path(files, blob)
                 rec = trust.get(blob)
-                got, stat = put(src, blob, fd, name, rec)
+                got, stat = put(object_path(files, blob), blob, fd, name, rec)
                 if got is None:
                     chunk.left.append(Placement(rel, blob))
                 elif got != blob:
@@ -212,15 +230,11 @@ def _checked_pass(
                         raise corrupt_object(reg, blob, rel)
                     reg.store.mark_corrupt(blob)  # nothing was placed: fetched again later
                     chunk.left.append(Placement(rel, blob))
-                elif hardlink:  # the link changed its ctime: stat'ed again
-                    linked.append(Linked(blob, src, stat, rec))
-                else:  # a copy or a symbolic link leaves the object as it was
+                else:  # a copy leaves the object as it was
                     chunk.seen.saw(blob, stat, clock, rec)
-        if linked:
-            see_after_links(reg, linked, chunk.seen)
         return chunk
 
-    return in_pool(place_chunk, len(todo), progress, "checking out", run.stats)
+    return in_pool(copy_chunk, len(todo), progress, "checking out", run.stats)
 
 
 def _place_fetched(run: _Run, link: LinkType, left: list[Placement]) -> None:
