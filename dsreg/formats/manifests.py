@@ -94,7 +94,13 @@ REVISION = "dsreg/revision/1"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Snapshot:
-    """The immutable base content of a dataset: an examples table plus its classes."""
+    """The immutable base content of a dataset: an examples table plus its classes.
+
+    ``task``: ``multiclass``, or a question set's (``formats.answers.TASKS``: the classes of a
+    ``multiple-choice`` set are answer letters, those of an ``exact-answer`` set its answers).
+    ``normalization``: an exact-answer set's rule for comparing answers (``gsm8k/1``), part of
+    its digest; ``None`` for every other set, and then no key at all, so a snapshot made
+    without one keeps its bytes and digest."""
 
     dataset: str
     examples: str
@@ -102,13 +108,19 @@ class Snapshot:
     classes: tuple[str, ...]
     task: str = "multiclass"
     source: dict[str, Any] = field(default_factory=dict)
+    normalization: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SNAPSHOT, **field_dict(self, classes=list(self.classes))}
+        d = {"schema": SNAPSHOT, **field_dict(self, classes=list(self.classes))}
+        if self.normalization is None:
+            del d["normalization"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Snapshot:
-        return from_fields(cls, d, classes=tuple(d["classes"]))
+        return from_fields(
+            cls, d, classes=tuple(d["classes"]), normalization=d.get("normalization")
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
