@@ -57,7 +57,7 @@ def init(*, registry: RegistryOpt = None) -> Registry:
     return Registry.init(registry.root if isinstance(registry, Registry) else registry)
 
 
-# add's two options with the longest help texts.
+# add's options with the longest help texts.
 IdsOpt: TypeAlias = Annotated[
     PathArg | None,
     Opt(
@@ -77,6 +77,30 @@ QuestionsOpt: TypeAlias = Annotated[
     Opt(
         help="A multiple-choice question set (.csv, .jsonl or .parquet): a question, a list "
         "of choices and the answer per row; the classes are the answer letters A, B, ..."
+    ),
+]
+IdColumnOpt: TypeAlias = Annotated[
+    str | None,
+    Opt(
+        help="With --table: the example id column (default example_id); with --questions "
+        "or --answers: the id column (default: the row numbers).",
+        show_default=False,
+    ),
+]
+AnswerColumnOpt: TypeAlias = Annotated[
+    str,
+    Opt(
+        help="With --questions: the answer column (0-based position or letter); with "
+        "--answers: the answer column (text)."
+    ),
+]
+NormalizeOpt: TypeAlias = Annotated[
+    str | None,
+    Opt(
+        help="With --answers: how answers are compared, text (case and white space) or "
+        "gsm8k (also numbers: 1,000 = 1000.0, $, %, the text after ####); default text. "
+        "Recorded in the snapshot.",
+        show_default=False,
     ),
 ]
 AnswersOpt: TypeAlias = Annotated[
@@ -99,14 +123,7 @@ def add(
     table: Annotated[PathArg | None, Opt(help="A table of examples (.parquet or .csv).")] = None,
     questions: QuestionsOpt = None,
     answers: AnswersOpt = None,
-    id_column: Annotated[
-        str | None,
-        Opt(
-            help="With --table: the example id column (default example_id); with --questions "
-            "or --answers: the id column (default: the row numbers).",
-            show_default=False,
-        ),
-    ] = None,
+    id_column: IdColumnOpt = None,
     label_column: Annotated[str, Opt(help="With --table: the label column.")] = "label",
     question_column: Annotated[
         str, Opt(help="With --questions or --answers: the question column.")
@@ -114,22 +131,8 @@ def add(
     choices_column: Annotated[
         str, Opt(help="With --questions: the choices column (a list of texts per row).")
     ] = "choices",
-    answer_column: Annotated[
-        str,
-        Opt(
-            help="With --questions: the answer column (0-based position or letter); with "
-            "--answers: the answer column (text)."
-        ),
-    ] = "answer",
-    normalize: Annotated[
-        str | None,
-        Opt(
-            help="With --answers: how answers are compared, text (case and white space) or "
-            "gsm8k (also numbers: 1,000 = 1000.0, $, %, the text after ####); default text. "
-            "Recorded in the snapshot.",
-            show_default=False,
-        ),
-    ] = None,
+    answer_column: AnswerColumnOpt = "answer",
+    normalize: NormalizeOpt = None,
     files: Annotated[
         PathArg | None, Opt(help="With --table: payload files, found at FILES/<example id>.")
     ] = None,

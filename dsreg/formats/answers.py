@@ -12,13 +12,13 @@ snapshot means: every version named here stays as it was.
 from __future__ import annotations
 
 import ast
-import json
 import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from typing import Final
 
+from dsreg._util.jsonread import LINE_BYTES, loads
 from dsreg.errors import InvalidInputError
 
 __all__ = [
@@ -116,7 +116,7 @@ def parse_choices(value: object) -> tuple[str, ...] | None:
         if isinstance(item, str):
             out.append(item)
         elif isinstance(item, int | float) and not isinstance(item, bool):
-            out.append(json.dumps(item))
+            out.append(repr(item))
         else:
             return None
     return tuple(out)
@@ -127,8 +127,8 @@ def _list_literal(text: str) -> object:
     if not text.startswith("["):
         return None
     try:
-        return json.loads(text)
-    except ValueError:
+        return loads(text, what="choices", error=InvalidInputError, max_bytes=LINE_BYTES)
+    except InvalidInputError:
         pass
     try:
         # Literals only: ast.literal_eval evaluates no name, call or operator.

@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
-import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from dsreg._util.inputs import input_file, shown
+from dsreg._util.inputs import INPUT_BYTES, input_file, read_input, shown
+from dsreg._util.jsonread import loads_lines
 from dsreg.errors import DatasetFormatError
 from dsreg.formats.answers import (
     EXACT_ANSWER,
@@ -91,7 +91,7 @@ def read_question_table(path: Path, what: str) -> pa.Table:
         if kind == "parquet":
             table = pq.ParquetFile(path).read(use_pandas_metadata=False)
         elif kind == "jsonl":
-            table = pajson.read_json(path)
+            table = _jsonl_table(path, what)
         else:
             delimiter = "\t" if suffix == ".tsv" else ","
             opts = pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True)
@@ -99,6 +99,38 @@ def read_question_table(path: Path, what: str) -> pa.Table:
         names = table.column_names  # decoded here: a CSV header need not be UTF-8
     refuse_duplicate_columns(names, what=what, error=DatasetFormatError)
     return table
+
+
+def _jsonl_table(path: Path, what: str) -> pa.Table:
+    """A JSON Lines file as a table: one column per key any line has (null where a line has
+    none), each column's type inferred over all its values."""
+    data = read_input(path, what=what, max_bytes=INPUT_BYTES, error=DatasetFormatError)
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DatasetFormatError(
+            f"{what} is not UTF-8 text (byte {e.start}); save it as UTF-8"
+        ) from e
+    hint = "; give one JSON object a line"
+    rows = []
+    names: dict[str, None] = {}
+    for line, value in loads_lines(text, what=what, error=DatasetFormatError, hint=hint):
+        if not isinstance(value, dict):
+            raise DatasetFormatError(
+                f"{what} line {line}: {shown(value)} is not a JSON object{hint}"
+            )
+        names.update(dict.fromkeys(value))
+        rows.append(value)
+    columns = {}
+    for name in names:
+        try:
+            columns[name] = pa.array([r.get(name) for r in rows])
+        except (pa.ArrowException, TypeError, ValueError) as e:
+            raise DatasetFormatError(
+                f"{what}: the values of {name!r} are of several kinds ({e}); give each key "
+                "values of one kind (text, numbers or lists of texts)"
+            ) from e
+    return pa.table(columns) if columns else pa.table({})
 
 
 def scan_questions(src: QuestionSource) -> Source:

@@ -271,7 +271,7 @@ def _shorts(digests: Iterable[str]) -> str:
 
 def label_quality(resolved: Resolved) -> LabelQuality:
     """The label card of a revision: from its overlays' manifests, the rater counts of its
-    version 2 overlays, and the newest detected overlay of its snapshot among those its
+    version 2 and 4 overlays, and the newest detected overlay of its snapshot among those its
     dataset's record names (made for it, or applied by a tag), as its reader holds them."""
     reg, revision = resolved.registry, resolved.revision
     snap = reg.snapshot(revision.snapshot)
@@ -330,12 +330,13 @@ def _agreement(reg: Registry, applied: list[tuple[str, Overlay]]) -> dict[str, A
     import numpy as np
     import pyarrow.compute as pc
 
+    from dsreg.formats.corrections import LABEL_SET_VERSIONS
     from dsreg.formats.tables import as_numpy
     from dsreg.views.sparse import read_columns
 
     used, shares = [], []
     for digest, ov in applied:
-        if ov.version != 2:
+        if ov.version not in LABEL_SET_VERSIONS:
             continue
         path = reg.store.verified_path(ov.corrections)
         col = read_columns(path, ["label_counts"]).column("label_counts").combine_chunks()
