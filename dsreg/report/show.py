@@ -125,9 +125,20 @@ class RevisionInfo:
     several_labels: int | None = None  # multilabel view: rows with more than one label
     label_quality: LabelQuality | None = None
     marks: dict[str, Any] | None = None  # "yanked": {reason}, "retired": {successor, reason}
+    # A question set's (docs/questions.md): its task, an exact-answer set's normalisation, and
+    # the view's first questions ({"row", "question", "choices", "label"}).
+    task: str = "multiclass"
+    normalization: str | None = None
+    questions: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
+        if self.task != "multiclass":
+            extra |= {
+                "task": self.task,
+                "normalization": self.normalization,
+                "questions": [dict(q) for q in self.questions],
+            }
         if self.several_labels is not None:
             extra["several_labels"] = self.several_labels
         if self.label_quality is not None:
@@ -185,6 +196,7 @@ def describe(resolved: Resolved) -> RevisionInfo:
         | {
             "classes": tuple(info["classes"]),
             "overlays": tuple(info["overlays"]),
+            "questions": tuple(info.get("questions", ())),
             "manifest": ds.revision,
             "label_quality": label_quality(resolved),
             "marks": marks_of(resolved),

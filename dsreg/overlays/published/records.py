@@ -119,6 +119,11 @@ def _csv(path: Path, data: bytes) -> PublishedFile:
         if header is None:
             raise RelabelingError(f"{path} is empty; a re-annotation file has a header line")
         names = [h.strip() for h in header]
+        if len(names) == 1:
+            raise RelabelingError(
+                f"{path} line 1: the header is one column, {shown(names[0])}: its columns are "
+                "separated by none of ',', ';' or tab; save the file as CSV"
+            )
         start = reader.line_num + 1
         for cells in reader:
             where = f"line {start}"
