@@ -35,6 +35,7 @@ from dsreg.formats.answers import (
     normalize_answer,
     parse_choices,
 )
+from dsreg.formats.arrays import string_array, string_lists
 from dsreg.formats.inputfiles import refuse_duplicate_columns
 from dsreg.formats.names import check_lookalike_ids
 from dsreg.formats.tables import check_metadata_names
@@ -158,12 +159,12 @@ def scan_questions(src: QuestionSource) -> Source:
     questions = _questions(table.column(src.question_column).to_pylist(), what)
     if mc:
         choices, labels, classes = _multiple_choice(table, src)
-        own = {"question": pa.array(questions, pa.string()), "choices": choices}
+        own = {"question": string_array(questions), "choices": choices}
         normalization = None
     else:
         normalization = normalization_id(src.normalize)
         answers, labels, classes = _exact(table, src, normalization)
-        own = {"question": pa.array(questions, pa.string()), "answer": answers}
+        own = {"question": string_array(questions), "answer": answers}
     ids = _ids(table, src)
     rest = [c for c in table.column_names if c not in {col for _, col in wanted}]
     clash = [c for c in rest if c.casefold() in own]
@@ -236,7 +237,7 @@ def _multiple_choice(
         choices.append(options)
         labels[i] = pos
     k = max(len(c) for c in choices)
-    return pa.array(choices, pa.list_(pa.string())), labels, letter_classes(k)
+    return string_lists(choices), labels, letter_classes(k)
 
 
 def _answer_text(value: object) -> str | None:
@@ -276,7 +277,7 @@ def _exact(
     classes = tuple(sorted(set(normal) | extra))
     index = {c: i for i, c in enumerate(classes)}
     labels = np.fromiter((index[a] for a in normal), dtype=np.int32, count=len(normal))
-    return pa.array(texts, pa.string()), labels, classes
+    return string_array(texts), labels, classes
 
 
 def _ids(table: pa.Table, src: QuestionSource) -> list[str]:

@@ -24,6 +24,7 @@ import pyarrow as pa
 from dsreg._util.inputs import shown
 from dsreg.errors import RelabelingError
 from dsreg.formats.answers import MULTIPLE_CHOICE, parse_choices, question_key
+from dsreg.formats.arrays import int_lists, string_array
 from dsreg.formats.corrections import LabelSets, corrections_table, with_category
 from dsreg.formats.manifests import ERRORS
 from dsreg.overlays.published.records import PublishedFile, Record, read_published
@@ -161,6 +162,6 @@ def _table(settled: dict[int, Annotation], rows_of: dict[int, QuestionRow]) -> p
         given_label=np.array([rows_of[r].answer for r in settled], dtype=np.int32),
         suggested_label=np.array([a.suggested for a in notes], dtype=np.int64),
         verdict=[a.verdict for a in notes],
-        label_sets=LabelSets(labels=pa.array(lists, pa.list_(pa.int32()))),
+        label_sets=LabelSets(labels=int_lists(lists)),
     )
-    return with_category(table, pa.array([a.category for a in notes], pa.string()))
+    return with_category(table, string_array([a.category for a in notes]))
