@@ -138,7 +138,10 @@ def add(
     ] = None,
     classes: Annotated[
         PathArg | Sequence[str] | None,
-        Opt(help="Class names, one per line (line i is class i)."),
+        Opt(
+            help="Class names, one per line (line i is class i); with --answers: answers the "
+            "classes hold besides the rows' (normalised as theirs)."
+        ),
     ] = None,
     tag: NewTagOpt = None,
     force: MoveTagOpt = False,
