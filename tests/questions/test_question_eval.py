@@ -172,3 +172,27 @@ def test_question_rows_for_alignment(
     assert [r.row for r in twin] == [0, 40]
     assert qs.by_id()["3"].question == questions[3].question
     assert qs.answer_class("C") == 2 and qs.answer_class("F") is None
+
+
+def test_every_view_of_a_re_annotation_is_served_alike(
+    question_set: tuple[Registry, Path], questions: list[Question], tmp_path: Path
+) -> None:
+    """The view rule's three implementations agree on a version 4 overlay: the numpy rule
+    (``Dataset``), DuckDB (``sql``) and the sparse evaluator (``eval``'s row counts)."""
+    reg, _src = question_set
+    path = write_redux(tmp_path / "r.csv", questions)
+    res = dsreg.import_labels("mmlu@original", path, format="mmlu-redux", registry=reg)
+    preds = tmp_path / "m.npy"
+    np.save(preds, _predictions(questions))
+    for view in ("cleaned", "corrected", "multilabel", "honeypot"):
+        dsreg.tag(f"mmlu@{view}", "mmlu@original", overlays=[res.digest], view=view, registry=reg)
+        ds = dsreg.open(f"mmlu@{view}", registry=reg).labels()
+        query = f'SELECT "row", label, labels FROM "mmlu@{view}" ORDER BY "row"'
+        served = dsreg.sql(query, registry=reg)
+        assert served.column("row").to_pylist() == ds.column("row").to_pylist(), view
+        assert served.column("label").to_pylist() == ds.column("label").to_pylist(), view
+        assert served.column("labels").to_pylist() == ds.column("labels").to_pylist(), view
+        rows = dsreg.evaluate(f"mmlu@{view}", preds, registry=reg).to_dict()["views"]
+        assert rows[view]["rows"] == ds.num_rows, view
+    multi = dsreg.open("mmlu@multilabel", registry=reg).labels().to_pylist()
+    assert {r["row"]: r["labels"] for r in multi}[4] == sorted({1, 3, questions[4].answer})

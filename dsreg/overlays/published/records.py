@@ -22,6 +22,7 @@ from dsreg._util.inputs import INPUT_BYTES, input_file, read_input, shown
 from dsreg._util.jsonread import loads_lines
 from dsreg._util.lazy import lazy_imports
 from dsreg.errors import RelabelingError
+from dsreg.formats.inputfiles import refuse_duplicate_columns
 
 with lazy_imports():
     import pyarrow as pa
@@ -124,6 +125,8 @@ def _csv(path: Path, data: bytes) -> PublishedFile:
                 f"{path} line 1: the header is one column, {shown(names[0])}: its columns are "
                 "separated by none of ',', ';' or tab; save the file as CSV"
             )
+        named = [n for n in names if n]
+        refuse_duplicate_columns(named, what=f"{path} line 1", error=RelabelingError)
         start = reader.line_num + 1
         for cells in reader:
             where = f"line {start}"
@@ -143,7 +146,7 @@ def _csv(path: Path, data: bytes) -> PublishedFile:
             f"{path} line {reader.line_num}: not CSV dsreg can read ({e}); save it with "
             "quoted cells and one separator (',', ';' or tab)"
         ) from e
-    columns = tuple(n for n in names if n)
+    columns = tuple(named)
     return PublishedFile(
         path=path, columns=columns, records=tuple(records), encoding=encoding, separator=separator
     )
