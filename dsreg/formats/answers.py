@@ -146,7 +146,9 @@ def fold_text(text: str) -> str:
     """``text`` as rows are matched by content: Unicode compatibility form (NFKC), curly quotes
     as straight ones (spreadsheets curl them), runs of white space as one space, no white space
     at either end. Case is kept."""
-    return " ".join(unicodedata.normalize("NFKC", text).translate(_QUOTES).split())
+    if not text.isascii():  # ASCII is its own compatibility form and holds no curly quote
+        text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
+    return " ".join(text.split())
 
 
 def question_key(question: str, choices: Sequence[str] | None = None) -> str:
@@ -164,7 +166,9 @@ def question_key(question: str, choices: Sequence[str] | None = None) -> str:
 def _text_1(text: str) -> str:
     """``text/1``: compatibility form (NFKC), runs of white space as one space, trimmed, and
     case folded (``"New  York"`` is ``"new york"``)."""
-    return " ".join(unicodedata.normalize("NFKC", text).split()).casefold()
+    if not text.isascii():  # ASCII is its own compatibility form
+        text = unicodedata.normalize("NFKC", text)
+    return " ".join(text.split()).casefold()
 
 
 _NUMBER = re.compile(
