@@ -363,3 +363,12 @@ def test_question_lines_of_a_jsonl_and_parquet_file(
     a = dsreg.import_labels("mmlu@original", jl, format="mmlu-redux", registry=reg)
     b = dsreg.import_labels("mmlu@original", pq_path, format="mmlu-redux", registry=reg)
     assert reg.overlay(a.digest).corrections == reg.overlay(b.digest).corrections
+
+
+def test_a_file_of_a_header_alone_is_refused(
+    question_set: tuple[Registry, Path], tmp_path: Path
+) -> None:
+    reg, _src = question_set
+    path = _write_rows(tmp_path / "r.csv", HEADER, [])
+    with pytest.raises(RelabelingError, match="holds no annotation, only its header"):
+        dsreg.import_labels("mmlu@original", path, format="mmlu-redux", registry=reg)

@@ -58,6 +58,8 @@ def import_published(
         )
     file = read_published(path, what=f"{format} file")
     column = category_column(format, file)
+    if not file.records:
+        raise file.refuse(None, "holds no annotation, only its header; nothing to import")
     find, match = _finder(file, questions, dataset, id_column)
     named: dict[int, list[Annotation]] = defaultdict(list)
     counts: Counter[str] = Counter()
