@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
-from dsreg.api import reading
-from dsreg.api.common import command_of, hook, specs_of
+from dsreg.api.common import command_of, hook, local_reader, specs_of
 from dsreg.api.options import Arg, Opt, OverlayForceOpt, OverlayTagOpt, RegistryOpt
 from dsreg.audit import DEFAULT_IMAGE_THRESHOLD, DEFAULT_TEXT_THRESHOLD
 from dsreg.formats.manifests import TAG_VIEWS
@@ -93,7 +92,8 @@ def audit_duplicates(
     """
     duplicates.check_thresholds(image_threshold, text_threshold)
     engines.check_engine(engine, ray_address)
-    reader = reading.local(registry)
+    duplicates.check_sides(specs_of(against), within=within)
+    reader = local_reader(registry)
     base = reader.revision(spec)
     others = [duplicates.corpus_of(a) or reader.revision(a) for a in specs_of(against)]
     tagging = overlay_ops.Tagging(tag=tag, view=view, force=force)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.api.options import PathArg, RegistryArg
 from dsreg.registry.folder import Registry
+from dsreg.registry.reader import LocalReader
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -21,6 +22,7 @@ __all__ = [
     "command_of",
     "find_registry",
     "hook",
+    "local_reader",
     "options_of",
     "overlay_credit",
     "overlay_recording",
@@ -39,6 +41,12 @@ def find_registry(registry: RegistryArg = None) -> Registry:
     Raises ``RegistryNotFoundError`` (a ``FileNotFoundError``) when there is none.
     """
     return registry if isinstance(registry, Registry) else Registry.find(registry)
+
+
+def local_reader(registry: RegistryArg = None) -> LocalReader:
+    """The reader of the local registry (``find_registry``): where a command that writes
+    resolves its specs, and every read without a remote."""
+    return LocalReader(find_registry(registry))
 
 
 def command_of(command: str | None, name: str, *args: object) -> str:

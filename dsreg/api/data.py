@@ -12,7 +12,14 @@ from dsreg._util.fs import replacing
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
 from dsreg.api import reading
-from dsreg.api.common import command_of, find_registry, hook, options_of, overlay_recording
+from dsreg.api.common import (
+    command_of,
+    find_registry,
+    hook,
+    local_reader,
+    options_of,
+    overlay_recording,
+)
 from dsreg.api.options import (
     Arg,
     Opt,
@@ -29,7 +36,6 @@ from dsreg.api.options import (
 from dsreg.detector.options import FILTER_BY, RANK_BY, DetectorOptions
 from dsreg.errors import InvalidInputError
 from dsreg.formats.names import check_name
-from dsreg.registry.reader import dataset_overlays
 
 # Each of these imports numpy and pyarrow (DuckDB, matplotlib): imported when first used.
 with lazy_imports():
@@ -88,7 +94,7 @@ def connect(
     >>> con.sql('SELECT label_name, count(*) FROM "cifar10-test@cleaned-v1" GROUP BY ALL')
     """
     if remote is None:
-        return views_sql.Connection(reading.local(registry), allow_files=allow_files)
+        return views_sql.Connection(local_reader(registry), allow_files=allow_files)
     # No lock is held for a connection's life: each revision named is fetched when a query
     # names it, and an object found missing or corrupt when read is fetched again.
     return views_sql.Connection(reading.remote_reader(registry, remote), allow_files=allow_files)
@@ -246,7 +252,7 @@ def detect(
     )
     where = pred_probs if isinstance(pred_probs, str | os.PathLike) else "<array>"
     return overlay_ops.detect(
-        reading.local(registry).revision(spec),
+        local_reader(registry).revision(spec),
         pred_probs,
         options=options,
         tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
@@ -285,7 +291,7 @@ def import_votes(
     """
     record = _recording(locals(), "import_votes", votes)
     return overlay_ops.import_votes(
-        reading.local(registry).revision(spec),
+        local_reader(registry).revision(spec),
         votes,
         format=format,
         threshold=threshold,
@@ -337,7 +343,7 @@ def import_labels(
     """
     record = _recording(locals(), "import_labels", path)
     return overlay_ops.import_labels(
-        reading.local(registry).revision(spec),
+        local_reader(registry).revision(spec),
         path,
         format=format,
         threshold=threshold,
@@ -381,7 +387,7 @@ def overlay_ls(
 ) -> list[OverlayRecord]:
     """A dataset's overlays, oldest first: those made for it and those its tags use."""
     check_name(dataset, what="dataset name")
-    return dataset_overlays(reading.local(registry), dataset)
+    return overlay_inspect.list_overlays(local_reader(registry), dataset)
 
 
 def overlay_show(

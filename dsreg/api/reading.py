@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING
 
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook, no_progress
-from dsreg.api.common import find_registry
+from dsreg.api.common import find_registry, local_reader
 from dsreg.api.options import RegistryArg
 from dsreg.errors import RegistryNotFoundError
 from dsreg.registry.folder import Registry
-from dsreg.registry.reader import LocalReader, Reader
+from dsreg.registry.reader import Reader
 
 # A remote's file systems import fsspec and DVC: only a read of a remote needs them.
 with lazy_imports():
@@ -78,13 +78,8 @@ def reader(
     registry's lock until the call's read ends. ``payloads``: a remote's revisions are
     fetched with their payloads (``open``, ``checkout``), else their manifests and tables."""
     if remote is None:
-        yield LocalReader(find_registry(registry))
+        yield local_reader(registry)
         return
     read = remote_reader(registry, remote, payloads=payloads, progress=progress)
     with read.registry.lock():
         yield read
-
-
-def local(registry: RegistryArg) -> LocalReader:
-    """The reader of the local registry: where a command that writes resolves its specs."""
-    return LocalReader(find_registry(registry))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, TypeAlias, cast
 
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
-from dsreg.api.common import LINKS, command_of, find_registry, hook, options_of
+from dsreg.api.common import LINKS, command_of, find_registry, hook, local_reader, options_of
 from dsreg.api.options import (
     AllowLookalikeIdsOpt,
     Arg,
@@ -373,7 +373,7 @@ def tag(
     name = parse_tag_target(new)
     return make_tag(
         name,
-        reading.local(registry).revision(source),
+        local_reader(registry).revision(source),
         overlays=overlays or (),
         view=view,
         force=force,
@@ -465,7 +465,7 @@ def verify(
     (the default, ``all``) every object. The result's ``ok`` is False on any problem."""
     if spec is not None and all:
         raise InvalidInputError("give a SPEC or --all, not both")
-    reader = reading.local(registry)
+    reader = local_reader(registry)
     revisions = [reader.revision(spec)] if spec else []
     return maintenance.verify(reader.registry, revisions=revisions, progress=hook(progress))
 

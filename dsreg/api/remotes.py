@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Annotated, TypeAlias
 
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
-from dsreg.api import reading
-from dsreg.api.common import command_of, find_registry, hook, options_of, specs_of
+from dsreg.api.common import command_of, find_registry, hook, local_reader, options_of, specs_of
 from dsreg.api.options import (
     AllowLookalikeIdsOpt,
     Arg,
@@ -125,7 +124,7 @@ def push(
         if force or jobs is not None:
             raise InvalidInputError("push --delete takes the tags and --remote only")
         return transfer.push_delete(reg, wanted, remote=remote, command=line)
-    reader = reading.local(reg)
+    reader = local_reader(reg)
     # A bare dataset name pushes every tag of it; anything else is a revision.
     asked = [w if "@" not in w and not w.startswith(PREFIX) else reader.revision(w) for w in wanted]
     return transfer.push(
@@ -180,7 +179,7 @@ def publish(
         progress=hook(progress),
         command=line,
     )
-    reader = reading.local(reg)
+    reader = local_reader(reg)
     with warnings.catch_warnings():
         # Every tag has a page, yanked or retired ones too: the pages say so themselves.
         warnings.simplefilter("ignore", YankedWarning)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import dsreg.api.reading as reading
-from dsreg.api.common import command_of
+from dsreg.api.common import command_of, local_reader
 from dsreg.api.options import Arg, Opt, PathArg, ReadRemoteOpt, RegistryArg, RegistryOpt, SeedOpt
 from dsreg.registry.reader import tagged
 
@@ -94,7 +94,7 @@ def record(
     record under its name) before any is recorded. ``meta``: a mapping, or ``KEY=VALUE`` texts.
     Each record keeps the BLAKE3 of the predictions as given (the file, or an array's ``.npy``
     bytes), the digest ``evaluate`` reports and ``cite --model`` cites."""
-    base = reading.local(registry).revision(spec)
+    base = local_reader(registry).revision(spec)
     return record_resolved(base, predictions, model=model, meta=meta, force=force, command=command)
 
 
@@ -210,7 +210,7 @@ def gap(
     draws their Figure 1."""
     from dsreg.report.board.gap import gap as do_gap
 
-    reader = reading.local(registry)
+    reader = local_reader(registry)
     res = do_gap(reader.revision(old), reader.revision(new), view=view)
     if plot is not None:
         from dsreg.report.board.plot import plot_gap

@@ -10,8 +10,7 @@ from dsreg._util.fs import replacing
 from dsreg._util.inputs import INPUT_BYTES, read_input
 from dsreg._util.jsonread import loads
 from dsreg._util.lazy import lazy_imports
-from dsreg.api import reading
-from dsreg.api.common import command_of, overlay_credit
+from dsreg.api.common import command_of, local_reader, overlay_credit
 from dsreg.api.options import Arg, Opt, PathArg, RegistryOpt
 from dsreg.errors import InputPathError, InvalidInputError, VotesError
 
@@ -141,7 +140,7 @@ def review(
         reviewer = review_queue.check_reviewer(reviewer)
     names = rater_names(raters) if raters is not None else ()
     shown = review_media.Media.of(media, media_url, corpus)
-    base = reading.local(registry).revision(spec)
+    base = local_reader(registry).revision(spec)
     if audit:
         overlay = review_session.audit_queue(base, overlay)
     session = review_session.ReviewSession(
@@ -207,7 +206,7 @@ def review_export(
     spans of the votes log, whose records it could not count (empty when the log is whole).
     Reads the votes log without disturbing a running server."""
     exported = review_session.export_votes(
-        reading.local(registry).revision(spec), overlay=overlay, audit=audit
+        local_reader(registry).revision(spec), overlay=overlay, audit=audit
     )
     data, set_aside = exported.data, exported.set_aside
     try:
@@ -256,7 +255,7 @@ def review_finish(
     tag's view defaults to ``decontaminated`` (``docs/review.md``, "Pairs")."""
     made_credit = overlay_credit(citation, credit)
     return review_session.finish_review(
-        reading.local(registry).revision(spec),
+        local_reader(registry).revision(spec),
         overlay=overlay,
         threshold=threshold,
         tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),

@@ -78,6 +78,7 @@ __all__ = [
     "AuditResult",
     "Finding",
     "audit_duplicates",
+    "check_sides",
     "check_thresholds",
     "corpus_of",
 ]
@@ -148,6 +149,12 @@ class AuditResult:
                 for f in self.findings
             ],
         }
+
+
+def check_sides(against: Sequence[object], *, within: bool) -> None:
+    """Refuse an audit with nothing to audit against, before any work."""
+    if not against and not within:
+        raise InvalidInputError("nothing to audit against: give --against DATASET or --within")
 
 
 def check_thresholds(image_threshold: int, text_threshold: float) -> None:
@@ -425,8 +432,7 @@ def audit_duplicates(
     to hold."""
     check_thresholds(image_threshold, text_threshold)
     check_engine(engine.name, engine.ray_address)
-    if not against and not within:
-        raise InvalidInputError("nothing to audit against: give --against DATASET or --within")
+    check_sides(against, within=within)
     return _audit(base, against, within, (image_threshold, text_threshold), engine=engine)
 
 

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from dsreg.errors import InvalidInputError, RevisionNotFoundError
 from dsreg.formats.names import check_name, parse_tag_target
 from dsreg.registry.folder import Registry
-from dsreg.registry.marks import check_reason, mark_bytes, retired_refs, yank_refs
+from dsreg.registry.markrefs import retired_refs, yank_refs
+from dsreg.registry.marks import check_reason, mark_bytes
 
 __all__ = ["MarkResult", "retire_dataset", "yank_tag"]
 

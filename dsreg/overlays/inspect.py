@@ -13,6 +13,7 @@ from dsreg._util.records import FieldDict
 from dsreg.errors import InvalidInputError
 from dsreg.formats.manifests import VERDICTS, Overlay
 from dsreg.registry.folder import Registry
+from dsreg.registry.reader import OverlayRecord, Reader, dataset_overlays
 from dsreg.registry.tables import read_corrections
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "ShowOrder",
     "describe_overlay",
     "export_overlay",
+    "list_overlays",
     "ranked_issues",
 ]
 
@@ -137,3 +139,15 @@ def export_overlay(reg: Registry, digest: str) -> bytes:
 
     ov = reg.overlay(reg.resolve_object(digest))
     return export_csv(read_corrections(reg, ov))
+
+
+def list_overlays(reader: Reader, dataset: str) -> list[OverlayRecord]:
+    """A dataset's overlays, oldest first: those its log says were made for it
+    (``dataset_overlays``), then those its tags apply."""
+    listed = {r.digest: r for r in dataset_overlays(reader, dataset)}
+    reg = reader.registry
+    for tagged in reader.tags(dataset).values():
+        for d in reg.revision(tagged).overlays:
+            if d not in listed and reg.store.has(d):
+                listed[d] = OverlayRecord(digest=d, overlay=reg.overlay(d))
+    return list(listed.values())

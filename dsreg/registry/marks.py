@@ -9,25 +9,23 @@ and push, pull and clone carry them as they carry tags (``dsreg.remote.results``
 
 A yanked tag is left out of listings and of any default choice of tag, and still resolves when
 named exactly; its reason (and a retired dataset's successor) is told when the tag is read, once,
-at the door (``dsreg.registry.reader``), as a ``YankedWarning``. ``may_be_marked`` looks for a
-mark's ref without reading any mark, so a read of a tag nobody marked reads none.
+at the door (``dsreg.registry.reader``), as a ``YankedWarning``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from dsreg._util.jsonread import read_line
 from dsreg.errors import DsregError, IntegrityError, InvalidInputError
 from dsreg.formats.canonical import canonical_bytes
 from dsreg.objects.store import ObjectStore
+from dsreg.registry.markrefs import RETIRED, YANKED, retired_refs, yank_refs
 from dsreg.registry.refs import RefStore
 
 __all__ = [
-    "RETIRED",
-    "YANKED",
     "MarkProblem",
     "Retirement",
     "Yank",
@@ -35,31 +33,10 @@ __all__ = [
     "mark_bytes",
     "mark_objects",
     "mark_problems",
-    "may_be_marked",
     "parse_mark",
     "read_retirement",
     "read_yanks",
-    "retired_refs",
-    "yank_refs",
 ]
-
-YANKED: Final = "yanked"
-RETIRED: Final = "retired"
-
-
-def yank_refs(root: Path) -> RefStore:
-    return RefStore(root, refs=YANKED)
-
-
-def retired_refs(root: Path) -> RefStore:
-    return RefStore(root, refs=RETIRED)
-
-
-def may_be_marked(root: Path, dataset: str, tag: str) -> bool:
-    """Whether ``dataset@tag`` may be yanked or ``dataset`` retired: a ref of either is in
-    place. Two looks at the folders, so that a resolve of a tag nobody marked reads no mark."""
-    return (root / YANKED / dataset / tag).is_file() or (root / RETIRED / dataset).is_dir()
-
 
 _MAX_REASON = 1000
 

@@ -36,7 +36,7 @@ from dsreg.formats.manifests import Overlay, Revision, Snapshot
 from dsreg.formats.names import parse_spec
 from dsreg.objects.digest import PREFIX, short
 from dsreg.registry.folder import Registry
-from dsreg.registry.marks import may_be_marked
+from dsreg.registry.markrefs import may_be_marked
 from dsreg.registry.refs import LogEntry, RefLog
 
 if TYPE_CHECKING:
@@ -372,22 +372,14 @@ def tagged(
 
 
 def dataset_overlays(reader: Reader, dataset: str) -> list[OverlayRecord]:
-    """The overlays made for ``dataset`` (its log's ``overlay`` lines) and those its tags
-    apply, oldest first, as the reader holds them (a remote's reader fetches their manifests);
-    an overlay whose manifest the reader cannot give is left out."""
+    """The overlays the log of ``dataset`` says were made for it (its ``overlay`` lines, which
+    push and pull carry), oldest first, as the reader holds them (a remote's reader fetches
+    their manifests); one the reader cannot give is left out. One read of the log: no tag is
+    read, however many the dataset has."""
     reg = reader.registry
-    tagged = list(reader.tags(dataset).values())
-    _bring(reader, tagged)
-    seen: dict[str, None] = {}
-    for e in reader.log(dataset):
-        if e.event == "overlay" and e.new:
-            seen[e.new] = None
-    for digest in tagged:
-        if reg.store.has(digest) and reg.manifest_kind(digest) == "revision":
-            for od in reg.revision(digest).overlays:
-                seen[od] = None
-    _bring(reader, list(seen))
-    return [OverlayRecord(digest=d, overlay=reg.overlay(d)) for d in seen if reg.store.has(d)]
+    made = list(dict.fromkeys(e.new for e in reader.log(dataset) if e.event == "overlay" and e.new))
+    _bring(reader, made)
+    return [OverlayRecord(digest=d, overlay=reg.overlay(d)) for d in made if reg.store.has(d)]
 
 
 def _bring(reader: Reader, digests: list[str]) -> None:

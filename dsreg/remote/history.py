@@ -20,17 +20,18 @@ as before.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from dsreg.errors import DsregError
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import reachable
 from dsreg.registry.refs import LogEntry, RefLog, parse_log
+from dsreg.registry.results import result_refs
 from dsreg.remote.fetch import Fetch
 from dsreg.remote.objects import present
 from dsreg.remote.refs import append_log
-from dsreg.remote.store import RemoteStore, Target
+from dsreg.remote.store import RemoteStore, TagName, Target
 
 __all__ = [
     "MARK_EVENTS",
@@ -54,11 +55,12 @@ RECORD_EVENTS = frozenset({"overlay"})
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Moved:
-    """The refs of one dataset a transfer moves, by kind: what its carried entries may be
-    about."""
+    """The refs of one dataset a transfer moves, by kind, each with its value where the log
+    goes (``None``: absent there): what the carried entries may be about, and where a ref's
+    history must start to be carried (it records how that value became this side's)."""
 
-    tags: Collection[str] = ()
-    models: Collection[str] = ()
+    tags: Mapping[str, str | None] = field(default_factory=dict)
+    models: Mapping[str, str | None] = field(default_factory=dict)
     marks: bool = False
 
     def covers(self, e: LogEntry) -> bool:
@@ -69,6 +71,14 @@ class Moved:
         if e.event in MARK_EVENTS:
             return self.marks
         return e.event in RECORD_EVENTS
+
+    def there(self, e: LogEntry) -> tuple[bool, str | None]:
+        """Whether ``e`` moves a tag or model ref whose value where the log goes is known,
+        and that value."""
+        refs = self.tags if e.event in TAG_EVENTS else self.models
+        if e.event in TAG_EVENTS | RESULT_EVENTS and e.tag is not None and e.tag in refs:
+            return True, refs[e.tag]
+        return False, None
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +113,19 @@ def carried(source: RefLog, dest: RefLog, moved: Moved, *, held: Callable[[str],
             continue
         if moved.covers(e) and all(held(d) for d in e.named()):
             out.append(e)
-    return Carried(tuple(out))
+    # A ref's history is carried only where it continues the ref's history there: its first
+    # entry moves the ref from the value it holds there. Otherwise (another registry set it)
+    # the move is logged where it is made, as a push or pull.
+    first: dict[tuple[str, str | None], LogEntry] = {}
+    for e in out:
+        first.setdefault(((e.event in TAG_EVENTS and "tag") or e.event, e.tag), e)
+    broken = set()
+    for (kind, tag), e in first.items():
+        known, value = moved.there(e)
+        if known and e.old != value:
+            broken.add((kind, tag))
+    kept = [e for e in out if ((e.event in TAG_EVENTS and "tag") or e.event, e.tag) not in broken]
+    return Carried(tuple(kept))
 
 
 def logged_overlays(reg: Registry, datasets: Iterable[str]) -> set[str]:
@@ -127,17 +149,20 @@ def push_history(
     tags: Sequence[Target],
     models: Sequence[Target],
     *,
+    there_tags: Mapping[TagName, str],
+    there_models: Mapping[TagName, str],
     jobs: int,
 ) -> dict[str, Carried]:
     """Append to ``rs``'s log of each dataset of ``tags`` the entries of this registry's log it
     lacks (module docstring), before the push moves ``tags``, ``models`` (their model refs)
-    and the datasets' marks; what was carried, by dataset. Run after every object is sent:
+    and the datasets' marks, which the remote holds at ``there_tags`` and ``there_models``;
+    what was carried, by dataset. Run after every object is sent:
     an entry is carried only if the remote holds what it names."""
     out: dict[str, Carried] = {}
     for ds in sorted({t.dataset for t in tags if t.dataset is not None}):
         moved = Moved(
-            tags={t.tag for t in tags if t.dataset == ds and t.tag is not None},
-            models={t.tag for t in models if t.dataset == ds and t.tag is not None},
+            tags={t.tag: _value(there_tags, t) for t in tags if t.dataset == ds and t.tag},
+            models={t.tag: _value(there_models, t) for t in models if t.dataset == ds and t.tag},
             marks=True,
         )
         local = reg.refs.log(ds)
@@ -159,10 +184,11 @@ def pull_history(fetch: Fetch, tags: Sequence[Target], models: Sequence[Target])
     (``RefStore.set``). Run after the objects are fetched; the overlays the remote's log says
     were made are fetched here (manifests and tables), those it cannot give left out."""
     reg = fetch.reg
+    results = result_refs(reg)
     for ds in sorted({t.dataset for t in tags if t.dataset is not None}):
         moved = Moved(
-            tags={t.tag for t in tags if t.dataset == ds and t.tag is not None},
-            models={t.tag for t in models if t.dataset == ds and t.tag is not None},
+            tags={t.tag: reg.refs.get(ds, t.tag) for t in tags if t.dataset == ds and t.tag},
+            models={t.tag: results.get(ds, t.tag) for t in models if t.dataset == ds and t.tag},
             marks=True,
         )
         there = parse_log(fetch.rs.log_bytes(ds), dataset=ds)
@@ -175,3 +201,7 @@ def pull_history(fetch: Fetch, tags: Sequence[Target], models: Sequence[Target])
                     continue  # the remote cannot give it: its line stays there
         kept = [e for e in wanted.entries if all(reg.store.has(d) for d in e.named())]
         reg.refs.append_log(ds, kept)
+
+
+def _value(there: Mapping[TagName, str], t: Target) -> str | None:
+    return there.get(TagName(t.dataset, t.tag)) if t.dataset and t.tag else None

@@ -5,7 +5,7 @@ every fetch does).
 Existence queries go through dvc-data's ``HashFileDB.oids_exist`` (which lists or probes,
 whichever is cheaper for the remote's size); a folder's shards are listed directly. Objects move
 with the filesystem's ``put_file`` / ``get_file``, many at once on an asynchronous file system
-(``download.py``). A folder remote (a disk or NAS mount) is laid out exactly as a registry, so
+(``store.download``). A folder remote (a disk or NAS mount) is laid out exactly as a registry, so
 it takes objects the way a registry does: staged, made durable with one ``syncfs`` per wave,
 moved into place without replacing any (dvc-objects copies local-to-local one file at a time,
 which would make the common NAS case the slowest). Both directions put objects into a store the

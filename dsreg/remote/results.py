@@ -38,7 +38,8 @@ from dsreg.errors import DsregError, IntegrityError, ObjectNotFoundError
 from dsreg.formats.manifests import Revision
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
-from dsreg.registry.marks import RETIRED, YANKED, parse_mark
+from dsreg.registry.markrefs import RETIRED, YANKED
+from dsreg.registry.marks import parse_mark
 from dsreg.registry.refs import RefStore
 from dsreg.registry.results import (
     ResultRecord,

@@ -207,7 +207,10 @@ def push(
     tidy(rs)
     # The datasets' history first (objects before what names them); a move it records needs
     # no line of its own.
-    history = push_history(reg, rs, targets, results.targets, jobs=n_jobs)
+    history = push_history(
+        reg, rs, targets, results.targets, there_tags=there.good, there_models=models.good,
+        jobs=n_jobs,
+    )  # fmt: skip
     moves = [(t, history[t.dataset]) for t in targets if t.tag_name and t.dataset]
     updates = [_push_tag(rs, t, force=force, command=command, history=h) for t, h in moves]
     # For readers that cannot list the remote's folders (a static web server).

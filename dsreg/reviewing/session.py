@@ -520,7 +520,9 @@ def finish_pairs(
         stored = q.stored_access()
         votes_per_item = (stored and stored.votes_per_item) or VOTES_PER_ITEM
     done = validated_pairs(q, threshold=threshold)
-    made = store_overlay(q.resolved, done.draft, tagging, record)
+    kept = store_overlay(q.resolved, done.draft, tagging, record)
+    # The summary as stored: its verdict counts beside the confirmed and cleared.
+    made = dataclasses.replace(kept, summary=q.registry.overlay(kept.digest).summary)
     fields = {f.name: getattr(made, f.name) for f in dataclasses.fields(made)}
     return ReviewFinish(
         **fields,

@@ -37,7 +37,7 @@ def test_push_sends_results_and_pull_and_clone_bring_them_back(
     remote_log = [json.loads(x) for x in (folder / "logs" / "toy.jsonl").read_text().splitlines()]
     assert {(e["event"], e["tag"]) for e in remote_log} >= {
         ("result", "fixed"),
-        ("push", "original"),
+        ("tag", "original"),
     }
     again = dsreg.push(remote=str(folder), registry=toy.reg)
     assert again.sent == 0 and {r.status for r in again.results} == {"unchanged"}
