@@ -239,6 +239,14 @@ def _refusals(questions: list[Question], tmp_path: Path) -> dict[str, tuple[Path
     piped.write_text("|".join(HEADER) + "\n" + "|".join(good[0]) + "\n")
     return {
         "a separator dsreg does not read": (piped, "line 1: the header is one column"),
+        "a file in Mac OS Roman": (
+            write_redux(tmp_path / "m.csv", questions[:3], encoding="mac_roman"),
+            "line 2: no row of mmlu has the question 'Question 0: which option is right, given "
+            "ÒcaseÓ 0?' with these choices (compared with white space, curly quotes and Unicode "
+            "forms folded); is the file about this set? The file is not UTF-8 and was read as "
+            "cp1252: if it holds another encoding, convert it to UTF-8 first (Mac OS Roman: "
+            "iconv -f MACINTOSH -t UTF-8)",
+        ),
         "an unknown error type": (
             _write_rows(tmp_path / "u.csv", HEADER, unknown),
             "line 3: error_type 'Typo Error' is none of ok, wrong_groundtruth",
@@ -266,6 +274,7 @@ def _refusals(questions: list[Question], tmp_path: Path) -> dict[str, tuple[Path
     "case",
     [
         "a separator dsreg does not read",
+        "a file in Mac OS Roman",
         "an unknown error type",
         "a question the set does not have",
         "another label",

@@ -136,11 +136,22 @@ def _finder(
                 record,
                 f"no row of {dataset} has the question {shown(question)}{also} (compared with "
                 "white space, curly quotes and Unicode forms folded); is the file about this "
-                "set?",
+                f"set?{_not_utf8(file.encoding)}",
             )
         return [r.row for r in rows]
 
     return find_content, "content"
+
+
+def _not_utf8(encoding: str | None) -> str:
+    """What a refused match adds when the file was not UTF-8: its letters may have been read
+    as other letters (a Mac OS Roman apostrophe read as Windows-1252 is ``Õ``)."""
+    if encoding in (None, "utf-8"):
+        return ""
+    return (
+        f" The file is not UTF-8 and was read as {encoding}: if it holds another encoding, "
+        "convert it to UTF-8 first (Mac OS Roman: iconv -f MACINTOSH -t UTF-8)"
+    )
 
 
 def _settle(notes: list[Annotation]) -> Annotation:
