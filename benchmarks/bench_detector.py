@@ -12,6 +12,14 @@ Two modes:
     (``VmHWM``, exact) and the sampled proportional set size (PSS) of its whole process
     tree, which counts cleanlab's pool workers fairly. Medians of ``--repeat`` runs.
 
+    Then the one-shot commands, as a user runs them: ``dsreg detect SPEC --pred-probs P.npy``
+    on a registry holding the labels (start-up, reading the revision, the detector, hashing
+    the file, storing the overlay), against a fresh Python loading the two ``.npy`` files
+    and calling ``find_label_issues`` with the same (default) flags; wall time, CPU time and
+    peak RSS of each (the largest process, from ``/usr/bin/time``), alternating, medians of
+    ``--repeat``. Target: dsreg at least ``ONESHOT_TARGET`` times faster (exit status 1 if
+    not).
+
 ``ooc``
     A 10,000,000 x 345 float16 ``.npy`` (6.9 GB) written in chunks to ``--dir``, then
     ``detect(labels, path)`` reading it memory-mapped; reports time and peak resident memory,
@@ -50,6 +58,22 @@ import numpy as np
 
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))
+from _common import DSREG, PYTHON, Series, measure_tool, run_tool  # noqa: E402
+
+# The one-shot CLI against cleanlab's one-shot script: at least this many times faster.
+ONESHOT_TARGET = 6.0
+# What a user runs instead of ``dsreg detect``: load both files, call cleanlab with its defaults.
+CLEANLAB_ONESHOT = r"""
+import os, sys, warnings
+os.environ["TQDM_DISABLE"] = "1"
+import numpy as np
+from cleanlab.filter import find_label_issues
+warnings.simplefilter("ignore")
+labels = np.load(sys.argv[1])
+pred_probs = np.load(sys.argv[2])
+print(int(find_label_issues(labels, pred_probs).sum()))
+"""
 
 
 def generate(n: int, k: int, *, seed: int, dtype: Any, probs_out: Any) -> np.ndarray:
@@ -226,8 +250,51 @@ def mib(value: float) -> str:
     return f"{value / 2**20:,.0f} MiB"
 
 
-def compare(args: argparse.Namespace) -> None:
+def oneshot(folder: Path, probs: Path, labels: Path, k: int, repeat: int) -> bool:
+    """``dsreg detect`` against cleanlab's one-shot script, alternating; whether dsreg meets
+    ``ONESHOT_TARGET``."""
+    reg = folder / f"reg-{probs.stem}"
+    classes = folder / f"classes-{k}.txt"
+    classes.write_text("".join(f"c{i}\n" for i in range(k)))
+    for cmd in (
+        [*DSREG, "init", "--registry", str(reg)],
+        [*DSREG, "add", "bench", "--labels", str(labels), "--classes", str(classes),
+         "--tag", "v1", "--registry", str(reg)],
+    ):  # fmt: skip
+        run_tool(cmd, folder)
+    commands = {
+        "dsreg detect": [
+            *DSREG, "detect", "bench@v1", "--pred-probs", str(probs), "--quiet", "--json",
+            "--registry", str(reg),
+        ],
+        "cleanlab script": [PYTHON, "-c", CLEANLAB_ONESHOT, str(labels), str(probs)],
+    }  # fmt: skip
+    series = {name: Series(name=name) for name in commands}
+    for _ in range(repeat):
+        for name, cmd in commands.items():
+            series[name].runs.append(measure_tool(cmd, folder, sample_memory=False))
+    print(f"  one-shot commands, median of {repeat}:")
+    for x in series.values():
+        runs = ", ".join(f"{m.seconds:.2f}" for m in x.runs)
+        print(
+            f"    {x.name:16s} {x.seconds:7.2f} s wall {x.cpu_seconds or 0:7.2f} s CPU   "
+            f"peak RSS {x.peak_rss_mib:8,.0f} MiB   runs {runs}"
+        )
+    d, c = series["dsreg detect"], series["cleanlab script"]
+    speed = c.seconds / d.seconds
+    passed = speed >= ONESHOT_TARGET
+    print(
+        f"    one-shot: dsreg is {speed:.1f}x faster (wall), "
+        f"{(c.cpu_seconds or 0) / (d.cpu_seconds or 1):.1f}x less CPU, "
+        f"{d.peak_rss_mib / c.peak_rss_mib:.2f}x the peak RSS; target >= {ONESHOT_TARGET:g}x "
+        f"{'PASS' if passed else 'FAIL'}"
+    )
+    return passed
+
+
+def compare(args: argparse.Namespace) -> int:
     sizes = [tuple(int(v) for v in size.split("x")) for size in args.size]
+    ok = True
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         for n, k in sizes:
             probs, labels = write_inputs(Path(tmp), n, k, np.float32)
@@ -257,7 +324,9 @@ def compare(args: argparse.Namespace) -> None:
                 "above the input"
             )
             print("  raw:", json.dumps(runs))
+            ok = oneshot(Path(tmp), probs, labels, k, args.repeat) and ok
             probs.unlink()
+    return 0 if ok else 1
 
 
 def parity(args: argparse.Namespace) -> None:
@@ -326,7 +395,7 @@ def out_of_core(args: argparse.Namespace) -> None:
             labels.unlink()
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="mode")
     c = sub.add_parser("compare", help="dsreg vs cleanlab, in memory")
@@ -362,8 +431,9 @@ def main() -> None:
         if args.mode is None:
             args = parser.parse_args(["compare", *sys.argv[1:]])
         args.size = args.size or ["1000000x345", "50000x1000"]
-        compare(args)
+        return compare(args)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

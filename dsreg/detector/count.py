@@ -21,8 +21,10 @@ a result). Their docstrings describe the other parameters.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from typing import Any, NamedTuple, cast
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, NamedTuple, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -38,7 +40,13 @@ from dsreg.detector.joint import (
     round_preserving_sum,
 )
 from dsreg.detector.probs import open_probabilities
-from dsreg.detector.source import FloatArray, IntArray, ProbabilitySource, first_values
+from dsreg.detector.source import (
+    CHUNKS_IN_USE,
+    FloatArray,
+    IntArray,
+    ProbabilitySource,
+    first_values,
+)
 from dsreg.errors import InvalidInputError, ProbabilitiesError
 
 __all__ = [
@@ -55,6 +63,11 @@ __all__ = [
     "round_preserving_row_totals",
     "round_preserving_sum",
 ]
+
+#: Chunks a pass works on at once, each on a thread (:meth:`Scan.map_chunks`): as many as a
+#: source keeps readable behind the one it reads.
+WORKERS = CHUNKS_IN_USE
+_T = TypeVar("_T")
 
 # cleanlab.internal.constants
 CONFIDENT_THRESHOLDS_LOWER_BOUND = 2 * FLOATING_POINT_COMPARISON
@@ -207,6 +220,22 @@ class Scan:
             yield start, chunk
             self.progress(task, start + len(chunk), self.n)
 
+    def map_chunks(self, work: Callable[[int, FloatArray], _T]) -> Iterator[_T]:
+        """``work(start, chunk)`` for every chunk of one pass, the results in row order.
+
+        Chunks are worked on ``WORKERS`` at a time, each on a thread of its own, while the
+        next is read (and in the first pass validated) on this one: numpy releases the GIL in
+        its loops, so a pass keeps more than one core busy. ``work`` writes only what belongs
+        to its rows; whatever depends on earlier chunks is done with the results, in order."""
+        with ThreadPoolExecutor(WORKERS) as pool:
+            pending: deque[Future[_T]] = deque()
+            for start, chunk in self.chunks():
+                pending.append(pool.submit(work, start, chunk))
+                while len(pending) > WORKERS:
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
+
     # -- pass 1 -------------------------------------------------------------------------------
 
     def _run_pass1(self) -> _RowVectors:
@@ -218,7 +247,8 @@ class Scan:
         argmax = np.empty(n, dtype=_index_dtype(self.k))
         reduce = np.empty(n, dtype=bool)
         max_other = np.empty(n, dtype=dtype) if self.need_max_other else None
-        for start, chunk in self.chunks():
+
+        def rows_of(start: int, chunk: FloatArray) -> None:
             stop = start + len(chunk)
             lab = self.labels[start:stop]
             rows = np.arange(len(chunk))
@@ -241,6 +271,9 @@ class Scan:
                 others = np.array(wide, copy=True)
                 others[rows, lab] = -np.inf
                 max_other[start:stop] = others.max(axis=1)
+
+        for _ in self.map_chunks(rows_of):
+            pass
         self._pass1 = _RowVectors(self_conf, argmax, reduce, max_other)
         return self._pass1
 
@@ -267,7 +300,9 @@ class Scan:
     def class_rows(self, c: int) -> IntArray:
         """Rows labelled ``c``, ascending."""
         if self._order is None:
-            self._order = np.argsort(self.labels, kind="stable")
+            # A stable sort of small integers is a radix sort in numpy: the same order as
+            # sorting the intp labels, in linear time.
+            self._order = np.argsort(self.labels.astype(_index_dtype(self.k)), kind="stable")
             self._bounds = np.concatenate(([0], np.cumsum(self.counts)))
         return self._order[self._bounds[c] : self._bounds[c + 1]]
 
@@ -321,8 +356,8 @@ class Scan:
         limit = ceil_to_dtype(cutoff, _work_dtype(self.dtype))
         argmax = self.argmax
         guess = np.empty(self.n, dtype=_index_dtype(k))
-        flat = np.zeros(k * k, dtype=np.int64)
-        for start, chunk in self.chunks():
+
+        def counts_of(start: int, chunk: FloatArray) -> Int64Array:
             stop = start + len(chunk)
             confident = chunk.astype(limit.dtype, copy=False) >= limit
             # Summing the bytes is several times faster than count_nonzero along an axis.
@@ -336,9 +371,13 @@ class Scan:
             g[how_many == 0] = -1
             guess[start:stop] = g
             ok = how_many > 0
-            flat += np.bincount(
+            return np.bincount(
                 self.labels[start:stop][ok] * k + g[ok].astype(np.intp), minlength=k * k
             )
+
+        flat = np.zeros(k * k, dtype=np.int64)
+        for part in self.map_chunks(counts_of):
+            flat += part
         counts = flat.reshape(k, k)
         if cache:
             self._guess, self._cj_counts = guess, counts

@@ -37,6 +37,8 @@ _PRUNING = ("prune_by_noise_rate", "prune_by_class", "both")
 #: entries belong to a pruned pair, and computes whole rows otherwise. Never changes a result.
 SPARSE_PAIRS_BELOW = 0.25
 _LOW_SCORE = ("low_normalized_margin", "low_self_confidence")
+#: Candidates offered before :class:`_TopMargins` first trims them and raises its cutoffs.
+_FIRST_COMPACTION = 1 << 16
 
 
 def check_filter_options(
@@ -178,6 +180,11 @@ class _TopMargins:
     pair holds ``m`` candidates, a later row can only enter with a strictly larger margin:
     ``cutoff`` is that bar (``-inf`` until the pair is full, ``+inf`` for pairs not pruned).
     Candidates are kept sorted by (pair, -margin, row) and trimmed to ``m`` per pair.
+
+    Entries are found (``offered``, ``offered_pairs``: reading the cutoffs only) on the pass's
+    threads and kept (``keep``: trimming, raising the cutoffs) in row order on one. A chunk
+    may be searched against cutoffs older than the rows kept just before it: those are lower,
+    so it offers more entries, never fewer; and every cutoff comes from earlier rows.
     """
 
     def __init__(self, take: npt.NDArray[np.int64], dtype: np.dtype[Any]) -> None:
@@ -186,33 +193,40 @@ class _TopMargins:
         # C order, so that flat pair ids c * k + j index both tables.
         self.take = np.ascontiguousarray(take).reshape(-1)
         self.cutoff = np.ascontiguousarray(np.where(take > 0, -np.inf, np.inf), dtype=dtype)
+        # Each class's lowest cutoff: a row whose largest margin does not pass it offers nothing.
+        self.floor = self.cutoff.min(axis=1)
         self.pair = np.zeros(0, dtype=np.int64)
         self.neg = np.zeros(0, dtype=dtype)
         self.row = np.zeros(0, dtype=np.int64)
         self.pending: list[_Candidates] = []
         self.pending_size = 0
-        self.limit = 1 << 20
+        self.limit = _FIRST_COMPACTION
 
-    def add(self, positions: IntArray, margin: FloatArray, lab: IntArray) -> None:
-        """Offer whole rows: ``margin[i, j]`` for the row at ``positions[i]``, labelled ``lab[i]``.
-
-        Rows must come after every row offered before (ties go to the lower row).
-        """
+    def offered(self, positions: IntArray, margin: FloatArray, lab: IntArray) -> _Candidates | None:
+        """The entries of whole rows that pass the cutoffs: ``margin[i, j]`` for the row at
+        ``positions[i]``, labelled ``lab[i]``. The rows must come after every row kept."""
         # Flat indices: numpy's 2-D nonzero is several times slower than the 1-D one.
         flat = np.flatnonzero(margin > self.cutoff[lab])
-        if flat.size:
-            r, j = np.divmod(flat, self.k)
-            self._keep(lab[r] * self.k + j, margin.reshape(-1)[flat], positions[r])
+        if not flat.size:
+            return None
+        r, j = np.divmod(flat, self.k)
+        return _candidates(lab[r] * self.k + j, margin.reshape(-1)[flat], positions[r])
 
-    def add_pairs(self, pair: IntArray, margin: FloatArray, positions: IntArray) -> None:
-        """Offer single entries: the margin of the row at ``positions`` towards ``pair``."""
+    def offered_pairs(
+        self, pair: IntArray, margin: FloatArray, positions: IntArray
+    ) -> _Candidates | None:
+        """Single entries that pass: the margin of the row at ``positions`` towards ``pair``."""
         hit = np.flatnonzero(margin > self.cutoff.reshape(-1)[pair])
-        if hit.size:
-            self._keep(pair[hit], margin[hit], positions[hit])
+        if not hit.size:
+            return None
+        return _candidates(pair[hit], margin[hit], positions[hit])
 
-    def _keep(self, pair: IntArray, margin: FloatArray, positions: IntArray) -> None:
-        self.pending.append(_Candidates(pair.astype(np.int64, copy=False), -margin, positions))
-        self.pending_size += pair.size
+    def keep(self, found: _Candidates | None) -> None:
+        """Keep what a chunk offered, chunks in row order."""
+        if found is None:
+            return
+        self.pending.append(found)
+        self.pending_size += found.pair.size
         if self.pending_size > self.limit:
             self.compact()
 
@@ -232,13 +246,19 @@ class _TopMargins:
         keep = rank < need
         full = keep & (rank == need - 1)
         np.put(self.cutoff, pair[full], -neg[full])
+        self.floor = self.cutoff.min(axis=1)
         self.pair, self.neg, self.row = pair[keep], neg[keep], row[keep]
-        # Grow the trigger with what survives, so trimming stays amortised O(total).
-        self.limit = max(self.limit, 2 * self.pair.size)
+        # Trimmed again once as many entries wait as survive, so trimming stays amortised
+        # O(total): often enough that the cutoffs rise early and few entries pass them.
+        self.limit = max(_FIRST_COMPACTION, self.pair.size)
 
     def rows(self) -> IntArray:
         self.compact()
         return self.row.astype(np.intp)
+
+
+def _candidates(pair: IntArray, margin: FloatArray, positions: IntArray) -> _Candidates:
+    return _Candidates(pair.astype(np.int64, copy=False), -margin, positions)
 
 
 def _order_candidates(
@@ -285,7 +305,7 @@ def _prune_by_noise_rate(
     if np.dot(scan.counts, per_class) < SPARSE_PAIRS_BELOW * scan.n * scan.k:
         _offer_pairs(scan, top, pruned, per_class)
     else:
-        _offer_rows(scan, top, np.asarray(per_class > 0))
+        _offer_rows(scan, top)
     mask[top.rows()] = True
     return mask
 
@@ -308,43 +328,52 @@ def _offer_pairs(scan: Scan, top: _TopMargins, pruned: BoolArray, per_class: Int
     indptr = np.concatenate(([0], np.cumsum(per_class)))
     columns = np.nonzero(pruned)[1]  # row-major: each class's pruned columns, ascending
     sc = scan.self_confidence
-    for start, chunk in scan.chunks():
+
+    def entries(start: int, chunk: FloatArray) -> _Candidates | None:
         lab = scan.labels[start : start + len(chunk)]
         per_row = per_class[lab]
         total = int(per_row.sum())
         if total == 0:
-            continue
+            return None
         row = np.repeat(np.arange(len(lab)), per_row)
         offset = np.arange(total) - np.repeat(np.cumsum(per_row) - per_row, per_row)
         given = lab[row]
         other = columns[indptr[given] + offset]
         margin = _rounded_margin(chunk[row, other], sc[start + row])
-        top.add_pairs(given * k + other, margin, row.astype(np.int64) + start)
+        return top.offered_pairs(given * k + other, margin, row.astype(np.int64) + start)
+
+    for found in scan.map_chunks(entries):
+        top.keep(found)
 
 
-def _offer_rows(scan: Scan, top: _TopMargins, active: BoolArray) -> None:
+def _offer_rows(scan: Scan, top: _TopMargins) -> None:
     dtype = scan.dtype
     work = np.dtype(np.float32) if dtype == np.float16 else dtype
     sc = scan.self_confidence
-    for start, chunk in scan.chunks():
+    argmax = scan.argmax
+
+    def entries(start: int, chunk: FloatArray) -> _Candidates | None:
         stop = start + len(chunk)
         lab = scan.labels[start:stop]
-        live = np.asarray(active[lab])
-        if live.all():
-            positions = np.arange(start, stop, dtype=np.int64)
-            part, part_lab, part_sc = chunk, lab, sc[start:stop]
-        else:
-            local = np.flatnonzero(live)
-            if local.size == 0:
-                continue
-            positions = local.astype(np.int64) + start
-            part, part_lab, part_sc = chunk[local], lab[local], sc[start:stop][local]
+        row_sc = sc[start:stop]
+        # A row's largest margin is its maximum less its self-confidence (rounding is monotone,
+        # so no margin of the row exceeds it): rows where that does not pass the lowest cutoff
+        # of their class, most rows once the cutoffs have risen, offer nothing.
+        best = chunk[np.arange(len(chunk)), argmax[start:stop]]
+        local = np.flatnonzero(_rounded_margin(best, row_sc) > top.floor[lab])
+        if local.size == 0:
+            return None
+        positions = local.astype(np.int64) + start
+        part, part_lab, part_sc = chunk[local], lab[local], row_sc[local]
         # cleanlab: pred_probs[:, j] - pred_probs[:, c] in the input dtype (see
         # _rounded_margin; inlined here to widen the chunk once).
         margin = part.astype(work, copy=False) - part_sc.astype(work, copy=False)[:, None]
         if margin.dtype != dtype:
             margin = margin.astype(dtype)
-        top.add(positions, margin, part_lab)
+        return top.offered(positions, margin, part_lab)
+
+    for found in scan.map_chunks(entries):
+        top.keep(found)
 
 
 def find_predicted_neq_given(labels: npt.ArrayLike, pred_probs: ProbsLike) -> BoolArray:

@@ -23,6 +23,8 @@ import contextlib
 import io
 import mmap
 import os
+import threading
+from collections import deque
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
@@ -32,6 +34,7 @@ import numpy.typing as npt
 
 from dsreg._util.inputs import input_file
 from dsreg.detector.source import (
+    CHUNKS_IN_USE,
     FloatArray,
     ProbabilitySource,
     check_dtype,
@@ -41,7 +44,7 @@ from dsreg.detector.source import (
 )
 from dsreg.errors import InputPathError, ProbabilitiesError, StorageError
 from dsreg.formats.inputfiles import open_npy, refuse_duplicate_columns
-from dsreg.objects.hashing import Hasher, hash_file
+from dsreg.objects.hashing import Hasher, HashingStopped, hash_file
 
 __all__ = [
     "ArraySource",
@@ -62,10 +65,11 @@ def _path_error(exc: OSError, file: Path) -> Exception:
     return StorageError(f"cannot read {file}: {exc.strerror or exc}")
 
 
-def _hash_file(path: Path) -> str:
-    # One large input, nothing hashed beside it: BLAKE3 may use every core (hashing.py).
+def _hash_file(path: Path, threads: int, stop: threading.Event | None) -> str:
+    # One large input: BLAKE3 may use every core (hashing.py), unless it is hashed beside
+    # other work (ProbabilitySource.start_digest).
     try:
-        return hash_file(path, threads=0).removeprefix("blake3:")
+        return hash_file(path, threads=threads, stop=stop).removeprefix("blake3:")
     except OSError as exc:
         raise StorageError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
@@ -91,7 +95,7 @@ class ArraySource(ProbabilitySource):
             chunk = np.ascontiguousarray(self.array[start : start + chunk_rows])
             yield start, chunk
 
-    def _hash_bytes(self) -> str:
+    def _hash_bytes(self, threads: int = 0, stop: threading.Event | None = None) -> str:
         header = io.BytesIO()
         fields = {"descr": np.lib.format.dtype_to_descr(self.dtype), "fortran_order": False}
         fields["shape"] = (self.n, self.k)  # type: ignore[assignment]
@@ -100,9 +104,11 @@ class ArraySource(ProbabilitySource):
         except ValueError:  # header too large for format 1.0; numpy.save switches to 2.0
             header = io.BytesIO()
             np.lib.format.write_array_header_2_0(header, fields)
-        hasher = Hasher(threads=0)
+        hasher = Hasher(threads=threads)
         hasher.update(header.getvalue())
         for _, chunk in self._raw_chunks(default_chunk_rows(self.k)):
+            if stop is not None and stop.is_set():
+                raise HashingStopped("pred_probs")
             hasher.update(chunk.data.cast("B"))
         return hasher.hexdigest()
 
@@ -110,8 +116,9 @@ class ArraySource(ProbabilitySource):
 class NpySource(ProbabilitySource):
     """A ``.npy`` file opened memory-mapped; chunks are views into the mapping.
 
-    Pages of a chunk are released (``MADV_DONTNEED``, where the OS offers it) once the next
-    chunk is requested, so resident memory stays at about one chunk however large the file.
+    Pages of a chunk are released (``MADV_DONTNEED``, where the OS offers it) once the
+    caller has moved ``CHUNKS_IN_USE`` chunks past it, so resident memory stays at a few
+    chunks however large the file.
 
     Parameters
     ----------
@@ -122,7 +129,9 @@ class NpySource(ProbabilitySource):
     def __init__(self, path: str | os.PathLike[str]) -> None:
         file = Path(path)
         hint = "; save it with numpy.save"
-        data = open_npy(file, what=str(file), error=ProbabilitiesError, hint=hint)
+        # Mapped copy-on-write: numpy's argmax copies a read-only chunk whole first (pass 1
+        # would copy the file once); the detector never writes to a chunk.
+        data = open_npy(file, what=str(file), error=ProbabilitiesError, hint=hint, private=True)
         check_dtype(data.dtype, str(file))
         n, k = check_shape(data.shape, str(file))
         super().__init__(n, k, data.dtype, file)
@@ -147,19 +156,23 @@ class NpySource(ProbabilitySource):
         row_bytes = self.k * self.dtype.itemsize
         c_order = bool(data.flags.c_contiguous)
         released = 0
+        ends: deque[int] = deque()
         for start in range(0, self.n, chunk_rows):
             chunk = np.ascontiguousarray(data[start : start + chunk_rows])
             yield start, chunk
             if c_order:
-                # Mapped pages count as resident memory: give them back as the pass moves on.
-                end = offset + (start + len(chunk)) * row_bytes
-                released = self._release(released, end)
+                # Mapped pages count as resident memory: give them back as the pass moves on,
+                # behind the chunks the caller may still be working on.
+                ends.append(offset + (start + len(chunk)) * row_bytes)
+                while len(ends) > CHUNKS_IN_USE:
+                    released = self._release(released, ends.popleft())
 
-    def _hash_bytes(self) -> str:
+    def _hash_bytes(self, threads: int = 0, stop: threading.Event | None = None) -> str:
         assert self.path is not None
-        return _hash_file(self.path)
+        return _hash_file(self.path, threads, stop)
 
     def close(self) -> None:
+        super().close()
         mm = getattr(self.array, "_mmap", None)
         if mm is not None:
             del self.array
@@ -323,11 +336,12 @@ class ParquetSource(ProbabilitySource):
             out[:, j] = col.to_numpy(zero_copy_only=False)
         return out
 
-    def _hash_bytes(self) -> str:
+    def _hash_bytes(self, threads: int = 0, stop: threading.Event | None = None) -> str:
         assert self.path is not None
-        return _hash_file(self.path)
+        return _hash_file(self.path, threads, stop)
 
     def close(self) -> None:
+        super().close()
         self._file.close()
 
 

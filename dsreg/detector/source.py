@@ -10,8 +10,10 @@ tolerances and the chunk sizes live here, with the interface. The sources themse
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ import numpy.typing as npt
 from dsreg.errors import InvalidInputError, ProbabilitiesError
 
 __all__ = [
+    "CHUNKS_IN_USE",
     "CHUNK_ELEMENTS",
     "MAX_SUM_DEVIATION",
     "FloatArray",
@@ -44,6 +47,9 @@ _ROUNDING_FLOOR = 1e-5
 #: small enough that the detector's per-chunk temporaries stay in tens of megabytes.
 CHUNK_ELEMENTS = 1 << 21
 _SUPPORTED = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+#: Chunks a caller may still be working on when it asks for the next one (the detector works
+#: on two at a time): a source keeps them readable, a mapped file's pages released behind them.
+CHUNKS_IN_USE = 2
 
 
 def sum_tolerance(dtype: npt.DTypeLike, k: int) -> float:
@@ -162,6 +168,8 @@ class ProbabilitySource(ABC):
         self.n, self.k, self.dtype, self.path = n, k, dtype, path
         self._renorm: IntArray | None = None
         self._digest: str | None = None
+        self._hashing: Future[str] | None = None
+        self._stop_hashing = threading.Event()
 
     def __repr__(self) -> str:
         where = f", path={str(self.path)!r}" if self.path is not None else ""
@@ -173,16 +181,30 @@ class ProbabilitySource(ABC):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def close(self) -> None:  # noqa: B027 - optional hook; in-memory sources hold nothing
-        """Release file handles and mappings."""
+    def close(self) -> None:
+        """Release file handles and mappings; stop a digest still being taken."""
+        self._stop_hashing.set()
+        if self._hashing is not None:
+            self._hashing.exception()  # waits for the thread to give up (HashingStopped)
+
+    def start_digest(self) -> None:
+        """Start taking :meth:`digest` on a second thread, on one core (BLAKE3 releases the
+        GIL), while the caller works on the source: the detector's passes and the digest's
+        read of the file run side by side. ``digest`` then waits for it; ``close`` stops it."""
+        if self._digest is not None or self._hashing is not None:
+            return
+        pool = ThreadPoolExecutor(1)
+        self._hashing = pool.submit(self._hash_bytes, 1, self._stop_hashing)
+        pool.shutdown(wait=False)
 
     @abstractmethod
     def _raw_chunks(self, chunk_rows: int) -> Iterator[tuple[int, FloatArray]]:
         """Yield ``(start, chunk)`` in row order; chunks are C-contiguous and read-only."""
 
     @abstractmethod
-    def _hash_bytes(self) -> str:
-        """BLAKE3 hex digest of the bytes this source stands for."""
+    def _hash_bytes(self, threads: int = 0, stop: threading.Event | None = None) -> str:
+        """BLAKE3 hex digest of the bytes this source stands for, on ``threads`` threads (0:
+        BLAKE3's choice); ``HashingStopped`` once ``stop`` is set."""
 
     def chunks(self, chunk_rows: int | None = None) -> Iterator[tuple[int, FloatArray]]:
         """Yield validated ``(start, chunk)`` pairs covering all rows in order.
@@ -267,5 +289,6 @@ class ProbabilitySource(ABC):
         opening the file gives the same digest.
         """
         if self._digest is None:
-            self._digest = "blake3:" + self._hash_bytes()
+            hexd = self._hashing.result() if self._hashing is not None else self._hash_bytes()
+            self._digest = "blake3:" + hexd
         return self._digest

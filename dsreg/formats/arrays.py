@@ -23,6 +23,7 @@ __all__ = [
     "id_spellings",
     "int_lists",
     "null_array",
+    "repeated_string",
     "scattered",
     "string_array",
     "string_lists",
@@ -72,6 +73,19 @@ def int_lists(values: Sequence[Sequence[int] | None]) -> pa.ListArray:
     mask = None if valid.all() else from_numpy(~valid, pa.bool_())
     return pa.ListArray.from_arrays(
         _offsets(lengths), from_numpy(flat, pa.int32()), type=pa.list_(pa.int32()), mask=mask
+    )
+
+
+def repeated_string(value: str, n: int) -> pa.Array:
+    """``n`` copies of one string, made from numpy buffers (no Python object per copy)."""
+    data = value.encode("utf-8")
+    offsets = np.arange(n + 1, dtype=np.int64) * len(data)
+    if offsets[-1] > np.iinfo(np.int32).max:
+        raise ValueError(f"{n} copies of {value!r} do not fit one string array")
+    return pa.Array.from_buffers(
+        pa.string(),
+        n,
+        [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data * n)],
     )
 
 

@@ -60,10 +60,17 @@ def _header(f: IO[bytes]) -> tuple[tuple[int, ...], np.dtype[Any]] | None:
     return shape, dtype
 
 
-def open_npy(path: Path, *, what: str, error: Error, hint: str) -> np.ndarray:
+def open_npy(
+    path: Path, *, what: str, error: Error, hint: str, private: bool = False
+) -> np.ndarray:
     """A ``.npy`` file memory-mapped read-only, once it is a regular file (``InputPathError``
     otherwise) whose header fits its size; anything else is ``error`` naming ``what`` (the file
-    and its path), ending in ``hint`` (what to do)."""
+    and its path), ending in ``hint`` (what to do).
+
+    ``private``: mapped copy-on-write instead (numpy's ``mmap_mode="c"``), so the array is
+    writeable though nothing ever reaches the file. Some numpy functions copy a read-only
+    array whole before working on it (``argmax`` does); a reader that only reads gives them
+    a writeable one, and no page is ever copied."""
     st = input_file(path, what=what)
     try:
         with open(path, "rb") as f:
@@ -79,7 +86,7 @@ def open_npy(path: Path, *, what: str, error: Error, hint: str) -> np.ndarray:
                     f"file holds {max(0, st.st_size - offset):,} bytes of data; it is cut short "
                     f"or its header is wrong{hint}"
                 )
-        arr: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
+        arr: np.ndarray = np.load(path, mmap_mode="c" if private else "r", allow_pickle=False)
     except DsregError:
         raise
     except (OSError, ValueError, EOFError, SyntaxError, TokenError) as e:

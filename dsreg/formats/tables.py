@@ -95,8 +95,23 @@ _SETTINGS: dict[str, Any] = {
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
-    """The canonical Parquet bytes of a table (fixed writer settings, no pandas/arrow metadata)."""
+    """The canonical Parquet bytes of a table (fixed writer settings, no pandas/arrow metadata).
+
+    A table of several row groups is encoded a group at a time on several threads
+    (``CanonicalWriter``), each group the table's slice as one writer would slice it: the same
+    bytes as one writer's, in a fraction of the time on more than one core."""
     table = table.replace_schema_metadata(None)
+    if table.num_rows > ROW_GROUP:
+        out = io.BytesIO()
+        writer = CanonicalWriter(out, table.schema)
+        try:
+            for lo in range(0, table.num_rows, ROW_GROUP):
+                writer.write(table.slice(lo, ROW_GROUP))
+        except BaseException:
+            writer.abort()
+            raise
+        writer.close()
+        return out.getvalue()
     buf = io.BytesIO()
     pq.write_table(table, buf, row_group_size=ROW_GROUP, **_SETTINGS)
     # The footer's created_by names the pyarrow release: without it, the same table gets the

@@ -34,6 +34,8 @@ _INT32_MAX = (1 << 31) - 1
 # larger than WIDE bytes (many metadata columns) is read one group ahead only.
 AHEAD = 3
 WIDE = 64 << 20
+# Row groups whose ids are checked (and hashed by DuckDB) in one call.
+HASHED_TOGETHER = 4
 
 
 def add_stream(
@@ -136,14 +138,23 @@ def _write_groups(src: StreamSource, sink: _Sink) -> None:
     checking = ThreadPoolExecutor(1)
     reading = ThreadPoolExecutor(1)
     pending: deque[Future[None]] = deque()
+    held: list[pa.Array] = []  # ids of groups not yet handed to the checks
+
+    def check(last: bool) -> None:
+        if sink.hasher is None or not held or (len(held) < HASHED_TOGETHER and not last):
+            return
+        while len(pending) >= AHEAD:
+            pending.popleft().result()
+        pending.append(checking.submit(sink.v.ids, held.copy(), sink.hasher))
+        held.clear()
+
     try:
         for group in _prefetch(_groups(src.pieces(None)), reading):
             ids = _group_ids(src, group, sink.v.rows, ids_left)
-            while len(pending) >= AHEAD:
-                pending.popleft().result()
-            if sink.hasher is not None:
-                pending.append(checking.submit(sink.v.ids, ids, sink.hasher))
+            held.append(ids)
+            check(last=False)
             sink.write(src, group, ids)
+        check(last=True)
         if ids_left is not None:
             extra = ids_left.rest()
             if extra:
@@ -295,14 +306,19 @@ def _labels(
 
 
 class _IdHasher:
-    """One 64-bit hash per id (DuckDB's ``hash``), for the uniqueness check: 8 bytes a row."""
+    """One 64-bit hash per id (DuckDB's ``hash``), for the uniqueness check: 8 bytes a row.
+
+    DuckDB is imported and connected on the first call, on the thread that checks the ids:
+    a fifth of a second that the first row groups are read and encoded beside."""
 
     def __init__(self) -> None:
-        import duckdb
+        self._con: Any = None
 
-        self._con = duckdb.connect()
+    def __call__(self, ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        if self._con is None:
+            import duckdb
 
-    def __call__(self, ids: pa.Array) -> np.ndarray:
+            self._con = duckdb.connect()
         table = pa.Table.from_arrays([ids], names=["x"])
         self._con.register("__dsreg_ids", table)
         try:

@@ -11,12 +11,21 @@ BLAKE3's own tree-parallel hashing uses the idle cores; the digest is the same e
 from __future__ import annotations
 
 import os
+import threading
 
 import blake3
 
 from dsreg._util.fs import CHUNK, RD, read_small
 
-__all__ = ["Hasher", "hash_bytes", "hash_fd", "hash_file", "hash_hex", "hash_path"]
+__all__ = [
+    "Hasher",
+    "HashingStopped",
+    "hash_bytes",
+    "hash_fd",
+    "hash_file",
+    "hash_hex",
+    "hash_path",
+]
 
 PREFIX = "blake3:"
 
@@ -71,13 +80,23 @@ def hash_path(path: str, *, size_hint: int = 0) -> str:
         os.close(fd)
 
 
-def hash_file(path: str | os.PathLike[str], *, threads: int = 1) -> str:
+class HashingStopped(Exception):
+    """``hash_file`` was asked to stop before the end of the file."""
+
+
+def hash_file(
+    path: str | os.PathLike[str], *, threads: int = 1, stop: threading.Event | None = None
+) -> str:
     """The digest of a file's bytes, read in 1 MiB chunks (bounded memory for any size);
-    ``threads=0`` lets BLAKE3 use every core for one large file (see the module's note)."""
+    ``threads=0`` lets BLAKE3 use every core for one large file (see the module's note).
+    ``stop``: checked before each chunk, ``HashingStopped`` once it is set (a digest taken on
+    another thread that is no longer wanted)."""
     h = Hasher(threads=threads)
     # Larger reads when BLAKE3 fans out: each update must span enough chunks for its threads.
     size = CHUNK if threads == 1 else 8 * CHUNK
     with open(path, "rb") as f:
         while chunk := f.read(size):
+            if stop is not None and stop.is_set():
+                raise HashingStopped(os.fspath(path))
             h.update(chunk)
     return h.digest()

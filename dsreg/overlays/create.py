@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from dsreg._util.progress import ProgressHook, no_progress
 from dsreg._version import __version__
 from dsreg.detector.options import DetectorOptions
 from dsreg.errors import ManifestError
+from dsreg.formats.arrays import repeated_string
 from dsreg.formats.corrections import corrections_table
 from dsreg.formats.manifests import OverlayKind, Snapshot
 from dsreg.formats.tables import as_numpy
@@ -95,8 +97,11 @@ def votes_draft(base: Resolved, path: Path, *, format: str, threshold: int) -> O
     # The file's digest (the producer's input) is taken on a second thread while it is read and
     # matched: BLAKE3 releases the GIL, and neither the reading nor the join keeps both cores
     # busy all the time. A file that cannot be read is reported by the reader, not here.
+    # DuckDB, which the join needs, is imported on the same thread after it (a fifth of a
+    # second, spent while the file is parsed rather than before the join).
     pool = ThreadPoolExecutor(1)
     votes_digest = pool.submit(hash_file, path)
+    pool.submit(importlib.import_module, "duckdb")
     pool.shutdown(wait=False)
     result = read_votes(
         path,
@@ -199,19 +204,28 @@ def detect_draft(
     view = ds.view_rows()
     if isinstance(probs, Path):
         input_file(probs, what=f"probabilities file {str(probs)!r}")
-    source = open_probabilities(probs)
-    det = detect(view.label, source, options, progress=progress)
+    with open_probabilities(probs) as source:
+        # The digest (the overlay's provenance) on a second core while the detector works.
+        source.start_digest()
+        det = detect(view.label, source, options, progress=progress)
+        probs_digest = source.digest()
+    # The corrections table is sorted by row: the flagged rows in that order, their ids and
+    # labels read from the verified examples object, only those rows kept as it is decoded.
+    # They are then the table's row check too (JoinedRows): it is not read a second time.
     snap_rows = view.rows[det.rows]
-    examples = read_examples(base.registry, ds.snapshot, columns=["example_id", "label"])
-    ids = examples.column("example_id").take(pa.array(snap_rows))
-    given = examples.column("label").to_numpy()[snap_rows]
+    order = np.argsort(snap_rows, kind="stable")
+    rows = snap_rows[order]
+    keep = np.zeros(ds.snapshot.rows, dtype=bool)
+    keep[rows] = True
+    examples = read_examples(base.registry, ds.snapshot, columns=["example_id", "label"], keep=keep)
+    given = as_numpy(examples.column("label"))
     table = corrections_table(
-        rows=snap_rows,
-        example_ids=ids,
+        rows=rows,
+        example_ids=examples.column("example_id"),
         given_label=given,
-        suggested_label=np.asarray(det.suggested_labels),
-        verdict=["suspected"] * len(snap_rows),
-        score=np.asarray(det.scores, dtype=np.float64),
+        suggested_label=np.asarray(det.suggested_labels)[order],
+        verdict=repeated_string("suspected", len(rows)),
+        score=np.asarray(det.scores, dtype=np.float64)[order],
     )
     per_class = {ds.classes[i]: int(c) for i, c in enumerate(det.issues_per_class) if c}
     return OverlayDraft(
@@ -219,7 +233,7 @@ def detect_draft(
         table=table,
         producer="dsreg.detect",
         params=det.params,
-        inputs={"labels": ds.digest, "pred_probs": source.digest()},
+        inputs={"labels": ds.digest, "pred_probs": probs_digest},
         summary={
             "noise_rate": float(det.noise_rate),
             "num_label_issues_estimate": int(det.num_issues_estimate),
@@ -227,6 +241,7 @@ def detect_draft(
             "renormalized_rows": int(det.renormalized_rows),
         },
         details=det,
+        joined=JoinedRows(examples=ds.snapshot.examples, labels=given),
     )
 
 

@@ -11,7 +11,9 @@ import pyarrow.compute as pc
 
 from dsreg._util.records import FieldDict
 from dsreg.errors import InvalidInputError
+from dsreg.formats.arrays import from_numpy
 from dsreg.formats.manifests import VERDICTS, Overlay
+from dsreg.formats.tables import as_numpy
 from dsreg.registry.folder import Registry
 from dsreg.registry.reader import OverlayRecord, Reader, dataset_overlays
 from dsreg.registry.tables import read_corrections
@@ -48,8 +50,13 @@ def ranked_issues(reg: Registry, digest: str, top: int) -> tuple[Issue, ...]:
     lower row first; rows without a score last)."""
     ov = reg.overlay(digest)
     classes = reg.snapshot(ov.base).classes
-    rows = read_corrections(reg, ov).to_pylist()
-    rows.sort(key=lambda r: (r["score"] if r["score"] is not None else float("inf"), r["row"]))
+    table = read_corrections(reg, ov)
+    # Sorted in numpy, and only the rows shown become Python objects (a detected overlay of a
+    # million rows flags tens of thousands). No score sorts as +inf: after every score.
+    column = table.column("score")
+    score = np.where(as_numpy(pc.is_valid(column)), as_numpy(column, fill=0), np.inf)
+    order = np.lexsort((as_numpy(table.column("row")), score))[: max(top, 0)]
+    rows = table.take(from_numpy(order, pa.int64())).to_pylist()
     return tuple(
         Issue(
             row=r["row"],
@@ -58,7 +65,7 @@ def ranked_issues(reg: Registry, digest: str, top: int) -> tuple[Issue, ...]:
             suggested=classes[r["suggested_label"]] if r["suggested_label"] is not None else None,
             score=r["score"],
         )
-        for r in rows[: max(top, 0)]
+        for r in rows
     )
 
 

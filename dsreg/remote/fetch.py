@@ -41,12 +41,13 @@ from dsreg.objects.store import ObjectStore
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import MANIFEST_KINDS, Node, Problem, reachable
 from dsreg.registry.refs import RefStore
+from dsreg.remote.config import default_remote, jobs_for, open_remote
 from dsreg.remote.objects import Received, Sink, receive
 from dsreg.remote.refs import RefUpdate
 from dsreg.remote.store import RemoteStore, TagName, Target
 from dsreg.remote.waves import put_objects
 
-__all__ = ["Fetch", "Owner", "owner", "refused_error"]
+__all__ = ["Fetch", "Owner", "fetch_missing", "owner", "refused_error"]
 
 
 class Fetch:
@@ -332,3 +333,28 @@ def refused_error(rs: RemoteStore, refused: dict[TagName, str], done: str) -> In
         f"{done}. Repair them on the remote: push the right revision with --force from a "
         "registry that holds it"
     )
+
+
+def fetch_missing(
+    reg: Registry,
+    digests: Iterable[str],
+    *,
+    remote: str | None = None,
+    jobs: int | None = None,
+    progress: ProgressHook = no_progress,
+) -> int:
+    """Fetch objects this registry lacks (checkout of a lazily cloned revision) from ``remote``
+    or the default remote; return how many came. Without a remote, a clear error."""
+    need = reg.store.missing(digests)
+    if not need:
+        return 0
+    if remote is None and default_remote(reg) is None:
+        raise ObjectNotFoundError(
+            f"{len(need)} objects are not in this registry (first "
+            f"{', '.join(short(d) for d in sorted(need)[:3])}), and it has no default remote "
+            "to fetch them from: run 'dsreg pull SPEC -r REMOTE', or set a default remote "
+            "with 'dsreg remote add NAME URL --default'"
+        )
+    rs = open_remote(reg, remote)
+    with Fetch(reg, rs, jobs=jobs_for(reg, rs, jobs), progress=progress) as fetch:
+        return fetch.objects(need)

@@ -30,7 +30,6 @@ from dsreg.registry.refs import LogEntry, RefLog, parse_log
 from dsreg.registry.results import result_refs
 from dsreg.remote.fetch import Fetch
 from dsreg.remote.objects import present
-from dsreg.remote.refs import append_log
 from dsreg.remote.store import RemoteStore, TagName, Target
 
 __all__ = [
@@ -39,6 +38,7 @@ __all__ = [
     "TAG_EVENTS",
     "Carried",
     "Moved",
+    "Outgoing",
     "carried",
     "logged_overlays",
     "pull_history",
@@ -92,12 +92,51 @@ class Carried:
     def data(self) -> bytes:
         return "".join(e.to_line() for e in self.entries).encode("utf-8", "surrogatepass")
 
-    def explains(self, events: Collection[str], name: str, old: str | None, new: str) -> bool:
-        """Whether these entries record ref ``name`` going from ``old`` (its value where they
-        go; ``None``: absent) to ``new``: their entries about ``name`` start from ``old`` and
-        end at ``new``. Then the move needs no line of its own."""
-        about = [e for e in self.entries if e.tag == name and e.event in events]
-        return bool(about) and about[0].old == old and about[-1].new == new
+
+class Outgoing:
+    """One dataset's carried history as a push writes it to the remote's log: each ref's move
+    is written with the lines that record it, preceded by the lines still unwritten that move
+    no ref (an overlay made) and stand before them, so the remote's log receives the entries
+    in this registry's order and a move refused there leaves none of its lines; what is left
+    of those is appended last (``rest``)."""
+
+    __slots__ = ("_left",)
+
+    def __init__(self, carried: Carried) -> None:
+        self._left = list(carried.entries)
+
+    def first(self, events: Collection[str], ref: Target) -> int:
+        """Where the first unwritten entry about ``ref`` among ``events`` stands (after every
+        entry if none): moves made in this order keep the order the refs were first set."""
+        hits = (i for i, e in enumerate(self._left) if e.tag == ref.tag and e.event in events)
+        return next(hits, len(self._left))
+
+    def move(
+        self,
+        events: Collection[str],
+        name: str,
+        old: str | None,
+        new: str,
+        write: Callable[..., None],
+    ) -> None:
+        """Make the move of ref ``name`` from ``old`` (its value there; ``None``: absent) to
+        ``new`` by ``write(history=lines)``, ``lines`` those that record it (its entries among
+        ``events`` start from ``old`` and end at ``new``), or ``None`` if the history does not
+        record that move (the move is then logged as made there). The lines count as written
+        only if ``write`` returns."""
+        about = [i for i, e in enumerate(self._left) if e.tag == name and e.event in events]
+        if not about or self._left[about[0]].old != old or self._left[about[-1]].new != new:
+            write(history=None)
+            return
+        take = [i for i in range(about[0]) if self._left[i].event in RECORD_EVENTS] + about
+        write(history=Carried(tuple(self._left[i] for i in take)).data)
+        taken = set(take)
+        self._left = [e for i, e in enumerate(self._left) if i not in taken]
+
+    @property
+    def rest(self) -> bytes:
+        """The unwritten lines that move no ref."""
+        return Carried(tuple(e for e in self._left if e.event in RECORD_EVENTS)).data
 
 
 def carried(source: RefLog, dest: RefLog, moved: Moved, *, held: Callable[[str], bool]) -> Carried:
@@ -152,13 +191,13 @@ def push_history(
     there_tags: Mapping[TagName, str],
     there_models: Mapping[TagName, str],
     jobs: int,
-) -> dict[str, Carried]:
-    """Append to ``rs``'s log of each dataset of ``tags`` the entries of this registry's log it
-    lacks (module docstring), before the push moves ``tags``, ``models`` (their model refs)
-    and the datasets' marks, which the remote holds at ``there_tags`` and ``there_models``;
-    what was carried, by dataset. Run after every object is sent:
-    an entry is carried only if the remote holds what it names."""
-    out: dict[str, Carried] = {}
+) -> dict[str, Outgoing]:
+    """The entries of this registry's log of each dataset of ``tags`` that ``rs``'s log lacks
+    (module docstring), by dataset, for a push that moves ``tags``, ``models`` (their model
+    refs) and the datasets' marks, which the remote holds at ``there_tags`` and
+    ``there_models``, to be written with the moves (``Outgoing``). Run after every object is
+    sent: an entry is carried only if the remote holds what it names."""
+    out: dict[str, Outgoing] = {}
     for ds in sorted({t.dataset for t in tags if t.dataset is not None}):
         moved = Moved(
             tags={t.tag: _value(there_tags, t) for t in tags if t.dataset == ds and t.tag},
@@ -169,11 +208,12 @@ def push_history(
         there = parse_log(rs.log_bytes(ds), dataset=ds)
         wanted = carried(local, there, moved, held=lambda _: True)
         if not wanted.entries:
-            out[ds] = wanted  # nothing to carry: no object is asked about
+            out[ds] = Outgoing(wanted)  # nothing to carry: no object is asked about
             continue
         held = present(rs, {d for e in wanted.entries for d in e.named()}, jobs=jobs)
-        out[ds] = Carried(tuple(e for e in wanted.entries if all(d in held for d in e.named())))
-        append_log(rs, ds, out[ds].data)
+        out[ds] = Outgoing(
+            Carried(tuple(e for e in wanted.entries if all(d in held for d in e.named())))
+        )
     return out
 
 

@@ -112,16 +112,18 @@ def update_ref(
     expected: str | bytes | None,
     command: str,
     event: str = "push",
-    logged: bool = True,
+    history: bytes | None = None,
 ) -> None:
     """Point the remote's ``dataset@tag`` at ``new`` if it still holds ``expected`` (a digest,
     the bytes of a damaged tag, or ``None``: absent), and log the move as ``event`` (``push``
-    for a tag; a model ref of ``rs.results()`` is logged as ``result``, as it is locally),
-    unless the history a push carried there records it (not ``logged``). ``TagExistsError``
-    naming what it holds if it does not; nothing is written then."""
+    for a tag; a model ref of ``rs.results()`` is logged as ``result``, as it is locally), or,
+    given the ``history`` a push carries of this ref (whole log lines recording the move),
+    append those lines instead. Either is written with the ref, under its lock or its
+    conditional write: ``TagExistsError`` naming what it holds if it does not hold
+    ``expected``, and nothing is written then (a refused push leaves no line there)."""
     old = expected if isinstance(expected, str) else None
     entry = LogEntry.now(dataset=dataset, tag=tag, old=old, new=new, command=command, event=event)
-    line = entry.to_line().encode("utf-8") if logged else b""
+    line = entry.to_line().encode("utf-8") if history is None else history
     if rs.local:
         _update_folder(rs, dataset, tag, new, expected, line)
     elif getattr(rs.fs, "protocol", None) == "s3":

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Final
 
 from dsreg._util.progress import ProgressHook
@@ -48,7 +49,7 @@ from dsreg.registry.results import (
     read_result,
 )
 from dsreg.remote.fetch import Fetch
-from dsreg.remote.history import MARK_EVENTS, Carried
+from dsreg.remote.history import MARK_EVENTS, Outgoing
 from dsreg.remote.objects import present, send
 from dsreg.remote.refs import (
     RefUpdate,
@@ -236,11 +237,11 @@ def push_marks(
     datasets: Iterable[str],
     *,
     command: str,
-    history: Mapping[str, Carried],
+    history: Mapping[str, Outgoing],
 ) -> list[RefUpdate]:
     """Make the remote's yanks and retirements of ``datasets`` this registry's (module
     docstring), their objects sent first (``send_marks``); what moved. A move the carried
-    ``history`` records is not logged again."""
+    ``history`` records is logged with its lines there, not a line of its own."""
     names = sorted(set(datasets))
     moved: list[RefUpdate] = []
     for folder, event, lifted in KINDS:
@@ -252,12 +253,15 @@ def push_marks(
             now = there.get(t.tag_name)
             if now != t.digest:
                 previous = now if isinstance(now, str) else None
-                carried = history.get(t.dataset)
-                logged = carried is None or not carried.explains(
-                    MARK_EVENTS, t.tag, previous, t.digest
-                )
-                update_ref(rm, t.dataset, t.tag, t.digest, expected=now, command=command,
-                           event=event, logged=logged)  # fmt: skip
+                write = partial(
+                    update_ref, rm, t.dataset, t.tag, t.digest, expected=now, command=command,
+                    event=event,
+                )  # fmt: skip
+                outgoing = history.get(t.dataset)
+                if outgoing is None:
+                    write(history=None)
+                else:
+                    outgoing.move(MARK_EVENTS, t.tag, previous, t.digest, write)
                 moved.append(
                     RefUpdate(
                         dataset=t.dataset,

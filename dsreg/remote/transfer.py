@@ -16,8 +16,9 @@ checked against the remote only for what its tagged revisions do not already rea
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, NamedTuple
 
 from dsreg._util.progress import ProgressHook, no_progress
@@ -53,7 +54,7 @@ from dsreg.remote.fetch import Fetch, owner, refused_error
 from dsreg.remote.history import (
     RESULT_EVENTS,
     TAG_EVENTS,
-    Carried,
+    Outgoing,
     logged_overlays,
     pull_history,
     push_history,
@@ -61,6 +62,7 @@ from dsreg.remote.history import (
 from dsreg.remote.objects import present, send, tidy
 from dsreg.remote.refs import (
     RefUpdate,
+    append_log,
     damaged_reasons,
     delete_ref,
     describe_state,
@@ -89,7 +91,6 @@ __all__ = [
     "add_remote",
     "clone",
     "default_remote",
-    "fetch_missing",
     "list_remotes",
     "open_remote",
     "pull",
@@ -211,20 +212,26 @@ def push(
         reg, rs, targets, results.targets, there_tags=there.good, there_models=models.good,
         jobs=n_jobs,
     )  # fmt: skip
-    moves = [(t, history[t.dataset]) for t in targets if t.tag_name and t.dataset]
-    updates = [_push_tag(rs, t, force=force, command=command, history=h) for t, h in moves]
+    # Tags, then model refs (each certifies its result and the revisions of its snapshot);
+    # within a dataset in the order its log first records them, so the remote's log receives
+    # the carried lines in this registry's order.
+    rr = rs.results()
+    moves = [_RefMove(rs, t, "push", TAG_EVENTS) for t in targets if t.tag_name and t.dataset]
+    moves += [_RefMove(rr, t, EVENT, RESULT_EVENTS) for t in results.targets if t.dataset]
+    moves.sort(key=lambda m: (ds := m.target.dataset or "", history[ds].first(m.events, m.target)))
+    updates: list[RefUpdate] = []
+    moved: list[RefUpdate] = []
+    for m in moves:
+        u = _push_tag(m.store, m.target, force=force, command=command, event=m.event,
+                      history=history[m.target.dataset or ""])  # fmt: skip
+        (moved if m.event == EVENT else updates).append(u)
     # For readers that cannot list the remote's folders (a static web server).
     write_index(rs, {*there.good, *there.damaged, *(u.tag_name for u in updates)})
-    # Model refs last: each certifies its result and the revisions of its snapshot.
-    rr = rs.results()
-    moved = [
-        _push_tag(rr, t, force=force, command=command, event=EVENT, history=history[t.dataset])
-        for t in results.targets
-        if t.dataset is not None
-    ]
     if moved:
         write_index(rr, {*models.good, *models.damaged, *(u.tag_name for u in moved)})
     marks = push_marks(reg, rs, datasets, command=command, history=history)
+    for ds, outgoing in sorted(history.items()):
+        append_log(rs, ds, outgoing.rest)
     return PushResult(
         remote=rs.name,
         url=rs.url,
@@ -409,6 +416,17 @@ def _send_objects(
     return _Sent(objects=len(to_send), bytes=nbytes, already=len(need) - len(to_send))
 
 
+@dataclass(frozen=True, slots=True)
+class _RefMove:
+    """One ref a push moves: a tag (``store`` the remote, logged ``push``) or a model ref
+    (``store`` its results, logged ``result``), and the log events that move it."""
+
+    store: RemoteStore
+    target: Target
+    event: str
+    events: frozenset[str]
+
+
 def _push_tag(
     rs: RemoteStore,
     t: Target,
@@ -416,11 +434,12 @@ def _push_tag(
     force: bool,
     command: str,
     event: str = "push",
-    history: Carried | None = None,
+    history: Outgoing | None = None,
 ) -> RefUpdate:
     """Write one remote tag (or model ref, through ``rs.results()``, logged as ``event``),
-    compare-and-swap against the value read just before; logged unless ``history`` (what the
-    push carried of its dataset's log) records the move."""
+    compare-and-swap against the value read just before; logged with the lines of ``history``
+    (what the push carries of its dataset's log) that record the move, else a line of its
+    own."""
     assert t.dataset is not None and t.tag is not None
     ds, tag, d = t.dataset, t.tag, t.digest
     now = rs.ref_state(ds, tag)
@@ -432,8 +451,11 @@ def _push_tag(
         )
     previous = now if isinstance(now, str) else None
     events = RESULT_EVENTS if event == EVENT else TAG_EVENTS
-    logged = history is None or not history.explains(events, tag, previous, d)
-    update_ref(rs, ds, tag, d, expected=now, command=command, event=event, logged=logged)
+    write = partial(update_ref, rs, ds, tag, d, expected=now, command=command, event=event)
+    if history is None:
+        write(history=None)
+    else:
+        history.move(events, tag, previous, d, write)
     status = "created" if now is None else ("moved" if previous else "repaired")
     return RefUpdate(dataset=ds, tag=tag, revision=d, previous=previous, status=status)
 
@@ -572,29 +594,3 @@ def _pull_target(reg: Registry, rs: RemoteStore, spec: str) -> Target:
 
 def _targets_of(found: TagValues) -> list[Target]:
     return [Target(name.dataset, name.tag, d) for name, d in found.good.items()]
-
-
-# -- fetches a command asks for ------------------------------------------------------------
-def fetch_missing(
-    reg: Registry,
-    digests: Iterable[str],
-    *,
-    remote: str | None = None,
-    jobs: int | None = None,
-    progress: ProgressHook = no_progress,
-) -> int:
-    """Fetch objects this registry lacks (checkout of a lazily cloned revision) from ``remote``
-    or the default remote; return how many came. Without a remote, a clear error."""
-    need = reg.store.missing(digests)
-    if not need:
-        return 0
-    if remote is None and default_remote(reg) is None:
-        raise ObjectNotFoundError(
-            f"{len(need)} objects are not in this registry (first "
-            f"{', '.join(short(d) for d in sorted(need)[:3])}), and it has no default remote "
-            "to fetch them from: run 'dsreg pull SPEC -r REMOTE', or set a default remote "
-            "with 'dsreg remote add NAME URL --default'"
-        )
-    rs = open_remote(reg, remote)
-    with Fetch(reg, rs, jobs=jobs_for(reg, rs, jobs), progress=progress) as fetch:
-        return fetch.objects(need)

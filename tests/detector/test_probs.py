@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from dsreg.detector.probs import (
     sum_tolerance,
 )
 from dsreg.errors import InputPathError, ProbabilitiesError
+from dsreg.objects.hashing import HashingStopped, hash_file
 
 
 def softmax(n: int, k: int, *, seed: int = 0, dtype: Any = np.float32) -> np.ndarray:
@@ -195,6 +198,37 @@ def test_npy_file_is_memory_mapped_and_digested(tmp_path: Path, dtype: Any) -> N
     assert ArraySource(probs).digest() == digest
     assert ArraySource(np.asfortranarray(probs)).digest() == digest
     source.close()
+
+
+@pytest.mark.parametrize("fortran", [False, True])
+def test_digest_taken_beside_the_passes_is_the_files(tmp_path: Path, fortran: bool) -> None:
+    probs = softmax(1000, 6, seed=4)
+    path = tmp_path / "p.npy"
+    np.save(path, np.asfortranarray(probs) if fortran else probs)
+    with open(path, "ab") as f:
+        f.write(b"bytes after the array are part of the file")
+    with open_probabilities(path) as source:
+        source.start_digest()
+        assert np.array_equal(collect(source, 97), probs)
+        assert source.digest() == blake3_of(path)
+    in_memory = ArraySource(probs)
+    in_memory.start_digest()
+    np.save(tmp_path / "q.npy", probs)
+    assert in_memory.digest() == blake3_of(tmp_path / "q.npy")
+
+
+def test_a_digest_no_longer_wanted_stops(tmp_path: Path) -> None:
+    path = tmp_path / "p.npy"
+    np.save(path, softmax(1000, 6, seed=4))
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(HashingStopped):
+        hash_file(path, stop=stop)
+    with open_probabilities(path) as source:
+        source.start_digest()
+    # Closed at once: the digest was stopped, or it had finished and is the file's.
+    with contextlib.suppress(HashingStopped):
+        assert source.digest() == blake3_of(path)
 
 
 def test_fortran_ordered_npy_file(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ way; these tests compare the bytes directly, over more shapes than the golden se
 from __future__ import annotations
 
 import io
+import itertools
 
 import numpy as np
 import pyarrow as pa
@@ -84,8 +85,31 @@ def test_canonical_writer_gives_parquet_bytes(
     for lo in range(0, len(table), ROW_GROUP):
         writer.write(table.slice(lo, ROW_GROUP))
     writer.close()
-    assert out.getvalue() == parquet_bytes(table)
+    assert out.getvalue() == _one_writer(table, ROW_GROUP)
     assert pq.read_metadata(io.BytesIO(out.getvalue())).num_row_groups == 3
+
+
+@pytest.mark.parametrize("chunks", [1, 3])
+def test_parquet_bytes_of_several_row_groups_are_the_one_writers(chunks: int) -> None:
+    # A corrections table's columns (a struct among them), in chunks that straddle the groups:
+    # each group is the table's slice, its pages cut where one writer would cut them.
+    n = 2 * ROW_GROUP + 11
+    rng = np.random.default_rng(chunks)
+    counts = pa.StructArray.from_arrays(
+        [pa.array(rng.integers(0, 5, n).astype(np.int32)) for _ in range(2)], names=["a", "b"]
+    )
+    table = pa.table(
+        {
+            "row": np.arange(n) * 3,
+            "example_id": pa.array([str(i) for i in range(n)]),
+            "verdict": pa.array(rng.integers(0, 4, n)).cast(pa.string()),
+            "votes": counts,
+        }
+    )
+    cuts = np.linspace(0, n, chunks + 1).astype(int)
+    table = pa.concat_tables([table.slice(lo, hi - lo) for lo, hi in itertools.pairwise(cuts)])
+    assert table.column("row").num_chunks == chunks
+    assert parquet_bytes(table) == _one_writer(table, ROW_GROUP)
 
 
 def test_no_rows_make_a_file_without_row_groups() -> None:

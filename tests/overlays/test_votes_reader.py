@@ -492,6 +492,33 @@ def test_a_suggested_label_cell_of_white_space_is_empty(tmp_path: Path) -> None:
     assert got.table.column("verdict").to_pylist() == ["non_error", "non_agreement"]
 
 
+@pytest.mark.parametrize("classes", [CLASSES, PLAIN])
+def test_counts_and_labels_of_every_width_read_as_numbers(
+    tmp_path: Path, classes: tuple[str, ...]
+) -> None:
+    """Counts of one to ten digits (leading zeros, empty cells), labels by index with leading
+    zeros: each read as the number it writes, whichever way the reader takes the column."""
+    wide = [
+        f"{IDS[0]},{LABELS[0]},0004,000000007,0,,1",
+        f"{IDS[1]},00{LABELS[1]},,123456789,0,,",
+        f"{IDS[2]},{LABELS[2]},1,1234567890,2147483647,3,0",
+    ]
+    got = _import(_write(tmp_path, wide), classes=classes).table.to_pydict()
+    assert got["given_label"] == [int(LABELS[0]), int(LABELS[1]), int(LABELS[2])]
+    assert got["suggested_label"] == [4, None, 1]
+    assert [v["given"] for v in got["votes"]] == [7, 123456789, 1234567890]
+    assert [v["guessed"] for v in got["votes"]] == [0, 0, 2147483647]
+    assert [v["both"] for v in got["votes"]] == [None, None, 3]
+    short = [f"{IDS[0]},{LABELS[0]},4,000000007,1,,1", f"{IDS[1]},{LABELS[1]},,9,,,"]
+    got = _import(_write(tmp_path, short, "short.csv"), classes=classes).table.to_pydict()
+    assert [v["given"] for v in got["votes"]] == [7, 9]
+    assert [v["guessed"] for v in got["votes"]] == [1, None]
+    past = [f"{IDS[0]},{LABELS[0]},,2147483648,0,0,0"]
+    assert "given must be a whole number" in _refusal(
+        _write(tmp_path, past, "past.csv"), classes=classes
+    )
+
+
 # -- the second pass runs only on refusal ---------------------------------------------------------
 
 

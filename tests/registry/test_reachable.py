@@ -55,6 +55,10 @@ def _blobs(reg: Registry, spec: str) -> set[str]:
     return {e.blob for e in ds if e.blob is not None}
 
 
+def _logged_overlays(reg: Registry) -> list[str]:
+    return [e.new for e in reg.refs.log("pets") if e.event == "overlay" and e.new]
+
+
 @pytest.fixture
 def pets(make_registry: Callable[..., Registry], make_imagefolder: Callable[..., Path]) -> Registry:
     """pets@original (6 payloads), pets@cleaned (one overlay applied), and an overlay the log
@@ -159,16 +163,21 @@ def test_push_sends_exactly_what_verify_checks_and_pull_fetches_it(
         assert verify(reg, revisions=[LocalReader(reg).revision("pets@cleaned")]).ok
     assert len(checked) == 6 + 5  # payloads; examples, snapshot, revision, overlay, its table
 
+    # The history travels with the tag: the overlay the log names but no tag applies goes
+    # too (its manifest and its table), and nothing else.
+    logged = _logged_overlays(reg)
+    history, problems = reachable(reg, logged)
+    assert not problems and len(history - checked) == 2
     remote = tmp_path / "remote"
     add_remote(reg, "origin", str(remote), default=True)
     sent = dsreg.push(["pets@cleaned"], registry=reg)
-    assert sent.sent == len(checked)
-    assert _remote_objects(remote) == checked
+    assert sent.sent == len(checked | history)
+    assert _remote_objects(remote) == checked | history
 
     fresh = make_registry("fresh")
     add_remote(fresh, "origin", str(remote), default=True)
     pull(fresh, ["pets@cleaned"])
-    assert set(fresh.store) == checked
+    assert set(fresh.store) == checked | history
     assert verify(fresh).ok
 
 
@@ -182,7 +191,7 @@ def test_clone_fetches_what_the_walk_reaches_without_payloads(
     cloned = clone(str(remote), tmp_path / "clone")
     local = Registry(Path(cloned.registry))
     tags = [d for _, _, d in reg.refs.all()]
-    everything, problems = reachable(reg, tags)
+    everything, problems = reachable(reg, [*tags, *_logged_overlays(reg)])
     assert not problems
     payloads = _blobs(reg, "pets@original")
     assert set(local.store) == everything - payloads

@@ -40,7 +40,7 @@ for k in range(int(rounds)):
     (sync / f"{k}-{me}").touch()
     while not (sync / f"{k}-{other}").exists():
         time.sleep(0.0005)
-    checkout(reg, resolved, Path(root) / f"round-{k}", link=link)
+    checkout(resolved, Path(root) / f"round-{k}", link=link)
 """
 
 

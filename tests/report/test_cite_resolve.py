@@ -58,9 +58,13 @@ def test_a_citation_names_the_year_the_remote_and_the_command_that_fetches_it(
     assert "url          = {https://data.example.org/dsreg}" in c.bibtex()
     assert f"  year         = {{{c.year}}}," in c.bibtex()
 
-    # --remote overrides the default: a URL or a path is used as given (never contacted).
-    other = dsreg.cite("toy@corrected", remote="s3://other/reg", registry=ls.reg)
-    assert other.command == f"dsreg checkout {rev} toy --remote s3://other/reg"
+    # --remote overrides the default, and the revision is read through it (as every read with
+    # a remote is); the default remote above was named without being contacted.
+    folder = ls.reg.root.parent / "other-remote"
+    dsreg.push(remote=str(folder), registry=ls.reg)
+    other = dsreg.cite("toy@corrected", remote=str(folder), registry=ls.reg)
+    assert other.command == f"dsreg checkout {rev} toy --remote {folder}"
+    assert other.year == c.year
     with pytest.raises(ConfigError, match="no remote 'nowhere'"):
         dsreg.cite("toy@corrected", remote="nowhere", registry=ls.reg)
 

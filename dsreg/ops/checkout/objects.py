@@ -346,7 +346,7 @@ def check_objects(
         else:
             # Imported here: the remote modules would add to the start-up of every checkout,
             # and most fetch nothing.
-            from dsreg.remote.transfer import fetch_missing
+            from dsreg.remote.fetch import fetch_missing
 
             fetch_missing(reg, absent, progress=progress)
         # Fetched objects were verified on arrival; a second look costs little and keeps the

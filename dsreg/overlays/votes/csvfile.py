@@ -262,14 +262,49 @@ def _without_blank_lines(cells: dict[str, pa.Array]) -> dict[str, pa.Array]:
     return {name: column.filter(keep) for name, column in cells.items()}
 
 
+def _digits(cells: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each cell as the whole number its ASCII digits write (an empty cell: 0), and each
+    cell's length, read from the bytes directly; None unless every cell is at most nine
+    digits and nothing else (the callers' general path decides those)."""
+    if cells.null_count or not pa.types.is_string(cells.type):
+        return None
+    _, offsets_buffer, data_buffer = cells.buffers()
+    ends = np.frombuffer(offsets_buffer, dtype=np.int32, count=cells.offset + len(cells) + 1)
+    ends = ends[cells.offset :]
+    lengths = np.diff(ends)
+    longest = int(lengths.max()) if len(lengths) else 0
+    if longest > 9:
+        return None
+    lo, hi = int(ends[0]), int(ends[-1])
+    data = (
+        np.frombuffer(data_buffer, dtype=np.uint8, count=hi - lo, offset=lo)
+        if hi > lo
+        else np.empty(0, dtype=np.uint8)
+    )
+    if data.size and (data.min() < ord("0") or data.max() > ord("9")):
+        return None
+    values = np.zeros(len(cells), dtype=np.int64)
+    starts = ends[:-1] - lo
+    for at in range(longest):  # a digit at a time, most significant first
+        more = np.flatnonzero(lengths > at)
+        values[more] = values[more] * 10 + (data[starts[more] + at] - ord("0"))
+    return values, lengths
+
+
 def _labels(cells: pa.Array, classes: Classes) -> tuple[np.ndarray, np.ndarray]:
     """Class indices of label cells, read by the format's rule (``Classes.cell``), -1 where a
     cell is no class; and the positions of those cells."""
-    # ASCII digits, one to nine of them (``ascii_is_decimal`` is false on an empty cell).
-    digits = pc.and_(pc.ascii_is_decimal(cells), pc.less_equal(pc.binary_length(cells), _int(9)))
-    if pc.all(digits).as_py() and not classes.any_name_is_an_index():
+    # ASCII digits, one to nine of them: read from the bytes (``_digits``) when every cell is.
+    read = _digits(cells)
+    if read is not None and (not len(cells) or read[1].min() > 0):
+        digits = True
+    else:
+        read = None
+        test = pc.and_(pc.ascii_is_decimal(cells), pc.less_equal(pc.binary_length(cells), _int(9)))
+        digits = bool(pc.all(test).as_py())
+    if digits and not classes.any_name_is_an_index():
         # Every cell reads as an index and no class name does: no cell can be ambiguous.
-        index = as_numpy(pc.cast(cells, pa.int64()))
+        index = read[0] if read is not None else as_numpy(pc.cast(cells, pa.int64()))
         bad = np.flatnonzero(index >= len(classes.names))
         if len(bad):
             index = index.copy()
@@ -285,6 +320,10 @@ def _labels(cells: pa.Array, classes: Classes) -> tuple[np.ndarray, np.ndarray]:
 
 def _count(cells: pa.Array, name: str) -> Count:
     """Whole-number cells of count ``name`` (an empty cell: absent); `_Refused` on any other."""
+    read = _digits(cells)
+    if read is not None:  # every cell empty or at most nine digits: the usual file
+        values, lengths = read
+        return Count(values=values.astype(np.int32), present=lengths > 0)
     lengths = pc.binary_length(cells)
     if len(cells) and pc.max(lengths).as_py() > 10:
         raise _Refused(f"a {name} count of more than ten characters")
