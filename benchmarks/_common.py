@@ -1,4 +1,12 @@
-"""Helpers every benchmark shares: test trees, timed subprocess runs with peak memory, reports.
+"""Helpers every benchmark shares: test trees, timed subprocess runs with peak memory, reports,
+and the one way a target is declared and checked.
+
+A benchmark declares each of its targets once, as a module-level :class:`Target` beside the
+code that measures it (``EVAL_SPEED = Target("DuckDB join / dsreg eval", ">=", 10)``), and checks
+them through one :class:`Checks` per run: ``checks.check(EVAL_SPEED, ratio)`` prints the figure
+against the target with PASS or FAIL, and ``checks.finish()`` prints the tally with the commit
+the run measured (``git rev-parse --short HEAD``, ``+dirty`` when tracked files differ from it)
+and is the script's exit status: 1 if any target was missed, or declared and not measured.
 
 Each measurement runs the tool as its real command line in a fresh subprocess, timed by wall
 clock. Memory is measured two ways: the largest process's peak resident set size as the kernel
@@ -34,16 +42,17 @@ __all__ = [
     "DVC",
     "PYTHON",
     "REPO",
+    "Checks",
     "Measurement",
     "Series",
-    "check",
+    "Target",
+    "commit",
     "dvc_project",
     "evict",
     "fresh_dir",
     "machine",
     "make_imagefolder",
     "measure",
-    "ratio_line",
     "tree_bytes",
     "warm",
 ]
@@ -380,12 +389,114 @@ def _pss_kib(pid: int) -> int:
     return 0
 
 
-def check(ratio: float, target: float) -> str:
-    return "PASS" if ratio >= target else "FAIL"
+def commit(repo: Path = REPO) -> str:
+    """The commit ``repo`` is at (``git rev-parse --short HEAD``), with ``+dirty`` when a
+    tracked file differs from it; ``unknown`` outside a git checkout."""
+
+    def git(*args: str) -> str:
+        proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise OSError(proc.stderr.strip())
+        return proc.stdout.strip()
+
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
+    except OSError:
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
 
 
-def ratio_line(label: str, ratio: float, target: float, detail: str) -> str:
-    return f"  {label:<44} {ratio:6.1f}x  (target >= {target:g}x)  {check(ratio, target)}  {detail}"
+_OPS: dict[str, Callable[[float, float], bool]] = {
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">=": lambda a, b: a >= b,
+    ">": lambda a, b: a > b,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A figure a benchmark holds dsreg to: ``figure OP bound``, the figure in ``unit``
+    (``x`` for a ratio, ``s``, ``ms``, ``MiB`` or ``%``). Declared once, at the top of the
+    benchmark that measures it; docs/benchmarks.md quotes the same."""
+
+    name: str
+    op: str
+    bound: float
+    unit: str = "x"
+
+    def __post_init__(self) -> None:
+        if self.op not in _OPS:
+            raise ValueError(f"target {self.name!r}: op {self.op!r} is not one of {list(_OPS)}")
+
+    def met(self, figure: float) -> bool:
+        return _OPS[self.op](figure, self.bound)
+
+    def shown(self, figure: float) -> str:
+        """A figure in this target's unit."""
+        if self.unit == "x":
+            return f"{figure:.2f}x"
+        if self.unit == "%":
+            return f"{figure:.2f}%"
+        if self.unit == "MiB":
+            return f"{figure:,.0f} MiB"
+        return f"{figure:.3f} {self.unit}"
+
+    def __str__(self) -> str:
+        bound = f"{self.bound:g}x" if self.unit == "x" else f"{self.bound:g} {self.unit}"
+        return f"{self.op} {bound}"
+
+
+@dataclass(slots=True)
+class Checks:
+    """The targets one run of a benchmark checked, each printed as it is checked; the tally and
+    the exit status come from :meth:`finish`."""
+
+    bench: str
+    at: str = field(default_factory=commit)  # the commit measured
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        print(f"{self.bench}: measuring commit {self.at}", flush=True)
+
+    def check(self, target: Target, figure: float | None, detail: str = "") -> bool:
+        """Whether ``figure`` meets ``target``, printed; ``None``: declared and not measured
+        (a step left out), which misses it."""
+        passed = figure is not None and target.met(figure)
+        got = "not measured" if figure is None else target.shown(figure)
+        verdict = "PASS" if passed else "FAIL"
+        more = f"  {detail}" if detail else ""
+        print(f"  {verdict}  {target.name:<58} {got:>12}  (target {target}){more}", flush=True)
+        self.results.append(
+            {"target": target.name, "op": target.op, "bound": target.bound, "unit": target.unit,
+             "figure": figure, "pass": passed}
+        )  # fmt: skip
+        return passed
+
+    def holds(self, name: str, ok: bool, detail: str = "") -> bool:
+        """A condition the run must meet (every tool computed the same counts), printed."""
+        more = f"  {detail}" if detail else ""
+        print(f"  {'PASS' if ok else 'FAIL'}  {name}{more}", flush=True)
+        self.results.append({"target": name, "pass": ok})
+        return ok
+
+    @property
+    def passed(self) -> bool:
+        return all(r["pass"] for r in self.results)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"benchmark": self.bench, "commit": self.at, "checks": self.results,
+                "pass": self.passed}  # fmt: skip
+
+    def finish(self) -> int:
+        """Print the tally with the commit; the exit status: 0 if every target passed."""
+        missed = [r["target"] for r in self.results if not r["pass"]]
+        tally = f"{len(self.results) - len(missed)} of {len(self.results)} targets met"
+        if missed:
+            tally += "; MISSED: " + "; ".join(missed)
+        print(f"{self.bench} at commit {self.at}: {tally}", flush=True)
+        return 1 if missed else 0
 
 
 def run_tool(cmd: list[str], cwd: Path) -> str:

@@ -1,33 +1,50 @@
 """The precision/recall curve behind the audit's default thresholds (docs/audit.md).
 
-Real photographs (``dsreg.audit.corpus``: tiles of the photographs installed packages ship)
-and real text (standard-library docstrings): each base item once in a "training" set, a
-transformed copy of half of them (JPEG q30-90, resize 50-200%, crop up to 10%, brightness
-+-20%; case, whitespace, punctuation and 10% word edits) plus unrelated items in a "test" set.
-A test item is a true positive when it is matched to its own source, a false positive when it
-is matched to anything else. A test image is matched as the audit matches it: its pHash against
-the stored image's and those of its crops (``images.CROPS``). Prints one line per threshold.
+Real photographs (``dsreg.audit.corpus``: tiles of the photographs installed packages ship),
+flat synthetic images (``corpus.shape_images``: shapes on flat backgrounds) and real text
+(standard-library docstrings): each base item once in a "training" set, a transformed copy of
+half of them (JPEG q30-90, resize 50-200%, crop up to 10%, brightness +-20%; case, whitespace,
+punctuation and 10% word edits) plus unrelated items in a "test" set. A test item is a true
+positive when it is matched to its own source, a false positive when it is matched to anything
+else. A test image is matched as the audit matches it: its pHash against the stored image's and
+those of its crops (``images.CROPS``), then confirmed by the pixel check (``confirm.py``, at its
+default tolerance); the curves without the pixel check are printed beside. Prints one line per
+threshold.
 
-    python benchmarks/audit_thresholds.py [--images N] [--texts N]
+    python benchmarks/audit_thresholds.py [--images N] [--flat N] [--texts N]
 
 N is the size of the training set (0 leaves that kind out: its curve is not measured, and the
 output says so), at least 2 so the test set holds a copy and an unrelated item, and at most
-what the corpus gives (two thirds of its images or texts: the unrelated items are a further
-N/2).
+what the corpus gives for photographs and texts (two thirds of its images or texts: the
+unrelated items are a further N/2).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 import numpy as np
 from PIL import Image
 
-from dsreg.audit.corpus import edit_text, jpeg, photo_tiles, stdlib_texts, transform_image
+from dsreg.audit import DEFAULT_IMAGE_THRESHOLD
+from dsreg.audit.confirm import PIXEL_TOLERANCE, nearest_views, pixel_distances
+from dsreg.audit.corpus import (
+    edit_text,
+    jpeg,
+    photo_tiles,
+    png,
+    shape_images,
+    stdlib_texts,
+    transform_image,
+)
 from dsreg.audit.images import fingerprint_images
 from dsreg.audit.text import fingerprint_texts, jaccard
+
+_STEPS = [4, 6, 8, 10, 12, 14, 16]
+# A distance no threshold reaches: a pair the pixel check refuses.
+_NEVER = 65
 
 
 def _curve(
@@ -52,28 +69,81 @@ def _curve(
         print(f"{t:>9}  {recall:6.3f}  {precision:9.3f}  {fp_queries:9d}")
 
 
+class _Distances(NamedTuple):
+    """Per test image and training image: the pHash distance as the audit matches (to the
+    nearest of the stored image and its crops), with the pairs the pixel check refuses set out
+    of reach (``checked``) and without (``alone``), and the pixel distance of the pairs within
+    the default pHash threshold (infinite for the others)."""
+
+    checked: np.ndarray
+    alone: np.ndarray
+    pixels: np.ndarray
+
+
+def _distances(train: list[bytes], test: list[bytes]) -> _Distances:
+    q, stored = fingerprint_images(test), fingerprint_images(train)
+    variants = np.concatenate([stored.hashes[:, None], stored.crops], axis=1)
+    d = np.bitwise_count(q.hashes[:, None, None] ^ variants[None]).min(axis=2)
+    qi, sj = np.nonzero(d <= max(_STEPS))
+    views = nearest_views(q.hashes[qi], variants[sj])
+    px = pixel_distances(q.thumbs[qi], stored.thumbs[sj], views)
+    far = px > PIXEL_TOLERANCE
+    checked = d.copy()
+    checked[qi[far], sj[far]] = _NEVER
+    pixels = np.full(d.shape, np.inf)
+    near = d[qi, sj] <= DEFAULT_IMAGE_THRESHOLD
+    pixels[qi[near], sj[near]] = px[near]
+    return _Distances(checked, d, pixels)
+
+
+def _tolerance_curve(name: str, pixels: np.ndarray, pos: np.ndarray) -> None:
+    _curve(
+        f"{name}, pixel tolerance at the default {DEFAULT_IMAGE_THRESHOLD} bits",
+        pixels,
+        pos,
+        [0.3, 0.5, 0.7, 0.9, 1.2, 1.5, 2.0],
+        "le",
+    )
+
+
 def images(n: int, tiles: list[Image.Image]) -> None:
     """The curves for ``n`` training images, from ``n + n // 2`` distinct ``tiles``."""
     rng = np.random.default_rng(0)
     train = [jpeg(t) for t in tiles[:n]]
     made = [transform_image(t, rng) for t in tiles[: n // 2]]
     unrelated = [jpeg(t) for t in tiles[n:]]
-    q = fingerprint_images([m[0] for m in made] + unrelated).hashes
-    stored = fingerprint_images(train)
-    # As the audit matches: a test image's hash against the stored image's and its crops'.
-    variants = np.concatenate([stored.hashes[:, None], stored.crops], axis=1)
-    d = np.bitwise_count(q[:, None, None] ^ variants[None]).min(axis=2)
+    found = _distances(train, [m[0] for m in made] + unrelated)
+    d = found.checked
     none = -np.ones(len(unrelated), dtype=np.int64)
     pos = np.concatenate([np.arange(n // 2), none])
-    steps = [4, 6, 8, 10, 12, 14, 16]
-    _curve("images, every transformation (pHash Hamming bits, with crops)", d, pos, steps, "le")
+    _curve(
+        "images, every transformation (pHash bits with crops, pixel check)", d, pos, _STEPS, "le"
+    )
+    _curve("images, pHash alone (no pixel check)", found.alone, pos, _STEPS, "le")
+    _tolerance_curve("images", found.pixels, pos)
     cropped = np.array(["crop" in m[1] for m in made] + [False] * len(unrelated))
     keep = ~cropped
-    _curve("images, crops left out", d[keep], pos[keep], steps, "le")
+    _curve("images, crops left out", d[keep], pos[keep], _STEPS, "le")
     only = cropped | (pos < 0)
-    _curve("images, cropped copies only", d[only], pos[only], steps, "le")
-    full = np.bitwise_count(q[:, None] ^ stored.hashes[None, :])
-    _curve("images, full-image pHash only (no crops)", full, pos, steps, "le")
+    _curve("images, cropped copies only", d[only], pos[only], _STEPS, "le")
+    q, stored = fingerprint_images([m[0] for m in made] + unrelated), fingerprint_images(train)
+    full = np.bitwise_count(q.hashes[:, None] ^ stored.hashes[None, :])
+    _curve("images, full-image pHash only (no crops, no pixel check)", full, pos, _STEPS, "le")
+
+
+def flat(n: int) -> None:
+    """The curves for ``n`` flat synthetic training images (``corpus.shape_images``): a
+    transformed copy of half of them and ``n // 2`` unrelated ones in the test set."""
+    rng = np.random.default_rng(0)
+    shapes = shape_images(n + n // 2, seed=5)
+    train = [png(t) for t in shapes[:n]]
+    made = [transform_image(t, rng)[0] for t in shapes[: n // 2]]
+    found = _distances(train, made + [png(t) for t in shapes[n:]])
+    pos = np.concatenate([np.arange(n // 2), -np.ones(n // 2, dtype=np.int64)])
+    name = "flat synthetic images"
+    _curve(f"{name} (pHash bits with crops, pixel check)", found.checked, pos, _STEPS, "le")
+    _curve(f"{name}, pHash alone (no pixel check)", found.alone, pos, _STEPS, "le")
+    _tolerance_curve(name, found.pixels, pos)
 
 
 def texts(n: int, base: list[str]) -> None:
@@ -120,6 +190,7 @@ def _most(available: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = _Parser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=_size, default=200, metavar="N")
+    parser.add_argument("--flat", type=_size, default=200, metavar="N")
     parser.add_argument("--texts", type=_size, default=350, metavar="N")
     args = parser.parse_args(argv)
     # Both sizes checked before the first (long) curve is measured.
@@ -138,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
         images(args.images, tiles)
     else:
         print("\nimages: not measured (--images 0)")
+    if args.flat:
+        flat(args.flat)
+    else:
+        print("\nflat synthetic images: not measured (--flat 0)")
     if args.texts:
         texts(args.texts, base)
     else:

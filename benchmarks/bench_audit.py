@@ -16,6 +16,10 @@ builds a registry with a training set of real-photograph tiles and a test set, a
 new training items and audits again. ``engines`` fingerprints the same folder of JPEG tiles
 and texts with the local process pool (one worker per CPU) and with Ray Data in local mode on
 this machine (Ray's start timed apart), as ``--engine ray`` runs them.
+
+Targets (the ``Target`` declarations below; docs/benchmarks.md): ``scale`` at its defaults under
+60 s and 1.5 GiB resident; ``reaudit``'s second audit at most 5% of the first's time. ``rate``
+and ``engines`` are for information. Exit status 0 only if every target checked passes.
 """
 
 from __future__ import annotations
@@ -32,8 +36,14 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import Checks, Target
+
 _JOBS_GIVEN = "DSREG_JOBS" in os.environ
 os.environ.setdefault("DSREG_JOBS", "1")
+SCALE_TIME = Target("scale: read, index and check every candidate pair, wall", "<", 60, "s")
+SCALE_MEMORY = Target("scale: peak resident memory of the matching", "<", 1536, "MiB")
+REAUDIT = Target("re-audit after adding 1%: its time / the first audit's", "<=", 5, "%")
 
 
 def rate(n: int) -> None:
@@ -67,7 +77,7 @@ def _timed(fn: object) -> float:
     return time.perf_counter() - start
 
 
-def scale(stored: int, queries: int, threshold: int, crops: int) -> None:
+def scale(stored: int, queries: int, threshold: int, crops: int, checks: Checks) -> None:
     """The stored fingerprints written first; then, in a child process (its peak resident
     memory is the matching's alone), read back and matched as the audit matches them."""
     rng = np.random.default_rng(0)
@@ -83,6 +93,9 @@ def scale(stored: int, queries: int, threshold: int, crops: int) -> None:
         subprocess.run(
             [sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": paths}
         )
+        took, peak = (float(x) for x in (Path(tmp) / "figures.txt").read_text().split())
+    checks.check(SCALE_TIME, took)
+    checks.check(SCALE_MEMORY, peak)
 
 
 def _flip(hashes: np.ndarray, bits: int, rng: np.random.Generator) -> np.ndarray:
@@ -127,8 +140,8 @@ def _scale_child(tmp: str, stored: int, threshold: int, crops: int) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dsreg.audit.duplicates import image_variants
     from dsreg.audit.index import Variants, variant_pairs
+    from dsreg.audit.matching import image_variants
 
     q = np.load(Path(tmp) / "queries.npy")
     # The kernels compile on a first call (once per machine; cached on disk after that).
@@ -140,6 +153,7 @@ def _scale_child(tmp: str, stored: int, threshold: int, crops: int) -> None:
     pairs = variant_pairs(q, image_variants(table, np.arange(table.num_rows)), threshold)
     took, cpu = time.perf_counter() - start, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    (Path(tmp) / "figures.txt").write_text(f"{took} {peak}")
     print(
         f"{len(q):,} test hashes vs {stored:,} stored images x {1 + crops} hashes, threshold "
         f"{threshold}: {len(pairs.query):,} pairs in {took:.1f} s, {cpu:.1f} s of CPU "
@@ -147,7 +161,7 @@ def _scale_child(tmp: str, stored: int, threshold: int, crops: int) -> None:
     )
 
 
-def reaudit(train_n: int, test_n: int) -> None:
+def reaudit(train_n: int, test_n: int, checks: Checks) -> None:
     import dsreg
     from dsreg.audit.corpus import jpeg, photo_tiles
 
@@ -185,6 +199,7 @@ def reaudit(train_n: int, test_n: int) -> None:
             f"({again / first:.1%} of the first), {result[0].fingerprints['computed']} "
             "fingerprints computed"
         )
+    checks.check(REAUDIT, 100 * again / first)
 
 
 def engines(n: int) -> None:
@@ -229,7 +244,7 @@ def _put(path: Path, data: bytes) -> None:
     path.write_bytes(data)
 
 
-if __name__ == "__main__":
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("what", choices=["rate", "scale", "reaudit", "engines"])
     parser.add_argument("--n", type=int, default=300)
@@ -240,13 +255,19 @@ if __name__ == "__main__":
     parser.add_argument("--train", type=int, default=5_000)
     parser.add_argument("--test", type=int, default=500)
     args = parser.parse_args()
+    checks = Checks(f"bench_audit {args.what}")
     if args.what == "rate":
         rate(args.n)
     elif args.what == "scale":
         if not _JOBS_GIVEN:
             del os.environ["DSREG_JOBS"]  # the join's default: a thread per CPU
-        scale(args.stored, args.queries, args.threshold, args.crops)
+        scale(args.stored, args.queries, args.threshold, args.crops, checks)
     elif args.what == "engines":
         engines(args.n)
     else:
-        reaudit(args.train, args.test)
+        reaudit(args.train, args.test, checks)
+    return checks.finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,7 +5,7 @@ and reading a remote over HTTP on a fresh machine (``--suite read``: ``_remote_r
     python benchmarks/bench_remotes.py --files 5000 --reps 2
     python benchmarks/bench_remotes.py --suite read      # 50,000 PNGs over HTTP vs dvc get
 
-Targets (docs/benchmarks.md):
+Targets (the ``Target`` declarations here and in ``_remote_read.py``; docs/benchmarks.md):
 - ``dsreg push`` >= 2x faster than ``dvc push`` of the same tree to an empty remote;
 - ``dsreg pull`` >= 2x faster than ``dvc fetch`` (objects into the store / cache, from an empty
   one), and ``dsreg pull`` + ``dsreg checkout`` >= 2x faster than ``dvc pull`` (fetch and
@@ -39,16 +39,16 @@ from pathlib import Path
 from _common import (
     DSREG,
     DVC,
+    Checks,
     Measurement,
     Series,
-    check,
+    Target,
     clear_runs,
     dvc_project,
     fresh_dir,
     machine,
     make_imagefolder,
     measure_tool,
-    ratio_line,
     tree_bytes,
     warm,
 )
@@ -63,9 +63,11 @@ def _m(cmd: list[str], cwd: Path) -> Measurement:
     return measure_tool(cmd, cwd, sample_memory=False)
 
 
-PUSH_TARGET = 2.0
-PULL_TARGET = 2.0
-NOOP_TARGET = 20.0
+PUSH = Target("push: dvc push / dsreg push", ">=", 2)
+PULL = Target("pull: dvc fetch / dsreg pull", ">=", 2)
+PULL_WORKSPACE = Target("pull+workspace: dvc pull / dsreg pull+checkout", ">=", 2)
+NOOP = Target("push again, nothing new: first / again (library)", ">=", 20)
+NOOP_CLI = Target("push again, nothing new: first / again (command line)", ">=", 20)
 
 # Times the library's push twice in one process: the first to an empty remote, then again.
 _INPROC = """
@@ -120,26 +122,25 @@ def main(argv: list[str] | None = None) -> int:
     work = (args.workdir or Path(tempfile.mkdtemp(prefix="dsreg-bench-remotes-"))).absolute()
     work.mkdir(parents=True, exist_ok=True)
     say = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
-    ok = True
+    checks = Checks("bench_remotes")
     result: dict[str, object] = {"benchmark": "remotes", "machine": machine()}
     if args.suite in ("all", "read"):
         import _remote_read
 
-        result["read"], ok = _remote_read.run(
-            work, files=args.files, classes=args.classes, reps=args.reps, say=say
+        result["read"] = _remote_read.run(
+            work, files=args.files, classes=args.classes, reps=args.reps, say=say, checks=checks
         )
     if args.suite in ("all", "pushpull"):
-        pushpull, pp_ok = _push_pull(args, work, say)
-        result.update(pushpull)
-        ok &= pp_ok
+        result.update(_push_pull(args, work, say, checks))
     if args.json:
+        result.update(checks.to_dict())
         args.json.write_text(json.dumps(result, indent=2) + "\n")
-    return 0 if ok else 1
+    return checks.finish()
 
 
 def _push_pull(
-    args: argparse.Namespace, work: Path, say: Callable[[str], None]
-) -> tuple[dict, bool]:
+    args: argparse.Namespace, work: Path, say: Callable[[str], None], checks: Checks
+) -> dict:
     """The push and pull measurements through local-directory remotes."""
 
     say(f"tree: {args.files} files in {args.classes} classes under {work}")
@@ -236,11 +237,11 @@ def _push_pull(
         "machine": machine(),
         "series": {k: v.to_dict() for k, v in s.items() if v.runs},
     }
-    ok = _report(s, args, size, result)
-    return result, ok
+    _report(s, args, size, checks)
+    return result
 
 
-def _report(s: dict[str, Series], args: argparse.Namespace, size: int, result: dict) -> bool:
+def _report(s: dict[str, Series], args: argparse.Namespace, size: int, checks: Checks) -> None:
     print(
         f"remotes benchmark: {args.files} files, {args.classes} classes, {size / 2**20:.0f} MiB, "
         f"local-directory remotes, {args.reps} reps, {os.cpu_count()} cpus (medians)"
@@ -249,33 +250,13 @@ def _report(s: dict[str, Series], args: argparse.Namespace, size: int, result: d
         rss = f"peak RSS {v.peak_rss_mib:7.1f} MiB" if v.peak_rss_mib else "(in-process)"
         print(f"  {k:<22} {v.seconds:8.2f} s   {rss}")
     sec = {k: v.seconds for k, v in s.items()}
-    pulled = sec["dsreg_pull"] + sec["dsreg_checkout"]
-    checks = [
-        ("push: dvc push / dsreg push", sec["dvc_push"] / sec["dsreg_push"], PUSH_TARGET),
-        ("pull: dvc fetch / dsreg pull", sec["dvc_fetch"] / sec["dsreg_pull"], PULL_TARGET),
-        ("pull+workspace: dvc pull / dsreg pull+checkout", sec["dvc_pull"] / pulled, PULL_TARGET),
-        (
-            "push again, nothing new: first / again (library)",
-            sec["dsreg_push_lib"] / sec["dsreg_push_again_lib"],
-            NOOP_TARGET,
-        ),
-        (
-            "push again, nothing new: first / again (command line, with start-up)",
-            sec["dsreg_push"] / sec["dsreg_push_again"],
-            NOOP_TARGET,
-        ),
-    ]
-    ok = True
-    for label, ratio, target in checks:
-        print(ratio_line(label, ratio, target, ""))
-        ok &= check(ratio, target) == "PASS"
+    checks.check(PUSH, sec["dvc_push"] / sec["dsreg_push"])
+    checks.check(PULL, sec["dvc_fetch"] / sec["dsreg_pull"])
+    checks.check(PULL_WORKSPACE, sec["dvc_pull"] / (sec["dsreg_pull"] + sec["dsreg_checkout"]))
+    checks.check(NOOP, sec["dsreg_push_lib"] / sec["dsreg_push_again_lib"])
+    checks.check(NOOP_CLI, sec["dsreg_push"] / sec["dsreg_push_again"])
     dvc_again = sec["dvc_push"] / sec["dvc_push_again"]
-    print(f"  {'dvc push again (command line)':<44} {dvc_again:6.1f}x  (shown, no target)")
-    result["checks"] = [
-        {"check": label, "ratio": round(r, 2), "target": t, "verdict": check(r, t)}
-        for label, r, t in checks
-    ]
-    return ok
+    print(f"  (info) dvc push again (command line): first / again {dvc_again:.1f}x")
 
 
 if __name__ == "__main__":

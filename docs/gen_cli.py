@@ -14,7 +14,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def commands(group: Any, prefix: list[str]) -> list[list[str]]:
-    """Every leaf command's words (typer vendors its own click: duck-type the groups)."""
+    """Every leaf command's words (a group is what lists commands)."""
     out: list[list[str]] = []
     ctx = group.context_class(group)
     for name in sorted(group.list_commands(ctx)):

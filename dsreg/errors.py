@@ -28,7 +28,8 @@ builtin a Python user would catch for it (as pyarrow's are), and carries its dat
     │   └── ManifestError              a manifest that breaks its JSON Schema or the data model
     ├── ConfigError  ValueError        a config.toml that cannot be read or an invalid setting
     ├── RemoteError  OSError           a remote that cannot be reached, read or written
-    └── StorageError  OSError          the local file system refused an operation
+    ├── StorageError  OSError          the local file system refused an operation
+    └── MissingExtraError  ImportError a command or method whose optional extra is not installed
 
 >>> try:
 ...     dsreg.open("imagenet-val@nope")               # doctest: +SKIP
@@ -53,6 +54,7 @@ __all__ = [
     "InvalidNameError",
     "InvalidSpecError",
     "ManifestError",
+    "MissingExtraError",
     "NotFoundError",
     "ObjectNotFoundError",
     "PredictionsError",
@@ -289,6 +291,17 @@ class StorageError(_PathAttribute, DsregError, OSError):
 
     Attributes: ``path`` (where known).
     """
+
+
+class MissingExtraError(DsregError, ImportError):
+    """A command, option or method whose optional dependencies (an extra of the package, as
+    ``dsreg[review]``) are not installed; nothing was written. The message names the install
+    command.
+
+    Attributes: ``extra`` (the extra's name).
+    """
+
+    extra: str | None = None
 
 
 class YankedWarning(UserWarning):

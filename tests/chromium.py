@@ -8,6 +8,10 @@ QUIC, no background requests, updates or sync), on a fresh profile each launch."
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import tarfile
+import tempfile
 from pathlib import Path
 from typing import Any, Final
 
@@ -46,3 +50,50 @@ def launch_persistent(playwright: Any, profile: Path, **options: Any) -> Any:
     return playwright.chromium.launch_persistent_context(
         str(profile), executable_path=str(CHROMIUM), args=list(CHROMIUM_ARGS), **options
     )
+
+
+#: The accessibility checker the browser tests inject into pages (tests/review, tests/publish).
+AXE: Final = "axe-core@4.14.1"
+
+
+def axe_source() -> str:
+    """The text of ``axe.min.js``, fetched once from the npm registry with ``npm pack`` into a
+    cache folder (the system's temporary folder); skips the calling test, saying why, when npm
+    is absent or the registry cannot be reached and nothing is cached."""
+    import pytest
+
+    cache = Path(tempfile.gettempdir()) / "dsreg-test-cache" / AXE.replace("@", "-")
+    script = cache / "axe.min.js"
+    if not script.is_file():
+        npm = shutil.which("npm")
+        if npm is None:
+            pytest.skip(f"npm is not installed, and {AXE} is not cached in {cache}")
+        cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=cache) as tmp:
+            try:
+                packed = subprocess.run(
+                    [npm, "pack", AXE, "--pack-destination", tmp, "--silent"],
+                    capture_output=True, text=True, timeout=120, check=False, cwd=tmp,
+                )  # fmt: skip
+            except subprocess.TimeoutExpired:
+                pytest.skip(f"the npm registry did not answer within 120 s for {AXE}")
+            tarballs = list(Path(tmp).glob("axe-core-*.tgz"))
+            if packed.returncode != 0 or not tarballs:
+                reason = (packed.stderr.strip().splitlines() or ["no tarball"])[-1]
+                pytest.skip(f"cannot fetch {AXE} from the npm registry: {reason}")
+            with tarfile.open(tarballs[0]) as tar:
+                member = tar.extractfile("package/axe.min.js")
+                assert member is not None
+                (Path(tmp) / "axe.min.js").write_bytes(member.read())
+            (Path(tmp) / "axe.min.js").replace(script)
+    return script.read_text(encoding="utf-8")
+
+
+#: Runs axe-core on the page: its serious and critical violations, one line each.
+AXE_RUN: Final = """async () => {
+  const result = await axe.run(document, { resultTypes: ["violations"] });
+  return result.violations
+    .filter((v) => v.impact === "serious" || v.impact === "critical")
+    .map((v) => v.id + " (" + v.impact + "): " + v.help + " at " +
+      v.nodes.map((n) => n.target.join(" ")).join(", "));
+}"""

@@ -273,6 +273,7 @@ ERRORS_AS_BUILTINS: list[tuple[type[dsreg.DsregError], tuple[type[Exception], ..
     (dsreg.ConfigError, (ValueError,)),
     (dsreg.RemoteError, (OSError,)),
     (dsreg.StorageError, (OSError,)),
+    (dsreg.MissingExtraError, (ImportError,)),
 ]
 
 

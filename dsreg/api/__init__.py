@@ -81,6 +81,7 @@ if TYPE_CHECKING:
     from dsreg.errors import InvalidNameError as InvalidNameError
     from dsreg.errors import InvalidSpecError as InvalidSpecError
     from dsreg.errors import ManifestError as ManifestError
+    from dsreg.errors import MissingExtraError as MissingExtraError
     from dsreg.errors import NotFoundError as NotFoundError
     from dsreg.errors import ObjectNotFoundError as ObjectNotFoundError
     from dsreg.errors import PredictionsError as PredictionsError
@@ -130,6 +131,14 @@ if TYPE_CHECKING:
     from dsreg.report.board.leaderboard import Flip as Flip
     from dsreg.report.board.leaderboard import Leaderboard as Leaderboard
     from dsreg.report.board.leaderboard import RevisionBoard as RevisionBoard
+    from dsreg.report.board.multitask import ModelAggregate as ModelAggregate
+    from dsreg.report.board.multitask import MultitaskBoard as MultitaskBoard
+    from dsreg.report.board.multitask import TaskEntry as TaskEntry
+    from dsreg.report.board.multitask import ViewBoard as ViewBoard
+    from dsreg.report.board.stability import PairChange as PairChange
+    from dsreg.report.board.stability import PairHold as PairHold
+    from dsreg.report.board.stability import Perturbation as Perturbation
+    from dsreg.report.board.stability import Stability as Stability
     from dsreg.report.cite import Citation as Citation
     from dsreg.report.diff import DiffResult as DiffResult
     from dsreg.report.diff import Transition as Transition

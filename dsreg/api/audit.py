@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated, Literal
 
+from dsreg._util.extras import require
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook
 from dsreg.api.common import command_of, hook, local_reader, specs_of
@@ -90,6 +91,7 @@ def audit_duplicates(
     (docs/audit.md measures both). Labels-only rows are skipped and counted; unreadable
     payloads are counted and listed, never passed as clean.
     """
+    require("audit", "dsreg audit duplicates")
     duplicates.check_thresholds(image_threshold, text_threshold)
     engines.check_engine(engine, ray_address)
     duplicates.check_sides(specs_of(against), within=within)

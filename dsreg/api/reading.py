@@ -81,5 +81,5 @@ def reader(
         yield local_reader(registry)
         return
     read = remote_reader(registry, remote, payloads=payloads, progress=progress)
-    with read.registry.lock():
+    with read.locked():
         yield read

@@ -110,6 +110,14 @@ AnswersOpt: TypeAlias = Annotated[
         "answer per row; the classes are the normalised answers (--normalize)."
     ),
 ]
+LicenseOpt: TypeAlias = Annotated[
+    str | None,
+    Opt(
+        help="The dataset's licence: an SPDX id (e.g. CC-BY-4.0) or a URL; recorded in the "
+        "snapshot, repeated by Croissant, CFF and DataCite.",
+        show_default=False,
+    ),
+]
 
 
 def add(
@@ -149,6 +157,7 @@ def add(
     credit: Annotated[
         str | None, Opt(help="The dataset creators' reference as plain text (as --citation).")
     ] = None,
+    license: LicenseOpt = None,
     allow_lookalike_ids: AllowLookalikeIdsOpt = False,
     progress: ProgressHook | None = None,
     command: str | None = None,
@@ -176,7 +185,10 @@ def add(
 
     ``citation`` (a BibTeX file) and ``credit`` (plain text) record the dataset creators'
     reference in the snapshot's source (``source.credit``), repeated by every ``dsreg.cite`` of
-    its revisions: the same data with another credit is another snapshot.
+    its revisions: the same data with another credit is another snapshot. ``license`` (one
+    SPDX licence identifier, e.g. ``CC-BY-4.0``, or a licence's URL) is recorded there too
+    (``source.license``), repeated by its Croissant, CFF and DataCite records; a snapshot made
+    without one has no such key.
 
     Example ids that differ only in Unicode normalisation (NFC and NFD) or in whitespace ending
     a path part (``"a.png"`` and ``"a.png "``) would be one file in a checkout on macOS or

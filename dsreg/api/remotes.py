@@ -30,6 +30,7 @@ from dsreg.registry.reader import tagged
 # A remote is reached through fsspec and DVC, and an import from DVC through DVC itself:
 # imported when first used.
 with lazy_imports():
+    from dsreg.formats import credit as credits
     from dsreg.ingest import dvc as ingest_dvc
     from dsreg.remote import config as remote_config
     from dsreg.remote import transfer
@@ -142,15 +143,29 @@ def publish(
     to: Annotated[
         str | None,
         Arg(
-            "Where: a folder, a URL DVC accepts, or a remote's name (default: the default remote)."
+            "Where: a remote's name, a folder (./site: a bare word naming both is refused) or "
+            "a URL DVC accepts (default: the default remote)."
         ),
     ] = None,
     *,
     url: Annotated[
         str | None,
         Opt(
-            help="The URL readers reach it at, named on the pages (dsreg.open, citations); "
-            "default: the remote's own URL or folder.",
+            help="The URL readers reach it at: the pages name it (dsreg.open, citations) and the "
+            "Croissant documents link their files by it, so they load by URL (default: the "
+            "remote's own URL or folder, and links relative to each document).",
+            show_default=False,
+        ),
+    ] = None,
+    authors: Annotated[
+        Sequence[str] | None,
+        Opt("--author", help="A creator the citations and Croissant name; repeat for several."),
+    ] = None,
+    license: Annotated[
+        str | None,
+        Opt(
+            help="The licence of datasets whose snapshot records none (dsreg add --license): an "
+            "SPDX id (e.g. CC-BY-4.0) or a URL.",
             show_default=False,
         ),
     ] = None,
@@ -165,10 +180,16 @@ def publish(
     """Push every tag to ``to`` (as ``push`` does: objects, tags, recorded results, yanks and
     retirements), then write a static website there: ``index.html``, a page per dataset and
     per tag (digest, label card, verdict counts, the diff to the revision it derives from, its
-    citation, how to load it, the leaderboard, yanks and retirements, Croissant JSON-LD) and
-    each page's Croissant file. Relative links only: any static web server, or ``file://``,
-    serves it. An http(s) remote is read-only: refused before anything is sent."""
+    citation, how to load it, the leaderboard and its rank chart, yanks and retirements,
+    Croissant JSON-LD), each page's Croissant file and the files those name
+    (docs/publish.md). The pages link relatively: any static web server, or ``file://``,
+    serves them. With ``url``, the Croissant documents name their files and pages by URL, so
+    ``mlcroissant`` loads them by URL; without, their links are relative to each document.
+    ``authors`` and ``license`` (one SPDX id or a URL; a snapshot's own licence is never
+    replaced) go into the citations and documents. An http(s) remote is read-only: refused
+    before anything is sent, as is a licence that is not an SPDX id or a URL."""
     reg, _, line = _transfer("publish", None, registry, command)
+    checked = None if license is None else credits.check_license(license)
     rs = transfer.writable_remote(reg, to)
     pushed = transfer.push(
         reg,
@@ -186,7 +207,10 @@ def publish(
         revisions = {
             ds: tagged(reader, ds, yanked=True) for ds in reg.refs.datasets() if reader.tags(ds)
         }
-    site = publish_site.write_site(revisions, rs, url=url or rs.url)
+    opts = publish_site.SiteOptions(
+        url=url or rs.url, absolute=url is not None, authors=tuple(authors or ()), license=checked
+    )
+    site = publish_site.write_site(revisions, rs, opts)
     return publish_site.Published(push=pushed, site=site)
 
 

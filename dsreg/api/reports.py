@@ -51,6 +51,16 @@ ViewsOpt: TypeAlias = Annotated[
         show_default=False,
     ),
 ]
+# eval: how the predictions are given (another tool's per-item output, aligned here).
+PredictionsFormatOpt: TypeAlias = Annotated[
+    str,
+    Opt(
+        "--predictions-format",
+        help="How the predictions are given: dsreg (.npy, .parquet, .csv), or lm-eval "
+        "(the samples_<task>_<date>.jsonl of lm_eval --log_samples, aligned with the rows "
+        "by each doc's question and choices).",
+    ),
+]
 # eval --record: what is kept beside the figures.
 RecordOpt: TypeAlias = Annotated[
     bool,
@@ -81,7 +91,7 @@ PinToOpt: TypeAlias = Annotated[
     Opt(
         "--to",
         help="Instead of --output: pin the view's rows (Parquet) on this remote (a name, "
-        "folder or URL), named by their SHA-256, for any engine to read by URL.",
+        "folder, ./site, or URL), named by their SHA-256, for any engine to read by URL.",
         show_default=False,
     ),
 ]
@@ -107,6 +117,7 @@ def evaluate(
         ),
     ],
     *,
+    predictions_format: PredictionsFormatOpt = "dsreg",
     views: ViewsOpt = VIEWS,
     top_k: Annotated[
         Sequence[int],
@@ -139,12 +150,13 @@ def evaluate(
     the rows an audit overlay does not name); rank the models on each view.
 
     ``predictions``: ``{model: predictions}`` (a path, a numpy array, an Arrow table or a
-    pandas DataFrame), or a list of paths (the model is the file stem). ``plot`` also writes
-    a slope chart of the ranks (``.png`` or ``.svg``). ``ci`` is the accuracy interval
-    (``wilson`` or ``bootstrap``); rank, difference and flip-point intervals are bootstrap
-    intervals over ``resamples`` resamples drawn from ``seed``. Raises
-    ``PredictionsError`` when predictions miss rows of a view, name unknown example ids or
-    classes, or have the wrong shape.
+    pandas DataFrame), or a list of paths (the model is the file stem); with
+    ``predictions_format="lm-eval"``, samples files of ``lm_eval --log_samples`` on a question
+    set, aligned by each doc's question and choices (docs/llm.md). ``plot`` also writes a slope
+    chart of the ranks (``.png`` or ``.svg``). ``ci`` is the accuracy interval (``wilson`` or
+    ``bootstrap``); rank, difference and flip-point intervals are bootstrap intervals over
+    ``resamples`` resamples drawn from ``seed``. Raises ``PredictionsError`` when predictions
+    miss rows of a view, name unknown example ids or classes, or have the wrong shape.
 
     ``record=True`` also keeps the predictions under ``model`` or each input's name, with
     ``meta``, for ``dsreg.leaderboard``: see ``dsreg.record``. With ``remote`` (no registry
@@ -156,17 +168,22 @@ def evaluate(
     from dsreg.report.stats.significance import StatsOptions  # imported by evaluate too
 
     check_record_remote(spec, record=record, remote=remote)
+    if plot is not None:  # a bad chart name or a missing extra, refused before --record writes
+        report_plot.chart_format(plot)
     stats = StatsOptions(ci=ci, resamples=resamples, seed=seed)
     views = VIEWS if views is None else views
-    inputs = report_evaluate.named_inputs(predictions)
     with reading.reader(registry, remote) as reader:
         base = reader.revision(spec)
+        given = reader.repairing(
+            lambda: results_api.aligned_inputs(base, predictions, predictions_format)
+        )
+        inputs = report_evaluate.named_inputs(given)
         report = reader.repairing(
             lambda: report_evaluate.evaluate(base, inputs, views=views, top_k=top_k, stats=stats)
         )
         if record:
             recorded = results_api.record_resolved(
-                base, predictions, model=model, meta=meta, force=force, command=command
+                base, given, model=model, meta=meta, force=force, command=command
             )
             report = dataclasses.replace(report, recorded=tuple(recorded))
     if plot is not None:

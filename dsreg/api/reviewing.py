@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, TypeAlias
 
+from dsreg._util.extras import require
 from dsreg._util.fs import replacing
 from dsreg._util.inputs import INPUT_BYTES, read_input
 from dsreg._util.jsonread import loads
@@ -136,6 +137,7 @@ def review(
     (``audit``: the revision's last) is reviewed as pairs, each finding beside its match (from
     ``corpus``, for an unregistered folder's), answered ``same`` or ``different``.
     """
+    require("review", "dsreg review")
     if reviewer is not None:
         reviewer = review_queue.check_reviewer(reviewer)
     names = rater_names(raters) if raters is not None else ()
@@ -198,16 +200,18 @@ def review_export(
     *,
     overlay: str | None = None,
     audit: bool = False,
+    corpus: PathArg | None = None,
     registry: RegistryOpt = None,
 ) -> ReviewExport:
     """Write the votes cast so far about ``spec``'s review queue to ``path`` in the
     label-errors (MTurk) JSON format, which ``import_votes`` reads; returns the number of
     records written, a ``ReviewExport`` (an ``int``) whose ``set_aside`` lists the damaged
     spans of the votes log, whose records it could not count (empty when the log is whole).
-    Reads the votes log without disturbing a running server."""
-    exported = review_session.export_votes(
-        local_reader(registry).revision(spec), overlay=overlay, audit=audit
-    )
+    Reads the votes log without disturbing a running server. ``corpus`` is refused as the
+    server refuses it (``--corpus`` for a queue that is not an audit's, or that is no folder)."""
+    base = local_reader(registry).revision(spec)
+    review_session.refuse_corpus(base, overlay=overlay, audit=audit, corpus=corpus)
+    exported = review_session.export_votes(base, overlay=overlay, audit=audit)
     data, set_aside = exported.data, exported.set_aside
     try:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -234,6 +238,7 @@ def review_finish(
     citation: PathArg | None = None,
     credit: str | None = None,
     audit: bool = False,
+    corpus: PathArg | None = None,
     command: str | None = None,
     registry: RegistryOpt = None,
 ) -> ReviewFinish:
@@ -252,10 +257,13 @@ def review_finish(
     An audit overlay's queue (``audit``: the revision's last) is a pair review: its findings
     confirmed by ``threshold`` ``same`` votes keep their verdict, those rejected by
     ``threshold`` ``different`` votes are cleared (``non_error``), the rest are left out; the
-    tag's view defaults to ``decontaminated`` (``docs/review.md``, "Pairs")."""
+    tag's view defaults to ``decontaminated`` (``docs/review.md``, "Pairs"). ``corpus`` is
+    refused as the server refuses it, before anything is written."""
     made_credit = overlay_credit(citation, credit)
+    base = local_reader(registry).revision(spec)
+    review_session.refuse_corpus(base, overlay=overlay, audit=audit, corpus=corpus)
     return review_session.finish_review(
-        local_reader(registry).revision(spec),
+        base,
         overlay=overlay,
         threshold=threshold,
         tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),

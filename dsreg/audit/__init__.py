@@ -8,3 +8,5 @@ both)."""
 DEFAULT_IMAGE_THRESHOLD = 10
 #: Shingle Jaccard similarity from which two texts are near-duplicates: docs/audit.md.
 DEFAULT_TEXT_THRESHOLD = 0.3
+#: The tiers of a match, best first: a row's matches and the findings are ordered by them.
+TIERS = ("exact", "image", "text", "ngram")

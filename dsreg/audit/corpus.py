@@ -7,6 +7,11 @@ packages ship (scikit-learn's ``china.jpg`` and ``flower.jpg``, matplotlib's
 at random places and sizes so a few photographs give many distinct images; and the docstrings
 of the Python standard library, paragraphs of real English prose.
 
+Flat synthetic images (``shape_images``) are the other kind of image the thresholds must hold
+on: one to three circles, rectangles or triangles of random colours, sizes and places on a flat
+background of a random colour, drawn with PIL. Their pHashes crowd together (a flat image has
+few low frequencies to tell it apart), which is where a pHash alone finds different images.
+
 The transformations are the ones the thresholds must survive: for images JPEG re-encoding at
 quality 30-90, resizing to 50-200%, a crop of up to 10% of each side, brightness +-20%; for text
 case, whitespace and punctuation changes and 10% of the words replaced, deleted or inserted.
@@ -23,13 +28,15 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageEnhance
+from PIL import Image, ImageDraw, ImageEnhance
 
 __all__ = [
     "edit_text",
     "jpeg",
     "photo_files",
     "photo_tiles",
+    "png",
+    "shape_images",
     "stdlib_texts",
     "transform_image",
 ]
@@ -96,6 +103,41 @@ def photo_tiles(count: int, *, seed: int = 0, side: int = 128) -> list[Image.Ima
         photos[boxes[i][0]].crop(boxes[i][1]).resize((side, side), Image.Resampling.LANCZOS)
         for i in order
     ]
+
+
+def shape_images(count: int, *, seed: int = 0, side: int = 96) -> list[Image.Image]:
+    """``count`` RGB images of ``side`` pixels: a flat background of a random colour and one to
+    three circles, rectangles or triangles of random colours, sizes and places."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        image = Image.new("RGB", (side, side), _colour(rng))
+        draw = ImageDraw.Draw(image)
+        for _ in range(int(rng.integers(1, 4))):
+            x, y = (int(v) for v in rng.integers(0, side * 2 // 3, size=2))
+            w, h = (int(v) for v in rng.integers(side // 6, side // 2, size=2))
+            box = (x, y, min(side - 1, x + w), min(side - 1, y + h))
+            shape = int(rng.integers(3))
+            if shape == 0:
+                draw.ellipse(box, fill=_colour(rng))
+            elif shape == 1:
+                draw.rectangle(box, fill=_colour(rng))
+            else:
+                apex = ((box[0] + box[2]) // 2, box[1])
+                draw.polygon([(box[0], box[3]), (box[2], box[3]), apex], fill=_colour(rng))
+        out.append(image)
+    return out
+
+
+def _colour(rng: np.random.Generator) -> tuple[int, int, int]:
+    r, g, b = (int(v) for v in rng.integers(0, 256, size=3))
+    return r, g, b
+
+
+def png(image: Image.Image) -> bytes:
+    buf = io.BytesIO()
+    image.save(buf, "PNG")
+    return buf.getvalue()
 
 
 def jpeg(image: Image.Image, quality: int = 90) -> bytes:

@@ -6,10 +6,13 @@ payloads (contamination) and, with ``within``, against the test set's own (dupli
 
 - ``exact``: equal payload digests (distance 0);
 - ``image``: the test image's pHash within ``image_threshold`` bits of the other image's or of
-  one of its crops' (the distance: the bits that differ from the nearest);
+  one of its crops' (the distance: the bits that differ from the nearest), confirmed by the
+  two images' pixels (``confirm.py``);
 - ``text``: shingle Jaccard similarity at least ``text_threshold`` (distance ``1 - J``);
 - ``ngram``: at least one shared 13-gram (distance: the fraction of the test text's 13-grams
   the match does not hold).
+
+(``matching.py`` finds the pairs of each tier.)
 
 An ``--against`` that names a folder (a corpus that is not registered) is read file by file:
 its files are fingerprinted as they are (not stored), named by their path below the folder,
@@ -21,9 +24,11 @@ image or a text (``parquet_corpus``), fingerprinted and named the same way.
 
 Rows are then named by verdict: ``contaminated`` (some row of another dataset matches it) or
 ``duplicate`` (it repeats an earlier row of its own set: of each group of rows that match one
-another, the first row is kept and every other is a duplicate), each with every match it has.
-Rows without a payload (labels-only) are skipped and counted; rows whose payload could not be
-read are counted and listed, never treated as clean.
+another, the first row is kept and every other is a duplicate), each with every match it has,
+best first (best tier, then nearest; a ``contaminated`` row's matches in the other datasets
+before those in its own set). The findings are listed nearest first: by their best match's
+tier, then its distance, then row. Rows without a payload (labels-only) are skipped and
+counted; rows whose payload could not be read are counted and listed, never treated as clean.
 """
 
 from __future__ import annotations
@@ -33,13 +38,13 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from dsreg.audit import DEFAULT_IMAGE_THRESHOLD, DEFAULT_TEXT_THRESHOLD
+from dsreg.audit import DEFAULT_IMAGE_THRESHOLD, DEFAULT_TEXT_THRESHOLD, TIERS
 from dsreg.audit.engines import Engine, check_engine, run_batches
 from dsreg.audit.fingerprints import (
     FILES_SCHEMA,
@@ -51,14 +56,15 @@ from dsreg.audit.fingerprints import (
     fingerprints_only,
     list_folder,
 )
-from dsreg.audit.index import Variants, variant_pairs
-from dsreg.audit.lsh import band_plan, gram_pairs, minhash_pairs
+from dsreg.audit.lsh import band_plan
+from dsreg.audit.matching import TierPairs, payload_pairs
 from dsreg.audit.parquet_corpus import (
+    ID_COLUMN,
     Corpus,
-    blobs_table,
     fingerprint_blobs,
     in_order,
     read_corpus,
+    windows,
 )
 from dsreg.errors import InvalidInputError
 from dsreg.formats.corrections import MATCHES_TYPE, corrections_table
@@ -85,19 +91,27 @@ __all__ = [
 
 #: The producer name of an audit overlay (a re-run's tag is recognised by it).
 PRODUCER = "dsreg.audit-duplicates"
-TIERS = ("exact", "image", "text", "ngram")
 _RANK = {t: i for i, t in enumerate(TIERS)}
 LOCAL = Engine()
 
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One audited row: its verdict and every match, best first."""
+    """One audited row: its verdict and every match, best first; ``tier`` and ``distance``
+    are its best match's (by which the findings are ordered, nearest first)."""
 
     row: int
     example_id: str
     verdict: str
     matches: tuple[dict[str, Any], ...]
+
+    @property
+    def tier(self) -> str:
+        return str(self.matches[0]["tier"])
+
+    @property
+    def distance(self) -> float:
+        return float(self.matches[0]["distance"])
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,6 +158,8 @@ class AuditResult:
                     "row": f.row,
                     "example_id": f.example_id,
                     "verdict": f.verdict,
+                    "tier": f.tier,
+                    "distance": f.distance,
                     "matches": list(f.matches),
                 }
                 for f in self.findings
@@ -228,17 +244,24 @@ def _folder_side(listing: Listing, engine: Engine) -> tuple[_Side, list[tuple[st
 
 def _corpus_side(corpus: Corpus, engine: Engine) -> tuple[_Side, list[tuple[str, str]]]:
     """A corpus file that is not registered (``parquet_corpus``): its payloads fingerprinted on
-    ``engine``, named by their ids; and the ids of the rows without a payload or whose payload
-    could not be fingerprinted, with the reason."""
-    parts = run_batches(
-        functools.partial(fingerprint_blobs, kind=corpus.kind),
-        blobs_table(corpus),
-        engine,
-        lambda done, total: engine.progress("fingerprint", done, total),
-    )
-    fp = in_order(corpus, parts)
-    bad = [(i, "no payload (null)") for i in corpus.empty]
-    return _listed_side(corpus.ids, fp), bad + _unfingerprinted(corpus.ids, fp)
+    ``engine`` window by window, named by their ids; and the ids of the rows without a payload,
+    with one too large, or whose payload could not be fingerprinted, with the reason."""
+    parts: list[pa.Table] = []
+    ids: list[str] = []
+    bad: list[tuple[str, str]] = []
+    done = 0
+
+    def progress(rows: int, _: int) -> None:
+        engine.progress("fingerprint", done + rows, len(corpus.ids))
+
+    for window in windows(corpus):
+        work = functools.partial(fingerprint_blobs, kind=corpus.kind)
+        parts += run_batches(work, window.blobs, engine, progress)
+        ids += window.blobs.column(ID_COLUMN).to_pylist()
+        bad += window.skipped
+        done += window.rows
+    fp = in_order(ids, parts)
+    return _listed_side(ids, fp), bad + _unfingerprinted(ids, fp)
 
 
 def _unfingerprinted(ids: list[str], fp: pa.Table) -> list[tuple[str, str]]:
@@ -267,90 +290,6 @@ def _listed_side(ids: list[str], fp: pa.Table) -> _Side:
     )
 
 
-def _of_kind(fp: pa.Table, kind: str) -> np.ndarray:
-    return np.flatnonzero(as_numpy(pc.equal(fp.column("kind"), kind)).astype(bool))
-
-
-def _payload_pairs(
-    q: pa.Table, s: pa.Table, image_threshold: int, text_threshold: float
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, str]]:
-    """Pairs of payload indices ``(q, s)`` per tier, with their distance."""
-    out = []
-    qd, sd = q.column("payload"), s.column("payload")
-    at = pc.index_in(qd, value_set=sd)
-    hit = np.flatnonzero(~as_numpy(pc.is_null(at)).astype(bool))
-    out.append(
-        (hit, as_numpy(at.filter(pc.is_valid(at))).astype(np.int64), np.zeros(len(hit)), "exact")
-    )
-    qi, si = _of_kind(q, "image"), _of_kind(s, "image")
-    if len(qi) and len(si):
-        out.append(_image_pairs(q, s, qi, si, image_threshold))
-    qt, st = _of_kind(q, "text"), _of_kind(s, "text")
-    if len(qt) and len(st):
-        out += _text_pairs(q, s, qt, st, text_threshold)
-    return out
-
-
-def _image_pairs(
-    q: pa.Table, s: pa.Table, qi: np.ndarray, si: np.ndarray, threshold: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, str]:
-    """Image payload pairs: each test image's full pHash against every stored hash of the other
-    side's images, the full image's and its crops' (one row each in the index, so the join
-    stays exact for the threshold); a pair's distance is its nearest variant's."""
-    qh = as_numpy(q.column("phash").take(pa.array(qi))).astype(np.uint64)
-    pairs = variant_pairs(qh, image_variants(s, si), threshold)
-    return qi[pairs.query], si[pairs.stored], pairs.distance.astype(float), "image"
-
-
-def image_variants(table: pa.Table, rows: np.ndarray) -> list[Variants]:
-    """The pHashes of the images at ``rows`` of a fingerprint table: their full-image hashes
-    and their crops', item ``i`` being ``rows[i]``. The crops are read where they lie (a list
-    column's values, chunk by chunk) when ``rows`` is every row, as against a whole dataset."""
-    every = len(rows) == table.num_rows
-    full = table.column("phash") if every else table.column("phash").take(pa.array(rows))
-    parts = [Variants(_u64(full), np.arange(len(rows) + 1, dtype=np.int64), 0)]
-    crops = table.column("phash_crops")
-    chunks = crops.chunks if every else [crops.take(pa.array(rows)).combine_chunks()]
-    first = 0
-    for chunk in chunks:
-        offsets = as_numpy(chunk.offsets).astype(np.int64)
-        values = as_numpy(chunk.values)[offsets[0] : offsets[-1]].astype(np.uint64, copy=False)
-        parts.append(Variants(values, offsets - offsets[0], first))
-        first += len(chunk)
-    return parts
-
-
-def _u64(column: pa.ChunkedArray) -> np.ndarray:
-    return as_numpy(column).astype(np.uint64, copy=False)
-
-
-def _sets(table: pa.Table, rows: np.ndarray, column: str) -> list[np.ndarray]:
-    col = table.column(column).take(pa.array(rows)).combine_chunks()
-    offsets = as_numpy(col.offsets).astype(np.int64)
-    values = as_numpy(col.values).astype(np.uint64)
-    return [values[offsets[i] : offsets[i + 1]] for i in range(len(rows))]
-
-
-def _signatures(table: pa.Table, rows: np.ndarray) -> np.ndarray:
-    col = table.column("minhash").take(pa.array(rows)).combine_chunks()
-    return as_numpy(col.values).astype(np.uint32).reshape(len(rows), -1)
-
-
-def _text_pairs(
-    q: pa.Table, s: pa.Table, qt: np.ndarray, st: np.ndarray, threshold: float
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, str]]:
-    qs, ss = _sets(q, qt, "shingles"), _sets(s, st, "shingles")
-    near = minhash_pairs(_signatures(q, qt), _signatures(s, st), qs, ss, threshold)
-    qg, sg = _sets(q, qt, "grams"), _sets(s, st, "grams")
-    grams = gram_pairs(qg, sg)
-    sizes = np.array([max(len(g), 1) for g in qg], dtype=np.float64)
-    missing = 1.0 - grams.similarity / sizes[grams.query]
-    return [
-        (qt[near.query], st[near.stored], 1.0 - near.similarity, "text"),
-        (qt[grams.query], st[grams.stored], missing, "ngram"),
-    ]
-
-
 def _rows_of(side: _Side, payloads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every ``(i, row)`` with ``row`` a row of ``side`` holding payload ``payloads[i]``."""
     order = np.argsort(side.payload_index, kind="stable")
@@ -364,16 +303,16 @@ def _rows_of(side: _Side, payloads: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def _row_matches(
-    test: _Side, other: _Side, pairs: list[tuple[np.ndarray, np.ndarray, np.ndarray, str]]
+    test: _Side, other: _Side, pairs: list[TierPairs]
 ) -> dict[int, list[tuple[int, str, float]]]:
     """Per test row: ``(other row, tier, distance)`` of every row of ``other`` it matches, by
     its best tier (then distance) where several tiers match the same two rows."""
     if not pairs:
         return {}
-    qp = np.concatenate([p[0] for p in pairs]).astype(np.int64)
-    sp = np.concatenate([p[1] for p in pairs]).astype(np.int64)
-    dist = np.concatenate([np.asarray(p[2], dtype=np.float64) for p in pairs])
-    rank = np.concatenate([np.full(len(p[0]), _RANK[p[3]], dtype=np.int64) for p in pairs])
+    qp = np.concatenate([p.query for p in pairs]).astype(np.int64)
+    sp = np.concatenate([p.stored for p in pairs]).astype(np.int64)
+    dist = np.concatenate([np.asarray(p.distance, dtype=np.float64) for p in pairs])
+    rank = np.concatenate([np.full(len(p.query), _RANK[p.tier], dtype=np.int64) for p in pairs])
     k, test_row = _rows_of(test, qp)
     j, other_row = _rows_of(other, sp[k])
     k = k[j]
@@ -391,7 +330,7 @@ def _row_matches(
     return out
 
 
-def _within(test: _Side, pairs: list[Any]) -> dict[int, list[tuple[int, str, float]]]:
+def _within(test: _Side, pairs: list[TierPairs]) -> dict[int, list[tuple[int, str, float]]]:
     """The duplicate rows of the test set: in each group of rows linked by a match, every row
     but the first, each with its matches among the group's other rows."""
     matched = _row_matches(test, test, pairs)
@@ -448,7 +387,7 @@ def _audit(
     reg = base.registry
     test, skipped, made = _side(reg, base, engine)
     computed, reused = made.computed, made.table.num_rows - made.computed
-    found: dict[int, tuple[str, list[tuple[str, str, str, float]]]] = {}
+    found: dict[int, tuple[str, list[_Match]]] = {}
     inputs = {HELD_INPUT: made.digest}
     bad_files: list[tuple[str, str]] = []
     for k, other in enumerate(others):
@@ -465,15 +404,15 @@ def _audit(
             computed += theirs.computed
             inputs[f"against{k}_{HELD_INPUT}"] = theirs.digest
         inputs[f"against{k}"] = side.revision
-        pairs = _payload_pairs(test.fp, side.fp, image_threshold, text_threshold)
+        pairs = payload_pairs(test.fp, side.fp, image_threshold, text_threshold)
         for r, ms in _row_matches(test, side, pairs).items():
             entry = found.setdefault(r, ("contaminated", []))
-            entry[1].extend((side.revision, side.ids[o], t, d) for o, t, d in ms)
+            entry[1].extend(_Match(side.revision, side.ids[o], t, d, False) for o, t, d in ms)
     if within:
-        pairs = _payload_pairs(test.fp, test.fp, image_threshold, text_threshold)
+        pairs = payload_pairs(test.fp, test.fp, image_threshold, text_threshold)
         for r, ms in _within(test, pairs).items():
             entry = found.setdefault(r, ("duplicate", []))
-            entry[1].extend((test.revision, test.ids[o], t, d) for o, t, d in ms)
+            entry[1].extend(_Match(test.revision, test.ids[o], t, d, True) for o, t, d in ms)
     params = {
         "method": METHOD,
         "image_threshold": image_threshold,
@@ -502,6 +441,27 @@ def corpus_of(against: str) -> Listing | Corpus | None:
     return None
 
 
+class _Match(NamedTuple):
+    """One match of an audited row: the matched dataset and example, the tier and distance,
+    and whether it is in the audited set itself (``--within``)."""
+
+    dataset: str
+    example_id: str
+    tier: str
+    distance: float
+    own: bool
+
+    def order(self) -> tuple[bool, int, float, str, str]:
+        """A row's matches best first: another dataset's before its own set's (the verdict
+        ``contaminated`` names the other dataset first), then best tier, nearest, by name."""
+        return (self.own, _RANK[self.tier], self.distance, self.dataset, self.example_id)
+
+
+def _nearest_first(f: Finding) -> tuple[int, float, int]:
+    """Findings in the order a reviewer should see them: best tier, nearest, then row."""
+    return (_RANK[f.tier], f.distance, f.row)
+
+
 @dataclass(frozen=True, slots=True)
 class _Provenance:
     """What the overlay's producer records, and how many fingerprints were computed."""
@@ -526,7 +486,7 @@ def _store(
     reg: Registry,
     base: Resolved,
     test: _Side,
-    found: dict[int, tuple[str, list[tuple[str, str, str, float]]]],
+    found: dict[int, tuple[str, list[_Match]]],
     skipped: int,
     how: _Provenance,
 ) -> AuditResult:
@@ -535,15 +495,20 @@ def _store(
     findings = []
     for r in rows.tolist():
         verdict, ms = found[r]
-        ordered = sorted(ms, key=lambda m: (_RANK[m[2]], m[3], m[0], m[1]))
         matches = tuple(
-            {"dataset": ds, "example_id": i, "tier": t, "distance": d} for ds, i, t, d in ordered
+            {
+                "dataset": m.dataset,
+                "example_id": m.example_id,
+                "tier": m.tier,
+                "distance": m.distance,
+            }
+            for m in sorted(ms, key=_Match.order)
         )
         findings.append(Finding(r, test.ids[r], verdict, matches))
     counts: dict[str, int] = {"duplicate": 0, "contaminated": 0}
     for f in findings:
         counts[f.verdict] += 1
-        counts[f"tier_{f.matches[0]['tier']}"] = counts.get(f"tier_{f.matches[0]['tier']}", 0) + 1
+        counts[f"tier_{f.tier}"] = counts.get(f"tier_{f.tier}", 0) + 1
     counts["unreadable"] = len(unreadable)
     draft = None
     snapshot = base.revision.snapshot
@@ -575,7 +540,7 @@ def _store(
         skipped_labels_only=skipped,
         unreadable=unreadable,
         counts=counts,
-        findings=tuple(findings),
+        findings=tuple(sorted(findings, key=_nearest_first)),
         fingerprints=how.fingerprints,
         draft=draft,
     )

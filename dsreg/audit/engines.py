@@ -31,6 +31,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from dsreg._util.extras import require
 from dsreg._util.parallel import map_chunks
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import InvalidInputError, StorageError
@@ -108,15 +109,10 @@ def _on_pool(
 
 def _import_ray() -> Any:
     """The ``ray`` module with Ray Data, or the one-line error naming the extra to install."""
-    try:
-        with _quiet_ray():
-            import ray
-            import ray.data
-    except ImportError as e:
-        raise InvalidInputError(
-            f"--engine ray needs Ray Data, which is not installed ({e}); install it with: "
-            "pip install 'dsreg[ray]'"
-        ) from None
+    require("ray", "dsreg audit duplicates --engine ray")
+    with _quiet_ray():
+        import ray
+        import ray.data
     return ray
 
 

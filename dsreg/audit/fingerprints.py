@@ -16,11 +16,22 @@ tags and log reach are read for the tables they hold, and indexed again. A table
 (held by nothing any more) costs a recomputation; a table found damaged is never read, its rows
 are recomputed and the good bytes replace it.
 
-What a payload is: bytes PIL recognises as an image are pHashed (``images.py``); anything else
-is read as UTF-8 text (``text.py``), unless the caller declares the kind (a corpus file's
-column does: ``as_kind``). A payload that is neither (an undecodable image, empty or
+An index entry naming anything but a readable fingerprints table of this method (an object
+that is gone, damaged, not Parquet, or a table of other columns) is a cache miss: the rows are
+computed again and the entry is replaced. Only a table's footer is read before its columns are
+known to be this method's, so an entry naming a large object costs no more than its footer.
+
+What a payload is: bytes PIL recognises as an image, or that start with the signature of JPEG,
+PNG, GIF, WebP or TIFF, are pHashed (``images.py``); anything else is read as UTF-8 text
+(``text.py``), unless the caller declares the kind (a corpus file's column does: ``as_kind``).
+A payload that is neither (an image the decoder refuses, with the decoder's reason; empty or
 binary data) gets kind ``unreadable`` and its one-line reason: it is counted and listed by the
 audit, never matched and never passed as clean.
+
+Memory. No payload of more than ``MAX_PAYLOAD_BYTES`` is read: its size is looked at first,
+and it is unreadable ("larger than 64 MiB"; an object of the store is still re-hashed, in
+chunks, so damage is found). A batch of files is read and fingerprinted in groups of at most
+``GROUP_BYTES`` of payloads, so a batch's memory does not grow with its files' sizes.
 """
 
 from __future__ import annotations
@@ -37,32 +48,54 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from PIL import Image
+import pyarrow.parquet as pq
 
 from dsreg._util.fs import write_atomic
+from dsreg._util.lazy import lazy_imports
 from dsreg.audit.engines import Engine, run_batches
-from dsreg.audit.images import CROPS, fingerprint_images
+from dsreg.audit.images import CROPS, THUMB_SIDE, fingerprint_images
 from dsreg.audit.text import NUM_PERM, fingerprint_texts
-from dsreg.errors import CorruptObjectError, DsregError, ObjectNotFoundError, StorageError
+from dsreg.errors import (
+    CorruptObjectError,
+    DsregError,
+    ManifestError,
+    ObjectNotFoundError,
+    StorageError,
+)
 from dsreg.formats.manifests import HELD_INPUT, Overlay, Revision
 from dsreg.formats.tables import parquet_bytes, read_parquet_bytes
 from dsreg.objects.digest import short
-from dsreg.objects.hashing import hash_bytes
+from dsreg.objects.hashing import hash_bytes, hash_file
 from dsreg.registry.folder import Registry
 from dsreg.registry.reachable import roots
+
+# Pillow (the audit extra): imported when an image is first decoded, so that the audit's types
+# import without it.
+with lazy_imports():
+    from PIL import Image
 
 __all__ = [
     "FILES_SCHEMA",
     "FINGERPRINT_SCHEMA",
+    "GROUP_BYTES",
+    "MAX_PAYLOAD_BYTES",
     "METHOD",
     "Fingerprinted",
     "fingerprint_files",
     "fingerprint_payloads",
     "fingerprints_of",
+    "too_large",
+    "unreadable_rows",
 ]
 
 #: The method's name: a change to any fingerprint function gets a new one (a new index folder).
-METHOD = "phash32-draft64-crops16_minhash-a32-128-w3_gram13_v2"
+METHOD = "phash32-draft64rgb-crops16-thumb8rgb_minhash-a32-128-w3_gram13_v3"
+#: The largest payload the audit reads (a file of an ``--against`` folder, an object of the
+#: store, an item of a Parquet corpus): a larger one is unreadable, never read whole.
+MAX_PAYLOAD_BYTES = 64 << 20
+#: Payload bytes a batch holds at once: its files are read and fingerprinted in groups of at
+#: most this many bytes (one file more, if that file alone is larger).
+GROUP_BYTES = 64 << 20
 # Lists as Parquet reads them back (item fields named "element"), so a read table's schema
 # equals this one.
 _U64_LIST = pa.list_(pa.field("element", pa.uint64()))
@@ -74,6 +107,7 @@ FINGERPRINT_SCHEMA = pa.schema(
         pa.field("error", pa.string()),
         pa.field("phash", pa.uint64()),
         pa.field("phash_crops", _U64_LIST),  # the pHash of each crop of images.CROPS
+        pa.field("thumb", pa.binary(THUMB_SIDE * THUMB_SIDE * 3)),  # RGB, row by row
         pa.field("minhash", _U32_LIST),  # NUM_PERM values
         pa.field("shingles", _U64_LIST),
         pa.field("grams", _U64_LIST),
@@ -94,16 +128,40 @@ _READ_SCHEMA = pa.schema(
 
 # Why bytes given as an image (``as_kind``) are unreadable where PIL recognises no format.
 _NOT_AN_IMAGE = "not an image (PIL recognises no image format in these bytes)"
+# Signatures of image formats: bytes starting with one are an image even where PIL cannot open
+# them (damaged markers), so they get the decoder's reason, never "not UTF-8 text".
+_IMAGE_SIGNATURES = (
+    b"\xff\xd8\xff",  # JPEG
+    b"\x89PNG\r\n\x1a\n",
+    b"GIF87a",
+    b"GIF89a",
+    b"II*\x00",  # TIFF, little-endian
+    b"MM\x00*",  # TIFF, big-endian
+)
 
 
 def _is_image(payload: bytes) -> bool:
+    if payload.startswith(_IMAGE_SIGNATURES) or (
+        payload[:4] == b"RIFF" and payload[8:12] == b"WEBP"
+    ):
+        return True
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)
         try:
             with Image.open(io.BytesIO(payload)):
                 return True
+        except Image.DecompressionBombError:  # an image, too large to decode: said so later
+            return True
         except Exception:  # PIL raises many types for bytes it does not know
             return False
+
+
+def too_large(size: int) -> str:
+    """Why a payload of ``size`` bytes is not read."""
+    return (
+        f"larger than {MAX_PAYLOAD_BYTES >> 20} MiB ({size:,} bytes): the audit reads no "
+        "payload over that"
+    )
 
 
 def _u64_lists(values: Sequence[np.ndarray], valid: np.ndarray) -> pa.Array:
@@ -153,6 +211,10 @@ def fingerprint_payloads(
             error[i] = errs[j] or None
     kind[~ok] = "unreadable"
     is_img, is_txt = image & ok, ~image & ok
+    thumbs: list[bytes | None] = [None] * n
+    for j, i in enumerate(idx_i):
+        if is_img[i]:
+            thumbs[i] = img.thumbs[j].tobytes()
     flat = pa.array(minhash.ravel(), pa.uint32())
     return pa.Table.from_arrays(
         [
@@ -161,6 +223,7 @@ def fingerprint_payloads(
             pa.array(error, pa.string()),
             pa.array(phash, pa.uint64(), mask=~is_img),
             _u64_lists(list(crops), is_img),
+            pa.array(thumbs, FINGERPRINT_SCHEMA.field("thumb").type),
             pa.FixedSizeListArray.from_arrays(flat, NUM_PERM, mask=pa.array(~is_txt)).cast(
                 _U32_LIST
             ),
@@ -171,20 +234,80 @@ def fingerprint_payloads(
     )
 
 
-def _read(path: str, expect: str | None) -> tuple[bytes, str | None]:
+class _Read(NamedTuple):
+    """A file as ``fingerprint_files`` read it: its bytes, or why it has none."""
+
+    data: bytes = b""
+    error: str | None = None  # why it could not be read: no fingerprints row
+    over: str | None = None  # an object of the store too large to read: an unreadable row
+
+
+def _read(path: str, expect: str | None) -> _Read:
     """A file's bytes, or why they cannot be fingerprinted: not a regular file (a FIFO or a
-    device would block or never end), unreadable, or not the bytes ``expect`` names."""
+    device would block or never end), unreadable, not the bytes ``expect`` names, or more
+    than ``MAX_PAYLOAD_BYTES`` (its size looked at first: it is never read whole)."""
     try:
         # Looked at before it is opened: opening a FIFO would wait for a writer.
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return b"", "not a regular file"
-        with open(path, "rb") as f:
-            data = f.read()
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            return _Read(error="not a regular file")
+        data = b""
+        if info.st_size <= MAX_PAYLOAD_BYTES:
+            with open(path, "rb") as f:
+                data = f.read(MAX_PAYLOAD_BYTES + 1)  # one more: a file that grew is seen
+        size = max(info.st_size, len(data))
+        if size > MAX_PAYLOAD_BYTES:
+            if expect is None:
+                return _Read(error=too_large(size))
+            if hash_file(path) != expect:  # in chunks: damage is found, in bounded memory
+                return _Read(error=_DAMAGED)
+            return _Read(over=too_large(size))
     except OSError as e:
-        return b"", f"cannot be read ({e.strerror or type(e).__name__})"
+        return _Read(error=f"cannot be read ({e.strerror or type(e).__name__})")
     if expect is not None and hash_bytes(data) != expect:
-        return b"", "damaged: its bytes do not hash to its digest"
-    return data, None
+        return _Read(error=_DAMAGED)
+    return _Read(data)
+
+
+_DAMAGED = "damaged: its bytes do not hash to its digest"
+
+
+def unreadable_rows(digests: Sequence[str], reasons: Sequence[str]) -> pa.Table:
+    """Fingerprints rows of kind ``unreadable`` for payloads not read, with the reason."""
+    n = len(digests)
+    columns = [pa.array(list(digests), pa.string()), pa.array(["unreadable"] * n, pa.string())]
+    columns.append(pa.array(list(reasons), pa.string()))
+    columns += [pa.nulls(n, f.type) for f in FINGERPRINT_SCHEMA][3:]
+    return pa.Table.from_arrays(columns, schema=FINGERPRINT_SCHEMA)
+
+
+class _Groups:
+    """The payloads of a batch, fingerprinted in groups of at most ``GROUP_BYTES``: the rows
+    made so far, and the row of each file (-1 for none)."""
+
+    def __init__(self, n: int) -> None:
+        self.parts: list[pa.Table] = []
+        self.at = np.full(n, -1, dtype=np.int64)
+        self.rows = 0
+        self.held: list[tuple[int, str, bytes]] = []
+        self.size = 0
+
+    def add(self, i: int, digest: str, data: bytes) -> None:
+        self.held.append((i, digest, data))
+        self.size += len(data)
+        if self.size >= GROUP_BYTES:
+            self.flush()
+
+    def add_rows(self, files: list[int], table: pa.Table) -> None:
+        self.parts.append(table)
+        self.at[files] = self.rows + np.arange(len(files))
+        self.rows += len(files)
+
+    def flush(self) -> None:
+        if self.held:
+            made = fingerprint_payloads([d for _, d, _ in self.held], [b for *_, b in self.held])
+            self.add_rows([i for i, _, _ in self.held], made)
+        self.held, self.size = [], 0
 
 
 def fingerprint_files(batch: pa.Table) -> pa.Table:
@@ -192,16 +315,23 @@ def fingerprint_files(batch: pa.Table) -> pa.Table:
     batch's order, each named by the digest of the bytes read: the pure batch function every
     engine runs (``engines.py``), here in a worker process or on a Ray cluster's node. A file
     that cannot be read, or an object whose bytes are not those of its digest, gets its reason
-    in ``read_error`` and no fingerprints."""
+    in ``read_error`` and no fingerprints. The files are read and fingerprinted in groups of
+    at most ``GROUP_BYTES``, each file once."""
     paths = batch.column("path").to_pylist()
-    reads = [_read(p, e) for p, e in zip(paths, batch.column("expect").to_pylist(), strict=True)]
-    good = [i for i, (_, why) in enumerate(reads) if why is None]
-    fp = fingerprint_payloads([hash_bytes(reads[i][0]) for i in good], [reads[i][0] for i in good])
-    at = np.full(len(paths), -1, dtype=np.int64)
-    at[good] = np.arange(len(good))
-    take = pa.array(at, mask=at < 0)
+    groups = _Groups(len(paths))
+    errors: list[str | None] = [None] * len(paths)
+    for i, (path, expect) in enumerate(zip(paths, batch.column("expect").to_pylist(), strict=True)):
+        got = _read(path, expect)
+        if got.error is not None:
+            errors[i] = got.error
+        elif got.over is not None and expect is not None:
+            groups.add_rows([i], unreadable_rows([expect], [got.over]))
+        else:
+            groups.add(i, expect or hash_bytes(got.data), got.data)
+    groups.flush()
+    fp = pa.concat_tables(groups.parts) if groups.parts else FINGERPRINT_SCHEMA.empty_table()
+    take = pa.array(groups.at, mask=groups.at < 0)
     columns = [fp.column(f.name).take(take) for f in FINGERPRINT_SCHEMA]
-    errors = [why for _, why in reads]
     return pa.Table.from_arrays(
         [pa.array(paths, pa.string()), pa.array(errors, pa.string()), *columns],
         schema=_READ_SCHEMA,
@@ -251,11 +381,19 @@ def _index_dir(reg: Registry) -> Path:
 
 
 def _read_table(reg: Registry, digest: str) -> pa.Table | None:
-    """A stored fingerprints table, verified; None if it is gone or damaged (recomputed)."""
+    """A stored fingerprints table, verified; None (a cache miss: recomputed) if it is gone,
+    damaged, or not a fingerprints table of this method. Its footer is read first, so an
+    object that is not one is never read whole."""
+    try:
+        schema = pq.read_schema(reg.store.path(digest))
+    except (OSError, pa.ArrowException):
+        return None
+    if not schema.remove_metadata().equals(FINGERPRINT_SCHEMA):
+        return None
     try:
         data = reg.store.read_bytes(digest)
         table = read_parquet_bytes(data, digest=digest)
-    except (ObjectNotFoundError, CorruptObjectError, StorageError):
+    except (ObjectNotFoundError, CorruptObjectError, ManifestError, StorageError):
         return None
     return table if table.schema.equals(FINGERPRINT_SCHEMA) else None
 

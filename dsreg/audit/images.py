@@ -34,8 +34,15 @@ the smallest crop to leave out a whole pixel (a side under ``CROP_MIN_SIDE``) is
 its crop hashes are its full-image hash, since sub-pixel crops of a thumbnail-sized image are
 resampling noise that only adds chance matches (8 x 8 digits matched other digits).
 
+Thumbnail. Each image also keeps its colours at ``THUMB_SIDE`` x ``THUMB_SIDE`` pixels (RGB,
+box-filtered from the same decode): what ``confirm.py`` compares, pixel by pixel, before a pair
+of near hashes becomes a finding. The pHash sees only the signs of a grayscale image's low
+frequencies, so two different images with the same layout (a circle on a flat background, in
+other colours) can have near hashes; their pixels differ.
+
 EXIF orientation is not applied (as in imagehash): a rotated copy is a different image.
-Undecodable bytes are reported per item with a one-line reason and a zero hash; they never
+Undecodable bytes are reported per item with a one-line reason (the decoder's own error, or
+an image of more than ``MAX_DECODED_PIXELS`` pixels to decode) and a zero hash; they never
 count as fingerprinted and never stop the batch.
 """
 
@@ -43,24 +50,34 @@ from __future__ import annotations
 
 import io
 import itertools
+import re
 import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
-from PIL import Image
+
+from dsreg._util.lazy import lazy_imports
+
+# Pillow (the audit extra): imported when an image is first decoded.
+with lazy_imports():
+    from PIL import Image, UnidentifiedImageError
 
 __all__ = [
     "CROPS",
     "DRAFT_SIDE",
     "HASH_SIDE",
+    "MAX_DECODED_PIXELS",
+    "THUMB_SIDE",
     "ImageFingerprints",
+    "colour_thumbnail",
     "crop_pixels_of",
     "dct_matrix",
     "fingerprint_images",
     "hashes_of_pixels",
     "hex_hash",
+    "open_image",
     "pixels_of",
 ]
 
@@ -81,6 +98,15 @@ CROPS: tuple[tuple[float, float, float, float], ...] = tuple(
 
 #: The shortest side whose smallest crop (2.5%) leaves out at least one pixel.
 CROP_MIN_SIDE = 40
+#: The side of the colour thumbnail kept per image (RGB, 8 x 8 x 3 = 192 bytes).
+THUMB_SIDE = 8
+#: The most pixels the audit decodes of one image (8192 x 8192): a larger image (after a JPEG's
+#: reduced decode) is unreadable, so that one image costs at most a few hundred MB to decode.
+#: PIL refuses more than twice its own ``MAX_IMAGE_PIXELS`` itself (a decompression bomb).
+MAX_DECODED_PIXELS = 1 << 26
+# An object's repr in an error ("<_io.BytesIO object at 0x7f…>"): never part of a reason, which
+# is stored and must be the same on every run.
+_REPR = re.compile(r" ?<[^<>]* at 0x[0-9a-fA-F]+>")
 
 
 class ImageFingerprints(NamedTuple):
@@ -91,6 +117,9 @@ class ImageFingerprints(NamedTuple):
     #: ``(B, len(CROPS))`` ``uint64``: the pHash of each crop of ``CROPS`` per item; 0 where
     #: ``ok`` is false.
     crops: npt.NDArray[np.uint64]
+    #: ``(B, THUMB_SIDE, THUMB_SIDE, 3)`` ``uint8``: each item's colour thumbnail; 0 where
+    #: ``ok`` is false.
+    thumbs: npt.NDArray[np.uint8]
     #: True where the item was decoded and hashed.
     ok: npt.NDArray[np.bool_]
     #: One line per item saying why it could not be decoded; ``""`` where ``ok``.
@@ -134,18 +163,40 @@ def hashes_of_pixels(pixels: npt.NDArray[Any]) -> npt.NDArray[np.uint64]:
     return packed.view(">u8").ravel().astype(np.uint64)
 
 
+def open_image(payload: bytes) -> Image.Image:
+    """``payload`` opened by PIL (nothing decoded yet). Bytes PIL identifies as no format get
+    the error of the format whose signature they start with, where one does (a JPEG whose
+    markers are damaged: "no marker found"), rather than PIL's "cannot identify image file"."""
+    try:
+        return Image.open(io.BytesIO(payload))
+    except UnidentifiedImageError:
+        Image.init()
+        for fmt in Image.ID:
+            factory, accept = Image.OPEN[fmt]
+            if accept is not None and accept(payload[:16]):
+                factory(io.BytesIO(payload), "")  # raises the format's own error
+        raise
+
+
 def _decoded(payload: bytes, reduced_decode: bool) -> Image.Image:
-    """The image as grayscale (``L``), a JPEG scaled down by libjpeg if ``reduced_decode``.
-    Raises what PIL raises for bytes it cannot decode (a format it does not know, a truncated
-    file, a decompression bomb)."""
+    """The decoded image, a JPEG scaled down by libjpeg if ``reduced_decode``. Raises what PIL
+    raises for bytes it cannot decode (a format it does not know, a truncated file, a
+    decompression bomb), or ``ValueError`` for more than ``MAX_DECODED_PIXELS`` to decode."""
     with warnings.catch_warnings():
         # Over PIL's pixel limit it warns (and over twice the limit it raises, which is reported):
-        # a large image is decoded scaled down where it is a JPEG, or in full otherwise.
+        # a large image is decoded scaled down where it is a JPEG, else refused over the limit.
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-        with Image.open(io.BytesIO(payload)) as image:
-            if reduced_decode and image.format == "JPEG":
-                image.draft("L", (DRAFT_SIDE, DRAFT_SIDE))
-            return image.convert("L")
+        image = open_image(payload)  # over bytes in memory: nothing to close
+        if reduced_decode and image.format == "JPEG":
+            image.draft("RGB", (DRAFT_SIDE, DRAFT_SIDE))
+        w, h = image.size
+        if w * h > MAX_DECODED_PIXELS:
+            raise ValueError(
+                f"{w} x {h} pixels to decode, more than the {MAX_DECODED_PIXELS:,} the audit "
+                "decodes"
+            )
+        image.load()
+        return image
 
 
 def _thumbnail(gray: Image.Image, box: tuple[float, float, float, float] | None = None) -> Any:
@@ -153,17 +204,27 @@ def _thumbnail(gray: Image.Image, box: tuple[float, float, float, float] | None 
     return np.asarray(small, dtype=np.uint8)
 
 
+def colour_thumbnail(image: Image.Image) -> npt.NDArray[np.uint8]:
+    """The ``(THUMB_SIDE, THUMB_SIDE, 3)`` RGB box-filtered thumbnail of a decoded image."""
+    rgb = image if image.mode == "RGB" else image.convert("RGB")
+    small = rgb.resize((THUMB_SIDE, THUMB_SIDE), Image.Resampling.BOX)
+    return np.asarray(small, dtype=np.uint8)
+
+
 def pixels_of(payload: bytes, *, reduced_decode: bool = True) -> npt.NDArray[np.uint8]:
     """The ``(32, 32)`` grayscale Lanczos thumbnail of an encoded image. Raises what PIL raises
     for bytes it cannot decode."""
-    result: npt.NDArray[np.uint8] = _thumbnail(_decoded(payload, reduced_decode))
+    result: npt.NDArray[np.uint8] = _thumbnail(_decoded(payload, reduced_decode).convert("L"))
     return result
 
 
 def crop_pixels_of(payload: bytes, *, reduced_decode: bool = True) -> npt.NDArray[np.uint8]:
     """``(1 + len(CROPS), 32, 32)``: the thumbnail of the full image (``pixels_of``'s), then of
     each crop of ``CROPS``, from one decode. Raises what PIL raises for bytes it cannot decode."""
-    gray = _decoded(payload, reduced_decode)
+    return _views(_decoded(payload, reduced_decode).convert("L"))
+
+
+def _views(gray: Image.Image) -> npt.NDArray[np.uint8]:
     w, h = gray.size
     full = _thumbnail(gray)
     if min(w, h) < CROP_MIN_SIDE:  # no crop leaves out a whole pixel: the image is its crops
@@ -184,11 +245,14 @@ def fingerprint_images(
     n = len(payloads)
     views = 1 + len(CROPS)
     pixels = np.zeros((n, views, HASH_SIDE, HASH_SIDE), dtype=np.uint8)
+    thumbs = np.zeros((n, THUMB_SIDE, THUMB_SIDE, 3), dtype=np.uint8)
     ok = np.zeros(n, dtype=np.bool_)
     errors = [""] * n
     for i, payload in enumerate(payloads):
         try:
-            pixels[i] = crop_pixels_of(payload, reduced_decode=reduced_decode)
+            image = _decoded(payload, reduced_decode)
+            pixels[i] = _views(image.convert("L"))
+            thumbs[i] = colour_thumbnail(image)
         # Untrusted bytes through a third-party decoder: PIL raises OSError, ValueError,
         # SyntaxError, struct.error, DecompressionBombError and more; each is this item's.
         except Exception as exc:
@@ -201,6 +265,7 @@ def fingerprint_images(
     return ImageFingerprints(
         hashes=np.ascontiguousarray(hashes[:, 0]),
         crops=np.ascontiguousarray(hashes[:, 1:]),
+        thumbs=thumbs,
         ok=ok,
         errors=errors,
     )
@@ -212,6 +277,6 @@ def hex_hash(value: int | np.uint64) -> str:
 
 
 def _reason(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or "no detail"
+    text = " ".join(_REPR.sub("", str(exc)).split()) or "no detail"
     text = "".join(c if c.isprintable() else "?" for c in text)
     return f"not a decodable image ({type(exc).__name__}: {text[:200]})"

@@ -19,6 +19,11 @@ bits through MurmurHash3's ``fmix32``, then ``NUM_PERM`` permutations ``a * h + 
 the same values (the tests check it); the whole batch is one ``(shingles, NUM_PERM)`` product
 and a ``minimum.reduceat``.
 
+A text is read in pieces of ``PIECE_BYTES`` (decoded, checked, normalised and split into
+words one piece at a time, each piece cut at an ASCII separator so the words are those of the
+whole), and its window hashes are kept as sorted sets merged as they come: the memory a text
+takes is its bytes and its sets of hashes, never a string or a list of words of the whole.
+
 Empty text (no words), bytes that are not UTF-8, and text holding NUL or other control
 characters than whitespace (binary data) are reported per item with a one-line reason.
 """
@@ -28,7 +33,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -37,6 +42,7 @@ import numpy.typing as npt
 __all__ = [
     "GRAM_WORDS",
     "NUM_PERM",
+    "PIECE_BYTES",
     "SEED",
     "SHINGLE_WORDS",
     "TextFingerprints",
@@ -44,6 +50,7 @@ __all__ = [
     "jaccard",
     "minhash_of_hashes",
     "permutations",
+    "sorted_set",
     "window_hashes",
     "words",
 ]
@@ -61,6 +68,14 @@ _P = np.uint64(0x9E3779B97F4A7C15)
 _SPLIT = re.compile(r"[\W_]+")
 # C0 controls but tab, newline, vertical tab, form feed and carriage return; and DEL.
 _BINARY = re.compile("[\x00-\x08\x0e-\x1f\x7f]")
+# An ASCII character that is neither a letter nor a digit: where a text is cut into pieces.
+_SEPARATOR = re.compile("[\x00-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]")
+#: Bytes of a text decoded and split into words at a time (``_text_pieces``).
+PIECE_BYTES = 1 << 20
+# A text's window hashes are merged into one sorted set after this many pieces.
+_MERGE_EVERY = 16
+# Distinct words whose hashes a batch keeps (a cache; about 100 bytes each).
+_KNOWN_WORDS = 1 << 20
 
 U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
@@ -134,18 +149,31 @@ def minhash_of_hashes(hashes: Sequence[U64]) -> U32:
     flat = np.concatenate([hashes[int(i)] for i in nonempty])
     mixed = _fmix32((flat & np.uint64(0xFFFFFFFF)).astype(np.uint32))
     starts = np.cumsum(sizes[nonempty]) - sizes[nonempty]
-    # (shingles, NUM_PERM) at most ~64 MB at a time: chunk by whole items.
+    # (shingles, NUM_PERM) at most ~64 MB at a time: the flat hashes in slices, a slice's items
+    # (or parts of one large item) reduced, each item's minimum kept across slices.
     step = max(1, (1 << 24) // NUM_PERM)
-    first = 0
-    while first < len(nonempty):
-        last = int(np.searchsorted(starts, starts[first] + step, side="left"))
-        last = max(last, first + 1)
-        lo = int(starts[first])
-        hi = int(starts[last]) if last < len(nonempty) else len(mixed)
+    for lo in range(0, len(mixed), step):
+        hi = min(lo + step, len(mixed))
+        first = int(np.searchsorted(starts, lo, side="right")) - 1
+        last = int(np.searchsorted(starts, hi, side="left"))
+        cuts = np.maximum(starts[first:last], lo) - lo
         values = mixed[lo:hi, None] * _A[None, :] + _B[None, :]
-        out[nonempty[first:last]] = np.minimum.reduceat(values, starts[first:last] - lo, axis=0)
-        first = last
+        items = nonempty[first:last]
+        out[items] = np.minimum(out[items], np.minimum.reduceat(values, cuts, axis=0))
     return out
+
+
+def sorted_set(hashes: U64) -> U64:
+    """The distinct values of ``hashes``, sorted: ``np.unique``'s result by a sort and a
+    comparison of neighbours (numpy 2.3's hash-based ``unique`` takes tens of times longer on
+    64-bit hashes)."""
+    ordered = np.sort(hashes)
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
 
 
 def jaccard(a: U64, b: U64) -> float:
@@ -156,23 +184,97 @@ def jaccard(a: U64, b: U64) -> float:
     return common / (len(a) + len(b) - common)
 
 
-def _decode(payload: bytes) -> str:
-    """The text of ``payload``, or ``ValueError`` saying why it is not usable text."""
+def _text_pieces(payload: bytes) -> Iterator[str]:
+    """The text of ``payload`` in pieces of about ``PIECE_BYTES`` bytes, decoded piece by piece,
+    or ``ValueError`` saying why it is not usable text (the first undecodable byte, or the
+    first control character, as decoding the whole would name them).
+
+    Each piece but the first starts with an ASCII character that is not a letter or a digit:
+    a separator of words before and after normalisation, which NFKC leaves as it is and never
+    composes with what precedes it. So the words of the pieces, in order, are the words of the
+    whole text, and no more than a piece of it is held as a string at a time (a text without
+    such a character for longer than a piece is held until the next one)."""
     if not payload:
         raise ValueError("empty text (0 bytes)")
-    try:
-        text = payload.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"not UTF-8 text (byte {e.start} cannot be decoded)") from None
-    bad = _BINARY.search(text)
-    if bad:
-        raise ValueError(f"binary data, not text (control character U+{ord(bad.group()):04X})")
-    return text
+    view = memoryview(payload)
+    held = ""
+    at = 0
+    while at < len(payload):
+        end = _char_boundary(payload, at, at + PIECE_BYTES)
+        try:
+            text = held + str(view[at:end], "utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"not UTF-8 text (byte {at + e.start} cannot be decoded)") from None
+        bad = _BINARY.search(text, len(held))
+        if bad:
+            raise ValueError(f"binary data, not text (control character U+{ord(bad.group()):04X})")
+        at = end
+        cut = _last_cut(text) if at < len(payload) else len(text)
+        if cut:
+            yield text[:cut]
+        held = text[cut:]
+    if held:
+        yield held
+
+
+def _char_boundary(payload: bytes, start: int, end: int) -> int:
+    """Where a piece that starts at ``start`` ends, near ``end`` (at least 4 bytes on, a whole
+    character): at a byte that is not a UTF-8 continuation byte, up to 3 back, so a piece
+    never cuts a valid character in two and a decoding error is always a real one."""
+    end = max(end, start + 4)
+    if end >= len(payload):
+        return len(payload)
+    for at in range(end, end - 4, -1):
+        if payload[at] & 0xC0 != 0x80:  # not a continuation byte
+            return at
+    return end  # four continuation bytes: invalid wherever it is cut
+
+
+def _last_cut(text: str) -> int:
+    """The position of the last ASCII separator of ``text`` (0 if none)."""
+    found = _SEPARATOR.search(text[::-1])
+    return len(text) - found.end() if found else 0
+
+
+class _Windows:
+    """The shingle and 13-gram hash sets of one text, gathered piece by piece: each piece's
+    word hashes follow the last ``GRAM_WORDS - 1`` of the pieces before, so every window is
+    counted once, wherever the pieces were cut."""
+
+    def __init__(self) -> None:
+        self.tail = np.zeros(0, dtype=np.uint64)
+        self.words = 0
+        self.shingles: list[U64] = []
+        self.grams: list[U64] = []
+
+    def add(self, hashed: U64) -> None:
+        joined = np.concatenate([self.tail, hashed])
+        old = len(self.tail)
+        self.words += len(hashed)
+        for n, kept in ((SHINGLE_WORDS, self.shingles), (GRAM_WORDS, self.grams)):
+            new = window_hashes(joined[max(0, old - n + 1) :], n)
+            if len(new):
+                kept.append(sorted_set(new))
+                if len(kept) > _MERGE_EVERY:  # bounded: merged as they come
+                    kept[:] = [sorted_set(np.concatenate(kept))]
+        self.tail = joined[-(GRAM_WORDS - 1) :].copy()
+
+    def sets(self) -> tuple[U64, U64]:
+        """The sorted unique shingle and 13-gram hashes."""
+        if self.words < SHINGLE_WORDS:  # a text shorter than a shingle: one of all its words
+            return sorted_set(window_hashes(self.tail, self.words)), np.zeros(0, dtype=np.uint64)
+        return _union(self.shingles), _union(self.grams)
+
+
+def _union(parts: list[U64]) -> U64:
+    return sorted_set(np.concatenate(parts)) if parts else np.zeros(0, dtype=np.uint64)
 
 
 def fingerprint_texts(payloads: Sequence[bytes]) -> TextFingerprints:
     """Fingerprint every text of ``payloads`` (UTF-8 bytes): a pure function of the bytes,
-    item by item, so it runs in workers unchanged and is stored per payload digest."""
+    item by item, so it runs in workers unchanged and is stored per payload digest. A text is
+    read in pieces (``_text_pieces``), so its memory is its bytes and its sets of hashes, not
+    a string and a list of words of the whole."""
     n = len(payloads)
     ok = np.zeros(n, dtype=np.bool_)
     errors = [""] * n
@@ -181,17 +283,18 @@ def fingerprint_texts(payloads: Sequence[bytes]) -> TextFingerprints:
     grams: list[U64] = [empty] * n
     known: dict[str, int] = {}
     for i, payload in enumerate(payloads):
+        windows = _Windows()
         try:
-            tokens = words(_decode(payload))
-            if not tokens:
+            for piece in _text_pieces(payload):
+                if len(known) > _KNOWN_WORDS:  # a cache: cleared rather than grown unbounded
+                    known.clear()
+                windows.add(_word_hashes(words(piece), known))
+            if not windows.words:
                 raise ValueError("empty text (no words)")
         except ValueError as exc:
             errors[i] = str(exc)
             continue
-        hashed = _word_hashes(tokens, known)
-        # A text shorter than a shingle is one shingle of all its words.
-        shingles[i] = np.unique(window_hashes(hashed, min(SHINGLE_WORDS, len(tokens))))
-        grams[i] = np.unique(window_hashes(hashed, GRAM_WORDS))
+        shingles[i], grams[i] = windows.sets()
         ok[i] = True
     return TextFingerprints(
         minhash=minhash_of_hashes(shingles), shingles=shingles, grams=grams, ok=ok, errors=errors

@@ -14,7 +14,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, NamedTuple, TextIO
+from typing import TYPE_CHECKING, NamedTuple, TextIO
 
 # Before anything imports numpy: its OpenBLAS would start a thread per CPU that spins while
 # idle, taking CPU from dsreg's own worker processes; no command needs threaded BLAS (the
@@ -23,22 +23,18 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from dsreg._util.lazy import lazy_imports
 from dsreg._version import __version__
-from dsreg.cli._common import say
-from dsreg.cli._text import printable
+from dsreg.cli._common import printable, say
 from dsreg.errors import DsregError, YankedWarning
 
-# typer, and every command's module, imported when a command is run (``--version`` needs none).
+# click, and every command's module, imported when a command is run (``--version`` needs none).
 with lazy_imports():
-    import typer
-    from typer._click import exceptions as click_exceptions
+    import click
 
     import dsreg.cli._command as _command
     from dsreg.cli import audit, core, marks, overlays, query, remotes, results, reviewing
 
 if TYPE_CHECKING:
-    from typer.core import TyperGroup
-
-    from dsreg.cli._command import Command
+    from dsreg.cli._command import Command, LazyGroup
 
 __all__ = ["main", "root_group"]
 
@@ -109,34 +105,27 @@ def _version() -> str:
     return f"dsreg {__version__}\n"
 
 
-def _print_version(value: bool) -> None:
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if value:
         sys.stdout.write(_version())
-        raise typer.Exit()
+        ctx.exit()
 
 
-def _root(
-    version: Annotated[
-        bool,
-        typer.Option(
-            "--version",
-            "-V",
-            callback=_print_version,
-            is_eager=True,
-            help="Print dsreg's version and exit.",
-        ),
-    ] = False,
-) -> None:
-    """A versioned registry for ML evaluation sets."""
-
-
-def root_group() -> TyperGroup:
+def root_group() -> LazyGroup:
     """The ``dsreg`` group: its commands are built when asked for."""
     entries = {
-        name: _command.Group(name, e.help, e.commands) if isinstance(e, Subgroup) else e
+        name: _command.LazyGroup(name, e.help, e.commands) if isinstance(e, Subgroup) else e
         for name, e in COMMANDS.items()
     }
-    return _command.group(_command.Group("dsreg", HELP, entries), callback=_root)
+    version = click.Option(
+        ["--version", "-V"],
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=_print_version,
+        help="Print dsreg's version and exit.",
+    )
+    return _command.LazyGroup("dsreg", HELP, entries, params=[version])
 
 
 def _show_warning(
@@ -170,12 +159,10 @@ def main(argv: list[str] | None = None) -> None:
         # A message may quote anything (a path, a value from a file): through the sanitiser.
         say(f"Error: {e}")
         sys.exit(1)
-    except typer.Abort:
+    except click.Abort:
         sys.stderr.write("Aborted.\n")
         sys.exit(130)
-    except typer.Exit as e:
-        sys.exit(e.exit_code)
-    except click_exceptions.ClickException as e:
+    except click.ClickException as e:
         # Usage errors are bad input too: the same exit status 1, a message that names the value
         # (which click quotes with repr; the usage line and hint are sanitised all the same).
         shown = io.StringIO()
@@ -184,6 +171,6 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except BrokenPipeError:
         sys.exit(0)
-    # Without standalone mode, click returns a command's typer.Exit(code) instead of exiting.
+    # Without standalone mode, click returns the code of a ``ctx.exit(code)`` instead of exiting.
     if isinstance(code, int) and code:
         sys.exit(code)

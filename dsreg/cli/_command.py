@@ -11,50 +11,46 @@ same markers (``dsreg diff --pairs``), one parameter each or several as the fiel
 dataclass the body takes as one. The function's ``command`` and ``progress`` the body
 fills itself.
 
-The typer command is made from that when the command is run (or its help shown), so a run of
-one command inspects one signature, however many commands there are: ``Group`` holds the names
-and builds a command when click asks for it.
+Each marker becomes a click parameter (click's public API: ``click.Option``, ``click.Argument``,
+a ``click.Group`` whose ``get_command`` builds the command asked for), so a run of one command
+inspects one signature, however many commands there are. The help reads as typer's plain
+layout: an ``Arguments:`` section of the arguments' help, metavars ``<str>``, ``<path>``.
 """
 
 from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import difflib
 import inspect
 import os
 import types
 import typing
-from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
-import typer
-import typer.main
-from typer.core import TyperGroup
-from typer.models import CommandInfo, TyperInfo
+import click
 
 from dsreg.api.options import Arg, Opt
 from dsreg.errors import InvalidInputError
 
-__all__ = ["CONTEXT", "Command", "Group", "command", "group"]
+__all__ = ["CONTEXT", "Command", "LazyGroup", "command"]
 
-CONTEXT = {"help_option_names": ["-h", "--help"]}
+CONTEXT: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
 
-JSON = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
-QUIET = Annotated[
-    bool,
-    typer.Option(
-        "--quiet",
-        "-q",
-        help="No progress on stderr (a bar on a terminal, else a line every few seconds).",
-    ),
-]
+_JSON = Opt("--json", help="Machine-readable JSON on stdout.")
+_QUIET = Opt(
+    "--quiet",
+    "-q",
+    help="No progress on stderr (a bar on a terminal, else a line every few seconds).",
+)
 # The library's parameters the command line never offers: the body fills them.
 _LIBRARY_ONLY = ("command", "progress")
-
-Body = TypeVar("Body", bound=Callable[..., None])
+# What the help calls each type's value.
+_METAVARS = {str: "<str>", int: "<int>", float: "<float>", Path: "<path>"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,40 +72,68 @@ def command(function: Callable[..., Any], *, name: str | None = None) -> Callabl
     return mark
 
 
-# -- from a signature to typer's parameters ------------------------------------------------------
+# -- from a signature to click's parameters ------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
 class _Param:
     """One parameter of a command: its name (the keyword it is passed as), the marker saying how
-    it appears, the type and default the command line has, and the library's type."""
+    it appears, the type and default the command line has (``inspect.Parameter.empty``: none,
+    so required)."""
 
     name: str
     marker: Arg | Opt
     cli_type: Any
     default: Any
 
-    def typer_param(self) -> inspect.Parameter:
-        m = self.marker
+    def click_param(self) -> click.Parameter:
+        m, required = self.marker, self.default is inspect.Parameter.empty
+        # No default at all where one is required: click tells a default of None from none.
+        default = {} if required else {"default": self.default}
+        many = typing.get_origin(self.cli_type) is list
+        item = typing.get_args(self.cli_type)[0] if many else self.cli_type
+        kind = click.Path(path_type=Path) if item is Path else item
         if isinstance(m, Arg):
-            info: Any = typer.Argument(help=m.help, metavar=m.metavar)
-        else:
-            info = typer.Option(
-                *m.decls,
+            return _Argument(
+                [self.name],
                 help=m.help,
-                min=m.min,
                 metavar=m.metavar,
+                type=kind,
+                required=required,
+                nargs=-1 if many else 1,
+                **default,
+            )
+        decls = m.decls or (f"--{self.name.replace('_', '-')}",)
+        if item is bool:
+            if not m.decls:
+                decls = (f"{decls[0]}/--no-{decls[0][2:]}",)
+            return click.Option(
+                [*decls, self.name],
+                is_flag=True,
+                default=bool(self.default),
+                help=m.help,
                 show_default=m.show_default,
             )
-        return inspect.Parameter(
-            self.name,
-            inspect.Parameter.KEYWORD_ONLY,
-            annotation=Annotated[self.cli_type, info],
-            default=self.default,
+        metavar = m.metavar or _METAVARS[item]
+        if m.min is not None:
+            kind = click.IntRange(min=m.min) if item is int else click.FloatRange(min=m.min)
+            metavar = m.metavar or f"{metavar[:-1]} range>"
+        return click.Option(
+            [*decls, self.name],
+            type=kind,
+            multiple=many,
+            required=required,
+            help=m.help,
+            metavar=metavar,
+            show_default=m.show_default,
+            **default,
         )
 
     def value(self, given: Any) -> Any:
-        """What the body receives: a comma-separated text split into its items."""
+        """What the body receives: a list for a repeated option or several arguments (``None``
+        for none, where that is the default), a comma-separated text split into its items."""
+        if isinstance(given, tuple):
+            return None if not given and self.default is None else list(given)
         if not isinstance(self.marker, Opt) or self.marker.comma_list is None or given is None:
             return given
         named = self.marker.decls[0] if self.marker.decls else f"--{self.name.replace('_', '-')}"
@@ -145,17 +169,16 @@ def _marker(hint: Any) -> Arg | Opt | None:
 def _cli_type(hint: Any, marker: Arg | Opt, where: str) -> Any:
     """The command line's type for a parameter of the library's type ``hint``: the marker's, or
     the simplest the library takes (a path where it takes a path, a list where it takes a
-    sequence, text where it takes text), optional where ``None`` is."""
+    sequence, text where it takes text)."""
     if isinstance(marker, Opt) and marker.comma_list is not None:
-        return str | None if _allows_none(hint) else str
+        return str
     if marker.cli_type is not None:
         return marker.cli_type
     base = typing.get_args(hint)[0] if typing.get_origin(hint) is Annotated else hint
-    members = [m for m in _members(base) if m is not type(None)]
-    chosen = _simplest(members)
+    chosen = _simplest([m for m in _members(base) if m is not type(None)])
     if chosen is None:
         raise TypeError(f"{where}: give cli_type= for a parameter of type {base}")
-    return chosen | None if _allows_none(base) else chosen
+    return chosen
 
 
 def _members(t: Any) -> tuple[Any, ...]:
@@ -164,10 +187,6 @@ def _members(t: Any) -> tuple[Any, ...]:
     if typing.get_origin(t) in (typing.Union, types.UnionType):
         return tuple(m for a in typing.get_args(t) for m in _members(a))
     return (t,)
-
-
-def _allows_none(t: Any) -> bool:
-    return type(None) in _members(t)
 
 
 def _simplest(members: list[Any]) -> Any:
@@ -204,9 +223,6 @@ def _params(function: Callable[..., Any]) -> list[_Param | str]:
             default = ",".join(str(x) for x in default)
         out.append(_Param(p.name, marker, cli_type, default))
     return out
-
-
-# -- a command, built when asked for -------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,111 +275,142 @@ def _body_params(
     return own, groups, rest
 
 
-def _signature(
-    cmd: Command,
-) -> tuple[inspect.Signature, dict[str, _Param], set[str], dict[str, _Grouped]]:
-    """typer's view of the command: the library's arguments and options in its order,
-    ``--quiet`` where it takes ``progress``, the body's own options before ``--registry``,
-    ``--json`` last. Also each parameter by name, the names the body takes by name, and the
-    options it takes gathered in a dataclass."""
+def _ordered(cmd: Command) -> tuple[list[_Param], dict[str, _Grouped], set[str]]:
+    """The command's parameters as the command line shows them: the library's arguments and
+    options in its order, ``--quiet`` where it takes ``progress``, the body's own options before
+    ``--registry``, ``--json`` last. Also the options the body takes gathered in a dataclass,
+    and the names it takes by name."""
     library = _params(cmd.function)
     own, groups, rest = _body_params(cmd, library)
-    body = inspect.signature(cmd.body).parameters
-    ordered: list[_Param | str] = [p for p in library if p != "progress" or "quiet" in body]
+    body = set(inspect.signature(cmd.body).parameters)
+    quiet = _Param("quiet", _QUIET, bool, False)
+    ordered = [
+        quiet if p == "progress" else p for p in library if p != "progress" or "quiet" in body
+    ]
     at = next((i for i, p in enumerate(ordered) if getattr(p, "name", "") == "registry"), None)
     ordered[len(ordered) if at is None else at : at] = own
-    params = {p.name: p for p in ordered if isinstance(p, _Param)}
+    if "json" in body:
+        ordered.append(_Param("json", _JSON, bool, False))
+    params = [p for p in ordered if isinstance(p, _Param)]
     gathered = {name for g in groups.values() for name in g.fields}
-    missing = set(params) - set(body) - gathered if not rest else set()
+    missing = {p.name for p in params} - body - gathered if not rest else set()
     if missing:
         raise TypeError(f"command {cmd.name}: the body takes neither {missing} nor **options")
-    typer_params = [
-        inspect.Parameter("quiet", inspect.Parameter.KEYWORD_ONLY, annotation=QUIET, default=False)
-        if p == "progress"
-        else p.typer_param()  # type: ignore[union-attr]
-        for p in ordered
-    ]
-    if "json" in body:
-        typer_params.append(
-            inspect.Parameter(
-                "json", inspect.Parameter.KEYWORD_ONLY, annotation=JSON, default=False
-            )
-        )
-    return inspect.Signature(typer_params), params, set(body), groups
+    return params, groups, body
 
 
 @cache
-def build(cmd: Command) -> Any:
+def build(cmd: Command) -> click.Command:
     """The click command of ``cmd``."""
-    signature, params, named, groups = _signature(cmd)
+    params, groups, named = _ordered(cmd)
+    by_name = {p.name: p for p in params}
 
     def run(**given: Any) -> None:
-        values = {k: params[k].value(v) if k in params else v for k, v in given.items()}
+        values = {k: by_name[k].value(v) for k, v in given.items()}
         for name, g in groups.items():
             values[name] = g.cls(**{f: values.pop(f) for f in g.fields})
-        by_name = {k: v for k, v in values.items() if k in named}
-        cmd.body(**by_name, **{k: v for k, v in values.items() if k not in named})
+        own = {k: v for k, v in values.items() if k in named}
+        cmd.body(**own, **{k: v for k, v in values.items() if k not in named})
 
-    run.__signature__ = signature  # type: ignore[attr-defined]
-    run.__doc__ = cmd.body.__doc__
-    info = CommandInfo(cmd.name, callback=run, context_settings=CONTEXT)
-    return typer.main.get_command_from_info(
-        info, pretty_exceptions_short=True, rich_markup_mode=None
+    return _Command(
+        cmd.name,
+        params=[p.click_param() for p in params],
+        callback=run,
+        help=inspect.getdoc(cmd.body),
+        context_settings=CONTEXT,
     )
+
+
+# -- how an argument and a command show their help -----------------------------------------------
+
+
+class _Argument(click.Argument):
+    """An argument with help text, listed under ``Arguments:``; named in lower case, as
+    ``{name}`` in the usage line where required, ``[name]`` where not."""
+
+    def __init__(self, decls: list[str], *, help: str, **kwargs: Any) -> None:
+        super().__init__(decls, **kwargs)
+        self.text = help
+
+    def _shown(self) -> str:
+        return self.metavar or self.name or ""
+
+    def make_metavar(self, ctx: click.Context | None = None) -> str:
+        return self._shown() + ("..." if self.nargs != 1 else "")
+
+    def get_usage_pieces(self, ctx: click.Context) -> list[str]:
+        name = self._shown()
+        shown = name if name.startswith("[") else f"{{{name}}}" if self.required else f"[{name}]"
+        return [shown + ("..." if self.nargs != 1 else "")]
+
+    def get_error_hint(self, ctx: click.Context | None) -> str:
+        return f"'{self._shown()}'"
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str]:
+        return self.make_metavar(ctx), self.text + ("  [required]" if self.required else "")
+
+
+class _Command(click.Command):
+    """A command whose help lists its arguments (with their help), then its options: the whole
+    help written here, so that it reads the same whichever click lays out arguments itself."""
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self.format_usage(ctx, formatter)
+        self.format_help_text(ctx, formatter)
+        records: dict[str, list[tuple[str, str]]] = {"argument": [], "option": []}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None:
+                records[param.param_type_name].append(record)
+        for title, kind in (("Arguments", "argument"), ("Options", "option")):
+            if records[kind]:
+                with formatter.section(title):
+                    formatter.write_dl(records[kind])
 
 
 # -- groups of commands, each built when asked for -----------------------------------------------
 
 
-class Group(MutableMapping[str, Any]):
-    """A group's commands by name, each built when first asked for: ``entries`` maps a name to
-    a function giving its ``Command``, or to a ``Group`` (a group of commands of its own)."""
+class LazyGroup(click.Group):
+    """A group whose commands are built when first asked for (click's documented way to load
+    subcommands lazily): ``entries`` maps a name to a function giving its ``Command``, or to a
+    ``LazyGroup``. An unknown command's error suggests the names it resembles."""
 
     def __init__(
         self,
         name: str,
         help: str,
-        entries: Mapping[str, Callable[[], Command] | Group],
+        entries: Mapping[str, Callable[[], Command] | LazyGroup],
+        *,
+        params: list[click.Parameter] | None = None,
     ) -> None:
-        self.name, self.help, self._entries = name, help, entries
-        self._built: dict[str, Any] = {}
+        super().__init__(name, help=help, params=params, context_settings=CONTEXT)
+        self.entries = entries
 
-    def __getitem__(self, name: str) -> Any:
-        if name not in self._built:
-            entry = self._entries[name]
-            self._built[name] = group(entry) if isinstance(entry, Group) else build(entry())
-        return self._built[name]
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if not args and not ctx.resilient_parsing:
+            # No command is a usage error: the help on stderr, exit status 1, whichever click.
+            click.echo(ctx.get_help(), err=True)
+            ctx.exit(1)
+        return super().parse_args(ctx, args)
 
-    def __setitem__(self, name: str, value: Any) -> None:
-        self._built[name] = value
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.entries)
 
-    def __delitem__(self, name: str) -> None:
-        raise TypeError("a command cannot be removed")
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        entry = self.entries.get(name)
+        if entry is None or isinstance(entry, LazyGroup):
+            return entry
+        return build(entry())
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-def group(commands: Group, *, callback: Callable[..., None] | None = None) -> TyperGroup:
-    """The click group of ``commands``; ``callback`` takes the group's own options."""
-    app = typer.Typer(
-        name=commands.name,
-        help=commands.help,
-        context_settings=CONTEXT,
-        no_args_is_help=True,
-        add_completion=False,
-        rich_markup_mode=None,
-    )
-    if callback is not None:
-        app.callback()(callback)
-    made = typer.main.get_group_from_info(
-        TyperInfo(app),
-        pretty_exceptions_short=True,
-        suggest_commands=True,
-        rich_markup_mode=None,
-    )
-    made.commands = commands
-    return made
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as e:
+            close = difflib.get_close_matches(args[0], list(self.entries)) if args else []
+            if not close:
+                raise
+            hint = f"Did you mean {', '.join(map(repr, close))}?"
+            raise click.UsageError(f"{e.message.rstrip('.')}. {hint}", e.ctx) from None

@@ -6,8 +6,16 @@ from typing import TYPE_CHECKING, Any
 
 from dsreg.api import audit as audit_api
 from dsreg.cli._command import command
-from dsreg.cli._common import command_line, out, overlay_made, progress_bar, say, short, table
-from dsreg.cli._text import printable
+from dsreg.cli._common import (
+    command_line,
+    out,
+    overlay_made,
+    printable,
+    progress_bar,
+    say,
+    short,
+    table,
+)
 
 if TYPE_CHECKING:
     from dsreg.api import AuditResult
@@ -30,7 +38,7 @@ def duplicates(spec: str, *, quiet: bool, json: bool, **options: Any) -> None:
 
 
 def show_audit(res: AuditResult) -> None:
-    """The audit's counts, then its first findings and what could not be read."""
+    """The audit's counts, then its first findings (nearest first) and what could not be read."""
     c = res.counts
     out(f"overlay        {res.digest or '(none: nothing found)'}")
     out(
@@ -53,8 +61,8 @@ def show_audit(res: AuditResult) -> None:
                 str(f.row),
                 f.example_id,
                 f.verdict,
-                f.matches[0]["tier"],
-                f"{f.matches[0]['distance']:.3g}",
+                f.tier,
+                f"{f.distance:.3g}",
                 f.matches[0]["example_id"],
                 short(f.matches[0]["dataset"]),
                 str(len(f.matches)),

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json as _json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import typer
 
 from dsreg import api
 from dsreg._util.lazy import lazy_imports
@@ -19,13 +18,13 @@ from dsreg.cli._common import (
     lazy_progress_bar,
     logged_run,
     out,
+    printable,
     progress_bar,
     say,
     short,
     table,
     write_json,
 )
-from dsreg.cli._text import printable
 
 # The label-quality lines only a show prints.
 with lazy_imports():
@@ -323,7 +322,7 @@ def verify(spec: str | None, *, quiet: bool, json: bool, **options: Any) -> None
         res = registry_api.verify(spec, progress=hook, **options)
     show_verified(res, json=json)
     if not res.ok:
-        raise typer.Exit(1)
+        sys.exit(1)
 
 
 def show_verified(res: VerifyResult, *, json: bool) -> None:

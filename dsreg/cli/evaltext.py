@@ -1,7 +1,8 @@
 """The text of ``dsreg eval``: accuracies with intervals and ranks with rank intervals (one line
 per model and view, so the table stays within 100 columns whatever the number of views), rank
-changes marked where they are significant, a line per view on its pairs, the honeypot's rank
-correlation, and with ``--full`` every pair and with ``--flip-points`` the flip points."""
+changes starred where the rank moves significantly (the footnote only then), a line per view on
+its pairs, the honeypot's rank correlation, and with ``--full`` every pair and with
+``--flip-points`` the flip points."""
 
 from __future__ import annotations
 
@@ -9,8 +10,7 @@ import textwrap
 from typing import Any, Final
 
 import dsreg
-from dsreg.cli._common import out, say, table
-from dsreg.cli._text import printable
+from dsreg.cli._common import out, printable, say, table
 
 __all__ = ["quality_lines", "render_eval"]
 
@@ -141,7 +141,7 @@ def _move(change: Any) -> str:
         return "-"
     d = change.change
     moved = f"{change.before} -> {change.after} ({f'{d:+d}' if d else '='})"
-    return moved + ("*" if change.significant else "")
+    return moved + ("*" if change.starred else "")
 
 
 def _changes(report: dsreg.EvalReport, sig: dsreg.Significance) -> None:
@@ -161,9 +161,11 @@ def _changes(report: dsreg.EvalReport, sig: dsreg.Significance) -> None:
         text = table(rows, ["MODEL", "RANK CHANGE", "RANKS"])
     out()
     out(text)
-    alpha = f"{sig.options.alpha:g}"
-    _line(f"* significant: a pair it changes order with differs significantly in both views "
-        f"(McNemar exact, Holm-corrected per view, p < {alpha})")  # fmt: skip
+    if any(c.starred for c in sig.rank_changes if (c.source, c.target) in kinds):
+        alpha = f"{sig.options.alpha:g}"
+        _line(f"* significant: its rank moves and a pair it changes order with differs "
+            f"significantly in both views (McNemar exact, Holm-corrected per view, "
+            f"p < {alpha})")  # fmt: skip
     for k in kinds:
         orders = [c for c in sig.order_changes if (c.source, c.target) == k]
         if orders:

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from dsreg.api import marks as marks_api
 from dsreg.cli._command import command
-from dsreg.cli._common import command_line, json_shown, say
-from dsreg.cli._text import printable
+from dsreg.cli._common import command_line, json_shown, printable, say
 
 if TYPE_CHECKING:
     from dsreg.api import MarkResult

@@ -14,12 +14,13 @@ from dsreg.cli._common import (
     json_shown,
     out,
     overlay_made,
+    printable,
     progress_bar,
     say,
     short,
     table,
+    write_file_format,
 )
-from dsreg.cli._text import printable, write_file_format
 
 if TYPE_CHECKING:
     from dsreg.api import OverlayInfo, OverlayRecord, OverlayResult

@@ -12,16 +12,18 @@ from dsreg.api import reports as reports_api
 from dsreg.api.options import Opt
 from dsreg.cli._command import command
 from dsreg.cli._common import (
+    SafeStream,
     command_line,
     emit_json,
     json_shown,
     out,
+    printable,
     say,
     short,
     table,
+    write_file_format,
     write_json,
 )
-from dsreg.cli._text import SafeStream, printable, write_file_format
 from dsreg.cli.evaltext import quality_lines, render_eval
 from dsreg.cli.results import render_citation, render_recorded
 from dsreg.errors import InvalidInputError

@@ -95,7 +95,8 @@ def push(specs: list[str] | None, *, quiet: bool, json: bool, **options: Any) ->
 )
 def publish(to: str | None, *, quiet: bool, json: bool, **options: Any) -> None:
     """Push every tag, then write a static website of the registry there (index, a page per
-    dataset and per tag, Croissant JSON-LD); relative links, for any static server or file://."""
+    dataset and per tag, Croissant JSON-LD and the files it names); the pages link relatively,
+    for any static server or file://, and with --url the Croissant documents load by URL."""
     res = logged_run(remotes_api.publish, to, quiet=quiet, lazy_bar=True, **options)
     if json_shown(res, json=json):
         return
@@ -105,6 +106,12 @@ def publish(to: str | None, *, quiet: bool, json: bool, **options: Any) -> None:
         f"Published {len(site.datasets)} datasets, {len(site.pages)} pages; the index is "
         f"{res.push.url.rstrip('/')}/{site.index}; the pages name {site.url}"
     )
+    if not site.absolute:
+        say(
+            "Note: without --url the Croissant documents link their files relative to "
+            "themselves, so they load from a copy on disk, not by URL; publish again with "
+            "--url URL (where readers reach the site) for documents that load by URL"
+        )
 
 
 @command(

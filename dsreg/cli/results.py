@@ -8,8 +8,7 @@ from typing import Any
 
 from dsreg.api import results as results_api
 from dsreg.cli._command import command
-from dsreg.cli._common import json_shown, out, say, short, table, write_json
-from dsreg.cli._text import printable
+from dsreg.cli._common import json_shown, out, printable, say, short, table, write_json
 
 
 def render_recorded(recorded: Sequence[Any]) -> None:
@@ -75,20 +74,92 @@ def _render_board(board: Any) -> None:
         out(table(flips, ["VIEW", "REVISIONS", "FLIP", "SIGNIFICANT"]))
 
 
+_AGGREGATE = {"win-rate": "mean win rate", "borda": "Borda count", "score": "mean score"}
+_RELATION = {"ahead": ">", "tied": "=", "behind": "<"}
+
+
+def _interval(value: float | None, iv: Any, fmt: str) -> str:
+    """``0.812 (0.790-0.833)``: a value and its interval, ``-`` where there is none."""
+    if value is None:
+        return "-"
+    return format(value, fmt) + ("" if iv is None else f" ({iv[0]:{fmt}}-{iv[1]:{fmt}})")
+
+
+def _render_stability(st: Any) -> None:
+    """The stability report of one view: the changes of each model left out or added, and how
+    often each top pair keeps its order under resampling of the tasks."""
+    top = ", ".join(map(printable, st.top))
+    out(f"stability of the top {len(st.top)} by {_AGGREGATE[st.rank_by]}: {top}")
+
+    def pair(c: Any, now: bool) -> str:
+        rel = _RELATION[c.now if now else c.was]
+        return f"{printable(c.a)} {rel} {printable(c.b)}"
+
+    changes = [
+        [p.change, printable(p.model),
+         "; ".join(f"{pair(c, False)} becomes {pair(c, True)}" for c in p.changed)]
+        for p in (*st.left_out, *st.added)
+        if p.changed
+    ]  # fmt: skip
+    if changes:
+        out(table(changes, ["", "MODEL", "PAIRS OF THE TOP THAT CHANGE ORDER"]))
+    else:
+        out("no model left out or added changes the order of a pair of the top models")
+    if st.holds:
+        kept = [
+            [f"{printable(h.a)} {_RELATION[h.relation]} {printable(h.b)}", f"{h.holds:.2f}"]
+            for h in st.holds
+        ]
+        out(table(kept, ["PAIR", f"ORDER KEPT IN {st.resamples} RESAMPLES OF THE TASKS"]))
+
+
+def _render_tasks(board: Any) -> None:
+    by = _AGGREGATE[board.rank_by]
+    out(
+        f"{len(board.tasks)} tasks, models ordered by {by} ({board.resamples} bootstrap "
+        f"resamples, seed {board.seed})"
+    )
+    for t in board.tasks:
+        sizes = ", ".join(f"{v} {n}" for v, n in t.rows.items())
+        out(f"task {printable(t.name)}  {t.revision}  {len(t.models)} models, rows: {sizes}")
+    for vb in board.boards:
+        out()
+        out(f"{vb.view}: mean score %, mean win rate, Borda count (95% bootstrap intervals)")
+        rows = [
+            [str(m.rank), printable(m.model), str(m.tasks),
+             _interval(None if m.score is None else 100 * m.score,
+                       None if m.score_interval is None else [100 * x for x in m.score_interval],
+                       ".1f"),
+             _interval(m.win_rate, m.win_rate_interval, ".3f"),
+             _interval(m.borda, m.borda_interval, ".1f")]
+            for m in vb.models
+        ]  # fmt: skip
+        out(table(rows, ["RANK", "MODEL", "TASKS", "SCORE %", "WIN RATE", "BORDA"]))
+        _render_stability(vb.stability)
+
+
 @command(
     results_api.leaderboard,
 )
-def leaderboard(dataset: str, *, plot: Path | None, json: bool, **options: Any) -> None:
+def leaderboard(dataset: str | None, *, plot: Path | None, json: bool, **options: Any) -> None:
     """Every model recorded with 'dsreg eval --record' scored on every tagged revision of
     DATASET: accuracy with its 95% interval, rank with its bootstrap rank interval, and the
-    pairs of models whose order flips between revisions (significant or not)."""
+    pairs of models whose order flips between revisions (significant or not). With --tasks
+    instead of DATASET: the models aggregated over several datasets (mean score, mean win rate,
+    Borda count, with bootstrap intervals) and how stable their order is."""
+    from dsreg.api import MultitaskBoard
+
     board = results_api.leaderboard(dataset, plot=plot, **options)
     if plot is not None:
-        say(f"Wrote the rank chart to {plot}")
+        kind = "multitask" if isinstance(board, MultitaskBoard) else "rank"
+        say(f"Wrote the {kind} chart to {plot}")
     if json:
         write_json(board.to_json())
         return
-    _render_board(board)
+    if isinstance(board, MultitaskBoard):
+        _render_tasks(board)
+    else:
+        _render_board(board)
 
 
 @command(

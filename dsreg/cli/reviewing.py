@@ -72,7 +72,12 @@ def review(
     """
     if instead.export is not None:
         exported = reviewing_api.review_export(
-            spec, instead.export, overlay=overlay, audit=options["audit"], registry=registry
+            spec,
+            instead.export,
+            overlay=overlay,
+            audit=options["audit"],
+            corpus=options["corpus"],
+            registry=registry,
         )
         say(f"Wrote {exported.records} voted items to {instead.export}")
         say_set_aside(exported.set_aside)
@@ -88,6 +93,7 @@ def review(
             citation=instead.citation,
             credit=instead.credit,
             audit=options["audit"],
+            corpus=options["corpus"],
             command=command_line(),
             registry=registry,
         )

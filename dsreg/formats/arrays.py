@@ -12,9 +12,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from dsreg._util.lazy import lazy_imports
 from dsreg.formats.names import TRAILING_SPACE, UNSAFE_PATH
+
+# Imported when first called: a command reading a table seldom needs it (0.1 s to import).
+with lazy_imports():
+    import pyarrow.compute as pc
 
 # from_numpy is re-exported by model.tables
 __all__ = [

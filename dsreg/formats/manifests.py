@@ -99,7 +99,7 @@ REVISION = "dsreg/revision/1"
 class Snapshot:
     """The immutable base content of a dataset: an examples table plus its classes.
 
-    ``task``: ``multiclass``, or a question set's (``formats.answers.TASKS``: the classes of a
+    ``task``: ``multiclass``, or a question set's (``questions.answers.TASKS``: the classes of a
     ``multiple-choice`` set are answer letters, those of an ``exact-answer`` set its answers).
     ``normalization``: an exact-answer set's rule for comparing answers (``gsm8k/1``), part of
     its digest; ``None`` for every other set, and then no key at all, so a snapshot made

@@ -17,15 +17,18 @@ from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from dsreg._util.lazy import lazy_imports
 from dsreg.errors import DatasetFormatError, ManifestError
 from dsreg.formats.arrays import from_numpy, null_array
 from dsreg.formats.corrections import COUNT_FIELDS
-from dsreg.formats.parquet_footer import strip_created_by
-from dsreg.formats.parquet_join import MAGIC, RowGroupJoiner
+from dsreg.formats.parquet_footer import MAGIC, RowGroupJoiner, strip_created_by
 from dsreg.objects.digest import short
+
+# Imported when first called: a command reading a table seldom needs it (0.1 s to import).
+with lazy_imports():
+    import pyarrow.compute as pc
 
 __all__ = [
     "BASE_COLUMNS",

@@ -25,7 +25,7 @@ with lazy_imports():
     from dsreg.ingest import questions as question_sets
     from dsreg.ingest import snapshot, sources, stream, streamadd, tree, treescan
 
-__all__ = ["AddOptions", "add", "read_credit"]
+__all__ = ["AddOptions", "add", "read_credit", "read_provenance"]
 
 PathArg = str | os.PathLike[str]
 
@@ -34,9 +34,9 @@ PathArg = str | os.PathLike[str]
 class AddOptions:
     """One add, as ``dsreg.add`` takes it: the dataset, its one source (``path``, ``labels``,
     ``table``, ``questions`` or ``answers``), how to read that source, the tag to set and the
-    credit to record. A request that names no source, several, or options that do not go with
-    its source is refused when made, before anything is read. ``id_column`` None: a table's
-    ids are in ``example_id``, a question set's are its row numbers."""
+    credit and licence to record. A request that names no source, several, or options that
+    do not go with its source is refused when made, before anything is read. ``id_column``
+    None: a table's ids are in ``example_id``, a question set's are its row numbers."""
 
     dataset: str
     path: PathArg | None = None
@@ -57,6 +57,7 @@ class AddOptions:
     force: bool = False
     citation: PathArg | None = None
     credit: str | None = None
+    license: str | None = None
     allow_lookalike_ids: bool = False
 
     def __post_init__(self) -> None:
@@ -130,7 +131,7 @@ def add(
         tag=options.tag,
         force=options.force,
         command=command,
-        extra_provenance=read_credit(options.citation, options.credit),
+        extra_provenance=read_provenance(options),
     )
     lookalike = options.allow_lookalike_ids
     if options.path is not None:
@@ -208,6 +209,16 @@ def _question_source(
         extra_answers=tuple(names or ()),
         allow_lookalike_ids=options.allow_lookalike_ids,
     )
+
+
+def read_provenance(options: AddOptions) -> dict[str, object] | None:
+    """What the snapshot's ``source`` records beside what its source says of itself: the
+    credit (``read_credit``) and the licence (``source.license``, checked and canonical);
+    ``None`` when neither is given, so that the snapshot has neither key."""
+    extra = read_credit(options.citation, options.credit) or {}
+    if options.license is not None:
+        extra["license"] = credits.check_license(options.license)
+    return extra or None
 
 
 def read_credit(citation: PathArg | None, credit: str | None) -> dict[str, object] | None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from dsreg._util.extras import require
 from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.errors import DsregError, InputPathError, InvalidInputError, RemoteError, StorageError
@@ -121,7 +122,8 @@ def import_dvc(
     command: str = "",
 ) -> ImportResult:
     """Import ``options.path`` of ``options.repo`` at ``options.rev`` as a snapshot of
-    ``options.dataset`` (tagged ``options.tag``)."""
+    ``options.dataset`` (tagged ``options.tag``). Needs the dvc extra."""
+    require("dvc", "dsreg import-dvc")
     check_names(options.dataset, options.tag)
     # Read before anything is downloaded: a bad classes file fails at once.
     names = class_names(options.classes)

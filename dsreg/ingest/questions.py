@@ -25,7 +25,10 @@ import pyarrow.parquet as pq
 from dsreg._util.inputs import INPUT_BYTES, input_file, read_input, shown
 from dsreg._util.jsonread import loads_lines
 from dsreg.errors import DatasetFormatError
-from dsreg.formats.answers import (
+from dsreg.formats.arrays import string_array, string_lists
+from dsreg.formats.inputfiles import refuse_duplicate_columns
+from dsreg.formats.names import check_lookalike_ids
+from dsreg.formats.questions.answers import (
     EXACT_ANSWER,
     MAX_CHOICES,
     MULTIPLE_CHOICE,
@@ -35,9 +38,6 @@ from dsreg.formats.answers import (
     normalize_answer,
     parse_choices,
 )
-from dsreg.formats.arrays import string_array, string_lists
-from dsreg.formats.inputfiles import refuse_duplicate_columns
-from dsreg.formats.names import check_lookalike_ids
 from dsreg.formats.tables import check_metadata_names
 from dsreg.ingest.sources import Source, table_errors, table_ids
 
@@ -58,7 +58,7 @@ _SUFFIXES = {".csv": "csv", ".tsv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QuestionSource:
-    """How to read one question set: the file, its kind (``formats.answers.MULTIPLE_CHOICE`` or
+    """How to read one question set: the file, its kind (``answers.MULTIPLE_CHOICE`` or
     ``EXACT_ANSWER``), its columns (``id_column`` None: the ids are the row numbers), an
     exact-answer set's rule by name (``text``, ``gsm8k``) and the answers its classes hold
     besides the rows' (``extra_answers``), and whether ids of one spelling are let through."""

@@ -77,11 +77,13 @@ def check_example_id(example_id: str, *, what: str = "example id") -> str:
 
 
 def read_classes(path: Path) -> tuple[str, ...]:
-    """One class name per line; line i is class i."""
+    """One class name per line; line i is class i. Lines end at ``\n`` (or ``\r\n``) only:
+    a name may hold any other character ``str.splitlines`` would break it at (U+2028, U+0085,
+    a form feed), as a name read from a table's label column may."""
     what = f"classes file {str(path)!r}"
     data = read_input(path, what=what, max_bytes=INPUT_BYTES, error=DatasetFormatError)
     try:
-        lines = data.decode("utf-8").splitlines()
+        lines = [line.removesuffix("\r") for line in data.decode("utf-8").split("\n")]
     except UnicodeDecodeError as e:
         raise DatasetFormatError(f"cannot read {what}: {e}") from e
     while lines and not lines[-1].strip():

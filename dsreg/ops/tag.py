@@ -78,7 +78,7 @@ def make_tag(
                 f"{base.spec!r} is a revision of {base.dataset!r}, not {dataset!r}; "
                 f"tag it as {base.dataset}@{tag}"
             )
-        old = reg.refs.get(dataset, tag)
+        old = reg.refs.current(dataset, tag, force=force)  # force repairs a damaged tag
         digest = reg.digest_of(rev)
         if old is not None and old != digest and not force:
             # Refused before the revision is stored; refs.set refuses again under its lock.

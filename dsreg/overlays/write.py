@@ -15,8 +15,8 @@ from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from dsreg._util.lazy import lazy_imports
 from dsreg.errors import InvalidInputError, ManifestError
 from dsreg.formats.arrays import from_numpy, string_array
 from dsreg.formats.corrections import (
@@ -38,6 +38,10 @@ from dsreg.formats.tables import as_numpy, parquet_bytes
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
 from dsreg.registry.tables import examples_parquet
+
+# Imported when first called: a command reading a table seldom needs it (0.1 s to import).
+with lazy_imports():
+    import pyarrow.compute as pc
 
 __all__ = [
     "CORRECTIONS_SCHEMA",

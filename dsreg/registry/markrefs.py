@@ -16,11 +16,22 @@ RETIRED: Final = "retired"
 
 
 def yank_refs(root: Path) -> RefStore:
-    return RefStore(root, refs=YANKED)
+    return RefStore(
+        root,
+        refs=YANKED,
+        name="the yank of {dataset}@{tag}",
+        repair="yank it again with 'dsreg yank {dataset}@{tag} --reason TEXT', or remove the file",
+    )
 
 
 def retired_refs(root: Path) -> RefStore:
-    return RefStore(root, refs=RETIRED)
+    return RefStore(
+        root,
+        refs=RETIRED,
+        name="the retirement of {dataset} (successor {tag})",
+        repair="retire it again with 'dsreg retire {dataset} --successor {tag} --reason TEXT', "
+        "or remove the file",
+    )
 
 
 def may_be_marked(root: Path, dataset: str, tag: str) -> bool:

@@ -92,25 +92,6 @@ def parse_mark(data: bytes, *, kind: str, dataset: str, name: str) -> dict[str, 
     return fields
 
 
-def _mark_refs(refs: RefStore, dataset: str) -> dict[str, str | DsregError]:
-    """``{name: digest}`` of one dataset's mark refs, or for a damaged ref file the error that
-    reading it raised (``RefStore.tags`` would stop at the first)."""
-    folder = refs.refs / dataset
-    if not folder.is_dir():
-        return {}
-    out: dict[str, str | DsregError] = {}
-    for p in sorted(folder.iterdir()):
-        if p.is_file() and not p.name.startswith("."):
-            try:
-                digest = refs.get(dataset, p.name)
-            except DsregError as e:
-                out[p.name] = e
-                continue
-            if digest is not None:
-                out[p.name] = digest
-    return out
-
-
 def _read_mark(
     store: ObjectStore, digest: str | DsregError, kind: str, dataset: str, name: str
 ) -> dict[str, str]:
@@ -124,7 +105,7 @@ def _marks(store: ObjectStore, refs: RefStore, dataset: str, kind: str) -> dict[
     """``{name: fields}`` of one dataset's marks; one that cannot be read is skipped (it hides
     nothing: the tag is served unmarked, and ``dsreg verify`` names what is damaged)."""
     out = {}
-    for name, digest in _mark_refs(refs, dataset).items():
+    for name, digest in refs.entries(dataset).items():
         try:
             out[name] = _read_mark(store, digest, kind, dataset, name)
         except DsregError:
@@ -150,7 +131,7 @@ def mark_problems(root: Path) -> list[MarkProblem]:
     for folder, kind in ((YANKED, "yank"), (RETIRED, "retire")):
         refs = RefStore(root, refs=folder)
         for dataset in refs.datasets():
-            for name, digest in _mark_refs(refs, dataset).items():
+            for name, digest in refs.entries(dataset).items():
                 if isinstance(digest, DsregError):
                     why = "its file is damaged: it holds no digest"
                 else:
@@ -188,5 +169,5 @@ def mark_objects(root: Path) -> set[str]:
     out: set[str] = set()
     for refs in (yank_refs(root), retired_refs(root)):
         for ds in refs.datasets():
-            out.update(d for d in _mark_refs(refs, ds).values() if isinstance(d, str))
+            out.update(d for d in refs.entries(ds).values() if isinstance(d, str))
     return out

@@ -266,9 +266,13 @@ class LocalReader:
         )
 
     def results(self, dataset: str) -> dict[str, RecordedResult]:
-        from dsreg.registry.results import list_results
+        from dsreg.registry.results import checked_record, list_results
 
-        return {m: self.result(dataset, m) for m in list_results(self.registry, dataset)}
+        reg = self.registry
+        return {
+            m: RecordedResult(d, checked_record(reg, dataset, m, d))
+            for m, d in list_results(reg, dataset).items()
+        }
 
     def result(self, dataset: str, model: str) -> RecordedResult:
         from dsreg.registry.results import resolve_result

@@ -11,26 +11,21 @@ finds it as the tag's last line in the log (other events may follow it) and inst
 without writing it again.
 
 Reading never trusts the log: a line that is not an entry (torn by a crash, not UTF-8, of the
-wrong types, or naming another dataset) is skipped and reported in ``RefLog.damaged``.
+wrong types, or naming another dataset) is skipped and reported in ``RefLog.damaged``
+(``formats/reflog.py`` reads the lines; this module re-exports its names).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import re
-import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
 
 from dsreg._util.fs import write_all
-from dsreg._util.jsonread import read_line
 from dsreg._util.lazy import lazy_imports
-from dsreg._util.records import FieldDict
 from dsreg.errors import (
     DsregError,
     ManifestError,
@@ -39,13 +34,11 @@ from dsreg.errors import (
     TagExistsError,
 )
 from dsreg.formats.names import check_name
-from dsreg.objects.digest import format_digest, is_digest, short
+from dsreg.formats.reflog import DamagedLine, LogEntry, RefLog, parse_log
+from dsreg.objects.digest import format_digest, short
 
-# Only an entry's age (gc, log expiry) needs calendar; only a tag that moves needs the user's
-# name and a temporary file (reading tags and logs, or a tag already in place, needs neither).
+# Only a tag that moves needs a temporary file (reading tags and logs needs none).
 with lazy_imports():
-    import calendar
-    import getpass
     import tempfile
 
 __all__ = [
@@ -57,157 +50,15 @@ __all__ = [
     "parse_log",
 ]
 
-_TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-_TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
-_EVENT = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+# What a tag is called in errors, and what sets a damaged one again (``RefStore``).
+_TAG = "tag {dataset}@{tag}"
+_TAG_REPAIR = (
+    "restore it with 'dsreg tag --force {dataset}@{tag} REVISION' (its revisions are listed by "
+    "'dsreg log {dataset}')"
+)
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 # The tail read to find the log's last line (a line is a few hundred bytes).
 _TAIL = 64 << 10
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LogEntry(FieldDict):
-    """One line of ``logs/<dataset>.jsonl``: who moved which tag when."""
-
-    time: str
-    user: str
-    dataset: str
-    tag: str | None
-    old: str | None
-    new: str | None
-    command: str
-    event: str = "tag"
-
-    @classmethod
-    def from_dict(cls, d: Any) -> LogEntry:
-        """The entry ``d`` holds; ``ValueError`` saying what is wrong if it holds none (a field
-        missing or of the wrong type, a time, name or digest that does not parse)."""
-        if not isinstance(d, dict):
-            raise ValueError(f"a JSON {type(d).__name__}, not an object")
-        for key in ("time", "user", "dataset"):
-            if key not in d:
-                raise ValueError(f"no {key!r}")
-        strings = {"time": d["time"], "user": d["user"], "dataset": d["dataset"]}
-        strings |= {"command": d.get("command", ""), "event": d.get("event", "tag")}
-        for key, value in strings.items():
-            if not isinstance(value, str):
-                raise ValueError(f"{key!r} is a {type(value).__name__}, not a string")
-        if not _TIME.fullmatch(d["time"]):
-            raise ValueError(f"'time' {d['time'][:40]!r} is not YYYY-MM-DDTHH:MM:SSZ")
-        try:
-            time.strptime(d["time"], _TIME_FORMAT)
-        except ValueError:
-            raise ValueError(f"'time' {d['time']!r} is not a date") from None
-        if not _NAME.fullmatch(d["dataset"]):
-            raise ValueError(f"'dataset' {d['dataset'][:80]!r} is not a dataset name")
-        if not _EVENT.fullmatch(strings["event"]):
-            raise ValueError(f"'event' {strings['event'][:40]!r} is not an event")
-        tag = d.get("tag")
-        if tag is not None and not (isinstance(tag, str) and _NAME.fullmatch(tag)):
-            raise ValueError(f"'tag' {str(tag)[:80]!r} is not a tag name")
-        digests = {"old": d.get("old"), "new": d.get("new")}
-        for key, value in digests.items():
-            if value is not None and not (isinstance(value, str) and is_digest(value)):
-                raise ValueError(f"{key!r} {str(value)[:80]!r} is not a digest")
-        return cls(
-            time=d["time"],
-            user=d["user"],
-            dataset=d["dataset"],
-            tag=tag,
-            old=digests["old"],
-            new=digests["new"],
-            command=strings["command"],
-            event=strings["event"],
-        )
-
-    @classmethod
-    def now(
-        cls,
-        *,
-        dataset: str,
-        tag: str | None,
-        old: str | None,
-        new: str | None,
-        command: str,
-        event: str = "tag",
-    ) -> LogEntry:
-        """An entry stamped with the current time (UTC) and user."""
-        try:
-            user = getpass.getuser()
-        except (KeyError, OSError):
-            user = "unknown"
-        return cls(
-            time=time.strftime(_TIME_FORMAT, time.gmtime()),
-            user=user,
-            dataset=dataset,
-            tag=tag,
-            old=old,
-            new=new,
-            command=command,
-            event=event,
-        )
-
-    @property
-    def timestamp(self) -> float:
-        """``time`` as seconds since the epoch (an entry read from a log always has one)."""
-        return float(calendar.timegm(time.strptime(self.time, _TIME_FORMAT)))
-
-    def named(self) -> list[str]:
-        """The digests the entry names: the old and new value of a tag, a recorded overlay."""
-        return [d for d in (self.old, self.new) if d is not None]
-
-    def to_line(self) -> str:
-        """The entry as one line of a log, newline included."""
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")) + "\n"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DamagedLine(FieldDict):
-    """A line of a log that is not an entry: skipped by every reader, reported by verify."""
-
-    line: int  # counted from 1
-    reason: str
-
-
-class RefLog(list[LogEntry]):
-    """A log's entries, oldest first (a list), with the lines that were skipped as damaged."""
-
-    __slots__ = ("damaged",)
-
-    def __init__(
-        self, entries: Iterable[LogEntry] = (), damaged: Iterable[DamagedLine] = ()
-    ) -> None:
-        super().__init__(entries)
-        self.damaged: tuple[DamagedLine, ...] = tuple(damaged)
-
-
-def parse_log(data: str | bytes, *, dataset: str | None = None) -> RefLog:
-    """The entries of a log's bytes (or text), oldest first. A line that is not an entry is
-    skipped and reported in ``damaged``, never fatal: a line torn by a crash mid-append (also
-    in the middle of a multi-byte character), a line of wrong types, and, given ``dataset``,
-    one naming another dataset. Only ``\\n`` ends a line."""
-    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
-    entries: list[LogEntry] = []
-    damaged: list[DamagedLine] = []
-    for n, line in enumerate(raw.split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        obj, reason = read_line(line)
-        if reason is None:
-            try:
-                entry = LogEntry.from_dict(obj)
-            except ValueError as e:
-                reason = str(e)
-        if reason is not None:
-            damaged.append(DamagedLine(line=n, reason=reason))
-            continue
-        if dataset is not None and entry.dataset != dataset:
-            damaged.append(
-                DamagedLine(line=n, reason=f"names dataset {entry.dataset!r}, not {dataset!r}")
-            )
-            continue
-        entries.append(entry)
-    return RefLog(entries, damaged)
 
 
 def move_refused(dataset: str, tag: str, old: str, new: str) -> TagExistsError:
@@ -224,14 +75,20 @@ def move_refused(dataset: str, tag: str, old: str, new: str) -> TagExistsError:
 
 class RefStore:
     """Tags and logs of one registry. ``refs`` names the folder of the refs: ``refs`` for tags,
-    another for refs logged in the same dataset logs under the same locks (recorded models)."""
+    another for refs logged in the same dataset logs under the same locks (recorded models,
+    marks); ``name`` and ``repair`` (formats of ``dataset`` and ``tag``) say what such a ref is
+    and which command sets it again, for the error a damaged one raises. ``set`` with ``force``
+    replaces a damaged ref, so that command repairs it."""
 
-    __slots__ = ("logs", "refs", "tmp")
+    __slots__ = ("logs", "name", "refs", "repair", "tmp")
 
-    def __init__(self, root: Path, *, refs: str = "refs") -> None:
+    def __init__(
+        self, root: Path, *, refs: str = "refs", name: str = _TAG, repair: str = _TAG_REPAIR
+    ) -> None:
         self.refs = root / refs
         self.logs = root / "logs"
         self.tmp = root / "tmp"
+        self.name, self.repair = name, repair
 
     def path(self, dataset: str, tag: str) -> Path:
         return self.refs / check_name(dataset, what="dataset name") / check_name(tag, what="tag")
@@ -243,14 +100,25 @@ class RefStore:
         except FileNotFoundError:
             return None
         except (OSError, UnicodeDecodeError) as e:
-            raise StorageError(f"cannot read tag {dataset}@{tag}: {e}") from e
+            raise StorageError(
+                f"cannot read {self.name.format(dataset=dataset, tag=tag)}: {e}"
+            ) from e
         try:
             return format_digest(text)
         except Exception:
-            raise ManifestError(
-                f"tag {dataset}@{tag} is damaged (holds {text[:80]!r}); "
-                f"restore it with 'dsreg tag --force {dataset}@{tag} <digest>' from 'dsreg log'"
-            ) from None
+            what = self.name.format(dataset=dataset, tag=tag)
+            repair = self.repair.format(dataset=dataset, tag=tag)
+            raise ManifestError(f"{what} is damaged (holds {text[:80]!r}); {repair}") from None
+
+    def current(self, dataset: str, tag: str, *, force: bool) -> str | None:
+        """``get``'s digest before a move; with ``force``, a damaged ref counts as none (the
+        move replaces it: how the ``repair`` command repairs it)."""
+        try:
+            return self.get(dataset, tag)
+        except ManifestError:
+            if not force:
+                raise
+            return None
 
     def datasets(self) -> list[str]:
         if not self.refs.is_dir():
@@ -266,14 +134,26 @@ class RefStore:
         )
 
     def tags(self, dataset: str) -> dict[str, str]:
-        """``{tag: digest}`` of one dataset, sorted by tag."""
-        d = self.refs / dataset
-        if not d.is_dir():
-            return {}
+        """``{tag: digest}`` of one dataset, sorted by tag (a damaged ref raises its error)."""
         out = {}
-        for p in sorted(d.iterdir()):
+        for tag, digest in self.entries(dataset).items():
+            if isinstance(digest, DsregError):
+                raise digest
+            out[tag] = digest
+        return out
+
+    def entries(self, dataset: str) -> dict[str, str | DsregError]:
+        """``{tag: digest}`` of one dataset, sorted by tag, with the error reading it for a
+        damaged ref (``verify`` names each; ``tags`` stops at the first)."""
+        d = self.refs / dataset
+        out: dict[str, str | DsregError] = {}
+        for p in sorted(d.iterdir()) if d.is_dir() else ():
             if p.is_file() and not p.name.startswith("."):
-                digest = self.get(dataset, p.name)
+                try:
+                    digest = self.get(dataset, p.name)
+                except DsregError as e:
+                    out[p.name] = e
+                    continue
                 if digest is not None:
                     out[p.name] = digest
         return out
@@ -325,7 +205,7 @@ class RefStore:
         path = self.path(dataset, tag)
         format_digest(digest)
         with self._locked(dataset):
-            old = self.get(dataset, tag)
+            old = self.current(dataset, tag, force=force)
             if old == digest:
                 return old
             if old is not None and not force:
@@ -342,7 +222,8 @@ class RefStore:
                     try:
                         if not pending:
                             log.append(entry.to_line())
-                        self._install(tmp, path, replace=old is not None, dataset=dataset)
+                        replace = old is not None or (force and path.exists())  # damaged
+                        self._install(tmp, path, replace=replace, dataset=dataset)
                     except BaseException:
                         log.rollback()
                         raise

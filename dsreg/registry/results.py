@@ -16,7 +16,9 @@ a move, its old value kept (and kept from gc) as a moved tag's is.
 
 from __future__ import annotations
 
+import functools
 import io
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -50,12 +52,14 @@ __all__ = [
     "Prepared",
     "Recorded",
     "ResultRecord",
-    "aligned_predictions",
     "check_meta",
+    "check_values",
+    "checked_record",
     "list_results",
     "load_predictions",
     "prepare",
     "read_result",
+    "record_again",
     "record_result",
     "recorded_digests",
     "refuse_conflict",
@@ -63,7 +67,6 @@ __all__ = [
     "result_objects",
     "result_problems",
     "result_refs",
-    "topk_faults",
 ]
 
 #: The value of a record's ``result`` key (its format) and the log event of a model ref.
@@ -71,6 +74,15 @@ FORMAT: Final = "dsreg/result/1"
 EVENT: Final = "result"
 KINDS: Final = ("labels", "topk", "probabilities")
 _DTYPES: Final = {"labels": ("<i4",), "topk": ("<i4",), "probabilities": ("<f4", "<f8")}
+# Predictions up to this size are read whole, not memory-mapped (a mapping costs more).
+_READ_WHOLE: Final = 16 << 20
+# What a model ref is called in errors, and the command that records it again (which repairs
+# a damaged ref, record or predictions: ``record_result`` with ``force``).
+_MODEL_REF = "model ref {dataset}/{tag}"
+_RECORD_AGAIN = (
+    "record the model again with 'dsreg eval {dataset}@REVISION PREDICTIONS --record --model "
+    "{tag} --force' (its results are listed by 'dsreg log {dataset}')"
+)
 # A ``meta`` key or value is at most this long, and there are at most this many keys.
 _META_TEXT: Final = 256
 _META_KEYS: Final = 64
@@ -187,7 +199,12 @@ class Recorded:
 
 def result_refs(reg: Registry) -> RefStore:
     """The model refs of ``reg`` (``results/<dataset>/<model>``), logged in the dataset logs."""
-    return RefStore(reg.root, refs="results")
+    return RefStore(reg.root, refs="results", name=_MODEL_REF, repair=_RECORD_AGAIN)
+
+
+def record_again(dataset: str, model: str) -> str:
+    """The advice that repairs a recorded model: the command that records it again."""
+    return _RECORD_AGAIN.format(dataset=dataset, tag=model)
 
 
 def check_meta(meta: Mapping[str, str]) -> dict[str, str]:
@@ -204,102 +221,6 @@ def check_meta(meta: Mapping[str, str]) -> dict[str, str]:
             )
         out[k] = v
     return out
-
-
-def aligned_predictions(arr: Any, *, rows: int, classes: list[str], what: str) -> np.ndarray:
-    """``arr`` checked and put in the form a result stores: ``rows`` class indices (int32,
-    from indices or class names) or ``(rows, len(classes))`` probabilities (finite, not
-    negative, each row summing above 0; float32 stays float32, other types become float64).
-    ``PredictionsError`` naming ``what`` and the first offending value otherwise."""
-    a = np.asarray(arr)
-    k = len(classes)
-    if a.ndim == 1:
-        if len(a) != rows:
-            raise PredictionsError(
-                f"{what} hold {len(a)} labels, but the snapshot has {rows} rows: record "
-                "predictions aligned with the snapshot's rows (row i predicts row i)"
-            )
-        if a.dtype.kind in "US":
-            return _names_to_indices(a, classes, what)
-        if a.dtype.kind not in "iu":
-            raise PredictionsError(f"{what} are {a.dtype} labels; give class indices or names")
-        bad = inputfiles.out_of_range(a, k)
-        if bad is not None:
-            raise PredictionsError(
-                f"{what}: {bad.total} labels are outside [0, {k}), first {bad.first[0]} at row "
-                f"{bad.at[0]}; the snapshot has {k} classes"
-            )
-        return np.ascontiguousarray(a, dtype="<i4")
-    if a.ndim == 2 and a.dtype.kind in "iu" and 0 < a.shape[1] < k:
-        return _top_classes(a, rows=rows, k=k, what=what)
-    if a.ndim == 2 and a.dtype.kind in "fiu":
-        if a.shape != (rows, k):
-            raise PredictionsError(
-                f"{what} are probabilities of shape {a.shape}; a result needs (rows, classes) "
-                f"= ({rows}, {k}), aligned with the snapshot's rows and classes"
-            )
-        p = np.ascontiguousarray(a, dtype="<f4" if a.dtype == np.float32 else "<f8")
-        _check_probabilities(p, what)
-        return p
-    raise PredictionsError(
-        f"{what} are a {a.dtype} array of shape {a.shape}; expected {rows} class indices, "
-        f"({rows}, m) top-m class indices (m < {k}, best first) or ({rows}, {k}) probabilities"
-    )
-
-
-def topk_faults(a: np.ndarray, k: int) -> tuple[tuple[np.ndarray, str], ...]:
-    """The rows of top-m class indices ``a`` that name a class outside ``[0, k)``, then those
-    that name a class twice, each with how a refusal says it: what eval and a record refuse."""
-    out = np.flatnonzero(((a < 0) | (a >= k)).any(axis=1))
-    ordered = np.sort(a, axis=1)
-    twice = np.flatnonzero((ordered[:, 1:] == ordered[:, :-1]).any(axis=1))
-    return (out, f"a class outside [0, {k})"), (twice, "a class twice")
-
-
-def _top_classes(a: np.ndarray, *, rows: int, k: int, what: str) -> np.ndarray:
-    """``(rows, m)`` top-m class indices (m < k), each row m different classes, best first."""
-    if len(a) != rows:
-        raise PredictionsError(
-            f"{what} hold top-{a.shape[1]} classes of {len(a)} rows, but the snapshot has {rows} "
-            "rows: record predictions aligned with the snapshot's rows (row i predicts row i)"
-        )
-    for bad, why in topk_faults(a, k):
-        if len(bad):
-            raise PredictionsError(
-                f"{what}: {len(bad)} rows name {why}, first row {int(bad[0])} "
-                f"({a[bad[0]][:5].tolist()}); each row lists m different class indices of the "
-                "snapshot, best first"
-            )
-    return np.ascontiguousarray(a, dtype="<i4")
-
-
-def _check_probabilities(p: np.ndarray, what: str) -> None:
-    step = max(1, (1 << 22) // max(1, p.shape[1]))
-    for start in range(0, len(p), step):
-        part = p[start : start + step]
-        finite = np.isfinite(part).all(axis=1)
-        bad = np.flatnonzero(~finite | (part < 0).any(axis=1) | ~(part.sum(axis=1) > 0))
-        if len(bad):
-            row = start + int(bad[0])
-            values = ", ".join(f"{x:.4g}" for x in p[row][:5].tolist())
-            why = "NaN or infinite" if not finite[bad[0]] else "negative or all-zero"
-            raise PredictionsError(
-                f"{what}: row {row} holds {why} probabilities ({values}"
-                f"{', …' if p.shape[1] > 5 else ''}); give finite, non-negative probabilities"
-            )
-
-
-def _names_to_indices(a: np.ndarray, classes: list[str], what: str) -> np.ndarray:
-    names, inverse = np.unique(a, return_inverse=True)
-    index = {c: i for i, c in enumerate(classes)}
-    unknown = [str(x) for x in names.tolist() if str(x) not in index]
-    if unknown:
-        raise PredictionsError(
-            f"{what}: {len(unknown)} predicted names are not classes of the snapshot, first "
-            f"{unknown[0]!r}"
-        )
-    lookup = np.array([index[str(x)] for x in names.tolist()], dtype="<i4")
-    return np.ascontiguousarray(lookup[inverse.ravel()])
 
 
 def encode_predictions(arr: np.ndarray) -> bytes:
@@ -379,7 +300,7 @@ def _exists(dataset: str, model: str, held: str, new: str | None) -> TagExistsEr
 def refuse_conflict(reg: Registry, p: Prepared, *, force: bool) -> None:
     """Raise ``TagExistsError`` if the model is recorded with another record and not ``force``
     (checked for every model before any is recorded)."""
-    held = result_refs(reg).get(p.record.dataset, p.record.model)
+    held = result_refs(reg).current(p.record.dataset, p.record.model, force=force)
     if held is not None and not force and held != p.digest:
         raise _exists(p.record.dataset, p.record.model, held, p.digest)
 
@@ -396,7 +317,7 @@ def record_result(
     refs = result_refs(reg)
     digest = p.digest
     old: str | None = None
-    if refs.get(rec.dataset, rec.model) == digest:
+    if refs.current(rec.dataset, rec.model, force=force) == digest:
         status = "unchanged"
         try:
             load_predictions(reg, read_result(reg, digest))
@@ -449,47 +370,103 @@ def resolve_result(reg: Registry, dataset: str, model: str) -> tuple[str, Result
             f"no model {model!r} is recorded for {dataset!r} (recorded: {known}); record one "
             "with 'dsreg eval SPEC PREDS --record --model NAME'"
         )
+    return digest, checked_record(reg, dataset, model, digest)
+
+
+def checked_record(reg: Registry, dataset: str, model: str, digest: str) -> ResultRecord:
+    """The record ``digest`` that model ref ``dataset/model`` names, read (re-hashed) and
+    refused (``ManifestError``) if it is another dataset's or model's."""
     rec = read_result(reg, digest)
     if rec.dataset != dataset or rec.model != model:
         raise ManifestError(
             f"model ref {dataset}/{model} names result {short(digest)} of "
-            f"{rec.dataset}/{rec.model}; record the model again with --force"
+            f"{rec.dataset}/{rec.model}; {record_again(dataset, model)}"
         )
-    return digest, rec
+    return rec
+
+
+@functools.lru_cache(maxsize=256)
+def _header(dtype: str, shape: tuple[int, ...]) -> bytes:
+    """The ``.npy`` header ``encode_predictions`` writes for ``dtype`` and ``shape``."""
+    buf, descr = io.BytesIO(), np.lib.format.dtype_to_descr(np.dtype(dtype))
+    np.lib.format.write_array_header_1_0(
+        buf, {"descr": descr, "fortran_order": False, "shape": shape}
+    )
+    return buf.getvalue()
 
 
 def load_predictions(reg: Registry, rec: ResultRecord) -> np.ndarray:
-    """A record's predictions, re-hashed and memory-mapped; ``IntegrityError`` if the object is
-    damaged or does not hold what the record says."""
+    """A record's predictions, re-hashed: read whole when small and headed as dsreg writes
+    them (a leaderboard of many tasks reads thousands), else memory-mapped; ``IntegrityError``
+    if the object is damaged or does not hold what the record says."""
+    shape = (rec.rows,) if rec.kind == "labels" else (rec.rows, rec.classes)
+    size = math.prod(shape) * np.dtype(rec.dtype).itemsize
+    if rec.kind != "topk" and size <= _READ_WHOLE:
+        data = reg.store.read_bytes(rec.predictions)
+        head = _header(rec.dtype, shape)
+        if data.startswith(head) and len(data) == len(head) + size:
+            return np.frombuffer(data, dtype=rec.dtype, offset=len(head)).reshape(shape)
     path = reg.store.verified_path(rec.predictions)
     try:
         arr: np.ndarray = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError, SyntaxError) as e:
         raise IntegrityError(
             f"the predictions {short(rec.predictions)} of model {rec.model!r} cannot be read "
-            f"({e}); record the model again with --force"
+            f"({e}); {record_again(rec.dataset, rec.model)}"
         ) from None
-    want = (rec.rows,) if rec.kind == "labels" else (rec.rows, rec.classes)
+    want = shape
     if rec.kind == "topk" and arr.ndim == 2 and 0 < arr.shape[1] < rec.classes:
         want = (rec.rows, arr.shape[1])  # a top-m array: m is its own
     if arr.shape != want or arr.dtype.str != rec.dtype:
         raise IntegrityError(
             f"the predictions {short(rec.predictions)} of model {rec.model!r} hold "
-            f"{arr.dtype} {arr.shape}, not the {rec.dtype} {want} its record says; record the "
-            "model again with --force"
+            f"{arr.dtype} {arr.shape}, not the {rec.dtype} {want} its record says; "
+            f"{record_again(rec.dataset, rec.model)}"
         )
     return arr
 
 
-def _records(reg: Registry, logged: Iterable[str]) -> tuple[set[str], list[tuple[str, str]]]:
-    """Record digests to keep: every model ref's, and those result log lines name (``logged``:
-    the digests log lines younger than the expiry name); and (what, digest) of each model ref."""
+def check_values(rec: ResultRecord, arr: np.ndarray) -> None:
+    """Refuse (``PredictionsError``) stored predictions holding what recording refuses (NaN,
+    infinite, negative or all-zero probabilities, classes out of range, a top-m row naming a
+    class twice): ``verify`` applies it, as an object can hash right and hold such values."""
+    what = f"the predictions {short(rec.predictions)} of model {rec.dataset}/{rec.model}"
+    if rec.kind == "probabilities":
+        inputfiles.check_probabilities(arr, what)
+    elif rec.kind == "labels" and (bad := inputfiles.out_of_range(arr, rec.classes)):
+        raise PredictionsError(
+            f"{what}: {bad.total} labels are outside [0, {rec.classes}), first {bad.first[0]} "
+            f"at row {bad.at[0]}"
+        )
+    elif rec.kind == "topk":
+        for rows, why in inputfiles.topk_faults(arr, rec.classes):
+            if len(rows):
+                raise PredictionsError(f"{what}: {len(rows)} rows name {why}, first row {rows[0]}")
+
+
+def _model_refs(reg: Registry) -> tuple[list[tuple[str, str]], list[Problem]]:
+    """(``dataset/model``, record digest) of each model ref, and a problem for each damaged
+    one (its file holds no digest)."""
     refs = result_refs(reg)
-    named = [(f"{ds}/{m}", d) for ds in refs.datasets() for m, d in refs.tags(ds).items()]
+    named: list[tuple[str, str]] = []
+    damaged: list[Problem] = []
+    for ds in refs.datasets():
+        for model, digest in refs.entries(ds).items():
+            if isinstance(digest, DsregError):
+                damaged.append(Problem(digest=f"results/{ds}/{model}", problem=str(digest)))
+            else:
+                named.append((f"{ds}/{model}", digest))
+    return named, damaged
+
+
+def _records(reg: Registry, logged: Iterable[str], named: list[tuple[str, str]]) -> set[str]:
+    """Record digests to keep: every model ref's (``named``), and those result log lines name
+    (``logged``: the digests log lines younger than the expiry name)."""
+    refs = result_refs(reg)
     records = {d for _, d in named}
     for ds in refs.logged_datasets():
         records.update(e.new for e in refs.log(ds) if e.event == EVENT and e.new)
-    return records & ({d for _, d in named} | set(logged)), named
+    return records & ({d for _, d in named} | set(logged))
 
 
 def recorded_digests(reg: Registry) -> set[str]:
@@ -499,9 +476,12 @@ def recorded_digests(reg: Registry) -> set[str]:
 
 
 def result_objects(reg: Registry, logged: Iterable[str]) -> set[str]:
-    """What recorded results keep from gc: each kept record and its predictions. A record that
-    cannot be read raises: what it would keep cannot be known."""
-    records, _ = _records(reg, logged)
+    """What recorded results keep from gc: each kept record and its predictions. A damaged
+    model ref, or a record that cannot be read, raises: what it would keep cannot be known."""
+    named, damaged = _model_refs(reg)
+    if damaged:
+        raise ManifestError(damaged[0].problem)
+    records = _records(reg, logged, named)
     out = set(records)
     for d in records:
         if reg.store.has(d):
@@ -511,17 +491,19 @@ def result_objects(reg: Registry, logged: Iterable[str]) -> set[str]:
 
 def result_problems(reg: Registry, logged: Iterable[str]) -> tuple[set[str], list[Problem]]:
     """For verify: the objects recorded results name (to re-hash), and the problems of those
-    that cannot be used (a missing or damaged record, predictions not of the recorded shape)."""
-    records, named = _records(reg, logged)
+    that cannot be used, as their readers (``leaderboard``, ``cite --model``) would refuse
+    them: a damaged model ref, a missing or damaged record, predictions not of the recorded
+    shape, or holding values a reader refuses (``check_values``)."""
+    named, problems = _model_refs(reg)
+    records = _records(reg, logged, named)
     targets = set(records)
-    problems: list[Problem] = []
     for d in sorted(records):
         whose = next((w for w, r in named if r == d), None)
         try:
             rec = read_result(reg, d)
             targets.add(rec.predictions)
             if reg.store.has(rec.predictions):
-                load_predictions(reg, rec)
+                check_values(rec, load_predictions(reg, rec))
         except DsregError as e:
             where = f"model ref {whose}" if whose else "a result log line"
             problems.append(Problem(digest=d, problem=f"{where}: {e}"))

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from dsreg._util.lazy import lazy_imports
 from dsreg.errors import ManifestError, StorageError
 from dsreg.formats.arrays import string_array
 from dsreg.formats.corrections import LABEL_SET_VERSIONS, corrections_version
@@ -21,6 +21,10 @@ from dsreg.formats.names import UNSAFE_PATH, is_safe_component
 from dsreg.formats.tables import read_parquet_mapped
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
+
+# Imported when first called: a command reading a table seldom needs it (0.1 s to import).
+with lazy_imports():
+    import pyarrow.compute as pc
 
 __all__ = [
     "check_example_columns",

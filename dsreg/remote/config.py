@@ -232,9 +232,16 @@ def remote_url(reg: Registry, remote: str | None = None) -> str | None:
 
 
 def _chosen(reg: Registry, remote: str | None) -> RemoteConfig | None:
-    """What ``remote`` names (default: the default remote): a configured remote, or a URL or
-    path used as given (named by itself); ``None`` when none is given and none is the
-    default."""
+    """What ``remote`` names (default: the default remote); ``None`` when none is given and
+    none is the default. The one rule telling a remote's name from a folder:
+
+    - a URL or a path (``://``, a ``/``, or a leading ``.``: ``./site``) is that place; if it
+      is a configured remote's URL, it is that remote, with its options;
+    - a bare word (``site``) is the configured remote of that name; if the current folder
+      also holds a folder of that name, the word is ambiguous and refused, naming both and how
+      to say which (``./site`` for the folder, the remote's URL for the remote);
+    - a bare word that names no remote but a folder here is that folder; naming neither, it
+      is refused (``./site`` makes a new folder)."""
     cfg = reg.config.get("remote", {})
     name = remote if remote is not None else default_remote(reg)
     if name is None:
@@ -242,13 +249,24 @@ def _chosen(reg: Registry, remote: str | None) -> RemoteConfig | None:
     if name in cfg:
         options = dict(cfg[name])
         url = str(options.pop("url"))
+        if remote is not None and os.path.isdir(name):
+            raise ConfigError(
+                f"{name!r} names both the remote {name} ({url}) and the folder ./{name}: write "
+                f"./{name} for the folder, or {url} for the remote"
+            )
         return RemoteConfig(name=name, url=url, options=options)
-    if looks_like_url(name):
+    if looks_like_url(name) or os.path.isdir(name):
         url = normalize_url(name)
+        for known, conf in sorted(cfg.items()):
+            if conf["url"] == url:
+                return RemoteConfig(
+                    name=known, url=url, options={k: v for k, v in conf.items() if k != "url"}
+                )
         return RemoteConfig(name=url, url=url)
     raise ConfigError(
         f"no remote {name!r} in this registry; its remotes are "
-        f"{', '.join(sorted(cfg)) or '(none)'}: add it with 'dsreg remote add {name} URL'"
+        f"{', '.join(sorted(cfg)) or '(none)'}: add it with 'dsreg remote add {name} URL', or "
+        f"write ./{name} for a folder"
     )
 
 

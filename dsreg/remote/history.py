@@ -117,21 +117,21 @@ class Outgoing:
         name: str,
         old: str | None,
         new: str,
-        write: Callable[..., None],
-    ) -> None:
+        write: Callable[..., bool],
+    ) -> bool:
         """Make the move of ref ``name`` from ``old`` (its value there; ``None``: absent) to
         ``new`` by ``write(history=lines)``, ``lines`` those that record it (its entries among
         ``events`` start from ``old`` and end at ``new``), or ``None`` if the history does not
-        record that move (the move is then logged as made there). The lines count as written
-        only if ``write`` returns."""
+        record that move (the move is then logged as made there); what ``write`` returns. The
+        lines count as written only if ``write`` returns."""
         about = [i for i, e in enumerate(self._left) if e.tag == name and e.event in events]
         if not about or self._left[about[0]].old != old or self._left[about[-1]].new != new:
-            write(history=None)
-            return
+            return write(history=None)
         take = [i for i in range(about[0]) if self._left[i].event in RECORD_EVENTS] + about
-        write(history=Carried(tuple(self._left[i] for i in take)).data)
+        wrote = write(history=Carried(tuple(self._left[i] for i in take)).data)
         taken = set(take)
         self._left = [e for i, e in enumerate(self._left) if i not in taken]
+        return wrote
 
     @property
     def rest(self) -> bytes:

@@ -32,9 +32,10 @@ file alone.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, replace
 from typing import NamedTuple, TypeVar
 
@@ -50,6 +51,7 @@ from dsreg.errors import (
     ObjectNotFoundError,
     RemoteError,
     RevisionNotFoundError,
+    StorageError,
 )
 from dsreg.formats.names import check_name, parse_spec
 from dsreg.objects.digest import PREFIX, is_digest, short
@@ -247,6 +249,23 @@ class RemoteReader:
 
     fetches = True
 
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """The registry's lock, shared, for a command's whole read; for the cache, which may
+        be deleted at any time, its folders made again first if they are gone (and again if
+        it goes between that and taking the lock)."""
+        with contextlib.ExitStack() as held:
+            for attempt in range(_TRIES):
+                if self.cached and not _intact(self.registry):
+                    Registry.init(self.registry.root)
+                try:
+                    held.enter_context(self.registry.lock())
+                    break
+                except StorageError:
+                    if not self.cached or attempt == _TRIES - 1:
+                        raise
+            yield
+
     def _fetch(self, progress: ProgressHook | None = None) -> Fetch:
         """A fetch from the remote into the registry, to be entered (it takes the lock)."""
         hook = self.progress if progress is None else progress
@@ -364,11 +383,18 @@ class RemoteReader:
         """``read()``; when it fails on an object of this registry that is missing or was found
         corrupt, that object is fetched again and ``read()`` runs again. An object that fails
         ``_TRIES`` times, each after a verified fetch, ends the read with an error saying
-        what to do (for the cache: that it may be deleted)."""
+        what to do (for the cache: that it may be deleted). When the cache itself was deleted
+        under the read (a fetch cannot stage, install or lock in it), its folders are made
+        again and ``read()`` runs again, as many times."""
         tries: Counter[str] = Counter()
         while True:
             try:
                 return read()
+            except StorageError:
+                if not self.cached or _intact(self.registry) or tries[""] >= _TRIES - 1:
+                    raise
+                tries[""] += 1
+                Registry.init(self.registry.root)
             except (ObjectNotFoundError, IntegrityError) as e:
                 digest = self._restorable(e)
                 if digest is None:
@@ -403,6 +429,11 @@ class RemoteReader:
             f"{self.registry.store.path(digest)}) and run the command with --remote again",
             digest=digest,
         )
+
+
+def _intact(reg: Registry) -> bool:
+    """Whether a registry's folders are all there (the cache's may be deleted at any time)."""
+    return all((reg.root / sub).is_dir() for sub in ("files", "refs", "logs", "tmp"))
 
 
 def _damaged_model_ref(dataset: str, model: str, label: str, data: bytes) -> RemoteError:

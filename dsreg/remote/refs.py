@@ -18,7 +18,8 @@ move (the line holds the value it replaced). How depends on what the remote offe
   at the same instant can both write, and the last one wins.
 
 The line goes to the log first, then the tag moves (git's order for a ref and its reflog); if
-the tag cannot be written the line is taken back.
+the tag cannot be written the line is taken back. A compare-and-swap that finds the remote
+holding the value it was to write (another push got there first) succeeds, writing nothing.
 """
 
 from __future__ import annotations
@@ -113,23 +114,20 @@ def update_ref(
     command: str,
     event: str = "push",
     history: bytes | None = None,
-) -> None:
-    """Point the remote's ``dataset@tag`` at ``new`` if it still holds ``expected`` (a digest,
-    the bytes of a damaged tag, or ``None``: absent), and log the move as ``event`` (``push``
-    for a tag; a model ref of ``rs.results()`` is logged as ``result``, as it is locally), or,
-    given the ``history`` a push carries of this ref (whole log lines recording the move),
-    append those lines instead. Either is written with the ref, under its lock or its
-    conditional write: ``TagExistsError`` naming what it holds if it does not hold
-    ``expected``, and nothing is written then (a refused push leaves no line there)."""
+) -> bool:
+    """Point the remote's ``dataset@tag`` at ``new`` if it holds ``expected`` (a digest, a
+    damaged tag's bytes, ``None``: absent), logged as ``event`` (``result`` for a model ref)
+    or by the ``history`` lines a push carries that record the move, under the ref's lock or
+    conditional write. Whether it wrote: not if it holds ``new`` already (another push's);
+    ``TagExistsError`` naming what it holds otherwise, nothing written."""
     old = expected if isinstance(expected, str) else None
     entry = LogEntry.now(dataset=dataset, tag=tag, old=old, new=new, command=command, event=event)
     line = entry.to_line().encode("utf-8") if history is None else history
     if rs.local:
-        _update_folder(rs, dataset, tag, new, expected, line)
-    elif getattr(rs.fs, "protocol", None) == "s3":
-        _update_conditional(rs, dataset, tag, new, expected, line)
-    else:
-        _update_unconditional(rs, dataset, tag, new, expected, line)
+        return _update_folder(rs, dataset, tag, new, expected, line)
+    if getattr(rs.fs, "protocol", None) == "s3":
+        return _update_conditional(rs, dataset, tag, new, expected, line)
+    return _update_unconditional(rs, dataset, tag, new, expected, line)
 
 
 def delete_ref(
@@ -243,7 +241,7 @@ def _conflict(
 # -- a folder: a lock per dataset, link(2) for a new tag -------------------------------------
 def _update_folder(
     rs: RemoteStore, dataset: str, tag: str, new: str, expected: str | bytes | None, line: bytes
-) -> None:
+) -> bool:
     path = rs.ref_path(dataset, tag)
     action = f"write tag {dataset}@{tag} to"
     try:
@@ -257,6 +255,8 @@ def _update_folder(
     try:
         with _FolderLock(rs, dataset, clock=tmp):
             now = rs.ref_state(dataset, tag)
+            if now == new:
+                return False
             if now != expected:
                 raise _conflict(rs, dataset, tag, new, now)
             log = rs.log_path(dataset)
@@ -266,9 +266,12 @@ def _update_folder(
             except BaseException:
                 _truncate(log, size)
                 raise
+        return True
     except FileExistsError:
         # Created meanwhile by a writer that takes no lock (an older dsreg, a sync tool).
-        raise _conflict(rs, dataset, tag, new, rs.ref_state(dataset, tag)) from None
+        if (now := rs.ref_state(dataset, tag)) == new:
+            return False
+        raise _conflict(rs, dataset, tag, new, now) from None
     except OSError as e:
         if isinstance(e, RemoteError):
             raise
@@ -470,10 +473,12 @@ def _read(path: str) -> bytes:
 # -- S3: conditional writes ------------------------------------------------------------------
 def _update_conditional(
     rs: RemoteStore, dataset: str, tag: str, new: str, expected: str | bytes | None, line: bytes
-) -> None:
+) -> bool:
     path = rs.ref_path(dataset, tag)
     etag, data = _read_tagged(rs, path, f"read tag {dataset}@{tag} from")
     now = _state(data)
+    if now == new:
+        return False
     if now != expected:
         raise _conflict(rs, dataset, tag, new, now)
     log = rs.log_path(dataset)
@@ -483,10 +488,13 @@ def _update_conditional(
     except _Conflict:
         _edit_log(rs, log, lambda body: _without(body, line), dataset)
         _etag, data = _read_tagged(rs, path, f"read tag {dataset}@{tag} from")
-        raise _conflict(rs, dataset, tag, new, _state(data)) from None
+        if (now := _state(data)) == new:
+            return False
+        raise _conflict(rs, dataset, tag, new, now) from None
     except Exception as e:
         _edit_log(rs, log, lambda body: _without(body, line), dataset)
         raise rs.error(f"write tag {dataset}@{tag} to", e) from None
+    return True
 
 
 class _Conflict(Exception):
@@ -576,8 +584,10 @@ def _without(body: bytes, line: bytes) -> bytes:
 # -- other object stores: re-read before and after -------------------------------------------
 def _update_unconditional(
     rs: RemoteStore, dataset: str, tag: str, new: str, expected: str | bytes | None, line: bytes
-) -> None:
+) -> bool:
     now = rs.ref_state(dataset, tag)
+    if now == new:
+        return False
     if now != expected:
         raise _conflict(rs, dataset, tag, new, now)
     # Object stores cannot append: read, add the line, write back.
@@ -587,3 +597,4 @@ def _update_unconditional(
     after = rs.ref_state(dataset, tag)
     if after != new:
         raise _conflict(rs, dataset, tag, new, after)
+    return True

@@ -258,10 +258,13 @@ def push_marks(
                     event=event,
                 )  # fmt: skip
                 outgoing = history.get(t.dataset)
-                if outgoing is None:
+                wrote = (
                     write(history=None)
-                else:
-                    outgoing.move(MARK_EVENTS, t.tag, previous, t.digest, write)
+                    if outgoing is None
+                    else outgoing.move(MARK_EVENTS, t.tag, previous, t.digest, write)
+                )
+                if not wrote:
+                    continue
                 moved.append(
                     RefUpdate(
                         dataset=t.dataset,

@@ -5,18 +5,19 @@ index ``info/refs``; the model refs of recorded results, ``results/<dataset>/<mo
 laid out and indexed (``info/results``) as tags are, and read and written through the same code
 (``RemoteStore.results``).
 
-Any URL a DVC remote accepts works: the filesystem comes from ``dvc.fs.get_cloud_fs`` (S3
-through dvc-s3, GCS, Azure, SSH, HTTP (read), WebDAV, HDFS, or a folder with DVC options). A
-plain folder path is reached through the ``os`` module alone (``filesystem.FolderFS``: the
-answers of DVC's local file system without importing DVC and fsspec, some 60 ms of every
-command's start-up).
+Any URL a DVC remote accepts works. A plain folder path is reached through the ``os`` module
+alone (``filesystem.FolderFS``: the answers of DVC's local file system without importing DVC and
+fsspec, some 60 ms of every command's start-up), a web server (read only) through fsspec's HTTP
+file system (``filesystem.WebFS``); any other URL's file system comes from
+``dvc.fs.get_cloud_fs`` (S3 through dvc-s3, GCS, Azure, SSH, WebDAV, HDFS, or a folder or web
+server with DVC options), with the ``dvc`` extra (``s3`` for S3).
 
 This module reads a remote's tags and logs and writes its small files whole (the tag index
 among them: ``write_index``); ``objects.py`` moves its objects, ``refs.py`` moves its tags.
 Third-party errors become ``RemoteError`` here, once (``RemoteStore.error``).
 
 Many objects downloaded (or small files read) at once from a remote whose file system is
-asynchronous (fsspec's HTTP file system under DVC's, and the object stores'): one event-loop
+asynchronous (fsspec's HTTP file system, and the object stores' under DVC's): one event-loop
 call runs ``jobs`` transfers at a time (``download``, ``read_files``), instead of a thread per
 transfer each waiting on the loop (measured over HTTP on loopback: about twice as fast). Each
 transfer's failure is seen on its own, so a missing object is named and the others are kept.
@@ -44,6 +45,7 @@ __all__ = [
     "INDEX",
     "INDEX_BYTES",
     "LOCAL_JOBS",
+    "OBJECTS",
     "RESULTS",
     "STAGED_TAG",
     "STAGING_AGE",
@@ -66,6 +68,8 @@ __all__ = [
 INDEX = ("info", "refs")
 #: The folder of a remote's model refs (a registry's ``results/``, ``registry.results``).
 RESULTS = "results"
+#: The folder of a remote's objects, each at ``files/blake3/ab/cdef…`` (dvc-data's layout).
+OBJECTS = "files"
 # The index names each tag on a line of at most 129 bytes: two million tags of 30 characters
 # fit. A larger one is refused unread (by what a folder holds) or unparsed.
 INDEX_BYTES = 64 << 20
@@ -185,10 +189,10 @@ class RemoteStore:
         return self.path("tmp")
 
     def objects_path(self) -> str:
-        return self.path("files", ALGORITHM)
+        return self.path(OBJECTS, ALGORITHM)
 
     def object_path(self, digest: str) -> str:
-        return self.path("files", *object_relpath(digest).split("/"))
+        return self.path(OBJECTS, *object_relpath(digest).split("/"))
 
     def error(self, action: str, e: BaseException) -> RemoteError:
         return RemoteError(
@@ -413,7 +417,8 @@ def write_index(rs: RemoteStore, names: Iterable[TagName]) -> bool:
 
 # -- many objects at once: an asynchronous file system's batched transfers ------------------
 def batched(fs: Any) -> bool:
-    """Whether ``fs`` (a DVC file system) has an asynchronous fsspec file system beneath."""
+    """Whether ``fs`` (a remote's file system: ``WebFS`` or DVC's) has an asynchronous fsspec
+    file system beneath."""
     inner = getattr(fs, "fs", None)
     return bool(getattr(inner, "async_impl", False)) and hasattr(inner, "_get_file")
 

@@ -436,10 +436,9 @@ def _push_tag(
     event: str = "push",
     history: Outgoing | None = None,
 ) -> RefUpdate:
-    """Write one remote tag (or model ref, through ``rs.results()``, logged as ``event``),
-    compare-and-swap against the value read just before; logged with the lines of ``history``
-    (what the push carries of its dataset's log) that record the move, else a line of its
-    own."""
+    """Write one remote tag (a model ref: ``rs.results()``, ``event``) by compare-and-swap (set
+    to ``d`` meanwhile by another push: unchanged); logged with the lines of ``history`` (what
+    the push carries of its dataset's log) that record the move, else a line of its own."""
     assert t.dataset is not None and t.tag is not None
     ds, tag, d = t.dataset, t.tag, t.digest
     now = rs.ref_state(ds, tag)
@@ -452,10 +451,11 @@ def _push_tag(
     previous = now if isinstance(now, str) else None
     events = RESULT_EVENTS if event == EVENT else TAG_EVENTS
     write = partial(update_ref, rs, ds, tag, d, expected=now, command=command, event=event)
-    if history is None:
-        write(history=None)
-    else:
-        history.move(events, tag, previous, d, write)
+    wrote = (
+        write(history=None) if history is None else history.move(events, tag, previous, d, write)
+    )
+    if not wrote:
+        return RefUpdate(dataset=ds, tag=tag, revision=d, previous=d, status="unchanged")
     status = "created" if now is None else ("moved" if previous else "repaired")
     return RefUpdate(dataset=ds, tag=tag, revision=d, previous=previous, status=status)
 

@@ -3,10 +3,11 @@
 A citation carries the dataset name, the tag it was reached by, the full revision digest, the
 snapshot and overlay digests, the year, the remote it can be fetched from and the one command
 that fetches it on a fresh machine (``dsreg checkout <digest> DIR --remote URL``), the dsreg
-version, the dataset creators' reference recorded at ``dsreg add`` (``source.credit``), and for
-each overlay applied its kind, the digests of the files it was made from and the reference of
-its source recorded when it was made (``producer.credit``): a corrected revision credits both
-the dataset and its corrections.
+version, the dataset creators' reference recorded at ``dsreg add`` (``source.credit``) and the
+licence recorded there (``source.license``: CFF's ``license`` or ``license-url``, the text's
+"License:"), and for each overlay applied its kind, the digests of the files it was made from
+and the reference of its source recorded when it was made (``producer.credit``): a corrected
+revision credits both the dataset and its corrections.
 
 The year is the year of the first entry of the dataset's ref log that made a tag point at the
 revision (a clone copies the log, so the year travels with it); a revision no tag ever named is
@@ -27,7 +28,7 @@ from typing import Any
 from dsreg._util.records import field_dict
 from dsreg._version import __version__
 from dsreg.errors import InvalidInputError
-from dsreg.formats.credit import cff_reference, entry_text, format_bibtex, parse_bibtex
+from dsreg.formats.credit import cff_reference, entry_text, format_bibtex, is_url, parse_bibtex
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
 from dsreg.registry.reader import Reader, Resolved
@@ -88,6 +89,7 @@ class Citation:
     date: str | None = None  # YYYY-MM-DD of the first tag naming the revision; None: never tagged
     remote: str | None = None  # the URL the revision can be fetched from
     credit: dict[str, str] = field(default_factory=dict)  # the snapshot's source.credit
+    license: str | None = None  # the snapshot's source.license: an SPDX id or a URL
     dsreg_version: str = __version__
     format: str = "bibtex"  # what str() renders
     label_quality: LabelQuality | None = None  # how clean the revision's labels are
@@ -117,7 +119,7 @@ class Citation:
             "credit": dict(self.credit),
             "dsreg_version": self.dsreg_version,
             "label_quality": None if self.label_quality is None else self.label_quality.to_dict(),
-        }
+        } | ({"license": self.license} if self.license is not None else {})
 
     def _overlay_dict(self, digest: str, kind: str) -> dict[str, Any]:
         src = next((o for o in self.sources if o.digest == digest), None)
@@ -187,6 +189,7 @@ class Citation:
         fixes = self._corrections_text()
         data += f" Corrections: {fixes}" if fixes else ""
         where = f" Remote: {self.remote}." if self.remote else ""
+        where += f" License: {self.license}." if self.license else ""
         return (
             f"{by}{self.name} ({self.year}): the {self.view} view ({self.rows} rows) of dataset "
             f"{self.dataset}. dsreg revision {self.revision}; snapshot {self.snapshot}; "
@@ -252,6 +255,9 @@ class Citation:
             lines.append("date-released: " + q(self.date))
         if self.remote is not None and "://" in self.remote:
             lines.append("repository: " + q(self.remote))
+        if self.license is not None:
+            key = "license-url" if is_url(self.license) else "license"
+            lines.append(f"{key}: " + q(self.license))
         lines += [
             "abstract: "
             + q(
@@ -369,6 +375,7 @@ def cite(
         date=when[:10] if when else None,
         remote=url,
         credit=dict(snap.source.get("credit") or {}),
+        license=snap.source.get("license"),
         format=format,
         label_quality=label_quality(r),
     )

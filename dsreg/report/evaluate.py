@@ -35,6 +35,7 @@ from dsreg.report.predictions import (
     Target,
     read_predictions,
 )
+from dsreg.report.ranks import count_within, unranked
 from dsreg.report.show import LabelQuality, label_quality
 from dsreg.report.stats.rowscores import RowScores
 from dsreg.report.stats.significance import Significance, StatsOptions, significance
@@ -219,8 +220,7 @@ def _missing(unpredicted: np.ndarray, ranks: Ranks, vw: SparseView) -> np.ndarra
 
 def _hits(ranks: np.ndarray, k: int) -> int:
     """How many predicted rows (rank >= 0) have their label in the top ``k``."""
-    # Seen as unsigned, "not predicted" (-1) is the largest value: one comparison, not two.
-    return int(np.count_nonzero(ranks.view(ranks.dtype.str.replace("i", "u")) < k))
+    return count_within(ranks, k)
 
 
 def _score(
@@ -346,6 +346,7 @@ def revision_target(resolved: Resolved) -> RevisionLabels:
 
     target = Target(
         labels=rev.labels,
+        label_groups=rev.labels.groups,
         classes=rev.classes,
         cand_rows=merged.named[cand],
         cand_suggested=merged.suggested[cand],
@@ -446,7 +447,7 @@ def _score_all(
         if model in seen:
             raise PredictionsError(f"model {model!r} is given twice; model names must differ")
         seen.add(model)
-        unpredicted = np.flatnonzero(ranks.given < 0)
+        unpredicted = unranked(ranks.given)
         for vw in vws.values():
             miss = _missing(unpredicted, ranks, vw)
             if len(miss):

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from dsreg._util.extras import require
 from dsreg._util.fs import replacing
 from dsreg.errors import InvalidInputError, StorageError
 from dsreg.report.evaluate import EvalReport
@@ -75,17 +76,21 @@ def _rank_interval(report: EvalReport, model: int, key: str) -> tuple[float, flo
 
 
 def chart_format(path: str | os.PathLike[str]) -> tuple[Path, str]:
-    """``path`` and its format (``png`` or ``svg``); ``InvalidInputError`` for another."""
+    """``path`` and its format (``png`` or ``svg``); ``InvalidInputError`` for another, and
+    ``MissingExtraError`` without the plot extra: a command checks its chart here before it
+    reads or writes anything."""
     out = Path(path)
     fmt = out.suffix.lower().lstrip(".")
     if fmt not in ("png", "svg"):
         raise InvalidInputError(f"--plot {str(out)!r}: give a file ending in .png or .svg")
+    require("plot", "--plot")
     return out, fmt
 
 
 def pyplot() -> Any:
     """matplotlib's pyplot on the Agg backend, set to write the same SVG bytes for the same
-    chart (fixed hash salt; text stays text: searchable, selectable)."""
+    chart (fixed hash salt; text stays text: searchable, selectable). Needs the plot extra
+    (``chart_format`` checks it)."""
     import matplotlib
 
     matplotlib.use("Agg", force=True)

@@ -19,19 +19,18 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from dsreg._util.inputs import input_file, shown_all
+from dsreg._util.inputs import INPUT_BYTES, input_file, read_input, shown_all
+from dsreg._util.lazy import lazy_imports
 from dsreg.errors import InputPathError, PredictionsError
-from dsreg.formats.answers import normalize_answer
+from dsreg.formats import lmeval
 from dsreg.formats.inputfiles import (
     CSV_BLOCK,
     check_digit_cells,
@@ -40,17 +39,35 @@ from dsreg.formats.inputfiles import (
     out_of_range,
     refuse_duplicate_columns,
 )
+from dsreg.formats.questions.answers import normalize_answer
 from dsreg.formats.tables import as_numpy
 from dsreg.objects.hashing import hash_bytes, hash_file
+from dsreg.registry.results import load_predictions
+from dsreg.registry.tables import examples_parquet, read_examples
 from dsreg.report.ranks import PredictionsSource, RankAccumulator, Ranks, Target, describe
 
+if TYPE_CHECKING:
+    from dsreg.registry.folder import Registry
+    from dsreg.registry.reader import Resolved
+    from dsreg.registry.results import ResultRecord
+
+# Imported when first called: a command reading a table seldom needs it (0.1 s to import).
+with lazy_imports():
+    import pyarrow.compute as pc
+    import pyarrow.csv as pacsv
+
 __all__ = [
+    "PREDICTION_FORMATS",
+    "AlignedPredictions",
     "Predictions",
     "PredictionsSource",
     "Ranks",
     "Target",
     "array_digest",
+    "lm_eval_predictions",
     "read_predictions",
+    "recorded_predictions",
+    "row_texts",
 ]
 
 # One chunk of probabilities holds about this many values (8 Mi float64 = 64 MiB).
@@ -61,15 +78,32 @@ _MODEL = "model"
 
 Predictions: TypeAlias = Any  # a path, a numpy array, an Arrow table or a pandas DataFrame
 Batch: TypeAlias = pa.Table | pa.RecordBatch
+#: How predictions are given (``--predictions-format``): dsreg's own inputs (above), or the
+#: samples file of ``lm_eval --log_samples`` (``formats.lmeval``).
+PREDICTION_FORMATS: tuple[str, ...] = ("dsreg", "lm-eval")
+# A question set's metadata columns a samples file's docs are matched with.
+_TEXT_COLUMNS = ("question", "choices")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlignedPredictions:
+    """Predictions another tool wrote per item, read and aligned with a snapshot's rows:
+    ``predictions`` (class indices, row i predicts row i), the file they came from, the BLAKE3
+    of its bytes (what a recorded result keeps as its ``source`` and ``cite --model`` cites)
+    and its format."""
+
+    predictions: np.ndarray
+    file: str | None
+    digest: str
+    format: str
 
 
 # -- arrays ---------------------------------------------------------------------------------------
 
 
-def _each(fn: Callable[[slice], None], n: int, step: int) -> None:
-    """``fn`` over the row-aligned chunks of ``range(n)``, on every core: the chunks are disjoint
-    slices and numpy works on them without the GIL. The first chunk's error is the one raised."""
-    chunks = [slice(a, min(n, a + step)) for a in range(0, n, step)]
+def _each(fn: Callable[[slice], None], chunks: list[slice]) -> None:
+    """``fn`` over row-aligned chunks, on every core: the chunks are disjoint slices and numpy
+    works on them without the GIL. The first chunk's error is the one raised."""
     if len(chunks) <= 1 or _THREADS == 1:
         for c in chunks:
             fn(c)
@@ -98,7 +132,7 @@ def _from_array(arr: np.ndarray, target: Target, source: PredictionsSource) -> R
             )
             acc.add_labels(pred, rows)
 
-        _each(labels, n, _CHUNK_ROWS)
+        _each(labels, target.row_chunks(_CHUNK_ROWS))
         return acc.ranks()
     if arr.ndim == 2 and arr.dtype.kind in "iu" and 0 < arr.shape[1] < k:
         if len(arr) != n:
@@ -107,7 +141,9 @@ def _from_array(arr: np.ndarray, target: Target, source: PredictionsSource) -> R
                 f"has {n} rows: an array must be aligned with the snapshot's rows"
             )
         top = RankAccumulator(target, replace(source, kind="topk"))
-        _each(lambda rows: top.add_topk(np.asarray(arr[rows]), rows), n, _CHUNK_ROWS)
+        _each(
+            lambda rows: top.add_topk(np.asarray(arr[rows]), rows), target.row_chunks(_CHUNK_ROWS)
+        )
         return top.ranks()
     if arr.ndim == 2 and arr.dtype.kind in "fiu":
         if arr.shape != (n, k):
@@ -117,10 +153,10 @@ def _from_array(arr: np.ndarray, target: Target, source: PredictionsSource) -> R
                 "classes in the snapshot's order"
             )
         probs = RankAccumulator(target, replace(source, kind="probabilities"))
+        step = _step(True, k)
         _each(
             lambda rows: probs.add_probs(np.asarray(arr[rows], dtype=np.float64), rows),
-            n,
-            _step(True, k),
+            [slice(a, min(n, a + step)) for a in range(0, n, step)],
         )
         return probs.ranks()
     raise PredictionsError(
@@ -404,6 +440,12 @@ def read_predictions(
     """Each model's ranks, one model at a time (so memory holds one model's arrays).
     ``digest_of`` gives a predictions file's digest (a caller may have hashed it already)."""
     for model, obj in inputs:
+        if isinstance(obj, AlignedPredictions):
+            src = PredictionsSource(
+                model=model, file=obj.file, digest=obj.digest, format=obj.format, kind=""
+            )
+            yield _from_array(obj.predictions, target, src)
+            continue
         table = _as_table(obj)
         if isinstance(obj, np.ndarray):
             src = PredictionsSource(
@@ -464,3 +506,71 @@ def _table_models(table: pa.Table, target: Target, src: PredictionsSource) -> It
             target,
             replace(src, model=name, kind=""),
         )
+
+
+def recorded_predictions(reg: Registry, record: ResultRecord) -> AlignedPredictions:
+    """A recorded result's predictions as ``read_predictions`` takes them: the stored array
+    (re-hashed as it is read), named by the digest of the predictions as given, which the
+    record keeps (no digest is computed again)."""
+    return AlignedPredictions(
+        predictions=load_predictions(reg, record),
+        file=None,
+        digest=record.given,
+        format="recorded",
+    )
+
+
+# -- other tools' per-item output -----------------------------------------------------------------
+
+
+def row_texts(resolved: Resolved) -> lmeval.RowTexts:
+    """Each row's question text and choices, from the snapshot's ``question`` and ``choices``
+    metadata columns (text, and a list of texts); ``PredictionsError`` naming what to register
+    when the set has none."""
+    reg = resolved.registry
+    snap = reg.snapshot(resolved.revision.snapshot)
+    data, pf = examples_parquet(reg, snap)
+    schema = pf.schema_arrow
+    missing = [c for c in _TEXT_COLUMNS if c not in schema.names]
+    kinds = (pa.types.is_string, pa.types.is_large_string)
+    lists = (pa.types.is_list, pa.types.is_large_list)
+    if missing or not (
+        any(k(schema.field("question").type) for k in kinds)
+        and any(k(schema.field("choices").type) for k in lists)
+    ):
+        raise PredictionsError(
+            f"{resolved.spec}'s rows carry no question text and choices (metadata columns "
+            "'question', text, and 'choices', a list of texts) to align lm-eval samples with; "
+            "register the question set with them ('dsreg add NAME --table FILE --id-column ID "
+            "--label-column ANSWER')"
+        )
+    table = read_examples(reg, snap, columns=list(_TEXT_COLUMNS), data=data)
+    questions = table.column("question").to_pylist()
+    choices = table.column("choices").to_pylist()
+    empty = next((r for r, q in enumerate(questions) if q is None or choices[r] is None), None)
+    if empty is not None:
+        raise PredictionsError(
+            f"{resolved.spec}: row {empty} has no question text or choices; every row of a "
+            "question set needs both"
+        )
+    return lmeval.RowTexts(questions=questions, choices=choices)
+
+
+def lm_eval_predictions(
+    resolved: Resolved, path: str | os.PathLike[str], texts: lmeval.RowTexts
+) -> AlignedPredictions:
+    """The answers of an lm-evaluation-harness samples file (``lm_eval --log_samples``),
+    aligned with ``resolved``'s rows through each row's question text and choices (``texts``):
+    each row's chosen answer position, its class. The digest is of the bytes read."""
+    what = f"samples file {str(path)!r}"
+    hint = "; give the samples_<task>_<date>.jsonl of lm_eval --log_samples"
+    data = read_input(path, what=what, max_bytes=INPUT_BYTES, error=PredictionsError, hint=hint)
+    samples = lmeval.parse_samples(data, what=what)
+    rows = lmeval.align(samples, texts, what=what)
+    classes = len(resolved.registry.snapshot(resolved.revision.snapshot).classes)
+    return AlignedPredictions(
+        predictions=lmeval.answers(samples, rows, classes=classes, what=what),
+        file=str(path),
+        digest=hash_bytes(data),
+        format="lm-eval",
+    )

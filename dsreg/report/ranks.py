@@ -9,17 +9,33 @@ probabilities at given rows. Reading files and tables into such chunks is
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 
 from dsreg.errors import PredictionsError
-from dsreg.registry.results import topk_faults
+from dsreg.formats.inputfiles import topk_faults
 
-__all__ = ["EPS", "PredictionsSource", "RankAccumulator", "Ranks", "Target", "describe"]
+__all__ = [
+    "EPS",
+    "Labels",
+    "PredictionsSource",
+    "RankAccumulator",
+    "Ranks",
+    "Target",
+    "count_within",
+    "describe",
+    "right_bits",
+    "unranked",
+]
+
+# Values a pass over a whole rank array reads at a time: its temporaries stay small and are
+# reused, where one of the array's size would be fresh memory (on a VM that backs memory on
+# first touch, a fresh page costs several times reading one). A multiple of 8 (bits are packed).
+_PASS = 1 << 20
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,11 +57,20 @@ class PredictionsSource:
         }
 
 
+class Labels(Protocol):
+    """A snapshot's labels: an array, or a column read as it is used
+    (:class:`dsreg.views.sparse.LabelColumn`)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, pos: slice | np.ndarray) -> np.ndarray: ...
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Target:
     """What predictions are lined up with: a snapshot's labels and the rows overlays name."""
 
-    labels: np.ndarray  # int32 (n,)
+    labels: Labels
     classes: tuple[str, ...]
     cand_rows: np.ndarray  # int64, sorted: rows some overlay names with a suggested label
     cand_suggested: np.ndarray  # int32, the suggested label at cand_rows
@@ -60,10 +85,19 @@ class Target:
     # An exact-answer set's rule (``gsm8k/1``): predicted answers are normalised by it and
     # looked up among the classes; None for every other set.
     normalization: str | None = None
+    # Where the labels are read a row group at a time: the groups' rows, in order.
+    label_groups: Sequence[slice] | None = None
 
     @property
     def n(self) -> int:
         return len(self.labels)
+
+    def row_chunks(self, step: int) -> list[slice]:
+        """Consecutive chunks of the rows for a pass over them in order: the labels' row
+        groups where they are read so (each decoded where it is used), else ``step`` rows."""
+        if self.label_groups is not None:
+            return list(self.label_groups)
+        return [slice(a, min(self.n, a + step)) for a in range(0, self.n, step)]
 
     @property
     def k(self) -> int:
@@ -100,7 +134,10 @@ class RankAccumulator:
     def __init__(self, target: Target, source: PredictionsSource) -> None:
         self.t = target
         self.source = source
-        dtype = np.int16 if target.k < np.iinfo(np.int16).max else np.int32
+        # The narrowest type of the largest rank (a predicted label ranks 0 or 1; a class
+        # among k at most k - 1), so a pass over the ranks reads as few bytes as it can.
+        top = 1 if source.kind == "labels" else target.k
+        dtype = next(t for t in (np.int8, np.int16, np.int32) if top < np.iinfo(t).max)
         self.given = np.full(target.n, -1, dtype=dtype)
         self.suggested = np.full(len(target.cand_rows), -1, dtype=dtype)
         m = len(target.extra_rows)
@@ -182,7 +219,11 @@ class RankAccumulator:
     def add_labels(self, pred: np.ndarray, pos: slice | np.ndarray) -> None:
         # A predicted label ranks the true one 0 (right) or "not first" (1): top-1 only.
         self._fresh(pos)
-        self.given[pos] = pred != self.t.labels[pos]
+        if isinstance(pos, slice) and self.given.dtype == np.int8:
+            # 0 and 1 written in place as bools (a slice is a view): no temporary.
+            np.not_equal(pred, self.t.labels[pos], out=self.given[pos].view(np.bool_))
+        else:
+            self.given[pos] = pred != self.t.labels[pos]
         ei, off = self._extras(pos)
         if len(ei):
             self.top1[ei] = pred[off]
@@ -255,6 +296,28 @@ class RankAccumulator:
                     f"{describe(self.source)} has {len(bad)} rows with {why} probabilities, "
                     f"first rows {at[:5].tolist()}; give {fix} probabilities"
                 )
+
+
+def count_within(ranks: np.ndarray, k: int) -> int:
+    """How many ranks are in the top ``k`` (0 <= rank < k; -1, not predicted, is not)."""
+    # Seen as unsigned, "not predicted" (-1) is the largest value: one comparison, not two.
+    flat = ranks.view(ranks.dtype.str.replace("i", "u"))
+    return sum(int(np.count_nonzero(flat[a : a + _PASS] < k)) for a in range(0, len(flat), _PASS))
+
+
+def unranked(ranks: np.ndarray) -> np.ndarray:
+    """The rows a model predicted nothing for (rank -1), sorted."""
+    parts = [np.flatnonzero(ranks[a : a + _PASS] < 0) + a for a in range(0, len(ranks), _PASS)]
+    return np.concatenate(parts) if parts else np.empty(0, np.int64)
+
+
+def right_bits(ranks: np.ndarray) -> np.ndarray:
+    """Whether each row's rank is 0 (the model's top-1 is the label), packed 8 rows a byte
+    (``np.packbits``)."""
+    out = np.empty((len(ranks) + 7) // 8, dtype=np.uint8)
+    for a in range(0, len(ranks), _PASS):
+        out[a // 8 : (a + _PASS + 7) // 8] = np.packbits(ranks[a : a + _PASS] == 0)
+    return out
 
 
 def _position(pred: np.ndarray, label: np.ndarray) -> np.ndarray:

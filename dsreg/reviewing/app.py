@@ -21,16 +21,17 @@ Content-Security-Policy that allows this origin's script, style, images and medi
 else, but a ``--media-url`` template's origin for images and media and, by its hash, the error
 page's inline stylesheet (a visitor without the token may not load ``/static``). Data
 reaches the page as JSON and is put in with ``textContent``; the page template is rendered
-with Jinja2's autoescape. Errors are JSON ``{"error": message}`` with a 4xx status (5xx only for the
-server's own failures), never a traceback; a browser's navigation to a page (a ``GET`` that
-accepts HTML) gets the same message as a page of its own (``error.html``).
+with Jinja2's autoescape. Errors are JSON ``{"error": message}`` with the status ``STATUSES``
+gives the error's kind (a 4xx for a request refused; 500 only for the server's own failures:
+a damaged object, a disk that fails), never a traceback; a browser's navigation to a page (a
+``GET`` that accepts HTML) gets the same message as a page of its own (``error.html``).
 
 A request body is read only up to 16 KiB: a larger ``Content-Length`` is refused (413, and the
 connection closed) before a byte of it is read, and a chunked body or one without a length is
 read in the pieces the server hands over and refused as soon as it passes the limit. Its JSON
-is nested at most 32 deep (``request_json``). A redirect's ``Location`` is always a path on
-this server (``same_origin_location``): one leading ``/`` and nothing a browser could read as
-a scheme or a host.
+is nested at most ``REQUEST_DEPTH`` (32) deep (``request_json``). A redirect's ``Location`` is
+always a path on this server (``same_origin_location``): one leading ``/`` and nothing a
+browser could read as a scheme or a host.
 """
 
 from __future__ import annotations
@@ -59,10 +60,12 @@ from starlette.routing import Route
 
 from dsreg._util.jsonread import loads
 from dsreg.errors import (
+    AmbiguousDigestError,
     DsregError,
     InvalidInputError,
     NotFoundError,
     ReviewConflictError,
+    TagExistsError,
     VotesError,
 )
 from dsreg.objects.digest import short
@@ -73,10 +76,32 @@ from dsreg.reviewing.pagejson import answered, item_json
 from dsreg.reviewing.queue import ANSWERS, Item, check_reviewer
 from dsreg.reviewing.session import ReviewSession
 
-__all__ = ["TOKEN_HEADER", "make_app", "request_json", "same_origin_location", "same_origin_path"]
+__all__ = [
+    "REQUEST_DEPTH",
+    "STATUSES",
+    "TOKEN_HEADER",
+    "make_app",
+    "request_json",
+    "same_origin_location",
+    "same_origin_path",
+    "status_of",
+]
 
 TOKEN_HEADER: Final = "X-Dsreg-Token"
 _MAX_BODY: Final = 16 * 1024
+#: The deepest a request body's JSON may nest (docs/review.md, "Security"): a request of the
+#: page nests two levels, so this leaves room and is far below what the parser could take.
+REQUEST_DEPTH: Final = 32
+#: The status of each kind of error, the first that fits (docs/review.md, "Security"): a
+#: request refused is a 4xx, and only what no request can cause is a 500.
+STATUSES: Final[tuple[tuple[type[DsregError], int], ...]] = (
+    (MediaRefusedError, 403),  # a media file outside the folder, or not a regular file
+    (ReviewConflictError, 409),  # an answer for an item the rater no longer holds
+    (TagExistsError, 409),  # finishing into a tag that exists (without force)
+    (NotFoundError, 404),  # a row, a revision or an object that is not there
+    (AmbiguousDigestError, 400),  # a digest prefix that names several objects
+    (InvalidInputError, 400),  # a request, a vote or a threshold that is not valid
+)
 # A Location that is already a path of this server: one "/", then unreserved characters,
 # slashes and percent escapes; a query of the same and "+=&".
 _OWN_LOCATION: Final = re.compile(r"/(?![/\\])[A-Za-z0-9\-._~%/]*(?:\?[A-Za-z0-9\-._~%+=&]*)?")
@@ -118,7 +143,13 @@ def request_json(raw: bytes) -> Any:
     """The JSON of a request body through the one bounded reader, refused
     (``InvalidInputError``) when it is not UTF-8, nests deeper than the reader allows or does
     not parse: no body can make the parser recurse too deep."""
-    return loads(raw, what="request body", error=InvalidInputError, max_bytes=_MAX_BODY)
+    return loads(
+        raw,
+        what="request body",
+        error=InvalidInputError,
+        max_bytes=_MAX_BODY,
+        max_depth=REQUEST_DEPTH,
+    )
 
 
 def same_origin_path(path: str) -> str:
@@ -172,16 +203,9 @@ def _too_large(size: str) -> HTTPException:
     )
 
 
-def _status(error: DsregError) -> int:
-    if isinstance(error, MediaRefusedError):
-        return 403
-    if isinstance(error, ReviewConflictError):
-        return 409
-    if isinstance(error, NotFoundError):
-        return 404
-    if isinstance(error, InvalidInputError):
-        return 400
-    return 500
+def status_of(error: DsregError) -> int:
+    """The status of ``error`` by ``STATUSES``; 500 for any other (the server's own failure)."""
+    return next((status for kind, status in STATUSES if isinstance(error, kind)), 500)
 
 
 class _Guard(BaseHTTPMiddleware):
@@ -557,4 +581,4 @@ async def _body(request: Request) -> dict[str, Any]:
 
 async def _dsreg_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, DsregError)
-    return _error(_status(exc), str(exc))
+    return _error(status_of(exc), str(exc))

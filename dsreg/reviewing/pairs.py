@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from dsreg.audit import TIERS
 from dsreg.errors import DsregError, NotFoundError, VotesError
 from dsreg.formats.corrections import MATCHES_TYPE, corrections_table
 from dsreg.objects.digest import short
@@ -44,12 +45,14 @@ from dsreg.reviewing.votelog import read_votes
 __all__ = ["PRODUCER", "PairsVoted", "match_payload", "pair_items", "validated_pairs"]
 
 PRODUCER: Final = "dsreg.review-pairs"
+_RANK: Final = {tier: i for i, tier in enumerate(TIERS)}
 # What a cleared finding's row becomes: not a duplicate, and no label error either.
 _CLEARED: Final = "non_error"
 
 
 def pair_items(q: Queued, corpus: Path | None) -> list[Item]:
-    """The audit overlay's findings, one item each, in row order, each with its best match
+    """The audit overlay's findings, one item each, nearest first (by their best match's tier,
+    then its distance, then row: an exact copy before a near one), each with its best match
     (``Pair``) and where that match's payload is."""
     table = q.corrections
     rows = table.column("row").to_pylist()
@@ -80,7 +83,13 @@ def pair_items(q: Queued, corpus: Path | None) -> list[Item]:
             path=match["example_id"] if corpus is not None and source is None else None,
         )
         items.append(shown.item(rows[i], example_id, given, pair=pair))
-    return items
+    return sorted(items, key=_nearest_first)
+
+
+def _nearest_first(item: Item) -> tuple[int, float, int]:
+    pair = item.pair
+    assert pair is not None
+    return (_RANK.get(pair.tier, len(TIERS)), pair.distance, item.row)
 
 
 class _Source(NamedTuple):

@@ -11,8 +11,8 @@ from typing import Final, NamedTuple
 import pyarrow as pa
 
 from dsreg.errors import InvalidInputError
-from dsreg.formats.answers import EXACT_ANSWER, LETTERS, MULTIPLE_CHOICE
 from dsreg.formats.manifests import Overlay, Snapshot
+from dsreg.formats.questions.answers import EXACT_ANSWER, LETTERS, MULTIPLE_CHOICE
 from dsreg.formats.tables import served_metadata
 from dsreg.objects.digest import hex_of, short
 from dsreg.registry.folder import Registry

@@ -16,17 +16,24 @@ import socket
 import threading
 import time
 from types import TracebackType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlencode
 
-import uvicorn
-from starlette.applications import Starlette
-
+from dsreg._util.lazy import lazy_imports
 from dsreg.errors import InvalidInputError, StorageError
-from dsreg.reviewing.app import make_app
 from dsreg.reviewing.logbytes import SetAside
 from dsreg.reviewing.queue import ReviewProgress
 from dsreg.reviewing.session import ReviewSession
+
+# The web stack (the review extra): imported when the page is first built or served, so that
+# ``dsreg.ReviewServer`` imports without it.
+with lazy_imports():
+    import uvicorn
+
+    from dsreg.reviewing import app as review_app
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
 
 __all__ = ["ReviewServer"]
 
@@ -71,7 +78,7 @@ class ReviewServer:
         """The review app itself (an ASGI app), to mount elsewhere or to test with Starlette's
         ``TestClient``; ``start`` serves this same app."""
         if self._app is None:
-            self._app = make_app(self.session, cookie=f"dsreg-review-{self.port}")
+            self._app = review_app.make_app(self.session, cookie=f"dsreg-review-{self.port}")
         return self._app
 
     def _link(self, token: str, reviewer: str | None = None) -> str:
@@ -120,6 +127,7 @@ class ReviewServer:
         """Bind and serve on a background thread; returns once requests are answered."""
         if self._thread is not None:
             return self
+        sock: socket.socket | None = None
         try:
             info = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0]
             sock = socket.socket(info[0], socket.SOCK_STREAM)
@@ -129,6 +137,8 @@ class ReviewServer:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.bind(info[4])
         except OSError as e:
+            if sock is not None:
+                sock.close()  # the port was taken: this socket serves nothing
             kept = (
                 " (the review's port: its open pages and links name it; --port 0 picks a free "
                 "port and new links)"

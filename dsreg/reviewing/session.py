@@ -55,8 +55,10 @@ __all__ = [
     "ReviewSession",
     "VotesFile",
     "audit_queue",
+    "check_corpus",
     "export_votes",
     "finish_review",
+    "refuse_corpus",
 ]
 
 VOTES_PER_ITEM: Final = 5
@@ -170,12 +172,7 @@ class ReviewSession:
         spec = base.spec
         self.pairs = self.source.pairs
         self.corpus = media.corpus
-        if self.corpus is not None and not self.pairs:
-            raise InvalidInputError(
-                f"--corpus {os.fspath(self.corpus)!r} shows an audit's matches, and overlay "
-                f"{short(self.source.digest)} of {spec!r} is not an audit: add --audit to review "
-                "the revision's last audit, or drop --corpus"
-            )
+        check_corpus(self.source, self.corpus)
         items = pair_items(self.source, self.corpus) if self.pairs else _items(self.source, verdict)
         if not items:
             raise InvalidInputError(
@@ -353,6 +350,31 @@ class VotesFile(NamedTuple):
     set_aside: tuple[SetAside, ...]
     votes_per_item: int
     totals: dict[int, int]
+
+
+def check_corpus(q: Queued, corpus: str | os.PathLike[str] | None) -> None:
+    """Refuse ``--corpus`` for a queue that is not an audit's (it shows a pair review's matches;
+    a label review has none), whether a server starts, or the review is exported or finished."""
+    if corpus is not None and not q.pairs:
+        raise InvalidInputError(
+            f"--corpus {os.fspath(corpus)!r} shows an audit's matches, and overlay "
+            f"{short(q.digest)} of {q.spec!r} is not an audit: add --audit to review "
+            "the revision's last audit, or drop --corpus"
+        )
+
+
+def refuse_corpus(
+    base: Resolved,
+    *,
+    overlay: str | None,
+    audit: bool,
+    corpus: str | os.PathLike[str] | None,
+) -> None:
+    """``--corpus`` given to ``--finish`` or ``--export`` refused as a server start refuses
+    it (``Media.of``, ``check_corpus``): no folder, or a queue that is not an audit's."""
+    if corpus is not None:
+        shown = Media.of(None, None, corpus)
+        check_corpus(Queued(base, overlay, audit=audit), shown.corpus)
 
 
 def audit_queue(base: Resolved, overlay: str | None) -> str:

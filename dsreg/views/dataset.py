@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from dsreg._util.extras import require
 from dsreg.formats.arrays import from_numpy, null_array, string_array
 from dsreg.formats.manifests import Overlay, Snapshot, View
 from dsreg.formats.tables import served_metadata
@@ -369,7 +370,7 @@ class Dataset:
     def _question_sample(self, n: int = 3) -> dict[str, Any]:
         """A question set's task, normalisation and first ``n`` questions of the view (each
         with the label the view serves, by name); nothing for another set."""
-        from dsreg.formats.answers import EXACT_ANSWER, MULTIPLE_CHOICE
+        from dsreg.formats.questions.answers import EXACT_ANSWER, MULTIPLE_CHOICE
 
         if self.snapshot.task not in (MULTIPLE_CHOICE, EXACT_ANSWER):
             return {}
@@ -450,12 +451,9 @@ class Dataset:
         holds none; a tuple of names gives a tuple. Safe in ``DataLoader`` workers started by
         fork or spawn (each reopens the revision; give picklable transforms for spawn). Needs
         ``pip install 'dsreg[torch]'``."""
-        from dsreg.views.loaders import missing_extra
+        require("torch", "Dataset.to_torch")
+        from dsreg.views.torchdata import TorchDataset
 
-        try:
-            from dsreg.views.torchdata import TorchDataset
-        except ImportError as e:
-            raise missing_extra("torch", "torch", e) from e
         return TorchDataset(
             self,
             reopen=open_digest,

@@ -1,11 +1,12 @@
 """A revision in the tools researchers already use: numpy label vectors, pandas, a PyTorch
 ``Dataset`` and a Hugging Face ``datasets.Dataset``.
 
-torch, ``datasets``, pandas and Pillow are optional extras (``pip install dsreg[torch]``,
-``dsreg[hf]``), imported by the call that needs them, never by ``import dsreg``. A payload is an
-image when its example id ends in an image suffix (``IMAGE_SUFFIXES``; an ImageFolder tree's ids
-are its relative paths): images are decoded by Pillow, other payloads are served as bytes, and a
-label-only dataset serves its example ids in their place.
+torch, ``datasets``, pandas, polars and Pillow are optional extras (``pip install
+'dsreg[torch]'``, ``dsreg[hf]``, ``dsreg[pandas]``, ``dsreg[polars]``), imported by the call
+that needs them, never by ``import dsreg``; without its extra a call fails naming it. A payload
+is an image when its example id ends in an image suffix (``IMAGE_SUFFIXES``; an ImageFolder
+tree's ids are its relative paths): images are decoded by Pillow, other payloads are served as
+bytes, and a label-only dataset serves its example ids in their place.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
+from dsreg._util.extras import require
 from dsreg.errors import DatasetFormatError, InvalidInputError
 from dsreg.formats.manifests import Snapshot
 from dsreg.registry.folder import Registry
@@ -37,7 +39,6 @@ __all__ = [
     "decode_image",
     "is_image",
     "labels_array",
-    "missing_extra",
     "rated_array",
     "to_hf",
     "to_pandas",
@@ -90,13 +91,6 @@ def check_align(align: str) -> Align:
     )
 
 
-def missing_extra(module: str, extra: str, e: ImportError) -> InvalidInputError:
-    return InvalidInputError(
-        f"this needs the optional package {module!r}, which is not installed ({e}); install "
-        f"it with: pip install 'dsreg[{extra}]'"
-    )
-
-
 def is_image(example_id: str) -> bool:
     return os.path.splitext(example_id)[1].lower() in IMAGE_SUFFIXES
 
@@ -105,10 +99,8 @@ def decode_image(data: bytes, example_id: str, *, mode: str | None) -> Any:
     """A Pillow image of a payload's bytes (converted to ``mode`` unless ``None``)."""
     import io
 
-    try:
-        from PIL import Image, UnidentifiedImageError
-    except ImportError as e:
-        raise missing_extra("pillow", "torch", e) from e
+    from PIL import Image, UnidentifiedImageError  # the torch extra's (Dataset.to_torch)
+
     try:
         img = Image.open(io.BytesIO(data))
         img.load()
@@ -138,10 +130,7 @@ def labels_array(ds: Source, align: str = "snapshot") -> np.ndarray:
 
 def to_pandas(ds: Source, *, review: bool = False) -> pd.DataFrame:
     """``ds.labels(review=review)`` as a pandas DataFrame (pandas' own Arrow conversion)."""
-    try:
-        import pandas  # noqa: F401
-    except ImportError as e:
-        raise missing_extra("pandas", "pandas", e) from e
+    require("pandas", "Dataset.to_pandas")
     frame: pd.DataFrame = ds.labels(review=review).to_pandas()
     return frame
 
@@ -149,10 +138,9 @@ def to_pandas(ds: Source, *, review: bool = False) -> pd.DataFrame:
 def to_polars(ds: Source, *, review: bool = False) -> pl.DataFrame:
     """``ds.labels(review=review)`` as a polars DataFrame (names and verdicts: ``Categorical``;
     label sets and counts: ``List(Int32)``)."""
-    try:
-        import polars
-    except ImportError as e:
-        raise missing_extra("polars", "polars", e) from e
+    require("polars", "Dataset.to_polars")
+    import polars
+
     frame = polars.from_arrow(ds.labels(review=review))
     assert isinstance(frame, polars.DataFrame)  # a table gives a frame, never a series
     return frame
@@ -215,10 +203,9 @@ def to_hf(ds: Source, *, reopen: Opener, cache_dir: str | os.PathLike[str] | Non
     are payloads; then the other columns of ``ds.labels()``. Payload bytes are verified as they
     are read into the Arrow file that ``datasets`` writes under ``cache_dir`` (default: its own
     cache)."""
-    try:
-        import datasets
-    except ImportError as e:
-        raise missing_extra("datasets", "hf", e) from e
+    require("hf", "Dataset.to_hf")
+    import datasets
+
     t = ds.labels()
     blobs = t.column("blob")
     kind = "none"

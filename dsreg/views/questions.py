@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dsreg.errors import InvalidInputError
-from dsreg.formats.answers import (
+from dsreg.formats.questions.answers import (
     EXACT_ANSWER,
     MULTIPLE_CHOICE,
     answer_position,
@@ -47,7 +47,7 @@ class QuestionRow:
 
     @property
     def key(self) -> str:
-        """The row's content key (``formats.answers.question_key``): its question and choices
+        """The row's content key (``answers.question_key``): its question and choices
         folded (Unicode NFKC, curly quotes straight, white space runs as one space)."""
         return question_key(self.question, self.choices)
 
@@ -97,7 +97,7 @@ def question_rows(resolved: Resolved) -> QuestionSet:
     ``dsreg.open(spec).labels_array()`` gives the view's labels on the same rows).
 
     How a record of another file finds its row: by example id (``QuestionSet.by_id``), or by
-    content, ``QuestionSet.by_key()[formats.answers.question_key(question, choices)]`` (a
+    content, ``QuestionSet.by_key()[formats.questions.answers.question_key(question, choices)]`` (a
     list: a question may come twice in a set, and then a record names every such row). An
     answer a record gives is compared as ``QuestionSet.answer_class`` reads it. Refuses
     (``InvalidInputError``) a snapshot that is not a question set."""

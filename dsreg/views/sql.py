@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -417,7 +418,7 @@ class Connection:
         if isinstance(spec_or_revision, Revision):
             rev = spec_or_revision
         else:
-            rev = self.reader.revision(spec_or_revision).revision
+            rev = self.reader.repairing(partial(self.reader.revision, spec_or_revision)).revision
         import duckdb
 
         sql = self.reader.repairing(
@@ -441,7 +442,7 @@ class Connection:
         self._unparsed = {}
         for name in quoted_names(query):
             try:
-                resolved = self.reader.revision(name)
+                resolved = self.reader.repairing(partial(self.reader.revision, name))
             except (InvalidSpecError, InvalidNameError) as e:
                 self._unparsed[name] = e
                 continue

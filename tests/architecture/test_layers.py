@@ -144,6 +144,6 @@ def test_json_is_parsed_by_the_bounded_reader_alone() -> None:
     }
     assert {
         "dsreg.formats.canonical",
-        "dsreg.registry.refs",
+        "dsreg.formats.reflog",
         "dsreg.overlays.votes.labelerrors",
     } <= callers

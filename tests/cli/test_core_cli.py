@@ -424,8 +424,9 @@ def test_bad_input_names_the_value_exits_1_and_writes_nothing(
 @pytest.mark.parametrize(
     ("args", "named"),
     [
-        (["--bogus"], "No such option: --bogus"),
-        (["init", "--bogus"], "No such option: --bogus"),
+        # click words it "No such option: --bogus" or "No such option '--bogus'." by version.
+        (["--bogus"], "No such option"),
+        (["init", "--bogus"], "No such option"),
         (["checkout"], "Missing argument 'spec'"),
         (["add", "ds", "--tag"], "Option '--tag' requires an argument"),
         (
@@ -442,6 +443,7 @@ def test_usage_errors_are_clear_errors_not_tracebacks(
     r = cli(*args)
     assert r.exit_code == 1
     assert f"Error: {named}" in r.stderr, r.stderr
+    assert "--bogus" not in args or "--bogus" in r.stderr.splitlines()[-1], r.stderr
     assert "Traceback" not in r.stderr
     assert state(reg.root) == before
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -138,7 +139,9 @@ def _miniatures(work: Path) -> None:
     labels = np.repeat(np.arange(3, dtype=np.uint16), 2)
     np.save(work / "imagenet_val_set_original_labels.npy", labels)
     pyx = rng.random((6, 3))
-    np.save(work / "imagenet_val_set_pyx.npy", pyx / pyx.sum(axis=1, keepdims=True))
+    # The release's probabilities come in four parts, the rows in order.
+    for i, part in enumerate(np.array_split(pyx / pyx.sum(axis=1, keepdims=True), 4), 1):
+        np.save(work / f"imagenet_val_set_pyx.part{i}_of_4.npy", part)
     (work / "imagenet_mturk.json").write_text(
         _votes(
             [
@@ -169,8 +172,12 @@ def test_the_cifar100_imagenet_imdb_and_folder_recipes_run_as_written(
     work = tmp_path / "work"
     work.mkdir()
     _miniatures(work)
+    # A label-only user has the release's files, not the images: the class names come from
+    # the index (val.classes below).
+    shutil.rmtree(work / "imagenet")
     subprocess.run([sys.executable, "-m", "dsreg", "init"], cwd=work, env=env, check=True)
-    proc = run_recipe(["cifar100", "imagenet", "imdb-ids", "imdb", "folder"], work, env)
+    recipes = ["cifar100", "imagenet-classes", "imagenet", "imdb-ids", "imdb", "folder"]
+    proc = run_recipe(recipes, work, env)
     assert proc.returncode == 0, proc.stderr
     reg = work / ".dsreg"
     cifar100 = dsreg.open("cifar100-test@validated", registry=reg)
@@ -183,6 +190,9 @@ def test_the_cifar100_imagenet_imdb_and_folder_recipes_run_as_written(
     assert val.labels().column("example_id").to_pylist() == index[:1] + index[2:]
     tags = {t.tag for t in dsreg.ls(registry=reg) if t.dataset == "imagenet-val"}
     assert tags == {"original", "validated", "detected"}
+    # The four parts of the probabilities join into one matrix, in row order.
+    parts = [np.load(work / f"imagenet_val_set_pyx.part{i}_of_4.npy") for i in range(1, 5)]
+    assert (np.load(work / "imagenet_val_set_pyx.npy") == np.concatenate(parts)).all()
 
     names = json.loads((work / "imdb_test_set_index_to_filename.json").read_text())
     ids = [f"test/{n}" for n in names]
@@ -202,10 +212,7 @@ def test_the_cifar100_imagenet_imdb_and_folder_recipes_run_as_written(
     images.mkdir()
     _miniatures(images)
     subprocess.run([sys.executable, "-m", "dsreg", "init"], cwd=images, env=env, check=True)
-    subprocess.run(
-        ["bash", "-c", "ls imagenet/val | sort > imagenet_classes.txt"], cwd=images, check=True
-    )
-    proc = run_recipe(["imagenet-table", "imagenet-images"], images, env)
+    proc = run_recipe(["imagenet-classes", "imagenet-table", "imagenet-images"], images, env)
     assert proc.returncode == 0, proc.stderr
     with_images = dsreg.open("imagenet-val@original", registry=images / ".dsreg")
     assert with_images.labels().column("example_id").to_pylist() == index

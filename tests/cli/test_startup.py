@@ -134,7 +134,7 @@ try:
     main(sys.argv[1:])
 except SystemExit as e:
     assert not e.code, e.code
-loaded = sorted(m for m in sys.modules if m.startswith("dsreg.cli") or m == "typer")
+loaded = sorted(m for m in sys.modules if m.startswith("dsreg.cli") or m == "click")
 sys.stderr.write("LOADED " + " ".join(loaded) + "\\n")
 """
 
@@ -163,8 +163,8 @@ def cli_modules(cwd: Path, *args: str) -> set[str]:
 def test_a_command_loads_its_own_commands_module_alone(tmp_path: Path) -> None:
     """Start-up does not grow with the number of commands: ``dsreg tag`` imports the module of
     the registry commands and no other command's, ``dsreg overlay ls`` the overlay commands',
-    and ``dsreg --version`` none, nor typer."""
+    and ``dsreg --version`` none, nor click."""
     assert cli_modules(tmp_path, "tag", "-h") & _COMMAND_MODULES == {"dsreg.cli.core"}
     assert cli_modules(tmp_path, "overlay", "ls", "-h") & _COMMAND_MODULES == {"dsreg.cli.overlays"}
     version = cli_modules(tmp_path, "--version")
-    assert not version & _COMMAND_MODULES and "typer" not in version
+    assert not version & _COMMAND_MODULES and "click" not in version

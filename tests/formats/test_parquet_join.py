@@ -13,8 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dsreg.formats import tables
-from dsreg.formats.parquet_footer import strip_created_by
-from dsreg.formats.parquet_join import MAGIC, RowGroupJoiner
+from dsreg.formats.parquet_footer import MAGIC, RowGroupJoiner, strip_created_by
 from dsreg.formats.tables import _SETTINGS, ROW_GROUP, CanonicalWriter, base_schema, parquet_bytes
 
 

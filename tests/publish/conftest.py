@@ -1,6 +1,6 @@
 """The publish tests' fixtures: a registry to publish, a loopback ``python -m http.server``
-over a folder, and Debian's Chromium through Playwright (``tests/chromium.py``, as tests/review
-drives it)."""
+over a folder, a registry published by URL and served (``urlset.py``, built once per session),
+and Debian's Chromium through Playwright (``tests/chromium.py``, as tests/review drives it)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from chromium import launch, skip_without_chromium
+from urlset import UrlSite, build_url_site, serving
 
 
 def _free_port() -> int:
@@ -69,3 +70,13 @@ def browser() -> Iterator[Any]:
             yield b
         finally:
             b.close()
+
+
+@pytest.fixture(scope="session")
+def url_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UrlSite]:
+    """``urlset``'s registry published with ``--url`` to a folder python's ``http.server``
+    serves on loopback (for the session), and without ``--url`` to another folder."""
+    root = tmp_path_factory.mktemp("url-site")
+    www = root / "www"
+    with serving(www) as url:
+        yield build_url_site(root, url, www)

@@ -48,7 +48,7 @@ def _parse(markup: str) -> _Parsed:
 def test_text_in_a_table_shows_as_itself_and_makes_no_markup(cells: list[str], title: str) -> None:
     markup = h.section(title, h.table(["a"] * len(cells), [[h.esc(c) for c in cells]]))
     p = _parse(markup)
-    assert p.tags == ["section", "h2", "table", "thead", "tr"] + ["th"] * len(cells) + [
+    assert p.tags == ["section", "h2", "div", "table", "thead", "tr"] + ["th"] * len(cells) + [
         "tbody",
         "tr",
     ] + ["td"] * len(cells)

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dsreg.errors import InvalidInputError
-from dsreg.formats.answers import (
+from dsreg.formats.questions.answers import (
     answer_position,
     answer_positions,
     letter_classes,

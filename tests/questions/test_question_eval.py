@@ -161,7 +161,7 @@ def test_question_rows_for_alignment(
     question_set: tuple[Registry, Path], questions: list[Question]
 ) -> None:
     """The public reader other importers align their records by (id or content)."""
-    from dsreg.formats.answers import question_key
+    from dsreg.formats.questions.answers import question_key
     from dsreg.registry.reader import LocalReader
     from dsreg.views.questions import question_rows
 

@@ -26,9 +26,11 @@ from hypothesis import strategies as st
 from inprocess import Ran, run
 
 import dsreg
+from dsreg.objects import batch as objects_batch
 from dsreg.objects.hashing import hash_path
 from dsreg.registry.folder import Registry
 from dsreg.remote import fetch as fetching
+from dsreg.remote import waves
 
 REPO = Path(dsreg.__file__).resolve().parents[1]
 QUERY = 'SELECT label_name, count(*) AS n FROM "pets@v1" GROUP BY ALL ORDER BY 1'
@@ -201,6 +203,41 @@ def test_an_object_removed_from_the_cache_between_resolve_and_read_is_fetched_ag
     # What the read served from is back, intact: the table, and for checkout the payloads.
     served = [*published.tables, *(published.payloads if command == "checkout" else ())]
     assert all(_intact(machine, d) for d in done if d in served)
+
+
+# -- the whole cache deleted while a read fetches, or before it takes the lock ------------------
+
+
+@pytest.mark.parametrize("command", ["checkout", "sql", "show"])
+@pytest.mark.parametrize("when", ["staged", "lock"])
+def test_the_cache_deleted_under_a_read_is_made_again(
+    published: Published,
+    machine: Machine,
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    when: str,
+) -> None:
+    """``staged``: the fetch has staged what it fetched and is about to install it; ``lock``:
+    the read made the cache and is about to take its lock. Either way the cache's folders are
+    made again and the read goes on (it failed with "cannot install objects into ..." and
+    "cannot open the registry's lock file ...")."""
+    target = objects_batch.ObjectBatch if when == "staged" else Registry
+    name = "commit" if when == "staged" else "lock"
+    original = getattr(target, name)
+    done: list[bool] = []
+
+    def deleted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not done and machine.cache.exists():
+            done.append(True)
+            shutil.rmtree(machine.cache)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(target, name, deleted)
+    monkeypatch.setattr(waves, "FEW", 0)  # a staging batch, as for more than a few objects
+    ran = machine.read(command, published)
+    assert done, "the cache was not deleted: the hook was not reached"
+    assert "cannot install objects" not in ran.err and "lock file" not in ran.err
+    _served_right(command, ran, published, machine.work, "out")
 
 
 # -- a flipped byte in a cached object ----------------------------------------------------------

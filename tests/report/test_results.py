@@ -5,6 +5,7 @@ recorded results are immutable, kept by gc, checked by verify."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ import dsreg
 from dsreg import Registry, evaluate
 from dsreg.errors import (
     CorruptObjectError,
+    IntegrityError,
     NotFoundError,
     PredictionsError,
     TagExistsError,
@@ -26,6 +28,7 @@ from dsreg.errors import (
 from dsreg.formats.corrections import corrections_table
 from dsreg.overlays.write import write_overlay
 from dsreg.registry.reader import LocalReader
+from dsreg.registry.results import load_predictions
 from dsreg.report.board.figures import mcnemar_many
 from dsreg.report.stats.core import mcnemar_exact
 
@@ -302,6 +305,31 @@ def test_gc_keeps_recorded_results_and_verify_finds_damage(
         dsreg.leaderboard("toy", registry=ls.reg)
 
 
+def test_stored_predictions_read_whole_are_rehashed_and_checked(
+    make_labelset: Any, flip_byte: Callable[..., None]
+) -> None:
+    """Small predictions are read whole rather than memory-mapped: the same array, and a
+    damaged object or one that does not hold what its record says is refused, never served."""
+    ls = make_labelset(n=40, k=3, seed=2, overlays=1)
+    given = {"lab": ls.labels.astype(np.int32), "prob": model_probs(ls, 0, 1.0)}
+    recs = dsreg.record("toy@original", given, registry=ls.reg)
+    reader = LocalReader(ls.reg)
+    for r in recs:
+        rec = reader.result("toy", r.model).record
+        got = load_predictions(ls.reg, rec)
+        np.testing.assert_array_equal(got, given[r.model])
+        assert not got.flags.writeable
+        # Intact bytes, but the record names another dtype: not the array it says.
+        with pytest.raises(IntegrityError, match=f"model {r.model!r} hold"):
+            load_predictions(ls.reg, dataclasses.replace(rec, dtype="<i8"))
+    for r in recs:
+        flip_byte(ls.reg, r.predictions, at=-3)  # in the array, past the header
+        with pytest.raises(CorruptObjectError):
+            load_predictions(ls.reg, reader.result("toy", r.model).record)
+    with pytest.raises(CorruptObjectError):
+        dsreg.leaderboard(tasks=["toy"], registry=ls.reg)
+
+
 def test_bad_predictions_record_nothing(make_labelset: Any) -> None:
     ls = make_labelset(n=40, k=3, seed=2, overlays=1)
     good = model_probs(ls, 0, 1.0)
@@ -514,7 +542,7 @@ def test_structured_counts_equal_the_joint_patterns(
 
 
 def test_class_indices_outside_the_classes_are_refused_by_their_first() -> None:
-    from dsreg.registry.results import aligned_predictions
+    from dsreg.formats.inputfiles import aligned_predictions
 
     preds = np.array([0, 1, 7, 2, -1, 9])
     with pytest.raises(PredictionsError) as caught:

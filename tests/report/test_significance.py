@@ -14,11 +14,8 @@ from hypothesis import strategies as st
 from dsreg import evaluate
 from dsreg.errors import InvalidInputError
 from dsreg.report.stats import rowscores
-from dsreg.report.stats.significance import (
-    CorrectnessCounter,
-    StatsOptions,
-    significance,
-)
+from dsreg.report.stats.counts import CorrectnessCounter
+from dsreg.report.stats.significance import StatsOptions, significance
 
 pytest.importorskip("statsmodels", reason="statsmodels is the oracle")
 from scipy.stats import kendalltau, spearmanr
@@ -78,6 +75,25 @@ def test_view_figures_equal_statsmodels_and_scipy(models: int, n: int, seed: int
         for key, h in zip(keys, ref_holm, strict=True):
             assert pairs[key].p_holm == pytest.approx(h, abs=1e-12)
             assert pairs[key].significant == (h < 0.05)
+
+
+def test_a_lone_model_ranks_first_in_every_resample() -> None:
+    """With one model nothing is resampled for Wilson's intervals: its figures are those the
+    bootstrap gives (rank interval [1, 1]; no pairs), the accuracy intervals aside."""
+    rng = np.random.default_rng(4)
+    right = (rng.random((500, 1)) < 0.7).astype(np.int8)
+    none = np.full_like(right, -1)  # a view that serves no row
+    data = _data({"original": right, "honeypot": none}, ["m"])
+    lone = significance(data).to_dict()
+    boot = significance(data, StatsOptions(ci="bootstrap")).to_dict()
+    for d in (lone, boot):
+        d.pop("ci")
+        for view in d["views"].values():
+            for stat in view["models"].values():
+                stat.pop("interval")
+    assert lone == boot
+    assert lone["views"]["original"]["models"]["m"]["rank_interval"] == [1.0, 1.0]
+    assert lone["views"]["honeypot"]["models"]["m"]["rank_interval"] is None
 
 
 def test_rank_correlation_equals_scipy_and_warns_on_a_negative_one() -> None:

@@ -39,6 +39,20 @@ def test_wilson_of_no_rows_is_none() -> None:
     assert wilson(0, 0) is None
 
 
+@pytest.mark.parametrize("level", [0.95, 0.9, 0.99])
+def test_wilson_at_any_level_is_its_formula_with_scipys_quantile(level: float) -> None:
+    """Bit for bit: the default level's quantile is held as a number, the others computed."""
+    from scipy.special import ndtri
+
+    z = float(ndtri(0.5 + level / 2))
+    for k, n in [(0, 7), (3, 7), (7, 7), (38_526_435, 48_333_555)]:
+        p = k / n
+        denom = 1 + z * z / n
+        centre = (p + z * z / (2 * n)) / denom
+        half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+        assert wilson(k, n, level) == (max(0.0, centre - half), min(1.0, centre + half))
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.integers(0, 400), st.integers(0, 400))
 def test_mcnemar_exact_equals_statsmodels(b: int, c: int) -> None:

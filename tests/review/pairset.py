@@ -56,14 +56,16 @@ def _add(reg: Path, name: str, folder: Path, images: list[bytes]) -> None:
 
 
 def build_pair_set(root: Path, *, rows: int = 10, seed: int = 1, corpus: bool = False) -> PairSet:
-    """Test rows 0 and 1 copy training rows 3 and 5 (row 1 with noise), row ``rows - 1``
-    repeats test row ``rows - 2``; the other rows are new pictures. ``corpus``: the audit
-    reads the training files as a folder (``--against DIR``), not as ``train@v1``."""
+    """Test rows 0 and 1 copy training rows 3 and 5 (row 1 with noise), row ``rows - 2``
+    copies training row 1 brightened by 10%, and row ``rows - 1`` repeats test row
+    ``rows - 2``; the other rows are new pictures. ``corpus``: the audit reads the training
+    files as a folder (``--against DIR``), not as ``train@v1``."""
     rng = np.random.default_rng(seed)
     train = [_image(rng) for _ in range(8)]
     test = [_image(rng) for _ in range(rows)]
     test[0] = train[3]
     test[1] = train[5] + rng.normal(0, 6, train[5].shape)
+    test[rows - 2] = train[1] * 1.1
     test[rows - 1] = test[rows - 2]
     reg = root / "reg"
     dsreg.init(registry=reg)

@@ -9,62 +9,27 @@ absent or the registry cannot be reached and nothing is cached.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import tarfile
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from chromium import launch, skip_without_chromium
+from chromium import AXE_RUN, axe_source, launch, skip_without_chromium
 from reviewset import ReviewSet
 
 import dsreg
 
 pytestmark = pytest.mark.slow
 
-AXE = "axe-core@4.14.1"
 SIZES = [(1366, 768), (390, 844)]
-_RUN = """async () => {
-  const result = await axe.run(document, { resultTypes: ["violations"] });
-  return result.violations
-    .filter((v) => v.impact === "serious" || v.impact === "critical")
-    .map((v) => v.id + " (" + v.impact + "): " + v.help + " at " +
-      v.nodes.map((n) => n.target.join(" ")).join(", "));
-}"""
+_RUN = AXE_RUN
 
 
 @pytest.fixture(scope="session")
 def axe_js() -> str:
     """The text of ``axe.min.js``, from the cache or fetched into it with ``npm pack``."""
-    cache = Path(tempfile.gettempdir()) / "dsreg-test-cache" / AXE.replace("@", "-")
-    script = cache / "axe.min.js"
-    if not script.is_file():
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip(f"npm is not installed, and {AXE} is not cached in {cache}")
-        cache.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache) as tmp:
-            try:
-                packed = subprocess.run(
-                    [npm, "pack", AXE, "--pack-destination", tmp, "--silent"],
-                    capture_output=True, text=True, timeout=120, check=False, cwd=tmp,
-                )  # fmt: skip
-            except subprocess.TimeoutExpired:
-                pytest.skip(f"the npm registry did not answer within 120 s for {AXE}")
-            tarballs = list(Path(tmp).glob("axe-core-*.tgz"))
-            if packed.returncode != 0 or not tarballs:
-                reason = (packed.stderr.strip().splitlines() or ["no tarball"])[-1]
-                pytest.skip(f"cannot fetch {AXE} from the npm registry: {reason}")
-            with tarfile.open(tarballs[0]) as tar:
-                member = tar.extractfile("package/axe.min.js")
-                assert member is not None
-                (Path(tmp) / "axe.min.js").write_bytes(member.read())
-            (Path(tmp) / "axe.min.js").replace(script)
-    return script.read_text(encoding="utf-8")
+    return axe_source()
 
 
 @pytest.fixture

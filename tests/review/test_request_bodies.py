@@ -19,7 +19,7 @@ from reviewset import ReviewSet, Server
 from starlette.testclient import TestClient
 
 import dsreg
-from dsreg._util.jsonread import MAX_DEPTH
+from dsreg.reviewing.app import REQUEST_DEPTH
 
 HUGE = 300 << 20
 PIECE = 1 << 20
@@ -158,7 +158,7 @@ def test_a_300_mb_body_does_not_grow_the_server(
 DEEP = {
     "brackets": b"[" * 16_000,
     "objects": b'{"a":' * 3_000,
-    "just too deep": b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1),
+    "just too deep": b"[" * (REQUEST_DEPTH + 1) + b"]" * (REQUEST_DEPTH + 1),
     "unclosed": b'{"reviewer":' + b"[" * 5000,
 }
 
@@ -170,7 +170,7 @@ def test_deep_json_gets_a_400_and_no_traceback(served: Server, connect: Callable
         raw.sock.sendall(body)
         status, headers, answer = _response(raw.sock)
         assert status == 400 and headers["content-type"] == "application/json", name
-        assert f"nested deeper than {MAX_DEPTH} levels" in json.loads(answer)["error"], name
+        assert f"nested deeper than {REQUEST_DEPTH} levels" in json.loads(answer)["error"], name
     assert "Traceback" not in served.stderr() and "RecursionError" not in served.stderr()
     flat = connect()
     flat.post("/api/next", ["Content-Length: 36"])

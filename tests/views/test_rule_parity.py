@@ -179,7 +179,12 @@ def test_numpy_sql_and_sparse_serve_the_same_view(case: Case, batch: int) -> Non
                 overlays.append(digest)
         # The sparse form reads the revision once for every view, as eval and diff do.
         loaded = load_revision(reg, Revision(snapshot=snap, overlays=tuple(overlays)))
-        assert loaded.labels.tolist() == case.labels.tolist()
+        # Read once in order, a row group at a time; then again, from the whole column.
+        column = loaded.labels
+        for _ in range(2):
+            got = [column[g] for g in column.groups]
+            assert np.concatenate([np.empty(0, np.int32), *got]).tolist() == case.labels.tolist()
+        assert column.whole().tolist() == case.labels.tolist()
         named = loaded.merged
         has_suggestion = named.suggested >= 0
         cand_rows, cand_labels = named.named[has_suggestion], named.suggested[has_suggestion]

@@ -4,7 +4,7 @@ the summary built.
 
 A record finds its rows by example id when the file has an ``example_id`` column, or the
 column the set's ids were registered from; else by content: its question and, for a
-multiple-choice set whose file has them, its choices (``formats.answers.question_key``). A
+multiple-choice set whose file has them, its choices (``formats.questions.answers.question_key``). A
 question the set holds twice is one record's rows, both. A row several records name (a
 question the release repeats, in two subjects) takes their annotation when they agree, and
 ``non_agreement`` when they do not, its category the categories joined by ``|``. A record that
@@ -23,10 +23,10 @@ import pyarrow as pa
 
 from dsreg._util.inputs import shown
 from dsreg.errors import RelabelingError
-from dsreg.formats.answers import MULTIPLE_CHOICE, parse_choices, question_key
 from dsreg.formats.arrays import int_lists, string_array
 from dsreg.formats.corrections import LabelSets, corrections_table, with_category
 from dsreg.formats.manifests import ERRORS
+from dsreg.formats.questions.answers import MULTIPLE_CHOICE, parse_choices, question_key
 from dsreg.overlays.published.records import PublishedFile, Record, read_published
 from dsreg.overlays.published.rules import (
     ERROR_TYPES,

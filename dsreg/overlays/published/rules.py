@@ -19,7 +19,7 @@ from typing import Final
 
 from dsreg._util.inputs import shown
 from dsreg.errors import RelabelingError
-from dsreg.formats.answers import (
+from dsreg.formats.questions.answers import (
     MULTIPLE_CHOICE,
     answer_position,
     answer_positions,

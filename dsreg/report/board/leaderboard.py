@@ -29,11 +29,10 @@ from dsreg.errors import InvalidInputError, NotFoundError
 from dsreg.formats.manifests import View
 from dsreg.objects.digest import short
 from dsreg.registry.reader import Reader, RecordedResult, Resolved
-from dsreg.registry.results import load_predictions
 from dsreg.report._json import stable_json
 from dsreg.report.board.figures import Counts, ViewFigures, feature_index, view_figures
 from dsreg.report.evaluate import revision_target
-from dsreg.report.predictions import read_predictions
+from dsreg.report.predictions import AlignedPredictions, read_predictions, recorded_predictions
 from dsreg.report.stats.core import PatternCounter, Patterns, discordant
 from dsreg.views.sparse import SparseView, sparse_views
 
@@ -264,10 +263,16 @@ class RevisionPatterns:
             out[start : start + len(drawn)] = block
         return out
 
-    def counts(self, resamples: int, seed: int) -> Counts:
-        views, models = len(self.complement), self.models
+    def sums(self) -> np.ndarray:
+        """Each feature's sum over every row (F,): the named rows', and the base rows' in every
+        complement view."""
         sums = self.named.sums()
         self._spread(sums, self.base.rows, self.base.sums())
+        return sums
+
+    def counts(self, resamples: int, seed: int) -> Counts:
+        views, models = len(self.complement), self.models
+        sums = self.sums()
         base_only = discordant(self.base.features, self.base.counts)
         only = []
         for v, comp in enumerate(self.complement):
@@ -286,7 +291,7 @@ class RevisionPatterns:
 
 # A model's predictions, or a function that loads them: the leaderboard maps one model's at a
 # time, so that memory holds one model's predictions whatever the number of models.
-Loadable = np.ndarray | Callable[[], np.ndarray]
+Loadable = np.ndarray | AlignedPredictions | Callable[[], np.ndarray | AlignedPredictions]
 
 
 def revision_patterns(
@@ -430,7 +435,7 @@ def leaderboard(
         names = default_views([res for res, _ in scored])
     boards = []
     for res, here in scored:
-        arrays = [(m, partial(load_predictions, res.registry, results[m].record)) for m in here]
+        arrays = [(m, partial(recorded_predictions, res.registry, results[m].record)) for m in here]
         boards.append(score_revision(res, arrays, views=names, resamples=resamples, seed=seed))
     return Leaderboard(
         dataset=dataset,

@@ -6,14 +6,15 @@ schema 4.5) without a DOI, which the repository mints. The revision digest is it
 an alternate identifier; its relations: ``IsNewVersionOf`` the revision it corrects (the same
 view without its last overlay, or the original) and ``IsDerivedFrom`` the original revision,
 both as ``urn:dsreg:blake3:<hex>``; ``References`` each DOI or URL of the dataset's and the
-overlays' credit (``dsreg cite``'s BibTeX entries).
+overlays' credit (``dsreg cite``'s BibTeX entries). The snapshot's licence (``source.license``) is
+its ``rightsList``: an SPDX identifier with its scheme, or a licence's URL.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from dsreg.formats.credit import BibEntry, plain
+from dsreg.formats.credit import SPDX_LIST, BibEntry, is_url, license_url, plain
 from dsreg.formats.manifests import Revision
 from dsreg.registry.reader import Resolved
 from dsreg.report.cite import Citation, cite
@@ -85,7 +86,23 @@ def datacite_of(c: Citation, rev: Revision) -> dict[str, Any]:
         attributes["dates"] = [{"date": c.date, "dateType": "Issued"}]
     if c.remote is not None and "://" in c.remote:
         attributes["url"] = c.remote
+    if c.license is not None:
+        attributes["rightsList"] = [_rights(c.license)]
     return {"data": {"type": "dois", "attributes": attributes}}
+
+
+def _rights(license: str) -> dict[str, str]:
+    """DataCite's ``rightsList`` entry of a licence: an SPDX identifier with its scheme and
+    page, or a licence's URL."""
+    if is_url(license):
+        return {"rights": license, "rightsUri": license}
+    return {
+        "rights": license,
+        "rightsUri": license_url(license),
+        "rightsIdentifier": license,
+        "rightsIdentifierScheme": "SPDX",
+        "schemeUri": SPDX_LIST,
+    }
 
 
 def _urn(digest: str, relation: str) -> dict[str, str]:

@@ -1,6 +1,8 @@
-"""Croissant 1.1 JSON-LD for a revision (``dsreg export --format croissant``).
+"""Croissant 1.1 JSON-LD for a revision (``dsreg export --format croissant``, and the pages of
+``dsreg publish``).
 
-The document describes what ``dsreg export`` writes beside it, relative to its own folder:
+The document describes what ``dsreg export`` writes beside it, relative to its own folder
+(``Layout``: a published site puts the same files elsewhere and names them by URL):
 
 - ``labels.parquet``, the view as ``Dataset.labels()`` serves it (the dictionary columns as
   plain strings), a ``FileObject`` with its sha256;
@@ -17,7 +19,9 @@ and the raters' counts ``label_counts`` as array fields, ``isArray`` with ``arra
 and the number of classes) and ``payloads`` (the rows of ``payloads.csv``). Reading ``labels``
 with ``mlcroissant`` gives ``dsreg.open(spec).labels()`` row for row.
 
-The revision digest is the document's ``identifier``; a corrected revision names its original
+The revision digest is the document's ``identifier`` and its ``version`` (as in the citation and
+the DataCite record); its ``license`` is the snapshot's (``source.license``) as a URL (an SPDX
+identifier's page on the SPDX list); a corrected revision names its original
 revision (the snapshot, no overlay, the original view) as ``prov:wasDerivedFrom`` and
 ``isBasedOn``, and each overlay as a ``prov:Activity`` (``provenance``); ``citeAs`` is
 ``dsreg cite``'s BibTeX, crediting the dataset and every overlay applied.
@@ -32,25 +36,35 @@ from typing import Any
 
 import pyarrow as pa
 
+from dsreg.formats.credit import license_url
 from dsreg.objects.digest import object_relpath
 from dsreg.registry.reader import Resolved
-from dsreg.report.cite import cite
+from dsreg.report.cite import Citation, cite
 from dsreg.report.croissant.provenance import (
     annotation_fields,
     derived_from,
     object_sha256,
     revision_iri,
 )
+from dsreg.report.croissant.recordsets import (
+    PAYLOADS_FILE,
+    VIEW_FILE,
+    classes_record_set,
+    payloads_record_set,
+    view_record_set,
+)
 from dsreg.views.dataset import Dataset
 
 __all__ = [
     "CONFORMS_TO",
     "CONTEXT",
+    "EXPORT",
     "PAYLOADS_DIR",
     "PAYLOADS_FILE",
     "TABLES_DIR",
     "VIEW_FILE",
     "Croissant",
+    "Layout",
     "build",
     "croissant_metadata",
 ]
@@ -107,22 +121,64 @@ CONTEXT: dict[str, Any] = {
     "value": "cr:value",
 }
 
-VIEW_FILE = "labels.parquet"
-PAYLOADS_FILE = "payloads.csv"
 PAYLOADS_DIR = "payloads"
 TABLES_DIR = "tables"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Layout:
+    """Where the files a document describes are, as paths below the root of the files (which
+    ``Croissant.placed`` puts behind a base: nothing for the export's folder, where the
+    document is at that root, or the URL of a published site). ``view`` and ``payload_list``
+    are the view's Parquet and the payloads' CSV, ``{sha256}`` in them standing for the file's
+    sha256; ``tables`` and ``payloads`` the folders holding the store's objects in the
+    ``blake3/ab/cdef…`` layout; ``listed`` is put before each payload's path in the CSV's
+    ``path`` column; ``file_set``: whether the payloads are named as a ``FileSet`` too (a
+    folder a reader can list; a web server's cannot be).
+
+    ``EXPORT`` is ``dsreg export --format croissant``'s folder."""
+
+    view: str = VIEW_FILE
+    payload_list: str = PAYLOADS_FILE
+    tables: str = TABLES_DIR
+    payloads: str = PAYLOADS_DIR
+    listed: str = ""
+    file_set: bool = True
+
+    def object_path(self, folder: str, digest: str) -> str:
+        return f"{folder}/{object_relpath(digest)}"
+
+
+EXPORT = Layout()
+
+
 @dataclass(frozen=True, slots=True)
 class Croissant:
-    """A revision's Croissant document and the files it describes, by path relative to it:
-    ``files`` maps a path to its bytes (the view's Parquet, the payloads' CSV), ``objects`` a
-    path to the BLAKE3 digest of the store object copied there."""
+    """A revision's Croissant document and the files it describes, by path below the root of
+    the files (``Layout``): ``files`` maps a path to its bytes (the view's Parquet, the
+    payloads' CSV), ``objects`` a path to the BLAKE3 digest of the store object there. The
+    document's ``contentUrl``s are those paths: ``placed`` puts them behind a base."""
 
     document: dict[str, Any]
     files: dict[str, bytes]
     objects: dict[str, str]
     rows: int  # the view's
+
+    def placed(
+        self, base: str, *, url: str | None = None, same_as: str | None = None
+    ) -> dict[str, Any]:
+        """The document with ``base`` (a URL ending in ``/``, or a relative path to the root
+        of the files) before each ``contentUrl``, and ``url`` and ``sameAs`` those given."""
+        doc = dict(self.document)
+        doc["distribution"] = [
+            {**d, "contentUrl": base + d["contentUrl"]} if "contentUrl" in d else d
+            for d in self.document["distribution"]
+        ]
+        if url is not None:
+            doc["url"] = url
+        if same_as is not None:
+            doc["sameAs"] = same_as
+        return doc
 
 
 def croissant_metadata(
@@ -137,25 +193,6 @@ def croissant_metadata(
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _field_type(t: pa.DataType) -> tuple[str, bool]:
-    """The Croissant data type of an Arrow column's values, and whether it is a list."""
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _field_type(t.value_type)[0], True
-    if pa.types.is_dictionary(t):
-        return _field_type(t.value_type)
-    if pa.types.is_boolean(t):
-        return "sc:Boolean", False
-    if pa.types.is_integer(t):
-        return "sc:Integer", False
-    if pa.types.is_floating(t):
-        return "sc:Float", False
-    if pa.types.is_timestamp(t):
-        return "sc:DateTime", False
-    if pa.types.is_date(t):
-        return "sc:Date", False
-    return "sc:Text", False
 
 
 def _plain(table: pa.Table) -> pa.Table:
@@ -175,96 +212,29 @@ def _parquet_bytes(table: pa.Table) -> bytes:
     return buf.getvalue()
 
 
-_DESCRIPTIONS = {
-    "row": "The example's position in the snapshot's examples table.",
-    "example_id": "The example's id, unique in the snapshot.",
-    "label": "The label the view serves (class index; see the classes record set).",
-    "label_name": "The name of the served label's class.",
-    "given_label": "The label the snapshot gives the example (class index).",
-    "verdict": "The verdict of the last overlay naming the row, null where none does.",
-    "blob": "The BLAKE3 digest of the example's payload (see the payloads record set).",
-    "size": "The payload's size in bytes.",
-    "labels": (
-        "The example's label set, class indexes (see the classes record set): every class that "
-        "fits, as the last overlay naming the row gives it (a relabeling's set, e.g. ImageNet "
-        "ReaL's) or as the multilabel view derives it; [] where none fits, null where no set "
-        "is recorded."
-    ),
-    "label_counts": (
-        "The raters' counts per class (e.g. CIFAR-10H's): one count per class, position i "
-        "counting class i of the classes record set; null where no overlay recorded counts."
-    ),
-}
-
-
-def _view_fields(table: pa.Table, n_classes: int) -> list[dict[str, Any]]:
-    fields = []
-    for name, col in zip(table.column_names, table.columns, strict=True):
-        dtype, is_list = _field_type(col.type)
-        f: dict[str, Any] = {
-            "@type": "cr:Field",
-            "@id": f"labels/{name}",
-            "name": name,
-            "description": _DESCRIPTIONS.get(name, f"The snapshot's metadata column {name}."),
-            "dataType": dtype,
-            "source": {"fileObject": {"@id": VIEW_FILE}, "extract": {"column": name}},
-        }
-        if name in ("label", "given_label", "labels") and n_classes:
-            f["references"] = {"field": {"@id": "classes/index"}}
-        if name in ("label", "labels"):
-            f["dataType"] = [dtype, "cr:Label"]
-        if is_list:
-            # Croissant 1.1's arrays: "-1" a list of any length (a label set); the raters'
-            # counts always hold one count per class.
-            f["isArray"] = True
-            f["arrayShape"] = str(n_classes) if name == "label_counts" and n_classes else "-1"
-        fields.append(f)
-    return fields
-
-
-def _classes_record_set(classes: tuple[str, ...]) -> dict[str, Any]:
-    return {
-        "@type": "cr:RecordSet",
-        "@id": "classes",
-        "name": "classes",
-        "description": "The class names; a label is an index into them.",
-        "dataType": "sc:Enumeration",
-        "key": {"@id": "classes/index"},
-        "field": [
-            {"@type": "cr:Field", "@id": "classes/index", "name": "index",
-             "dataType": "sc:Integer"},
-            {"@type": "cr:Field", "@id": "classes/name", "name": "name", "dataType": "sc:Text"},
-        ],
-        "data": [
-            {"classes/index": i, "classes/name": c} for i, c in enumerate(classes)
-        ],
-    }  # fmt: skip
-
-
 def _file_object(
-    at: str, name: str, *, sha256: str, size: int, media: str, description: str
+    at: str, name: str, *, sha256: str, size: int, media: str, description: str, url: str
 ) -> dict[str, Any]:
+    """A ``FileObject`` (Croissant's subclass of schema.org's ``DataDownload``): ``at`` its
+    id, ``url`` its ``contentUrl``."""
     return {
         "@type": "cr:FileObject",
         "@id": at,
         "name": name,
         "description": description,
-        "contentUrl": at,
+        "contentUrl": url,
         "contentSize": f"{size} B",
         "encodingFormat": media,
         "sha256": sha256,
     }
 
 
-def _written(at: str, data: bytes, media: str, description: str) -> dict[str, Any]:
-    """The ``FileObject`` of a file the export writes from ``data`` (named as it is)."""
+def _written(at: str, data: bytes, url: str, *, media: str, description: str) -> dict[str, Any]:
+    """The ``FileObject`` of a file written from ``data``, named ``at``, at ``url``."""
     return _file_object(
-        at, at, sha256=_sha256(data), size=len(data), media=media, description=description
-    )
-
-
-def _object_path(folder: str, digest: str) -> str:
-    return f"{folder}/{object_relpath(digest)}"
+        at, at, sha256=_sha256(data), size=len(data), media=media, description=description,
+        url=url,
+    )  # fmt: skip
 
 
 def _payloads(table: pa.Table) -> dict[str, int]:
@@ -280,8 +250,8 @@ def _payloads(table: pa.Table) -> dict[str, int]:
     return seen
 
 
-def _payloads_csv(payloads: dict[str, int], sha256: dict[str, str]) -> bytes:
-    """``payloads.csv``: blob, sha256, size, path; a line per payload."""
+def _payloads_csv(payloads: dict[str, int], sha256: dict[str, str], layout: Layout) -> bytes:
+    """The payloads' CSV: blob, sha256, size, path; a line per payload."""
     import pyarrow.csv as pacsv
 
     t = pa.table(
@@ -289,7 +259,7 @@ def _payloads_csv(payloads: dict[str, int], sha256: dict[str, str]) -> bytes:
             "blob": list(payloads),
             "sha256": [sha256[d] for d in payloads],
             "size": pa.array(list(payloads.values()), pa.int64()),
-            "path": [_object_path(PAYLOADS_DIR, d) for d in payloads],
+            "path": [layout.listed + layout.object_path(layout.payloads, d) for d in payloads],
         }
     )
     buf = io.BytesIO()
@@ -297,21 +267,29 @@ def _payloads_csv(payloads: dict[str, int], sha256: dict[str, str]) -> bytes:
     return buf.getvalue()
 
 
-def build(r: Resolved, *, authors: tuple[str, ...] = (), url: str | None = None) -> Croissant:
-    """The document of revision ``r`` and the files it describes (``Croissant``)."""
+def build(
+    r: Resolved,
+    *,
+    authors: tuple[str, ...] = (),
+    url: str | None = None,
+    layout: Layout = EXPORT,
+    license: str | None = None,
+) -> Croissant:
+    """The document of revision ``r`` and the files it describes, where ``layout`` puts them
+    (``Croissant``; by default as ``dsreg export`` writes them); ``authors`` its creators;
+    ``url`` where its citation (``citeAs``) and ``url`` say it is fetched from; ``license``
+    the licence of a revision whose snapshot records none (``source.license`` is never
+    replaced)."""
     registry = r.registry
     ds = Dataset(r)
     table = _plain(ds.labels())
     view_bytes = _parquet_bytes(table)
-    files: dict[str, bytes] = {VIEW_FILE: view_bytes}
+    view_at = layout.view.replace("{sha256}", _sha256(view_bytes))
+    files: dict[str, bytes] = {view_at: view_bytes}
     distribution = [
-        _written(
-            VIEW_FILE,
-            view_bytes,
-            "application/x-parquet",
-            f"The {ds.view} view of revision {r.digest}, one row per example.",
-        )
-    ]
+        _written(VIEW_FILE, view_bytes, view_at, media="application/x-parquet",
+                 description=f"The {ds.view} view of revision {r.digest}, one row per example.")
+    ]  # fmt: skip
     tables = [("examples", ds.snapshot.examples)] + [
         (f"corrections {i}", ov.corrections) for i, (_, ov) in enumerate(ds.overlays, 1)
     ]
@@ -319,93 +297,60 @@ def build(r: Resolved, *, authors: tuple[str, ...] = (), url: str | None = None)
     sha256 = object_sha256(registry, [d for _, d in tables] + list(payloads))
     objects: dict[str, str] = {}
     for what, digest in tables:
-        at = _object_path(TABLES_DIR, digest)
+        at = layout.object_path(layout.tables, digest)
         objects[at] = digest
         distribution.append(
             _file_object(
-                at,
+                EXPORT.object_path(TABLES_DIR, digest),
                 f"{what} table",
                 sha256=sha256[digest],
                 size=registry.store.path(digest).stat().st_size,
                 media="application/x-parquet",
                 description=f"The dsreg {what} table, object {digest}.",
+                url=at,
             )
         )
-    record_sets = [_classes_record_set(ds.classes), _view_record_set(table, ds)]
+    record_sets = [classes_record_set(ds.classes), view_record_set(table, ds.view, len(ds.classes))]
     if payloads:
-        csv = _payloads_csv(payloads, sha256)
-        files[PAYLOADS_FILE] = csv
-        objects.update({_object_path(PAYLOADS_DIR, d): d for d in payloads})
-        distribution += _payload_resources(csv)
-        record_sets.append(_payloads_record_set())
-    doc = _dataset(r, ds, authors, url)
+        csv = _payloads_csv(payloads, sha256, layout)
+        csv_at = layout.payload_list.replace("{sha256}", _sha256(csv))
+        files[csv_at] = csv
+        objects.update({layout.object_path(layout.payloads, d): d for d in payloads})
+        distribution += _payload_resources(csv, csv_at, layout)
+        record_sets.append(payloads_record_set())
+    c = cite(r, authors=authors, url=url)
+    doc = _dataset(r, ds, c, license)
     doc["distribution"] = distribution
     doc["recordSet"] = record_sets
     return Croissant(document=doc, files=files, objects=objects, rows=table.num_rows)
 
 
-def _view_record_set(table: pa.Table, ds: Dataset) -> dict[str, Any]:
-    return {
-        "@type": "cr:RecordSet",
-        "@id": "labels",
-        "name": "labels",
-        "description": (
-            f"The {ds.view} view of the revision: one record per example, as "
-            "dsreg.open(spec).labels() serves it."
-        ),
-        "key": {"@id": "labels/row"},
-        "field": _view_fields(table, len(ds.classes)),
-    }
-
-
-def _payload_resources(csv: bytes) -> list[dict[str, Any]]:
+def _payload_resources(csv: bytes, at: str, layout: Layout) -> list[dict[str, Any]]:
+    listing = _written(
+        PAYLOADS_FILE, csv, at, media="text/csv",
+        description="Each payload's BLAKE3 digest, sha256, size and path.",
+    )  # fmt: skip
+    if not layout.file_set:
+        return [listing]
     return [
-        _written(
-            PAYLOADS_FILE, csv, "text/csv", "Each payload's BLAKE3 digest, sha256, size and path."
-        ),
+        listing,
         {
             "@type": "cr:FileSet",
             "@id": "payload-files",
             "name": "payload files",
             "description": (
-                "The examples' payloads, each at payloads/blake3/<first two hex digits>/<the "
-                "rest> of its BLAKE3 digest; payloads.csv gives each one's sha256."
+                f"The examples' payloads, each at {layout.payloads}/blake3/<first two hex "
+                "digits>/<the rest> of its BLAKE3 digest; payloads.csv gives each one's sha256."
             ),
             "encodingFormat": "application/octet-stream",
-            "includes": f"{PAYLOADS_DIR}/blake3/*/*",
+            "includes": f"{layout.payloads}/blake3/*/*",
         },
     ]
 
 
-def _payloads_record_set() -> dict[str, Any]:
-    def field(name: str, dtype: str, description: str) -> dict[str, Any]:
-        return {
-            "@type": "cr:Field",
-            "@id": f"payloads/{name}",
-            "name": name,
-            "description": description,
-            "dataType": dtype,
-            "source": {"fileObject": {"@id": PAYLOADS_FILE}, "extract": {"column": name}},
-        }
-
-    return {
-        "@type": "cr:RecordSet",
-        "@id": "payloads",
-        "name": "payloads",
-        "description": "One record per distinct payload of the view.",
-        "key": {"@id": "payloads/blob"},
-        "field": [
-            field("blob", "sc:Text", "The payload's BLAKE3 digest (the view's blob column)."),
-            field("sha256", "sc:Text", "The payload's sha256."),
-            field("size", "sc:Integer", "The payload's size in bytes."),
-            field("path", "sc:Text", "Where the payload is, relative to this document."),
-        ],
-    }
-
-
-def _dataset(r: Resolved, ds: Dataset, authors: tuple[str, ...], url: str | None) -> dict[str, Any]:
+def _dataset(r: Resolved, ds: Dataset, c: Citation, license: str | None) -> dict[str, Any]:
     reg = r.registry
-    c = cite(r, authors=authors, url=url)
+    authors = c.authors
     creators = [
         {"@type": "sc:Person" if "," in a else "sc:Organization", "name": a} for a in authors
     ] or [{"@type": "sc:Organization", "name": f"{r.dataset} maintainers"}]
@@ -420,12 +365,18 @@ def _dataset(r: Resolved, ds: Dataset, authors: tuple[str, ...], url: str | None
         ),
         "conformsTo": CONFORMS_TO,
         "identifier": r.digest,
+        # The revision digest is the version, as in the citation and DataCite record: what
+        # fixes the data, where a number would have to be kept in step with it by hand.
+        "version": r.digest,
         "sameAs": revision_iri(r.digest),
         "url": c.remote or revision_iri(r.digest),
         "creator": creators,
         "citeAs": c.bibtex(),
         "keywords": ["dsreg", r.dataset, ds.view],
     }
+    chosen = c.license or license
+    if chosen is not None:
+        doc["license"] = license_url(chosen)
     if c.date is not None:
         doc["datePublished"] = c.date
     doc.update(derived_from(reg, r.revision))

@@ -23,8 +23,10 @@ __all__ = [
     "page",
     "pre",
     "rel",
+    "scroll",
     "section",
     "table",
+    "wrap",
 ]
 
 _STYLE = """
@@ -41,6 +43,12 @@ code { background: rgb(243, 245, 247); padding: 0 .25rem; border-radius: 3px;
 pre { background: rgb(243, 245, 247); padding: .75rem; overflow-x: auto; white-space: pre-wrap;
       word-break: break-all; border-radius: 4px; }
 table { border-collapse: collapse; margin: .5rem 0; }
+.scroll { overflow-x: auto; max-width: 100%; }
+.scroll th, .scroll td { white-space: nowrap; }
+.scroll td code { word-break: normal; }
+.scroll .wrap { display: inline-block; white-space: normal; min-width: 14rem; max-width: 36rem; }
+.scroll:focus-visible { outline: 2px solid rgb(9, 105, 218); outline-offset: 2px; }
+.rank-chart text { font-family: system-ui, sans-serif; }
 th, td { border-bottom: 1px solid rgb(234, 237, 240); padding: .3rem .75rem .3rem 0;
          text-align: left; vertical-align: top; }
 th { font-weight: 600; color: rgb(59, 67, 76); }
@@ -71,6 +79,12 @@ def link(href: str, text: object, *, cls: str | None = None) -> str:
     return f'<a href="{esc(href)}"{attr}>{esc(text)}</a>'
 
 
+def wrap(text: object) -> str:
+    """``text`` escaped, in a table cell that wraps it (a table's cells keep to one line and
+    the table scrolls sideways; a long text, a reason or a list of classes, wraps instead)."""
+    return f'<span class="wrap">{esc(text)}</span>'
+
+
 def code(text: object, *, ident: str | None = None) -> str:
     attr = f' id="{esc(ident)}"' if ident else ""
     return f"<code{attr}>{esc(text)}</code>"
@@ -86,9 +100,25 @@ def section(title: str, *parts: str, ident: str | None = None) -> str:
     return f"<section{attr}><h2>{esc(title)}</h2>\n" + "\n".join(parts) + "\n</section>"
 
 
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, numeric: int = 0) -> str:
+def scroll(content: str, label: str) -> str:
+    """``content`` (a table, a chart) in a box that scrolls sideways when it is wider than the
+    screen (a phone's), rather than being cut off; the box takes the keyboard's focus, so it
+    scrolls without a pointer, and is named ``label`` for a screen reader."""
+    return (
+        f'<div class="scroll" role="region" tabindex="0" aria-label="{esc(label)}">{content}</div>'
+    )
+
+
+def table(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[str]],
+    *,
+    numeric: int = 0,
+    label: str | None = None,
+) -> str:
     """A table of ``rows`` (cells already HTML: pass text through ``esc``); the last
-    ``numeric`` columns are right-aligned."""
+    ``numeric`` columns are right-aligned. It scrolls sideways on a narrow screen
+    (``scroll``), named ``label`` (default: its headers)."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = []
     for row in rows:
@@ -97,7 +127,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, numeric: int
             cls = ' class="num"' if i >= len(row) - numeric else ""
             cells.append(f"<td{cls}>{cell}</td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    markup = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return scroll(markup, label or "Table: " + ", ".join(h for h in headers if h))
 
 
 def json_ld(doc: dict[str, Any]) -> str:

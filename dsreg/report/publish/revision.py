@@ -3,10 +3,13 @@ share with it: where pages live, the data they are made from, notices and tables
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from dsreg.errors import DsregError
 from dsreg.formats.manifests import VERDICTS, Revision
@@ -14,32 +17,39 @@ from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
 from dsreg.registry.marks import Retirement, Yank
 from dsreg.registry.reader import Resolved, pinned
-from dsreg.remote.config import remote_url as default_url
+from dsreg.remote.store import OBJECTS
 from dsreg.report import cite as report_cite
 from dsreg.report import diff as report_diff
-from dsreg.report.croissant import croissant_metadata
-from dsreg.report.croissant.provenance import lineage
+from dsreg.report.croissant.document import VIEW_FILE, Croissant, Layout, build
+from dsreg.report.croissant.provenance import lineage, revision_iri
 from dsreg.report.publish import html as h
+from dsreg.report.publish.board import score_cell
 from dsreg.report.publish.pinned import PinnedView
 from dsreg.report.show import RevisionInfo
 
 __all__ = [
     "INDEX",
+    "SITE_FILES",
     "Parent",
     "SiteDataset",
+    "SiteOptions",
     "SiteTag",
     "croissant_file",
     "dataset_page",
     "json_bytes",
     "parent_of",
     "pins_table",
+    "placed_document",
     "retired_notice",
-    "score_cell",
+    "tag_croissant",
     "tag_files",
     "tag_page",
 ]
 
 INDEX = "index.html"
+#: The files the site's Croissant documents name besides the remote's objects (each view's
+#: Parquet, each list of payloads), named by their sha256: each is written once.
+SITE_FILES = "site/files/sha256"
 
 
 def dataset_page(dataset: str) -> str:
@@ -53,6 +63,52 @@ def tag_page(dataset: str, tag: str) -> str:
 def croissant_file(page: str) -> str:
     """The Croissant JSON-LD file beside ``page``."""
     return page.removesuffix(".html") + ".croissant.json"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SiteOptions:
+    """How ``dsreg publish`` writes a site: ``url``, where readers reach the remote (named by
+    ``dsreg.open``, ``checkout`` and the citations); ``absolute``: ``url`` is the address given
+    with ``--url``, so the Croissant documents name their files and pages by it (else by paths
+    relative to themselves); ``authors``, the creators the citations and documents name;
+    ``license``, the licence of a dataset whose snapshot records none; ``resamples``, the
+    leaderboard's bootstrap resamples."""
+
+    url: str
+    absolute: bool = False
+    authors: tuple[str, ...] = ()
+    license: str | None = None
+    resamples: int = 1000
+
+    def page_url(self, path: str) -> str | None:
+        """The URL of the site's file ``path`` (below the site's root); ``None`` without
+        ``--url``."""
+        return self.url.rstrip("/") + "/" + quote(path) if self.absolute else None
+
+    def link(self, path: str) -> str:
+        """``path`` as the pages' commands name it: its URL, or ``url`` (the remote as given)
+        followed by the path."""
+        return self.page_url(path) or self.url.rstrip("/") + "/" + path
+
+    def base(self, here: str) -> str:
+        """What a file at ``here`` puts before a path below the site's root to link it: the
+        site's URL, or the relative path up to the root."""
+        return self.url.rstrip("/") + "/" if self.absolute else "../" * here.count("/")
+
+    @property
+    def layout(self) -> Layout:
+        """Where the site's documents put their files: the view's Parquet and the payloads'
+        CSV under ``SITE_FILES``, the tables and payloads the remote's own objects (the push
+        sent them: nothing is copied), each payload in the CSV by its URL (or path below the
+        site's root). No ``FileSet``: a web server does not list its folders."""
+        return Layout(
+            view=f"{SITE_FILES}/{{sha256}}.parquet",
+            payload_list=f"{SITE_FILES}/{{sha256}}.csv",
+            tables=OBJECTS,
+            payloads=OBJECTS,
+            listed=self.base(""),
+            file_set=False,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,15 +149,6 @@ def retired_notice(here: str, retired: Retirement | None) -> str:
         + h.link(h.rel(here, dataset_page(retired.successor)), retired.successor)
         + ".</p>"
     )
-
-
-def score_cell(board_rev: dict[str, Any], model: str, view: str) -> str:
-    """A model's accuracy on one revision's view: percent, 95% interval and rank."""
-    s = board_rev["scores"].get(model, {}).get(view)
-    if not s or s.get("accuracy") is None:
-        return ""
-    lo, hi = s["interval"]
-    return h.esc(f"{100 * s['accuracy']:.2f}% [{100 * lo:.1f}, {100 * hi:.1f}] #{s['rank']}")
 
 
 def pins_table(here: str, pins: Iterable[PinnedView]) -> str:
@@ -160,20 +207,39 @@ _SAMPLES = {"only_a": "removed here", "only_b": "added here", "relabelled": "rel
 # -- the page ------------------------------------------------------------------------------------
 
 
-def tag_files(ds: SiteDataset, t: SiteTag, url: str) -> dict[str, bytes]:
-    """The page of ``t`` and its Croissant file."""
+def tag_croissant(t: SiteTag, opts: SiteOptions) -> Croissant:
+    """``t``'s Croissant document and the files it names, as the site places them."""
+    return build(
+        t.resolved, authors=opts.authors, url=opts.url, layout=opts.layout, license=opts.license
+    )
+
+
+def placed_document(c: Croissant, here: str, t: SiteTag, opts: SiteOptions) -> dict[str, Any]:
+    """``t``'s document as the page ``here`` holds it (and its file beside it): its files by
+    URL or relative to it, ``url`` that page's URL and ``sameAs`` the tag's page's (without
+    ``--url``, both the revision's IRI)."""
+    iri = revision_iri(t.info.revision)
+    return c.placed(
+        opts.base(here),
+        url=opts.page_url(here) or iri,
+        same_as=opts.page_url(tag_page(t.dataset, t.tag)) or iri,
+    )
+
+
+def tag_files(ds: SiteDataset, t: SiteTag, c: Croissant, opts: SiteOptions) -> dict[str, bytes]:
+    """The page of ``t`` and its Croissant file (``c``, placed)."""
     here = tag_page(t.dataset, t.tag)
     spec = f"{t.dataset}@{t.tag}"
     reg = t.resolved.registry
-    doc = croissant_metadata(t.resolved, url=default_url(reg))
+    doc = placed_document(c, here, t, opts)
     parts = [
         _yank_notice(t),
         retired_notice(here, ds.retired),
         _summary(here, t),
         h.section("Label card", _label_card(reg, t), ident="label-card"),
-        h.section("Load it", _loading(here, ds, t, url), ident="load"),
+        h.section("Load it", _loading(here, ds, t, c, opts), ident="load"),
         h.section("Changes", _changes(reg, here, ds, t), ident="diff"),
-        h.section("Cite it", _citation(t.resolved, url), ident="cite"),
+        h.section("Cite it", _citation(t.resolved, opts), ident="cite"),
         h.section("Leaderboard", _board(ds, t), ident="leaderboard"),
         h.section(
             "Croissant",
@@ -199,7 +265,7 @@ def _summary(here: str, t: SiteTag) -> str:
         ["Revision", h.code(info.revision, ident="revision-digest")],
         ["View", h.esc(info.view)],
         ["Rows", h.esc(f"{info.rows:,} of {info.snapshot_rows:,}")],
-        ["Classes", h.esc(", ".join(info.classes))],
+        ["Classes", h.wrap(", ".join(info.classes))],
         ["Snapshot", h.code(info.snapshot)],
     ]
     overlays = [
@@ -212,7 +278,7 @@ def _summary(here: str, t: SiteTag) -> str:
         for o in info.overlays
     ]
     table = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
-    out = f"<table>{table}</table>"
+    out = h.scroll(f"<table>{table}</table>", "Revision")
     if overlays:
         out += "<h2>Overlays</h2>" + h.table(["Overlay", "Kind", "Producer", "Rows"], overlays)
     return out
@@ -231,27 +297,106 @@ def _label_card(reg: Registry, t: SiteTag) -> str:
     return out
 
 
-def _loading(here: str, ds: SiteDataset, t: SiteTag, url: str) -> str:
+def _loading(here: str, ds: SiteDataset, t: SiteTag, c: Croissant, opts: SiteOptions) -> str:
     digest = t.info.revision
-    python = f'import dsreg\nds = dsreg.open("{digest}", remote="{url}")\nlabels = ds.labels()'
-    shell = f"dsreg checkout {digest} {t.dataset} --remote {url}"
+    python = f'import dsreg\nds = dsreg.open("{digest}", remote="{opts.url}")\nlabels = ds.labels()'
+    shell = f"dsreg checkout {digest} {t.dataset} --remote {opts.url}"
     out = (
         "<p>In Python (no registry needed; objects are fetched, verified, into the cache):</p>"
         + h.pre(python, ident="load-python")
         + "<p>As files:</p>"
         + h.pre(shell, ident="load-checkout")
+        + _croissant_loading(here, opts)
     )
+    files = [_view_file(c)]
     pin = ds.pins.get(digest)
     if pin is not None:
-        link = url.rstrip("/") + "/" + pin.path
-        sql = f"SELECT * FROM read_parquet('{link}')"
-        out += (
-            "<p>The view as Parquet, for any engine (no dsreg): "
-            + h.link(h.rel(here, pin.path), pin.path)
-            + f", sha256 {h.code(pin.sha256)}, {h.esc(f'{pin.rows:,}')} rows.</p>"
-            + h.pre(sql, ident="load-sql")
-        )
+        files.append(
+            ParquetFile(path=pin.path, sha256=pin.sha256, size=pin.size, rows=pin.rows,
+                        name="pinned view", what="row, example_id, label, label_name")
+        )  # fmt: skip
+    rows = [
+        [h.link(h.rel(here, f.path), f.name), h.wrap(f.what), h.esc(f"{f.rows:,}"),
+         h.code(f.sha256)]
+        for f in files
+    ]  # fmt: skip
+    shown = files[-1]  # the pinned view if there is one: the smaller file
+    link = opts.link(shown.path)
+    out += (
+        "<p>The view as Parquet, for any engine (no dsreg):</p>"
+        + h.table(["File", "Columns", "Rows", "sha256"], rows)
+        + h.pre(f"SELECT * FROM read_parquet('{link}')", ident="load-sql")
+        + _ranges_and_fallback(shown, link)
+    )
     return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ParquetFile:
+    """A Parquet file of a revision's view on the site: its path below the site's root, sha256,
+    size in bytes, rows, its name on the page and which columns it holds."""
+
+    path: str
+    name: str
+    sha256: str
+    size: int
+    rows: int
+    what: str
+
+
+def _view_file(c: Croissant) -> ParquetFile:
+    """The view's Parquet the Croissant document names (every column of ``labels()``)."""
+    entry = next(d for d in c.document["distribution"] if d["@id"] == VIEW_FILE)
+    return ParquetFile(
+        path=entry["contentUrl"],
+        sha256=entry["sha256"],
+        size=int(entry["contentSize"].removesuffix(" B")),
+        rows=c.rows,
+        name="view",
+        what="every column of labels(), as the Croissant labels record set reads it",
+    )
+
+
+def _croissant_loading(here: str, opts: SiteOptions) -> str:
+    doc = croissant_file(here)
+    url = opts.page_url(doc)
+    if url is None:
+        return (
+            "<p>With Croissant: "
+            + h.link(h.rel(here, doc), "its JSON-LD")
+            + " names its files by paths relative to itself (this site was published without "
+            "<code>--url</code>), so a Croissant reader reads it from a copy of the site on "
+            "disk, not by URL:</p>"
+            + h.pre(
+                f'import mlcroissant as mlc\nrecords = mlc.Dataset("{doc}").records("labels")',
+                ident="load-croissant",
+            )
+        )
+    return "<p>With Croissant (no dsreg; every file it names is on this site):</p>" + h.pre(
+        f'import mlcroissant as mlc\nrecords = mlc.Dataset("{url}").records("labels")',
+        ident="load-croissant",
+    )
+
+
+def _ranges_and_fallback(f: ParquetFile, link: str) -> str:
+    """Which engines need a server that answers byte ranges, and what a reader whose engine
+    cannot fetch the file does instead: download it, check its sha256, read it from disk."""
+    name = posixpath.basename(f.path)
+    fallback = (
+        f"curl -fsSLO {link}\n"
+        f'echo "{f.sha256}  {name}" | sha256sum -c -\n'
+        f"python -c \"import pyarrow.parquet as pq; print(pq.read_table('{name}'))\""
+    )
+    return (
+        '<p id="ranges">Polars, and pyarrow through fsspec\'s HTTP file system, read a '
+        "Parquet file's footer first with an HTTP range request: they need a server that "
+        "answers ranges, as object stores and most web servers do (<code>python -m "
+        "http.server</code> does not). DuckDB (httpfs), pandas and Ray Data read it from any "
+        "server.</p>"
+        f"<p>If your engine cannot fetch it (a server without ranges, no network where it "
+        f"runs): download it ({h.esc(f'{f.size:,}')} bytes), check its sha256 (the check "
+        "prints OK), and read it from disk:</p>" + h.pre(fallback, ident="load-fallback")
+    )
 
 
 def _changes(reg: Registry, here: str, ds: SiteDataset, t: SiteTag) -> str:
@@ -286,14 +431,15 @@ def _changes(reg: Registry, here: str, ds: SiteDataset, t: SiteTag) -> str:
     return out
 
 
-def _citation(r: Resolved, url: str) -> str:
-    bib = report_cite.cite(r, format="bibtex", url=url)
-    text = report_cite.cite(r, format="text", url=url)
+def _citation(r: Resolved, opts: SiteOptions) -> str:
+    c = report_cite.cite(r, authors=opts.authors, url=opts.url)
+    if c.license is None and opts.license is not None:
+        c = dataclasses.replace(c, license=opts.license)
     return (
         "<p>BibTeX:</p>"
-        + h.pre(str(bib), ident="cite-bibtex")
+        + h.pre(c.render("bibtex"), ident="cite-bibtex")
         + "<p>Text:</p>"
-        + h.pre(str(text), ident="cite-text")
+        + h.pre(c.render("text"), ident="cite-text")
     )
 
 

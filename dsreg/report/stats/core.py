@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -48,12 +48,22 @@ __all__ = [
 ]
 
 LEVEL: Final = 0.95
+# Up to this many columns, patterns are counted with a counter per possible row (a bincount of
+# 2**columns counters); above, by sorting the rows' keys.
+DENSE_COLUMNS: Final = 16
 # Rows a resample draws at once when it draws rows rather than pattern counts (bounded memory).
 _DRAW_CHUNK: Final = 1 << 22
 
 
+# ndtri(0.975), the quantile of the default level as scipy.special computes it (a test holds
+# the two equal): the intervals every eval prints need no scipy (0.3 s of imports).
+_Z_LEVEL: Final = 1.959963984540054
+
+
 def _z(level: float) -> float:
     """The two-sided standard normal quantile of ``level`` (1.96 for 0.95)."""
+    if level == LEVEL:
+        return _Z_LEVEL
     # scipy.special, not scipy.stats: the same function (norm.ppf is ndtri) without the second
     # of import time scipy.stats costs.
     from scipy.special import ndtri
@@ -251,14 +261,18 @@ class Patterns:
 class PatternCounter:
     """Counts the distinct rows of 0/1 feature matrices given chunk by chunk (same columns).
 
-    Rows are packed into bytes, so a chunk costs one sort of its packed rows; the counter keeps
-    only the distinct patterns seen so far, whatever the number of rows.
+    A row's features are read as one key, the first column its highest bit, so keys sort as
+    the rows do (as 0/1 tuples): an unsigned integer up to 64 columns, counted by a
+    ``bincount`` up to ``DENSE_COLUMNS`` columns and by a sort above; wider rows are packed
+    into bytes and sorted. The counter keeps only the distinct patterns seen so far,
+    whatever the number of rows.
     """
 
     def __init__(self, columns: int) -> None:
         self.columns = columns
         self._width = (columns + 7) // 8
-        self._keys = np.empty(0, dtype=f"V{self._width}")
+        self._wide = columns > 64
+        self._keys = np.empty(0, dtype=f"V{self._width}" if self._wide else np.uint64)
         self._counts = np.empty(0, dtype=np.int64)
 
     def add(self, features: np.ndarray, counts: np.ndarray | None = None) -> None:
@@ -266,11 +280,49 @@ class PatternCounter:
         its rows stands for (default one)."""
         if features.ndim != 2 or features.shape[1] != self.columns:
             raise ValueError(f"expected (n, {self.columns}) features, got {features.shape}")
-        packed = np.ascontiguousarray(np.packbits(features.astype(bool), axis=1))
-        keys = packed.view(f"V{self._width}").ravel()
+        if self._wide:
+            packed = np.ascontiguousarray(np.packbits(features.astype(bool), axis=1))
+            self._merge(packed.view(f"V{self._width}").ravel(), counts)
+            return
+        self._count([features[:, c] for c in range(self.columns)], len(features), counts)
+
+    def add_columns(
+        self, columns: Sequence[np.ndarray], counts: np.ndarray | None = None, *, rows: int
+    ) -> None:
+        """As :meth:`add`, the chunk of ``rows`` rows given as its columns (each ``rows``
+        values, nonzero for 1): up to 64 columns, no (rows, columns) matrix is built."""
+        if len(columns) != self.columns or any(len(c) != rows for c in columns):
+            raise ValueError(f"expected {self.columns} columns of {rows} values")
+        if self._wide:
+            self.add(np.stack(columns, axis=1), counts)
+        else:
+            self._count(columns, rows, counts)
+
+    def _count(self, columns: Sequence[np.ndarray], n: int, counts: np.ndarray | None) -> None:
+        """Count ``n`` rows given as columns: each row's key, then the keys."""
+        bits = next(b for b in (8, 16, 32, 64) if b >= self.columns)
+        dtype: np.dtype[Any] = np.dtype(f"u{bits // 8}")
+        key = np.zeros(n, dtype=dtype)
+        for c, col in enumerate(columns):
+            key |= (col != 0).astype(dtype) << dtype.type(self.columns - 1 - c)
+        if self.columns <= DENSE_COLUMNS:
+            # A counter per possible key; a key seen stays, even at a weight of 0.
+            size = 1 << self.columns
+            seen = np.bincount(key, minlength=size)
+            present = np.flatnonzero(seen)
+            weights = seen if counts is None else np.bincount(key, counts, minlength=size)
+            self._merge(present.astype(np.uint64), weights[present], distinct=True)
+        else:
+            self._merge(key.astype(np.uint64), counts)
+
+    def _merge(
+        self, keys: np.ndarray, counts: np.ndarray | None, *, distinct: bool = False
+    ) -> None:
+        """Fold a chunk's keys (with their counts, default one each; ``distinct``: the keys
+        are so already, with their counts) into those seen so far."""
         if counts is None:
             keys, counts = np.unique(keys, return_counts=True)
-        else:
+        elif not distinct:
             keys, inverse = np.unique(keys, return_inverse=True)
             counts = np.bincount(inverse.ravel(), weights=counts, minlength=len(keys))
         merged = np.concatenate([self._keys, keys])
@@ -278,7 +330,17 @@ class PatternCounter:
         self._keys, inverse = np.unique(merged, return_inverse=True)
         self._counts = np.bincount(inverse.ravel(), weights=weights).astype(np.int64)
 
+    def update(self, other: PatternCounter) -> None:
+        """Add the rows another counter (of as many columns) counted."""
+        if other.columns != self.columns:
+            raise ValueError(f"expected a counter of {self.columns} columns")
+        self._merge(other._keys, other._counts, distinct=True)
+
     def patterns(self) -> Patterns:
-        raw = np.frombuffer(self._keys.tobytes(), dtype=np.uint8).reshape(-1, self._width)
-        bits = np.unpackbits(raw, axis=1)[:, : self.columns]
+        if self._wide:
+            raw = np.frombuffer(self._keys.tobytes(), dtype=np.uint8).reshape(-1, self._width)
+            bits = np.unpackbits(raw, axis=1)[:, : self.columns]
+        else:
+            shifts = np.arange(self.columns - 1, -1, -1, dtype=np.uint64)
+            bits = (self._keys[:, None] >> shifts) & np.uint64(1)
         return Patterns(features=bits.astype(np.uint8), counts=self._counts.copy())

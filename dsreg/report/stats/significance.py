@@ -1,12 +1,10 @@
 """Uncertainty and significance of models' accuracies on several views of one set of rows.
 
-The input is each model's top-1 correctness on each view, row by row: a ``(rows, models)``
-array per view, 1 where the model is right, 0 where it is wrong and -1 where the view does not
-serve the row. The arrays of all views share their rows (the snapshot's), so one bootstrap
-resample of the rows resamples every view at once, and a figure that spans views (a rank
-change, a flip point) is resampled jointly. Rows are counted as patterns
-(:class:`~dsreg.report.stats.PatternCounter`), which is exact and costs the number of distinct
-patterns, not of rows.
+The input is each model's top-1 correctness on each view, its rows counted as patterns
+(:class:`~dsreg.report.stats.counts.Correctness`). The views share their rows (the snapshot's),
+so one bootstrap resample of the rows resamples every view at once, and a figure that spans
+views (a rank change, a flip point) is resampled jointly; a resample draws the patterns' counts,
+which is exact and costs the number of distinct patterns, not of rows.
 
 :func:`significance` returns, per view: each model's accuracy with its interval (Wilson's or
 the bootstrap percentile interval), its rank with the bootstrap rank interval, and every pair's
@@ -21,7 +19,7 @@ explains every figure.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -31,8 +29,6 @@ from dsreg._util.records import field_dict
 from dsreg.errors import InvalidInputError
 from dsreg.report.stats.core import (
     LEVEL,
-    PatternCounter,
-    Patterns,
     competition_ranks,
     discordant,
     flip_point,
@@ -42,11 +38,10 @@ from dsreg.report.stats.core import (
     percentile_interval,
     wilson,
 )
+from dsreg.report.stats.counts import Correctness
 
 __all__ = [
     "CI_METHODS",
-    "Correctness",
-    "CorrectnessCounter",
     "Correlation",
     "FlipPointStat",
     "ModelStat",
@@ -57,6 +52,7 @@ __all__ = [
     "StatsOptions",
     "ViewStats",
     "significance",
+    "starred",
 ]
 
 CI_METHODS: Final = ("wilson", "bootstrap")
@@ -99,61 +95,6 @@ class StatsOptions:
             raise InvalidInputError(f"--seed {self.seed}: give a seed from 0 to 2**63 - 1")
         if not 0 < self.level < 1 or not 0 < self.alpha < 1:
             raise InvalidInputError("the level and alpha must be between 0 and 1")
-
-
-@dataclass(frozen=True, slots=True)
-class Correctness:
-    """Rows as patterns of features: for view i, column ``i * (M + 1)`` says the view serves
-    the row and column ``i * (M + 1) + 1 + m`` that model m is right there (0 outside it)."""
-
-    views: tuple[str, ...]
-    models: tuple[str, ...]
-    patterns: Patterns
-
-    def served(self, v: int) -> int:
-        return v * (len(self.models) + 1)
-
-    def right(self, v: int, m: int) -> int:
-        return v * (len(self.models) + 1) + 1 + m
-
-
-class CorrectnessCounter:
-    """Counts per-view correctness given in chunks of rows (:meth:`add`), without keeping them."""
-
-    def __init__(self, views: Sequence[str], models: Sequence[str]) -> None:
-        if len(set(views)) != len(views) or len(set(models)) != len(models):
-            raise InvalidInputError("view names and model names must each be distinct")
-        self.views, self.models = tuple(views), tuple(models)
-        self._counter = PatternCounter(len(views) * (len(models) + 1))
-
-    def add(self, chunk: Mapping[str, np.ndarray], counts: np.ndarray | None = None) -> None:
-        """One chunk of rows: for every view, a ``(rows, models)`` array of 1 (right), 0 (wrong)
-        and -1 (the view does not serve the row); the same rows in every view. ``counts``: how
-        many rows each row given stands for (default one)."""
-        missing = [v for v in self.views if v not in chunk]
-        if missing:
-            raise InvalidInputError(f"correctness of views {missing} is missing")
-        n = len(chunk[self.views[0]])
-        width = len(self.models) + 1
-        features = np.zeros((n, len(self.views) * width), dtype=np.uint8)
-        for i, v in enumerate(self.views):
-            c = np.asarray(chunk[v])
-            if c.shape != (n, len(self.models)):
-                raise InvalidInputError(
-                    f"correctness of view {v!r} has shape {c.shape}; expected "
-                    f"({n}, {len(self.models)}) (rows, models)"
-                )
-            if c.size and (c.min() < -1 or c.max() > 1):
-                raise InvalidInputError(f"correctness of view {v!r} holds values outside -1, 0, 1")
-            served = (c >= 0).all(axis=1) if len(self.models) else np.zeros(n, bool)
-            if len(self.models) and not np.array_equal(served, (c >= 0).any(axis=1)):
-                raise InvalidInputError(f"view {v!r}: a row is served to some models only")
-            features[:, i * width] = served
-            features[:, i * width + 1 : (i + 1) * width] = c > 0
-        self._counter.add(features, counts)
-
-    def correctness(self) -> Correctness:
-        return Correctness(self.views, self.models, self._counter.patterns())
 
 
 # -- results --------------------------------------------------------------------------------------
@@ -254,10 +195,24 @@ class RankChange:
     def change(self) -> int | None:
         return None if self.before is None or self.after is None else self.before - self.after
 
+    @property
+    def starred(self) -> bool:
+        """Whether the change is marked significant where it is printed (``starred``)."""
+        return starred(self.before, self.after, significant=self.significant)
+
     def to_dict(self) -> dict[str, Any]:
         return {"from": self.source, "to": self.target, "model": self.model,
                 "before": self.before, "after": self.after, "change": self.change,
                 "significant": self.significant, "against": list(self.against)}  # fmt: skip
+
+
+def starred(before: int | None, after: int | None, *, significant: bool) -> bool:
+    """Whether a model's move from rank ``before`` to ``after`` gets the significance star:
+    only where the rank moves. A model may change order with one model and back with another
+    and keep its rank: a pair's significance then says nothing of a move it did not make. The
+    one rule for every place that prints the star (``eval``'s rank changes, the published
+    leaderboard); the footnote that explains it is printed only where a star is."""
+    return significant and before is not None and after is not None and before != after
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -348,7 +303,10 @@ def significance(data: Correctness, options: StatsOptions | None = None) -> Sign
     o = options or StatsOptions()
     o.check()
     sums = data.patterns.sums().astype(np.int64)
-    drawn = data.patterns.resample(o.resamples, o.seed)
+    # A lone model ranks first in every resample: with Wilson's intervals nothing of it is
+    # resampled (its rank interval is [1, 1]), and no generator or percentile is set up.
+    lone = len(data.models) < 2 and o.ci == "wilson"
+    drawn = None if lone else data.patterns.resample(o.resamples, o.seed)
     views = {v: _view(data, i, sums, drawn, o) for i, v in enumerate(data.views)}
     changes = [c for c in o.changes if c[0] in views and c[1] in views]
     orders = tuple(x for s, t in changes for x in _order_changes(views[s], views[t]))
@@ -357,7 +315,7 @@ def significance(data: Correctness, options: StatsOptions | None = None) -> Sign
     corr = _correlation(views[s], views[t], o.alpha) if s in views and t in views else None
     flips: tuple[FlipPointStat, ...] = ()
     fv = o.flips if o.flips[0] in views and o.flips[1] in views else None
-    if fv is not None:
+    if fv is not None and drawn is not None:
         flips = _flip_points(data, sums, drawn, fv, o.level)
     return Significance(
         options=o,
@@ -389,18 +347,24 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
 
 
 def _view(
-    data: Correctness, v: int, sums: np.ndarray, drawn: np.ndarray, o: StatsOptions
+    data: Correctness, v: int, sums: np.ndarray, drawn: np.ndarray | None, o: StatsOptions
 ) -> ViewStats:
     m = len(data.models)
     cols = [data.right(v, j) for j in range(m)]
     rows = int(sums[data.served(v)])
     correct = sums[cols]
     ranks = competition_ranks(correct.astype(np.float64)) if rows else np.zeros(m, np.int64)
-    boot = drawn[:, cols]
-    boot_rows = drawn[:, data.served(v)]
-    boot_ranks = competition_ranks(boot).astype(np.float64)
-    rank_ci = _intervals(boot_ranks, o.level)
-    acc_ci = _intervals(_ratio(boot, boot_rows[:, None]), o.level) if o.ci != "wilson" else []
+    rank_ci: list[Interval | None] = [(1.0, 1.0)] * m  # a lone model's, in every resample
+    acc_ci: list[Interval | None] = []
+    pairs: tuple[PairStat, ...] = ()
+    if drawn is not None:
+        boot = drawn[:, cols]
+        boot_rows = drawn[:, data.served(v)]
+        rank_ci = _intervals(competition_ranks(boot).astype(np.float64), o.level)
+        if o.ci != "wilson":
+            acc_ci = _intervals(_ratio(boot, boot_rows[:, None]), o.level)
+        if rows:
+            pairs = _pairs(data, v, rows, boot, boot_rows, o)
     stats = {}
     for j, name in enumerate(data.models):
         k = int(correct[j])
@@ -412,7 +376,6 @@ def _view(
             rank=int(ranks[j]) if rows else None,
             rank_interval=rank_ci[j] if rows else None,
         )
-    pairs = _pairs(data, v, rows, boot, boot_rows, o) if rows else ()
     return ViewStats(view=data.views[v], rows=rows, models=stats, pairs=pairs)
 
 
