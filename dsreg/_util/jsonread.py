@@ -41,6 +41,7 @@ __all__ = [
     "json_problem",
     "load_file",
     "loads",
+    "loads_lines",
     "read_line",
 ]
 
@@ -142,6 +143,20 @@ def load_file(
     ``max_bytes``), read as :func:`loads` reads. ``what`` names the file and its path."""
     data = read_input(path, what=what, max_bytes=max_bytes, error=error, hint=hint)
     return loads(data, what=what, error=error, max_bytes=max_bytes, hint=hint)
+
+
+def loads_lines(
+    text: str, *, what: str, error: Callable[[str], DsregError], hint: str = ""
+) -> list[tuple[int, Any]]:
+    """A JSON Lines document (an input file's text): ``(line number, value)`` for each line
+    that is not blank, each parsed as :func:`loads` parses (``LINE_BYTES`` a line); the first
+    line that does not parse is refused as ``error`` naming ``what`` and its line number."""
+    out = []
+    for i, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            where = f"{what} line {i}"
+            out.append((i, loads(line, what=where, error=error, max_bytes=LINE_BYTES, hint=hint)))
+    return out
 
 
 def read_line(line: bytes) -> tuple[Any, str | None]:

@@ -164,6 +164,8 @@ if TYPE_CHECKING:
     from dsreg.reviewing.session import ReviewFinish as ReviewFinish
     from dsreg.views.dataset import Dataset as Dataset
     from dsreg.views.dataset import Example as Example
+    from dsreg.views.questions import QuestionRow as QuestionRow
+    from dsreg.views.questions import QuestionSet as QuestionSet
     from dsreg.views.sql import Connection as Connection
 else:
     from dsreg._util.lazy import lazy_names

@@ -309,7 +309,10 @@ def import_labels(
         Opt(
             "--format",
             help="real (ImageNet-ReaL real.json), counts (n x k rater counts, .npy or "
-            ".parquet, as CIFAR-10H) or csv (your own corrections: a manual overlay).",
+            ".parquet, as CIFAR-10H), mmlu-redux (MMLU-Redux's error types, of a "
+            "multiple-choice set), status (keep/revise/reject per row, as the Platinum "
+            "benchmarks publish, of a question set) or csv (your own corrections: a manual "
+            "overlay).",
         ),
     ],
     threshold: Annotated[
@@ -329,11 +332,14 @@ def import_labels(
     ``format``: ``real`` (ImageNet-ReaL's ``real.json``: a ``validated`` overlay, every row's
     list in ``labels``), ``counts`` (an n x k ``.npy`` or Parquet of rater counts, as
     CIFAR-10H's: ``validated``, the majority at share ``threshold`` decides, every row's
-    distribution in ``label_counts``) or ``csv`` (a user's corrections: a ``manual``
-    overlay). ``tag`` also tags ``<dataset>@<tag>`` in ``view`` (default ``cleaned``). The
-    result's ``summary`` counts each verdict under its name and says how rows were matched
-    (``match``: ``file_name``, ``position``, ``row`` or ``example_id``). ``citation`` and
-    ``credit``: the relabeling's published reference, kept as ``import_votes`` keeps it.
+    distribution in ``label_counts``), ``mmlu-redux`` or ``status`` (a published
+    re-annotation of a question set, docs/questions.md: ``validated``, each row's category in
+    the corrections' ``category`` column and counted in the summary) or ``csv`` (a user's
+    corrections: a ``manual`` overlay). ``tag`` also tags ``<dataset>@<tag>`` in ``view``
+    (default ``cleaned``). The result's ``summary`` counts each verdict under its name and
+    says how rows were matched (``match``: ``file_name``, ``position``, ``row``,
+    ``example_id`` or ``content``). ``citation`` and ``credit``: the relabeling's published
+    reference, kept as ``import_votes`` keeps it.
     """
     record = _recording(locals(), "import_labels", path)
     return overlay_ops.import_labels(
@@ -401,12 +407,21 @@ def overlay_show(
             "multi_label, neither, non_agreement)."
         ),
     ] = None,
+    category: Annotated[
+        str | None,
+        Opt(
+            help="Only the corrections a published re-annotation gave this category (an "
+            "MMLU-Redux error type such as wrong_groundtruth, or keep, revise, reject)."
+        ),
+    ] = None,
     registry: RegistryOpt = None,
 ) -> OverlayInfo:
     """An overlay (digest or prefix of at least 6 hex): manifest and first ``rows`` corrections,
     in row order or (``sort="score"``) worst label quality first, rows without a score last;
-    ``verdict`` keeps only the corrections with that verdict. An unknown sort or verdict
-    raises ``InvalidInputError``."""
+    ``verdict`` keeps only the corrections with that verdict, ``category`` those a published
+    re-annotation (``import_labels`` of ``mmlu-redux`` or ``status``) gave that category. An
+    unknown sort or verdict, or a category asked of an overlay without categories, raises
+    ``InvalidInputError``."""
     return overlay_inspect.describe_overlay(
-        find_registry(registry), digest, rows=rows, sort=sort, verdict=verdict
+        find_registry(registry), digest, rows=rows, sort=sort, verdict=verdict, category=category
     )

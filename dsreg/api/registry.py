@@ -72,6 +72,44 @@ CitationOpt: TypeAlias = Annotated[
         "snapshot, repeated by every 'dsreg cite' of its revisions."
     ),
 ]
+QuestionsOpt: TypeAlias = Annotated[
+    PathArg | None,
+    Opt(
+        help="A multiple-choice question set (.csv, .jsonl or .parquet): a question, a list "
+        "of choices and the answer per row; the classes are the answer letters A, B, ..."
+    ),
+]
+IdColumnOpt: TypeAlias = Annotated[
+    str | None,
+    Opt(
+        help="With --table: the example id column (default example_id); with --questions "
+        "or --answers: the id column (default: the row numbers).",
+        show_default=False,
+    ),
+]
+AnswerColumnOpt: TypeAlias = Annotated[
+    str,
+    Opt(
+        help="With --questions: the answer column (0-based position or letter); with "
+        "--answers: the answer column (text)."
+    ),
+]
+NormalizeOpt: TypeAlias = Annotated[
+    str | None,
+    Opt(
+        help="With --answers: how answers are compared, text (case and white space) or "
+        "gsm8k (also numbers: 1,000 = 1000.0, $, %, the text after ####); default text. "
+        "Recorded in the snapshot.",
+        show_default=False,
+    ),
+]
+AnswersOpt: TypeAlias = Annotated[
+    PathArg | None,
+    Opt(
+        help="An exact-answer question set (.csv, .jsonl or .parquet): a question and its "
+        "answer per row; the classes are the normalised answers (--normalize)."
+    ),
+]
 LicenseOpt: TypeAlias = Annotated[
     str | None,
     Opt(
@@ -91,14 +129,27 @@ def add(
     ] = None,
     ids: IdsOpt = None,
     table: Annotated[PathArg | None, Opt(help="A table of examples (.parquet or .csv).")] = None,
-    id_column: Annotated[str, Opt(help="With --table: the example id column.")] = "example_id",
+    questions: QuestionsOpt = None,
+    answers: AnswersOpt = None,
+    id_column: IdColumnOpt = None,
     label_column: Annotated[str, Opt(help="With --table: the label column.")] = "label",
+    question_column: Annotated[
+        str, Opt(help="With --questions or --answers: the question column.")
+    ] = "question",
+    choices_column: Annotated[
+        str, Opt(help="With --questions: the choices column (a list of texts per row).")
+    ] = "choices",
+    answer_column: AnswerColumnOpt = "answer",
+    normalize: NormalizeOpt = None,
     files: Annotated[
         PathArg | None, Opt(help="With --table: payload files, found at FILES/<example id>.")
     ] = None,
     classes: Annotated[
         PathArg | Sequence[str] | None,
-        Opt(help="Class names, one per line (line i is class i)."),
+        Opt(
+            help="Class names, one per line (line i is class i); with --answers: answers the "
+            "classes hold besides the rows' (normalised as theirs)."
+        ),
     ] = None,
     tag: NewTagOpt = None,
     force: MoveTagOpt = False,
@@ -116,13 +167,21 @@ def add(
 
     Give exactly one source: ``path``, an ImageFolder tree (one folder per class); ``labels``,
     a label-only set (``.npy``, ``.csv`` or ``.parquet``), its example ids in row order in
-    ``ids`` (``ids.txt``, one per line, or ``ids.json``, a list; default: the row numbers); or
-    ``table``, a table of examples (``.parquet`` or ``.csv``) with ``id_column`` and
-    ``label_column``, its payloads at ``files/<example id>`` when ``files`` is given.
+    ``ids`` (``ids.txt``, one per line, or ``ids.json``, a list; default: the row numbers);
+    ``table``, a table of examples (``.parquet`` or ``.csv``) with ``id_column`` (default
+    ``example_id``) and ``label_column``, its payloads at ``files/<example id>`` when ``files``
+    is given; or a question set (docs/questions.md, ``.csv``, ``.jsonl`` or ``.parquet``):
+    ``questions``, multiple choice (``question_column``, ``choices_column``: a list of texts,
+    ``answer_column``: the answer's 0-based position or letter; the classes are the letters
+    ``A``, ``B``, ...), or ``answers``, exact answers (``question_column``, ``answer_column``;
+    the classes are the answers normalised by ``normalize``, ``text`` or ``gsm8k``, recorded
+    in the snapshot), their ids in ``id_column`` (default: the row numbers).
     ``classes``: the class names, a list or a file with one per line (line i is class i; not
-    for a tree, whose folders name them). ``tag`` points ``dataset@tag`` at the new revision
-    (moving it needs ``force``). Label-only sets (``labels``, or ``table`` without ``files``)
-    are read, checked and written a row group at a time, in bounded memory.
+    for a tree, whose folders name them, nor for ``questions``); with ``answers``, answers the
+    classes hold besides the rows' (a correction may then name them). ``tag`` points
+    ``dataset@tag`` at the new revision (moving it needs ``force``). Label-only sets
+    (``labels``, or ``table`` without ``files``) are read, checked and written a row group at
+    a time, in bounded memory; a question set is read whole.
 
     ``citation`` (a BibTeX file) and ``credit`` (plain text) record the dataset creators'
     reference in the snapshot's source (``source.credit``), repeated by every ``dsreg.cite`` of

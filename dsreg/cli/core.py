@@ -165,6 +165,8 @@ def show_revision(info: RevisionInfo) -> None:
     k = len(info.classes)
     shown = ", ".join(map(printable, info.classes[:10])) + (f", … ({k} in all)" if k > 10 else "")
     out(f"classes   {k}: {shown}")
+    for line in _question_lines(info):
+        out(line)
     source = dict(info.source)
     credit = source.pop("credit", None) or {}
     out(f"source    {source}")
@@ -188,6 +190,24 @@ def show_revision(info: RevisionInfo) -> None:
         out(f"overlay   {o['digest']}  {o['kind']}{note}, {o['rows']} rows, by {by}")
     for line in evaltext.quality_lines(info.label_quality):
         out(line)
+
+
+def _question_lines(info: RevisionInfo) -> list[str]:
+    """A question set's task and first questions, each cut to a line of text."""
+    if info.task == "multiclass":
+        return []
+    how = f", answers compared as {info.normalization}" if info.normalization else ""
+    lines = [f"task      {info.task}{how}"]
+    for q in info.questions:
+        text = " ".join(str(q["question"]).split())
+        choices = q.get("choices")
+        if choices:
+            pairs = zip(info.classes, choices, strict=False)
+            text += " " + " ".join(f"({letter}) {' '.join(str(c).split())}" for letter, c in pairs)
+        if len(text) > 150:
+            text = text[:149] + "…"
+        lines.append(f"question  row {q['row']}: {printable(text)} -> {printable(q['label'])}")
+    return lines
 
 
 def show_object(info: ObjectInfo) -> None:

@@ -184,14 +184,24 @@ def show_overlays(records: list[OverlayRecord], dataset: str, *, json: bool) -> 
     data_api.overlay_show,
     name="show",
 )
-def show(digest: str, *, rows: int, verdict: str | None, json: bool, **options: Any) -> None:
+def show(
+    digest: str,
+    *,
+    rows: int,
+    verdict: str | None,
+    category: str | None,
+    json: bool,
+    **options: Any,
+) -> None:
     """Show an overlay: manifest, summary and its first corrections."""
-    info = data_api.overlay_show(digest, rows=rows, verdict=verdict, **options)
+    info = data_api.overlay_show(digest, rows=rows, verdict=verdict, category=category, **options)
     if json_shown(info, json=json):
         return
     show_overlay(info)
     if not info.corrections and verdict is not None:
         say(f"No corrections with verdict {verdict!r} in this overlay.")
+    if not info.corrections and category is not None:
+        say(f"No corrections with category {printable(category)} in this overlay.")
     if info.total > rows:
         say(f"({info.total - rows} more; --rows N or --json)")
 
@@ -209,8 +219,10 @@ def show_overlay(info: OverlayInfo) -> None:
     def name(i: int | None) -> str:
         return "" if i is None else info.classes[i]
 
-    # A version 2 overlay's label sets and raters' counts, as class names (labels; label:count).
-    sets = ov.version == 2
+    # A version 2 or 4 overlay's label sets and raters' counts, as class names (labels;
+    # label:count); a version 4 overlay's categories.
+    sets = ov.version in (2, 4)
+    categories = ov.version == 4
 
     def lists(r: dict[str, Any]) -> list[str]:
         if not sets:
@@ -231,8 +243,10 @@ def show_overlay(info: OverlayInfo) -> None:
             r["verdict"],
             score(r["score"]),
             *lists(r),
+            *([r.get("category") or ""] if categories else []),
         ]
         for r in info.corrections
     ]
     headers = ["ROW", "EXAMPLE", "GIVEN", "SUGGESTED", "VERDICT", "SCORE"]
-    out(table(rows, headers + (["LABELS", "RATERS"] if sets else [])))
+    headers += ["LABELS", "RATERS"] if sets else []
+    out(table(rows, headers + (["CATEGORY"] if categories else [])))

@@ -25,10 +25,12 @@ __all__ = [
     "first_unsafe",
     "from_numpy",
     "id_spellings",
+    "int_lists",
     "null_array",
     "repeated_string",
     "scattered",
     "string_array",
+    "string_lists",
 ]
 
 
@@ -54,6 +56,27 @@ def string_array(values: Sequence[str]) -> pa.Array:
     offsets = np.cumsum([0, *(len(b) for b in data)], dtype=np.int64).astype(np.int32)
     return pa.Array.from_buffers(
         pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
+    )
+
+
+def _offsets(lengths: Sequence[int]) -> pa.Array:
+    return from_numpy(np.cumsum([0, *lengths], dtype=np.int64).astype(np.int32), pa.int32())
+
+
+def string_lists(values: Sequence[Sequence[str]]) -> pa.ListArray:
+    """A list of strings per row (a question set's choices), from Python lists."""
+    flat = [v for row in values for v in row]
+    return pa.ListArray.from_arrays(_offsets([len(row) for row in values]), string_array(flat))
+
+
+def int_lists(values: Sequence[Sequence[int] | None]) -> pa.ListArray:
+    """A list of int32 per row, null where a row has ``None``, from Python lists."""
+    flat = np.fromiter((v for row in values if row is not None for v in row), dtype=np.int32)
+    lengths = [0 if row is None else len(row) for row in values]
+    valid = np.array([row is not None for row in values], dtype=bool)
+    mask = None if valid.all() else from_numpy(~valid, pa.bool_())
+    return pa.ListArray.from_arrays(
+        _offsets(lengths), from_numpy(flat, pa.int32()), type=pa.list_(pa.int32()), mask=mask
     )
 
 

@@ -13,6 +13,10 @@ table without them is written exactly as before, so version 1 overlays keep thei
 Version 3 (``dsreg/overlay/3``, the audit's overlays) adds ``matches`` after ``votes``: per row
 the list of ``{dataset, example_id, tier, distance}`` it matched (``dataset`` the revision
 digest of the matched set, ``tier`` ``exact``, ``image``, ``text`` or ``ngram``).
+
+Version 4 (``dsreg/overlay/4``, a published re-annotation's overlays) has version 2's columns
+and ``category`` after them: the category the re-annotation gave the row (MMLU-Redux's error
+type, a status file's status), as dsreg spells it (docs/questions.md), null where none.
 """
 
 from __future__ import annotations
@@ -29,14 +33,17 @@ __all__ = [
     "CORRECTIONS_SCHEMA",
     "CORRECTIONS_SCHEMA_2",
     "CORRECTIONS_SCHEMA_3",
+    "CORRECTIONS_SCHEMA_4",
     "COUNT_FIELDS",
     "LABELS_TYPE",
     "LABEL_COUNTS_TYPE",
+    "LABEL_SET_VERSIONS",
     "MATCHES_TYPE",
     "VOTES_TYPE",
     "LabelSets",
     "corrections_table",
     "corrections_version",
+    "with_category",
 ]
 
 COUNT_FIELDS: Final = ("given", "guessed", "both", "neither", "neutral", "off_topic")
@@ -76,17 +83,20 @@ MATCHES_TYPE: Final = _records_type(
     dataset=pa.string(), example_id=pa.string(), tier=pa.string(), distance=pa.float64()
 )
 CORRECTIONS_SCHEMA_3: Final = pa.schema([*CORRECTIONS_SCHEMA, pa.field("matches", MATCHES_TYPE)])
+CORRECTIONS_SCHEMA_4: Final = pa.schema([*CORRECTIONS_SCHEMA_2, pa.field("category", pa.string())])
+# The layouts with the ``labels`` and ``label_counts`` columns.
+LABEL_SET_VERSIONS: Final = (2, 4)
+_LAYOUTS: Final = (
+    (1, CORRECTIONS_SCHEMA),
+    (2, CORRECTIONS_SCHEMA_2),
+    (3, CORRECTIONS_SCHEMA_3),
+    (4, CORRECTIONS_SCHEMA_4),
+)
 
 
 def corrections_version(schema: pa.Schema) -> int | None:
-    """1, 2 or 3 for the layouts of a corrections table (None: none of them)."""
-    if schema.equals(CORRECTIONS_SCHEMA):
-        return 1
-    if schema.equals(CORRECTIONS_SCHEMA_2):
-        return 2
-    if schema.equals(CORRECTIONS_SCHEMA_3):
-        return 3
-    return None
+    """1, 2, 3 or 4 for the layouts of a corrections table (None: none of them)."""
+    return next((v for v, layout in _LAYOUTS if schema.equals(layout)), None)
 
 
 def _strings(values: pa.Array | pa.ChunkedArray | Sequence[str]) -> pa.Array:
@@ -130,7 +140,7 @@ def corrections_table(
 
     ``suggested_label`` entries below 0 mean "none" (null). With either of ``label_sets``'s
     columns the table has version 2's columns; without both it is a version 1 table, byte for
-    byte what it always was.
+    byte what it always was (``with_category`` makes a version 4 table of either).
     """
     n = len(rows)
     # Built from numpy buffers (formats/arrays.py): no pandas import on the way.
@@ -163,3 +173,14 @@ def corrections_table(
             else label_counts.cast(LABEL_COUNTS_TYPE),
         )
     return table.sort_by("row")
+
+
+def with_category(table: pa.Table, category: pa.Array) -> pa.Table:
+    """A version 1 or 2 corrections table (sorted by row) as a version 4 one: version 2's
+    columns (null where it had none) and ``category``, one per row in the table's order."""
+    n = table.num_rows
+    if corrections_version(table.schema) == 1:
+        table = table.append_column(
+            CORRECTIONS_SCHEMA_2.field("labels"), pa.nulls(n, LABELS_TYPE)
+        ).append_column(CORRECTIONS_SCHEMA_2.field("label_counts"), pa.nulls(n, LABEL_COUNTS_TYPE))
+    return table.append_column(CORRECTIONS_SCHEMA_4.field("category"), category.cast(pa.string()))

@@ -88,13 +88,22 @@ OVERLAY_2 = "dsreg/overlay/2"
 # Its producer inputs named ``fingerprints`` or ``<name>_fingerprints`` are objects the overlay
 # holds (``Overlay.held``): the fingerprints tables the audit read.
 OVERLAY_3 = "dsreg/overlay/3"
+# Version 4: version 2's columns and ``category`` (formats/corrections.py), the category a
+# published re-annotation gave each row (MMLU-Redux's error type, a status), as dsreg spells it.
+OVERLAY_4 = "dsreg/overlay/4"
 HELD_INPUT = "fingerprints"
 REVISION = "dsreg/revision/1"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Snapshot:
-    """The immutable base content of a dataset: an examples table plus its classes."""
+    """The immutable base content of a dataset: an examples table plus its classes.
+
+    ``task``: ``multiclass``, or a question set's (``questions.answers.TASKS``: the classes of a
+    ``multiple-choice`` set are answer letters, those of an ``exact-answer`` set its answers).
+    ``normalization``: an exact-answer set's rule for comparing answers (``gsm8k/1``), part of
+    its digest; ``None`` for every other set, and then no key at all, so a snapshot made
+    without one keeps its bytes and digest."""
 
     dataset: str
     examples: str
@@ -102,13 +111,19 @@ class Snapshot:
     classes: tuple[str, ...]
     task: str = "multiclass"
     source: dict[str, Any] = field(default_factory=dict)
+    normalization: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"schema": SNAPSHOT, **field_dict(self, classes=list(self.classes))}
+        d = {"schema": SNAPSHOT, **field_dict(self, classes=list(self.classes))}
+        if self.normalization is None:
+            del d["normalization"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Snapshot:
-        return from_fields(cls, d, classes=tuple(d["classes"]))
+        return from_fields(
+            cls, d, classes=tuple(d["classes"]), normalization=d.get("normalization")
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,18 +135,18 @@ class Overlay:
     corrections: str
     producer: dict[str, Any]
     summary: dict[str, Any]
-    version: int = 1  # 2: labels and label_counts; 3: an audit's matches
+    version: int = 1  # 2: labels and label_counts; 3: an audit's matches; 4: 2 and category
 
     def to_dict(self) -> dict[str, Any]:
         # The schema says the version: it has no key of its own.
-        schema = {2: OVERLAY_2, 3: OVERLAY_3}.get(self.version, OVERLAY)
+        schema = {2: OVERLAY_2, 3: OVERLAY_3, 4: OVERLAY_4}.get(self.version, OVERLAY)
         d: dict[str, Any] = {"schema": schema, **field_dict(self)}
         del d["version"]
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Overlay:
-        version = {OVERLAY_2: 2, OVERLAY_3: 3}.get(d.get("schema", ""), 1)
+        version = {OVERLAY_2: 2, OVERLAY_3: 3, OVERLAY_4: 4}.get(d.get("schema", ""), 1)
         return from_fields(cls, d, version=version)
 
     @property
@@ -177,6 +192,7 @@ _BY_SCHEMA: dict[str, tuple[str, type[Snapshot] | type[Overlay] | type[Revision]
     OVERLAY: ("overlay", Overlay),
     OVERLAY_2: ("overlay", Overlay),
     OVERLAY_3: ("overlay", Overlay),
+    OVERLAY_4: ("overlay", Overlay),
     REVISION: ("revision", Revision),
 }
 

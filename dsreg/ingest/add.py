@@ -22,6 +22,7 @@ from dsreg.registry.folder import Registry
 
 with lazy_imports():
     from dsreg.formats import credit as credits
+    from dsreg.ingest import questions as question_sets
     from dsreg.ingest import snapshot, sources, stream, streamadd, tree, treescan
 
 __all__ = ["AddOptions", "add", "read_credit", "read_provenance"]
@@ -31,18 +32,25 @@ PathArg = str | os.PathLike[str]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AddOptions:
-    """One add, as ``dsreg.add`` takes it: the dataset, its one source (``path``, ``labels`` or
-    ``table``), how to read that source, the tag to set and the credit and licence to record.
-    A request that names no source, several, or options that do not go with its source is
-    refused when made, before anything is read."""
+    """One add, as ``dsreg.add`` takes it: the dataset, its one source (``path``, ``labels``,
+    ``table``, ``questions`` or ``answers``), how to read that source, the tag to set and the
+    credit and licence to record. A request that names no source, several, or options that
+    do not go with its source is refused when made, before anything is read. ``id_column``
+    None: a table's ids are in ``example_id``, a question set's are its row numbers."""
 
     dataset: str
     path: PathArg | None = None
     labels: PathArg | None = None
     ids: PathArg | None = None
     table: PathArg | None = None
-    id_column: str = "example_id"
+    questions: PathArg | None = None
+    answers: PathArg | None = None
+    id_column: str | None = None
     label_column: str = "label"
+    question_column: str = "question"
+    choices_column: str = "choices"
+    answer_column: str = "answer"
+    normalize: str | None = None
     files: PathArg | None = None
     classes: PathArg | Sequence[str] | None = None
     tag: str | None = None
@@ -53,10 +61,22 @@ class AddOptions:
     allow_lookalike_ids: bool = False
 
     def __post_init__(self) -> None:
-        if sum(x is not None for x in (self.path, self.labels, self.table)) != 1:
+        given = (self.path, self.labels, self.table, self.questions, self.answers)
+        if sum(x is not None for x in given) != 1:
             raise InvalidInputError(
-                "give exactly one source: a folder PATH (ImageFolder), --labels FILE or "
-                "--table FILE"
+                "give exactly one source: a folder PATH (ImageFolder), --labels FILE, "
+                "--table FILE, --questions FILE (multiple choice) or --answers FILE (exact "
+                "answers)"
+            )
+        if self.normalize is not None and self.answers is None:
+            raise InvalidInputError(
+                "--normalize goes with --answers: it is how an exact-answer set's answers are "
+                "compared"
+            )
+        if self.questions is not None and self.classes is not None:
+            raise InvalidInputError(
+                "--classes does not go with --questions: a multiple-choice set's classes are "
+                "the answer letters A, B, C, ..."
             )
         if self.files is not None and self.table is None:
             raise InvalidInputError(
@@ -64,19 +84,25 @@ class AddOptions:
             )
         if self.ids is not None and self.labels is None:
             raise InvalidInputError(
-                "--ids goes with --labels; a --table names its ids in a column, a folder by "
-                "its paths"
+                "--ids goes with --labels; a --table or a question set names its ids in a "
+                "column, a folder by its paths"
+            )
+        if self.id_column is not None and self.table is None and not self.question_set:
+            raise InvalidInputError(
+                "--id-column goes with --table, --questions or --answers: it names a column"
             )
         if self.path is not None and self.classes is not None:
             raise InvalidInputError("--classes goes with --labels or --table; folders name classes")
 
     @property
+    def question_set(self) -> bool:
+        return self.questions is not None or self.answers is not None
+
+    @property
     def source(self) -> PathArg:
-        """The one source given: the tree, the label file or the table."""
-        given = self.path if self.path is not None else self.labels
-        given = given if given is not None else self.table
-        assert given is not None  # __post_init__ holds one
-        return given
+        """The one source given: the tree, the label file, the table or the question set."""
+        given = (self.path, self.labels, self.table, self.questions, self.answers)
+        return next(g for g in given if g is not None)  # __post_init__ holds one
 
 
 @contextmanager
@@ -115,6 +141,17 @@ def add(
                 reg, target, scan, progress=progress, allow_lookalike_ids=lookalike
             )
     names = sources.class_names(options.classes)
+    if options.question_set:
+        return snapshot.add_source(
+            reg,
+            options.dataset,
+            question_sets.scan_questions(_question_source(options, names)),
+            tag=options.tag,
+            force=options.force,
+            progress=progress,
+            command=command,
+            extra_provenance=target.extra_provenance,
+        )
     if options.labels is not None or options.files is None:
         # Label-only sets stream a row group at a time, in bounded memory.
         src = _stream(options, names)
@@ -122,7 +159,7 @@ def add(
     assert options.table is not None and options.files is not None
     table = sources.scan_table(
         Path(options.table),
-        id_column=options.id_column,
+        id_column=options.id_column or "example_id",
         label_column=options.label_column,
         classes=names,
         files=Path(options.files),
@@ -149,9 +186,28 @@ def _stream(options: AddOptions, names: Sequence[str] | None) -> stream.StreamSo
     assert options.table is not None
     return stream.table_stream(
         Path(options.table),
-        id_column=options.id_column,
+        id_column=options.id_column or "example_id",
         label_column=options.label_column,
         classes=names,
+    )
+
+
+def _question_source(
+    options: AddOptions, names: Sequence[str] | None
+) -> question_sets.QuestionSource:
+    """How to read ``options``' question set: ``--questions`` (multiple choice) or
+    ``--answers`` (exact answers, ``--classes``: answers its classes hold besides the rows')."""
+    mc = options.questions is not None
+    return question_sets.QuestionSource(
+        path=Path(options.source),
+        task=question_sets.MULTIPLE_CHOICE if mc else question_sets.EXACT_ANSWER,
+        question_column=options.question_column,
+        choices_column=options.choices_column,
+        answer_column=options.answer_column,
+        id_column=options.id_column,
+        normalize=options.normalize or "text",
+        extra_answers=tuple(names or ()),
+        allow_lookalike_ids=options.allow_lookalike_ids,
     )
 
 

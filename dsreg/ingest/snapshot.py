@@ -103,7 +103,9 @@ def add_locked(
         examples=hash_bytes(data),
         rows=len(source.ids),
         classes=source.classes,
+        task=source.task,
         source=target.provenance(source.provenance),
+        normalization=source.normalization,
     )
     refuse_moved_tag(target, existing, Revision(snapshot=reg.digest_of(snap)).digest)
     if dry:

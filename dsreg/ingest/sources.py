@@ -41,6 +41,7 @@ __all__ = [
     "scan_labels",
     "scan_table",
     "table_errors",
+    "table_ids",
 ]
 
 # Without a classes file, integer labels name the classes 0..max. More classes than rows is
@@ -51,7 +52,8 @@ MAX_INFERRED_CLASSES = 100_000
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Source:
-    """An examples table before payloads are hashed: ``payloads[i]`` belongs to row i (or None)."""
+    """An examples table before payloads are hashed: ``payloads[i]`` belongs to row i (or None).
+    ``task`` and ``normalization``: the snapshot's (``formats.manifests.Snapshot``)."""
 
     ids: list[str]
     labels: np.ndarray
@@ -59,6 +61,8 @@ class Source:
     payloads: list[Payload | None]
     metadata: pa.Table | None
     provenance: dict[str, Any] = field(default_factory=dict)
+    task: str = "multiclass"
+    normalization: str | None = None
 
 
 def check_example_id(example_id: str, *, what: str = "example id") -> str:
@@ -308,7 +312,7 @@ def scan_table(
             raise DatasetFormatError(
                 f"{what} has no column {col!r} ({flag}); its columns are {table.column_names}"
             )
-    ids = _table_ids(table.column(id_column), id_column, what=what)
+    ids = table_ids(table.column(id_column), id_column, what=what)
     if not allow_lookalike_ids:
         check_lookalike_ids(ids, what=what)
     labels, names = _labels_to_index(table.column(label_column), classes, what=what)
@@ -333,7 +337,7 @@ def scan_table(
     )
 
 
-def _table_ids(ids_col: pa.ChunkedArray, id_column: str, *, what: str) -> list[str]:
+def table_ids(ids_col: pa.ChunkedArray, id_column: str, *, what: str) -> list[str]:
     """The table's example ids as text, refused if one is missing, neither text nor an
     integer, not a valid id, or repeated: checked before add hashes or stores any payload,
     so a refused add writes nothing."""

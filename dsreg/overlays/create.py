@@ -40,7 +40,7 @@ __all__ = [
     "votes_draft",
 ]
 
-LABEL_FORMATS = ("real", "counts", "csv")
+LABEL_FORMATS = ("real", "counts", "csv", "mmlu-redux", "status")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,13 +139,33 @@ def labels_draft(
     base: Resolved, path: Path, *, format: str, threshold: float = 0.5
 ) -> OverlayDraft:
     """An overlay of ``base``'s snapshot from a published relabeling (``real``: ImageNet-ReaL
-    lists; ``counts``: rater counts, as CIFAR-10H) or a user's corrections CSV (``csv``).
-    Relabelings make ``validated`` overlays, a user's CSV a ``manual`` one."""
+    lists; ``counts``: rater counts, as CIFAR-10H), a published re-annotation of a question
+    set (``mmlu-redux``, ``status``: ``overlays.published``) or a user's corrections CSV
+    (``csv``). Relabelings and re-annotations make ``validated`` overlays, a user's CSV a
+    ``manual`` one."""
     from dsreg.overlays.corrections_csv import import_csv
+    from dsreg.overlays.published import PUBLISHED_FORMATS, import_published
     from dsreg.overlays.relabel import import_counts, import_real
+    from dsreg.views.questions import question_rows
 
     input_file(path, what=f"{format} file {str(path)!r}")
     ds = Dataset(base)
+    if format in PUBLISHED_FORMATS:
+        result = import_published(
+            path,
+            format=format,
+            questions=question_rows(base),
+            dataset=ds.name,
+            id_column=ds.snapshot.source.get("id_column"),
+        )
+        return OverlayDraft(
+            kind="validated",
+            table=result.table,
+            producer="dsreg.import-labels",
+            params=result.params,
+            inputs={"labels": hash_file(path)},
+            summary=result.summary,
+        )
     examples = read_examples(base.registry, ds.snapshot, columns=["example_id", "label"])
     ids = examples.column("example_id").combine_chunks()
     labels = as_numpy(examples.column("label"))

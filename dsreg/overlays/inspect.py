@@ -97,10 +97,12 @@ def describe_overlay(
     rows: int = 20,
     sort: ShowOrder = "row",
     verdict: str | None = None,
+    category: str | None = None,
 ) -> OverlayInfo:
     """Overlay ``digest`` (or an unambiguous prefix) with its first ``rows`` corrections.
 
-    ``verdict`` keeps only the corrections with that verdict (``total`` counts those);
+    ``verdict`` keeps only the corrections with that verdict, ``category`` those a published
+    re-annotation gave that category (a version 4 overlay's; ``total`` counts those);
     ``sort="score"`` lists them worst first (lowest label quality; ties by row, rows without
     a score last), ``sort="row"`` in row order."""
     if sort not in SHOW_ORDERS:
@@ -113,6 +115,13 @@ def describe_overlay(
     corr = read_corrections(reg, ov, base=snap)
     if verdict is not None:
         corr = corr.filter(pc.equal(corr.column("verdict"), verdict))
+    if category is not None:
+        if "category" not in corr.column_names:
+            raise InvalidInputError(
+                f"overlay {d} holds no categories (a published re-annotation's overlay does: "
+                "'dsreg overlay import-labels --format mmlu-redux' or 'status'); drop --category"
+            )
+        corr = corr.filter(pc.fill_null(pc.equal(corr.column("category"), category), False))
     if sort == "score":
         score = corr.column("score")
         missing = score.is_null().to_numpy(zero_copy_only=False)

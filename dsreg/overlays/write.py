@@ -21,6 +21,7 @@ from dsreg.errors import InvalidInputError, ManifestError
 from dsreg.formats.arrays import from_numpy, string_array
 from dsreg.formats.corrections import (
     CORRECTIONS_SCHEMA,
+    LABEL_SET_VERSIONS,
     VOTES_TYPE,
     corrections_table,
     corrections_version,
@@ -140,7 +141,7 @@ def _check(
             raise InvalidInputError(
                 f"suggested labels outside [0, {k}): {s[(s < 0) | (s >= k)][:5]}"
             )
-    if corrections_version(table.schema) == 2:
+    if version in LABEL_SET_VERSIONS:
         _check_label_lists(table, k)
     verdicts = set(pc.unique(table.column("verdict")).to_pylist())
     wrong = sorted(verdicts - _ALLOWED[kind])

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from dsreg._util.lazy import lazy_imports
 from dsreg.errors import ManifestError, StorageError
 from dsreg.formats.arrays import string_array
-from dsreg.formats.corrections import corrections_version
+from dsreg.formats.corrections import LABEL_SET_VERSIONS, corrections_version
 from dsreg.formats.manifests import VERDICTS, Overlay, Snapshot
 from dsreg.formats.names import UNSAFE_PATH, is_safe_component
 from dsreg.formats.tables import read_parquet_mapped
@@ -235,7 +235,7 @@ def read_corrections(
             lo_hi = pc.min_max(col).as_py()
             if lo_hi["min"] < 0 or lo_hi["max"] >= k:
                 raise ManifestError(f"{what}: {name} outside the snapshot's [0, {k})")
-    if version == 2:
+    if version in LABEL_SET_VERSIONS:
         flat = (
             pc.list_flatten(table.column("labels")),
             pc.struct_field(pc.list_flatten(table.column("label_counts")), "label"),

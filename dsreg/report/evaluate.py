@@ -355,6 +355,7 @@ def revision_target(resolved: Resolved) -> RevisionLabels:
         count_parent=sets.parent,
         count_label=sets.label,
         count_value=sets.value,
+        normalization=resolved.registry.snapshot(resolved.revision.snapshot).normalization,
     )
     return RevisionLabels(target, merged, list(rev.overlays), sets)
 

@@ -39,6 +39,7 @@ from dsreg.formats.inputfiles import (
     out_of_range,
     refuse_duplicate_columns,
 )
+from dsreg.formats.questions.answers import normalize_answer
 from dsreg.formats.tables import as_numpy
 from dsreg.objects.hashing import hash_bytes, hash_file
 from dsreg.registry.results import load_predictions
@@ -168,10 +169,13 @@ def _from_array(arr: np.ndarray, target: Target, source: PredictionsSource) -> R
 def _class_indices(
     col: pa.Array | np.ndarray, target: Target, what: str, offset: int
 ) -> np.ndarray:
-    """Class indices from integers (checked against k) or class names (looked up)."""
+    """Class indices from integers (checked against k) or class names (looked up); an
+    exact-answer set's answers as ``_answer_classes`` reads them."""
     k = target.k
     if isinstance(col, pa.Array) and col.null_count:
         raise PredictionsError(f"{what}: {col.null_count} predictions are empty")
+    if isinstance(col, pa.Array) and target.normalization is not None:
+        return _answer_classes(col, target, what)
     if isinstance(col, np.ndarray) or pa.types.is_integer(col.type):
         pred = col if isinstance(col, np.ndarray) else as_numpy(col)
         bad = out_of_range(pred, k)
@@ -195,6 +199,28 @@ def _class_indices(
     raise PredictionsError(
         f"{what}: the 'pred' column has type {col.type}; give class indices or class names"
     )
+
+
+def _answer_classes(col: pa.Array, target: Target, what: str) -> np.ndarray:
+    """An exact-answer set's predicted answers (text, or numbers taken as their text) as
+    classes: each normalised by the set's rule (``target.normalization``) and looked up among
+    its classes. An answer the set has no class for is a wrong answer (-1), not an error: a
+    model may answer anything (docs/questions.md, "Evaluating")."""
+    assert target.normalization is not None
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        try:
+            col = pc.cast(col, pa.string())
+        except pa.ArrowException as e:
+            raise PredictionsError(
+                f"{what}: the 'pred' column has type {col.type}; give the answers as text"
+            ) from e
+    distinct = pc.unique(col)
+    index = {c: i for i, c in enumerate(target.classes)}
+    codes = np.array(
+        [index.get(normalize_answer(v, target.normalization), -1) for v in distinct.to_pylist()],
+        dtype=np.int64,
+    )
+    return codes[as_numpy(pc.index_in(col, value_set=distinct)).astype(np.int64)]
 
 
 # -- tables ---------------------------------------------------------------------------------------

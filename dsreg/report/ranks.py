@@ -82,6 +82,9 @@ class Target:
     count_parent: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     count_label: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     count_value: np.ndarray = field(default_factory=lambda: np.empty(0, np.float64))
+    # An exact-answer set's rule (``gsm8k/1``): predicted answers are normalised by it and
+    # looked up among the classes; None for every other set.
+    normalization: str | None = None
     # Where the labels are read a row group at a time: the groups' rows, in order.
     label_groups: Sequence[slice] | None = None
 

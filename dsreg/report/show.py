@@ -125,9 +125,20 @@ class RevisionInfo:
     several_labels: int | None = None  # multilabel view: rows with more than one label
     label_quality: LabelQuality | None = None
     marks: dict[str, Any] | None = None  # "yanked": {reason}, "retired": {successor, reason}
+    # A question set's (docs/questions.md): its task, an exact-answer set's normalisation, and
+    # the view's first questions ({"row", "question", "choices", "label"}).
+    task: str = "multiclass"
+    normalization: str | None = None
+    questions: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         extra: dict[str, Any] = {}
+        if self.task != "multiclass":
+            extra |= {
+                "task": self.task,
+                "normalization": self.normalization,
+                "questions": [dict(q) for q in self.questions],
+            }
         if self.several_labels is not None:
             extra["several_labels"] = self.several_labels
         if self.label_quality is not None:
@@ -185,6 +196,7 @@ def describe(resolved: Resolved) -> RevisionInfo:
         | {
             "classes": tuple(info["classes"]),
             "overlays": tuple(info["overlays"]),
+            "questions": tuple(info.get("questions", ())),
             "manifest": ds.revision,
             "label_quality": label_quality(resolved),
             "marks": marks_of(resolved),
@@ -271,7 +283,7 @@ def _shorts(digests: Iterable[str]) -> str:
 
 def label_quality(resolved: Resolved) -> LabelQuality:
     """The label card of a revision: from its overlays' manifests, the rater counts of its
-    version 2 overlays, and the newest detected overlay of its snapshot among those its
+    version 2 and 4 overlays, and the newest detected overlay of its snapshot among those its
     dataset's record names (made for it, or applied by a tag), as its reader holds them."""
     reg, revision = resolved.registry, resolved.revision
     snap = reg.snapshot(revision.snapshot)
@@ -329,12 +341,13 @@ def _agreement(reg: Registry, applied: list[tuple[str, Overlay]]) -> dict[str, A
     """Mean majority share over the rows of the revision's overlays with ``label_counts``."""
     import numpy as np
 
+    from dsreg.formats.corrections import LABEL_SET_VERSIONS
     from dsreg.formats.tables import as_numpy
     from dsreg.views.sparse import read_columns
 
     used, shares = [], []
     for digest, ov in applied:
-        if ov.version != 2:
+        if ov.version not in LABEL_SET_VERSIONS:
             continue
         import pyarrow.compute as pc  # only where there are counts (0.1 s to import)
 

@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from dsreg.errors import InvalidInputError
 from dsreg.formats.manifests import Overlay, Snapshot
+from dsreg.formats.questions.answers import EXACT_ANSWER, LETTERS, MULTIPLE_CHOICE
 from dsreg.formats.tables import served_metadata
 from dsreg.objects.digest import hex_of, short
 from dsreg.registry.folder import Registry
@@ -25,6 +26,10 @@ __all__ = ["Queued", "Shown", "shown_examples"]
 
 _METADATA_COLUMNS: Final = 20
 _METADATA_CHARS: Final = 200
+# A question set's question, choices and answer, which the rater judges the label by, are shown
+# at up to this length (MMLU's longest questions run to a few thousand characters).
+_QUESTION_CHARS: Final = 4000
+_QUESTION_COLUMNS: Final = frozenset({"question", "choices", "answer"})
 
 
 class Queued:
@@ -122,9 +127,23 @@ class Shown(NamedTuple):
         )
 
 
+def _shown(snap: Snapshot, name: str, value: object) -> str:
+    """A metadata value as the page shows it: cut at 200 characters; a question set's
+    question, choices and answer at 4,000, a multiple-choice row's choices one a line, each
+    after its letter (``B. Paris``), the letter the page's labels name."""
+    if value is None:
+        return ""
+    if snap.task not in (MULTIPLE_CHOICE, EXACT_ANSWER) or name not in _QUESTION_COLUMNS:
+        return str(value)[:_METADATA_CHARS]
+    if snap.task == MULTIPLE_CHOICE and name == "choices" and isinstance(value, list):
+        value = "\n".join(f"{letter}. {text}" for letter, text in zip(LETTERS, value, strict=False))
+    return str(value)[:_QUESTION_CHARS]
+
+
 def shown_examples(q: Queued, rows: Sequence[int]) -> list[Shown]:
     """The payload digest, size and metadata (those the views serve, the first 20, each value
-    cut at 200 characters) of each of ``rows``, in their order."""
+    cut at 200 characters; a question set's own columns as ``_shown`` shows them) of each of
+    ``rows``, in their order."""
     examples = read_examples(q.registry, q.snapshot).take(pa.array(rows, pa.int64()))
     meta_names = served_metadata(examples.column_names)[:_METADATA_COLUMNS]
     meta = {name: examples.column(name).to_pylist() for name in meta_names}
@@ -134,10 +153,7 @@ def shown_examples(q: Queued, rows: Sequence[int]) -> list[Shown]:
         Shown(
             blob=blobs[i],
             size=sizes[i],
-            metadata=tuple(
-                (name, "" if meta[name][i] is None else str(meta[name][i])[:_METADATA_CHARS])
-                for name in meta_names
-            ),
+            metadata=tuple((name, _shown(q.snapshot, name, meta[name][i])) for name in meta_names),
         )
         for i in range(len(rows))
     ]

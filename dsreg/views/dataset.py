@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import polars as pl
 
+    from dsreg.views.questions import QuestionSet
     from dsreg.views.rule import ViewRows
     from dsreg.views.torchdata import TorchDataset
 
@@ -331,8 +332,9 @@ class Dataset:
         return path
 
     def describe(self) -> dict[str, Any]:
-        """What ``dsreg show`` prints: manifest, rows, classes, overlays, full digest."""
-        return {
+        """What ``dsreg show`` prints: manifest, rows, classes, overlays, full digest; for a
+        question set also its ``task``, ``normalization`` and its first ``questions``."""
+        return self._question_sample() | {
             "revision": self.digest,
             "spec": self.resolved.spec,
             "dataset": self.name,
@@ -355,6 +357,38 @@ class Dataset:
             ],
             "manifest": self.revision.to_dict(),
             "several_labels": self._several_labels(),
+        }
+
+    def questions(self) -> QuestionSet:
+        """Every row of the snapshot as a question (a question set's: ``dsreg add --questions``
+        or ``--answers``): its question, choices and given answer, in snapshot order
+        (``dsreg.views.questions.question_rows``)."""
+        from dsreg.views.questions import question_rows
+
+        return question_rows(self.resolved)
+
+    def _question_sample(self, n: int = 3) -> dict[str, Any]:
+        """A question set's task, normalisation and first ``n`` questions of the view (each
+        with the label the view serves, by name); nothing for another set."""
+        from dsreg.formats.questions.answers import EXACT_ANSWER, MULTIPLE_CHOICE
+
+        if self.snapshot.task not in (MULTIPLE_CHOICE, EXACT_ANSWER):
+            return {}
+        rows = self.questions().rows
+        v = self._view
+        shown = [
+            {
+                "row": int(r),
+                "question": rows[int(r)].question,
+                "choices": rows[int(r)].choices,
+                "label": self.classes[int(label)],
+            }
+            for r, label in zip(v.rows[:n], v.label[:n], strict=True)
+        ]
+        return {
+            "task": self.snapshot.task,
+            "normalization": self.snapshot.normalization,
+            "questions": shown,
         }
 
     def _several_labels(self) -> int | None:

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dsreg.errors import InvalidInputError, ManifestError
+from dsreg.formats.corrections import LABEL_SET_VERSIONS
 from dsreg.formats.manifests import AUDIT_VERDICTS, VERDICTS, VIEWS, Revision, Snapshot, View
 from dsreg.formats.tables import as_numpy
 from dsreg.objects.digest import short
@@ -469,7 +470,7 @@ def _read_overlay(path: Path, version: int) -> pa.Table:
     """The columns of a verified corrections table the view rule reads; verdicts stay
     dictionary-encoded, as stored: six strings, not millions."""
     cols = ["row", "verdict", "suggested_label"]
-    if version == 2:
+    if version in LABEL_SET_VERSIONS:
         cols += ["labels", "label_counts"]
     return read_columns(path, cols, dictionary=["verdict"])
 

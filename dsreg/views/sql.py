@@ -40,7 +40,7 @@ from dsreg.errors import (
     QueryError,
     StorageError,
 )
-from dsreg.formats.corrections import COUNT_FIELDS
+from dsreg.formats.corrections import COUNT_FIELDS, LABEL_SET_VERSIONS
 from dsreg.formats.manifests import VIEWS, Revision, Snapshot, View
 from dsreg.formats.tables import fold_case, served_metadata
 from dsreg.objects.digest import PREFIX
@@ -145,8 +145,8 @@ def _verified_tables(
         _CorrectionsTable(location=at, version=ov.version)
         for at, ov in zip(corrections_at, overlays, strict=True)
     ]
-    try:  # a version 2 table's lists, to tell whether the revision carries any (small)
-        v2 = [p for p, ov in zip(paths, overlays, strict=True) if ov.version == 2]
+    try:  # a version 2 or 4 table's lists, to tell whether the revision carries any (small)
+        v2 = [p for p, ov in zip(paths, overlays, strict=True) if ov.version in LABEL_SET_VERSIONS]
         lists = [pq.read_table(p, columns=["labels", "label_counts"]) for p in v2]
     except (pa.ArrowException, OSError) as e:
         raise StorageError(f"cannot read a corrections table of {snap.dataset}: {e}") from e
@@ -163,15 +163,16 @@ def _rows_with_corrections(tables: _ViewTables, *, multilabel: bool) -> str:
     with the correction that applies to it (the latest overlay's naming it) beside it."""
     # The label sets (the multilabel view, or carried) and counts (carried) are read too; a
     # table without them (version 1 or 3) gives NULL. Counts come dense, one per class.
+    sets = [table.version in LABEL_SET_VERSIONS for table in tables.corrections]
     lists = multilabel or "labels" in tables.rated
     counts = "label_counts" in tables.rated
     joins = []
     for i, table in enumerate(tables.corrections):
         extra = ""
         if lists:
-            extra += ", labels" if table.version == 2 else ", NULL::INTEGER[] AS labels"
+            extra += ", labels" if sets[i] else ", NULL::INTEGER[] AS labels"
         if counts:
-            dense = _dense_counts(len(tables.snapshot.classes)) if table.version == 2 else "NULL"
+            dense = _dense_counts(len(tables.snapshot.classes)) if sets[i] else "NULL"
             extra += f", CAST({dense} AS INTEGER[]) AS label_counts"
         src = (
             f'SELECT "row", verdict, suggested_label, score, votes{extra} '
