@@ -149,14 +149,13 @@ def evaluate(
     default every one: original, cleaned, corrected, honeypot, multilabel and decontaminated,
     the rows an audit overlay does not name); rank the models on each view.
 
-    ``predictions``: ``{model: predictions}`` (a path, a numpy array, an Arrow table or a
-    pandas DataFrame), or a list of paths (the model is the file stem); with
-    ``predictions_format="lm-eval"``, samples files of ``lm_eval --log_samples`` on a question
-    set, aligned by each doc's question and choices (docs/llm.md). ``plot`` also writes a slope
-    chart of the ranks (``.png`` or ``.svg``). ``ci`` is the accuracy interval (``wilson`` or
-    ``bootstrap``); rank, difference and flip-point intervals are bootstrap intervals over
-    ``resamples`` resamples drawn from ``seed``. Raises ``PredictionsError`` when predictions
-    miss rows of a view, name unknown example ids or classes, or have the wrong shape.
+    ``predictions``: ``{model: predictions}`` (a path, numpy array, Arrow table or pandas
+    DataFrame) or a list of paths (the model is the file stem); ``predictions_format="lm-eval"``
+    takes ``lm_eval --log_samples`` files on a question set (docs/llm.md). ``plot`` writes a
+    slope chart of the ranks (``.png``, ``.svg``). ``ci``: ``wilson`` or ``bootstrap``; rank,
+    difference and flip intervals bootstrap ``resamples`` resamples from ``seed``.
+    ``PredictionsError`` when predictions miss rows, name unknown ids or classes, or have the
+    wrong shape.
 
     ``record=True`` also keeps the predictions under ``model`` or each input's name, with
     ``meta``, for ``dsreg.leaderboard``: see ``dsreg.record``. With ``remote`` (no registry
