@@ -154,8 +154,7 @@ def evaluate(
     takes ``lm_eval --log_samples`` files on a question set (docs/llm.md). ``plot`` writes a
     slope chart of the ranks (``.png``, ``.svg``). ``ci``: ``wilson`` or ``bootstrap``; rank,
     difference and flip intervals bootstrap ``resamples`` resamples from ``seed``.
-    ``PredictionsError`` when predictions miss rows, name unknown ids or classes, or have the
-    wrong shape.
+    ``PredictionsError`` if predictions miss rows, name unknown ids or classes, or misshape.
 
     ``record=True`` also keeps the predictions under ``model`` or each input's name, with
     ``meta``, for ``dsreg.leaderboard``: see ``dsreg.record``. With ``remote`` (no registry
