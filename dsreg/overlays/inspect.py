@@ -151,7 +151,7 @@ def export_overlay(reg: Registry, digest: str) -> bytes:
 def list_overlays(reader: Reader, dataset: str) -> list[OverlayRecord]:
     """A dataset's overlays, oldest first: those its log says were made for it
     (``dataset_overlays``), then those its tags apply."""
-    listed = {r.digest: r for r in dataset_overlays(reader, dataset)}
+    listed = {r.digest: r for r in dataset_overlays(reader, dataset).held}
     reg = reader.registry
     for tagged in reader.tags(dataset).values():
         for d in reg.revision(tagged).overlays:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LocalReader",
+    "LoggedOverlays",
     "Marks",
     "OverlayRecord",
     "Reader",
@@ -375,15 +376,30 @@ def tagged(
     return [reader.revision(n if "@" in n else f"{dataset}@{n}") for n in names]
 
 
-def dataset_overlays(reader: Reader, dataset: str) -> list[OverlayRecord]:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoggedOverlays:
+    """The overlays a dataset's log says were made, oldest first: ``held``, as the reader holds
+    them, and ``unheld``, the digests of those it cannot give (where it was read from lacks
+    them: what is reported from them is missing there, and a report says so)."""
+
+    held: tuple[OverlayRecord, ...]
+    unheld: tuple[str, ...]
+
+
+def dataset_overlays(reader: Reader, dataset: str) -> LoggedOverlays:
     """The overlays the log of ``dataset`` says were made for it (its ``overlay`` lines, which
     push and pull carry), oldest first, as the reader holds them (a remote's reader fetches
-    their manifests); one the reader cannot give is left out. One read of the log: no tag is
+    their manifests); those it cannot give are named apart. One read of the log: no tag is
     read, however many the dataset has."""
     reg = reader.registry
     made = list(dict.fromkeys(e.new for e in reader.log(dataset) if e.event == "overlay" and e.new))
     _bring(reader, made)
-    return [OverlayRecord(digest=d, overlay=reg.overlay(d)) for d in made if reg.store.has(d)]
+    return LoggedOverlays(
+        held=tuple(
+            OverlayRecord(digest=d, overlay=reg.overlay(d)) for d in made if reg.store.has(d)
+        ),
+        unheld=tuple(d for d in made if not reg.store.has(d)),
+    )
 
 
 def _bring(reader: Reader, digests: list[str]) -> None:

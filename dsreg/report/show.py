@@ -8,13 +8,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dsreg._util.records import FieldDict
+from dsreg._util.records import FieldDict, field_dict
 from dsreg.errors import RevisionNotFoundError
 from dsreg.formats.manifests import Overlay, Revision
 from dsreg.formats.names import check_name
 from dsreg.registry.folder import Registry
 from dsreg.registry.marks import read_yanks
-from dsreg.registry.reader import Reader, Resolved, dataset_overlays
+from dsreg.registry.reader import LoggedOverlays, Reader, Resolved, dataset_overlays
 from dsreg.registry.refs import RefLog
 
 __all__ = [
@@ -254,6 +254,15 @@ class LabelQuality(FieldDict):
     detected: dict[str, Any] | None = None
     validated: dict[str, Any] | None = None
     agreement: dict[str, Any] | None = None
+    unheld: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out = field_dict(self)
+        if not self.unheld:
+            del out["unheld"]  # the card read where its whole record is: nothing to say
+        else:
+            out["unheld"] = list(self.unheld)
+        return out
 
     def lines(self) -> list[str]:
         """The card as short lines of text (one per kind of figure)."""
@@ -274,6 +283,11 @@ class LabelQuality(FieldDict):
                        f"over {a['rows']} rows (overlays {_shorts(a['overlays'])})")  # fmt: skip
         if not out:
             out.append("unknown: no detected, validated or rater overlay for this snapshot")
+        if self.unheld:
+            out.append(f"not here: {len(self.unheld)} overlays its dataset's log names are not "
+                       f"held where this was read (overlays {_shorts(self.unheld)}), so what "
+                       "they report is missing; read it where they were made, or push them "
+                       "from there")  # fmt: skip
         return out
 
 
@@ -288,21 +302,28 @@ def label_quality(resolved: Resolved) -> LabelQuality:
     reg, revision = resolved.registry, resolved.revision
     snap = reg.snapshot(revision.snapshot)
     applied = [(d, reg.overlay(d)) for d in revision.overlays]
+    # The log's overlays are read only where the revision applies no detected overlay.
+    logged = None
+    if not any(o.kind == "detected" for _, o in applied):
+        logged = dataset_overlays(resolved.reader, resolved.dataset)
     return LabelQuality(
         rows=snap.rows,
-        detected=_detected(resolved, applied),
+        detected=_detected(resolved, applied, logged),
         validated=_validated(applied),
         agreement=_agreement(reg, applied),
+        unheld=() if logged is None else logged.unheld,
     )
 
 
-def _detected(resolved: Resolved, applied: list[tuple[str, Overlay]]) -> dict[str, Any] | None:
+def _detected(
+    resolved: Resolved, applied: list[tuple[str, Overlay]], logged: LoggedOverlays | None
+) -> dict[str, Any] | None:
     revision = resolved.revision
     found = [(d, o) for d, o in applied if o.kind == "detected"]
-    if not found:
+    if not found and logged is not None:
         found = [
             (r.digest, r.overlay)
-            for r in dataset_overlays(resolved.reader, resolved.dataset)
+            for r in logged.held
             if r.overlay.kind == "detected" and r.overlay.base == revision.snapshot
         ]
     if not found:
