@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pairset import PairSet, build_pair_set, login
+from pairset import PairSet, answer, build_pair_set, login
 from reviewset import ReviewSet
 from starlette.testclient import TestClient
 
@@ -119,3 +119,161 @@ def test_a_port_in_use_is_an_error_naming_port_0(review_set: ReviewSet) -> None:
                 server.start()
         finally:
             server.stop()
+
+
+@pytest.fixture
+def refs(
+    registry_state: Callable[[Path], dict[str, tuple[str, int, str]]],
+) -> Callable[[Path], dict[str, tuple[str, int, str]]]:
+    """What a refusal must not change: the registry's tags, log and stored objects (a server
+    that starts writes its session and votes log under ``review/``, which is not one)."""
+
+    def state(registry: Path) -> dict[str, tuple[str, int, str]]:
+        return {
+            path: entry
+            for path, entry in registry_state(registry).items()
+            if path.split("/")[0] not in ("review", "state", "tmp")
+        }
+
+    return state
+
+
+def test_a_raters_requests_for_the_operators_actions_are_403_in_a_pair_review(
+    pair_set: PairSet, refs: Callable[[Path], dict[str, tuple[str, int, str]]]
+) -> None:
+    """Finish, the coordinator's view and its data, the queue's order and opening an item by
+    row are the operator's in a pair review as in a label review."""
+    before = refs(pair_set.registry)
+    with dsreg.review(
+        pair_set.spec, audit=True, raters="ann", votes_per_item=1, registry=pair_set.registry
+    ) as server:
+        operator = login(server, server.url)
+        ann = login(server, server.links["raters"]["ann"])
+        first = answer(ann, "same")
+        refusals = {
+            "finish": ann.post("/api/finish", json={"threshold": 1, "tag": "reviewed"}),
+            "coordinator page": ann.get("/coordinator"),
+            "coordinator data": ann.get("/api/coordinator"),
+            "order": ann.post("/api/order", json={"sort": "best"}),
+            "row": ann.post("/api/next", json={"row": first["row"]}),
+        }
+        for what, refused in refusals.items():
+            assert refused.status_code == 403, (what, refused.text)
+            assert "operator" in refused.json()["error"], what
+        assert operator.get("/api/coordinator").json()["votes"] == 1
+    assert refs(pair_set.registry) == before  # no overlay stored, no tag made
+
+
+@pytest.mark.parametrize("review", ["label", "pair"])
+def test_a_bad_comment_a_stale_ticket_or_a_full_item_saves_nothing(
+    review_set: ReviewSet, pair_set: PairSet, review: str
+) -> None:
+    """The vote refusals (400 for a comment, 409 for a ticket or a full item) hold for a pair
+    review's answers as for a label review's, and none of them is counted."""
+    spec, reg, fits = (
+        (review_set.spec, review_set.registry, "given")
+        if review == "label"
+        else (pair_set.spec, pair_set.registry, "same")
+    )
+    with dsreg.review(
+        spec, audit=review == "pair", raters="ann,bob", votes_per_item=1, registry=reg
+    ) as server:
+        ann = login(server, server.links["raters"]["ann"])
+        bob = login(server, server.links["raters"]["bob"])
+        item = ann.post("/api/next", json={}).json()["item"]
+        body = {"row": item["row"], "answer": fits, "ticket": item["ticket"]}
+        for comment in ("bell\x07", "x" * 1001):
+            refused = ann.post("/api/vote", json={**body, "comment": comment})
+            assert refused.status_code == 400, refused.text
+            assert "NOT saved" in refused.json()["error"]
+        stale = ann.post("/api/vote", json={**body, "ticket": "0" * len(item["ticket"])})
+        assert stale.status_code == 409 and "NOT saved" in stale.json()["error"]
+        assert server.progress().everyone == 0
+        assert ann.post("/api/vote", json=body).status_code == 200
+        # Bob was never given the item (it is full): his answer to it is refused.
+        full = bob.post("/api/vote", json=body)
+        assert full.status_code == 409 and "NOT saved" in full.json()["error"]
+        again = ann.post("/api/vote", json=body)
+        assert again.status_code == 409 and "NOT saved" in again.json()["error"]
+        assert server.progress().everyone == 1
+
+
+def test_a_pair_answer_to_a_label_item_is_a_400(review_set: ReviewSet) -> None:
+    with dsreg.review(review_set.spec, raters="ann", registry=review_set.registry) as server:
+        ann = login(server, server.links["raters"]["ann"])
+        item = ann.post("/api/next", json={}).json()["item"]
+        body = {"row": item["row"], "answer": "same", "ticket": item["ticket"]}
+        refused = ann.post("/api/vote", json=body)
+        assert refused.status_code == 400 and "'same'" in refused.json()["error"]
+        assert server.progress().everyone == 0
+
+
+@pytest.mark.parametrize("review", ["label", "pair"])
+@pytest.mark.parametrize("threshold", ["0", "-1"])
+def test_a_threshold_under_1_is_refused_on_the_command_line_and_the_page(
+    cli: Any,
+    review_set: ReviewSet,
+    pair_set: PairSet,
+    review: str,
+    threshold: str,
+    refs: Callable[[Path], dict[str, tuple[str, int, str]]],
+) -> None:
+    """``--finish --threshold`` takes what the page's finish takes: a whole number, at least
+    1; with votes to store, so that a finish that took it would store an overlay."""
+    spec, reg, audit, fits = (
+        (review_set.spec, review_set.registry, False, "given")
+        if review == "label"
+        else (pair_set.spec, pair_set.registry, True, "same")
+    )
+    with dsreg.review(spec, audit=audit, votes_per_item=1, registry=reg) as server:
+        operator = login(server, server.url)
+        answer(operator, fits, reviewer="olga")
+        page = operator.post("/api/finish", json={"threshold": int(threshold)})
+        assert page.status_code == 400 and "at least 1" in page.json()["error"]
+    before = refs(reg)
+    flags = ["--audit"] if audit else []
+    error = _refused(cli("review", spec, *flags, "--finish", "--threshold", threshold,
+                         "--tag", "reviewed", "--registry", str(reg)))  # fmt: skip
+    assert threshold in error and "at least 1" in error
+    assert refs(reg) == before
+
+
+def test_a_pair_finish_into_an_existing_tag_is_refused_before_storing(
+    cli: Any, pair_set: PairSet, refs: Callable[[Path], dict[str, tuple[str, int, str]]]
+) -> None:
+    with dsreg.review(pair_set.spec, audit=True, registry=pair_set.registry) as server:
+        answer(login(server, server.url), "same", reviewer="olga")
+    before = refs(pair_set.registry)
+    reg = ["--registry", str(pair_set.registry)]
+    args = ["review", pair_set.spec, "--audit", "--finish", "--threshold", "1", *reg]
+    error = _refused(cli(*args, "--tag", "v1"))
+    assert "tag test@v1 exists" in error and "--force" in error
+    assert refs(pair_set.registry) == before
+    with dsreg.review(pair_set.spec, audit=True, registry=pair_set.registry) as server:
+        refused = login(server, server.url).post("/api/finish", json={"threshold": 1, "tag": "v1"})
+        assert refused.status_code == 409 and "exists" in refused.json()["error"]
+    assert refs(pair_set.registry) == before
+
+
+def test_the_command_line_refuses_a_second_server_and_a_port_in_use_in_one_line(
+    cli: Any, review_set: ReviewSet
+) -> None:
+    reg = ["--registry", str(review_set.registry)]
+    with dsreg.review(review_set.spec, registry=review_set.registry):
+        assert "another review server" in _refused(cli("review", review_set.spec, *reg))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        error = _refused(cli("review", review_set.spec, "--port", port, *reg))
+        assert f"127.0.0.1:{port}" in error and "--port" in error and "0 picks" in error
+
+
+def test_raters_given_twice_are_refused_by_the_python_api(
+    review_set: ReviewSet, registry_state: Callable[[Path], dict[str, tuple[str, int, str]]]
+) -> None:
+    before = registry_state(review_set.registry)
+    with pytest.raises(dsreg.InvalidInputError, match="'ANN' is given twice") as got:
+        dsreg.review(review_set.spec, raters="ann,ANN", registry=review_set.registry)
+    assert "\n" not in str(got.value) and "give each rater once" in str(got.value)
+    assert registry_state(review_set.registry) == before
