@@ -4,6 +4,8 @@ other test exercised: the shared link while the review names raters, a port in u
 
 from __future__ import annotations
 
+import io
+import os
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +18,17 @@ from starlette.testclient import TestClient
 
 import dsreg
 from dsreg.errors import StorageError
+
+
+def _png() -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (32, 32), (200, 60, 60)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+PNG = _png()
 
 # The modes of ``dsreg review`` that take no server: a server start is checked in process.
 MODES = {
@@ -277,3 +290,52 @@ def test_raters_given_twice_are_refused_by_the_python_api(
         dsreg.review(review_set.spec, raters="ann,ANN", registry=review_set.registry)
     assert "\n" not in str(got.value) and "give each rater once" in str(got.value)
     assert registry_state(review_set.registry) == before
+
+
+def _spoil(path: Path, kind: str, outside: Path) -> None:
+    """Make the file at ``path`` one the review must not serve: a symlink out of its folder, a
+    named pipe (which a read would wait on forever), or a file over 64 MiB (sparse)."""
+    path.unlink()
+    if kind == "symlink out":
+        outside.write_bytes(b"\x89PNG\r\n\x1a\nTHE-SECRET-BYTES")
+        path.symlink_to(outside)
+    elif kind == "named pipe":
+        os.mkfifo(path)
+    else:
+        with path.open("wb") as f:
+            f.truncate((64 << 20) + 1)
+
+
+@pytest.mark.parametrize("kind", ["symlink out", "named pipe", "over 64 MiB"])
+@pytest.mark.parametrize("option", ["--media", "--corpus"])
+def test_a_file_the_folder_must_not_serve_is_a_403_for_media_and_corpus_alike(
+    make_review_set: Callable[..., ReviewSet], tmp_path: Path, kind: str, option: str
+) -> None:
+    """docs/review.md: a ``--media`` file (and a ``--corpus`` one, read as ``--media`` reads)
+    whose resolved path is outside the folder, that is not a regular file or is over 64 MiB
+    is refused (403, "not served") and never read; the others are served."""
+    if option == "--media":
+        labels = make_review_set("labels", payloads="none", ids="plain")
+        folder = tmp_path / "media"
+        folder.mkdir()
+        for row in labels.flagged:
+            (folder / f"ex{row:05d}.png").write_bytes(PNG)
+        spoiled, fine = labels.flagged[0], labels.flagged[1]
+        _spoil(folder / f"ex{spoiled:05d}.png", kind, tmp_path / "secret.png")
+        server = dsreg.review(labels.spec, media=folder, registry=labels.registry)
+        paths = (f"/payload/{spoiled}", f"/payload/{fine}")
+    else:
+        pairs = build_pair_set(tmp_path / "pairs", corpus=True)
+        assert pairs.corpus is not None and pairs.findings[0]["match"] == "train003.png"
+        _spoil(pairs.corpus / "train003.png", kind, tmp_path / "secret.png")
+        server = dsreg.review(pairs.spec, audit=True, corpus=pairs.corpus, registry=pairs.registry)
+        paths = ("/payload/0/match", "/payload/1/match")
+    with server:
+        client = login(server, server.url)
+        refused = client.get(paths[0])
+        assert refused.status_code == 403, refused.text
+        error = refused.json()["error"]
+        assert "not served" in error and b"SECRET" not in refused.content
+        if kind == "symlink out":
+            assert f"outside the {option} folder" in error
+        assert client.get(paths[1]).status_code == 200
