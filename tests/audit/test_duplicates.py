@@ -353,3 +353,32 @@ def test_leaderboard_scores_the_decontaminated_rows_once_audited(
     assert named.views == ("decontaminated",)
     with pytest.raises(InvalidInputError, match="decontaminated"):
         dsreg.leaderboard("test", views=["decontam"], registry=reg, resamples=0)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("--image-threshold", "-1", "image threshold -1 is out of range"),
+        ("--image-threshold", "65", "image threshold 65 is out of range"),
+        ("--text-threshold", "0", "Jaccard threshold 0.0 is out of range"),
+        ("--text-threshold", "1.5", "Jaccard threshold 1.5 is out of range"),
+    ],
+)
+def test_the_command_line_refuses_a_threshold_out_of_range_before_any_work(
+    cli: Callable[..., object],
+    tmp_path: Path,
+    images: list[object],
+    option: str,
+    value: str,
+    said: str,
+) -> None:
+    _write(tmp_path / "t", {"a/x.jpg": jpeg(images[0])})  # type: ignore[arg-type]
+    assert cli("init").exit_code == 0  # type: ignore[attr-defined]
+    cli("add", "test", str(tmp_path / "t"), "--tag", "v1")
+    bad = cli("audit", "duplicates", "test@v1", "--within", option, value, "--tag", "audited")
+    assert bad.exit_code == 1 and bad.stdout == ""  # type: ignore[attr-defined]
+    assert bad.stderr.strip().count("\n") == 0, bad.stderr  # type: ignore[attr-defined]
+    assert said in bad.stderr  # type: ignore[attr-defined]
+    assert not (tmp_path / ".dsreg" / "state" / "fingerprints").exists()
+    listed = cli("ls").stdout  # type: ignore[attr-defined]
+    assert "v1" in listed and "audited" not in listed
