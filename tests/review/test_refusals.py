@@ -5,8 +5,11 @@ other test exercised: the shared link while the review names raters, a port in u
 from __future__ import annotations
 
 import io
+import json
 import os
 import socket
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -339,3 +342,87 @@ def test_a_file_the_folder_must_not_serve_is_a_403_for_media_and_corpus_alike(
         if kind == "symlink out":
             assert f"outside the {option} folder" in error
         assert client.get(paths[1]).status_code == 200
+
+
+_WITHOUT_REVIEW_EXTRA = """
+import sys
+for name in ("starlette", "uvicorn", "jinja2"):
+    sys.modules[name] = None
+from dsreg.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_only_the_server_needs_the_review_extra(
+    review_set: ReviewSet,
+    tmp_path: Path,
+    dsreg_env: Callable[..., dict[str, str]],
+    registry_state: Callable[[Path], dict[str, tuple[str, int, str]]],
+    refs: Callable[[Path], dict[str, tuple[str, int, str]]],
+) -> None:
+    """Without Starlette, uvicorn and Jinja2 (blocked in a fresh process, as
+    tests/packaging does), a server start is refused naming the extra and writing nothing;
+    ``--export`` and ``--finish`` work."""
+    with dsreg.review(review_set.spec, votes_per_item=1, registry=review_set.registry) as server:
+        answer(login(server, server.url), "guessed", reviewer="olga")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", _WITHOUT_REVIEW_EXTRA, "review", review_set.spec, *args,
+             "--registry", str(review_set.registry)],
+            cwd=tmp_path, env=dsreg_env(), capture_output=True, text=True, timeout=180,
+        )  # fmt: skip
+
+    before = registry_state(review_set.registry)
+    served = run()
+    assert served.returncode == 1 and served.stdout == ""
+    assert served.stderr == "Error: dsreg review needs: pip install 'dsreg[review]'\n"
+    assert registry_state(review_set.registry) == before
+    exported = run("--export", str(tmp_path / "votes.json"))
+    assert exported.returncode == 0, exported.stderr
+    assert len(json.loads((tmp_path / "votes.json").read_text())) == 1
+    before = refs(review_set.registry)
+    finished = run("--finish", "--threshold", "1", "--tag", "reviewed")
+    assert finished.returncode == 0, finished.stderr
+    assert refs(review_set.registry) != before
+    assert "reviewed" in finished.stderr
+
+
+def _damage_second_vote(registry: Path) -> None:
+    """Flip a byte of the votes log's second vote (its CRC-32 no longer holds)."""
+    log = next((registry / "review").glob("*/votes.log"))
+    lines = log.read_bytes().splitlines(keepends=True)
+    lines[2] = lines[2].replace(b'"answer"', b'"answeR"')
+    log.write_bytes(b"".join(lines))
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("review", ["label", "pair"])
+def test_damage_found_before_a_server_is_said_with_its_repair_in_every_mode(
+    cli: Any, review_set: ReviewSet, pair_set: PairSet, tmp_path: Path, mode: str, review: str
+) -> None:
+    """``--export`` and ``--finish`` run before a server reopened a damaged log say what is not
+    counted and that the next start moves it; the server then moves it and says where."""
+    spec, reg, audit, fits = (
+        (review_set.spec, review_set.registry, [], ("given", "guessed"))
+        if review == "label"
+        else (pair_set.spec, pair_set.registry, ["--audit"], ("same", "different"))
+    )
+    with dsreg.review(spec, audit=bool(audit), votes_per_item=1, registry=reg) as server:
+        operator = login(server, server.url)
+        for fit in fits:
+            answer(operator, fit, reviewer="olga")
+    _damage_second_vote(reg)
+    said = cli("review", spec, *audit, *MODES[mode], "--registry", str(reg))
+    if review == "pair" and mode == "export":
+        assert "no label-errors export" in _refused(said)
+        return
+    assert said.exit_code == 0, said.stderr
+    assert "1 damaged span set aside, holding 1 record" in said.stderr
+    assert "still in the log; the next 'dsreg review' moves it to a file of its own" in (
+        said.stderr
+    )
+    with dsreg.review(spec, audit=bool(audit), registry=reg) as server:
+        (span,) = server.set_aside
+        assert span.file is not None and Path(span.file).exists()
+        assert span.describe().endswith(f"moved to {span.file}")
