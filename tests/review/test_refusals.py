@@ -426,3 +426,21 @@ def test_damage_found_before_a_server_is_said_with_its_repair_in_every_mode(
         (span,) = server.set_aside
         assert span.file is not None and Path(span.file).exists()
         assert span.describe().endswith(f"moved to {span.file}")
+
+
+def test_a_label_only_set_with_nothing_to_show_is_refused_by_the_python_api(
+    make_review_set: Callable[..., ReviewSet],
+    registry_state: Callable[[Path], dict[str, tuple[str, int, str]]],
+) -> None:
+    """As on the command line (tests/review/test_media.py): raters would judge ids alone; a
+    ``media_url`` that is not an http(s) address with a host is refused too."""
+    bare = make_review_set("bare", payloads="none", ids="plain", metadata=False)
+    before = registry_state(bare.registry)
+    with pytest.raises(dsreg.InvalidInputError) as got:
+        dsreg.review(bare.spec, registry=bare.registry)
+    assert "--media DIR" in str(got.value) and "\n" not in str(got.value)
+    for template in ("javascript:{example_id}", "https:///{example_id}"):
+        with pytest.raises(dsreg.InvalidInputError, match="http") as got:
+            dsreg.review(bare.spec, media_url=template, registry=bare.registry)
+        assert repr(template) in str(got.value) or template in str(got.value)
+    assert registry_state(bare.registry) == before
