@@ -62,7 +62,8 @@ from dsreg._util.lazy import lazy_imports
 
 # Pillow (the audit extra): imported when an image is first decoded.
 with lazy_imports():
-    from PIL import Image, UnidentifiedImageError
+    import PIL
+    from PIL import Image
 
 __all__ = [
     "CROPS",
@@ -169,7 +170,7 @@ def open_image(payload: bytes) -> Image.Image:
     markers are damaged: "no marker found"), rather than PIL's "cannot identify image file"."""
     try:
         return Image.open(io.BytesIO(payload))
-    except UnidentifiedImageError:
+    except PIL.UnidentifiedImageError:  # a class: read from the module, not named lazily
         Image.init()
         for fmt in Image.ID:
             factory, accept = Image.OPEN[fmt]

@@ -190,9 +190,17 @@ def find_media(folder: Path, example_id: str, *, option: str = "--media") -> byt
             )
         if resolved.is_file():
             return _read(resolved, example_id)
+        if resolved.exists() and not resolved.is_dir():  # a pipe, a socket: never opened
+            raise _not_regular(example_id)
     raise NotFoundError(
         f"no media file for example {example_id!r} in the {option} folder (looked for the id "
         f"as a path, then with .{', .'.join(EXTENSIONS)}); skip it"
+    )
+
+
+def _not_regular(example_id: str) -> MediaRefusedError:
+    return MediaRefusedError(
+        f"the media file of example {example_id!r} is not a regular file; not served"
     )
 
 
@@ -207,9 +215,7 @@ def _read(path: Path, example_id: str) -> bytes:
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):
-            raise MediaRefusedError(
-                f"the media file of example {example_id!r} is not a regular file; not served"
-            )
+            raise _not_regular(example_id)
         if info.st_size > MAX_BYTES:
             raise MediaRefusedError(
                 f"the media file of example {example_id!r} is {info.st_size} bytes, more than "

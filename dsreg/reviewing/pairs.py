@@ -34,6 +34,7 @@ from dsreg.formats.corrections import MATCHES_TYPE, corrections_table
 from dsreg.objects.digest import short
 from dsreg.objects.hashing import hash_bytes
 from dsreg.overlays.create import OverlayDraft
+from dsreg.overlays.votes import check_threshold
 from dsreg.registry.folder import Registry
 from dsreg.registry.tables import read_examples
 from dsreg.reviewing.logbytes import SetAside
@@ -167,6 +168,7 @@ def _decide(counts: dict[str, int], threshold: int) -> str | None:
 def validated_pairs(q: Queued, *, threshold: int) -> PairsVoted:
     """The votes of ``q``'s pair review as a ``validated`` overlay of its snapshot, to store
     (``ops.overlay.store_overlay``)."""
+    check_threshold(threshold)
     votes = read_votes(q.log_path)
     counted = tally(votes.records, PAIR_ANSWERS)
     if not counted:

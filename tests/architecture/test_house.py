@@ -32,6 +32,7 @@ SUBJECTS_KNOWN_LONG = frozenset(
         "187f7ce",
         "1f6530b",
         "2d0cd60",
+        "349dbed",
         "6c925e2",
         "a5ba1ef",
         "ac5cd11",

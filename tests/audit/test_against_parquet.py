@@ -239,3 +239,57 @@ def test_an_empty_corpus_is_refused_in_one_line(
     assert f"--against {empty}: " in bad.stderr and said in bad.stderr  # type: ignore[attr-defined]
     assert not (tmp_path / ".dsreg" / "state" / "fingerprints").exists()
     assert cli("ls").exit_code == 0  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("shape", ["folder", "parquet"])
+def test_an_empty_corpus_is_refused_by_the_python_api_too(
+    make_registry: Callable[..., Registry], tmp_path: Path, tiles: list[bytes], shape: str
+) -> None:
+    reg = make_registry()
+    _test_set(reg, tmp_path / "test", {"a/0.jpg": tiles[0]})
+    if shape == "folder":
+        empty = tmp_path / "corpus"
+        (empty / ".cache").mkdir(parents=True)
+        (empty / ".cache" / "x.jpg").write_bytes(tiles[1])
+        said = "holds no file to audit against"
+    else:
+        empty = tmp_path / "corpus.parquet"
+        pq.write_table(
+            pa.table({"id": pa.array([], pa.string()), "text": pa.array([], pa.string())}), empty
+        )
+        said = "has no rows"
+    with pytest.raises(InvalidInputError, match=said) as caught:
+        dsreg.audit_duplicates("test@v1", against=[str(empty)], tag="audited", registry=reg)
+    assert f"--against {empty}: " in str(caught.value) and "\n" not in str(caught.value)
+    assert not (reg.root / "state" / "fingerprints").exists()
+    assert [(t.dataset, t.tag) for t in dsreg.ls(registry=reg)] == [("test", "v1")]
+
+
+@pytest.mark.parametrize(
+    ("table", "said"),
+    [
+        ({"name": ["a"], "image": [b"x"]}, "columns found: name, image"),
+        ({"id": ["a"], "image": ["not bytes"]}, "column 'image' holds string"),
+        ({"id": ["a", "a"], "text": ["t", "u"]}, "id 'a' is given to rows 0 and 1"),
+    ],
+)
+def test_the_command_line_refuses_a_corpus_file_of_other_columns_in_one_line(
+    cli: Callable[..., object],
+    tmp_path: Path,
+    tiles: list[bytes],
+    table: dict[str, list[object]],
+    said: str,
+) -> None:
+    (tmp_path / "t" / "a").mkdir(parents=True)
+    (tmp_path / "t" / "a" / "0.jpg").write_bytes(tiles[0])
+    bad_file = tmp_path / "corpus.parquet"
+    pq.write_table(pa.table(table), bad_file)
+    assert cli("init").exit_code == 0  # type: ignore[attr-defined]
+    cli("add", "test", str(tmp_path / "t"), "--tag", "v1")
+    bad = cli("audit", "duplicates", "test@v1", "--against", str(bad_file), "--tag", "audited")
+    assert bad.exit_code == 1 and bad.stdout == ""  # type: ignore[attr-defined]
+    assert bad.stderr.strip().count("\n") == 0, bad.stderr  # type: ignore[attr-defined]
+    assert str(bad_file) in bad.stderr and said in bad.stderr  # type: ignore[attr-defined]
+    assert not (tmp_path / ".dsreg" / "state" / "fingerprints").exists()
+    listed = cli("ls").stdout  # type: ignore[attr-defined]
+    assert "v1" in listed and "audited" not in listed

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -353,3 +355,76 @@ def test_leaderboard_scores_the_decontaminated_rows_once_audited(
     assert named.views == ("decontaminated",)
     with pytest.raises(InvalidInputError, match="decontaminated"):
         dsreg.leaderboard("test", views=["decontam"], registry=reg, resamples=0)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "said"),
+    [
+        ("--image-threshold", "-1", "image threshold -1 is out of range"),
+        ("--image-threshold", "65", "image threshold 65 is out of range"),
+        ("--text-threshold", "0", "Jaccard threshold 0.0 is out of range"),
+        ("--text-threshold", "1.5", "Jaccard threshold 1.5 is out of range"),
+    ],
+)
+def test_the_command_line_refuses_a_threshold_out_of_range_before_any_work(
+    cli: Callable[..., object],
+    tmp_path: Path,
+    images: list[object],
+    option: str,
+    value: str,
+    said: str,
+) -> None:
+    _write(tmp_path / "t", {"a/x.jpg": jpeg(images[0])})  # type: ignore[arg-type]
+    assert cli("init").exit_code == 0  # type: ignore[attr-defined]
+    cli("add", "test", str(tmp_path / "t"), "--tag", "v1")
+    bad = cli("audit", "duplicates", "test@v1", "--within", option, value, "--tag", "audited")
+    assert bad.exit_code == 1 and bad.stdout == ""  # type: ignore[attr-defined]
+    assert bad.stderr.strip().count("\n") == 0, bad.stderr  # type: ignore[attr-defined]
+    assert said in bad.stderr  # type: ignore[attr-defined]
+    assert not (tmp_path / ".dsreg" / "state" / "fingerprints").exists()
+    listed = cli("ls").stdout  # type: ignore[attr-defined]
+    assert "v1" in listed and "audited" not in listed
+
+
+_WITHOUT = """
+import json, sys
+for name in json.loads(sys.argv[1]):
+    sys.modules[name] = None
+import dsreg
+try:
+    dsreg.audit_duplicates("test@v1", within=True, engine=sys.argv[2], registry=sys.argv[3])
+except dsreg.DsregError as e:
+    print(type(e).__name__, e)
+"""
+
+
+@pytest.mark.parametrize(
+    ("blocked", "engine", "said"),
+    [
+        (["numba", "PIL"], "local", "needs: pip install 'dsreg[audit]'"),
+        (["ray"], "ray", "needs: pip install 'dsreg[ray]'"),
+    ],
+)
+def test_the_python_api_without_an_extra_names_it_before_any_work(
+    tmp_path: Path,
+    images: list[object],
+    dsreg_env: Callable[..., dict[str, str]],
+    registry_state: Callable[[Path], dict[str, tuple[str, int, str]]],
+    blocked: list[str],
+    engine: str,
+    said: str,
+) -> None:
+    """The audit extra (Pillow, numba) and the ray extra, missing (blocked in a fresh
+    process, as tests/packaging does): one line naming the install command, nothing written."""
+    reg = dsreg.init(registry=tmp_path / "reg")
+    dsreg.add("test", _write(tmp_path / "t", {"a/x.jpg": jpeg(images[0])}), tag="v1",  # type: ignore[arg-type]
+              registry=reg)  # fmt: skip
+    before = registry_state(reg.root)
+    proc = subprocess.run(
+        [sys.executable, "-c", _WITHOUT, json.dumps(blocked), engine, str(reg.root)],
+        env=dsreg_env(), capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.startswith("MissingExtraError ") and said in proc.stdout
+    assert proc.stdout.count("\n") == 1
+    assert registry_state(reg.root) == before

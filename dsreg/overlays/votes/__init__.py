@@ -40,6 +40,7 @@ __all__ = [
     "Verdict",
     "VoteFormat",
     "VoteImport",
+    "check_threshold",
     "import_votes",
     "read_votes",
     "verdict_for",
@@ -122,6 +123,12 @@ def read_votes(
 def _check_request(format: str, threshold: object) -> None:
     if format not in VOTE_FORMATS:
         raise VotesError(f"unknown votes format {format!r}; use 'label-errors' or 'csv'")
+    check_threshold(threshold)
+
+
+def check_threshold(threshold: object) -> None:
+    """The agreement threshold of every vote rule (an import's, a pair review's finish): a
+    whole number of raters, at least 1."""
     if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 1:
         raise VotesError(
             f"threshold must be a whole number of raters, at least 1; got {threshold!r}"
