@@ -146,7 +146,7 @@ def _intact(machine: Machine, digest: str) -> bool:
 _BETWEEN = {
     "checkout": ("dsreg.ops.checkout.apply", "plan"),
     "sql": ("dsreg.views.sql", "view_sql"),
-    "show": ("dsreg.report.show", "describe_resolved"),
+    "show": ("dsreg.report.show", "describe"),
 }
 
 
