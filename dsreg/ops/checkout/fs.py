@@ -47,7 +47,6 @@ __all__ = [
     "locked",
     "not_a_folder",
     "open_folder",
-    "open_root",
     "place",
     "prune",
     "putter",
@@ -110,23 +109,10 @@ def locked(target: Path) -> Iterator[bool]:
 
 
 @contextlib.contextmanager
-def open_root(target: Path) -> Iterator[int]:
-    """A descriptor of the checkout folder itself, closed after the block (a link naming the
-    folder is the user's choice and is followed; links inside it never are)."""
-    try:
-        fd = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as e:
-        raise StorageError(f"cannot open {target}: {e.strerror}") from e
-    try:
-        yield fd
-    finally:
-        os.close(fd)
-
-
-@contextlib.contextmanager
-def open_folder(path: str) -> Iterator[int]:
-    """A descriptor of folder ``path`` (the store's ``files/``, which objects are linked from
-    by relative paths), closed after the block."""
+def open_folder(path: str | Path) -> Iterator[int]:
+    """A descriptor of folder ``path``, closed after the block: the checkout folder itself (a
+    link naming it is the user's choice and is followed; links inside it never are), or the
+    store's ``files/``, which objects are linked from by relative paths."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as e:

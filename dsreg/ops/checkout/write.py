@@ -30,7 +30,6 @@ from dsreg.ops.checkout.fs import (
     empty_folder,
     explain_cross_device,
     open_folder,
-    open_root,
     place,
     prune,
     putter,
@@ -92,7 +91,7 @@ def write_folder(
     them; what the passes see of the objects they re-hash or link goes to ``vetted.stats``.
     The journal is written before the folder is touched and removed after the pin."""
     files = os.fspath(reg.store.files)
-    with open_root(planned.target) as root_fd, open_folder(files) as files_fd:
+    with open_folder(planned.target) as root_fd, open_folder(files) as files_fd:
         _clear_own_temps(root_fd)
         run = _Run(
             reg=reg,
