@@ -34,6 +34,7 @@ SUBJECTS_KNOWN_LONG = frozenset(
         "2d0cd60",
         "349dbed",
         "6c925e2",
+        "8a405bf",
         "a5ba1ef",
         "ac5cd11",
         "bb1aba4",
