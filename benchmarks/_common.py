@@ -167,6 +167,26 @@ def machine() -> dict[str, Any]:
     }
 
 
+def reused(work: Path, params: dict[str, Any]) -> bool:
+    """Whether ``work`` holds a set generated with ``params`` (its ``params.json``, which
+    ``mark_generated`` writes last). If not, ``work`` is emptied (read-only store objects
+    included) and made again, for the caller to generate into."""
+    marker = work / "params.json"
+    if marker.is_file() and json.loads(marker.read_text()) == params:
+        return True
+    if work.exists():
+        for p in work.rglob("*"):
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    return False
+
+
+def mark_generated(work: Path, params: dict[str, Any]) -> None:
+    """Record that ``work`` holds the set of ``params`` (after everything is written)."""
+    (work / "params.json").write_text(json.dumps(params))
+
+
 def fresh_dir(path: Path) -> Path:
     """``path`` emptied (read-only files included: store objects and hard links are 0444)."""
     if path.exists():

@@ -48,6 +48,8 @@ from _common import (
     Series,
     Target,
     machine,
+    mark_generated,
+    reused,
 )
 
 sys.path.insert(0, str(REPO))
@@ -105,16 +107,8 @@ def generate(work: Path, *, rows: int, classes: int, corrections: int, seed: int
     from dsreg.registry.reader import LocalReader
 
     params = {"rows": rows, "classes": classes, "corrections": corrections, "seed": seed}
-    marker = work / "params.json"
-    if marker.is_file() and json.loads(marker.read_text()) == params:
+    if reused(work, params):
         return json.loads((work / "set.json").read_text())  # type: ignore[no-any-return]
-    import shutil
-
-    if work.exists():
-        for p in work.rglob("*"):
-            p.chmod(0o755 if p.is_dir() else 0o644)
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
     rng = np.random.default_rng(seed)
     say(f"generating {rows:,} examples, {classes} classes, {corrections:,} corrections …")
     labels = rng.integers(0, classes, rows, dtype=np.int32)
@@ -198,7 +192,7 @@ def generate(work: Path, *, rows: int, classes: int, corrections: int, seed: int
         "corrections": str(reg.store.path(reg.overlay(ov).corrections)),
     }
     (work / "set.json").write_text(json.dumps(info))
-    marker.write_text(json.dumps(params))
+    mark_generated(work, params)
     return info
 
 

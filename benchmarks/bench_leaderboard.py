@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -40,7 +39,18 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DSREG, PYTHON, REPO, TOOL_ENV, Checks, Target, machine, measure
+from _common import (
+    DSREG,
+    PYTHON,
+    REPO,
+    TOOL_ENV,
+    Checks,
+    Target,
+    machine,
+    mark_generated,
+    measure,
+    reused,
+)
 
 sys.path.insert(0, str(REPO))
 
@@ -91,14 +101,8 @@ def generate(work: Path, *, models: int, rows: int, corrections: int, seed: int)
     """The registry with its recorded models, and the baseline's arrays; reused if the
     parameters match."""
     params = {"models": models, "rows": rows, "corrections": corrections, "seed": seed}
-    marker = work / "params.json"
-    if marker.is_file() and json.loads(marker.read_text()) == params:
+    if reused(work, params):
         return
-    if work.exists():
-        for p in work.rglob("*"):
-            p.chmod(0o755 if p.is_dir() else 0o644)
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -159,7 +163,7 @@ def generate(work: Path, *, models: int, rows: int, corrections: int, seed: int)
         dsreg.record("bench@original", preds[m].copy(), model=f"m{m:03d}", registry=reg)
     preds.flush()
     del preds
-    marker.write_text(json.dumps(params))
+    mark_generated(work, params)
 
 
 def _env() -> dict[str, str]:

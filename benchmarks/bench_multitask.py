@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,7 +35,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DSREG, PYTHON, REPO, TOOL_ENV, machine, measure
+from _common import DSREG, PYTHON, REPO, TOOL_ENV, machine, mark_generated, measure, reused
 
 sys.path.insert(0, str(REPO))
 
@@ -93,14 +92,9 @@ def generate(work: Path, *, tasks: int, models: int, seed: int) -> None:
     """The registry with its tasks and recorded models, and the baseline's matrices; reused
     if the parameters match."""
     params = {"tasks": tasks, "models": models, "seed": seed}
-    marker = work / "params.json"
-    if marker.is_file() and json.loads(marker.read_text()) == params:
+    if reused(work, params):
         return
-    if work.exists():
-        for p in work.rglob("*"):
-            p.chmod(0o755 if p.is_dir() else 0o644)
-        shutil.rmtree(work)
-    (work / "matrices").mkdir(parents=True)
+    (work / "matrices").mkdir()
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -139,7 +133,7 @@ def generate(work: Path, *, tasks: int, models: int, seed: int) -> None:
         np.save(work / "matrices" / f"{t:02d}_original.npy", preds == labels)
         np.save(work / "matrices" / f"{t:02d}_corrected.npy", preds == corrected)
         say(f"  task {name}: {n} rows, {models} models recorded")
-    marker.write_text(json.dumps(params))
+    mark_generated(work, params)
 
 
 def _agree(board: dict[str, Any], base: dict[str, Any], models: int) -> bool:

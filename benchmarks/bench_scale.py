@@ -43,7 +43,18 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import DSREG, PYTHON, REPO, Checks, Measurement, Series, Target, machine
+from _common import (
+    DSREG,
+    PYTHON,
+    REPO,
+    Checks,
+    Measurement,
+    Series,
+    Target,
+    machine,
+    mark_generated,
+    reused,
+)
 
 sys.path.insert(0, str(REPO))
 
@@ -113,11 +124,8 @@ def generate(work: Path, *, rows: int, classes: int, votes: int, seed: int) -> N
     import pyarrow.parquet as pq
 
     params = {"rows": rows, "classes": classes, "votes": votes, "seed": seed}
-    marker = work / "params.json"
-    if marker.is_file() and json.loads(marker.read_text()) == params:
+    if reused(work, params):
         return
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
     say(f"generating {rows:,} rows, {classes} classes, {votes:,} votes …")
     rng = np.random.default_rng(seed)
     labels = rng.integers(0, classes, rows, dtype=np.int32)
@@ -147,7 +155,7 @@ def generate(work: Path, *, rows: int, classes: int, votes: int, seed: int) -> N
     pacsv.write_csv(
         table, work / "votes.csv", write_options=pacsv.WriteOptions(quoting_style="none")
     )
-    marker.write_text(json.dumps(params))
+    mark_generated(work, params)
 
 
 def run(cmd: list[str], *, cwd: Path | None = None) -> tuple[Measurement, str]:
