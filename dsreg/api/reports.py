@@ -13,6 +13,7 @@ from dsreg.api import reading
 from dsreg.api.options import Arg, Opt, PathArg, ReadRemoteOpt, RegistryOpt, SeedOpt
 from dsreg.errors import InvalidInputError
 from dsreg.formats.manifests import VIEWS, View
+from dsreg.views import verified
 
 # Each of these imports numpy and pyarrow (DuckDB, matplotlib): imported when first used.
 with lazy_imports():
@@ -163,15 +164,17 @@ def evaluate(
     >>> report = dsreg.evaluate("cifar10-test@corrected-v1", {"resnet": probs})  # doctest: +SKIP
     >>> report.to_arrow()                     # one row per (model, view)
     """
-    from dsreg.report.stats.significance import StatsOptions  # imported by evaluate too
-
     check_record_remote(spec, record=record, remote=remote)
     if plot is not None:  # a bad chart name or a missing extra, refused before --record writes
         report_plot.chart_format(plot)
-    stats = StatsOptions(ci=ci, resamples=resamples, seed=seed)
     views = VIEWS if views is None else views
     with reading.reader(registry, remote) as reader:
         base = reader.revision(spec)
+        # The tables are hashed on the other core while the report's libraries load.
+        verified.prehash_revision(base.registry, base.revision)
+        from dsreg.report.stats.significance import StatsOptions  # imported by evaluate too
+
+        stats = StatsOptions(ci=ci, resamples=resamples, seed=seed)
         given = reader.repairing(
             lambda: results_api.aligned_inputs(base, predictions, predictions_format)
         )

@@ -13,6 +13,7 @@ the others; ``tests/views/test_rule_parity.py`` holds the three equal.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -24,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dsreg._util.parallel import default_jobs
 from dsreg.errors import InvalidInputError, ManifestError
 from dsreg.formats.corrections import LABEL_SET_VERSIONS
 from dsreg.formats.manifests import AUDIT_VERDICTS, VERDICTS, VIEWS, Revision, Snapshot, View
@@ -323,10 +325,25 @@ def view_rows(n: int, corrections: Sequence[pa.Table], view: View) -> tuple[np.n
     return vw.served(n), vw.relabel
 
 
-def read_columns(path: Path, columns: list[str], *, dictionary: Sequence[str] = ()) -> pa.Table:
-    """Columns of a verified Parquet object (``ParquetFile``: no pyarrow.dataset, no pandas)."""
+def read_columns(
+    path: Path, columns: list[str], *, dictionary: Sequence[str] = (), threads: int = 1
+) -> pa.Table:
+    """Columns of a verified Parquet object (``ParquetFile``: no pyarrow.dataset, no pandas).
+    With ``threads`` above 1, its row groups are read in that many runs, one a thread (pyarrow
+    decodes without the GIL), the runs' chunks end to end, in order."""
     try:
-        return pq.ParquetFile(path, read_dictionary=list(dictionary)).read(columns=columns)
+        pf = pq.ParquetFile(path, read_dictionary=list(dictionary))
+        runs = min(threads, pf.metadata.num_row_groups)
+        if runs <= 1:
+            return pf.read(columns=columns)
+        bounds = np.linspace(0, pf.metadata.num_row_groups, runs + 1).astype(int).tolist()
+
+        def run(lo: int, hi: int) -> pa.Table:
+            part = pq.ParquetFile(path, read_dictionary=list(dictionary))
+            return part.read_row_groups(range(lo, hi), columns=columns, use_threads=False)
+
+        with ThreadPoolExecutor(max_workers=runs) as pool:
+            return pa.concat_tables(list(pool.map(run, bounds[:-1], bounds[1:])))
     except (pa.ArrowException, OSError) as e:
         raise ManifestError(f"cannot read {columns} from {path}: {e}; run 'dsreg verify'") from e
 
@@ -347,16 +364,24 @@ class LoadedRevision:
 
 
 def load_revision(reg: Registry, revision: Revision) -> LoadedRevision:
-    """Verify a revision's snapshot and overlays; read the overlays' corrections (the labels
-    are read as they are used: :class:`LabelColumn`)."""
+    """Verify a revision's snapshot and overlays; read the overlays' corrections. Its callers
+    (``eval``, ``leaderboard``) score every row, so the labels are decoded on a thread of their
+    own while the overlays are read and merged (:meth:`LabelColumn.prefetch`): the overlays'
+    work runs on one core, and the labels would otherwise wait for it."""
     snap = reg.snapshot(revision.snapshot)
     path = verified_object(reg, snap.examples)
+    labels = LabelColumn(path, snap)
+    labels.prefetch()
     overlays = [(d, reg.overlay(d)) for d in revision.overlays]
     cpaths = [verified_object(reg, ov.corrections) for _, ov in overlays]
-    with ThreadPoolExecutor(max_workers=2) as pool:  # pyarrow decodes without the GIL
-        tables = list(pool.map(_read_overlay, cpaths, [ov.version for _, ov in overlays]))
+    versions = [ov.version for _, ov in overlays]
+    if len(cpaths) == 1:  # one table: its row groups split between the cores
+        tables = [_read_overlay(cpaths[0], versions[0], threads=default_jobs())]
+    else:
+        with ThreadPoolExecutor(max_workers=2) as pool:  # pyarrow decodes without the GIL
+            tables = list(pool.map(_read_overlay, cpaths, versions))
     return LoadedRevision(
-        labels=LabelColumn(path, snap),
+        labels=labels,
         classes=snap.classes,
         merged=merge(tables),
         overlays=tuple((d, ov.kind) for d, ov in overlays),
@@ -400,7 +425,8 @@ class LabelColumn:
     goes over the rows once, in order, takes them a row group at a time (``groups``, then
     ``column[group]``: no array of the snapshot's size, 100 MB at 50 million rows); any other
     read (a second pass, rows at other positions) decodes the column whole, once, into an array
-    of the narrowest type its classes fit (int16 below 32,768 classes), which is kept."""
+    of the narrowest type its classes fit (int16 below 32,768 classes), which is kept. A caller
+    that will read every row after other work has it decoded whole ahead (:meth:`prefetch`)."""
 
     def __init__(self, path: Path, snap: Snapshot) -> None:
         try:
@@ -436,6 +462,18 @@ class LabelColumn:
                 return self._group(g)
         return self.whole()[pos]
 
+    def prefetch(self) -> None:
+        """Decode every label on a thread now (:meth:`whole`), for a caller that will read them
+        all after other work; a read meanwhile waits for it. The thread is not a daemon: it is
+        never cut off inside pyarrow at exit. A decoding error is left to the reader, whose own
+        decode raises it where it can be reported."""
+
+        def decode() -> None:
+            with contextlib.suppress(ManifestError):
+                self.whole()
+
+        threading.Thread(target=decode, name="dsreg-labels").start()
+
     def whole(self) -> np.ndarray:
         """Every label, decoded once (on two threads) and kept."""
         with self._lock:
@@ -466,13 +504,13 @@ class LabelColumn:
             ) from e
 
 
-def _read_overlay(path: Path, version: int) -> pa.Table:
+def _read_overlay(path: Path, version: int, *, threads: int = 1) -> pa.Table:
     """The columns of a verified corrections table the view rule reads; verdicts stay
     dictionary-encoded, as stored: six strings, not millions."""
     cols = ["row", "verdict", "suggested_label"]
     if version in LABEL_SET_VERSIONS:
         cols += ["labels", "label_counts"]
-    return read_columns(path, cols, dictionary=["verdict"])
+    return read_columns(path, cols, dictionary=["verdict"], threads=threads)
 
 
 def _rows_differ(examples: str, got: int, want: int) -> str:

@@ -8,10 +8,11 @@ import threading
 from pathlib import Path
 from typing import NamedTuple
 
-from dsreg.errors import StorageError
+from dsreg.errors import DsregError, StorageError
+from dsreg.formats.manifests import Revision
 from dsreg.registry.folder import Registry
 
-__all__ = ["forget_verified", "verified_object"]
+__all__ = ["forget_verified", "prehash_revision", "verified_object"]
 
 
 class _StatKey(NamedTuple):
@@ -57,6 +58,27 @@ def verified_object(reg: Registry, digest: str) -> Path:
         with _LOCK:
             _VERIFIED[key] = digest
     return path
+
+
+def prehash_revision(reg: Registry, revision: Revision) -> None:
+    """Hash the tables a view of ``revision`` reads (its examples table, its overlays'
+    corrections) on a thread now, into the cache ``verified_object`` answers from: a command
+    that reads the labels of a large set starts this before it loads its numerical libraries,
+    which hold one core for a few tenths of a second while the other is free. Anything wrong
+    is left for ``verified_object`` to find again where it is read and reported (a corrupt
+    object is never cached)."""
+
+    def run() -> None:
+        try:
+            digests = [reg.snapshot(revision.snapshot).examples]
+            digests += [reg.overlay(d).corrections for d in revision.overlays]
+            for digest in digests:
+                if reg.store.path(digest).is_file():
+                    verified_object(reg, digest)
+        except (DsregError, OSError):
+            return
+
+    threading.Thread(target=run, name="dsreg-prehash").start()
 
 
 def forget_verified() -> None:

@@ -286,6 +286,22 @@ def test_a_corrupt_examples_table_is_never_scored(make_labelset: Any) -> None:
         evaluate("toy@original", {"m": np.zeros(ls.n, dtype=int)}, registry=ls.reg)
 
 
+def test_a_table_corrupted_after_a_read_is_refused_on_the_next(make_labelset: Any) -> None:
+    """The tables are hashed ahead, on a thread, into a cache of verified objects: a table
+    rewritten after one eval is hashed again by the next, and refused."""
+    ls = make_labelset(n=20)
+    preds = {"m": np.zeros(ls.n, dtype=int)}
+    evaluate("toy@corrected", preds, registry=ls.reg)
+    revision = ls.reg.revision(ls.reg.refs.get("toy", "corrected"))
+    path = ls.reg.store.path(ls.reg.overlay(revision.overlays[-1]).corrections)
+    os.chmod(path, 0o644)
+    data = bytearray(path.read_bytes())
+    data[12] ^= 1
+    path.write_bytes(bytes(data))
+    with pytest.raises(CorruptObjectError):
+        evaluate("toy@corrected", preds, registry=ls.reg)
+
+
 def test_the_report_as_a_table(make_labelset: Any) -> None:
     ls = make_labelset(n=20)
     report = dsreg.evaluate("toy@corrected", {"m": probs_for(ls, 0)}, top_k=(1, 3), registry=ls.reg)
