@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, NamedTuple, TextIO
 # detector and the reports are element-wise and reductions). A user's setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+from dsreg._util.extras import on_command_line
 from dsreg._util.lazy import lazy_imports
 from dsreg._version import __version__
 from dsreg.cli._common import printable, say
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.write(_version())
         return
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), on_command_line():
             # A yank is told once per resolve, as one line, whatever the filters say.
             warnings.simplefilter("always", YankedWarning)
             warnings.showwarning = _show_warning
