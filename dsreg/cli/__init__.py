@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, NamedTuple, TextIO
 # detector and the reports are element-wise and reductions). A user's setting wins.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from dsreg._util.extras import on_command_line
 from dsreg._util.lazy import lazy_imports
 from dsreg._version import __version__
 from dsreg.cli._common import printable, say
@@ -150,6 +149,8 @@ def main(argv: list[str] | None = None) -> None:
     if args[:1] in (["--version"], ["-V"]):
         sys.stdout.write(_version())
         return
+    from dsreg.api.options import on_command_line
+
     try:
         with warnings.catch_warnings(), on_command_line():
             # A yank is told once per resolve, as one line, whatever the filters say.
