@@ -301,7 +301,10 @@ def test_cli_json_and_errors(
 
 
 def test_a_damaged_payload_is_refused_not_fingerprinted(
-    make_registry: Callable[..., Registry], tmp_path: Path, images: list[object]
+    make_registry: Callable[..., Registry],
+    cli: Callable[..., Any],
+    tmp_path: Path,
+    images: list[object],
 ) -> None:
     reg = make_registry()
     files = {f"a/{i}.jpg": jpeg(images[i]) for i in range(3)}  # type: ignore[arg-type]
@@ -310,9 +313,14 @@ def test_a_damaged_payload_is_refused_not_fingerprinted(
     path = reg.store.path(digest)
     path.chmod(0o644)
     path.write_bytes(b"not the bytes that were added")
+    args = ("--within", "--tag", "audited", "--registry", str(reg.root))
+    refused = cli("audit", "duplicates", "test@v1", *args)
+    assert refused.exit_code == 1 and refused.stdout == "", refused.stderr
+    assert refused.stderr.count("\n") == 1 and digest[7:19] in refused.stderr
     with pytest.raises(dsreg.CorruptObjectError):
-        dsreg.audit_duplicates("test@v1", within=True, registry=reg)
+        dsreg.audit_duplicates("test@v1", within=True, tag="audited", registry=reg)
     assert not list((reg.root / "state").glob("fingerprints/*/*"))
+    assert "audited" not in reg.refs.tags("test")
 
 
 def test_leaderboard_scores_the_decontaminated_rows_once_audited(
