@@ -236,8 +236,9 @@ def test_a_threshold_under_1_is_refused_on_the_command_line_and_the_page(
     threshold: str,
     refs: Callable[[Path], dict[str, tuple[str, int, str]]],
 ) -> None:
-    """``--finish --threshold`` takes what the page's finish takes: a whole number, at least
-    1; with votes to store, so that a finish that took it would store an overlay."""
+    """``--finish --threshold`` (and ``dsreg.review_finish``) takes what the page's finish
+    takes: a whole number, at least 1; with votes to store, so that a finish that took it
+    would store an overlay."""
     spec, reg, audit, fits = (
         (review_set.spec, review_set.registry, False, "given")
         if review == "label"
@@ -253,6 +254,10 @@ def test_a_threshold_under_1_is_refused_on_the_command_line_and_the_page(
     error = _refused(cli("review", spec, *flags, "--finish", "--threshold", threshold,
                          "--tag", "reviewed", "--registry", str(reg)))  # fmt: skip
     assert threshold in error and "at least 1" in error
+    with pytest.raises(dsreg.DsregError, match="at least 1") as raised:
+        dsreg.review_finish(spec, audit=audit, threshold=int(threshold), tag="reviewed",
+                            registry=reg)  # fmt: skip
+    assert threshold in str(raised.value) and "\n" not in str(raised.value)
     assert refs(reg) == before
 
 
@@ -306,6 +311,8 @@ def test_raters_given_twice_are_refused_by_the_python_api(
     with pytest.raises(dsreg.InvalidInputError, match="'ANN' is given twice") as got:
         dsreg.review(review_set.spec, raters="ann,ANN", registry=review_set.registry)
     assert "\n" not in str(got.value) and "give each rater once" in str(got.value)
+    with pytest.raises(dsreg.InvalidInputError, match="names no rater; give NAME,NAME or @FILE"):
+        dsreg.review(review_set.spec, raters=" , ", registry=review_set.registry)
     assert registry_state(review_set.registry) == before
 
 
