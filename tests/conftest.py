@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import os
 import subprocess
 import sys
@@ -182,6 +183,24 @@ def _run_dsreg(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=120,
     )
+
+
+def _colliding(n: int, key: Callable[[int], str]) -> tuple[int, int]:
+    """Two counters whose ``key`` digests share their first ``n`` hex characters (found by
+    brute force: about 5,000 tries for 6 characters, the birthday bound)."""
+    seen: dict[str, int] = {}
+    for i in itertools.count():
+        p = key(i)[7 : 7 + n]
+        if p in seen:
+            return seen[p], i
+        seen[p] = i
+    raise AssertionError  # pragma: no cover
+
+
+@pytest.fixture(scope="session")
+def colliding() -> Callable[[int, Callable[[int], str]], tuple[int, int]]:
+    """``colliding(n, key)``: two counters whose ``key`` digests share ``n`` hex characters."""
+    return _colliding
 
 
 @pytest.fixture

@@ -91,7 +91,7 @@ def audit_duplicates(
     (docs/audit.md measures both). Labels-only rows are skipped and counted; unreadable
     payloads are counted and listed, never passed as clean.
     """
-    require("audit", "dsreg audit duplicates")
+    require("audit", "dsreg audit duplicates", python="dsreg.audit_duplicates")
     duplicates.check_thresholds(image_threshold, text_threshold)
     engines.check_engine(engine, ray_address)
     duplicates.check_sides(specs_of(against), within=within)

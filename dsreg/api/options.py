@@ -7,7 +7,9 @@ once, here in the library. A parameter with neither marker is the library's alon
 fills ``command=`` and ``progress=`` itself, and never offers the others (``chunk_rows=``).
 
 The options several commands share are the aliases below, with the argument types every
-function takes (``PathArg``, ``RegistryArg``).
+function takes (``PathArg``, ``RegistryArg``). The CLI runs each command inside
+``on_command_line``, so a refusal that names what the caller used (a missing extra) names
+the command, not the function.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeAlias
 
+from dsreg._util.extras import on_command_line
 from dsreg.formats.manifests import TAG_VIEWS
 from dsreg.registry.folder import Registry
 
@@ -39,6 +42,7 @@ __all__ = [
     "RemoteOptionsOpt",
     "SeedOpt",
     "TransferRemoteOpt",
+    "on_command_line",
 ]
 
 PathArg: TypeAlias = str | os.PathLike[str]

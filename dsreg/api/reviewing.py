@@ -137,7 +137,7 @@ def review(
     (``audit``: the revision's last) is reviewed as pairs, each finding beside its match (from
     ``corpus``, for an unregistered folder's), answered ``same`` or ``different``.
     """
-    require("review", "dsreg review")
+    require("review", "dsreg review", python="dsreg.review")
     if reviewer is not None:
         reviewer = review_queue.check_reviewer(reviewer)
     names = rater_names(raters) if raters is not None else ()

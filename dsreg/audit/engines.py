@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import warnings
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
@@ -42,6 +43,15 @@ ENGINES = ("local", "ray")
 # Rows per batch: large enough that a batch's fixed costs (a task, a pipe or object-store
 # round trip) vanish next to its fingerprinting, small enough to spread a corpus over a pool.
 BATCH_ROWS = 256
+# How many times a task whose worker died (killed, out of memory, crashed in a decoder) is run
+# again before the audit fails: Ray core's default for a task. Ray Data's own default retries
+# without limit, so a file that kills every worker it meets would hang the audit. (A task that
+# raises is not run again: its error is the audit's.)
+TASK_RETRIES = 3
+# Ray's message of a failed task: its terminal colour codes, and where the task's own error
+# (its traceback first) ends and Ray's wrapping of it begins.
+_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+_WRAPPED = "\nThe above exception was the direct cause of the following exception:"
 # Local mode: Ray started on this machine without its dashboard (a web server nobody reads).
 _LOCAL_INIT: dict[str, Any] = {"include_dashboard": False}
 
@@ -109,7 +119,11 @@ def _on_pool(
 
 def _import_ray() -> Any:
     """The ``ray`` module with Ray Data, or the one-line error naming the extra to install."""
-    require("ray", "dsreg audit duplicates --engine ray")
+    require(
+        "ray",
+        "dsreg audit duplicates --engine ray",
+        python="dsreg.audit_duplicates(engine='ray')",
+    )
     with _quiet_ray():
         import ray
         import ray.data
@@ -124,6 +138,11 @@ def _quiet_ray() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"ray(\.|$)")
         warnings.filterwarnings("ignore", category=FutureWarning, module=r"ray(\.|$)")
+        # Ray 2.60 on deprecates ``map_batches``' free remote arguments, and names none for a
+        # task's retries (``TASK_RETRIES``), which it still takes as one.
+        warnings.filterwarnings(
+            "ignore", message="`ray_remote_args` is deprecated", category=DeprecationWarning
+        )
         yield
 
 
@@ -152,13 +171,18 @@ def _on_ray(
     ray = _import_ray()
     with _quiet_ray():
         _connect(ray, address)
-        # Ray Data logs each execution's plan and timing at INFO: errors only on the terminal.
-        logging.getLogger("ray.data").setLevel(logging.ERROR)
+        # Ray Data logs each execution's plan and timing at INFO, and a failed task at ERROR
+        # (over several lines, which the one-line error below says): neither on the terminal.
+        logging.getLogger("ray.data").setLevel(logging.CRITICAL)
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False
         blocks = [inputs.slice(lo, BATCH_ROWS) for lo in range(0, inputs.num_rows, BATCH_ROWS)]
         dataset = ray.data.from_arrow(blocks).map_batches(
-            _counted(fn), batch_format="pyarrow", batch_size=None, zero_copy_batch=True
+            _counted(fn),
+            batch_format="pyarrow",
+            batch_size=None,
+            zero_copy_batch=True,
+            max_retries=TASK_RETRIES,
         )
         batches = iter(dataset.iter_batches(batch_format="pyarrow", batch_size=None))
     while True:
@@ -167,11 +191,24 @@ def _on_ray(
                 batch = next(batches, None)
         except ray.exceptions.RayError as e:
             # A task that failed after Ray's retries: its error, without Ray's traceback.
-            first = next(iter(str(e).strip().splitlines()), "")
-            raise StorageError(f"a Ray task failed: {type(e).__name__}: {first}") from None
+            raise StorageError(f"a Ray task failed: {_reason(e)}") from None
         if batch is None:
             return
         yield sum(batch.column("_inputs").to_pylist()), batch.drop_columns(["_inputs"])
+
+
+def _reason(error: Exception) -> str:
+    """Why a Ray task failed, in one line: the task's own error as its traceback ends
+    (``OSError: ...``), which Ray's message holds first, before its own wrapping of it
+    (``UserCodeException: UDF failed to process a data block``) and its colour codes; else
+    the first line of Ray's message, after the error's kind (a worker that died)."""
+    text = _COLOUR.sub("", str(error))
+    own = text.split(_WRAPPED)[0].splitlines()
+    said = [line for line in own if line.strip() and not line[0].isspace()]
+    ends = [line for line in said if not line.startswith(("ray::", "Traceback"))]
+    if ends:
+        return ends[-1].strip()
+    return f"{type(error).__name__}: {said[0].strip() if said else 'no message'}"
 
 
 def _counted(fn: Callable[[pa.Table], pa.Table]) -> Callable[[pa.Table], pa.Table]:

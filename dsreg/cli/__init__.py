@@ -149,8 +149,10 @@ def main(argv: list[str] | None = None) -> None:
     if args[:1] in (["--version"], ["-V"]):
         sys.stdout.write(_version())
         return
+    from dsreg.api.options import on_command_line
+
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), on_command_line():
             # A yank is told once per resolve, as one line, whatever the filters say.
             warnings.simplefilter("always", YankedWarning)
             warnings.showwarning = _show_warning

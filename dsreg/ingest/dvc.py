@@ -123,7 +123,7 @@ def import_dvc(
 ) -> ImportResult:
     """Import ``options.path`` of ``options.repo`` at ``options.rev`` as a snapshot of
     ``options.dataset`` (tagged ``options.tag``). Needs the dvc extra."""
-    require("dvc", "dsreg import-dvc")
+    require("dvc", "dsreg import-dvc", python="dsreg.import_dvc")
     check_names(options.dataset, options.tag)
     # Read before anything is downloaded: a bad classes file fails at once.
     names = class_names(options.classes)

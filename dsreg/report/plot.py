@@ -83,7 +83,7 @@ def chart_format(path: str | os.PathLike[str]) -> tuple[Path, str]:
     fmt = out.suffix.lower().lstrip(".")
     if fmt not in ("png", "svg"):
         raise InvalidInputError(f"--plot {str(out)!r}: give a file ending in .png or .svg")
-    require("plot", "--plot")
+    require("plot", "--plot", python=f"plot={str(out)!r}")
     return out, fmt
 
 

@@ -98,8 +98,8 @@ STATUSES: Final[tuple[tuple[type[DsregError], int], ...]] = (
     (MediaRefusedError, 403),  # a media file outside the folder, or not a regular file
     (ReviewConflictError, 409),  # an answer for an item the rater no longer holds
     (TagExistsError, 409),  # finishing into a tag that exists (without force)
-    (NotFoundError, 404),  # a row, a revision or an object that is not there
-    (AmbiguousDigestError, 400),  # a digest prefix that names several objects
+    (NotFoundError, 404),  # a media or corpus file, a match or an object that is not there
+    (AmbiguousDigestError, 400),  # a digest prefix naming several objects: bad input
     (InvalidInputError, 400),  # a request, a vote or a threshold that is not valid
 )
 # A Location that is already a path of this server: one "/", then unreserved characters,

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -300,7 +301,10 @@ def test_cli_json_and_errors(
 
 
 def test_a_damaged_payload_is_refused_not_fingerprinted(
-    make_registry: Callable[..., Registry], tmp_path: Path, images: list[object]
+    make_registry: Callable[..., Registry],
+    cli: Callable[..., Any],
+    tmp_path: Path,
+    images: list[object],
 ) -> None:
     reg = make_registry()
     files = {f"a/{i}.jpg": jpeg(images[i]) for i in range(3)}  # type: ignore[arg-type]
@@ -309,9 +313,14 @@ def test_a_damaged_payload_is_refused_not_fingerprinted(
     path = reg.store.path(digest)
     path.chmod(0o644)
     path.write_bytes(b"not the bytes that were added")
+    args = ("--within", "--tag", "audited", "--registry", str(reg.root))
+    refused = cli("audit", "duplicates", "test@v1", *args)
+    assert refused.exit_code == 1 and refused.stdout == "", refused.stderr
+    assert refused.stderr.count("\n") == 1 and digest[7:19] in refused.stderr
     with pytest.raises(dsreg.CorruptObjectError):
-        dsreg.audit_duplicates("test@v1", within=True, registry=reg)
+        dsreg.audit_duplicates("test@v1", within=True, tag="audited", registry=reg)
     assert not list((reg.root / "state").glob("fingerprints/*/*"))
+    assert "audited" not in reg.refs.tags("test")
 
 
 def test_leaderboard_scores_the_decontaminated_rows_once_audited(
@@ -401,8 +410,8 @@ except dsreg.DsregError as e:
 @pytest.mark.parametrize(
     ("blocked", "engine", "said"),
     [
-        (["numba", "PIL"], "local", "needs: pip install 'dsreg[audit]'"),
-        (["ray"], "ray", "needs: pip install 'dsreg[ray]'"),
+        (["numba", "PIL"], "local", "dsreg.audit_duplicates needs: pip install 'dsreg[audit]'"),
+        (["ray"], "ray", "dsreg.audit_duplicates(engine='ray') needs: pip install 'dsreg[ray]'"),
     ],
 )
 def test_the_python_api_without_an_extra_names_it_before_any_work(
@@ -415,7 +424,8 @@ def test_the_python_api_without_an_extra_names_it_before_any_work(
     said: str,
 ) -> None:
     """The audit extra (Pillow, numba) and the ray extra, missing (blocked in a fresh
-    process, as tests/packaging does): one line naming the install command, nothing written."""
+    process, as tests/packaging does): one line naming the function called and the install
+    command, nothing written."""
     reg = dsreg.init(registry=tmp_path / "reg")
     dsreg.add("test", _write(tmp_path / "t", {"a/x.jpg": jpeg(images[0])}), tag="v1",  # type: ignore[arg-type]
               registry=reg)  # fmt: skip
@@ -425,6 +435,29 @@ def test_the_python_api_without_an_extra_names_it_before_any_work(
         env=dsreg_env(), capture_output=True, text=True, timeout=180, check=False,
     )  # fmt: skip
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
-    assert proc.stdout.startswith("MissingExtraError ") and said in proc.stdout
-    assert proc.stdout.count("\n") == 1
+    # The function called, not the command line's `dsreg audit duplicates`.
+    assert proc.stdout == f"MissingExtraError {said}\n"
     assert registry_state(reg.root) == before
+
+
+def test_a_tag_that_exists_is_refused_before_any_work(
+    cli: Callable[..., Any],
+    tmp_path: Path,
+    images: list[object],
+    registry_state: Callable[[Path], dict[str, tuple[str, int, str]]],
+) -> None:
+    """``--tag`` naming a tag that exists (without ``--force``) is refused in one line, from
+    the command line and from Python, before any fingerprint is computed: with a duplicate
+    in the set, so that an audit that went on would store an overlay."""
+    copy = jpeg(images[0])  # type: ignore[arg-type]
+    _write(tmp_path / "t", {"a/x.jpg": copy, "a/y.jpg": copy})
+    assert cli("init").exit_code == 0
+    assert cli("add", "test", str(tmp_path / "t"), "--tag", "v1").exit_code == 0
+    before = registry_state(tmp_path / ".dsreg")
+    bad = cli("audit", "duplicates", "test@v1", "--within", "--tag", "v1")
+    assert bad.exit_code == 1 and bad.stdout == "", bad.stderr
+    assert bad.stderr.strip().count("\n") == 0 and "Traceback" not in bad.stderr
+    assert "tag test@v1 exists at" in bad.stderr and "--force" in bad.stderr
+    with pytest.raises(dsreg.TagExistsError, match="tag test@v1 exists at"):
+        dsreg.audit_duplicates("test@v1", within=True, tag="v1", registry=tmp_path / ".dsreg")
+    assert registry_state(tmp_path / ".dsreg") == before

@@ -10,6 +10,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 
 import dsreg
 from dsreg import Registry
-from dsreg.audit import engines
+from dsreg.audit import engines, fingerprints
 from dsreg.audit.corpus import edit_text, jpeg, photo_tiles, stdlib_texts
 from dsreg.audit.engines import Engine, run_batches
 from dsreg.audit.fingerprints import FILES_SCHEMA, fingerprint_files, fingerprints_only
@@ -164,6 +165,54 @@ def test_a_failing_ray_task_is_a_one_line_error(tmp_path: Path, ray_local: None)
     with pytest.raises(dsreg.StorageError, match=r"^a Ray task failed: ") as caught:
         run_batches(failing, inputs, Engine("ray"))
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("fails", ["raises", "killed"])
+def test_a_failing_ray_task_ends_the_command_in_one_line_and_writes_nothing(
+    cli: Callable[..., Any],
+    tmp_path: Path,
+    ray_local: None,
+    monkeypatch: pytest.MonkeyPatch,
+    registry_state: Callable[[Path], dict[str, tuple[str, int, str]]],
+    fails: str,
+) -> None:
+    """docs/audit.md: a task that fails (it raises, or its worker dies every time it is run
+    again, which Ray Data by itself would do forever) is a one-line error naming the task's
+    own error, exit status 1, and no overlay, tag or fingerprints table is written. The batch
+    function the audit hands Ray is made to fail on the cluster (functions of the test: Ray
+    pickles them by value, so the worker runs them)."""
+    tiles = photo_tiles(3, seed=4, side=64)
+    _write(tmp_path / "t", {f"a/{i}.jpg": jpeg(tile) for i, tile in enumerate(tiles)})
+    cli("init")
+    assert cli("add", "test", str(tmp_path / "t"), "--tag", "v1").exit_code == 0
+    before = registry_state(tmp_path / ".dsreg")
+
+    def raises(table: pa.Table) -> pa.Table:
+        raise OSError(f"the disk under a worker failed reading {table.num_rows} files")
+
+    def killed(table: pa.Table) -> pa.Table:
+        os._exit(3)  # the worker process dies mid-task, as under the OOM killer
+
+    monkeypatch.setattr(
+        fingerprints, "fingerprint_files", {"raises": raises, "killed": killed}[fails]
+    )
+    # Each retry starts a worker, so none: the bound reaching Ray is what ends the audit
+    # (Ray Data's own default would run a killed task again forever).
+    monkeypatch.setattr(engines, "TASK_RETRIES", 0)
+    args = ("--within", "--engine", "ray", "--tag", "audited")
+    res = cli("audit", "duplicates", "test@v1", *args)
+    assert res.exit_code == 1, res.stderr
+    # Ray's log monitor may print its own report of a dead worker ("(raylet) A worker died");
+    # dsreg prints nothing but its error.
+    assert all("(raylet)" in line for line in res.stdout.splitlines()), res.stdout
+    assert res.stderr.startswith("Error: a Ray task failed: ") and res.stderr.count("\n") == 1
+    assert "Traceback" not in res.stderr and "\x1b" not in res.stderr
+    if fails == "raises":  # the task's own error, not Ray's wrapping of it
+        assert "OSError: the disk under a worker failed reading 3 files" in res.stderr
+    else:
+        assert "worker died" in res.stderr
+    assert registry_state(tmp_path / ".dsreg") == before  # no overlay, tag or table
+    assert "audited" not in cli("ls").stdout
 
 
 @pytest.fixture(scope="module")

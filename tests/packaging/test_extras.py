@@ -138,6 +138,54 @@ def test_a_command_without_its_extra_names_the_install_command(
     assert not (tmp_path / "ranks.png").exists()
 
 
+# The refusals of REFUSED, from Python: each names the function or argument the caller used,
+# never a command the caller did not type.
+API_REFUSED: list[tuple[str, Callable[[], object], str]] = [
+    ("review", lambda: dsreg.review("toy@v1"), "dsreg.review"),
+    ("audit", lambda: dsreg.audit_duplicates("toy@v1", within=True), "dsreg.audit_duplicates"),
+    (
+        "ray",
+        lambda: dsreg.audit_duplicates("toy@v1", within=True, engine="ray"),
+        "dsreg.audit_duplicates(engine='ray')",
+    ),
+    (
+        "plot",
+        lambda: dsreg.evaluate("toy@v1", ["preds.npy"], plot="ranks.png", record=True),
+        "plot='ranks.png'",
+    ),
+    (
+        "dvc",
+        lambda: dsreg.import_dvc("https://x.org/r.git", "data", dataset="toy2"),
+        "dsreg.import_dvc",
+    ),
+]
+
+
+@pytest.mark.parametrize(("extra", "call", "what"), API_REFUSED, ids=[r[2] for r in API_REFUSED])
+def test_a_library_call_without_its_extra_names_the_call(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    registry_state: Callable[[Path], dict[str, tuple[str, int, str]]],
+    extra: str,
+    call: Callable[[], object],
+    what: str,
+) -> None:
+    labels = tmp_path / "labels.csv"
+    labels.write_text("label\n" + "cat\ndog\nfox\n" * 4)
+    np.save(tmp_path / "preds.npy", np.array([0, 1, 2] * 4, dtype=np.int64))
+    dsreg.add("toy", labels=labels, tag="v1", registry=dsreg.init(registry=tmp_path / ".dsreg"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DSREG_REGISTRY", raising=False)
+    monkeypatch.delenv("DSREG_HOME", raising=False)
+    before = registry_state(tmp_path)
+    for module in EXTRAS[extra]:
+        monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(dsreg.MissingExtraError) as caught:
+        call()
+    assert str(caught.value) == f"{what} needs: pip install 'dsreg[{extra}]'"
+    assert registry_state(tmp_path) == before
+
+
 @pytest.mark.parametrize(
     ("extra", "method"),
     [("torch", "to_torch"), ("hf", "to_hf"), ("pandas", "to_pandas"), ("polars", "to_polars")],

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -153,20 +152,10 @@ def test_a_prefix_of_another_datasets_revision_is_not_found(
         dsreg.open(f"other@{short(res.revision)}", registry=reg)
 
 
-def _colliding(n: int, key: Callable[[int], str]) -> tuple[int, int]:
-    """Two counters whose ``key`` digests share their first ``n`` hex characters."""
-    seen: dict[str, int] = {}
-    for i in itertools.count():
-        p = key(i)[7 : 7 + n]
-        if p in seen:
-            return seen[p], i
-        seen[p] = i
-    raise AssertionError  # pragma: no cover
-
-
 def test_an_ambiguous_revision_prefix_lists_the_candidates_and_writes_nothing(
     make_registry: Callable[..., Registry],
     registry_state: Callable[[Path], dict[str, tuple[str, int, str]]],
+    colliding: Callable[[int, Callable[[int], str]], tuple[int, int]],
 ) -> None:
     """Two real revisions of one dataset whose digests share 6 hex characters: found by brute
     force over snapshots that differ in their examples digest (~5k tries, birthday bound)."""
@@ -185,7 +174,7 @@ def test_an_ambiguous_revision_prefix_lists_the_candidates_and_writes_nothing(
         snap = hash_bytes(canonical_bytes(snapshot(i).to_dict()))
         return hash_bytes(canonical_bytes(Revision(snapshot=snap).to_dict()))
 
-    i, j = _colliding(MIN_PREFIX, rev_digest)
+    i, j = colliding(MIN_PREFIX, rev_digest)
     revs = []
     for k in (i, j):
         snap_digest = reg.put_manifest(snapshot(k))
@@ -205,9 +194,12 @@ def test_an_ambiguous_revision_prefix_lists_the_candidates_and_writes_nothing(
         assert LocalReader(reg).revision(f"amb@{r[7 : 7 + common + 1]}").digest == r
 
 
-def test_an_ambiguous_object_prefix_in_the_store(make_registry: Callable[..., Registry]) -> None:
+def test_an_ambiguous_object_prefix_in_the_store(
+    make_registry: Callable[..., Registry],
+    colliding: Callable[[int, Callable[[int], str]], tuple[int, int]],
+) -> None:
     reg = make_registry()
-    i, j = _colliding(MIN_PREFIX, lambda k: hash_bytes(str(k).encode()))
+    i, j = colliding(MIN_PREFIX, lambda k: hash_bytes(str(k).encode()))
     a, b = reg.store.put_bytes(str(i).encode()), reg.store.put_bytes(str(j).encode())
     prefix = a[7 : 7 + MIN_PREFIX]
     assert b.startswith("blake3:" + prefix)

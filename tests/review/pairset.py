@@ -8,9 +8,10 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
+import pytest
 from starlette.testclient import TestClient
 
 import dsreg
@@ -113,3 +114,30 @@ def answer(client: TestClient, given: str | None, *, reviewer: str | None = None
                                   "ticket": item["ticket"]})  # fmt: skip
     assert got.status_code == 200, got.json()
     return dict(item)
+
+
+class Review(NamedTuple):
+    """A review to start: a label review (``review_set``) or an audit's pair review
+    (``pair_set``, ``audit``), and an answer that fits its items."""
+
+    spec: str
+    registry: Path
+    audit: bool
+    fits: str
+
+    @property
+    def flags(self) -> list[str]:
+        """The command line's flags naming this review's queue."""
+        return ["--audit"] if self.audit else []
+
+
+class Untouched(NamedTuple):
+    """A review with a vote to store, which a refusal leaves as it is, and a digest prefix that
+    names two objects of its registry."""
+
+    review: Review
+    prefix: str
+
+
+# A test run on a label review and on a pair review alike (the ``review`` fixture).
+BOTH_REVIEWS = pytest.mark.parametrize("review", ["label", "pair"], indirect=True)

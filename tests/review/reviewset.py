@@ -12,6 +12,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -102,11 +103,24 @@ def build_review_set(
     )
 
 
+class Reviewed(Protocol):
+    """What a review is started from: a revision and its registry."""
+
+    @property
+    def spec(self) -> str: ...
+
+    @property
+    def registry(self) -> Path: ...
+
+
 class Server:
     """``dsreg review`` in its own process, as a user runs it: the dsreg these tests import,
-    its stderr kept in a file (``stderr()``)."""
+    its stderr kept in a file (``stderr()``). ``review_set`` is a label review's set, or with
+    ``audit`` an audited set (``pairset.PairSet``), whose findings are reviewed as pairs."""
 
-    def __init__(self, review_set: ReviewSet, votes_per_item: int = 5) -> None:
+    def __init__(
+        self, review_set: ReviewSet | Reviewed, votes_per_item: int = 5, *, audit: bool = False
+    ) -> None:
         self.args = [
             sys.executable,
             "-m",
@@ -118,6 +132,7 @@ class Server:
             "--votes-per-item",
             str(votes_per_item),
             "--json",
+            *(["--audit"] if audit else []),
         ]
         self.proc: subprocess.Popen[str] | None = None
         self.url = ""

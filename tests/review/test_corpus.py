@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from pairset import PairSet, build_pair_set, login
+from pairset import PairSet, Untouched, build_pair_set, login
 from reviewset import ReviewSet
 
 import dsreg
@@ -117,3 +117,40 @@ def test_a_match_missing_from_the_corpus_names_the_corpus_folder(corpus_set: Pai
         assert missing.status_code == 404
         error = missing.json()["error"]
         assert "'train003.png' in the --corpus folder" in error and "--media" not in error
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_the_python_api_refuses_a_corpus_as_the_command_line_does(
+    untouched: dict[str, Untouched],
+    tmp_path: Path,
+    mode: str,
+    registry_state: Callable[[Path], dict[str, tuple[str, int, str]]],
+) -> None:
+    """``dsreg.review``, ``dsreg.review_finish`` and ``dsreg.review_export`` refuse
+    ``corpus=`` as the command line does (an ``InvalidInputError`` of one line): for a label
+    review, and a corpus that is not a folder for a pair review; each with a vote to store,
+    and nothing stored or written."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (tmp_path / "a-file.png").write_bytes(b"not a folder")
+    refusals = [
+        (untouched["label"].review, folder, "is not an audit"),
+        (untouched["pair"].review, tmp_path / "a-file.png", "is not a folder"),
+        (untouched["pair"].review, tmp_path / "nowhere", "is not a folder"),
+    ]
+    for review, corpus, said in refusals:
+        before = registry_state(review.registry)
+        with pytest.raises(dsreg.InvalidInputError) as refused:
+            if mode == "server":
+                dsreg.review(review.spec, audit=review.audit, corpus=corpus,
+                             registry=review.registry)  # fmt: skip
+            elif mode == "finish":
+                dsreg.review_finish(review.spec, threshold=1, tag="checked", audit=review.audit,
+                                    corpus=corpus, registry=review.registry)  # fmt: skip
+            else:
+                dsreg.review_export(review.spec, tmp_path / "votes.json", audit=review.audit,
+                                    corpus=corpus, registry=review.registry)  # fmt: skip
+        message = str(refused.value)
+        assert said in message and "--corpus" in message and "\n" not in message, message
+        assert registry_state(review.registry) == before
+        assert not (tmp_path / "votes.json").exists()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pairset import PairSet, answer, build_pair_set, login
+from pairset import BOTH_REVIEWS, PairSet, Review, Untouched, answer, build_pair_set, login
 from reviewset import ReviewSet
 from starlette.testclient import TestClient
 
@@ -74,11 +74,6 @@ def test_audit_without_an_audit_overlay_is_refused_in_every_mode(
     assert registry_state(review_set.registry) == before
 
 
-@pytest.fixture
-def pair_set(tmp_path: Path) -> PairSet:
-    return build_pair_set(tmp_path / "pairs")
-
-
 @pytest.mark.parametrize("mode", list(MODES))
 def test_no_votes_yet_is_refused_by_finish_and_export(
     cli: Any, review_set: ReviewSet, pair_set: PairSet, mode: str, tmp_path: Path
@@ -97,11 +92,14 @@ def test_no_votes_yet_is_refused_by_finish_and_export(
     assert not (tmp_path / "votes.json").exists()
 
 
-def test_the_shared_link_is_refused_once_the_review_names_raters(review_set: ReviewSet) -> None:
-    with dsreg.review(review_set.spec, registry=review_set.registry) as server:
+@BOTH_REVIEWS
+def test_the_shared_link_is_refused_once_the_review_names_raters(review: Review) -> None:
+    with dsreg.review(review.spec, audit=review.audit, registry=review.registry) as server:
         shared = server.links["shared"]
         assert login(server, shared).post("/api/next", json={"reviewer": "x"}).status_code == 200
-    with dsreg.review(review_set.spec, raters="ann", registry=review_set.registry) as server:
+    with dsreg.review(
+        review.spec, audit=review.audit, raters="ann", registry=review.registry
+    ) as server:
         assert "shared" not in server.links
         client = TestClient(server.asgi(), base_url="http://127.0.0.1")
         token = shared.split("token=")[1]
@@ -110,12 +108,16 @@ def test_the_shared_link_is_refused_once_the_review_names_raters(review_set: Rev
         assert ann.post("/api/next", json={}).status_code == 200
 
 
-def test_a_port_in_use_is_an_error_naming_port_0(review_set: ReviewSet) -> None:
+@BOTH_REVIEWS
+def test_a_port_in_use_is_an_error_naming_port_0(review: Review) -> None:
+    def start(**options: Any) -> dsreg.ReviewServer:
+        return dsreg.review(review.spec, audit=review.audit, registry=review.registry, **options)
+
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        server = dsreg.review(review_set.spec, port=port, registry=review_set.registry)
+        server = start(port=port)
         try:
             with pytest.raises(StorageError, match=f"cannot listen on 127.0.0.1:{port}") as got:
                 server.start()
@@ -123,13 +125,13 @@ def test_a_port_in_use_is_an_error_naming_port_0(review_set: ReviewSet) -> None:
         finally:
             server.stop()
         # The review keeps the port its last server had; with it taken, the error says so.
-        with dsreg.review(review_set.spec, port=0, registry=review_set.registry) as kept:
+        with start(port=0) as kept:
             kept_port = kept.port
         taken.close()
     with socket.socket() as again:
         again.bind(("127.0.0.1", kept_port))
         again.listen()
-        server = dsreg.review(review_set.spec, registry=review_set.registry)
+        server = start()
         try:
             with pytest.raises(StorageError, match="--port 0 picks a free port and new links"):
                 server.start()
@@ -234,8 +236,9 @@ def test_a_threshold_under_1_is_refused_on_the_command_line_and_the_page(
     threshold: str,
     refs: Callable[[Path], dict[str, tuple[str, int, str]]],
 ) -> None:
-    """``--finish --threshold`` takes what the page's finish takes: a whole number, at least
-    1; with votes to store, so that a finish that took it would store an overlay."""
+    """``--finish --threshold`` (and ``dsreg.review_finish``) takes what the page's finish
+    takes: a whole number, at least 1; with votes to store, so that a finish that took it
+    would store an overlay."""
     spec, reg, audit, fits = (
         (review_set.spec, review_set.registry, False, "given")
         if review == "label"
@@ -251,6 +254,10 @@ def test_a_threshold_under_1_is_refused_on_the_command_line_and_the_page(
     error = _refused(cli("review", spec, *flags, "--finish", "--threshold", threshold,
                          "--tag", "reviewed", "--registry", str(reg)))  # fmt: skip
     assert threshold in error and "at least 1" in error
+    with pytest.raises(dsreg.DsregError, match="at least 1") as raised:
+        dsreg.review_finish(spec, audit=audit, threshold=int(threshold), tag="reviewed",
+                            registry=reg)  # fmt: skip
+    assert threshold in str(raised.value) and "\n" not in str(raised.value)
     assert refs(reg) == before
 
 
@@ -269,19 +276,31 @@ def test_a_pair_finish_into_an_existing_tag_is_refused_before_storing(
         refused = login(server, server.url).post("/api/finish", json={"threshold": 1, "tag": "v1"})
         assert refused.status_code == 409 and "exists" in refused.json()["error"]
     assert refs(pair_set.registry) == before
+    # Into a new tag it stores, warning (as a label review's finish does) of the findings short
+    # of their votes: 4 findings, 1 vote of 5 on one.
+    finished = cli(*args, "--tag", "reviewed")
+    assert finished.exit_code == 0, finished.stderr
+    assert "Warning: finished early: 4 findings have fewer than 5 votes (3 with none)" in (
+        finished.stderr
+    )
 
 
+@BOTH_REVIEWS
 def test_the_command_line_refuses_a_second_server_and_a_port_in_use_in_one_line(
-    cli: Any, review_set: ReviewSet
+    cli: Any, review: Review, registry_state: Callable[[Path], dict[str, tuple[str, int, str]]]
 ) -> None:
-    reg = ["--registry", str(review_set.registry)]
-    with dsreg.review(review_set.spec, registry=review_set.registry):
-        assert "another review server" in _refused(cli("review", review_set.spec, *reg))
+    args = ["review", review.spec, *review.flags, "--registry", str(review.registry)]
+    with dsreg.review(review.spec, audit=review.audit, registry=review.registry) as first:
+        before = registry_state(review.registry)
+        error = _refused(cli(*args))
+        assert "another review server" in error
+        assert registry_state(review.registry) == before  # the first one's files untouched
+        assert login(first, first.url).post("/api/next", json={"reviewer": "a"}).status_code == 200
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = str(taken.getsockname()[1])
-        error = _refused(cli("review", review_set.spec, "--port", port, *reg))
+        error = _refused(cli(*args, "--port", port))
         assert f"127.0.0.1:{port}" in error and "--port" in error and "0 picks" in error
 
 
@@ -292,6 +311,8 @@ def test_raters_given_twice_are_refused_by_the_python_api(
     with pytest.raises(dsreg.InvalidInputError, match="'ANN' is given twice") as got:
         dsreg.review(review_set.spec, raters="ann,ANN", registry=review_set.registry)
     assert "\n" not in str(got.value) and "give each rater once" in str(got.value)
+    with pytest.raises(dsreg.InvalidInputError, match="names no rater; give NAME,NAME or @FILE"):
+        dsreg.review(review_set.spec, raters=" , ", registry=review_set.registry)
     assert registry_state(review_set.registry) == before
 
 
@@ -444,3 +465,52 @@ def test_a_label_only_set_with_nothing_to_show_is_refused_by_the_python_api(
             dsreg.review(bare.spec, media_url=template, registry=bare.registry)
         assert repr(template) in str(got.value) or template in str(got.value)
     assert registry_state(bare.registry) == before
+
+
+@pytest.mark.parametrize("mode", ["server", *MODES])
+@pytest.mark.parametrize("kind", ["label", "pair"])
+def test_an_ambiguous_overlay_prefix_is_refused_in_one_line_in_every_mode(
+    cli: Any,
+    run_dsreg: Callable[..., subprocess.CompletedProcess[str]],
+    untouched: dict[str, Untouched],
+    tmp_path: Path,
+    registry_state: Callable[[Path], dict[str, tuple[str, int, str]]],
+    kind: str,
+    mode: str,
+) -> None:
+    """docs/review.md, "Security": no request of the page names an object by digest (an item
+    is named by its row), so a digest prefix is read only where the review is started,
+    finished or exported (``--overlay``): one naming several objects is refused there, from
+    the command line and from Python, naming the candidates, and nothing is written."""
+    review, prefix = untouched[kind]
+    before = registry_state(review.registry)
+    calls: dict[str, Callable[[], object]] = {
+        "server": lambda: dsreg.review(
+            review.spec, overlay=prefix, audit=review.audit, registry=review.registry
+        ),
+        "finish": lambda: dsreg.review_finish(
+            review.spec, overlay=prefix, threshold=1, tag="reviewed", audit=review.audit,
+            registry=review.registry,
+        ),
+        "export": lambda: dsreg.review_export(
+            review.spec, tmp_path / "votes.json", overlay=prefix, audit=review.audit,
+            registry=review.registry,
+        ),
+    }  # fmt: skip
+    with pytest.raises(dsreg.AmbiguousDigestError) as raised:
+        calls[mode]()
+    said = [str(raised.value)]
+    args = ["review", review.spec, *review.flags, "--overlay", prefix, *MODES.get(mode, [])]
+    args += ["--registry", str(review.registry)]
+    if mode == "server":  # in a process of its own: a server that started would not return
+        proc = run_dsreg(*args, cwd=tmp_path)
+        assert proc.returncode == 1 and proc.stdout == "", proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+        said.append(proc.stderr)
+    else:
+        said.append(_refused(cli(*args)))
+    for message in said:
+        assert f"digest prefix {prefix!r} is ambiguous" in message, message
+        assert "type more characters" in message
+    assert registry_state(review.registry) == before
+    assert not (tmp_path / "votes.json").exists()

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pairset import build_pair_set
 from reviewset import ReviewSet, Server
 from starlette.testclient import TestClient
 
@@ -26,11 +27,20 @@ PIECE = 1 << 20
 
 
 @pytest.fixture
-def served(review_set: ReviewSet) -> Iterator[Server]:
-    server = Server(review_set)
+def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Server]:
+    """``dsreg review`` of a label review; parametrized (indirectly) with ``"pair"``, of an
+    audit's findings, reviewed as pairs: the same server, the same limits."""
+    if getattr(request, "param", "label") == "pair":
+        server = Server(build_pair_set(tmp_path / "pairs"), audit=True)
+    else:
+        server = Server(request.getfixturevalue("review_set"))
     server.start()
     yield server
     server.stop()
+
+
+# The tests of a body's limits run on a label review's server and a pair review's.
+BOTH_REVIEWS = pytest.mark.parametrize("served", ["label", "pair"], indirect=True)
 
 
 @pytest.fixture
@@ -107,6 +117,7 @@ def _closed(sock: socket.socket) -> bool:
         return True
 
 
+@BOTH_REVIEWS
 def test_a_content_length_over_the_limit_is_refused_before_any_body(
     connect: Callable[[], Raw],
 ) -> None:
@@ -163,6 +174,7 @@ DEEP = {
 }
 
 
+@BOTH_REVIEWS
 def test_deep_json_gets_a_400_and_no_traceback(served: Server, connect: Callable[[], Raw]) -> None:
     for name, body in DEEP.items():
         raw = connect()
@@ -176,6 +188,34 @@ def test_deep_json_gets_a_400_and_no_traceback(served: Server, connect: Callable
     flat.post("/api/next", ["Content-Length: 36"])
     flat.sock.sendall(b'{"reviewer": "ann", "x": [[[[1]]]]} ')
     assert _response(flat.sock)[0] == 200
+
+
+MALFORMED = {
+    "not JSON": (b"{'reviewer': 'ann'}", "request body"),
+    "cut short": (b'{"reviewer": "ann", ', "request body"),
+    "not UTF-8": (b'{"reviewer": "\xff\xfe"}', "UTF-8"),
+    "not an object": (b'["reviewer", "ann"]', "request body must be a JSON object"),
+}
+
+
+@BOTH_REVIEWS
+def test_a_malformed_body_gets_a_400_and_saves_nothing(
+    served: Server, connect: Callable[[], Raw]
+) -> None:
+    for name, (body, said) in MALFORMED.items():
+        for path in ("/api/next", "/api/vote", "/api/finish"):
+            raw = connect()
+            raw.post(path, [f"Content-Length: {len(body)}"])
+            raw.sock.sendall(body)
+            status, headers, answer = _response(raw.sock)
+            assert status == 400 and headers["content-type"] == "application/json", (name, path)
+            assert said in json.loads(answer)["error"], (name, path, answer)
+    assert "Traceback" not in served.stderr()
+    raw = connect()
+    raw.post("/api/progress", ["Content-Length: 19"])
+    raw.sock.sendall(b'{"reviewer": "ann"}')
+    status, _, answer = _response(raw.sock)
+    assert status == 200 and json.loads(answer)["progress"]["everyone"] == 0
 
 
 def _nested(depth: int, kind: str) -> bytes:

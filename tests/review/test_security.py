@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from pairset import PairSet
 from reviewset import ReviewSet
 from starlette.testclient import TestClient
 
@@ -14,9 +15,21 @@ BASE = "http://127.0.0.1"
 
 
 @pytest.fixture
-def server(review_set: ReviewSet) -> Iterator[dsreg.ReviewServer]:
-    with dsreg.review(review_set.spec, registry=review_set.registry) as server:
+def server(request: pytest.FixtureRequest) -> Iterator[dsreg.ReviewServer]:
+    """A label review's server (``review_set``); parametrized (indirectly) with ``"pair"``, a
+    pair review's: the guards are the app's, whatever the queue."""
+    if getattr(request, "param", "label") == "pair":
+        pairs: PairSet = request.getfixturevalue("pair_set")
+        spec, registry, audit = pairs.spec, pairs.registry, True
+    else:
+        labels: ReviewSet = request.getfixturevalue("review_set")
+        spec, registry, audit = labels.spec, labels.registry, False
+    with dsreg.review(spec, audit=audit, registry=registry) as server:
         yield server
+
+
+# A guard tested on a label review's server and a pair review's.
+BOTH_SERVERS = pytest.mark.parametrize("server", ["label", "pair"], indirect=True)
 
 
 def _client(server: dsreg.ReviewServer, *, login: bool = True) -> TestClient:
@@ -30,9 +43,10 @@ def _client(server: dsreg.ReviewServer, *, login: bool = True) -> TestClient:
     return client
 
 
+@BOTH_SERVERS
 def test_every_request_needs_the_token(server: dsreg.ReviewServer) -> None:
     bare = _client(server, login=False)
-    for path in ("/", "/static/review.js", "/payload/0", "/nope"):
+    for path in ("/", "/static/review.js", "/payload/0", "/payload/0/match", "/nope"):
         response = bare.get(path)
         assert response.status_code == 403, path
         assert "access token" in response.json()["error"]
@@ -43,13 +57,16 @@ def test_every_request_needs_the_token(server: dsreg.ReviewServer) -> None:
     assert ok.headers["x-content-type-options"] == "nosniff"
 
 
-def test_cross_site_posts_are_refused(server: dsreg.ReviewServer, review_set: ReviewSet) -> None:
+@BOTH_SERVERS
+def test_cross_site_posts_are_refused(server: dsreg.ReviewServer) -> None:
     client = _client(server)
-    body = {"reviewer": "eve", "row": review_set.flagged[0], "answer": "given"}
+    header = {"X-Dsreg-Token": server.token}
+    item = client.post("/api/next", json={"reviewer": "eve"}, headers=header).json()["item"]
+    fits = "given" if item["pair"] is None else "same"
+    body = {"reviewer": "eve", "row": item["row"], "ticket": item["ticket"], "answer": fits}
     # A form or script on another site carries the cookie but cannot set the header.
     no_header = client.post("/api/vote", json=body, headers={"Origin": "http://evil.example"})
     assert no_header.status_code == 403
-    header = {"X-Dsreg-Token": server.token}
     other_origin = client.post(
         "/api/vote", json=body, headers={**header, "Origin": "http://evil.example"}
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pairset import PairSet, build_pair_set, login
+from pairset import BOTH_REVIEWS, PairSet, Review, login
 from reviewset import ReviewSet, Server
 from test_browser import wait_until_drawn
 
@@ -60,11 +60,6 @@ def test_the_status_table_is_the_documented_one() -> None:
     documented = {int(line.split("|")[1]) for line in table.splitlines()[2:]}
     assert {status for _, status in STATUSES} | {413, 500} == documented
     assert f"nested at most {REQUEST_DEPTH} deep" in text
-
-
-@pytest.fixture
-def pair_set(tmp_path: Path) -> PairSet:
-    return build_pair_set(tmp_path)
 
 
 def test_finishing_into_an_existing_tag_is_a_409_and_stores_nothing(
@@ -140,3 +135,25 @@ def test_the_page_shows_the_conflict_of_a_finish(
     assert "tag pets@v1 exists at" in text and "--force" in text
     assert "server failed" not in text and "500" not in text
     assert json.loads(json.dumps(text))  # one line of the server's words
+
+
+@BOTH_REVIEWS
+def test_a_damaged_payload_is_a_500_naming_it_and_never_served(
+    review: Review, flip_byte: Callable[..., None]
+) -> None:
+    """docs/review.md, "Security": payload bytes are read from the store re-hashed; a damaged
+    object is the server's own failure (500, with its message), and its bytes are not sent."""
+    reg = dsreg.Registry.find(review.registry)
+    dataset = review.spec.split("@")[0]
+    blobs = dsreg.open(f"{dataset}@v1", registry=reg).labels().column("blob").to_pylist()
+    with dsreg.review(review.spec, audit=review.audit, registry=review.registry) as server:
+        client = login(server, server.url)
+        row = client.post("/api/next", json={"reviewer": "ann"}).json()["item"]["row"]
+        good = client.get(f"/payload/{row}")
+        assert good.status_code == 200 and good.content.startswith(b"\x89PNG")
+        flip_byte(reg, blobs[row])
+        damaged = client.get(f"/payload/{row}")
+        assert damaged.status_code == 500, damaged.text
+        assert damaged.headers["content-type"] == "application/json"
+        assert blobs[row][7:19] in damaged.json()["error"]
+        assert b"PNG" not in damaged.content
