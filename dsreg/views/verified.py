@@ -27,6 +27,9 @@ class _StatKey(NamedTuple):
 
 
 _VERIFIED: dict[_StatKey, str] = {}
+# One lock per file being hashed: a second reader of the same file (a read while
+# ``prehash_revision`` hashes it) waits for the first hash instead of hashing it again.
+_HASHING: dict[_StatKey, threading.Lock] = {}
 _LOCK = threading.Lock()
 
 
@@ -52,11 +55,16 @@ def verified_object(reg: Registry, digest: str) -> Path:
     with _LOCK:
         if _VERIFIED.get(key) == digest:
             return path
-    reg.store.verified_path(digest)
-    # Cache only if the file did not change while it was hashed.
-    if _stat_key(path) == key:
+        hashing = _HASHING.setdefault(key, threading.Lock())
+    with hashing:
         with _LOCK:
-            _VERIFIED[key] = digest
+            if _VERIFIED.get(key) == digest:
+                return path
+        reg.store.verified_path(digest)
+        # Cache only if the file did not change while it was hashed.
+        if _stat_key(path) == key:
+            with _LOCK:
+                _VERIFIED[key] = digest
     return path
 
 
@@ -85,3 +93,4 @@ def forget_verified() -> None:
     """Drop the process's cache of hashed objects (tests; after repairing a store)."""
     with _LOCK:
         _VERIFIED.clear()
+        _HASHING.clear()
