@@ -19,6 +19,7 @@ from dsreg.errors import DsregError, InvalidInputError, TagExistsError
 from dsreg.formats.manifests import TAG_VIEWS, VIEWS
 from dsreg.formats.names import TagName, check_name
 from dsreg.objects.digest import short
+from dsreg.objects.hashing import FileDigest
 from dsreg.ops.tag import TagResult, make_tag
 from dsreg.overlays.create import (
     LABEL_FORMATS,
@@ -186,13 +187,16 @@ def detect(
     top: int = 10,
     progress: ProgressHook = no_progress,
     record: Recording = Recording(),
+    digest: FileDigest | None = None,
 ) -> OverlayResult:
     """A ``detected`` overlay of ``base`` (options: those of the detector), tagged as
-    ``tagging`` asks, with its ``top`` lowest-scored rows; ``record``: its command and credit."""
+    ``tagging`` asks, with its ``top`` lowest-scored rows; ``record``: its command and credit;
+    ``digest``: the probabilities file's digest, begun by the caller
+    (:func:`dsreg.objects.hashing.start_file_digest`)."""
     check_detect_options(options.filter_by, options.rank_by)
     check_tagging(base, tagging, producer="dsreg.detect")
     probs = Path(pred_probs) if isinstance(pred_probs, str | os.PathLike) else pred_probs
-    draft = detect_draft(base, probs, options=options, progress=progress)
+    draft = detect_draft(base, probs, options=options, progress=progress, digest=digest)
     stored = store_overlay(base, draft, tagging, record)
     return dataclasses.replace(stored, top=ranked_issues(base.registry, stored.digest, top))
 

@@ -22,7 +22,7 @@ from dsreg.formats.corrections import corrections_table
 from dsreg.formats.manifests import OverlayKind, Snapshot
 from dsreg.formats.tables import as_numpy
 from dsreg.objects.digest import short
-from dsreg.objects.hashing import hash_file
+from dsreg.objects.hashing import FileDigest, hash_file
 from dsreg.overlays.votes import read_votes
 from dsreg.overlays.write import JoinedRows, write_overlay
 from dsreg.registry.folder import Registry
@@ -193,10 +193,11 @@ def detect_draft(
     *,
     options: DetectorOptions | None = None,
     progress: ProgressHook = no_progress,
+    digest: FileDigest | None = None,
 ) -> OverlayDraft:
     """A ``detected`` overlay of ``base``: confident learning on out-of-sample probabilities
     aligned with the revision's rows (its view's rows, in order); ``progress`` hears of each
-    pass over them."""
+    pass over them. ``digest``: the probabilities file's digest, if the caller began it."""
     from dsreg.detector.detector import detect
     from dsreg.detector.probs import open_probabilities
 
@@ -205,8 +206,9 @@ def detect_draft(
     if isinstance(probs, Path):
         input_file(probs, what=f"probabilities file {str(probs)!r}")
     with open_probabilities(probs) as source:
-        # The digest (the overlay's provenance) on a second core while the detector works.
-        source.start_digest()
+        # The digest (the overlay's provenance) on a second core while the detector works,
+        # unless the caller began it earlier.
+        source.start_digest(digest)
         det = detect(view.label, source, options, progress=progress)
         probs_digest = source.digest()
     # The corrections table is sorted by row: the flagged rows in that order, their ids and
