@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dsreg._util.choices import check_choice
+from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.detector.options import FILTER_BY, RANK_BY, DetectorOptions
 from dsreg.errors import DsregError, InvalidInputError, TagExistsError
@@ -31,14 +32,16 @@ from dsreg.overlays.create import (
     votes_draft,
 )
 from dsreg.overlays.inspect import Issue, ranked_issues
-from dsreg.overlays.votes import VOTE_FORMATS
 from dsreg.registry.reader import Resolved
+
+# The votes readers only for import_votes.
+with lazy_imports():
+    from dsreg.overlays import votes as overlay_votes
 
 if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
-    "VOTE_FORMATS",
     "OverlayResult",
     "Recording",
     "Tagging",
@@ -212,7 +215,7 @@ def import_votes(
 ) -> OverlayResult:
     """A ``validated`` overlay of ``base``'s snapshot from a votes file, tagged as ``tagging``
     asks; ``record``: its command and credit."""
-    check_choice(format, VOTE_FORMATS, option="--format")
+    check_choice(format, overlay_votes.VOTE_FORMATS, option="--format")
     check_tagging(base, tagging, producer="dsreg.import-votes")
     draft = votes_draft(base, Path(votes), format=format, threshold=threshold)
     return store_overlay(base, draft, tagging, record)

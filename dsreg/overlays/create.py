@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from dsreg._util.inputs import input_file
+from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg._version import __version__
 from dsreg.detector.options import DetectorOptions
@@ -23,12 +24,15 @@ from dsreg.formats.manifests import OverlayKind, Snapshot
 from dsreg.formats.tables import as_numpy
 from dsreg.objects.digest import short
 from dsreg.objects.hashing import FileDigest, hash_file
-from dsreg.overlays.votes import read_votes
 from dsreg.overlays.write import JoinedRows, write_overlay
 from dsreg.registry.folder import Registry
 from dsreg.registry.reader import Resolved
 from dsreg.registry.tables import read_examples
 from dsreg.views.dataset import Dataset
+
+# The votes readers (CSV, the release's JSON, the matching) only for a votes overlay.
+with lazy_imports():
+    from dsreg.overlays import votes as overlay_votes
 
 __all__ = [
     "LABEL_FORMATS",
@@ -103,7 +107,7 @@ def votes_draft(base: Resolved, path: Path, *, format: str, threshold: int) -> O
     votes_digest = pool.submit(hash_file, path)
     pool.submit(importlib.import_module, "duckdb")
     pool.shutdown(wait=False)
-    result = read_votes(
+    result = overlay_votes.read_votes(
         path,
         format=format,
         threshold=threshold,
