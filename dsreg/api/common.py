@@ -80,6 +80,8 @@ def overlay_credit(citation: PathArg | None, credit: str | None) -> dict[str, st
     """The ``credit`` an overlay's producer keeps, from ``--citation FILE.bib`` and
     ``--credit TEXT`` (read and checked as ``add`` reads them: a malformed file is refused
     before any work), or ``None`` when neither is given."""
+    if citation is None and credit is None:
+        return None  # without importing the ingest modules that read them
     from dsreg.ingest.add import read_credit
 
     read = read_credit(citation, credit)

@@ -36,6 +36,7 @@ from dsreg.api.options import (
 from dsreg.detector.options import FILTER_BY, RANK_BY, DetectorOptions
 from dsreg.errors import InvalidInputError
 from dsreg.formats.names import check_name
+from dsreg.objects.hashing import start_file_digest
 
 # Each of these imports numpy and pyarrow (DuckDB, matplotlib): imported when first used.
 with lazy_imports():
@@ -238,28 +239,26 @@ def detect(
         :class:`~dsreg.detector.detector.Detection`; ``top`` the ``top`` lowest-scored rows;
         ``tagged`` the tag made, if any.
     """
-    options = DetectorOptions(
-        filter_by=filter_by,
-        rank_by=rank_by,
-        rank_by_kwargs=rank_by_kwargs,
-        frac_noise=frac_noise,
-        num_to_remove_per_class=(
-            list(num_to_remove_per_class) if num_to_remove_per_class is not None else None
-        ),
-        min_examples_per_class=min_examples_per_class,
-        estimation_method=estimation_method,
-        chunk_rows=chunk_rows,
-    )
-    where = pred_probs if isinstance(pred_probs, str | os.PathLike) else "<array>"
-    return overlay_ops.detect(
-        local_reader(registry).revision(spec),
-        pred_probs,
-        options=options,
-        tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
-        top=top,
-        progress=hook(progress),
-        record=overlay_recording(command_of(command, "detect", spec, where), citation, credit),
-    )
+    options = options_of(DetectorOptions, locals())
+    is_path = isinstance(pred_probs, str | os.PathLike)
+    where = pred_probs if is_path else "<array>"
+    # The file's digest (the overlay's provenance) begins at once, on a core of its own, while
+    # this thread imports the detector and reads the revision; the detector then has every core.
+    digest = start_file_digest(pred_probs) if isinstance(pred_probs, str | os.PathLike) else None
+    try:
+        return overlay_ops.detect(
+            local_reader(registry).revision(spec),
+            pred_probs,
+            options=options,
+            tagging=overlay_ops.Tagging(tag=tag, view=view, force=force),
+            top=top,
+            progress=hook(progress),
+            record=overlay_recording(command_of(command, "detect", spec, where), citation, credit),
+            digest=digest,
+        )
+    finally:
+        if digest is not None:
+            digest.stop()
 
 
 def import_votes(

@@ -18,8 +18,6 @@ shape (m, k), as numpy arrays.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import math
 from collections.abc import Callable, Mapping
 from functools import lru_cache
@@ -95,6 +93,10 @@ def get_normalized_margin_for_each_label(labels: IntArray, pred_probs: FloatArra
 @lru_cache(maxsize=1)
 def _logf() -> Callable[[float], float]:
     """The C library's single-precision ``logf`` (what scipy's float32 ``xlogy`` calls)."""
+    # Imported here: only the entropy score needs it, and ctypes.util imports subprocess.
+    import ctypes
+    import ctypes.util
+
     for name in (ctypes.util.find_library("m"), ctypes.util.find_library("c"), "ucrtbase"):
         if not name:
             continue

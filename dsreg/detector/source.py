@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dsreg.errors import InvalidInputError, ProbabilitiesError
+from dsreg.objects.hashing import FileDigest
 
 __all__ = [
     "CHUNKS_IN_USE",
@@ -169,6 +170,7 @@ class ProbabilitySource(ABC):
         self._renorm: IntArray | None = None
         self._digest: str | None = None
         self._hashing: Future[str] | None = None
+        self._started: FileDigest | None = None
         self._stop_hashing = threading.Event()
 
     def __repr__(self) -> str:
@@ -184,14 +186,24 @@ class ProbabilitySource(ABC):
     def close(self) -> None:
         """Release file handles and mappings; stop a digest still being taken."""
         self._stop_hashing.set()
+        if self._started is not None:
+            self._started.stop()
         if self._hashing is not None:
             self._hashing.exception()  # waits for the thread to give up (HashingStopped)
 
-    def start_digest(self) -> None:
+    def start_digest(self, started: FileDigest | None = None) -> None:
         """Start taking :meth:`digest` on a second thread, on one core (BLAKE3 releases the
         GIL), while the caller works on the source: the detector's passes and the digest's
-        read of the file run side by side. ``digest`` then waits for it; ``close`` stops it."""
-        if self._digest is not None or self._hashing is not None:
+        read of the file run side by side. ``digest`` then waits for it; ``close`` stops it.
+
+        ``started``: the digest of this source's file, begun earlier by the caller (before
+        its imports and its reading of the labels); it is used instead of a new one. Should
+        it end without a digest (stopped, or the file unreadable), :meth:`digest` takes one
+        as it would without it, so its result and its errors are the same either way."""
+        if self._digest is not None or self._hashing is not None or self._started is not None:
+            return
+        if started is not None and self.path is not None and Path(started.path) == self.path:
+            self._started = started
             return
         pool = ThreadPoolExecutor(1)
         self._hashing = pool.submit(self._hash_bytes, 1, self._stop_hashing)
@@ -288,6 +300,8 @@ class ProbabilitySource(ABC):
         ``numpy.save`` writes for its C-ordered copy, so saving the array to ``.npy`` and
         opening the file gives the same digest.
         """
+        if self._digest is None and self._started is not None:
+            self._digest = self._started.result()
         if self._digest is None:
             hexd = self._hashing.result() if self._hashing is not None else self._hash_bytes()
             self._digest = "blake3:" + hexd

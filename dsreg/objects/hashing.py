@@ -11,6 +11,7 @@ BLAKE3's own tree-parallel hashing uses the idle cores; the digest is the same e
 from __future__ import annotations
 
 import os
+import stat
 import threading
 
 import blake3
@@ -18,6 +19,7 @@ import blake3
 from dsreg._util.fs import CHUNK, RD, read_small
 
 __all__ = [
+    "FileDigest",
     "Hasher",
     "HashingStopped",
     "hash_bytes",
@@ -25,6 +27,7 @@ __all__ = [
     "hash_file",
     "hash_hex",
     "hash_path",
+    "start_file_digest",
 ]
 
 PREFIX = "blake3:"
@@ -100,3 +103,57 @@ def hash_file(
                 raise HashingStopped(os.fspath(path))
             h.update(chunk)
     return h.digest()
+
+
+class FileDigest:
+    """``hash_file(path)`` on a thread of its own, begun when made: a caller that will want a
+    large input's digest starts it before work that keeps one core busy (importing, reading
+    other inputs), so that the hash runs on an idle core instead of beside later work that
+    uses them all.
+
+    :meth:`result` waits for the digest; :meth:`stop` abandons it (the thread stops before its
+    next read). A file that could not be read leaves no digest (``result`` returns None) and
+    no error: whoever reads the file reports that in its own words. The thread is a daemon,
+    so an abandoned digest never holds up the interpreter's exit.
+    """
+
+    __slots__ = ("_digest", "_path", "_stop", "_thread")
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._path = os.fspath(path)
+        self._digest: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dsreg-digest", daemon=True)
+        self._thread.start()
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    def _run(self) -> None:
+        try:
+            self._digest = hash_file(self._path, stop=self._stop)
+        except (OSError, HashingStopped):
+            self._digest = None
+
+    def result(self) -> str | None:
+        """The file's digest (``blake3:`` + hex), or None if it was stopped or unreadable."""
+        self._thread.join()
+        return self._digest
+
+    def stop(self) -> None:
+        """Abandon the digest and wait until the thread has let go of the file."""
+        self._stop.set()
+        self._thread.join()
+
+
+def start_file_digest(path: str | os.PathLike[str]) -> FileDigest | None:
+    """A :class:`FileDigest` of ``path`` begun now, if it is a regular file; None otherwise (a
+    named pipe must not be read by anyone but the reader that checks it; a missing file is
+    that reader's to report)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+    except (OSError, ValueError):
+        return None
+    return FileDigest(path)

@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dsreg._util.choices import check_choice
+from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg.detector.options import FILTER_BY, RANK_BY, DetectorOptions
 from dsreg.errors import DsregError, InvalidInputError, TagExistsError
 from dsreg.formats.manifests import TAG_VIEWS, VIEWS
 from dsreg.formats.names import TagName, check_name
 from dsreg.objects.digest import short
+from dsreg.objects.hashing import FileDigest
 from dsreg.ops.tag import TagResult, make_tag
 from dsreg.overlays.create import (
     LABEL_FORMATS,
@@ -30,14 +32,16 @@ from dsreg.overlays.create import (
     votes_draft,
 )
 from dsreg.overlays.inspect import Issue, ranked_issues
-from dsreg.overlays.votes import VOTE_FORMATS
 from dsreg.registry.reader import Resolved
+
+# The votes readers only for import_votes.
+with lazy_imports():
+    from dsreg.overlays import votes as overlay_votes
 
 if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
-    "VOTE_FORMATS",
     "OverlayResult",
     "Recording",
     "Tagging",
@@ -186,13 +190,16 @@ def detect(
     top: int = 10,
     progress: ProgressHook = no_progress,
     record: Recording = Recording(),
+    digest: FileDigest | None = None,
 ) -> OverlayResult:
     """A ``detected`` overlay of ``base`` (options: those of the detector), tagged as
-    ``tagging`` asks, with its ``top`` lowest-scored rows; ``record``: its command and credit."""
+    ``tagging`` asks, with its ``top`` lowest-scored rows; ``record``: its command and credit;
+    ``digest``: the probabilities file's digest, begun by the caller
+    (:func:`dsreg.objects.hashing.start_file_digest`)."""
     check_detect_options(options.filter_by, options.rank_by)
     check_tagging(base, tagging, producer="dsreg.detect")
     probs = Path(pred_probs) if isinstance(pred_probs, str | os.PathLike) else pred_probs
-    draft = detect_draft(base, probs, options=options, progress=progress)
+    draft = detect_draft(base, probs, options=options, progress=progress, digest=digest)
     stored = store_overlay(base, draft, tagging, record)
     return dataclasses.replace(stored, top=ranked_issues(base.registry, stored.digest, top))
 
@@ -208,7 +215,7 @@ def import_votes(
 ) -> OverlayResult:
     """A ``validated`` overlay of ``base``'s snapshot from a votes file, tagged as ``tagging``
     asks; ``record``: its command and credit."""
-    check_choice(format, VOTE_FORMATS, option="--format")
+    check_choice(format, overlay_votes.VOTE_FORMATS, option="--format")
     check_tagging(base, tagging, producer="dsreg.import-votes")
     draft = votes_draft(base, Path(votes), format=format, threshold=threshold)
     return store_overlay(base, draft, tagging, record)

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from dsreg._util.inputs import input_file
+from dsreg._util.lazy import lazy_imports
 from dsreg._util.progress import ProgressHook, no_progress
 from dsreg._version import __version__
 from dsreg.detector.options import DetectorOptions
@@ -22,13 +23,16 @@ from dsreg.formats.corrections import corrections_table
 from dsreg.formats.manifests import OverlayKind, Snapshot
 from dsreg.formats.tables import as_numpy
 from dsreg.objects.digest import short
-from dsreg.objects.hashing import hash_file
-from dsreg.overlays.votes import read_votes
+from dsreg.objects.hashing import FileDigest, hash_file
 from dsreg.overlays.write import JoinedRows, write_overlay
 from dsreg.registry.folder import Registry
 from dsreg.registry.reader import Resolved
 from dsreg.registry.tables import read_examples
 from dsreg.views.dataset import Dataset
+
+# The votes readers (CSV, the release's JSON, the matching) only for a votes overlay.
+with lazy_imports():
+    from dsreg.overlays import votes as overlay_votes
 
 __all__ = [
     "LABEL_FORMATS",
@@ -103,7 +107,7 @@ def votes_draft(base: Resolved, path: Path, *, format: str, threshold: int) -> O
     votes_digest = pool.submit(hash_file, path)
     pool.submit(importlib.import_module, "duckdb")
     pool.shutdown(wait=False)
-    result = read_votes(
+    result = overlay_votes.read_votes(
         path,
         format=format,
         threshold=threshold,
@@ -193,10 +197,11 @@ def detect_draft(
     *,
     options: DetectorOptions | None = None,
     progress: ProgressHook = no_progress,
+    digest: FileDigest | None = None,
 ) -> OverlayDraft:
     """A ``detected`` overlay of ``base``: confident learning on out-of-sample probabilities
     aligned with the revision's rows (its view's rows, in order); ``progress`` hears of each
-    pass over them."""
+    pass over them. ``digest``: the probabilities file's digest, if the caller began it."""
     from dsreg.detector.detector import detect
     from dsreg.detector.probs import open_probabilities
 
@@ -205,8 +210,9 @@ def detect_draft(
     if isinstance(probs, Path):
         input_file(probs, what=f"probabilities file {str(probs)!r}")
     with open_probabilities(probs) as source:
-        # The digest (the overlay's provenance) on a second core while the detector works.
-        source.start_digest()
+        # The digest (the overlay's provenance) on a second core while the detector works,
+        # unless the caller began it earlier.
+        source.start_digest(digest)
         det = detect(view.label, source, options, progress=progress)
         probs_digest = source.digest()
     # The corrections table is sorted by row: the flagged rows in that order, their ids and

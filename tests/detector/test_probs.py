@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import threading
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import dsreg.detector.probs as probs_module
 from dsreg.detector.count import check_labels
 from dsreg.detector.probs import (
     ArraySource,
@@ -25,7 +27,7 @@ from dsreg.detector.probs import (
     sum_tolerance,
 )
 from dsreg.errors import InputPathError, ProbabilitiesError
-from dsreg.objects.hashing import HashingStopped, hash_file
+from dsreg.objects.hashing import HashingStopped, hash_file, start_file_digest
 
 
 def softmax(n: int, k: int, *, seed: int = 0, dtype: Any = np.float32) -> np.ndarray:
@@ -229,6 +231,50 @@ def test_a_digest_no_longer_wanted_stops(tmp_path: Path) -> None:
     # Closed at once: the digest was stopped, or it had finished and is the file's.
     with contextlib.suppress(HashingStopped):
         assert source.digest() == blake3_of(path)
+
+
+def test_a_digest_begun_before_opening_is_the_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "p.npy"
+    np.save(path, softmax(1000, 6, seed=4))
+    np.save(tmp_path / "q.npy", softmax(1000, 6, seed=5))
+    started = start_file_digest(path)
+    other = start_file_digest(tmp_path / "q.npy")
+    assert started is not None and other is not None
+    expected = blake3_of(path)
+    assert started.result() == expected
+    # Named another way, the same file: the source takes the digest begun for it, and does
+    # not read the file a second time for it.
+    with monkeypatch.context() as m:
+        m.setattr(probs_module, "hash_file", lambda *a, **k: pytest.fail("hashed again"))
+        with open_probabilities(tmp_path / "." / "p.npy") as source:
+            source.start_digest(started)
+            assert source.digest() == expected
+    # Begun for another file, it is not used.
+    with open_probabilities(path) as source:
+        source.start_digest(other)
+        assert source.digest() == expected
+
+
+def test_a_digest_begun_and_stopped_is_taken_again(tmp_path: Path) -> None:
+    path = tmp_path / "p.npy"
+    np.save(path, softmax(1000, 6, seed=4))
+    started = start_file_digest(path)
+    assert started is not None
+    started.stop()
+    with open_probabilities(path) as source:
+        source.start_digest(started)
+        assert source.digest() == blake3_of(path)
+
+
+def test_no_digest_is_begun_for_what_is_not_a_regular_file(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    # Reading the pipe would block, or take the bytes meant for the reader that refuses it.
+    assert start_file_digest(fifo) is None
+    assert start_file_digest(tmp_path / "missing.npy") is None
+    assert start_file_digest(tmp_path) is None
 
 
 def test_fortran_ordered_npy_file(tmp_path: Path) -> None:
