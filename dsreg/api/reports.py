@@ -27,6 +27,7 @@ with lazy_imports():
     from dsreg.report import plot as report_plot
     from dsreg.report.croissant import write as croissant_write
     from dsreg.report.publish import pinned
+    from dsreg.report.stats import significance as report_significance
 
 if TYPE_CHECKING:
     from dsreg.registry.reader import Resolved
@@ -172,9 +173,7 @@ def evaluate(
         base = reader.revision(spec)
         # The tables are hashed on the other core while the report's libraries load.
         verified.prehash_revision(base.registry, base.revision)
-        from dsreg.report.stats.significance import StatsOptions  # imported by evaluate too
-
-        stats = StatsOptions(ci=ci, resamples=resamples, seed=seed)
+        stats = report_significance.StatsOptions(ci=ci, resamples=resamples, seed=seed)
         given = reader.repairing(
             lambda: results_api.aligned_inputs(base, predictions, predictions_format)
         )
