@@ -33,7 +33,7 @@ import zlib
 from collections.abc import Callable, Collection, Iterable, Iterator
 from itertools import chain
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from dsreg.errors import StorageError
 from dsreg.objects.digest import is_digest
@@ -104,11 +104,9 @@ def decode_record(key: bytes, value: object) -> StatKey | None:
     32-byte digest ``key`` and the fields) holds."""
     if not isinstance(value, bytes) or len(key) != 32 or len(value) != _OBJ_LEN:
         return None
-    fields = value[: _OBJ.size]
-    if _OBJ_CRC.unpack_from(value, _OBJ.size)[0] != zlib.crc32(key + fields):
+    if _OBJ_CRC.unpack_from(value, _OBJ.size)[0] != zlib.crc32(value[: _OBJ.size], zlib.crc32(key)):
         return None
-    ino, size, mtime, ctime, nlink = _OBJ.unpack(fields)
-    return (ino, size, mtime, ctime, nlink)
+    return cast(StatKey, _OBJ.unpack_from(value))
 
 
 def _packed_records(rows: Iterable[tuple[str, StatKey]]) -> list[tuple[bytes, int]]:

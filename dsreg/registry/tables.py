@@ -7,10 +7,13 @@ Both views and overlays read tables; they meet here, below both of them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyarrow._compute import MatchSubstringOptions as _Match
+from pyarrow._compute import call_function
 
 from dsreg._util.lazy import lazy_imports
 from dsreg.errors import ManifestError, StorageError
@@ -22,7 +25,9 @@ from dsreg.formats.tables import read_parquet_mapped
 from dsreg.objects.digest import short
 from dsreg.registry.folder import Registry
 
-# Imported when first called: a command reading a table seldom needs it (0.1 s to import).
+# Imported when first called: a command reading a table seldom needs it (0.1 s to import:
+# it wraps each of pyarrow's hundreds of functions). The checks every read of an examples
+# table makes call the few they need by name (``_call``), without it.
 with lazy_imports():
     import pyarrow.compute as pc
 
@@ -132,6 +137,12 @@ def check_examples_against(table: pa.Table, snap: Snapshot) -> None:
     check_example_columns(table, snap)
 
 
+def _call(name: str, *args: object, options: object = None) -> Any:
+    """pyarrow's compute function ``name`` on ``args`` (with its default options, else
+    ``options``), called by name: what ``pyarrow.compute``'s wrapper of it calls."""
+    return call_function(name, list(args), options)
+
+
 def check_example_columns(table: pa.Table | pa.RecordBatch, snap: Snapshot) -> None:
     """``check_examples_against`` but the row count, on any run of the table's rows: a
     reader that streams the table a batch at a time checks each batch with it (and the row
@@ -150,7 +161,7 @@ def check_example_columns(table: pa.Table | pa.RecordBatch, snap: Snapshot) -> N
         if not pa.types.is_integer(labels.type) or labels.null_count:
             raise ManifestError(f"{what}: labels must be integers on every row")
         if len(labels):
-            lo_hi = pc.min_max(labels).as_py()
+            lo_hi = _call("min_max", labels).as_py()
             k = len(snap.classes)
             if lo_hi["min"] < 0 or lo_hi["max"] >= k:
                 raise ManifestError(
@@ -164,8 +175,9 @@ def check_example_columns(table: pa.Table | pa.RecordBatch, snap: Snapshot) -> N
         if has_payloads(snap):
             # A checkout writes each file at its id: one that could leave the folder is
             # refused wherever the table is read, not only when it was added.
-            bad = ids.filter(pc.match_substring_regex(ids, UNSAFE_PATH))
-            if len(bad):
+            unsafe_ids = _call("match_substring_regex", ids, options=_Match(UNSAFE_PATH))
+            if _call("any", unsafe_ids).as_py():
+                bad = ids.filter(unsafe_ids)
                 raise ManifestError(
                     f"{what} has {len(bad)} example ids that are not safe relative paths "
                     f"(first {bad[0].as_py()!r}): no '..', '.', empty part, leading '/', "
@@ -180,8 +192,8 @@ def check_example_columns(table: pa.Table | pa.RecordBatch, snap: Snapshot) -> N
                 f"{what}: {blobs.null_count} rows have no payload, but its layout needs one "
                 "for every row"
             )
-        ok = pc.match_substring_regex(blobs.drop_null(), _DIGEST_RE)
-        if len(ok) and not pc.all(ok).as_py():
+        ok = _call("match_substring_regex", _call("drop_null", blobs), options=_Match(_DIGEST_RE))
+        if len(ok) and not _call("all", ok).as_py():
             raise ManifestError(f"{what}: some blobs are not blake3 digests")
 
 

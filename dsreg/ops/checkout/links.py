@@ -48,11 +48,13 @@ class LinkPass:
         """Link each of ``todo`` to its name, below ``dirs``; returns what was left (absent
         objects, or corrupt ones with ``refetch``) and what the chunk saw of the objects."""
         chunk: Chunk[Placement] = Chunk(len(todo))
-        rels = object_relpaths([p.blob for p in todo])
+        blobs = [p.blob for p in todo]
+        rels = object_relpaths(blobs)
         clock = self.reg.state.clock_ns()  # before any stat of the chunk
         hard = self.link == "hardlink"
-        # What was placed: each one's index in ``todo``, its object's stat then, its record.
-        placed: list[int] = []
+        # What was placed: its object's path below ``files/``, digest, stat then and record.
+        srcs: list[str] = []
+        placed: list[str] = []
         befores: list[StatKey] = []
         recs: list[StatKey | None] = []
         # Looked up here, not at import: the tests that interrupt a checkout wrap os's calls.
@@ -61,12 +63,12 @@ class LinkPass:
         folder: str | None = None
         fd = -1
         with explain_cross_device(self.link):
-            for i, (rel, blob) in enumerate(todo):
+            for rel, blob, src in zip([p.path for p in todo], blobs, rels, strict=True):
                 parent, _, name = rel.rpartition("/")
                 if parent != folder:
                     fd, folder = dirs.entry(rel)[0], parent
                 try:
-                    st = stat(rels[i], dir_fd=files_fd)
+                    st = stat(src, dir_fd=files_fd)
                 except FileNotFoundError:
                     chunk.left.append(Placement(rel, blob))
                     continue
@@ -75,9 +77,9 @@ class LinkPass:
                 linkable = vouches(rec, before)
                 try:
                     if linkable and hard:
-                        link(rels[i], name, src_dir_fd=files_fd, dst_dir_fd=fd)
+                        link(src, name, src_dir_fd=files_fd, dst_dir_fd=fd)
                     elif linkable:
-                        symlink(f"{files}/{rels[i]}", name, dir_fd=fd)
+                        symlink(f"{files}/{src}", name, dir_fd=fd)
                 except FileExistsError:  # the name appeared meanwhile
                     linkable = False
                 if not linkable:
@@ -85,14 +87,14 @@ class LinkPass:
                     if checked is None:
                         continue
                     before = checked
-                placed.append(i)
+                srcs.append(src)
+                placed.append(blob)
                 befores.append(before)
                 recs.append(rec)
-        blobs = [todo[i].blob for i in placed]
         if hard:
-            self._after_links(rels, placed, blobs, befores, recs, chunk.seen)
+            self._after_links(srcs, placed, befores, recs, chunk.seen)
         else:  # a symbolic link leaves the object as it was
-            chunk.seen.saw_all(blobs, befores, clock, recs)
+            chunk.seen.saw_all(placed, befores, clock, recs)
         return chunk
 
     def _checked(
@@ -116,22 +118,22 @@ class LinkPass:
 
     def _after_links(
         self,
-        rels: list[str],
-        placed: list[int],
+        srcs: list[str],
         blobs: list[str],
         befores: list[StatKey],
         recs: list[StatKey | None],
         seen: Sightings,
     ) -> None:
-        """What the chunk's hard links left of each object (``blobs``, at ``rels[placed[k]]``,
-        found with ``befores[k]``, recorded as ``recs[k]``): its stat after them, taken after
-        one reading of the clock, if nothing but links changed it since it was vouched for."""
+        """What the chunk's hard links left of each object (``blobs``, at ``srcs`` below
+        ``files/``, found with ``befores``, recorded as ``recs``): its stat after them, taken
+        after one reading of the clock, if nothing but links changed it since it was vouched
+        for."""
         clock = self.reg.state.clock_ns()
         stat, files_fd = os.stat, self.files_fd
         afters: list[StatKey] = []
-        for i in placed:
+        for src in srcs:
             try:
-                st = stat(rels[i], dir_fd=files_fd)
+                st = stat(src, dir_fd=files_fd)
             except OSError:
                 afters.append((-1, -1, -1, -1, -1))  # gone: not the file it was
                 continue
