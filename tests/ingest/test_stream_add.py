@@ -15,6 +15,7 @@ import pytest
 
 import dsreg
 from dsreg import DatasetFormatError, InvalidInputError
+from dsreg.ingest.stream import Validation
 
 ROW_GROUP = 1 << 18
 
@@ -111,6 +112,38 @@ def test_duplicates_far_apart_in_a_big_table_are_found(tmp_path: Path) -> None:
         DatasetFormatError, match=r"1 example ids occur more than once, first \['7'\]"
     ):
         dsreg.add("d", table=tmp_path / "t.parquet", registry=reg)
+
+
+def test_only_hashes_seen_twice_are_looked_up_even_when_their_parts_repeat() -> None:
+    # Hashes that share their top bits and the 32 bits under them but differ below, in one
+    # row group and across two: only the hash that occurs twice is handed on to be compared
+    # as text, and a set without repeats never is.
+    base = np.uint64(0xAB12345678000000)
+    hashes = {
+        "a": base | np.uint64(1),
+        "b": base | np.uint64(2),  # a's top 40 bits, another hash
+        "c": base | np.uint64(1),  # a's hash: a collision (or the same id)
+        "d": np.uint64(0x0000000000000005),
+        "e": np.uint64(0xFF00000000000005),
+    }
+
+    def hasher(ids: pa.ChunkedArray) -> np.ndarray:
+        return np.array([hashes[i] for i in ids.to_pylist()], dtype=np.uint64)
+
+    def looked_up(groups: list[list[str]]) -> list[int]:
+        v = Validation(what="t", id_name="id", unique_hint="", classes=None, allow_lookalikes=True)
+        v.ids([pa.array(g, pa.string()) for g in groups], hasher)
+        seen: list[int] = []
+
+        def repeats(candidates: np.ndarray) -> tuple[list[str], list[tuple[str, str]]]:
+            seen.extend(int(h) for h in candidates)
+            return [], []
+
+        v.finish_ids(repeats)
+        return seen
+
+    assert looked_up([["a", "b", "d"], ["c", "e"]]) == [int(hashes["a"])]
+    assert looked_up([["a", "b"], ["d", "e"]]) == []
 
 
 def test_labels_out_of_range_over_several_row_groups(tmp_path: Path) -> None:
