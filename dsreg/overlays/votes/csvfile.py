@@ -264,8 +264,9 @@ def _without_blank_lines(cells: dict[str, pa.Array]) -> dict[str, pa.Array]:
 
 def _digits(cells: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
     """Each cell as the whole number its ASCII digits write (an empty cell: 0), and each
-    cell's length, read from the bytes directly; None unless every cell is at most nine
-    digits and nothing else (the callers' general path decides those)."""
+    cell's length; None unless every cell is at most nine digits and nothing else (the
+    callers' general path decides those). The bytes are checked directly; cells of digits
+    alone, no sign and no space, read the same by Arrow's cast as digit by digit."""
     if cells.null_count or not pa.types.is_string(cells.type):
         return None
     _, offsets_buffer, data_buffer = cells.buffers()
@@ -283,12 +284,11 @@ def _digits(cells: pa.Array) -> tuple[np.ndarray, np.ndarray] | None:
     )
     if data.size and (data.min() < ord("0") or data.max() > ord("9")):
         return None
-    values = np.zeros(len(cells), dtype=np.int64)
-    starts = ends[:-1] - lo
-    for at in range(longest):  # a digit at a time, most significant first
-        more = np.flatnonzero(lengths > at)
-        values[more] = values[more] * 10 + (data[starts[more] + at] - ord("0"))
-    return values, lengths
+    if not len(cells):
+        return np.zeros(0, dtype=np.int64), lengths
+    if not lengths.min():
+        cells = pc.if_else(from_numpy(lengths > 0, pa.bool_()), cells, _text("0"))
+    return as_numpy(pc.cast(cells, pa.int64())), lengths
 
 
 def _labels(cells: pa.Array, classes: Classes) -> tuple[np.ndarray, np.ndarray]:
