@@ -86,8 +86,13 @@ def _parquet_pieces(path: Path, only: list[str] | None, what: str) -> Pieces:
         columns = columns or only
         try:
             pf = pq.ParquetFile(path)
+            # A file of ids and labels alone, or those columns of it, is read a row group of
+            # the examples table at a time: both columns are made one chunk a group, so their
+            # chunks do not reach the bytes, and a single chunk of ids is not copied again.
+            width = len(columns) if columns else len(pf.schema_arrow)
+            batch = READ_BATCH if width > 2 else ROW_GROUP
             for i in range(pf.num_row_groups):
-                for b in pf.iter_batches(batch_size=READ_BATCH, row_groups=[i], columns=columns):
+                for b in pf.iter_batches(batch_size=batch, row_groups=[i], columns=columns):
                     yield pa.Table.from_batches([b])
         except (pa.ArrowException, OSError) as e:
             raise DatasetFormatError(f"cannot read {what} {str(path)!r}: {e}") from e
