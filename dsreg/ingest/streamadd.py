@@ -272,8 +272,9 @@ def _length_mismatch(src: StreamSource, n_ids: int, n_labels: int) -> None:
 
 def _id_text(col: pa.ChunkedArray, src: StreamSource) -> pa.Array:
     try:
-        text = col if _is_text(col.type) else pc.cast(col, pa.string())
-        return pc.cast(text, pa.string()).combine_chunks()
+        text = pc.cast(col if _is_text(col.type) else pc.cast(col, pa.string()), pa.string())
+        # One chunk is taken as it is (combine_chunks would copy it).
+        return text.chunk(0) if text.num_chunks == 1 else text.combine_chunks()
     except pa.ArrowException as e:
         raise DatasetFormatError(
             f"{src.what}: column {src.id_column!r} holds {col.type} values that are not text "

@@ -15,6 +15,8 @@ import pytest
 
 import dsreg
 from dsreg import DatasetFormatError, InvalidInputError
+from dsreg.formats.tables import base_schema, parquet_bytes
+from dsreg.ingest.stream import Validation
 
 ROW_GROUP = 1 << 18
 
@@ -111,6 +113,59 @@ def test_duplicates_far_apart_in_a_big_table_are_found(tmp_path: Path) -> None:
         DatasetFormatError, match=r"1 example ids occur more than once, first \['7'\]"
     ):
         dsreg.add("d", table=tmp_path / "t.parquet", registry=reg)
+
+
+def test_only_hashes_seen_twice_are_looked_up_even_when_their_parts_repeat() -> None:
+    # Hashes that share their top bits and the 32 bits under them but differ below, in one
+    # row group and across two: only the hash that occurs twice is handed on to be compared
+    # as text, and a set without repeats never is.
+    base = np.uint64(0xAB12345678000000)
+    hashes = {
+        "a": base | np.uint64(1),
+        "b": base | np.uint64(2),  # a's top 40 bits, another hash
+        "c": base | np.uint64(1),  # a's hash: a collision (or the same id)
+        "d": np.uint64(0x0000000000000005),
+        "e": np.uint64(0xFF00000000000005),
+    }
+
+    def hasher(ids: pa.ChunkedArray) -> np.ndarray:
+        return np.array([hashes[i] for i in ids.to_pylist()], dtype=np.uint64)
+
+    def looked_up(groups: list[list[str]]) -> list[int]:
+        v = Validation(what="t", id_name="id", unique_hint="", classes=None, allow_lookalikes=True)
+        v.ids([pa.array(g, pa.string()) for g in groups], hasher)
+        seen: list[int] = []
+
+        def repeats(candidates: np.ndarray) -> tuple[list[str], list[tuple[str, str]]]:
+            seen.extend(int(h) for h in candidates)
+            return [], []
+
+        v.finish_ids(repeats)
+        return seen
+
+    assert looked_up([["a", "b", "d"], ["c", "e"]]) == [int(hashes["a"])]
+    assert looked_up([["a", "b"], ["d", "e"]]) == []
+
+
+@pytest.mark.parametrize("row_group", [100_003, ROW_GROUP, 1 << 20])
+def test_a_table_of_ids_and_labels_gives_the_whole_tables_bytes(
+    tmp_path: Path, row_group: int
+) -> None:
+    # However the source's row groups fall, the examples table is the one the whole-table
+    # writer gives: its groups of ROW_GROUP rows, each column one chunk.
+    n = 2 * ROW_GROUP + 17
+    ids = pa.array([f"x{i:07d}" for i in range(n)][::-1], pa.string())
+    labels = np.random.default_rng(3).integers(0, 10, n).astype(np.int32)
+    src = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"example_id": ids, "label": labels}), src, row_group_size=row_group)
+    reg = dsreg.init(registry=tmp_path / "reg")
+    dsreg.add("d", table=src, tag="v1", registry=reg)
+    ds = dsreg.open("d@v1", registry=reg)
+    whole = pa.Table.from_arrays(
+        [ids, pa.array(labels), pa.nulls(n, pa.string()), pa.nulls(n, pa.int64())],
+        schema=base_schema(),
+    )
+    assert ds.registry.store.path(ds.snapshot.examples).read_bytes() == parquet_bytes(whole)
 
 
 def test_labels_out_of_range_over_several_row_groups(tmp_path: Path) -> None:
