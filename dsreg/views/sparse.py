@@ -470,25 +470,30 @@ class LabelColumn:
 
         def decode() -> None:
             with contextlib.suppress(ManifestError):
-                self.whole()
+                self.whole(threads=1)  # one core: the other does the caller's work meanwhile
 
         threading.Thread(target=decode, name="dsreg-labels").start()
 
-    def whole(self) -> np.ndarray:
-        """Every label, decoded once (on two threads) and kept."""
+    def whole(self, *, threads: int = 2) -> np.ndarray:
+        """Every label, decoded once (on ``threads`` threads) and kept."""
         with self._lock:
             if self._whole is None:
                 out = np.empty(self.n, dtype=self.dtype)
-                with ThreadPoolExecutor(max_workers=2) as pool:
-                    for f in [pool.submit(self._decode, out, half) for half in (0, 1)]:
-                        f.result()
+                if threads == 1:
+                    self._decode(out, 0, 1)
+                else:
+                    with ThreadPoolExecutor(max_workers=threads) as pool:
+                        for f in [
+                            pool.submit(self._decode, out, t, threads) for t in range(threads)
+                        ]:
+                            f.result()
                 self._whole = out
             return self._whole
 
-    def _decode(self, out: np.ndarray, half: int) -> None:
-        """Every other row group (from the first, ``half`` 0, or the second) into ``out``: a
-        row group's buffers are reused for the next."""
-        for g in range(half, len(self.groups), 2):
+    def _decode(self, out: np.ndarray, first: int, step: int) -> None:
+        """Every ``step``-th row group from ``first`` into ``out``: a row group's buffers are
+        reused for the next."""
+        for g in range(first, len(self.groups), step):
             out[self.groups[g]] = self._group(g)
 
     def _group(self, g: int) -> np.ndarray:
