@@ -10,6 +10,7 @@ A test holds these views equal to ``policy.apply_view``.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -433,8 +434,6 @@ def _score_all(
     digests: Mapping[str, Future[str]],
 ) -> tuple[EvalReport, RowScores]:
     target, merged, kinds, sets = labels.target, labels.merged, labels.overlays, labels.sets
-    vws = sparse_views(target.n, merged, names)
-    rows = RowScores(target.n, vws, sets)
     results: list[ModelResult] = []
     seen: set[str] = set()
 
@@ -442,7 +441,14 @@ def _score_all(
         f = digests.get(str(path))
         return f.result() if f is not None else hash_file(path)
 
-    for ranks in read_predictions(target, inputs, digest_of=digest_of):
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # The views are built on one core while the first model's predictions are read.
+        building = pool.submit(sparse_views, target.n, merged, names)
+        ranked = read_predictions(target, inputs, digest_of=digest_of)
+        first = next(ranked)
+        vws = building.result()
+    rows = RowScores(target.n, vws, sets)
+    for ranks in itertools.chain([first], ranked):
         model = ranks.source.model
         if model in seen:
             raise PredictionsError(f"model {model!r} is given twice; model names must differ")
