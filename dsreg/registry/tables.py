@@ -12,8 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyarrow._compute import MatchSubstringOptions as _Match
-from pyarrow._compute import call_function
+from pyarrow._compute import MatchSubstringOptions, call_function
 
 from dsreg._util.lazy import lazy_imports
 from dsreg.errors import ManifestError, StorageError
@@ -175,7 +174,9 @@ def check_example_columns(table: pa.Table | pa.RecordBatch, snap: Snapshot) -> N
         if has_payloads(snap):
             # A checkout writes each file at its id: one that could leave the folder is
             # refused wherever the table is read, not only when it was added.
-            unsafe_ids = _call("match_substring_regex", ids, options=_Match(UNSAFE_PATH))
+            unsafe_ids = _call(
+                "match_substring_regex", ids, options=MatchSubstringOptions(UNSAFE_PATH)
+            )
             if _call("any", unsafe_ids).as_py():
                 bad = ids.filter(unsafe_ids)
                 raise ManifestError(
@@ -192,7 +193,8 @@ def check_example_columns(table: pa.Table | pa.RecordBatch, snap: Snapshot) -> N
                 f"{what}: {blobs.null_count} rows have no payload, but its layout needs one "
                 "for every row"
             )
-        ok = _call("match_substring_regex", _call("drop_null", blobs), options=_Match(_DIGEST_RE))
+        digests = _call("drop_null", blobs)
+        ok = _call("match_substring_regex", digests, options=MatchSubstringOptions(_DIGEST_RE))
         if len(ok) and not _call("all", ok).as_py():
             raise ManifestError(f"{what}: some blobs are not blake3 digests")
 

@@ -60,11 +60,15 @@ def verified_object(reg: Registry, digest: str) -> Path:
         with _LOCK:
             if _VERIFIED.get(key) == digest:
                 return path
-        reg.store.verified_path(digest)
-        # Cache only if the file did not change while it was hashed.
-        if _stat_key(path) == key:
-            with _LOCK:
-                _VERIFIED[key] = digest
+        try:
+            reg.store.verified_path(digest)
+            # Cache only if the file did not change while it was hashed.
+            if _stat_key(path) == key:
+                with _LOCK:
+                    _VERIFIED[key] = digest
+        finally:
+            with _LOCK:  # a reader still waiting holds the lock it found
+                _HASHING.pop(key, None)
     return path
 
 
